@@ -1,0 +1,870 @@
+//! Configuration, read once at start from the environment and an optional TOML file
+//! (DESIGN §7), validated into typed structs. Every problem is reported on its own line;
+//! secrets are wrapped so they never print.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+use url::Url;
+
+use crate::model::Tier;
+
+/// One documented environment variable: the single source for `--help`, `doctor` and the README.
+pub struct EnvVar {
+    pub name: &'static str,
+    pub default: &'static str,
+    pub help: &'static str,
+}
+
+/// Every variable Hermes reads, with its default and meaning.
+pub const ENV_VARS: &[EnvVar] = &[
+    EnvVar {
+        name: "DATABASE_URL",
+        default: "postgres://postgres:postgres@127.0.0.1:5432/hermes",
+        help: "PostgreSQL connection URL (the truth: runs, outbox, idempotency)",
+    },
+    EnvVar {
+        name: "AMQP_URL",
+        default: "amqp://guest:guest@127.0.0.1:5672/%2f",
+        help: "RabbitMQ connection URL (the bus)",
+    },
+    EnvVar {
+        name: "REDIS_URL",
+        default: "redis://127.0.0.1:6379",
+        help: "Redis connection URL (caches, counters, run event streams)",
+    },
+    EnvVar {
+        name: "HERMES_NAMESPACE",
+        default: "hermes",
+        help: "prefix of every queue and Redis key; two installs on one broker use two namespaces",
+    },
+    EnvVar {
+        name: "HERMES_CONFIG",
+        default: "(none)",
+        help: "path of the TOML file with tiers, models and prices (same as --config)",
+    },
+    EnvVar {
+        name: "HERMES_HTTP_ADDR",
+        default: "0.0.0.0:8080",
+        help: "public HTTP address of ingest",
+    },
+    EnvVar {
+        name: "HERMES_ADMIN_ADDR",
+        default: "0.0.0.0:9090",
+        help: "admin address: /metrics, /healthz, /readyz",
+    },
+    EnvVar {
+        name: "HERMES_LOG_FORMAT",
+        default: "json",
+        help: "log format: json (production) or text",
+    },
+    EnvVar {
+        name: "RUST_LOG",
+        default: "info",
+        help: "log filter, e.g. info,hermes_llm=debug",
+    },
+    EnvVar {
+        name: "API_SERVER_KEY",
+        default: "(none)",
+        help: "Bearer key of the HTTP API, at least 16 characters; required unless ingest binds to loopback",
+    },
+    EnvVar {
+        name: "HERMES_PROVIDER",
+        default: "(by key)",
+        help: "force a model provider: mock or openai",
+    },
+    EnvVar {
+        name: "HERMES_MODEL",
+        default: "(from the model map)",
+        help: "model id sent to the provider for every call, overriding the model map",
+    },
+    EnvVar {
+        name: "OPENAI_API_KEY",
+        default: "(none)",
+        help: "key of the OpenAI-compatible provider",
+    },
+    EnvVar {
+        name: "OPENAI_BASE_URL",
+        default: "https://api.openai.com/v1",
+        help: "base URL of the OpenAI-compatible provider",
+    },
+    EnvVar {
+        name: "HERMES_LLM_TIMEOUT_SECS",
+        default: "45",
+        help: "deadline of one model call across all failover hops",
+    },
+    EnvVar {
+        name: "HERMES_RUN_TIMEOUT_SECS",
+        default: "120",
+        help: "how long an API caller waits for its run's answer before 504",
+    },
+    EnvVar {
+        name: "HERMES_MAX_BODY_BYTES",
+        default: "1048576",
+        help: "largest accepted request body; larger is 413",
+    },
+    EnvVar {
+        name: "HERMES_SHUTDOWN_GRACE_SECS",
+        default: "30",
+        help: "how long SIGTERM waits for in-flight work before exiting",
+    },
+    EnvVar {
+        name: "HERMES_DB_POOL_SIZE",
+        default: "16",
+        help: "PostgreSQL connections per process",
+    },
+    EnvVar {
+        name: "HERMES_PREFETCH",
+        default: "32",
+        help: "unacknowledged messages per consumer (its concurrency)",
+    },
+    EnvVar {
+        name: "HERMES_DELIVERY_LIMIT",
+        default: "5",
+        help: "deliveries of one message before it is parked in its .dead queue",
+    },
+    EnvVar {
+        name: "HERMES_PUBLISH_WINDOW",
+        default: "512",
+        help: "publishes awaiting broker confirms at once",
+    },
+    EnvVar {
+        name: "HERMES_BUS_RECONNECT_SECS",
+        default: "60",
+        help: "how long to try to reconnect to RabbitMQ before exiting non-zero",
+    },
+    EnvVar {
+        name: "HERMES_QUEUE_EXPIRES_SECS",
+        default: "(never)",
+        help: "delete queues unused this long (for throw-away namespaces such as tests)",
+    },
+];
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Json,
+    Text,
+}
+
+/// A model provider this build can call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProviderKind {
+    /// Built-in demo provider: answers `echo: <last user message>`.
+    Mock,
+    /// Any OpenAI-compatible chat completions endpoint.
+    OpenAi,
+}
+
+impl ProviderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Mock => "mock",
+            ProviderKind::OpenAi => "openai",
+        }
+    }
+}
+
+impl FromStr for ProviderKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "mock" => Ok(ProviderKind::Mock),
+            "openai" => Ok(ProviderKind::OpenAi),
+            other => Err(format!(
+                "HERMES_PROVIDER={other:?} is not a provider this build knows (expected mock or openai)"
+            )),
+        }
+    }
+}
+
+/// The prefix of every queue and Redis key of one installation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Namespace(String);
+
+impl Namespace {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let ok = !s.is_empty()
+            && s.len() <= 40
+            && s.starts_with(|c: char| c.is_ascii_lowercase())
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+        if ok {
+            Ok(Self(s.to_string()))
+        } else {
+            Err(format!(
+                "HERMES_NAMESPACE={s:?} must be 1-40 characters of a-z, 0-9, '_' or '-', starting with a letter"
+            ))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Namespace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Model provider settings.
+#[derive(Clone, Debug)]
+pub struct ProviderSettings {
+    pub forced: Option<ProviderKind>,
+    pub model_override: Option<String>,
+    pub openai_api_key: Option<SecretString>,
+    pub openai_base_url: Url,
+}
+
+impl ProviderSettings {
+    /// The provider the llm stage will call: the forced one, else the first with a key.
+    pub fn resolve(&self) -> Result<ProviderKind, String> {
+        if let Some(forced) = self.forced {
+            if forced == ProviderKind::OpenAi && self.openai_api_key.is_none() {
+                return Err("HERMES_PROVIDER=openai but OPENAI_API_KEY is not set".into());
+            }
+            return Ok(forced);
+        }
+        if self.openai_api_key.is_some() {
+            return Ok(ProviderKind::OpenAi);
+        }
+        Err(
+            "no model provider: set OPENAI_API_KEY, or HERMES_PROVIDER=mock for the demo provider"
+                .into(),
+        )
+    }
+}
+
+/// Bus settings.
+#[derive(Clone, Debug)]
+pub struct BusSettings {
+    pub prefetch: u16,
+    pub delivery_limit: u32,
+    pub publish_window: usize,
+    pub reconnect_timeout: Duration,
+    pub queue_expires: Option<Duration>,
+}
+
+/// The structured part of the configuration, from the TOML file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FileConfig {
+    /// Tier → ordered logical model names (the failover chain).
+    pub tiers: BTreeMap<Tier, Vec<String>>,
+    /// Logical model name → provider model id and limits.
+    pub models: BTreeMap<String, ModelSpec>,
+    /// The HTTP API.
+    pub api: ApiSettings,
+}
+
+/// One logical model.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSpec {
+    /// The id sent to the provider.
+    pub id: String,
+    pub max_output_tokens: u32,
+}
+
+/// Settings of the OpenAI-compatible API surface.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiSettings {
+    /// Tier whose chain answers API callers.
+    pub tier: Tier,
+    /// Name advertised by `/v1/models` and echoed in responses.
+    pub model_name: String,
+}
+
+impl Default for ApiSettings {
+    fn default() -> Self {
+        Self {
+            tier: Tier::Free,
+            model_name: "hermes".into(),
+        }
+    }
+}
+
+impl Default for FileConfig {
+    /// The seed's values: free → haiku; starter → haiku then ollama; pro → sonnet;
+    /// venue-growth → sonnet then haiku.
+    fn default() -> Self {
+        let chain = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let tiers = BTreeMap::from([
+            (Tier::Free, chain(&["claude-haiku"])),
+            (Tier::Starter, chain(&["claude-haiku", "ollama"])),
+            (Tier::Pro, chain(&["claude-sonnet"])),
+            (Tier::VenueGrowth, chain(&["claude-sonnet", "claude-haiku"])),
+        ]);
+        let models = BTreeMap::from([
+            (
+                "claude-haiku".to_string(),
+                ModelSpec {
+                    id: "claude-haiku-4-5-20251001".into(),
+                    max_output_tokens: 1024,
+                },
+            ),
+            (
+                "claude-sonnet".to_string(),
+                ModelSpec {
+                    id: "claude-sonnet-4-6".into(),
+                    max_output_tokens: 2048,
+                },
+            ),
+            (
+                "ollama".to_string(),
+                ModelSpec {
+                    id: "llama3.1".into(),
+                    max_output_tokens: 1024,
+                },
+            ),
+        ]);
+        Self {
+            tiers,
+            models,
+            api: ApiSettings::default(),
+        }
+    }
+}
+
+impl FileConfig {
+    fn validate(&self, problems: &mut Vec<String>) {
+        for tier in Tier::ALL {
+            match self.tiers.get(&tier) {
+                None => problems.push(format!(
+                    "tiers: tier {:?} has no model chain",
+                    tier.as_str()
+                )),
+                Some(chain) if chain.is_empty() => problems.push(format!(
+                    "tiers: tier {:?} has an empty model chain",
+                    tier.as_str()
+                )),
+                Some(chain) => {
+                    for name in chain {
+                        if !self.models.contains_key(name) {
+                            problems.push(format!(
+                                "tiers: tier {:?} names model {name:?}, which is not in [models]",
+                                tier.as_str()
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        for (name, spec) in &self.models {
+            if spec.max_output_tokens == 0 {
+                problems.push(format!("models.{name}: max_output_tokens must be above 0"));
+            }
+        }
+    }
+}
+
+/// The whole effective configuration of a process.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub database_url: SecretString,
+    pub amqp_url: SecretString,
+    pub redis_url: SecretString,
+    pub namespace: Namespace,
+    pub http_addr: SocketAddr,
+    pub admin_addr: SocketAddr,
+    pub log_format: LogFormat,
+    pub api_server_key: Option<SecretString>,
+    pub provider: ProviderSettings,
+    pub llm_timeout: Duration,
+    pub run_timeout: Duration,
+    pub max_body_bytes: usize,
+    pub shutdown_grace: Duration,
+    pub db_pool_size: usize,
+    pub bus: BusSettings,
+    pub file: FileConfig,
+    pub config_path: Option<PathBuf>,
+}
+
+/// Everything wrong with the configuration, one problem per line.
+#[derive(Debug, thiserror::Error)]
+pub struct ConfigError {
+    pub problems: Vec<String>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid configuration:")?;
+        for p in &self.problems {
+            write!(f, "\n  - {p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads typed values from an environment, collecting problems instead of stopping at the first.
+struct Reader<'a> {
+    env: &'a dyn Fn(&str) -> Option<String>,
+    problems: Vec<String>,
+}
+
+impl Reader<'_> {
+    fn raw(&self, name: &str) -> Option<String> {
+        (self.env)(name)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    }
+
+    fn default_of(name: &str) -> &'static str {
+        ENV_VARS
+            .iter()
+            .find(|v| v.name == name)
+            .map(|v| v.default)
+            .expect("every variable read is documented in ENV_VARS")
+    }
+
+    fn parsed<T: FromStr>(&mut self, name: &str) -> Option<T>
+    where
+        T::Err: fmt::Display,
+    {
+        let value = self
+            .raw(name)
+            .unwrap_or_else(|| Self::default_of(name).to_string());
+        match value.parse() {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.problems
+                    .push(format!("{name}={value:?} is invalid: {e}"));
+                None
+            }
+        }
+    }
+
+    fn secret(&self, name: &str) -> Option<SecretString> {
+        self.raw(name).map(SecretString::from)
+    }
+
+    fn url(&mut self, name: &str, schemes: &[&str]) -> SecretString {
+        let value = self
+            .raw(name)
+            .unwrap_or_else(|| Self::default_of(name).to_string());
+        match Url::parse(&value) {
+            Ok(u) if schemes.contains(&u.scheme()) => {}
+            Ok(u) => self.problems.push(format!(
+                "{name} has scheme {:?}; expected {}",
+                u.scheme(),
+                schemes.join(" or ")
+            )),
+            Err(e) => self
+                .problems
+                .push(format!("{name} is not a URL ({e}): {}", mask_url(&value))),
+        }
+        SecretString::from(value)
+    }
+
+    fn secs(&mut self, name: &str) -> Duration {
+        Duration::from_secs(self.parsed::<u64>(name).unwrap_or(1))
+    }
+}
+
+impl Config {
+    /// Read the configuration from the process environment and `config_path` (or `HERMES_CONFIG`).
+    pub fn from_env(config_path: Option<&Path>) -> Result<Self, ConfigError> {
+        Self::from_lookup(&|name| std::env::var(name).ok(), config_path)
+    }
+
+    /// Read the configuration from any variable lookup (tests pass a map).
+    pub fn from_lookup(
+        env: &dyn Fn(&str) -> Option<String>,
+        config_path: Option<&Path>,
+    ) -> Result<Self, ConfigError> {
+        let mut r = Reader {
+            env,
+            problems: Vec::new(),
+        };
+
+        let database_url = r.url("DATABASE_URL", &["postgres", "postgresql"]);
+        let amqp_url = r.url("AMQP_URL", &["amqp", "amqps"]);
+        let redis_url = r.url("REDIS_URL", &["redis", "rediss"]);
+        let namespace =
+            match Namespace::parse(&r.raw("HERMES_NAMESPACE").unwrap_or_else(|| "hermes".into())) {
+                Ok(ns) => Some(ns),
+                Err(e) => {
+                    r.problems.push(e);
+                    None
+                }
+            };
+        let http_addr = r.parsed::<SocketAddr>("HERMES_HTTP_ADDR");
+        let admin_addr = r.parsed::<SocketAddr>("HERMES_ADMIN_ADDR");
+        let log_format = match r.raw("HERMES_LOG_FORMAT").as_deref() {
+            None | Some("json") => LogFormat::Json,
+            Some("text") => LogFormat::Text,
+            Some(other) => {
+                r.problems
+                    .push(format!("HERMES_LOG_FORMAT={other:?} must be json or text"));
+                LogFormat::Json
+            }
+        };
+        let api_server_key = r.secret("API_SERVER_KEY");
+        if let Some(key) = &api_server_key {
+            if key.expose_secret().chars().count() < 16 {
+                r.problems
+                    .push("API_SERVER_KEY is shorter than 16 characters".into());
+            }
+        }
+        let forced = match r.raw("HERMES_PROVIDER") {
+            Some(p) => match p.parse::<ProviderKind>() {
+                Ok(k) => Some(k),
+                Err(e) => {
+                    r.problems.push(e);
+                    None
+                }
+            },
+            None => None,
+        };
+        let openai_base_url = match Url::parse(
+            &r.raw("OPENAI_BASE_URL")
+                .unwrap_or_else(|| Reader::default_of("OPENAI_BASE_URL").into()),
+        ) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") => Some(u),
+            _ => {
+                r.problems
+                    .push("OPENAI_BASE_URL must be an http(s) URL".into());
+                None
+            }
+        };
+        let provider = openai_base_url.map(|openai_base_url| ProviderSettings {
+            forced,
+            model_override: r.raw("HERMES_MODEL"),
+            openai_api_key: r.secret("OPENAI_API_KEY"),
+            openai_base_url,
+        });
+        let llm_timeout = r.secs("HERMES_LLM_TIMEOUT_SECS");
+        let run_timeout = r.secs("HERMES_RUN_TIMEOUT_SECS");
+        let shutdown_grace = r.secs("HERMES_SHUTDOWN_GRACE_SECS");
+        let reconnect_timeout = r.secs("HERMES_BUS_RECONNECT_SECS");
+        let max_body_bytes = r
+            .parsed::<usize>("HERMES_MAX_BODY_BYTES")
+            .unwrap_or(1 << 20);
+        let db_pool_size = r
+            .parsed::<usize>("HERMES_DB_POOL_SIZE")
+            .unwrap_or(16)
+            .max(2);
+        let prefetch = r.parsed::<u16>("HERMES_PREFETCH").unwrap_or(32).max(1);
+        let delivery_limit = r.parsed::<u32>("HERMES_DELIVERY_LIMIT").unwrap_or(5).max(1);
+        let publish_window = r
+            .parsed::<usize>("HERMES_PUBLISH_WINDOW")
+            .unwrap_or(512)
+            .max(1);
+        let queue_expires = match r.raw("HERMES_QUEUE_EXPIRES_SECS") {
+            Some(v) => match v.parse::<u64>() {
+                Ok(s) if s > 0 => Some(Duration::from_secs(s)),
+                _ => {
+                    r.problems.push(format!(
+                        "HERMES_QUEUE_EXPIRES_SECS={v:?} must be a positive number of seconds"
+                    ));
+                    None
+                }
+            },
+            None => None,
+        };
+
+        let config_path = config_path
+            .map(Path::to_path_buf)
+            .or_else(|| r.raw("HERMES_CONFIG").map(PathBuf::from));
+        let file = match &config_path {
+            Some(path) => match std::fs::read_to_string(path) {
+                Ok(text) => match toml::from_str::<FileConfig>(&text) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        r.problems
+                            .push(format!("{}: {}", path.display(), e.to_string().trim()));
+                        FileConfig::default()
+                    }
+                },
+                Err(e) => {
+                    r.problems
+                        .push(format!("cannot read config file {}: {e}", path.display()));
+                    FileConfig::default()
+                }
+            },
+            None => FileConfig::default(),
+        };
+        file.validate(&mut r.problems);
+
+        match (
+            namespace,
+            http_addr,
+            admin_addr,
+            provider,
+            r.problems.is_empty(),
+        ) {
+            (Some(namespace), Some(http_addr), Some(admin_addr), Some(provider), true) => {
+                Ok(Config {
+                    database_url,
+                    amqp_url,
+                    redis_url,
+                    namespace,
+                    http_addr,
+                    admin_addr,
+                    log_format,
+                    api_server_key,
+                    provider,
+                    llm_timeout,
+                    run_timeout,
+                    max_body_bytes,
+                    shutdown_grace,
+                    db_pool_size,
+                    bus: BusSettings {
+                        prefetch,
+                        delivery_limit,
+                        publish_window,
+                        reconnect_timeout,
+                        queue_expires,
+                    },
+                    file,
+                    config_path,
+                })
+            }
+            _ => Err(ConfigError {
+                problems: r.problems,
+            }),
+        }
+    }
+
+    /// What ingest needs beyond the common settings: a strong key unless bound to loopback.
+    pub fn check_ingest(&self) -> Result<(), ConfigError> {
+        if self.api_server_key.is_none() && !self.http_addr.ip().is_loopback() {
+            return Err(ConfigError {
+                problems: vec![format!(
+                    "API_SERVER_KEY is required when ingest listens on {} (not loopback)",
+                    self.http_addr
+                )],
+            });
+        }
+        Ok(())
+    }
+
+    /// What the llm stage needs: a usable provider.
+    pub fn check_llm(&self) -> Result<(), ConfigError> {
+        self.provider
+            .resolve()
+            .map(|_| ())
+            .map_err(|e| ConfigError { problems: vec![e] })
+    }
+
+    /// The effective configuration as `NAME=value` lines with secrets masked (for `hermes doctor`).
+    pub fn describe(&self) -> Vec<(String, String)> {
+        let secret = |s: &Option<SecretString>| match s {
+            Some(_) => "******** (set)".to_string(),
+            None => "(not set)".to_string(),
+        };
+        let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "(not set)".into());
+        vec![
+            (
+                "DATABASE_URL".into(),
+                mask_url(self.database_url.expose_secret()),
+            ),
+            ("AMQP_URL".into(), mask_url(self.amqp_url.expose_secret())),
+            ("REDIS_URL".into(), mask_url(self.redis_url.expose_secret())),
+            ("HERMES_NAMESPACE".into(), self.namespace.to_string()),
+            (
+                "HERMES_CONFIG".into(),
+                self.config_path
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|| "(none: built-in tiers and models)".into()),
+            ),
+            ("HERMES_HTTP_ADDR".into(), self.http_addr.to_string()),
+            ("HERMES_ADMIN_ADDR".into(), self.admin_addr.to_string()),
+            (
+                "HERMES_LOG_FORMAT".into(),
+                format!("{:?}", self.log_format).to_lowercase(),
+            ),
+            ("API_SERVER_KEY".into(), secret(&self.api_server_key)),
+            (
+                "HERMES_PROVIDER".into(),
+                match self.provider.resolve() {
+                    Ok(p) if self.provider.forced.is_some() => format!("{} (forced)", p.as_str()),
+                    Ok(p) => format!("{} (by key)", p.as_str()),
+                    Err(e) => format!("(none: {e})"),
+                },
+            ),
+            ("HERMES_MODEL".into(), opt(&self.provider.model_override)),
+            (
+                "OPENAI_API_KEY".into(),
+                secret(&self.provider.openai_api_key),
+            ),
+            (
+                "OPENAI_BASE_URL".into(),
+                self.provider.openai_base_url.to_string(),
+            ),
+            (
+                "HERMES_LLM_TIMEOUT_SECS".into(),
+                self.llm_timeout.as_secs().to_string(),
+            ),
+            (
+                "HERMES_RUN_TIMEOUT_SECS".into(),
+                self.run_timeout.as_secs().to_string(),
+            ),
+            (
+                "HERMES_MAX_BODY_BYTES".into(),
+                self.max_body_bytes.to_string(),
+            ),
+            (
+                "HERMES_SHUTDOWN_GRACE_SECS".into(),
+                self.shutdown_grace.as_secs().to_string(),
+            ),
+            ("HERMES_DB_POOL_SIZE".into(), self.db_pool_size.to_string()),
+            ("HERMES_PREFETCH".into(), self.bus.prefetch.to_string()),
+            (
+                "HERMES_DELIVERY_LIMIT".into(),
+                self.bus.delivery_limit.to_string(),
+            ),
+            (
+                "HERMES_PUBLISH_WINDOW".into(),
+                self.bus.publish_window.to_string(),
+            ),
+            (
+                "HERMES_BUS_RECONNECT_SECS".into(),
+                self.bus.reconnect_timeout.as_secs().to_string(),
+            ),
+            (
+                "HERMES_QUEUE_EXPIRES_SECS".into(),
+                self.bus
+                    .queue_expires
+                    .map(|d| d.as_secs().to_string())
+                    .unwrap_or_else(|| "(never)".into()),
+            ),
+        ]
+    }
+}
+
+/// A URL with its password replaced by `***`, safe to log.
+pub fn mask_url(raw: &str) -> String {
+    match Url::parse(raw) {
+        Ok(mut u) => {
+            if u.password().is_some() {
+                let _ = u.set_password(Some("***"));
+            }
+            u.to_string()
+        }
+        Err(_) => "(unparseable URL)".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn load(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(&move |k| map.get(k).cloned(), None)
+    }
+
+    #[test]
+    fn defaults_point_at_local_servers() {
+        let c = load(&[]).unwrap();
+        assert_eq!(c.namespace.as_str(), "hermes");
+        assert_eq!(c.http_addr.to_string(), "0.0.0.0:8080");
+        assert_eq!(c.admin_addr.to_string(), "0.0.0.0:9090");
+        assert_eq!(
+            c.amqp_url.expose_secret(),
+            "amqp://guest:guest@127.0.0.1:5672/%2f"
+        );
+        assert_eq!(c.redis_url.expose_secret(), "redis://127.0.0.1:6379");
+        assert_eq!(c.log_format, LogFormat::Json);
+        assert_eq!(c.llm_timeout, Duration::from_secs(45));
+        assert_eq!(c.file.tiers[&Tier::Starter], vec!["claude-haiku", "ollama"]);
+    }
+
+    #[test]
+    fn every_problem_is_reported_on_its_own_line() {
+        let err = load(&[
+            ("HERMES_NAMESPACE", "Bad Name"),
+            ("HERMES_HTTP_ADDR", "nowhere"),
+            ("HERMES_LOG_FORMAT", "xml"),
+            ("API_SERVER_KEY", "k3y-x"),
+            ("HERMES_PROVIDER", "telepathy"),
+            ("AMQP_URL", "http://x"),
+        ])
+        .unwrap_err();
+        assert_eq!(err.problems.len(), 6, "{err}");
+        let text = err.to_string();
+        assert!(text.contains("HERMES_NAMESPACE"));
+        assert!(text.contains("HERMES_HTTP_ADDR"));
+        assert!(text.contains("telepathy"));
+        assert!(!text.contains("k3y-x"), "secret values never print: {text}");
+    }
+
+    #[test]
+    fn ingest_needs_a_key_unless_on_loopback() {
+        let c = load(&[]).unwrap();
+        assert!(c.check_ingest().is_err());
+        let c = load(&[("HERMES_HTTP_ADDR", "127.0.0.1:8080")]).unwrap();
+        assert!(c.check_ingest().is_ok());
+        let c = load(&[("API_SERVER_KEY", "0123456789abcdef")]).unwrap();
+        assert!(c.check_ingest().is_ok());
+    }
+
+    #[test]
+    fn provider_resolution_refuses_to_guess() {
+        let c = load(&[]).unwrap();
+        assert!(
+            c.check_llm()
+                .unwrap_err()
+                .to_string()
+                .contains("OPENAI_API_KEY")
+        );
+        let c = load(&[("HERMES_PROVIDER", "mock")]).unwrap();
+        assert_eq!(c.provider.resolve().unwrap(), ProviderKind::Mock);
+        let c = load(&[("OPENAI_API_KEY", "sk-test")]).unwrap();
+        assert_eq!(c.provider.resolve().unwrap(), ProviderKind::OpenAi);
+        let c = load(&[("HERMES_PROVIDER", "openai")]).unwrap();
+        assert!(c.check_llm().is_err());
+    }
+
+    #[test]
+    fn secrets_are_masked_in_descriptions_and_debug() {
+        let c = load(&[
+            ("DATABASE_URL", "postgres://app:hunter2@db:5432/hermes"),
+            ("API_SERVER_KEY", "super-secret-key-123"),
+            ("OPENAI_API_KEY", "sk-live-abcdef"),
+        ])
+        .unwrap();
+        let text = format!("{:?}{:?}", c.describe(), c);
+        for secret in ["hunter2", "super-secret-key-123", "sk-live-abcdef"] {
+            assert!(!text.contains(secret), "{secret} leaked");
+        }
+        assert!(text.contains("postgres://app:***@db:5432/hermes"));
+    }
+
+    #[test]
+    fn the_toml_file_is_validated() {
+        let dir = std::env::temp_dir().join(format!("hermes-cfg-{}", uuid::Uuid::now_v7()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("hermes.toml");
+        std::fs::write(
+            &path,
+            "[tiers]\nfree=['tiny']\nstarter=['tiny']\npro=['nope']\nvenue-growth=['tiny']\n[models.tiny]\nid='t'\nmax_output_tokens=10\n",
+        )
+        .unwrap();
+        let err = Config::from_lookup(&|_| None, Some(&path)).unwrap_err();
+        assert_eq!(err.problems.len(), 1, "{err}");
+        assert!(err.problems[0].contains("\"nope\""));
+
+        std::fs::write(&path, "[tiers]\ngold=['x']\n").unwrap();
+        let err = Config::from_lookup(&|_| None, Some(&path)).unwrap_err();
+        assert!(err.to_string().contains("gold"), "{err}");
+
+        let err = Config::from_lookup(&|_| None, Some(&dir.join("missing.toml"))).unwrap_err();
+        assert!(err.to_string().contains("cannot read config file"));
+    }
+}

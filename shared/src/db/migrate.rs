@@ -1,0 +1,158 @@
+//! `hermes migrate`: plain SQL files from `migrations/`, embedded in the binary, applied in
+//! order under a PostgreSQL advisory lock so a Kubernetes Job and a developer never race.
+//! Each file runs in its own transaction; its checksum is recorded and re-checked.
+
+use sha2::{Digest, Sha256};
+use tokio_postgres::NoTls;
+
+use super::{Client, Db, DbError};
+
+/// One embedded migration.
+pub struct Migration {
+    pub version: i64,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+/// Every migration of this build, in order. Add new files at the end; never edit applied ones.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "0001_init",
+    sql: include_str!("../../../migrations/0001_init.sql"),
+}];
+
+/// Arbitrary constant naming Hermes' migration lock.
+const LOCK_KEY: i64 = 0x4845_524D_4553; // "HERMES"
+
+pub fn latest_version() -> i64 {
+    MIGRATIONS.last().map(|m| m.version).unwrap_or(0)
+}
+
+fn checksum(sql: &str) -> String {
+    hex::encode(Sha256::digest(sql.as_bytes()))
+}
+
+/// The highest applied version (0 on an empty database).
+pub async fn current_version(client: &Client) -> Result<i64, DbError> {
+    let exists: bool = client
+        .query_one("SELECT to_regclass('schema_migrations') IS NOT NULL", &[])
+        .await?
+        .get(0);
+    if !exists {
+        return Ok(0);
+    }
+    let v: Option<i64> = client
+        .query_one("SELECT max(version) FROM schema_migrations", &[])
+        .await?
+        .get(0);
+    Ok(v.unwrap_or(0))
+}
+
+/// What `migrate` did.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub applied: Vec<String>,
+    pub already: usize,
+}
+
+/// Create the target database when it does not exist (a fresh laptop or CI machine).
+/// Returns true when it was created. Needs CREATEDB; production databases usually exist.
+pub async fn ensure_database(db: &Db) -> Result<bool, DbError> {
+    let cfg = db.pg_config().clone();
+    match cfg.connect(NoTls).await {
+        Ok(_) => return Ok(false),
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_DATABASE) => {}
+        Err(e) => return Err(DbError::Query(e)),
+    }
+    let name = cfg.get_dbname().unwrap_or("postgres").to_string();
+    let mut admin = cfg.clone();
+    admin.dbname("postgres");
+    let (client, conn) = admin.connect(NoTls).await?;
+    let driver = tokio::spawn(conn);
+    let quoted = format!("\"{}\"", name.replace('"', "\"\""));
+    let result = client
+        .batch_execute(&format!("CREATE DATABASE {quoted}"))
+        .await;
+    drop(client);
+    let _ = driver.await;
+    match result {
+        Ok(()) => Ok(true),
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::DUPLICATE_DATABASE) => {
+            Ok(false)
+        }
+        Err(e) => Err(DbError::Query(e)),
+    }
+}
+
+/// Apply every pending migration under the advisory lock.
+pub async fn run(db: &Db) -> Result<Report, DbError> {
+    let mut client = db.get().await?;
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&LOCK_KEY])
+        .await?;
+    let result = apply(&mut client).await;
+    let unlock = client
+        .execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY])
+        .await;
+    let report = result?;
+    unlock?;
+    Ok(report)
+}
+
+async fn apply(client: &mut Client) -> Result<Report, DbError> {
+    client
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (
+                version    bigint PRIMARY KEY,
+                name       text NOT NULL,
+                checksum   text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )",
+        )
+        .await?;
+    let applied: Vec<(i64, String)> = client
+        .query("SELECT version, checksum FROM schema_migrations", &[])
+        .await?
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let mut report = Report::default();
+    for m in MIGRATIONS {
+        let sum = checksum(m.sql);
+        if let Some((_, recorded)) = applied.iter().find(|(v, _)| *v == m.version) {
+            if *recorded != sum {
+                return Err(DbError::MigrationChanged {
+                    version: m.version,
+                    name: m.name.into(),
+                });
+            }
+            report.already += 1;
+            continue;
+        }
+        let tx = client.transaction().await?;
+        tx.batch_execute(m.sql).await?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+            &[&m.version, &m.name, &sum],
+        )
+        .await?;
+        tx.commit().await?;
+        tracing::info!(version = m.version, name = m.name, "migration applied");
+        report.applied.push(m.name.to_string());
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_are_numbered_in_order_and_named_after_their_files() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i as i64 + 1);
+            assert!(m.name.starts_with(&format!("{:04}_", m.version)));
+            assert!(!m.sql.trim().is_empty());
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! PostgreSQL, the truth (DESIGN §5): the connection pool, the schema-version check that
+//! keeps services off an older schema, idempotency records, and the outbox.
+
+pub mod migrate;
+pub mod outbox;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use secrecy::{ExposeSecret, SecretString};
+use tokio_postgres::NoTls;
+
+pub use deadpool_postgres::{Object as Client, Transaction};
+
+use crate::ids::MessageId;
+
+/// What can go wrong with the database.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("DATABASE_URL is invalid: {0}")]
+    Url(#[source] tokio_postgres::Error),
+    #[error("cannot get a database connection: {0}")]
+    Pool(#[from] deadpool_postgres::PoolError),
+    #[error("database error: {0}")]
+    Query(#[from] tokio_postgres::Error),
+    #[error(
+        "database schema is at version {found}, this build needs {needed}: run `hermes migrate` first"
+    )]
+    SchemaTooOld { found: i64, needed: i64 },
+    #[error("migration {version} ({name}) was changed after it was applied (checksum mismatch)")]
+    MigrationChanged { version: i64, name: String },
+}
+
+/// The connection pool, cheap to clone.
+#[derive(Clone)]
+pub struct Db {
+    pool: Pool,
+    config: tokio_postgres::Config,
+}
+
+impl Db {
+    /// Build a pool (lazy: no connection is made until first use).
+    pub fn new(url: &SecretString, size: usize) -> Result<Self, DbError> {
+        let mut config =
+            tokio_postgres::Config::from_str(url.expose_secret()).map_err(DbError::Url)?;
+        config.connect_timeout(Duration::from_secs(5));
+        if config.get_application_name().is_none() {
+            config.application_name("hermes");
+        }
+        let manager = Manager::from_config(
+            config.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(size)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(Duration::from_secs(10)))
+            .create_timeout(Some(Duration::from_secs(5)))
+            .recycle_timeout(Some(Duration::from_secs(5)))
+            .build()
+            .expect("pool configuration is valid");
+        Ok(Self { pool, config })
+    }
+
+    pub async fn get(&self) -> Result<Client, DbError> {
+        Ok(self.pool.get().await?)
+    }
+
+    /// The parsed connection settings (for LISTEN connections and database creation).
+    pub fn pg_config(&self) -> &tokio_postgres::Config {
+        &self.config
+    }
+
+    /// Refuse to run against a schema older than this build's migrations.
+    pub async fn check_schema(&self) -> Result<i64, DbError> {
+        let client = self.get().await?;
+        let found = migrate::current_version(&client).await?;
+        let needed = migrate::latest_version();
+        if found < needed {
+            return Err(DbError::SchemaTooOld { found, needed });
+        }
+        Ok(found)
+    }
+
+    /// A cheap liveness query for readiness.
+    pub async fn ping(&self) -> Result<(), DbError> {
+        self.get().await?.simple_query("SELECT 1").await?;
+        Ok(())
+    }
+}
+
+/// Has `consumer` already processed `message_id`? A cheap pre-check before slow work.
+pub async fn already_processed(
+    client: &Client,
+    consumer: &str,
+    message_id: MessageId,
+) -> Result<bool, DbError> {
+    let row = client
+        .query_opt(
+            "SELECT 1 FROM processed_messages WHERE consumer = $1 AND message_id = $2",
+            &[&consumer, &message_id.as_uuid()],
+        )
+        .await?;
+    Ok(row.is_some())
+}
+
+/// Record `message_id` as processed by `consumer` in the caller's transaction.
+/// Returns false when another delivery already recorded it (the caller must roll back).
+pub async fn mark_processed(
+    tx: &Transaction<'_>,
+    consumer: &str,
+    message_id: MessageId,
+) -> Result<bool, DbError> {
+    let n = tx
+        .execute(
+            "INSERT INTO processed_messages (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &[&consumer, &message_id.as_uuid()],
+        )
+        .await?;
+    Ok(n == 1)
+}

@@ -1,0 +1,85 @@
+//! Identifier newtypes. Every id that crosses a service boundary has its own type so a
+//! run id can never be passed where a message id is expected.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+macro_rules! uuid_id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(pub Uuid);
+
+        impl $name {
+            /// A new time-ordered (v7) id, so ids sort by creation time in indexes and logs.
+            pub fn new() -> Self {
+                Self(Uuid::now_v7())
+            }
+
+            /// The underlying UUID.
+            pub fn as_uuid(&self) -> Uuid {
+                self.0
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = uuid::Error;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                Uuid::parse_str(s).map(Self)
+            }
+        }
+
+        impl From<Uuid> for $name {
+            fn from(u: Uuid) -> Self {
+                Self(u)
+            }
+        }
+    };
+}
+
+uuid_id!(
+    /// One unit of work from an inbound message to its final reply (an AgentRun).
+    RunId
+);
+uuid_id!(
+    /// One bus message; the idempotency key every consumer records.
+    MessageId
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip_through_text_and_json() {
+        let id = RunId::new();
+        let parsed: RunId = id.to_string().parse().unwrap();
+        assert_eq!(parsed, id);
+        let json = serde_json::to_string(&id).unwrap();
+        assert_eq!(json, format!("\"{id}\""));
+        assert!("not-a-uuid".parse::<MessageId>().is_err());
+    }
+
+    #[test]
+    fn v7_ids_sort_by_creation() {
+        let a = MessageId::new();
+        let b = MessageId::new();
+        assert!(a < b);
+    }
+}

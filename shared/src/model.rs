@@ -1,0 +1,287 @@
+//! The domain payloads that travel between stages, and the small enums they use.
+//!
+//! These are the contract between services: the router never sees platform fields, the
+//! llm stage never sees HTTP, delivery never sees providers.
+
+use serde::{Deserialize, Serialize};
+
+use crate::envelope::{MessageKind, Payload};
+
+/// Who wrote a chat turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+/// A tool invocation the model asked for. `arguments` is the parsed JSON object.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: serde_json::Value,
+}
+
+/// One turn of a conversation in provider-neutral form.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: Role,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// For `Role::Tool`: which call this is the result of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl ChatMessage {
+    pub fn text(role: Role, content: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: Some(content.into()),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+
+    pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            role: Role::Tool,
+            content: Some(content.into()),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(call_id.into()),
+        }
+    }
+}
+
+/// A tool offered to the model: name, description, JSON schema of its arguments, toolset.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: serde_json::Value,
+    pub toolset: String,
+}
+
+/// Token usage of one or more model calls.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+impl Usage {
+    pub fn total(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, rhs: Self) {
+        self.input_tokens += rhs.input_tokens;
+        self.output_tokens += rhs.output_tokens;
+    }
+}
+
+/// Subscription tier: chooses the model chain and the budgets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum Tier {
+    Free,
+    Starter,
+    Pro,
+    VenueGrowth,
+}
+
+impl Tier {
+    pub const ALL: [Tier; 4] = [Tier::Free, Tier::Starter, Tier::Pro, Tier::VenueGrowth];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Free => "free",
+            Tier::Starter => "starter",
+            Tier::Pro => "pro",
+            Tier::VenueGrowth => "venue-growth",
+        }
+    }
+}
+
+impl std::str::FromStr for Tier {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Tier::ALL
+            .into_iter()
+            .find(|t| t.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown tier {s:?} (expected free, starter, pro or venue-growth)")
+            })
+    }
+}
+
+/// Where a message came in, and so where its answer goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Platform {
+    /// The OpenAI-compatible HTTP API: the caller waits on the run's event stream.
+    Api,
+}
+
+impl Platform {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Platform::Api => "api",
+        }
+    }
+}
+
+/// A normalized inbound message for the router.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Inbound {
+    pub platform: Platform,
+    /// Stable id of the sender on the platform (for the API: the key's principal).
+    pub sender_id: String,
+    /// The conversation so far, ending with the new message.
+    pub messages: Vec<ChatMessage>,
+    /// The model name the caller asked for (cosmetic for the API; echoed back).
+    #[serde(default)]
+    pub requested_model: Option<String>,
+    pub received_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl Payload for Inbound {
+    const KIND: MessageKind = MessageKind::Inbound;
+}
+
+/// A model call to make, with everything needed to make it (stages keep no state).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LlmRequest {
+    pub platform: Platform,
+    pub tier: Tier,
+    /// Logical model names to try in order (the tier's failover chain).
+    pub chain: Vec<String>,
+    pub messages: Vec<ChatMessage>,
+    #[serde(default)]
+    pub tools: Vec<ToolSpec>,
+    /// 0 for the first call; 1 for the call after the (single) tool round.
+    #[serde(default)]
+    pub tool_round: u8,
+    /// Usage of the calls already made for this run, so the reply reports the total.
+    #[serde(default)]
+    pub usage_so_far: Usage,
+    #[serde(default)]
+    pub requested_model: Option<String>,
+}
+
+impl Payload for LlmRequest {
+    const KIND: MessageKind = MessageKind::LlmRequest;
+}
+
+/// Tool calls to execute; `request` already ends with the assistant turn that asked for them.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ToolRequest {
+    pub request: LlmRequest,
+    pub calls: Vec<ToolCall>,
+}
+
+impl Payload for ToolRequest {
+    const KIND: MessageKind = MessageKind::ToolRequest;
+}
+
+/// Why a run ended without an answer. The caller sees the code; operators see the metric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureCode {
+    /// Every backend of the chain failed.
+    ProvidersUnavailable,
+    /// The request itself was refused by the provider (bad input, context too long).
+    ProviderRejected,
+    /// The request could not be processed (malformed after acceptance).
+    Invalid,
+}
+
+impl FailureCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureCode::ProvidersUnavailable => "providers_unavailable",
+            FailureCode::ProviderRejected => "provider_rejected",
+            FailureCode::Invalid => "invalid",
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Outcome {
+    Answered {
+        text: String,
+        model: String,
+        usage: Usage,
+        finish_reason: String,
+        #[serde(default)]
+        tools_used: Vec<String>,
+    },
+    Failed {
+        code: FailureCode,
+        /// A message fit for the end user.
+        message: String,
+    },
+}
+
+/// The final word on a run, for delivery to hand to whoever waits.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Reply {
+    pub platform: Platform,
+    pub outcome: Outcome,
+}
+
+impl Reply {
+    /// A failed reply: the run ends with `code` and a message fit for the end user.
+    pub fn failed(platform: Platform, code: FailureCode, message: impl Into<String>) -> Self {
+        Self {
+            platform,
+            outcome: Outcome::Failed {
+                code,
+                message: message.into(),
+            },
+        }
+    }
+}
+
+impl Payload for Reply {
+    const KIND: MessageKind = MessageKind::Reply;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiers_parse_by_their_config_names() {
+        for t in Tier::ALL {
+            assert_eq!(t.as_str().parse::<Tier>().unwrap(), t);
+        }
+        assert!("gold".parse::<Tier>().is_err());
+        assert_eq!(
+            serde_json::to_string(&Tier::VenueGrowth).unwrap(),
+            "\"venue-growth\""
+        );
+    }
+
+    #[test]
+    fn usage_adds_up() {
+        let mut u = Usage {
+            input_tokens: 3,
+            output_tokens: 4,
+        };
+        u += Usage {
+            input_tokens: 10,
+            output_tokens: 1,
+        };
+        assert_eq!(u.total(), 18);
+    }
+}

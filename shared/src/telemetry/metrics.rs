@@ -1,0 +1,321 @@
+//! The Prometheus metrics of the fleet, in one registry per process (per test fleet in
+//! tests, so parallel fleets never share counters). Names follow DESIGN §8.
+
+use std::sync::Arc;
+
+use prometheus::{
+    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
+    IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+/// Every metric a Hermes process exports. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct Metrics(Arc<Inner>);
+
+/// The metric handles; see the README's metrics list for what each one means.
+pub struct Inner {
+    pub registry: Registry,
+    // HTTP (ingest and admin).
+    pub http_requests: IntCounterVec,
+    pub http_duration: HistogramVec,
+    // Bus.
+    pub bus_connected: IntGauge,
+    pub bus_reconnects: IntCounter,
+    pub bus_published: IntCounterVec,
+    pub bus_publish_duration: Histogram,
+    pub bus_messages: IntCounterVec,
+    pub queue_messages: IntGaugeVec,
+    pub queue_consumers: IntGaugeVec,
+    // Stages.
+    pub stage_duration: HistogramVec,
+    pub runs: IntCounterVec,
+    // Outbox.
+    pub outbox_published: IntCounter,
+    pub outbox_publish_failures: IntCounter,
+    pub outbox_lag: Gauge,
+    // Redis.
+    pub redis_errors: IntCounterVec,
+    // LLM.
+    pub llm_calls: IntCounterVec,
+    pub llm_tokens: IntCounterVec,
+    pub llm_cache_hits: IntCounterVec,
+    pub llm_errors: IntCounterVec,
+    pub llm_fallbacks: IntCounterVec,
+    pub llm_duration: HistogramVec,
+    // Tools.
+    pub tool_calls: IntCounterVec,
+    pub tool_duration: HistogramVec,
+    // Delivery.
+    pub deliveries: IntCounterVec,
+    // Process.
+    pub ready: GaugeVec,
+}
+
+impl std::ops::Deref for Metrics {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+fn counter_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let m = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
+    r.register(Box::new(m.clone()))
+        .expect("metric registered once");
+    m
+}
+
+fn histogram_vec(
+    r: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+    buckets: Vec<f64>,
+) -> HistogramVec {
+    let m = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels)
+        .expect("valid metric");
+    r.register(Box::new(m.clone()))
+        .expect("metric registered once");
+    m
+}
+
+fn gauge_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let m = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
+    r.register(Box::new(m.clone()))
+        .expect("metric registered once");
+    m
+}
+
+/// Buckets for things measured in milliseconds to a minute.
+const LATENCY: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0,
+];
+
+impl Metrics {
+    pub fn new() -> Self {
+        let r = Registry::new();
+        let lat = LATENCY.to_vec();
+        let http_requests = counter_vec(
+            &r,
+            "hermes_http_requests_total",
+            "HTTP requests served, by method, matched route and status code.",
+            &["method", "route", "status"],
+        );
+        let http_duration = histogram_vec(
+            &r,
+            "hermes_http_request_duration_seconds",
+            "Time to answer an HTTP request, by method and matched route.",
+            &["method", "route"],
+            lat.clone(),
+        );
+        let bus_connected =
+            IntGauge::new("hermes_bus_connected", "1 while connected to RabbitMQ.").unwrap();
+        r.register(Box::new(bus_connected.clone())).unwrap();
+        let bus_reconnects = IntCounter::new(
+            "hermes_bus_reconnects_total",
+            "Successful reconnections to RabbitMQ after a lost connection.",
+        )
+        .unwrap();
+        r.register(Box::new(bus_reconnects.clone())).unwrap();
+        let bus_published = counter_vec(
+            &r,
+            "hermes_bus_published_total",
+            "Publishes by target queue and outcome (confirmed, nacked, unroutable, error).",
+            &["queue", "outcome"],
+        );
+        let bus_publish_duration = Histogram::with_opts(
+            HistogramOpts::new(
+                "hermes_bus_publish_duration_seconds",
+                "Time from publish to broker confirm.",
+            )
+            .buckets(lat.clone()),
+        )
+        .unwrap();
+        r.register(Box::new(bus_publish_duration.clone())).unwrap();
+        let bus_messages = counter_vec(
+            &r,
+            "hermes_bus_messages_total",
+            "Consumed messages by queue and outcome (acked, duplicate, requeued, rejected).",
+            &["queue", "outcome"],
+        );
+        let queue_messages = gauge_vec(
+            &r,
+            "hermes_queue_messages",
+            "Messages ready in each queue (work and parking), sampled.",
+            &["queue"],
+        );
+        let queue_consumers = gauge_vec(
+            &r,
+            "hermes_queue_consumers",
+            "Consumers attached to each work queue, sampled.",
+            &["queue"],
+        );
+        let stage_duration = histogram_vec(
+            &r,
+            "hermes_stage_duration_seconds",
+            "Time a stage spends on one message, from receipt to ack.",
+            &["stage"],
+            lat.clone(),
+        );
+        let runs = counter_vec(
+            &r,
+            "hermes_runs_total",
+            "Runs that reached a final status (completed, failed), by platform.",
+            &["platform", "status"],
+        );
+        let outbox_published = IntCounter::new(
+            "hermes_outbox_published_total",
+            "Outbox rows published and marked.",
+        )
+        .unwrap();
+        r.register(Box::new(outbox_published.clone())).unwrap();
+        let outbox_publish_failures = IntCounter::new(
+            "hermes_outbox_publish_failures_total",
+            "Outbox rows whose publish failed and will be retried.",
+        )
+        .unwrap();
+        r.register(Box::new(outbox_publish_failures.clone()))
+            .unwrap();
+        let outbox_lag = Gauge::new(
+            "hermes_outbox_lag_seconds",
+            "Age of the oldest unpublished outbox row (0 when none).",
+        )
+        .unwrap();
+        r.register(Box::new(outbox_lag.clone())).unwrap();
+        let redis_errors = counter_vec(
+            &r,
+            "hermes_redis_errors_total",
+            "Redis calls that failed or timed out, by operation.",
+            &["op"],
+        );
+        let llm_calls = counter_vec(
+            &r,
+            "hermes_llm_calls_total",
+            "Successful model completions by backend and tier.",
+            &["backend", "tier"],
+        );
+        let llm_tokens = counter_vec(
+            &r,
+            "hermes_llm_tokens_total",
+            "Tokens consumed by backend and direction (input, output).",
+            &["backend", "direction"],
+        );
+        let llm_cache_hits = counter_vec(
+            &r,
+            "hermes_llm_cache_hits_total",
+            "Model answers served from the response cache, by backend and tier.",
+            &["backend", "tier"],
+        );
+        let llm_errors = counter_vec(
+            &r,
+            "hermes_llm_errors_total",
+            "Failed model calls by backend and reason (rate_limited, server_error, timeout, connect, rejected, malformed).",
+            &["backend", "reason"],
+        );
+        let llm_fallbacks = counter_vec(
+            &r,
+            "hermes_llm_fallbacks_total",
+            "Times a failed backend handed the call to the next one of the chain, by tier.",
+            &["tier"],
+        );
+        let llm_duration = histogram_vec(
+            &r,
+            "hermes_llm_call_duration_seconds",
+            "Time of one model call by backend.",
+            &["backend"],
+            lat.clone(),
+        );
+        let tool_calls = counter_vec(
+            &r,
+            "hermes_tool_calls_total",
+            "Tool calls by tool and outcome (ok, error, unknown_tool, timeout).",
+            &["tool", "outcome"],
+        );
+        let tool_duration = histogram_vec(
+            &r,
+            "hermes_tool_duration_seconds",
+            "Time of one tool call by tool.",
+            &["tool"],
+            lat,
+        );
+        let deliveries = counter_vec(
+            &r,
+            "hermes_deliveries_total",
+            "Replies handed to their destination, by platform and outcome.",
+            &["platform", "outcome"],
+        );
+        let ready = GaugeVec::new(
+            Opts::new(
+                "hermes_component_ready",
+                "1 when a component of this process is ready.",
+            ),
+            &["component"],
+        )
+        .unwrap();
+        r.register(Box::new(ready.clone())).unwrap();
+        Self(Arc::new(Inner {
+            registry: r,
+            http_requests,
+            http_duration,
+            bus_connected,
+            bus_reconnects,
+            bus_published,
+            bus_publish_duration,
+            bus_messages,
+            queue_messages,
+            queue_consumers,
+            stage_duration,
+            runs,
+            outbox_published,
+            outbox_publish_failures,
+            outbox_lag,
+            redis_errors,
+            llm_calls,
+            llm_tokens,
+            llm_cache_hits,
+            llm_errors,
+            llm_fallbacks,
+            llm_duration,
+            tool_calls,
+            tool_duration,
+            deliveries,
+            ready,
+        }))
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut buf)
+            .expect("text encoding never fails");
+        String::from_utf8(buf).expect("prometheus text is UTF-8")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_prometheus_conventions() {
+        let m = Metrics::new();
+        m.llm_calls.with_label_values(&["mock", "free"]).inc();
+        m.http_requests
+            .with_label_values(&["GET", "/health", "200"])
+            .inc();
+        let text = m.render();
+        assert!(text.contains("hermes_llm_calls_total{backend=\"mock\",tier=\"free\"} 1"));
+        assert!(text.contains("hermes_http_requests_total"));
+        for family in m.registry.gather() {
+            assert!(family.name().starts_with("hermes_"), "{}", family.name());
+        }
+    }
+}
