@@ -6,7 +6,7 @@ CREATE TABLE agent_runs (
     platform     text NOT NULL,
     sender_id    text NOT NULL,
     status       text NOT NULL CHECK (status IN
-                   ('routed', 'calling_model', 'awaiting_tools', 'completed', 'failed')),
+                   ('routed', 'awaiting_tools', 'completed', 'failed')),
     tier         text NOT NULL,
     input_text   text,
     output_text  text,

@@ -103,6 +103,13 @@ async fn open(url: &str, name: &str) -> Result<Connection, BusError> {
     }
 }
 
+/// Check that the broker accepts a connection (for `hermes doctor`); declares nothing.
+pub async fn probe(url: &SecretString) -> Result<(), BusError> {
+    let conn = open(url.expose_secret(), "hermes-doctor").await?;
+    let _ = conn.close(200, "probe".into()).await;
+    Ok(())
+}
+
 impl Bus {
     /// Connect both sides and declare the topology. Fails if the broker cannot be reached.
     pub async fn connect(
@@ -178,7 +185,10 @@ impl Bus {
         let i = &self.inner;
         i.connected.store(false, Ordering::SeqCst);
         i.metrics.bus_connected.set(0);
-        *i.publish_channel.write().await = None;
+        if let Some(ch) = i.publish_channel.write().await.take() {
+            let _ =
+                tokio::time::timeout(Duration::from_secs(1), ch.close(200, "closing".into())).await;
+        }
         for slot in [&i.publish_conn, &i.consume_conn] {
             if let Some(conn) = slot.write().await.take() {
                 let _ = tokio::time::timeout(
@@ -489,6 +499,7 @@ impl Bus {
                 }
             }
         }
+        while in_flight.try_join_next().is_some() {}
         let pending = in_flight.len();
         if pending > 0 {
             tracing::info!(queue, pending, "stopping: finishing in-flight messages");

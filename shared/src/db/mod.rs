@@ -3,6 +3,8 @@
 
 pub mod migrate;
 pub mod outbox;
+pub mod runs;
+pub mod tool_registry;
 
 use std::str::FromStr;
 use std::time::Duration;

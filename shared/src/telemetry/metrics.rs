@@ -18,6 +18,7 @@ pub struct Inner {
     // HTTP (ingest and admin).
     pub http_requests: IntCounterVec,
     pub http_duration: HistogramVec,
+    pub ingest_messages: IntCounterVec,
     // Bus.
     pub bus_connected: IntGauge,
     pub bus_reconnects: IntCounter,
@@ -108,6 +109,12 @@ impl Metrics {
             "Time to answer an HTTP request, by method and matched route.",
             &["method", "route"],
             lat.clone(),
+        );
+        let ingest_messages = counter_vec(
+            &r,
+            "hermes_ingest_messages_total",
+            "Inbound messages by platform and outcome (accepted, or the error code they were refused with).",
+            &["platform", "outcome"],
         );
         let bus_connected =
             IntGauge::new("hermes_bus_connected", "1 while connected to RabbitMQ.").unwrap();
@@ -258,6 +265,7 @@ impl Metrics {
             registry: r,
             http_requests,
             http_duration,
+            ingest_messages,
             bus_connected,
             bus_reconnects,
             bus_published,

@@ -1,0 +1,14 @@
+//! The delivery stage: gets every answer to where it belongs and closes its run.
+//! Consumes `{ns}.delivery`.
+
+mod handler;
+
+use hermes_shared::{Ctx, stage};
+
+pub use handler::DeliveryStage;
+
+/// Run the delivery stage until `ctx.stop`.
+pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
+    stage::run(ctx.clone(), DeliveryStage::new(ctx)).await;
+    Ok(())
+}

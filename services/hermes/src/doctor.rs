@@ -1,0 +1,159 @@
+//! `hermes doctor`: the effective configuration with secrets masked, and a check of each
+//! server Hermes needs. Exits non-zero naming every problem found.
+
+use std::time::Duration;
+
+use hermes_shared::bus;
+use hermes_shared::cache::Cache;
+use hermes_shared::config::Config;
+use hermes_shared::config::mask_url;
+use hermes_shared::db::{Db, migrate};
+use hermes_shared::telemetry::Metrics;
+use secrecy::ExposeSecret;
+
+/// The three connection URLs (only ever printed through `mask_url`).
+fn expose(c: &Config) -> [String; 3] {
+    [
+        c.database_url.expose_secret().to_string(),
+        c.amqp_url.expose_secret().to_string(),
+        c.redis_url.expose_secret().to_string(),
+    ]
+}
+
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One check's verdict.
+pub struct Check {
+    pub name: &'static str,
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// Run every check; the caller prints them.
+pub async fn checks(config: &Config) -> Vec<Check> {
+    let [db_url, amqp_url, redis_url] = expose(config);
+    let mut out = Vec::new();
+
+    let pg = async {
+        let db = Db::new(&config.database_url, 1).map_err(|e| e.to_string())?;
+        let client = db.get().await.map_err(|e| e.to_string())?;
+        let found = migrate::current_version(&client)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>(found)
+    };
+    let needed = migrate::latest_version();
+    match tokio::time::timeout(TIMEOUT, pg).await {
+        Ok(Ok(found)) => {
+            out.push(Check {
+                name: "PostgreSQL",
+                ok: true,
+                detail: format!("reachable at {}", mask_url(&db_url)),
+            });
+            out.push(Check {
+                name: "schema",
+                ok: found >= needed,
+                detail: if found >= needed {
+                    format!("version {found} (this build needs {needed})")
+                } else {
+                    format!("version {found}, this build needs {needed}: run `hermes migrate`")
+                },
+            });
+        }
+        Ok(Err(e)) => out.push(Check {
+            name: "PostgreSQL",
+            ok: false,
+            detail: format!("unreachable at {}: {e}", mask_url(&db_url)),
+        }),
+        Err(_) => out.push(Check {
+            name: "PostgreSQL",
+            ok: false,
+            detail: format!("no answer within {TIMEOUT:?} at {}", mask_url(&db_url)),
+        }),
+    }
+
+    match tokio::time::timeout(TIMEOUT, bus::probe(&config.amqp_url)).await {
+        Ok(Ok(())) => out.push(Check {
+            name: "RabbitMQ",
+            ok: true,
+            detail: format!("reachable at {}", mask_url(&amqp_url)),
+        }),
+        Ok(Err(e)) => out.push(Check {
+            name: "RabbitMQ",
+            ok: false,
+            detail: format!("unreachable at {}: {e}", mask_url(&amqp_url)),
+        }),
+        Err(_) => out.push(Check {
+            name: "RabbitMQ",
+            ok: false,
+            detail: format!("no answer within {TIMEOUT:?} at {}", mask_url(&amqp_url)),
+        }),
+    }
+
+    let redis = async {
+        let cache = Cache::new(&config.redis_url, config.namespace.clone(), Metrics::new())
+            .map_err(|e| e.to_string())?;
+        cache.ping().await.map_err(|e| e.to_string())
+    };
+    match tokio::time::timeout(TIMEOUT, redis).await {
+        Ok(Ok(())) => out.push(Check {
+            name: "Redis",
+            ok: true,
+            detail: format!("reachable at {}", mask_url(&redis_url)),
+        }),
+        Ok(Err(e)) => out.push(Check {
+            name: "Redis",
+            ok: false,
+            detail: format!("unreachable at {}: {e}", mask_url(&redis_url)),
+        }),
+        Err(_) => out.push(Check {
+            name: "Redis",
+            ok: false,
+            detail: format!("no answer within {TIMEOUT:?} at {}", mask_url(&redis_url)),
+        }),
+    }
+    out
+}
+
+/// Print the configuration and the checks; the number of failed checks.
+pub async fn run(config: &Config) -> usize {
+    println!("Effective configuration (secrets masked):");
+    for (name, value) in config.describe() {
+        println!("  {name:<28} {value}");
+    }
+    println!();
+    println!("Checks:");
+    let checks = checks(config).await;
+    for c in &checks {
+        println!(
+            "  [{}] {:<11} {}",
+            if c.ok { " ok " } else { "FAIL" },
+            c.name,
+            c.detail
+        );
+    }
+    let notes = [
+        config
+            .check_llm()
+            .err()
+            .map(|e| format!("the llm service will not start: {}", e.problems.join("; "))),
+        config.check_ingest().err().map(|e| {
+            format!(
+                "the ingest service will not start: {}",
+                e.problems.join("; ")
+            )
+        }),
+    ];
+    for n in notes.into_iter().flatten() {
+        println!("  [warn] {n}");
+    }
+    let failed = checks.iter().filter(|c| !c.ok).count();
+    println!();
+    if failed == 0 {
+        println!("All checks passed.");
+    } else {
+        let names: Vec<&str> = checks.iter().filter(|c| !c.ok).map(|c| c.name).collect();
+        println!("{failed} check(s) failed: {}", names.join(", "));
+    }
+    failed
+}

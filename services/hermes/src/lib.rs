@@ -1,0 +1,225 @@
+//! The `hermes` binary's library half: starting any set of services in one process with
+//! the shared infrastructure (admin server, bus supervisor, outbox relay), and stopping
+//! them in order on shutdown (DESIGN §3.7). `hermes all` and the tests use it directly.
+
+pub mod doctor;
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use hermes_shared::Ctx;
+use hermes_shared::config::Config;
+use hermes_shared::db::outbox::Relay;
+use hermes_shared::telemetry::{Metrics, admin};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// A service the binary can run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Service {
+    Ingest,
+    Router,
+    Llm,
+    Tools,
+    Delivery,
+}
+
+impl Service {
+    pub const ALL: [Service; 5] = [
+        Service::Ingest,
+        Service::Router,
+        Service::Llm,
+        Service::Tools,
+        Service::Delivery,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Service::Ingest => "ingest",
+            Service::Router => "router",
+            Service::Llm => "llm",
+            Service::Tools => "tools",
+            Service::Delivery => "delivery",
+        }
+    }
+}
+
+/// Pre-bound sockets (tests bind port 0); `None` binds the configured address.
+#[derive(Default)]
+pub struct Listeners {
+    pub http: Option<TcpListener>,
+    pub admin: Option<TcpListener>,
+}
+
+fn spawn_service(
+    service: Service,
+    ctx: Ctx,
+    http: Option<TcpListener>,
+) -> JoinHandle<anyhow::Result<()>> {
+    tokio::spawn(async move {
+        match service {
+            Service::Ingest => match http {
+                Some(l) => hermes_ingest::serve(ctx, l).await,
+                None => hermes_ingest::run(ctx).await,
+            },
+            Service::Router => hermes_router::run(ctx).await,
+            Service::Llm => hermes_llm::run(ctx).await,
+            Service::Tools => hermes_tools::run(ctx).await,
+            Service::Delivery => hermes_delivery::run(ctx).await,
+        }
+    })
+}
+
+/// Check what the chosen services need from the configuration, before connecting anywhere.
+pub fn preflight(config: &Config, services: &[Service]) -> anyhow::Result<()> {
+    if services.contains(&Service::Ingest) {
+        config.check_ingest()?;
+    }
+    if services.contains(&Service::Llm) {
+        config.check_llm()?;
+    }
+    Ok(())
+}
+
+/// Run `services` until `shutdown` resolves (or a component raises a fatal error), then stop:
+/// readiness off → ingest stops accepting and finishes its requests → stages stop consuming
+/// and finish their messages → the relay publishes what is left → connections close.
+pub async fn run(
+    config: Config,
+    services: &[Service],
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    preflight(&config, services)?;
+    let grace = config.shutdown_grace;
+    let admin_addr = config.admin_addr;
+    let ctx = Ctx::connect(config, Metrics::new()).await?;
+
+    let infra = CancellationToken::new();
+    let intake = CancellationToken::new();
+    let workers = CancellationToken::new();
+
+    let admin_listener = match listeners.admin {
+        Some(l) => l,
+        None => TcpListener::bind(admin_addr)
+            .await
+            .with_context(|| format!("cannot listen on HERMES_ADMIN_ADDR={admin_addr}"))?,
+    };
+    let admin_task = tokio::spawn(admin::serve(
+        admin_listener,
+        ctx.metrics.clone(),
+        ctx.bus.clone(),
+        ctx.readiness.clone(),
+        infra.clone(),
+    ));
+    let supervisor = ctx.bus.spawn_supervisor(infra.clone(), ctx.fatal.clone());
+    let sampler = ctx
+        .bus
+        .spawn_queue_sampler(Duration::from_secs(15), infra.clone());
+    ctx.readiness.spawn_db_probe(ctx.db.clone(), infra.clone());
+    let has_stages = services.iter().any(|s| *s != Service::Ingest);
+    let relay = has_stages.then(|| {
+        let relay = Relay::new(ctx.db.clone(), ctx.bus.clone(), ctx.metrics.clone());
+        tokio::spawn(relay.run(infra.clone()))
+    });
+
+    let mut http = listeners.http;
+    let mut ingest = None;
+    let mut stages = Vec::new();
+    for &service in services {
+        if service == Service::Ingest {
+            ingest = Some((
+                service,
+                spawn_service(service, ctx.with_stop(intake.clone()), http.take()),
+            ));
+        } else {
+            stages.push((
+                service,
+                spawn_service(service, ctx.with_stop(workers.clone()), None),
+            ));
+        }
+    }
+    let names: Vec<&str> = services.iter().map(|s| s.as_str()).collect();
+    tracing::info!(services = ?names, namespace = %ctx.config.namespace, "hermes started");
+
+    // Wait for a stop signal, a fatal error, or a service ending on its own (which is a failure).
+    let failed = {
+        let watch_services = async {
+            loop {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let ended = ingest
+                    .iter()
+                    .chain(stages.iter())
+                    .find(|(_, h)| h.is_finished());
+                if let Some((s, _)) = ended {
+                    return *s;
+                }
+            }
+        };
+        tokio::select! {
+            _ = shutdown => None,
+            _ = ctx.fatal.raised() => None,
+            s = watch_services => Some(s),
+        }
+    };
+    let mut error: Option<anyhow::Error> = ctx.fatal.reason().map(anyhow::Error::msg);
+
+    ctx.readiness.set_stopping();
+    let deadline = Instant::now() + grace;
+    intake.cancel();
+    if let Some((s, h)) = ingest {
+        collect(s, h, deadline, &mut error).await;
+    }
+    workers.cancel();
+    for (s, h) in stages {
+        collect(s, h, deadline, &mut error).await;
+    }
+    infra.cancel();
+    if let Some(r) = relay {
+        let _ = tokio::time::timeout(Duration::from_secs(5), r).await;
+    }
+    let _ = supervisor.await;
+    sampler.abort();
+    let _ = admin_task.await;
+    ctx.bus.close().await;
+    if let (Some(s), None) = (failed, &error) {
+        error = Some(anyhow::anyhow!(
+            "the {} service stopped unexpectedly",
+            s.as_str()
+        ));
+    }
+    match error {
+        Some(e) => Err(e),
+        None => {
+            tracing::info!("hermes stopped cleanly");
+            Ok(())
+        }
+    }
+}
+
+async fn collect(
+    s: Service,
+    h: JoinHandle<anyhow::Result<()>>,
+    deadline: Instant,
+    error: &mut Option<anyhow::Error>,
+) {
+    let left = deadline.saturating_duration_since(Instant::now());
+    match tokio::time::timeout(left, h).await {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(e))) => {
+            tracing::error!(service = s.as_str(), error = %format!("{e:#}"), "service failed");
+            error.get_or_insert(e.context(format!("{} service", s.as_str())));
+        }
+        Ok(Err(join)) => {
+            error.get_or_insert(anyhow::anyhow!("{} service panicked: {join}", s.as_str()));
+        }
+        Err(_) => {
+            tracing::warn!(
+                service = s.as_str(),
+                "shutdown grace exceeded; abandoning in-flight work (it will be redelivered)"
+            );
+        }
+    }
+}

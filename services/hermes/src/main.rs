@@ -1,0 +1,190 @@
+//! `hermes`: run any Hermes service, all of them at once, or an operator command.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use hermes::{Listeners, Service};
+use hermes_shared::config::{Config, ENV_VARS};
+use hermes_shared::db::{Db, migrate};
+use hermes_shared::shutdown;
+use hermes_shared::telemetry::init_tracing;
+
+fn env_help() -> String {
+    let mut s = String::from(
+        "Environment (read once at start; `hermes doctor` shows the effective values):\n",
+    );
+    for v in ENV_VARS {
+        s.push_str(&format!(
+            "  {:<28} {} [default: {}]\n",
+            v.name, v.help, v.default
+        ));
+    }
+    s
+}
+
+#[derive(Parser)]
+#[command(
+    name = "hermes",
+    version,
+    about = "Hermes: a message router and agent runtime, run as a queue-driven worker fleet",
+    long_about = None,
+    after_long_help = env_help(),
+    after_help = "Run `hermes help <command>` for a command, `hermes --help` for every environment variable."
+)]
+struct Cli {
+    /// TOML file with tiers, model chains and API settings.
+    #[arg(long, global = true, env = "HERMES_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the HTTP API: verify, accept and hand messages to the router.
+    Ingest,
+    /// Route inbound messages: create runs, choose the model chain and tools.
+    Router,
+    /// Call the models, with failover along the tier's chain.
+    Llm,
+    /// Run the tools models ask for.
+    Tools,
+    /// Deliver answers and close runs.
+    Delivery,
+    /// Run all five services in one process (development and small installs).
+    All,
+    /// Apply pending database migrations (creates the database when missing).
+    Migrate,
+    /// Show the effective configuration and check PostgreSQL, RabbitMQ, Redis and the schema.
+    Doctor,
+    /// Probe this process's /readyz on the admin port; exit 0 when ready (for container health checks).
+    Health {
+        /// Address of the admin server to probe.
+        #[arg(long, default_value = "127.0.0.1:9090", env = "HERMES_HEALTH_ADDR")]
+        addr: String,
+    },
+}
+
+fn load(path: Option<&std::path::Path>) -> Result<Config, ExitCode> {
+    Config::from_env(path).map_err(|e| {
+        eprintln!("hermes: {e}");
+        ExitCode::from(2)
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    hermes_shared::install_crypto_provider();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("hermes: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(dispatch(cli))
+}
+
+async fn dispatch(cli: Cli) -> ExitCode {
+    let path = cli.config.as_deref();
+    let services: Vec<Service> = match cli.command {
+        Command::Ingest => vec![Service::Ingest],
+        Command::Router => vec![Service::Router],
+        Command::Llm => vec![Service::Llm],
+        Command::Tools => vec![Service::Tools],
+        Command::Delivery => vec![Service::Delivery],
+        Command::All => Service::ALL.to_vec(),
+        Command::Migrate => {
+            let config = match load(path) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            init_tracing(config.log_format);
+            return migrate_cmd(&config).await;
+        }
+        Command::Doctor => {
+            let config = match load(path) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            return if hermes::doctor::run(&config).await == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            };
+        }
+        Command::Health { addr } => return health(&addr).await,
+    };
+    let config = match load(path) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    init_tracing(config.log_format);
+    match hermes::run(config, &services, Listeners::default(), shutdown::signal()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "hermes stopped with an error");
+            eprintln!("hermes: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn migrate_cmd(config: &Config) -> ExitCode {
+    let result = async {
+        let db = Db::new(&config.database_url, 2)?;
+        if migrate::ensure_database(&db).await? {
+            println!("created the database");
+        }
+        migrate::run(&db).await
+    }
+    .await;
+    match result {
+        Ok(report) => {
+            for name in &report.applied {
+                println!("applied {name}");
+            }
+            println!(
+                "schema at version {} ({} applied now, {} already)",
+                migrate::latest_version(),
+                report.applied.len(),
+                report.already
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("hermes migrate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn health(addr: &str) -> ExitCode {
+    let url = format!("http://{addr}/readyz");
+    let client = match reqwest::Client::builder()
+        .timeout(Duration::from_secs(3))
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("hermes health: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match client.get(&url).send().await {
+        Ok(r) if r.status().is_success() => ExitCode::SUCCESS,
+        Ok(r) => {
+            eprintln!("hermes health: {url} answered {}", r.status());
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("hermes health: {url}: {}", e.without_url());
+            ExitCode::FAILURE
+        }
+    }
+}

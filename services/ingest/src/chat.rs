@@ -1,0 +1,129 @@
+//! `POST /v1/chat/completions`: validate, hand the message to the router durably (2xx only
+//! after the broker confirmed it), wait for the run's outcome, answer in OpenAI's shape.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use hermes_shared::envelope::Envelope;
+use hermes_shared::http::ApiError;
+use hermes_shared::ids::RunId;
+use hermes_shared::model::{FailureCode, Inbound, Outcome, Platform};
+use hermes_shared::trace::TraceParent;
+
+use crate::{AppState, openai, wait};
+
+pub async fn completions(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    match handle(&app, &headers, body).await {
+        Ok(resp) => resp,
+        Err(e) => {
+            app.ctx
+                .metrics
+                .ingest_messages
+                .with_label_values(&["api", e.code])
+                .inc();
+            e.into_response()
+        }
+    }
+}
+
+async fn handle(
+    app: &AppState,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body.map_err(|r| match r.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!(
+                "request body is larger than {} bytes",
+                app.ctx.config.max_body_bytes
+            ),
+        ),
+        status => ApiError::new(status, "invalid_body", r.body_text()),
+    })?;
+    let request = openai::parse(&body)?;
+    let run = RunId::new();
+    let traceparent = headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .and_then(TraceParent::parse)
+        .map(|t| t.child())
+        .unwrap_or_else(TraceParent::generate);
+    let inbound = Inbound {
+        platform: Platform::Api,
+        sender_id: "api".into(),
+        messages: request.messages,
+        requested_model: request.model.clone(),
+        received_at: chrono::Utc::now(),
+    };
+    let envelope = Envelope::new(run, Some(traceparent.clone()), &inbound);
+    // Register before publishing so a fast answer cannot slip past us.
+    let guard = app.waiters.register(run);
+    if let Err(e) = app.ctx.bus.publish(&envelope).await {
+        tracing::error!(%run, error = %e, "inbound message not accepted by the broker");
+        return Err(ApiError::unavailable(
+            "the message could not be queued; retry shortly",
+        ));
+    }
+    app.ctx
+        .metrics
+        .ingest_messages
+        .with_label_values(&["api", "accepted"])
+        .inc();
+    tracing::info!(%run, trace_id = traceparent.trace_id(), "chat completion accepted");
+    let model_name = request
+        .model
+        .unwrap_or_else(|| app.ctx.config.file.api.model_name.clone());
+    let outcome = wait::outcome(
+        &app.ctx,
+        &app.events,
+        guard,
+        run,
+        app.ctx.config.run_timeout,
+    )
+    .await;
+    let mut resp = match outcome {
+        Some(Outcome::Answered {
+            text,
+            usage,
+            finish_reason,
+            ..
+        }) => Json(openai::completion(
+            run,
+            &model_name,
+            &text,
+            &finish_reason,
+            usage,
+        ))
+        .into_response(),
+        Some(Outcome::Failed { code, message }) => {
+            let status = match code {
+                FailureCode::ProvidersUnavailable => StatusCode::BAD_GATEWAY,
+                FailureCode::ProviderRejected => StatusCode::BAD_GATEWAY,
+                FailureCode::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
+            };
+            ApiError::new(status, code.as_str(), message).into_response()
+        }
+        None => ApiError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "run_timeout",
+            format!(
+                "no answer within {}s; the run {run} goes on",
+                app.ctx.config.run_timeout.as_secs()
+            ),
+        )
+        .into_response(),
+    };
+    if let Ok(v) = HeaderValue::from_str(&run.to_string()) {
+        resp.headers_mut().insert("x-hermes-run-id", v);
+    }
+    Ok(resp)
+}

@@ -1,0 +1,156 @@
+//! The llm stage for one request: call the model chain, then either hand its tool calls to
+//! the tools stage (at most one tool round per message) or emit the final reply.
+
+use hermes_shared::Ctx;
+use hermes_shared::bus::Stage;
+use hermes_shared::db::{Transaction, runs};
+use hermes_shared::envelope::Envelope;
+use hermes_shared::model::{
+    ChatMessage, FailureCode, LlmRequest, Outcome, Reply, Role, ToolRequest,
+};
+use hermes_shared::stage::{Handler, StageError};
+
+use crate::chain::{self, Answered};
+use crate::providers::{Provider, ProviderError};
+
+/// Said to the user when no backend could answer; the credit is not spent.
+pub const RETRY_MESSAGE: &str =
+    "Sorry, I couldn't get an answer right now. Please try again in a moment.";
+/// Put before raw tool output when the model could not phrase it.
+pub const TOOL_DISCLAIMER: &str =
+    "I couldn't finish composing an answer, but here is what my tools returned:";
+
+pub struct LlmStage {
+    ctx: Ctx,
+    provider: Provider,
+}
+
+impl LlmStage {
+    pub fn new(ctx: Ctx, provider: Provider) -> Self {
+        Self { ctx, provider }
+    }
+}
+
+pub struct Called {
+    request: LlmRequest,
+    result: Result<Answered, ProviderError>,
+}
+
+impl Handler for LlmStage {
+    const STAGE: Stage = Stage::Llm;
+    type Prepared = Called;
+
+    async fn prepare(&self, env: &Envelope) -> Result<Called, StageError> {
+        let request: LlmRequest = env.payload()?;
+        let result = chain::call(
+            &self.provider,
+            &self.ctx.config,
+            &self.ctx.metrics,
+            &request,
+        )
+        .await;
+        Ok(Called { request, result })
+    }
+
+    async fn commit(
+        &self,
+        env: &Envelope,
+        c: Called,
+        tx: &Transaction<'_>,
+    ) -> Result<Vec<Envelope>, StageError> {
+        let Called {
+            mut request,
+            result,
+        } = c;
+        let platform = request.platform;
+        let reply = match result {
+            Ok(Answered {
+                completion,
+                backend,
+            }) => {
+                let mut usage = request.usage_so_far;
+                usage += completion.usage;
+                if !completion.tool_calls.is_empty() && request.tool_round == 0 {
+                    let names: Vec<&str> = completion
+                        .tool_calls
+                        .iter()
+                        .map(|c| c.name.as_str())
+                        .collect();
+                    tracing::info!(backend, tools = ?names, "model asked for tools");
+                    request.messages.push(ChatMessage {
+                        role: Role::Assistant,
+                        content: completion.text.clone(),
+                        tool_calls: completion.tool_calls.clone(),
+                        tool_call_id: None,
+                    });
+                    request.usage_so_far = usage;
+                    runs::advance(tx, env.run_id, runs::RunStatus::AwaitingTools).await?;
+                    return Ok(vec![env.follow(&ToolRequest {
+                        request,
+                        calls: completion.tool_calls,
+                    })]);
+                }
+                let text = match completion.text {
+                    Some(t) => t,
+                    // A second tool request after the single allowed round: answer with what we have.
+                    None => tool_output_fallback(&request),
+                };
+                Reply {
+                    platform,
+                    outcome: Outcome::Answered {
+                        text,
+                        model: request.requested_model.clone().unwrap_or(backend),
+                        usage,
+                        finish_reason: completion.finish_reason,
+                        tools_used: tools_used(&request),
+                    },
+                }
+            }
+            Err(e) if request.tool_round > 0 => {
+                tracing::warn!(error = %e, "model failed after the tool round; answering with tool output");
+                Reply {
+                    platform,
+                    outcome: Outcome::Answered {
+                        text: tool_output_fallback(&request),
+                        model: request
+                            .requested_model
+                            .clone()
+                            .unwrap_or_else(|| "tools".into()),
+                        usage: request.usage_so_far,
+                        finish_reason: "tool_fallback".into(),
+                        tools_used: tools_used(&request),
+                    },
+                }
+            }
+            Err(e) => {
+                let code = if e.retryable() {
+                    FailureCode::ProvidersUnavailable
+                } else {
+                    FailureCode::ProviderRejected
+                };
+                tracing::warn!(error = %e, code = code.as_str(), "every backend of the chain failed");
+                Reply::failed(platform, code, format!("{RETRY_MESSAGE} ({e})"))
+            }
+        };
+        Ok(vec![env.follow(&reply)])
+    }
+}
+
+/// The raw tool results of the round, behind the disclaimer.
+fn tool_output_fallback(request: &LlmRequest) -> String {
+    let outputs: Vec<&str> = request
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .filter_map(|m| m.content.as_deref())
+        .collect();
+    format!("{TOOL_DISCLAIMER}\n{}", outputs.join("\n"))
+}
+
+fn tools_used(request: &LlmRequest) -> Vec<String> {
+    request
+        .messages
+        .iter()
+        .flat_map(|m| m.tool_calls.iter().map(|c| c.name.clone()))
+        .collect()
+}

@@ -1,0 +1,162 @@
+//! AgentRun rows: created by the router, advanced by each stage in the same transaction as
+//! its other effects, closed by delivery. A closed run never changes again.
+
+use std::fmt;
+
+use super::{Client, DbError, Transaction};
+use crate::ids::RunId;
+use crate::model::{Outcome, Platform, Tier, Usage};
+
+/// The lifecycle of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunStatus {
+    Routed,
+    AwaitingTools,
+    Completed,
+    Failed,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Routed => "routed",
+            RunStatus::AwaitingTools => "awaiting_tools",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Routed,
+            Self::AwaitingTools,
+            Self::Completed,
+            Self::Failed,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
+    }
+
+    pub fn is_final(self) -> bool {
+        matches!(self, RunStatus::Completed | RunStatus::Failed)
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the router knows when it creates a run.
+pub struct NewRun<'a> {
+    pub id: RunId,
+    pub platform: Platform,
+    pub sender_id: &'a str,
+    pub tier: Tier,
+    pub input_text: Option<&'a str>,
+    pub traceparent: Option<&'a str>,
+}
+
+/// Insert the run; false when it already exists (a replayed inbound message).
+pub async fn create(tx: &Transaction<'_>, run: &NewRun<'_>) -> Result<bool, DbError> {
+    let n = tx
+        .execute(
+            "INSERT INTO agent_runs (id, platform, sender_id, status, tier, input_text, traceparent)
+             VALUES ($1, $2, $3, 'routed', $4, $5, $6) ON CONFLICT (id) DO NOTHING",
+            &[
+                &run.id.as_uuid(),
+                &run.platform.as_str(),
+                &run.sender_id,
+                &run.tier.as_str(),
+                &run.input_text,
+                &run.traceparent,
+            ],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+/// Move an open run to `status` (no effect on a closed run).
+pub async fn advance(tx: &Transaction<'_>, id: RunId, status: RunStatus) -> Result<(), DbError> {
+    tx.execute(
+        "UPDATE agent_runs SET status = $2, updated_at = now()
+         WHERE id = $1 AND status NOT IN ('completed', 'failed')",
+        &[&id.as_uuid(), &status.as_str()],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Close the run with its outcome. Returns false when it was already closed.
+pub async fn finish(tx: &Transaction<'_>, id: RunId, outcome: &Outcome) -> Result<bool, DbError> {
+    let n = match outcome {
+        Outcome::Answered {
+            text,
+            model,
+            usage,
+            tools_used,
+            ..
+        } => {
+            tx.execute(
+                "UPDATE agent_runs SET status = 'completed', output_text = $2, model = $3,
+                        tokens_in = $4, tokens_out = $5, tools_used = $6,
+                        updated_at = now(), finished_at = now()
+                 WHERE id = $1 AND status NOT IN ('completed', 'failed')",
+                &[
+                    &id.as_uuid(),
+                    text,
+                    model,
+                    &(usage.input_tokens as i64),
+                    &(usage.output_tokens as i64),
+                    tools_used,
+                ],
+            )
+            .await?
+        }
+        Outcome::Failed { code, message } => {
+            tx.execute(
+                "UPDATE agent_runs SET status = 'failed', error_code = $2, output_text = $3,
+                        updated_at = now(), finished_at = now()
+                 WHERE id = $1 AND status NOT IN ('completed', 'failed')",
+                &[&id.as_uuid(), &code.as_str(), message],
+            )
+            .await?
+        }
+    };
+    Ok(n == 1)
+}
+
+/// A run as stored.
+#[derive(Clone, Debug)]
+pub struct RunRow {
+    pub id: RunId,
+    pub status: RunStatus,
+    pub output_text: Option<String>,
+    pub error_code: Option<String>,
+    pub model: Option<String>,
+    pub usage: Usage,
+    pub tools_used: Vec<String>,
+}
+
+pub async fn get(client: &Client, id: RunId) -> Result<Option<RunRow>, DbError> {
+    let row = client
+        .query_opt(
+            "SELECT status, output_text, error_code, model, tokens_in, tokens_out, tools_used
+             FROM agent_runs WHERE id = $1",
+            &[&id.as_uuid()],
+        )
+        .await?;
+    Ok(row.map(|r| RunRow {
+        id,
+        status: RunStatus::parse(r.get(0)).unwrap_or(RunStatus::Failed),
+        output_text: r.get(1),
+        error_code: r.get(2),
+        model: r.get(3),
+        usage: Usage {
+            input_tokens: r.get::<_, i64>(4) as u64,
+            output_tokens: r.get::<_, i64>(5) as u64,
+        },
+        tools_used: r.get(6),
+    }))
+}
