@@ -509,11 +509,12 @@ impl Config {
             }
         };
         let api_server_key = r.secret("API_SERVER_KEY");
-        if let Some(key) = &api_server_key {
-            if key.expose_secret().chars().count() < 16 {
-                r.problems
-                    .push("API_SERVER_KEY is shorter than 16 characters".into());
-            }
+        if api_server_key
+            .as_ref()
+            .is_some_and(|k| k.expose_secret().chars().count() < 16)
+        {
+            r.problems
+                .push("API_SERVER_KEY is shorter than 16 characters".into());
         }
         let forced = match r.raw("HERMES_PROVIDER") {
             Some(p) => match p.parse::<ProviderKind>() {

@@ -50,6 +50,8 @@ pub trait Handler: Send + Sync + 'static {
     const STAGE: Stage;
     /// What `prepare` hands to `commit`.
     type Prepared: Send;
+    /// What `commit` hands to `after_commit`.
+    type After: Send;
 
     /// Slow work outside any transaction (model and tool calls). Skipped for duplicates.
     fn prepare(
@@ -63,7 +65,14 @@ pub trait Handler: Send + Sync + 'static {
         env: &Envelope,
         prepared: Self::Prepared,
         tx: &Transaction<'_>,
-    ) -> impl Future<Output = Result<Vec<Envelope>, StageError>> + Send;
+    ) -> impl Future<Output = Result<(Vec<Envelope>, Self::After), StageError>> + Send;
+
+    /// Side effects that must follow the commit (telling a waiting caller). Runs before
+    /// the ack; best effort, because the truth is already committed.
+    fn after_commit(&self, env: &Envelope, after: Self::After) -> impl Future<Output = ()> + Send {
+        let _ = (env, after);
+        async {}
+    }
 }
 
 enum Disposition {
@@ -173,8 +182,11 @@ async fn handle<H: Handler>(
         }
     };
     match commit(handler, env, prepared, ctx, consumer).await {
-        Ok(true) => Disposition::Ack("acked"),
-        Ok(false) => {
+        Ok(Some(after)) => {
+            handler.after_commit(env, after).await;
+            Disposition::Ack("acked")
+        }
+        Ok(None) => {
             tracing::info!("duplicate message skipped at commit");
             Disposition::Ack("duplicate")
         }
@@ -201,15 +213,15 @@ async fn commit<H: Handler>(
     prepared: H::Prepared,
     ctx: &Ctx,
     consumer: &str,
-) -> Result<bool, StageError> {
+) -> Result<Option<H::After>, StageError> {
     let mut client = ctx.db.get().await?;
     let tx = client.transaction().await.map_err(db::DbError::from)?;
     if !db::mark_processed(&tx, consumer, env.id).await? {
-        return Ok(false);
+        return Ok(None);
     }
-    let next = handler.commit(env, prepared, &tx).await?;
+    let (next, after) = handler.commit(env, prepared, &tx).await?;
     let outgoing: Vec<Outgoing> = next.iter().map(Outgoing::from_envelope).collect();
     outbox::enqueue(&tx, &outgoing).await?;
     tx.commit().await.map_err(db::DbError::from)?;
-    Ok(true)
+    Ok(Some(after))
 }

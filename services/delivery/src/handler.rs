@@ -1,7 +1,8 @@
-//! The delivery stage for one reply: hand it to whoever waits and close the run.
-//! For API callers that is the run's event stream in Redis; the run row in PostgreSQL is
-//! closed in the same transaction that records the message as processed, so the answer is
-//! never lost even if Redis is (ingest falls back to the row).
+//! The delivery stage for one reply: close the run, then hand the reply to whoever waits.
+//! The run row is closed in the transaction that records the message as processed, and
+//! only then is the API caller told (through the run's event stream in Redis), so a caller
+//! never learns of an answer the database does not hold. If Redis is down the caller
+//! still gets the answer: ingest falls back to the row.
 
 use hermes_shared::Ctx;
 use hermes_shared::bus::Stage;
@@ -26,21 +27,10 @@ impl DeliveryStage {
 impl Handler for DeliveryStage {
     const STAGE: Stage = Stage::Delivery;
     type Prepared = Reply;
+    type After = Reply;
 
     async fn prepare(&self, env: &Envelope) -> Result<Reply, StageError> {
-        let reply: Reply = env.payload()?;
-        match reply.platform {
-            Platform::Api => {
-                let event = RunEvent::Final {
-                    outcome: reply.outcome.clone(),
-                };
-                if let Err(e) = self.events.append(env.run_id, &event).await {
-                    // The caller still gets the answer from the run row; only latency suffers.
-                    tracing::warn!(error = %e, "cannot append to the run's event stream; the run row carries the answer");
-                }
-            }
-        }
-        Ok(reply)
+        Ok(env.payload()?)
     }
 
     async fn commit(
@@ -48,26 +38,43 @@ impl Handler for DeliveryStage {
         env: &Envelope,
         reply: Reply,
         tx: &Transaction<'_>,
-    ) -> Result<Vec<Envelope>, StageError> {
+    ) -> Result<(Vec<Envelope>, Reply), StageError> {
         let closed = runs::finish(tx, env.run_id, &reply.outcome).await?;
-        let (status, outcome) = match &reply.outcome {
-            Outcome::Answered { .. } => ("completed", "delivered"),
-            Outcome::Failed { .. } => ("failed", "delivered_error"),
-        };
+        if closed {
+            let status = match &reply.outcome {
+                Outcome::Answered { .. } => "completed",
+                Outcome::Failed { .. } => "failed",
+            };
+            self.ctx
+                .metrics
+                .runs
+                .with_label_values(&[reply.platform.as_str(), status])
+                .inc();
+            tracing::info!(status, "run closed");
+        }
+        Ok((Vec::new(), reply))
+    }
+
+    async fn after_commit(&self, env: &Envelope, reply: Reply) {
         let platform = reply.platform.as_str();
+        let outcome = match reply.platform {
+            Platform::Api => {
+                let event = RunEvent::Final {
+                    outcome: reply.outcome,
+                };
+                match self.events.append(env.run_id, &event).await {
+                    Ok(_) => "delivered",
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot append to the run's event stream; the caller reads the run row");
+                        "deferred_to_database"
+                    }
+                }
+            }
+        };
         self.ctx
             .metrics
             .deliveries
             .with_label_values(&[platform, outcome])
             .inc();
-        if closed {
-            self.ctx
-                .metrics
-                .runs
-                .with_label_values(&[platform, status])
-                .inc();
-            tracing::info!(status, "run closed");
-        }
-        Ok(Vec::new())
     }
 }

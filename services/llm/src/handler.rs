@@ -39,6 +39,7 @@ pub struct Called {
 impl Handler for LlmStage {
     const STAGE: Stage = Stage::Llm;
     type Prepared = Called;
+    type After = ();
 
     async fn prepare(&self, env: &Envelope) -> Result<Called, StageError> {
         let request: LlmRequest = env.payload()?;
@@ -57,7 +58,7 @@ impl Handler for LlmStage {
         env: &Envelope,
         c: Called,
         tx: &Transaction<'_>,
-    ) -> Result<Vec<Envelope>, StageError> {
+    ) -> Result<(Vec<Envelope>, ()), StageError> {
         let Called {
             mut request,
             result,
@@ -85,10 +86,11 @@ impl Handler for LlmStage {
                     });
                     request.usage_so_far = usage;
                     runs::advance(tx, env.run_id, runs::RunStatus::AwaitingTools).await?;
-                    return Ok(vec![env.follow(&ToolRequest {
+                    let next = env.follow(&ToolRequest {
                         request,
                         calls: completion.tool_calls,
-                    })]);
+                    });
+                    return Ok((vec![next], ()));
                 }
                 let text = match completion.text {
                     Some(t) => t,
@@ -132,7 +134,7 @@ impl Handler for LlmStage {
                 Reply::failed(platform, code, format!("{RETRY_MESSAGE} ({e})"))
             }
         };
-        Ok(vec![env.follow(&reply)])
+        Ok((vec![env.follow(&reply)], ()))
     }
 }
 

@@ -32,6 +32,7 @@ pub struct Decision {
 impl Handler for Router {
     const STAGE: Stage = Stage::Router;
     type Prepared = Decision;
+    type After = ();
 
     async fn prepare(&self, env: &Envelope) -> Result<Decision, StageError> {
         let inbound: Inbound = env.payload()?;
@@ -49,7 +50,7 @@ impl Handler for Router {
         env: &Envelope,
         d: Decision,
         tx: &Transaction<'_>,
-    ) -> Result<Vec<Envelope>, StageError> {
+    ) -> Result<(Vec<Envelope>, ()), StageError> {
         let tier = self.ctx.config.file.api.tier;
         let chain = self
             .ctx
@@ -81,7 +82,7 @@ impl Handler for Router {
         if !created {
             // The same run arrived under a new message id (a replay): the run already moved on.
             tracing::info!("run already exists; nothing to route");
-            return Ok(Vec::new());
+            return Ok((Vec::new(), ()));
         }
         tracing::info!(tier = tier.as_str(), tools = d.tools.len(), "run routed");
         let request = LlmRequest {
@@ -94,6 +95,6 @@ impl Handler for Router {
             usage_so_far: Default::default(),
             requested_model: d.inbound.requested_model,
         };
-        Ok(vec![env.follow(&request)])
+        Ok((vec![env.follow(&request)], ()))
     }
 }

@@ -25,10 +25,10 @@ impl ToolCatalog {
 
     pub async fn tools(&self) -> Result<Vec<ToolSpec>, DbError> {
         let mut cached = self.cached.lock().await;
-        if let Some((at, tools)) = cached.as_ref() {
-            if at.elapsed() < TTL {
-                return Ok(tools.clone());
-            }
+        if let Some((at, tools)) = cached.as_ref()
+            && at.elapsed() < TTL
+        {
+            return Ok(tools.clone());
         }
         let tools = tool_registry::list(&self.db.get().await?).await?;
         *cached = Some((Instant::now(), tools.clone()));

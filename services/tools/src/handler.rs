@@ -69,6 +69,7 @@ impl ToolStage {
 impl Handler for ToolStage {
     const STAGE: Stage = Stage::Tools;
     type Prepared = ToolRequest;
+    type After = ();
 
     async fn prepare(&self, env: &Envelope) -> Result<ToolRequest, StageError> {
         let mut req: ToolRequest = env.payload()?;
@@ -88,7 +89,7 @@ impl Handler for ToolStage {
         env: &Envelope,
         req: ToolRequest,
         _tx: &Transaction<'_>,
-    ) -> Result<Vec<Envelope>, StageError> {
-        Ok(vec![env.follow(&req.request)])
+    ) -> Result<(Vec<Envelope>, ()), StageError> {
+        Ok((vec![env.follow(&req.request)], ()))
     }
 }

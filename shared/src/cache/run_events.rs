@@ -171,8 +171,8 @@ impl Waiters {
                                 _ = stop.cancelled() => return,
                                 m = messages.next() => match m {
                                     Some(msg) => {
-                                        if let Ok(run) = msg.get_payload::<String>().map(|s| s.parse::<RunId>()) {
-                                            if let Ok(run) = run { waiters.wake(run) }
+                                        if let Ok(Ok(run)) = msg.get_payload::<String>().map(|s| s.parse::<RunId>()) {
+                                            waiters.wake(run)
                                         }
                                     }
                                     None => break,

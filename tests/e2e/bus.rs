@@ -1,0 +1,264 @@
+//! The bus guarantees: idempotent consumers, poison parked after the delivery limit, and
+//! queue arguments as DESIGN §4 states them.
+
+use std::time::Duration;
+
+use anyhow::anyhow;
+use hermes::Service;
+use hermes_e2e::{TestEnv, eventually};
+use hermes_shared::Ctx;
+use hermes_shared::bus::Stage;
+use hermes_shared::db::Transaction;
+use hermes_shared::envelope::Envelope;
+use hermes_shared::ids::RunId;
+use hermes_shared::model::{ChatMessage, Inbound, Platform, Role};
+use hermes_shared::stage::{self, Handler, StageError};
+use hermes_shared::telemetry::Metrics;
+use tokio_util::sync::CancellationToken;
+
+fn inbound(text: &str) -> Inbound {
+    Inbound {
+        platform: Platform::Api,
+        sender_id: "api".into(),
+        messages: vec![ChatMessage::text(Role::User, text)],
+        requested_model: None,
+        received_at: chrono::Utc::now(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_router_message_twice_creates_one_run() {
+    let env = TestEnv::new().await;
+    // The router alone: its llm requests stay in the outbox/queue for us to count.
+    let fleet = env.start(&[Service::Router]).await;
+    let bus = env.bus().await;
+    let run = RunId::new();
+    let env_msg = Envelope::new(run, None, &inbound("hi twice"));
+    bus.publish(&env_msg).await.unwrap();
+    bus.publish(&env_msg).await.unwrap();
+
+    let db = env.db();
+    let processed = eventually(
+        Duration::from_secs(15),
+        "both deliveries processed",
+        || async {
+            let c = db.get().await.ok()?;
+            let queue = bus.names().queue(Stage::Router);
+            let (waiting, _) = bus.queue_stats(&queue).await.ok()?;
+            let n: i64 = c
+                .query_one(
+                    "SELECT count(*) FROM processed_messages WHERE message_id = $1",
+                    &[&env_msg.id.as_uuid()],
+                )
+                .await
+                .ok()?
+                .get(0);
+            (waiting == 0 && n == 1).then_some(n)
+        },
+    )
+    .await;
+    assert_eq!(processed, 1);
+    // Give a second (duplicate) delivery time to be processed wrongly, if it were going to be.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let c = db.get().await.unwrap();
+    let runs: i64 = c
+        .query_one(
+            "SELECT count(*) FROM agent_runs WHERE id = $1",
+            &[&run.as_uuid()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(runs, 1);
+    let emitted: i64 = c
+        .query_one("SELECT count(*) FROM outbox WHERE stage = 'llm'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(emitted, 1, "one llm request, not two");
+    let metrics = reqwest::get(format!("http://{}/metrics", fleet.admin))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let duplicate = format!(
+        "hermes_bus_messages_total{{outcome=\"duplicate\",queue=\"{}.router\"}} 1",
+        env.ns
+    );
+    assert!(metrics.contains(&duplicate), "{metrics}");
+    bus.close().await;
+    fleet.stop().await.unwrap();
+    env.cleanup().await;
+}
+
+/// A handler whose dependency is always down.
+struct AlwaysFails;
+
+impl Handler for AlwaysFails {
+    const STAGE: Stage = Stage::Webhooks;
+    type Prepared = ();
+    type After = ();
+
+    async fn prepare(&self, _env: &Envelope) -> Result<(), StageError> {
+        Err(StageError::Transient(anyhow!("dependency unavailable")))
+    }
+
+    async fn commit(
+        &self,
+        _env: &Envelope,
+        _p: (),
+        _tx: &Transaction<'_>,
+    ) -> Result<(Vec<Envelope>, ()), StageError> {
+        unreachable!("prepare always fails")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_that_always_fails_is_parked_after_the_delivery_limit() {
+    let mut env = TestEnv::new().await;
+    env.set("HERMES_DELIVERY_LIMIT", "2");
+    let ctx = Ctx::connect(env.config(), Metrics::new()).await.unwrap();
+    let stop = CancellationToken::new();
+    let consumer = tokio::spawn(stage::run(ctx.with_stop(stop.clone()), AlwaysFails));
+
+    let mut msg = hermes_shared::bus::Outgoing::from_envelope(&Envelope::new(
+        RunId::new(),
+        None,
+        &inbound("poison"),
+    ));
+    msg.stage = Stage::Webhooks;
+    ctx.bus.publish_outgoing(&msg).await.unwrap();
+
+    let parking = ctx.bus.names().parking(Stage::Webhooks);
+    eventually(
+        Duration::from_secs(30),
+        "the message in the parking queue",
+        || async {
+            let (n, _) = ctx.bus.queue_stats(&parking).await.ok()?;
+            (n == 1).then_some(())
+        },
+    )
+    .await;
+    let (work, _) = ctx
+        .bus
+        .queue_stats(&ctx.bus.names().queue(Stage::Webhooks))
+        .await
+        .unwrap();
+    assert_eq!(work, 0);
+    // Initial delivery + 2 redeliveries, then the broker dead-letters it.
+    let requeued = ctx
+        .metrics
+        .bus_messages
+        .with_label_values(&[&ctx.bus.names().queue(Stage::Webhooks), "requeued"])
+        .get();
+    assert_eq!(requeued, 3);
+    stop.cancel();
+    consumer.await.unwrap();
+
+    // Undecodable bytes are parked at once, without retries.
+    let garbage = hermes_shared::bus::Outgoing {
+        stage: Stage::Router,
+        message_id: hermes_shared::ids::MessageId::new(),
+        traceparent: None,
+        body: b"not an envelope".to_vec(),
+    };
+    let stop2 = CancellationToken::new();
+    let router2 = tokio::spawn(hermes_router::run(ctx.with_stop(stop2.clone())));
+    ctx.bus.publish_outgoing(&garbage).await.unwrap();
+    let router_parking = ctx.bus.names().parking(Stage::Router);
+    eventually(Duration::from_secs(15), "garbage parked", || async {
+        let (n, _) = ctx.bus.queue_stats(&router_parking).await.ok()?;
+        (n == 1).then_some(())
+    })
+    .await;
+    stop2.cancel();
+    router2.await.unwrap().unwrap();
+    ctx.bus.close().await;
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_arguments_match_the_design() {
+    let env = TestEnv::new().await;
+    let bus = env.bus().await;
+    let out = std::process::Command::new("rabbitmqctl")
+        .args([
+            "list_queues",
+            "--quiet",
+            "--formatter",
+            "json",
+            "name",
+            "arguments",
+            "type",
+            "durable",
+        ])
+        .output();
+    match out {
+        Ok(out) if out.status.success() => {
+            let queues: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            // rabbitmqctl lists arguments as [name, type, value] triples; make them a map.
+            let find = |name: String| {
+                let mut q = queues
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|q| q["name"] == name.as_str())
+                    .unwrap_or_else(|| panic!("{name} not declared"))
+                    .clone();
+                let args: serde_json::Map<String, serde_json::Value> = q["arguments"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|t| (t[0].as_str().unwrap().to_string(), t[2].clone()))
+                    .collect();
+                q["arguments"] = args.into();
+                q
+            };
+            for stage in Stage::ALL {
+                let work = find(bus.names().queue(stage));
+                let a = &work["arguments"];
+                assert_eq!(work["type"], "quorum");
+                assert_eq!(work["durable"], true);
+                assert_eq!(a["x-queue-type"], "quorum");
+                assert_eq!(a["x-delivery-limit"], 5);
+                assert_eq!(a["x-dead-letter-exchange"], format!("{}.dead", env.ns));
+                assert_eq!(a["x-dead-letter-strategy"], "at-least-once");
+                assert_eq!(a["x-overflow"], "reject-publish");
+                let parking = find(bus.names().parking(stage));
+                let p = &parking["arguments"];
+                assert_eq!(parking["type"], "quorum");
+                assert_eq!(p["x-message-ttl"], 7 * 24 * 3600 * 1000);
+                assert_eq!(p["x-max-length"], 5000);
+                assert_eq!(p["x-overflow"], "reject-publish");
+            }
+        }
+        _ => {
+            // No rabbitmqctl here (broker in a container): the broker still checks that a
+            // re-declaration with different arguments is refused, which proves what it holds.
+            use lapin::options::QueueDeclareOptions;
+            let channel = bus.channel().await.unwrap();
+            let mut args = hermes_shared::bus::work_queue_args(bus.names(), &env.config().bus);
+            args.insert(
+                "x-delivery-limit".into(),
+                lapin::types::AMQPValue::LongLongInt(99),
+            );
+            let refused = channel
+                .queue_declare(
+                    bus.names().queue(Stage::Llm).into(),
+                    QueueDeclareOptions {
+                        durable: true,
+                        ..Default::default()
+                    },
+                    args,
+                )
+                .await;
+            assert!(
+                refused.is_err(),
+                "a different x-delivery-limit must be refused by the broker"
+            );
+        }
+    }
+    bus.close().await;
+    env.cleanup().await;
+}

@@ -1,0 +1,117 @@
+//! Ingest refuses what it must refuse, with JSON errors, and publishes nothing for it.
+
+use hermes::Service;
+use hermes_e2e::{KEY, TestEnv};
+use serde_json::Value;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_keys_and_bad_bodies_are_refused_and_nothing_is_published() {
+    let mut env = TestEnv::new().await;
+    env.set("HERMES_MAX_BODY_BYTES", "4096");
+    // Ingest alone: whatever it published would stay in the router queue.
+    let fleet = env.start(&[Service::Ingest]).await;
+    let http = reqwest::Client::new();
+    let url = fleet.url("/v1/chat/completions");
+    let good = r#"{"messages":[{"role":"user","content":"hi"}]}"#;
+
+    for auth in [None, Some("Bearer wrong-key-0123456789"), Some(KEY)] {
+        let mut req = http
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(good);
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status(), 401, "auth {auth:?}");
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "invalid_api_key");
+        assert_eq!(body["error"]["type"], "authentication_error");
+    }
+
+    let resp = http
+        .post(&url)
+        .bearer_auth(KEY)
+        .body("{\"messages\": [")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid_json");
+
+    let resp = http
+        .post(&url)
+        .bearer_auth(KEY)
+        .body(r#"{"messages":[]}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+
+    let huge = format!(
+        r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#,
+        "x".repeat(10_000)
+    );
+    let resp = http
+        .post(&url)
+        .bearer_auth(KEY)
+        .body(huge)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 413);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "body_too_large");
+
+    let resp = http.get(fleet.url("/nope")).send().await.unwrap();
+    assert_eq!(resp.status(), 404);
+    assert_eq!(resp.headers()["x-content-type-options"], "nosniff");
+
+    let bus = env.bus().await;
+    let (messages, _) = bus
+        .queue_stats(&bus.names().queue(hermes_shared::bus::Stage::Router))
+        .await
+        .unwrap();
+    assert_eq!(messages, 0, "refused requests must publish nothing");
+    bus.close().await;
+
+    let metrics = reqwest::get(format!("http://{}/metrics", fleet.admin))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .contains("hermes_ingest_messages_total{outcome=\"invalid_json\",platform=\"api\"} 1"),
+        "{metrics}"
+    );
+    fleet.stop().await.unwrap();
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_and_models_answer() {
+    let env = TestEnv::new().await;
+    let fleet = env.start(&[Service::Ingest]).await;
+    let h: Value = reqwest::get(fleet.url("/health"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(h["status"], "ok");
+    let models: Value = reqwest::Client::new()
+        .get(fleet.url("/v1/models"))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(models["data"][0]["id"], "hermes");
+    fleet.stop().await.unwrap();
+    env.cleanup().await;
+}

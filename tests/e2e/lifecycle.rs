@@ -1,0 +1,124 @@
+//! The real binary: graceful shutdown with a message in flight, and `doctor`.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use hermes_e2e::{KEY, TestEnv, free_port, hermes_bin};
+use serde_json::{Value, json};
+use wiremock::matchers::method;
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_finishes_the_message_in_flight_first() {
+    let provider = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_delay(Duration::from_millis(2500))
+                .set_body_json(json!({
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": "slow but sure"}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 3}
+                })),
+        )
+        .mount(&provider)
+        .await;
+    let mut env = TestEnv::new().await;
+    let (http, admin) = (free_port(), free_port());
+    env.set("HERMES_PROVIDER", "openai")
+        .set("OPENAI_API_KEY", "sk-test")
+        .set("OPENAI_BASE_URL", &provider.uri())
+        .set("HERMES_HTTP_ADDR", &format!("127.0.0.1:{http}"))
+        .set("HERMES_ADMIN_ADDR", &format!("127.0.0.1:{admin}"));
+    let mut child = tokio::process::Command::new(hermes_bin())
+        .arg("all")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(&env.vars)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let ready = format!("http://127.0.0.1:{admin}/readyz");
+    let mut up = false;
+    for _ in 0..300 {
+        if reqwest::get(&ready)
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(up, "hermes all did not become ready");
+
+    let request = tokio::spawn(async move {
+        reqwest::Client::new()
+            .post(format!("http://127.0.0.1:{http}/v1/chat/completions"))
+            .bearer_auth(KEY)
+            .json(&json!({"messages": [{"role": "user", "content": "take your time"}]}))
+            .send()
+            .await
+    });
+    // Let the message reach the (slow) provider, then ask the process to stop.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(
+        provider.received_requests().await.unwrap().len(),
+        1,
+        "the model call is in flight"
+    );
+    let pid = child.id().unwrap().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    // Readiness goes off at once so no new traffic is routed here.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    if let Ok(r) = reqwest::get(&ready).await {
+        assert_eq!(r.status(), 503);
+    }
+
+    let resp = request
+        .await
+        .unwrap()
+        .expect("the in-flight request is answered");
+    assert_eq!(resp.status(), 200);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["choices"][0]["message"]["content"], "slow but sure");
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "clean exit after SIGTERM, got {status}");
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_names_an_unreachable_rabbitmq_and_fails() {
+    let mut env = TestEnv::new().await;
+    env.set(
+        "AMQP_URL",
+        &format!("amqp://guest:secretpw@127.0.0.1:{}/%2f", free_port()),
+    );
+    let out = tokio::process::Command::new(hermes_bin())
+        .arg("doctor")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(&env.vars)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("[FAIL] RabbitMQ"), "{stdout}");
+    assert!(stdout.contains("1 check(s) failed: RabbitMQ"), "{stdout}");
+    assert!(stdout.contains("[ ok ] PostgreSQL"), "{stdout}");
+    assert!(
+        !stdout.contains("secretpw") && !stdout.contains(KEY),
+        "secrets must not print: {stdout}"
+    );
+    env.cleanup().await;
+}

@@ -1,0 +1,7 @@
+//! End-to-end tests of the fleet through its public surfaces, against the real servers.
+
+mod bus;
+mod ingest;
+mod lifecycle;
+mod outbox;
+mod thin_path;

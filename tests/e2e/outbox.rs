@@ -1,0 +1,67 @@
+//! The outbox relay publishes what a crash left behind.
+
+use std::time::Duration;
+
+use hermes::Service;
+use hermes_e2e::{TestEnv, eventually};
+use hermes_shared::bus::Outgoing;
+use hermes_shared::envelope::Envelope;
+use hermes_shared::ids::RunId;
+use hermes_shared::model::{ChatMessage, Inbound, Platform, Role};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unpublished_outbox_row_is_published_by_the_relay() {
+    let env = TestEnv::new().await;
+    let db = env.db();
+    // A stage committed this row and crashed before publishing it.
+    let run = RunId::new();
+    let msg = Outgoing::from_envelope(&Envelope::new(
+        run,
+        None,
+        &Inbound {
+            platform: Platform::Api,
+            sender_id: "api".into(),
+            messages: vec![ChatMessage::text(Role::User, "left behind")],
+            requested_model: None,
+            received_at: chrono::Utc::now(),
+        },
+    ));
+    {
+        let mut c = db.get().await.unwrap();
+        let tx = c.transaction().await.unwrap();
+        hermes_shared::db::outbox::enqueue(&tx, std::slice::from_ref(&msg))
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+    }
+    // A restarted router process: its relay finds the row and the router routes it.
+    let fleet = env.start(&[Service::Router]).await;
+    eventually(
+        Duration::from_secs(15),
+        "the run created from the swept row",
+        || async {
+            let c = db.get().await.ok()?;
+            let row = c
+                .query_opt(
+                    "SELECT status FROM agent_runs WHERE id = $1",
+                    &[&run.as_uuid()],
+                )
+                .await
+                .ok()??;
+            Some(row.get::<_, String>(0))
+        },
+    )
+    .await;
+    let c = db.get().await.unwrap();
+    let unpublished: i64 = c
+        .query_one(
+            "SELECT count(*) FROM outbox WHERE message_id = $1 AND published_at IS NULL",
+            &[&msg.message_id.as_uuid()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(unpublished, 0);
+    fleet.stop().await.unwrap();
+    env.cleanup().await;
+}
