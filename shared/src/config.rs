@@ -47,7 +47,7 @@ pub const ENV_VARS: &[EnvVar] = &[
     EnvVar {
         name: "HERMES_CONFIG",
         default: "(none)",
-        help: "path of the TOML file with tiers, models and prices (same as --config)",
+        help: "path of the TOML file with tiers, model chains and API settings (same as --config)",
     },
     EnvVar {
         name: "HERMES_HTTP_ADDR",

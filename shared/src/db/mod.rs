@@ -24,7 +24,7 @@ pub enum DbError {
     Url(#[source] tokio_postgres::Error),
     #[error("cannot get a database connection: {0}")]
     Pool(#[from] deadpool_postgres::PoolError),
-    #[error("database error: {0}")]
+    #[error("database error: {}", pg_detail(.0))]
     Query(#[from] tokio_postgres::Error),
     #[error(
         "database schema is at version {found}, this build needs {needed}: run `hermes migrate` first"
@@ -32,6 +32,14 @@ pub enum DbError {
     SchemaTooOld { found: i64, needed: i64 },
     #[error("migration {version} ({name}) was changed after it was applied (checksum mismatch)")]
     MigrationChanged { version: i64, name: String },
+}
+
+/// The server's own message when there is one (tokio-postgres' Display says only "db error").
+fn pg_detail(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.severity(), db.message()),
+        None => e.to_string(),
+    }
 }
 
 /// The connection pool, cheap to clone.
