@@ -161,7 +161,9 @@ impl TestEnv {
         vars.insert("HERMES_PROVIDER".into(), "mock".into());
         vars.insert("API_SERVER_KEY".into(), KEY.into());
         vars.insert("HERMES_LOG_FORMAT".into(), "text".into());
-        vars.insert("HERMES_QUEUE_EXPIRES_SECS".into(), "900".into());
+        // A backstop for tests that panic before `cleanup`: every quorum queue holds open files
+        // on the broker, so leftovers must not pile up.
+        vars.insert("HERMES_QUEUE_EXPIRES_SECS".into(), "120".into());
         vars.insert("HERMES_SHUTDOWN_GRACE_SECS".into(), "15".into());
         vars.insert("HERMES_RUN_TIMEOUT_SECS".into(), "30".into());
         vars.insert("HERMES_HTTP_ADDR".into(), "127.0.0.1:0".into());
@@ -233,8 +235,28 @@ impl TestEnv {
         fleet
     }
 
-    /// Drop the database (queues expire on their own).
+    /// Delete this test's queues and exchanges and drop its database.
     pub async fn cleanup(self) {
+        use lapin::options::{ExchangeDeleteOptions, QueueDeleteOptions};
+        let names = Names::new(Namespace::parse(&self.ns).unwrap());
+        let props = lapin::ConnectionProperties::default();
+        if let Ok(conn) = lapin::Connection::connect(&self.vars["AMQP_URL"], props).await {
+            if let Ok(ch) = conn.create_channel().await {
+                for stage in hermes_shared::bus::Stage::ALL {
+                    for q in [names.queue(stage), names.parking(stage)] {
+                        let _ = ch
+                            .queue_delete(q.into(), QueueDeleteOptions::default())
+                            .await;
+                    }
+                }
+                for e in [names.work_exchange(), names.dead_exchange()] {
+                    let _ = ch
+                        .exchange_delete(e.into(), ExchangeDeleteOptions::default())
+                        .await;
+                }
+            }
+            let _ = conn.close(200, "test done".into()).await;
+        }
         let _ = admin_exec(&format!(
             "DROP DATABASE IF EXISTS {} WITH (FORCE)",
             self.db_name
