@@ -262,3 +262,58 @@ async fn queue_arguments_match_the_design() {
     bus.close().await;
     env.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleet_reconnects_after_losing_the_broker() {
+    let mut env = TestEnv::new().await;
+    let amqp = url::Url::parse(&env.vars["AMQP_URL"]).unwrap();
+    let target = format!(
+        "{}:{}",
+        amqp.host_str().unwrap(),
+        amqp.port().unwrap_or(5672)
+    );
+    let target = tokio::net::lookup_host(target)
+        .await
+        .unwrap()
+        .next()
+        .unwrap();
+    let proxy = hermes_e2e::chaos::ChaosProxy::start(target).await;
+    env.set(
+        "AMQP_URL",
+        &format!("amqp://guest:guest@{}/%2f", proxy.addr),
+    );
+    let fleet = env.start(&Service::ALL).await;
+    assert_eq!(fleet.chat("before").await.status(), 200);
+
+    proxy.cut();
+    // The supervisor notices, reconnects, re-declares the topology and the consumers
+    // re-subscribe; meanwhile ingest answers 503 rather than accept what it cannot queue.
+    let body: serde_json::Value = eventually(
+        Duration::from_secs(30),
+        "an answer after reconnecting",
+        || async {
+            let r = fleet.chat("after").await;
+            if r.status() == 200 {
+                r.json().await.ok()
+            } else {
+                None
+            }
+        },
+    )
+    .await;
+    assert_eq!(body["choices"][0]["message"]["content"], "echo: after");
+    let metrics = reqwest::get(format!("http://{}/metrics", fleet.admin))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        !metrics.contains("hermes_bus_reconnects_total 0"),
+        "{metrics}"
+    );
+    fleet.stop().await.unwrap();
+    // Cleanup talks to the broker directly, not through the proxy.
+    env.set("AMQP_URL", &format!("amqp://guest:guest@{target}/%2f"));
+    env.cleanup().await;
+}

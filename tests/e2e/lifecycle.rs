@@ -122,3 +122,28 @@ async fn doctor_names_an_unreachable_rabbitmq_and_fails() {
     );
     env.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_refuses_to_run_on_an_older_schema() {
+    let env = TestEnv::new().await;
+    env.db()
+        .get()
+        .await
+        .unwrap()
+        .batch_execute("DELETE FROM schema_migrations")
+        .await
+        .unwrap();
+    let result = hermes::run(
+        env.config(),
+        &[hermes::Service::Router],
+        hermes::Listeners::default(),
+        std::future::pending(),
+    )
+    .await;
+    let err = format!("{:#}", result.unwrap_err());
+    assert!(
+        err.contains("schema is at version 0") && err.contains("hermes migrate"),
+        "{err}"
+    );
+    env.cleanup().await;
+}

@@ -2,6 +2,8 @@
 //! its own database cloned from a migrated template, and can start any set of services
 //! in-process on free ports, or the real binary.
 
+pub mod chaos;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
