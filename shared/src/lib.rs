@@ -11,6 +11,7 @@ pub mod envelope;
 pub mod http;
 pub mod ids;
 pub mod model;
+pub mod openai_wire;
 pub mod shutdown;
 pub mod stage;
 pub mod telemetry;

@@ -76,12 +76,7 @@ async fn the_same_router_message_twice_creates_one_run() {
         .unwrap()
         .get(0);
     assert_eq!(emitted, 1, "one llm request, not two");
-    let metrics = reqwest::get(format!("http://{}/metrics", fleet.admin))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = fleet.metrics().await;
     let duplicate = format!(
         "hermes_bus_messages_total{{outcome=\"duplicate\",queue=\"{}.router\"}} 1",
         env.ns
@@ -302,12 +297,7 @@ async fn the_fleet_reconnects_after_losing_the_broker() {
     )
     .await;
     assert_eq!(body["choices"][0]["message"]["content"], "echo: after");
-    let metrics = reqwest::get(format!("http://{}/metrics", fleet.admin))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = fleet.metrics().await;
     assert!(
         !metrics.contains("hermes_bus_reconnects_total 0"),
         "{metrics}"

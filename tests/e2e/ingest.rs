@@ -76,12 +76,7 @@ async fn bad_keys_and_bad_bodies_are_refused_and_nothing_is_published() {
     assert_eq!(messages, 0, "refused requests must publish nothing");
     bus.close().await;
 
-    let metrics = reqwest::get(format!("http://{}/metrics", fleet.admin))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = fleet.metrics().await;
     assert!(
         metrics
             .contains("hermes_ingest_messages_total{outcome=\"invalid_json\",platform=\"api\"} 1"),

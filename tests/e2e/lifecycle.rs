@@ -3,7 +3,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use hermes_e2e::{KEY, TestEnv, free_port, hermes_bin};
+use hermes_e2e::{KEY, TestEnv, free_port, hermes_bin, openai_answer};
 use serde_json::{Value, json};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -15,10 +15,7 @@ async fn sigterm_finishes_the_message_in_flight_first() {
         .respond_with(
             ResponseTemplate::new(200)
                 .set_delay(Duration::from_millis(2500))
-                .set_body_json(json!({
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": "slow but sure"}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 3}
-                })),
+                .set_body_json(openai_answer("slow but sure", 1, 3)),
         )
         .mount(&provider)
         .await;

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_e2e::TestEnv;
+use hermes_e2e::{TestEnv, openai_answer};
 use serde_json::{Value, json};
 use wiremock::matchers::{body_string_contains, header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -45,12 +45,7 @@ async fn the_mock_answer_comes_back_with_usage() {
     assert_eq!((row.get::<_, i64>(2), row.get::<_, i64>(3)), (2, 3));
 
     // The metrics saw it.
-    let metrics = reqwest::get(format!("http://{}/metrics", fleet.admin))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = fleet.metrics().await;
     assert!(
         metrics.contains("hermes_llm_calls_total{backend=\"claude-haiku\",tier=\"free\"} 1"),
         "{metrics}"
@@ -67,11 +62,11 @@ async fn a_tool_call_runs_and_its_result_reaches_the_second_model_call() {
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
         .and(body_string_contains("\"role\":\"tool\""))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-            "id": "c2", "object": "chat.completion",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "It is evening in Tokyo."}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 40, "completion_tokens": 6, "total_tokens": 46}
-        })))
+        .respond_with(ResponseTemplate::new(200).set_body_json(openai_answer(
+            "It is evening in Tokyo.",
+            40,
+            6,
+        )))
         .with_priority(1)
         .expect(1)
         .mount(&provider)
@@ -137,12 +132,7 @@ async fn a_tool_call_runs_and_its_result_reaches_the_second_model_call() {
         "{result}"
     );
 
-    let metrics = reqwest::get(format!("http://{}/metrics", fleet.admin))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = fleet.metrics().await;
     assert!(
         metrics.contains("hermes_tool_calls_total{outcome=\"ok\",tool=\"current_time\"} 1"),
         "{metrics}"

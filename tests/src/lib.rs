@@ -300,6 +300,16 @@ impl Fleet {
         format!("http://{}{}", self.http, path)
     }
 
+    /// The Prometheus text the fleet's admin server exports.
+    pub async fn metrics(&self) -> String {
+        reqwest::get(format!("http://{}/metrics", self.admin))
+            .await
+            .expect("admin server answers")
+            .text()
+            .await
+            .expect("metrics are text")
+    }
+
     /// POST a chat completion with `text` as the user message.
     pub async fn chat(&self, text: &str) -> reqwest::Response {
         reqwest::Client::new()
@@ -322,6 +332,16 @@ impl Fleet {
             .await
             .expect("fleet task did not panic")
     }
+}
+
+/// A chat completions answer as an OpenAI-compatible provider sends it.
+pub fn openai_answer(text: &str, prompt_tokens: u64, completion_tokens: u64) -> serde_json::Value {
+    serde_json::json!({
+        "id": "chatcmpl-test", "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens}
+    })
 }
 
 /// Poll `f` until it returns `Some`, or panic after `timeout`.

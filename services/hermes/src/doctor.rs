@@ -22,6 +22,32 @@ fn expose(c: &Config) -> [String; 3] {
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The verdict of a reachability probe bounded by [`TIMEOUT`].
+fn reachability<E: std::fmt::Display>(
+    name: &'static str,
+    url: &str,
+    result: Result<Result<(), E>, tokio::time::error::Elapsed>,
+) -> Check {
+    let url = mask_url(url);
+    match result {
+        Ok(Ok(())) => Check {
+            name,
+            ok: true,
+            detail: format!("reachable at {url}"),
+        },
+        Ok(Err(e)) => Check {
+            name,
+            ok: false,
+            detail: format!("unreachable at {url}: {e}"),
+        },
+        Err(_) => Check {
+            name,
+            ok: false,
+            detail: format!("no answer within {TIMEOUT:?} at {url}"),
+        },
+    }
+}
+
 /// One check's verdict.
 pub struct Check {
     pub name: &'static str,
@@ -72,46 +98,22 @@ pub async fn checks(config: &Config) -> Vec<Check> {
         }),
     }
 
-    match tokio::time::timeout(TIMEOUT, bus::probe(&config.amqp_url)).await {
-        Ok(Ok(())) => out.push(Check {
-            name: "RabbitMQ",
-            ok: true,
-            detail: format!("reachable at {}", mask_url(&amqp_url)),
-        }),
-        Ok(Err(e)) => out.push(Check {
-            name: "RabbitMQ",
-            ok: false,
-            detail: format!("unreachable at {}: {e}", mask_url(&amqp_url)),
-        }),
-        Err(_) => out.push(Check {
-            name: "RabbitMQ",
-            ok: false,
-            detail: format!("no answer within {TIMEOUT:?} at {}", mask_url(&amqp_url)),
-        }),
-    }
+    out.push(reachability(
+        "RabbitMQ",
+        &amqp_url,
+        tokio::time::timeout(TIMEOUT, bus::probe(&config.amqp_url)).await,
+    ));
 
     let redis = async {
         let cache = Cache::new(&config.redis_url, config.namespace.clone(), Metrics::new())
             .map_err(|e| e.to_string())?;
         cache.ping().await.map_err(|e| e.to_string())
     };
-    match tokio::time::timeout(TIMEOUT, redis).await {
-        Ok(Ok(())) => out.push(Check {
-            name: "Redis",
-            ok: true,
-            detail: format!("reachable at {}", mask_url(&redis_url)),
-        }),
-        Ok(Err(e)) => out.push(Check {
-            name: "Redis",
-            ok: false,
-            detail: format!("unreachable at {}: {e}", mask_url(&redis_url)),
-        }),
-        Err(_) => out.push(Check {
-            name: "Redis",
-            ok: false,
-            detail: format!("no answer within {TIMEOUT:?} at {}", mask_url(&redis_url)),
-        }),
-    }
+    out.push(reachability(
+        "Redis",
+        &redis_url,
+        tokio::time::timeout(TIMEOUT, redis).await,
+    ));
     out
 }
 

@@ -3,7 +3,8 @@
 
 use hermes_shared::http::ApiError;
 use hermes_shared::ids::RunId;
-use hermes_shared::model::{ChatMessage, Role, ToolCall, Usage};
+use hermes_shared::model::{ChatMessage, Role, Usage};
+use hermes_shared::openai_wire::WireToolCall;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -25,19 +26,6 @@ struct WireMessage {
     tool_calls: Option<Vec<WireToolCall>>,
     #[serde(default)]
     tool_call_id: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct WireToolCall {
-    id: String,
-    function: WireFunction,
-}
-
-#[derive(Deserialize)]
-struct WireFunction {
-    name: String,
-    #[serde(default)]
-    arguments: String,
 }
 
 /// A validated chat completions request.
@@ -122,24 +110,18 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest, ApiError> {
                 ));
             }
         };
-        let mut tool_calls = Vec::new();
-        for c in m.tool_calls.unwrap_or_default() {
-            let arguments = if c.function.arguments.trim().is_empty() {
-                json!({})
-            } else {
-                serde_json::from_str(&c.function.arguments).map_err(|_| {
-                    ApiError::bad_request(
-                        "invalid_request",
-                        format!("messages[{i}]: tool call arguments are not JSON"),
-                    )
-                })?
-            };
-            tool_calls.push(ToolCall {
-                id: c.id,
-                name: c.function.name,
-                arguments,
-            });
-        }
+        let tool_calls = m
+            .tool_calls
+            .unwrap_or_default()
+            .into_iter()
+            .map(WireToolCall::into_tool_call)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| {
+                ApiError::bad_request(
+                    "invalid_request",
+                    format!("messages[{i}]: tool call arguments are not JSON"),
+                )
+            })?;
         if role == Role::Tool && m.tool_call_id.is_none() {
             return Err(ApiError::bad_request(
                 "invalid_request",

@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use hermes_shared::config::ProviderSettings;
-use hermes_shared::model::{ChatMessage, Role, ToolCall, Usage};
+use hermes_shared::model::{ChatMessage, Role, Usage};
+use hermes_shared::openai_wire::{WireToolCall, encode_tool_call};
 use reqwest::StatusCode;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
@@ -113,17 +114,7 @@ fn role(r: Role) -> &'static str {
 fn wire_message(m: &ChatMessage) -> Value {
     let mut v = json!({ "role": role(m.role), "content": m.content });
     if !m.tool_calls.is_empty() {
-        v["tool_calls"] = m
-            .tool_calls
-            .iter()
-            .map(|c| {
-                json!({
-                    "id": c.id,
-                    "type": "function",
-                    "function": { "name": c.name, "arguments": c.arguments.to_string() }
-                })
-            })
-            .collect();
+        v["tool_calls"] = m.tool_calls.iter().map(encode_tool_call).collect();
     }
     if let Some(id) = &m.tool_call_id {
         v["tool_call_id"] = json!(id);
@@ -177,19 +168,6 @@ struct WireMessage {
 }
 
 #[derive(Deserialize)]
-struct WireToolCall {
-    id: String,
-    function: WireFunction,
-}
-
-#[derive(Deserialize)]
-struct WireFunction {
-    name: String,
-    #[serde(default)]
-    arguments: String,
-}
-
-#[derive(Deserialize)]
 struct WireUsage {
     #[serde(default)]
     prompt_tokens: u64,
@@ -205,24 +183,20 @@ pub fn parse_response(text: &str) -> Result<Completion, ProviderError> {
         .choices
         .and_then(|c| c.into_iter().next())
         .ok_or_else(|| ProviderError::Malformed("no choices in the response".into()))?;
-    let mut tool_calls = Vec::new();
-    for c in choice.message.tool_calls.unwrap_or_default() {
-        let arguments = if c.function.arguments.trim().is_empty() {
-            json!({})
-        } else {
-            serde_json::from_str(&c.function.arguments).map_err(|e| {
+    let tool_calls = choice
+        .message
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| {
+            let name = c.function.name.clone();
+            c.into_tool_call().map_err(|e| {
                 ProviderError::Malformed(format!(
-                    "tool call {} has arguments that are not JSON: {e}",
-                    c.function.name
+                    "tool call {name} has arguments that are not JSON: {e}"
                 ))
-            })?
-        };
-        tool_calls.push(ToolCall {
-            id: c.id,
-            name: c.function.name,
-            arguments,
-        });
-    }
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let usage = wire
         .usage
         .map(|u| Usage {
@@ -241,7 +215,7 @@ pub fn parse_response(text: &str) -> Result<Completion, ProviderError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hermes_shared::model::ToolSpec;
+    use hermes_shared::model::{ToolCall, ToolSpec};
 
     #[test]
     fn tool_calls_and_usage_are_parsed() {
