@@ -134,14 +134,22 @@ impl Envelope {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{FailureCode, Platform, Reply};
+    use crate::model::{FailureCode, Platform, Reply, ReplyTo};
 
     #[test]
     fn unknown_fields_are_ignored_for_rolling_upgrades() {
         let env = Envelope::new(
             RunId::new(),
             None,
-            &Reply::failed(Platform::Api, FailureCode::Invalid, "boom"),
+            &Reply::failed(
+                ReplyTo {
+                    platform: Platform::Api,
+                    chat_id: "c".into(),
+                    callback_url: None,
+                },
+                FailureCode::Invalid,
+                "boom",
+            ),
         );
         let mut value = serde_json::to_value(&env).unwrap();
         value["added_in_v1_1"] = serde_json::json!({"anything": true});
@@ -155,7 +163,15 @@ mod tests {
         let env = Envelope::new(
             RunId::new(),
             None,
-            &Reply::failed(Platform::Api, FailureCode::Invalid, "boom"),
+            &Reply::failed(
+                ReplyTo {
+                    platform: Platform::Api,
+                    chat_id: "c".into(),
+                    callback_url: None,
+                },
+                FailureCode::Invalid,
+                "boom",
+            ),
         );
         let mut value = serde_json::to_value(&env).unwrap();
         value["v"] = 2.into();
@@ -172,7 +188,15 @@ mod tests {
         let env = Envelope::new(
             RunId::new(),
             None,
-            &Reply::failed(Platform::Api, FailureCode::Invalid, "boom"),
+            &Reply::failed(
+                ReplyTo {
+                    platform: Platform::Api,
+                    chat_id: "c".into(),
+                    callback_url: None,
+                },
+                FailureCode::Invalid,
+                "boom",
+            ),
         );
         let err = env.payload::<crate::model::LlmRequest>().unwrap_err();
         assert!(matches!(err, EnvelopeError::WrongKind { .. }));

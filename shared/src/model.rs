@@ -128,28 +128,121 @@ impl std::str::FromStr for Tier {
 pub enum Platform {
     /// The OpenAI-compatible HTTP API: the caller waits on the run's event stream.
     Api,
+    /// The generic REST channel (`POST /v1/messages`): answered by callback or polling.
+    Rest,
+    Telegram,
+    /// WhatsApp, through the Cloud API or 360dialog.
+    Whatsapp,
+    Instagram,
 }
 
 impl Platform {
+    pub const ALL: [Platform; 5] = [
+        Platform::Api,
+        Platform::Rest,
+        Platform::Telegram,
+        Platform::Whatsapp,
+        Platform::Instagram,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Platform::Api => "api",
+            Platform::Rest => "rest",
+            Platform::Telegram => "telegram",
+            Platform::Whatsapp => "whatsapp",
+            Platform::Instagram => "instagram",
         }
+    }
+
+    pub fn parse(s: &str) -> Option<Platform> {
+        Platform::ALL.into_iter().find(|p| p.as_str() == s)
     }
 }
 
-/// A normalized inbound message for the router.
+/// What kind of media an inbound message carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MediaKind {
+    Image,
+    Document,
+    Voice,
+    Audio,
+    Video,
+    Sticker,
+}
+
+/// Media attached to an inbound message: a platform file id, a URL, or both.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Media {
+    pub kind: MediaKind,
+    /// The platform's own file or media id (fetched through its API).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+}
+
+/// One inbound message from any channel, normalized: the router never sees platform fields.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MessageEvent {
+    pub platform: Platform,
+    /// Stable id of the sender on the platform.
+    pub sender_id: String,
+    /// The conversation the answer goes to (a Telegram chat, a WhatsApp number, …).
+    pub chat_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub media: Vec<Media>,
+    /// The platform's id of this message: the dedupe key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_message_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_name: Option<String>,
+    pub received_at: chrono::DateTime<chrono::Utc>,
+    /// Caller-supplied data (REST channel), kept with the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// Where the answer of a run goes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplyTo {
+    pub platform: Platform,
+    pub chat_id: String,
+    /// REST channel: where the answer is POSTed (configured on the caller's key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback_url: Option<String>,
+}
+
+/// An inbound message on its way to the router.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Inbound {
-    pub platform: Platform,
-    /// Stable id of the sender on the platform (for the API: the key's principal).
-    pub sender_id: String,
-    /// The conversation so far, ending with the new message.
-    pub messages: Vec<ChatMessage>,
+    pub event: MessageEvent,
+    /// The caller's own conversation (OpenAI-compatible API only); channels send one message
+    /// and the router supplies the history.
+    #[serde(default)]
+    pub conversation: Vec<ChatMessage>,
     /// The model name the caller asked for (cosmetic for the API; echoed back).
     #[serde(default)]
     pub requested_model: Option<String>,
-    pub received_at: chrono::DateTime<chrono::Utc>,
+    /// REST channel: the callback URL of the caller's key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback_url: Option<String>,
+}
+
+impl Inbound {
+    /// Where the answer to this message goes.
+    pub fn reply_to(&self) -> ReplyTo {
+        ReplyTo {
+            platform: self.event.platform,
+            chat_id: self.event.chat_id.clone(),
+            callback_url: self.callback_url.clone(),
+        }
+    }
 }
 
 impl Payload for Inbound {
@@ -159,7 +252,7 @@ impl Payload for Inbound {
 /// A model call to make, with everything needed to make it (stages keep no state).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LlmRequest {
-    pub platform: Platform,
+    pub reply_to: ReplyTo,
     pub tier: Tier,
     /// Logical model names to try in order (the tier's failover chain).
     pub chain: Vec<String>,
@@ -235,15 +328,15 @@ pub enum Outcome {
 /// The final word on a run, for delivery to hand to whoever waits.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Reply {
-    pub platform: Platform,
+    pub reply_to: ReplyTo,
     pub outcome: Outcome,
 }
 
 impl Reply {
     /// A failed reply: the run ends with `code` and a message fit for the end user.
-    pub fn failed(platform: Platform, code: FailureCode, message: impl Into<String>) -> Self {
+    pub fn failed(reply_to: ReplyTo, code: FailureCode, message: impl Into<String>) -> Self {
         Self {
-            platform,
+            reply_to,
             outcome: Outcome::Failed {
                 code,
                 message: message.into(),

@@ -5,26 +5,15 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use hermes::Service;
-use hermes_e2e::{TestEnv, eventually};
+use hermes_e2e::{TestEnv, api_inbound, eventually};
 use hermes_shared::Ctx;
 use hermes_shared::bus::Stage;
 use hermes_shared::db::Transaction;
 use hermes_shared::envelope::Envelope;
 use hermes_shared::ids::RunId;
-use hermes_shared::model::{ChatMessage, Inbound, Platform, Role};
 use hermes_shared::stage::{self, Handler, StageError};
 use hermes_shared::telemetry::Metrics;
 use tokio_util::sync::CancellationToken;
-
-fn inbound(text: &str) -> Inbound {
-    Inbound {
-        platform: Platform::Api,
-        sender_id: "api".into(),
-        messages: vec![ChatMessage::text(Role::User, text)],
-        requested_model: None,
-        received_at: chrono::Utc::now(),
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_router_message_twice_creates_one_run() {
@@ -33,7 +22,7 @@ async fn the_same_router_message_twice_creates_one_run() {
     let fleet = env.start(&[Service::Router]).await;
     let bus = env.bus().await;
     let run = RunId::new();
-    let env_msg = Envelope::new(run, None, &inbound("hi twice"));
+    let env_msg = Envelope::new(run, None, &api_inbound("hi twice"));
     bus.publish(&env_msg).await.unwrap();
     bus.publish(&env_msg).await.unwrap();
 
@@ -120,7 +109,7 @@ async fn a_message_that_always_fails_is_parked_after_the_delivery_limit() {
     let mut msg = hermes_shared::bus::Outgoing::from_envelope(&Envelope::new(
         RunId::new(),
         None,
-        &inbound("poison"),
+        &api_inbound("poison"),
     ));
     msg.stage = Stage::Webhooks;
     ctx.bus.publish_outgoing(&msg).await.unwrap();

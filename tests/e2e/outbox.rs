@@ -3,11 +3,10 @@
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_e2e::{TestEnv, eventually};
+use hermes_e2e::{TestEnv, api_inbound, eventually};
 use hermes_shared::bus::Outgoing;
 use hermes_shared::envelope::Envelope;
 use hermes_shared::ids::RunId;
-use hermes_shared::model::{ChatMessage, Inbound, Platform, Role};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unpublished_outbox_row_is_published_by_the_relay() {
@@ -15,17 +14,7 @@ async fn an_unpublished_outbox_row_is_published_by_the_relay() {
     let db = env.db();
     // A stage committed this row and crashed before publishing it.
     let run = RunId::new();
-    let msg = Outgoing::from_envelope(&Envelope::new(
-        run,
-        None,
-        &Inbound {
-            platform: Platform::Api,
-            sender_id: "api".into(),
-            messages: vec![ChatMessage::text(Role::User, "left behind")],
-            requested_model: None,
-            received_at: chrono::Utc::now(),
-        },
-    ));
+    let msg = Outgoing::from_envelope(&Envelope::new(run, None, &api_inbound("left behind")));
     {
         let mut c = db.get().await.unwrap();
         let tx = c.transaction().await.unwrap();

@@ -334,6 +334,27 @@ impl Fleet {
     }
 }
 
+/// An inbound API message with one user turn, as ingest would publish it.
+pub fn api_inbound(text: &str) -> hermes_shared::model::Inbound {
+    use hermes_shared::model::{ChatMessage, Inbound, MessageEvent, Platform, Role};
+    Inbound {
+        event: MessageEvent {
+            platform: Platform::Api,
+            sender_id: "api".into(),
+            chat_id: "api".into(),
+            text: Some(text.into()),
+            media: Vec::new(),
+            external_message_id: None,
+            sender_name: None,
+            received_at: chrono::Utc::now(),
+            metadata: None,
+        },
+        conversation: vec![ChatMessage::text(Role::User, text)],
+        requested_model: None,
+        callback_url: None,
+    }
+}
+
 /// A chat completions answer as an OpenAI-compatible provider sends it.
 pub fn openai_answer(text: &str, prompt_tokens: u64, completion_tokens: u64) -> serde_json::Value {
     serde_json::json!({

@@ -1,9 +1,16 @@
 //! The delivery stage for one reply: close the run, then hand the reply to whoever waits.
+//!
 //! The run row is closed in the transaction that records the message as processed, and
-//! only then is the API caller told (through the run's event stream in Redis), so a caller
-//! never learns of an answer the database does not hold. If Redis is down the caller
-//! still gets the answer: ingest falls back to the row.
+//! only then is a waiting API caller told (through the run's event stream in Redis), so a
+//! caller never learns of an answer the database does not hold; if Redis is down the
+//! caller still gets it from the row. A REST caller's callback is POSTed before the commit
+//! so a failed callback is retried with the message (and parked when it keeps failing).
+//! Replies to chat platforms wait for their senders: they are parked in
+//! `{ns}.delivery.dead`, intact, for `hermes dlq replay` once a sender is configured.
 
+use std::time::Duration;
+
+use anyhow::anyhow;
 use hermes_shared::Ctx;
 use hermes_shared::bus::Stage;
 use hermes_shared::cache::run_events::{RunEvent, RunEvents};
@@ -11,16 +18,48 @@ use hermes_shared::db::{Transaction, runs};
 use hermes_shared::envelope::Envelope;
 use hermes_shared::model::{Outcome, Platform, Reply};
 use hermes_shared::stage::{Handler, StageError};
+use serde_json::json;
 
 pub struct DeliveryStage {
     ctx: Ctx,
     events: RunEvents,
+    http: reqwest::Client,
 }
 
 impl DeliveryStage {
-    pub fn new(ctx: Ctx) -> Self {
+    pub fn new(ctx: Ctx) -> anyhow::Result<Self> {
         let events = RunEvents::new(ctx.cache.clone());
-        Self { ctx, events }
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .user_agent(concat!("hermes/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(Self { ctx, events, http })
+    }
+
+    /// POST the outcome to a REST caller's callback URL.
+    async fn callback(
+        &self,
+        env: &Envelope,
+        url: &str,
+        outcome: &Outcome,
+    ) -> Result<(), StageError> {
+        let body = json!({ "run_id": env.run_id, "outcome": outcome });
+        let resp = self
+            .http
+            .post(url)
+            .header("x-hermes-run-id", env.run_id.to_string())
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| StageError::Transient(anyhow!("callback failed: {}", e.without_url())))?;
+        if resp.status().is_success() {
+            Ok(())
+        } else {
+            Err(StageError::Transient(anyhow!(
+                "callback answered {}",
+                resp.status()
+            )))
+        }
     }
 }
 
@@ -30,7 +69,27 @@ impl Handler for DeliveryStage {
     type After = Reply;
 
     async fn prepare(&self, env: &Envelope) -> Result<Reply, StageError> {
-        Ok(env.payload()?)
+        let reply: Reply = env.payload()?;
+        match reply.reply_to.platform {
+            Platform::Api => {}
+            Platform::Rest => {
+                if let Some(url) = &reply.reply_to.callback_url {
+                    self.callback(env, url, &reply.outcome).await?;
+                }
+            }
+            p @ (Platform::Telegram | Platform::Whatsapp | Platform::Instagram) => {
+                self.ctx
+                    .metrics
+                    .deliveries
+                    .with_label_values(&[p.as_str(), "no_sender"])
+                    .inc();
+                return Err(StageError::Poison(anyhow!(
+                    "no sender for {} in this build: reply parked for replay",
+                    p.as_str()
+                )));
+            }
+        }
+        Ok(reply)
     }
 
     async fn commit(
@@ -48,7 +107,7 @@ impl Handler for DeliveryStage {
             self.ctx
                 .metrics
                 .runs
-                .with_label_values(&[reply.platform.as_str(), status])
+                .with_label_values(&[reply.reply_to.platform.as_str(), status])
                 .inc();
             tracing::info!(status, "run closed");
         }
@@ -56,19 +115,15 @@ impl Handler for DeliveryStage {
     }
 
     async fn after_commit(&self, env: &Envelope, reply: Reply) {
-        let platform = reply.platform.as_str();
-        let outcome = match reply.platform {
-            Platform::Api => {
-                let event = RunEvent::Final {
-                    outcome: reply.outcome,
-                };
-                match self.events.append(env.run_id, &event).await {
-                    Ok(_) => "delivered",
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot append to the run's event stream; the caller reads the run row");
-                        "deferred_to_database"
-                    }
-                }
+        let platform = reply.reply_to.platform.as_str();
+        let event = RunEvent::Final {
+            outcome: reply.outcome,
+        };
+        let outcome = match self.events.append(env.run_id, &event).await {
+            Ok(_) => "delivered",
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot append to the run's event stream; the caller reads the run row");
+                "deferred_to_database"
             }
         };
         self.ctx

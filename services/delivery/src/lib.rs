@@ -9,6 +9,6 @@ pub use handler::DeliveryStage;
 
 /// Run the delivery stage until `ctx.stop`.
 pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
-    stage::run(ctx.clone(), DeliveryStage::new(ctx)).await;
+    stage::run(ctx.clone(), DeliveryStage::new(ctx)?).await;
     Ok(())
 }

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use hermes_shared::envelope::Envelope;
 use hermes_shared::http::ApiError;
 use hermes_shared::ids::RunId;
-use hermes_shared::model::{FailureCode, Inbound, Outcome, Platform};
+use hermes_shared::model::{FailureCode, Inbound, MessageEvent, Outcome, Platform, Role};
 use hermes_shared::trace::TraceParent;
 
 use crate::{AppState, openai, wait};
@@ -57,12 +57,27 @@ async fn handle(
         .and_then(TraceParent::parse)
         .map(|t| t.child())
         .unwrap_or_else(TraceParent::generate);
+    let last_user_text = request
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::User)
+        .and_then(|m| m.content.clone());
     let inbound = Inbound {
-        platform: Platform::Api,
-        sender_id: "api".into(),
-        messages: request.messages,
+        event: MessageEvent {
+            platform: Platform::Api,
+            sender_id: "api".into(),
+            chat_id: run.to_string(),
+            text: last_user_text,
+            media: Vec::new(),
+            external_message_id: None,
+            sender_name: None,
+            received_at: chrono::Utc::now(),
+            metadata: None,
+        },
+        conversation: request.messages,
         requested_model: request.model.clone(),
-        received_at: chrono::Utc::now(),
+        callback_url: None,
     };
     let envelope = Envelope::new(run, Some(traceparent.clone()), &inbound);
     // Register before publishing so a fast answer cannot slip past us.

@@ -63,7 +63,7 @@ impl Handler for LlmStage {
             mut request,
             result,
         } = c;
-        let platform = request.platform;
+        let reply_to = request.reply_to.clone();
         let reply = match result {
             Ok(Answered {
                 completion,
@@ -98,7 +98,7 @@ impl Handler for LlmStage {
                     None => tool_output_fallback(&request),
                 };
                 Reply {
-                    platform,
+                    reply_to: reply_to.clone(),
                     outcome: Outcome::Answered {
                         text,
                         model: request.requested_model.clone().unwrap_or(backend),
@@ -111,7 +111,7 @@ impl Handler for LlmStage {
             Err(e) if request.tool_round > 0 => {
                 tracing::warn!(error = %e, "model failed after the tool round; answering with tool output");
                 Reply {
-                    platform,
+                    reply_to: reply_to.clone(),
                     outcome: Outcome::Answered {
                         text: tool_output_fallback(&request),
                         model: request
@@ -131,7 +131,7 @@ impl Handler for LlmStage {
                     FailureCode::ProviderRejected
                 };
                 tracing::warn!(error = %e, code = code.as_str(), "every backend of the chain failed");
-                Reply::failed(platform, code, format!("{RETRY_MESSAGE} ({e})"))
+                Reply::failed(reply_to, code, format!("{RETRY_MESSAGE} ({e})"))
             }
         };
         Ok((vec![env.follow(&reply)], ()))

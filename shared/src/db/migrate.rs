@@ -15,11 +15,18 @@ pub struct Migration {
 }
 
 /// Every migration of this build, in order. Add new files at the end; never edit applied ones.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "0001_init",
-    sql: include_str!("../../../migrations/0001_init.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "0001_init",
+        sql: include_str!("../../../migrations/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "0002_channels",
+        sql: include_str!("../../../migrations/0002_channels.sql"),
+    },
+];
 
 /// Arbitrary constant naming Hermes' migration lock.
 const LOCK_KEY: i64 = 0x4845_524D_4553; // "HERMES"

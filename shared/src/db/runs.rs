@@ -53,23 +53,31 @@ pub struct NewRun<'a> {
     pub id: RunId,
     pub platform: Platform,
     pub sender_id: &'a str,
+    pub chat_id: &'a str,
+    pub external_message_id: Option<&'a str>,
     pub tier: Tier,
     pub input_text: Option<&'a str>,
+    pub metadata: Option<&'a serde_json::Value>,
     pub traceparent: Option<&'a str>,
 }
 
-/// Insert the run; false when it already exists (a replayed inbound message).
+/// Insert the run; false when it already exists (a replay) or another run already holds
+/// the same platform message (a duplicate webhook).
 pub async fn create(tx: &Transaction<'_>, run: &NewRun<'_>) -> Result<bool, DbError> {
     let n = tx
         .execute(
-            "INSERT INTO agent_runs (id, platform, sender_id, status, tier, input_text, traceparent)
-             VALUES ($1, $2, $3, 'routed', $4, $5, $6) ON CONFLICT (id) DO NOTHING",
+            "INSERT INTO agent_runs (id, platform, sender_id, chat_id, external_message_id, status,
+                                     tier, input_text, metadata, traceparent)
+             VALUES ($1, $2, $3, $4, $5, 'routed', $6, $7, $8, $9) ON CONFLICT DO NOTHING",
             &[
                 &run.id.as_uuid(),
                 &run.platform.as_str(),
                 &run.sender_id,
+                &run.chat_id,
+                &run.external_message_id,
                 &run.tier.as_str(),
                 &run.input_text,
+                &run.metadata,
                 &run.traceparent,
             ],
         )
