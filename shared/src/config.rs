@@ -140,6 +140,51 @@ pub const ENV_VARS: &[EnvVar] = &[
         help: "how long to try to reconnect to RabbitMQ before exiting non-zero",
     },
     EnvVar {
+        name: "TELEGRAM_WEBHOOK_SECRET",
+        default: "(none: route off)",
+        help: "secret Telegram sends in X-Telegram-Bot-Api-Secret-Token; enables POST /webhooks/telegram",
+    },
+    EnvVar {
+        name: "WHATSAPP_VERIFY_TOKEN",
+        default: "(none: route off)",
+        help: "token of Meta's subscription handshake; enables GET /webhooks/whatsapp",
+    },
+    EnvVar {
+        name: "WHATSAPP_APP_SECRET",
+        default: "(none: route off)",
+        help: "app secret that signs X-Hub-Signature-256; enables POST /webhooks/whatsapp",
+    },
+    EnvVar {
+        name: "D360_WEBHOOK_TOKEN",
+        default: "(none: route off)",
+        help: "shared token 360dialog sends (header or path segment); enables POST /webhooks/360dialog",
+    },
+    EnvVar {
+        name: "D360_WEBHOOK_TOKEN_HEADER",
+        default: "x-hermes-webhook-token",
+        help: "header carrying D360_WEBHOOK_TOKEN (or POST /webhooks/360dialog/<token>)",
+    },
+    EnvVar {
+        name: "INSTAGRAM_VERIFY_TOKEN",
+        default: "(none: route off)",
+        help: "token of Meta's subscription handshake; enables GET /webhooks/instagram",
+    },
+    EnvVar {
+        name: "INSTAGRAM_APP_SECRET",
+        default: "(none: route off)",
+        help: "app secret that signs X-Hub-Signature-256; enables POST /webhooks/instagram",
+    },
+    EnvVar {
+        name: "HERMES_INBOUND_PER_MINUTE",
+        default: "20",
+        help: "messages one sender may send per minute before being slowed down (per platform in [ingest.rate_limits])",
+    },
+    EnvVar {
+        name: "HERMES_INBOUND_BURST",
+        default: "10",
+        help: "messages one sender may send at once before the per-minute rate applies",
+    },
+    EnvVar {
         name: "HERMES_QUEUE_EXPIRES_SECS",
         default: "(never)",
         help: "delete queues unused this long (for throw-away namespaces such as tests)",
@@ -253,6 +298,36 @@ pub struct BusSettings {
     pub queue_expires: Option<Duration>,
 }
 
+/// The secrets that enable and verify each channel's webhook routes. A route whose secret
+/// is not set answers 404: a channel is never open by default.
+#[derive(Clone, Debug, Default)]
+pub struct ChannelSecrets {
+    pub telegram_webhook_secret: Option<SecretString>,
+    pub whatsapp_verify_token: Option<SecretString>,
+    pub whatsapp_app_secret: Option<SecretString>,
+    pub d360_webhook_token: Option<SecretString>,
+    pub d360_token_header: String,
+    pub instagram_verify_token: Option<SecretString>,
+    pub instagram_app_secret: Option<SecretString>,
+}
+
+/// A token bucket: `burst` at once, refilled at `per_minute`.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimit {
+    pub per_minute: u32,
+    pub burst: u32,
+}
+
+/// Ingest settings from the TOML file.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IngestSettings {
+    /// Per-sender inbound limits by platform name (`telegram`, `whatsapp`, `instagram`, `rest`);
+    /// platforms not named use HERMES_INBOUND_PER_MINUTE / HERMES_INBOUND_BURST.
+    pub rate_limits: BTreeMap<String, RateLimit>,
+}
+
 /// The structured part of the configuration, from the TOML file.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -263,6 +338,8 @@ pub struct FileConfig {
     pub models: BTreeMap<String, ModelSpec>,
     /// The HTTP API.
     pub api: ApiSettings,
+    /// Channel webhooks.
+    pub ingest: IngestSettings,
 }
 
 /// One logical model.
@@ -331,6 +408,7 @@ impl Default for FileConfig {
             tiers,
             models,
             api: ApiSettings::default(),
+            ingest: IngestSettings::default(),
         }
     }
 }
@@ -359,6 +437,16 @@ impl FileConfig {
                 }
             }
         }
+        for (platform, limit) in &self.ingest.rate_limits {
+            if !["telegram", "whatsapp", "instagram", "rest", "api"].contains(&platform.as_str()) {
+                problems.push(format!("ingest.rate_limits: unknown platform {platform:?}"));
+            }
+            if limit.per_minute == 0 || limit.burst == 0 {
+                problems.push(format!(
+                    "ingest.rate_limits.{platform}: per_minute and burst must be above 0"
+                ));
+            }
+        }
         for (name, spec) in &self.models {
             if spec.max_output_tokens == 0 {
                 problems.push(format!("models.{name}: max_output_tokens must be above 0"));
@@ -385,6 +473,9 @@ pub struct Config {
     pub shutdown_grace: Duration,
     pub db_pool_size: usize,
     pub bus: BusSettings,
+    pub channels: ChannelSecrets,
+    /// Default per-sender inbound limit (platforms may override in the file).
+    pub inbound_rate: RateLimit,
     pub file: FileConfig,
     pub config_path: Option<PathBuf>,
 }
@@ -573,6 +664,29 @@ impl Config {
             None => None,
         };
 
+        let channels = ChannelSecrets {
+            telegram_webhook_secret: r.secret("TELEGRAM_WEBHOOK_SECRET"),
+            whatsapp_verify_token: r.secret("WHATSAPP_VERIFY_TOKEN"),
+            whatsapp_app_secret: r.secret("WHATSAPP_APP_SECRET"),
+            d360_webhook_token: r.secret("D360_WEBHOOK_TOKEN"),
+            d360_token_header: r
+                .raw("D360_WEBHOOK_TOKEN_HEADER")
+                .unwrap_or_else(|| Reader::default_of("D360_WEBHOOK_TOKEN_HEADER").into())
+                .to_ascii_lowercase(),
+            instagram_verify_token: r.secret("INSTAGRAM_VERIFY_TOKEN"),
+            instagram_app_secret: r.secret("INSTAGRAM_APP_SECRET"),
+        };
+        if axum_header_name_invalid(&channels.d360_token_header) {
+            r.problems
+                .push("D360_WEBHOOK_TOKEN_HEADER is not a valid header name".into());
+        }
+        let inbound_rate = RateLimit {
+            per_minute: r
+                .parsed::<u32>("HERMES_INBOUND_PER_MINUTE")
+                .unwrap_or(20)
+                .max(1),
+            burst: r.parsed::<u32>("HERMES_INBOUND_BURST").unwrap_or(10).max(1),
+        };
         let config_path = config_path
             .map(Path::to_path_buf)
             .or_else(|| r.raw("HERMES_CONFIG").map(PathBuf::from));
@@ -626,6 +740,8 @@ impl Config {
                         reconnect_timeout,
                         queue_expires,
                     },
+                    channels,
+                    inbound_rate,
                     file,
                     config_path,
                 })
@@ -740,7 +856,62 @@ impl Config {
                     .map(|d| d.as_secs().to_string())
                     .unwrap_or_else(|| "(never)".into()),
             ),
+            (
+                "TELEGRAM_WEBHOOK_SECRET".into(),
+                secret(&self.channels.telegram_webhook_secret),
+            ),
+            (
+                "WHATSAPP_VERIFY_TOKEN".into(),
+                secret(&self.channels.whatsapp_verify_token),
+            ),
+            (
+                "WHATSAPP_APP_SECRET".into(),
+                secret(&self.channels.whatsapp_app_secret),
+            ),
+            (
+                "D360_WEBHOOK_TOKEN".into(),
+                secret(&self.channels.d360_webhook_token),
+            ),
+            (
+                "D360_WEBHOOK_TOKEN_HEADER".into(),
+                self.channels.d360_token_header.clone(),
+            ),
+            (
+                "INSTAGRAM_VERIFY_TOKEN".into(),
+                secret(&self.channels.instagram_verify_token),
+            ),
+            (
+                "INSTAGRAM_APP_SECRET".into(),
+                secret(&self.channels.instagram_app_secret),
+            ),
+            (
+                "HERMES_INBOUND_PER_MINUTE".into(),
+                self.inbound_rate.per_minute.to_string(),
+            ),
+            (
+                "HERMES_INBOUND_BURST".into(),
+                self.inbound_rate.burst.to_string(),
+            ),
         ]
+    }
+}
+
+fn axum_header_name_invalid(name: &str) -> bool {
+    name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+impl Config {
+    /// The per-sender inbound limit of `platform`.
+    pub fn inbound_rate_for(&self, platform: crate::model::Platform) -> RateLimit {
+        self.file
+            .ingest
+            .rate_limits
+            .get(platform.as_str())
+            .copied()
+            .unwrap_or(self.inbound_rate)
     }
 }
 

@@ -232,6 +232,9 @@ pub struct Inbound {
     /// REST channel: the callback URL of the caller's key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub callback_url: Option<String>,
+    /// REST channel: the key that sent it (only that key may read the run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_id: Option<uuid::Uuid>,
 }
 
 impl Inbound {

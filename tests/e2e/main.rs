@@ -1,7 +1,9 @@
 //! End-to-end tests of the fleet through its public surfaces, against the real servers.
 
 mod bus;
+mod channels;
 mod ingest;
 mod lifecycle;
 mod outbox;
+mod rest;
 mod thin_path;

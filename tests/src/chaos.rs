@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 pub struct ChaosProxy {
     pub addr: SocketAddr,
     current: Arc<Mutex<CancellationToken>>,
+    down: Arc<std::sync::atomic::AtomicBool>,
     stop: CancellationToken,
 }
 
@@ -19,14 +20,18 @@ impl ChaosProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let current = Arc::new(Mutex::new(CancellationToken::new()));
+        let down = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let stop = CancellationToken::new();
-        let (cur, st) = (current.clone(), stop.clone());
+        let (cur, st, dn) = (current.clone(), stop.clone(), down.clone());
         tokio::spawn(async move {
             loop {
                 let (mut inbound, _) = tokio::select! {
                     _ = st.cancelled() => return,
                     a = listener.accept() => match a { Ok(a) => a, Err(_) => continue },
                 };
+                if dn.load(std::sync::atomic::Ordering::SeqCst) {
+                    continue; // dropping the socket refuses the connection
+                }
                 let cut = cur.lock().unwrap().clone();
                 tokio::spawn(async move {
                     let Ok(mut outbound) = TcpStream::connect(target).await else {
@@ -42,7 +47,16 @@ impl ChaosProxy {
         Self {
             addr,
             current,
+            down,
             stop,
+        }
+    }
+
+    /// Take the server away (cut and refuse connections) or bring it back.
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, std::sync::atomic::Ordering::SeqCst);
+        if down {
+            self.cut();
         }
     }
 

@@ -352,6 +352,7 @@ pub fn api_inbound(text: &str) -> hermes_shared::model::Inbound {
         conversation: vec![ChatMessage::text(Role::User, text)],
         requested_model: None,
         callback_url: None,
+        api_key_id: None,
     }
 }
 
@@ -363,6 +364,31 @@ pub fn openai_answer(text: &str, prompt_tokens: u64, completion_tokens: u64) -> 
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                   "total_tokens": prompt_tokens + completion_tokens}
     })
+}
+
+/// Take every message waiting in `stage`'s queue (acking them), decoded.
+pub async fn drain(
+    bus: &Bus,
+    stage: hermes_shared::bus::Stage,
+) -> Vec<hermes_shared::envelope::Envelope> {
+    use lapin::options::{BasicAckOptions, BasicGetOptions};
+    let ch = bus.channel().await.expect("channel");
+    let mut out = Vec::new();
+    while let Some(m) = ch
+        .basic_get(bus.names().queue(stage).into(), BasicGetOptions::default())
+        .await
+        .expect("basic.get")
+    {
+        out.push(
+            hermes_shared::envelope::Envelope::from_slice(&m.delivery.data).expect("envelope"),
+        );
+        m.delivery
+            .acker
+            .ack(BasicAckOptions::default())
+            .await
+            .expect("ack");
+    }
+    out
 }
 
 /// Poll `f` until it returns `Some`, or panic after `timeout`.

@@ -59,12 +59,24 @@ enum Command {
     Migrate,
     /// Show the effective configuration and check PostgreSQL, RabbitMQ, Redis and the schema.
     Doctor,
+    /// Load generators that print figures (run against a fleet you started).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+    /// Manage keys of the REST channel (POST /v1/messages).
+    #[command(name = "api-keys", subcommand)]
+    ApiKeys(hermes::keys::KeysCommand),
     /// Probe this process's /readyz on the admin port; exit 0 when ready (for container health checks).
     Health {
         /// Address of the admin server to probe.
         #[arg(long, default_value = "127.0.0.1:9090", env = "HERMES_HEALTH_ADDR")]
         addr: String,
     },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Signed WhatsApp webhooks at a fixed rate against a running ingest: accepted/s, p50/p99/max.
+    Ingest(hermes::bench::IngestBench),
 }
 
 fn load(path: Option<&std::path::Path>) -> Result<Config, ExitCode> {
@@ -119,6 +131,28 @@ async fn dispatch(cli: Cli) -> ExitCode {
             };
         }
         Command::Health { addr } => return health(&addr).await,
+        Command::Bench(BenchCommand::Ingest(args)) => {
+            return match hermes::bench::ingest(args).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("hermes bench: {e:#}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Command::ApiKeys(cmd) => {
+            let config = match load(path) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            return match hermes::keys::run(&config, cmd).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("hermes api-keys: {e:#}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
     };
     let config = match load(path) {
         Ok(c) => c,

@@ -14,6 +14,14 @@ use subtle::ConstantTimeEq;
 pub struct ApiKey(pub Option<SecretString>);
 
 impl ApiKey {
+    /// Is `key` (already stripped of `Bearer `) the operator key?
+    pub fn is_operator_key(&self, key: &str) -> bool {
+        match &self.0 {
+            Some(expected) => bool::from(key.as_bytes().ct_eq(expected.expose_secret().as_bytes())),
+            None => false,
+        }
+    }
+
     /// Does the `Authorization` header value carry the key?
     pub fn accepts(&self, header: Option<&str>) -> bool {
         let Some(expected) = &self.0 else {

@@ -13,7 +13,7 @@ use hermes_shared::ids::RunId;
 use hermes_shared::model::{FailureCode, Inbound, MessageEvent, Outcome, Platform, Role};
 use hermes_shared::trace::TraceParent;
 
-use crate::{AppState, openai, wait};
+use crate::{AppState, body_or_error, openai, wait};
 
 pub async fn completions(
     State(app): State<AppState>,
@@ -38,17 +38,7 @@ async fn handle(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = body.map_err(|r| match r.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
-            format!(
-                "request body is larger than {} bytes",
-                app.ctx.config.max_body_bytes
-            ),
-        ),
-        status => ApiError::new(status, "invalid_body", r.body_text()),
-    })?;
+    let body = body_or_error(&app.ctx.config, body)?;
     let request = openai::parse(&body)?;
     let run = RunId::new();
     let traceparent = headers
@@ -78,6 +68,7 @@ async fn handle(
         conversation: request.messages,
         requested_model: request.model.clone(),
         callback_url: None,
+        api_key_id: None,
     };
     let envelope = Envelope::new(run, Some(traceparent.clone()), &inbound);
     // Register before publishing so a fast answer cannot slip past us.

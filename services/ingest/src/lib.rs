@@ -2,21 +2,32 @@
 //! `HERMES_HTTP_ADDR`, publishes accepted messages to `{ns}.router` with confirms, and
 //! holds each caller until its run's outcome arrives on the run event stream.
 
+mod accept;
 mod auth;
+pub mod channels;
 mod chat;
 pub mod openai;
+mod rest;
+mod statuses;
 mod wait;
+mod webhooks;
 
 use std::time::Duration;
 
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::HeaderValue;
+use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use hermes_shared::Ctx;
+use hermes_shared::cache::dedupe::Dedupe;
+use hermes_shared::cache::rate_limit::RateLimiter;
 use hermes_shared::cache::run_events::{RunEvents, Waiters};
+use hermes_shared::config::Config;
 use hermes_shared::http::{ApiError, track};
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -30,6 +41,40 @@ pub struct AppState {
     pub ctx: Ctx,
     pub events: RunEvents,
     pub waiters: Waiters,
+    pub dedupe: Dedupe,
+    pub limiter: RateLimiter,
+    keys: rest::KeyCache,
+}
+
+impl AppState {
+    pub fn new(ctx: Ctx) -> Self {
+        Self {
+            events: RunEvents::new(ctx.cache.clone()),
+            waiters: Waiters::default(),
+            dedupe: Dedupe::new(ctx.cache.clone()),
+            limiter: RateLimiter::new(ctx.cache.clone()),
+            keys: rest::KeyCache::default(),
+            ctx,
+        }
+    }
+}
+
+/// The request body, or the JSON error for one that is too large or unreadable.
+pub(crate) fn body_or_error(
+    config: &Config,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Bytes, ApiError> {
+    body.map_err(|r| match r.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!(
+                "request body is larger than {} bytes",
+                config.max_body_bytes
+            ),
+        ),
+        status => ApiError::new(status, "invalid_body", r.body_text()),
+    })
 }
 
 async fn health() -> Json<serde_json::Value> {
@@ -44,12 +89,7 @@ async fn models(State(app): State<AppState>) -> Json<serde_json::Value> {
 }
 
 async fn not_found() -> Response {
-    ApiError::new(
-        axum::http::StatusCode::NOT_FOUND,
-        "not_found",
-        "no such route",
-    )
-    .into_response()
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route").into_response()
 }
 
 async fn security_headers(req: Request, next: Next) -> Response {
@@ -65,7 +105,7 @@ async fn security_headers(req: Request, next: Next) -> Response {
 
 fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     ApiError::new(
-        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+        StatusCode::INTERNAL_SERVER_ERROR,
         "internal",
         "internal error",
     )
@@ -80,10 +120,31 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/chat/completions", post(chat::completions))
         .route("/v1/models", get(models))
         .route_layer(middleware::from_fn_with_state(key, auth::require_key));
+    let rest = Router::new()
+        .route("/v1/messages", post(rest::post_message))
+        .route("/v1/runs/{id}", get(rest::get_run))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            rest::require_caller,
+        ));
+    let webhooks = Router::new()
+        .route("/webhooks/telegram", post(webhooks::telegram))
+        .route(
+            "/webhooks/whatsapp",
+            get(webhooks::whatsapp_handshake).post(webhooks::whatsapp),
+        )
+        .route("/webhooks/360dialog", post(webhooks::d360_header))
+        .route("/webhooks/360dialog/{token}", post(webhooks::d360_path))
+        .route(
+            "/webhooks/instagram",
+            get(webhooks::instagram_handshake).post(webhooks::instagram),
+        );
     Router::new()
         .route("/health", get(health))
         .route("/v1/health", get(health))
         .merge(api)
+        .merge(rest)
+        .merge(webhooks)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(state.ctx.config.max_body_bytes))
         .with_state(state)
@@ -113,14 +174,12 @@ pub async fn serve(ctx: Ctx, listener: TcpListener) -> anyhow::Result<()> {
             ctx.config.http_addr
         );
     }
-    let waiters = Waiters::default();
+    let state = AppState::new(ctx.clone());
     let subscriber_stop = tokio_util::sync::CancellationToken::new();
-    let subscriber = waiters.spawn_subscriber(ctx.cache.clone(), subscriber_stop.clone());
-    let state = AppState {
-        events: RunEvents::new(ctx.cache.clone()),
-        waiters,
-        ctx: ctx.clone(),
-    };
+    let subscriber = state
+        .waiters
+        .spawn_subscriber(ctx.cache.clone(), subscriber_stop.clone());
+    webhooks::log_channels(&state);
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "ingest listening");
     let stop = ctx.stop.clone();

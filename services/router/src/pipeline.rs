@@ -103,6 +103,7 @@ impl Handler for Router {
                 tier,
                 input_text: input_text.as_deref(),
                 metadata: event.metadata.as_ref(),
+                api_key_id: d.inbound.api_key_id,
                 traceparent: env.traceparent.as_ref().map(|t| t.as_str()),
             },
         )

@@ -1,6 +1,8 @@
 //! Redis, for what may be lost (DESIGN §6): one lazily connected, auto-reconnecting
 //! multiplexed connection with short timeouts, and keys under the namespace.
 
+pub mod dedupe;
+pub mod rate_limit;
 pub mod run_events;
 
 use std::time::Duration;

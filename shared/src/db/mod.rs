@@ -1,6 +1,7 @@
 //! PostgreSQL, the truth (DESIGN §5): the connection pool, the schema-version check that
 //! keeps services off an older schema, idempotency records, and the outbox.
 
+pub mod api_keys;
 pub mod migrate;
 pub mod outbox;
 pub mod runs;

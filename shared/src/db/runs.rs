@@ -58,6 +58,7 @@ pub struct NewRun<'a> {
     pub tier: Tier,
     pub input_text: Option<&'a str>,
     pub metadata: Option<&'a serde_json::Value>,
+    pub api_key_id: Option<uuid::Uuid>,
     pub traceparent: Option<&'a str>,
 }
 
@@ -67,8 +68,8 @@ pub async fn create(tx: &Transaction<'_>, run: &NewRun<'_>) -> Result<bool, DbEr
     let n = tx
         .execute(
             "INSERT INTO agent_runs (id, platform, sender_id, chat_id, external_message_id, status,
-                                     tier, input_text, metadata, traceparent)
-             VALUES ($1, $2, $3, $4, $5, 'routed', $6, $7, $8, $9) ON CONFLICT DO NOTHING",
+                                     tier, input_text, metadata, api_key_id, traceparent)
+             VALUES ($1, $2, $3, $4, $5, 'routed', $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING",
             &[
                 &run.id.as_uuid(),
                 &run.platform.as_str(),
@@ -78,6 +79,7 @@ pub async fn create(tx: &Transaction<'_>, run: &NewRun<'_>) -> Result<bool, DbEr
                 &run.tier.as_str(),
                 &run.input_text,
                 &run.metadata,
+                &run.api_key_id,
                 &run.traceparent,
             ],
         )
@@ -139,6 +141,10 @@ pub async fn finish(tx: &Transaction<'_>, id: RunId, outcome: &Outcome) -> Resul
 #[derive(Clone, Debug)]
 pub struct RunRow {
     pub id: RunId,
+    pub platform: Option<Platform>,
+    pub api_key_id: Option<uuid::Uuid>,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub finished_at: Option<chrono::DateTime<chrono::Utc>>,
     pub status: RunStatus,
     pub output_text: Option<String>,
     pub error_code: Option<String>,
@@ -150,13 +156,18 @@ pub struct RunRow {
 pub async fn get(client: &Client, id: RunId) -> Result<Option<RunRow>, DbError> {
     let row = client
         .query_opt(
-            "SELECT status, output_text, error_code, model, tokens_in, tokens_out, tools_used
+            "SELECT status, output_text, error_code, model, tokens_in, tokens_out, tools_used,
+                    platform, api_key_id, created_at, finished_at
              FROM agent_runs WHERE id = $1",
             &[&id.as_uuid()],
         )
         .await?;
     Ok(row.map(|r| RunRow {
         id,
+        platform: Platform::parse(r.get(7)),
+        api_key_id: r.get(8),
+        created_at: r.get(9),
+        finished_at: r.get(10),
         status: RunStatus::parse(r.get(0)).unwrap_or(RunStatus::Failed),
         output_text: r.get(1),
         error_code: r.get(2),

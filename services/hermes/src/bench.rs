@@ -1,0 +1,155 @@
+//! `hermes bench ingest`: an open-loop load generator for a running ingest. It sends signed
+//! WhatsApp Cloud API webhooks at a fixed rate (each a new message from one of many
+//! senders), whatever the answers, and reports what was accepted and how fast.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use tokio::sync::Mutex;
+
+#[derive(Args, Debug)]
+pub struct IngestBench {
+    /// Base URL of the ingest under test.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    url: String,
+    /// WHATSAPP_APP_SECRET of that ingest (the webhooks are signed with it).
+    #[arg(long, env = "WHATSAPP_APP_SECRET", hide_env_values = true)]
+    secret: String,
+    /// Webhooks per second to send.
+    #[arg(long, default_value_t = 3000)]
+    rate: u32,
+    /// Seconds to send for.
+    #[arg(long, default_value_t = 30)]
+    duration: u64,
+    /// Distinct senders to spread the messages over (each has its own inbound rate limit).
+    #[arg(long, default_value_t = 100_000)]
+    senders: u32,
+    /// Upper bound of requests in flight (beyond it a send is counted as dropped, not queued).
+    #[arg(long, default_value_t = 2048)]
+    max_in_flight: usize,
+    /// Process id of the ingest, to report its memory (VmRSS and peak VmHWM).
+    #[arg(long)]
+    pid: Option<u32>,
+}
+
+fn body(i: u64, senders: u32, run: &str) -> Vec<u8> {
+    let sender = 15_550_000_000u64 + (i % u64::from(senders));
+    let now = chrono::Utc::now().timestamp();
+    format!(
+        r#"{{"object":"whatsapp_business_account","entry":[{{"id":"BENCH","changes":[{{"field":"messages","value":{{"messaging_product":"whatsapp","metadata":{{"display_phone_number":"15550000000","phone_number_id":"BENCH_PHONE"}},"contacts":[{{"profile":{{"name":"Bench"}},"wa_id":"{sender}"}}],"messages":[{{"from":"{sender}","id":"wamid.bench.{run}.{i}","timestamp":"{now}","type":"text","text":{{"body":"load test message {i}"}}}}]}}}}]}}]}}"#
+    )
+    .into_bytes()
+}
+
+fn memory(pid: u32) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .map(|l| l.trim_start_matches(name).trim().to_string())
+    };
+    Some(format!(
+        "VmRSS {} (peak VmHWM {})",
+        field("VmRSS:")?,
+        field("VmHWM:")?
+    ))
+}
+
+fn pct(sorted: &[u32], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    f64::from(sorted[idx]) / 1000.0
+}
+
+pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.rate > 0 && args.duration > 0,
+        "--rate and --duration must be above 0"
+    );
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.max_in_flight)
+        .timeout(Duration::from_secs(10))
+        .build()?;
+    let url = format!("{}/webhooks/whatsapp", args.url.trim_end_matches('/'));
+    let run = uuid::Uuid::now_v7().simple().to_string()[20..].to_string();
+    let latencies = Arc::new(Mutex::new(Vec::<u32>::with_capacity(
+        (args.rate as u64 * args.duration) as usize,
+    )));
+    let statuses = Arc::new(Mutex::new(std::collections::BTreeMap::<String, u64>::new()));
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(args.max_in_flight));
+    let total = u64::from(args.rate) * args.duration;
+    let interval = Duration::from_secs_f64(1.0 / f64::from(args.rate));
+    println!(
+        "sending {total} signed WhatsApp webhooks to {url} at {}/s for {}s over {} senders",
+        args.rate, args.duration, args.senders
+    );
+    let started = Instant::now();
+    let mut dropped = 0u64;
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..total {
+        // Open loop: send at the scheduled instant, not when the previous answer came back.
+        let due = started + interval.mul_f64(i as f64);
+        tokio::time::sleep_until(due.into()).await;
+        let Ok(permit) = in_flight.clone().try_acquire_owned() else {
+            dropped += 1;
+            continue;
+        };
+        let body = body(i, args.senders, &run);
+        let sig = hermes_ingest::channels::verify::sign_hub(args.secret.as_bytes(), &body);
+        let (http, url, latencies, statuses) = (
+            http.clone(),
+            url.clone(),
+            latencies.clone(),
+            statuses.clone(),
+        );
+        tasks.spawn(async move {
+            let t = Instant::now();
+            let outcome = http
+                .post(&url)
+                .header("content-type", "application/json")
+                .header("x-hub-signature-256", sig)
+                .body(body)
+                .send()
+                .await;
+            let micros = t.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
+            let label = match outcome {
+                Ok(r) => r.status().as_u16().to_string(),
+                Err(e) if e.is_timeout() => "timeout".into(),
+                Err(_) => "connection_error".into(),
+            };
+            if label == "200" {
+                latencies.lock().await.push(micros);
+            }
+            *statuses.lock().await.entry(label).or_default() += 1;
+            drop(permit);
+        });
+        while tasks.try_join_next().is_some() {}
+    }
+    let send_secs = started.elapsed().as_secs_f64();
+    while tasks.join_next().await.is_some() {}
+    let mut lat = latencies.lock().await.clone();
+    lat.sort_unstable();
+    let accepted = lat.len() as u64;
+    println!(
+        "sent for {send_secs:.1}s; answers by status: {:?}; dropped (over --max-in-flight): {dropped}",
+        statuses.lock().await
+    );
+    println!(
+        "accepted {accepted} = {:.0}/s; accept latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        accepted as f64 / send_secs,
+        pct(&lat, 0.50),
+        pct(&lat, 0.99),
+        lat.last().map(|v| f64::from(*v) / 1000.0).unwrap_or(0.0)
+    );
+    if let Some(pid) = args.pid {
+        println!(
+            "ingest memory: {}",
+            memory(pid).unwrap_or_else(|| format!("process {pid} not found"))
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,212 @@
+//! Webhook authenticity: Meta's `X-Hub-Signature-256` (WhatsApp Cloud API, Instagram), the
+//! `hub.mode=subscribe` handshake, and constant-time comparison of shared tokens (Telegram's
+//! `X-Telegram-Bot-Api-Secret-Token`, 360dialog, the handshake's verify token).
+//!
+//! All of these fail closed: an empty configured secret or token never matches anything.
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use subtle::ConstantTimeEq;
+
+type HmacSha256 = Hmac<Sha256>;
+
+const PREFIX: &str = "sha256=";
+/// `sha256=` and 64 hex digits, with room for surrounding whitespace.
+const MAX_SIGNATURE_HEADER: usize = 128;
+/// The longest challenge echoed back by [`handshake`].
+pub const MAX_CHALLENGE_CHARS: usize = 512;
+
+/// Whether `header` (the value of `X-Hub-Signature-256`, `sha256=<hex>`) is the
+/// HMAC-SHA256 of the raw `body` under `secret`. Hex may be upper or lower case; the
+/// comparison is constant-time. `false` when the header is missing or malformed, or the
+/// secret is empty (unconfigured).
+pub fn hub_signature_valid(secret: &[u8], body: &[u8], header: Option<&str>) -> bool {
+    let Some(header) = header else { return false };
+    if secret.is_empty() || header.len() > MAX_SIGNATURE_HEADER {
+        return false;
+    }
+    let Some(hex_digest) = header.trim().strip_prefix(PREFIX) else {
+        return false;
+    };
+    let Ok(tag) = hex::decode(hex_digest) else {
+        return false;
+    };
+    let Ok(mut mac) = HmacSha256::new_from_slice(secret) else {
+        return false;
+    };
+    mac.update(body);
+    // Checks the length too: a truncated tag does not verify.
+    mac.verify_slice(&tag).is_ok()
+}
+
+/// `sha256=<lowercase hex>` of HMAC-SHA256(`secret`, `body`): the value of
+/// `X-Hub-Signature-256` Meta would send (for tests and the load tool).
+pub fn sign_hub(secret: &[u8], body: &[u8]) -> String {
+    // HMAC takes keys of any length, so this never fails; stay total anyway.
+    match HmacSha256::new_from_slice(secret) {
+        Ok(mut mac) => {
+            mac.update(body);
+            format!("{PREFIX}{}", hex::encode(mac.finalize().into_bytes()))
+        }
+        Err(_) => String::new(),
+    }
+}
+
+/// Whether `given` equals the configured `expected` token, in time independent of where
+/// they differ. `false` when `given` is missing or `expected` is empty (unconfigured).
+pub fn token_matches(expected: &str, given: Option<&str>) -> bool {
+    match given {
+        Some(given) if !expected.is_empty() => {
+            bool::from(expected.as_bytes().ct_eq(given.as_bytes()))
+        }
+        _ => false,
+    }
+}
+
+/// Meta's subscription handshake (`GET ?hub.mode=subscribe&hub.verify_token=…&hub.challenge=…`):
+/// the challenge to echo back, only when the mode is `subscribe`, the token matches
+/// `expected_token`, and the challenge is 1 to [`MAX_CHALLENGE_CHARS`] printable ASCII
+/// characters (so echoing it is safe). `None` means answer 403.
+pub fn handshake(
+    expected_token: &str,
+    mode: Option<&str>,
+    token: Option<&str>,
+    challenge: Option<&str>,
+) -> Option<String> {
+    if mode != Some("subscribe") || !token_matches(expected_token, token) {
+        return None;
+    }
+    let challenge = challenge?;
+    let printable = challenge.bytes().all(|b| (0x20..=0x7e).contains(&b));
+    (printable && !challenge.is_empty() && challenge.len() <= MAX_CHALLENGE_CHARS)
+        .then(|| challenge.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // python3 -c 'import hmac,hashlib;print(hmac.new(b"secret",b"body",hashlib.sha256).hexdigest())'
+    const SECRET_BODY: &str = "dc46983557fea127b43af721467eb9b3fde2338fe3e14f51952aa8478c13d355";
+
+    #[test]
+    fn known_vector() {
+        assert_eq!(
+            sign_hub(b"secret", b"body"),
+            format!("sha256={SECRET_BODY}")
+        );
+        assert!(hub_signature_valid(
+            b"secret",
+            b"body",
+            Some(&format!("sha256={SECRET_BODY}"))
+        ));
+        // RFC 4231 test case 2.
+        assert_eq!(
+            sign_hub(b"Jefe", b"what do ya want for nothing?"),
+            "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn hex_case_and_surrounding_whitespace_are_accepted() {
+        let upper = format!("sha256={}", SECRET_BODY.to_uppercase());
+        assert!(hub_signature_valid(b"secret", b"body", Some(&upper)));
+        let mixed = format!(
+            "sha256={}{}",
+            &SECRET_BODY[..32].to_uppercase(),
+            &SECRET_BODY[32..]
+        );
+        assert!(hub_signature_valid(b"secret", b"body", Some(&mixed)));
+        let padded = format!("  sha256={SECRET_BODY} ");
+        assert!(hub_signature_valid(b"secret", b"body", Some(&padded)));
+    }
+
+    #[test]
+    fn anything_else_is_rejected() {
+        let good = format!("sha256={SECRET_BODY}");
+        let v = |secret: &[u8], body: &[u8], header: Option<&str>| {
+            hub_signature_valid(secret, body, header)
+        };
+        assert!(!v(b"wrong", b"body", Some(&good)), "wrong secret");
+        assert!(!v(b"secret", b"body!", Some(&good)), "other body");
+        assert!(
+            !v(b"", b"body", Some(&sign_hub(b"", b"body"))),
+            "empty secret"
+        );
+        assert!(!v(b"secret", b"body", None), "missing header");
+        assert!(!v(b"secret", b"body", Some(SECRET_BODY)), "missing prefix");
+        assert!(!v(b"secret", b"body", Some(&format!("sha1={SECRET_BODY}"))));
+        assert!(!v(
+            b"secret",
+            b"body",
+            Some(&format!("SHA256={SECRET_BODY}"))
+        ));
+        assert!(
+            !v(b"secret", b"body", Some(&good[..good.len() - 1])),
+            "odd length"
+        );
+        assert!(
+            !v(b"secret", b"body", Some(&good[..good.len() - 2])),
+            "truncated"
+        );
+        assert!(
+            !v(b"secret", b"body", Some(&format!("{good}00"))),
+            "too long"
+        );
+        assert!(!v(b"secret", b"body", Some(&format!("{good}{good}"))));
+        assert!(!v(b"secret", b"body", Some("sha256=")), "empty digest");
+        assert!(!v(b"secret", b"body", Some("sha256=zz")), "not hex");
+        let non_hex = format!("sha256={}zz", &SECRET_BODY[..62]);
+        assert!(!v(b"secret", b"body", Some(&non_hex)));
+        assert!(!v(b"secret", b"body", Some("")));
+        assert!(!v(b"secret", b"body", Some("sha256=é")));
+        let huge = format!("sha256={}", "0".repeat(100_000));
+        assert!(!v(b"secret", b"body", Some(&huge)));
+    }
+
+    #[test]
+    fn tokens() {
+        assert!(token_matches("s3cret", Some("s3cret")));
+        assert!(!token_matches("s3cret", Some("s3cre")));
+        assert!(!token_matches("s3cret", Some("s3cret ")));
+        assert!(!token_matches("s3cret", Some("S3CRET")));
+        assert!(!token_matches("s3cret", Some("")));
+        assert!(!token_matches("s3cret", None));
+        assert!(!token_matches("", Some("")), "unconfigured never matches");
+        assert!(!token_matches("", None));
+    }
+
+    #[test]
+    fn subscribe_handshake() {
+        let ok = |mode, token, challenge| handshake("vt", mode, token, challenge);
+        assert_eq!(
+            ok(Some("subscribe"), Some("vt"), Some("1158201444")),
+            Some("1158201444".into())
+        );
+        assert_eq!(ok(Some("unsubscribe"), Some("vt"), Some("1")), None);
+        assert_eq!(ok(None, Some("vt"), Some("1")), None);
+        assert_eq!(ok(Some("subscribe"), Some("nope"), Some("1")), None);
+        assert_eq!(ok(Some("subscribe"), None, Some("1")), None);
+        assert_eq!(ok(Some("subscribe"), Some("vt"), None), None);
+        assert_eq!(ok(Some("subscribe"), Some("vt"), Some("")), None);
+        let max = "~".repeat(MAX_CHALLENGE_CHARS);
+        assert_eq!(
+            ok(Some("subscribe"), Some("vt"), Some(&max)),
+            Some(max.clone())
+        );
+        let long = "a".repeat(MAX_CHALLENGE_CHARS + 1);
+        assert_eq!(ok(Some("subscribe"), Some("vt"), Some(&long)), None);
+        for bad in ["a\nb", "<script>\u{7f}", "é", "tab\t", "nul\0"] {
+            assert_eq!(
+                ok(Some("subscribe"), Some("vt"), Some(bad)),
+                None,
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            ok(Some("subscribe"), Some("vt"), Some("a b!~")),
+            Some("a b!~".into())
+        );
+        assert_eq!(handshake("", Some("subscribe"), Some(""), Some("1")), None);
+    }
+}

@@ -1,0 +1,300 @@
+//! The generic REST channel for a customer's own app: `POST /v1/messages` queues a message
+//! and answers `202` with its run id; the answer is POSTed to the callback URL of the
+//! caller's key, or read from `GET /v1/runs/{id}`.
+//!
+//! Callers authenticate with a key made by `hermes api-keys create` (only its hash is
+//! stored) or with `API_SERVER_KEY`, which may read every run.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Request, State};
+use axum::http::StatusCode;
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use hermes_shared::db::api_keys::{self, ApiKey};
+use hermes_shared::db::runs::{self, RunStatus};
+use hermes_shared::http::ApiError;
+use hermes_shared::ids::RunId;
+use hermes_shared::model::{Inbound, Media, MediaKind, MessageEvent, Platform};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::accept::{self, Accepted};
+use crate::{AppState, body_or_error};
+
+/// Who is calling the REST channel.
+#[derive(Clone, Debug)]
+pub enum Caller {
+    /// `API_SERVER_KEY`: may read every run; its answers are polled.
+    Operator,
+    /// A key from `api_keys`.
+    Key(ApiKey),
+}
+
+/// Key lookups are cached briefly: a revoked key stops working within this long.
+const KEY_CACHE_TTL: Duration = Duration::from_secs(30);
+
+/// A short-lived cache of key hash → key.
+#[derive(Clone, Default)]
+pub struct KeyCache(Arc<Mutex<HashMap<String, CachedKey>>>);
+
+/// When a key was looked up, and what was found.
+type CachedKey = (Instant, Option<ApiKey>);
+
+async fn resolve(app: &AppState, key: &str) -> Result<Option<Caller>, ApiError> {
+    if crate::auth::ApiKey(app.ctx.config.api_server_key.clone()).is_operator_key(key) {
+        return Ok(Some(Caller::Operator));
+    }
+    let hash = api_keys::hash(key);
+    if let Some((at, found)) = app.keys.0.lock().expect("key cache lock").get(&hash)
+        && at.elapsed() < KEY_CACHE_TTL
+    {
+        return Ok(found.clone().map(Caller::Key));
+    }
+    let client = app
+        .ctx
+        .db
+        .get()
+        .await
+        .map_err(|_| ApiError::unavailable("cannot check the key right now"))?;
+    let found = api_keys::find(&client, key)
+        .await
+        .map_err(|_| ApiError::unavailable("cannot check the key right now"))?;
+    let mut cache = app.keys.0.lock().expect("key cache lock");
+    if cache.len() > 10_000 {
+        cache.clear();
+    }
+    cache.insert(hash, (Instant::now(), found.clone()));
+    Ok(found.map(Caller::Key))
+}
+
+/// Middleware: resolve the Bearer key into a [`Caller`] before the body is read.
+pub async fn require_caller(State(app): State<AppState>, mut req: Request, next: Next) -> Response {
+    let key = req
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .map(|k| k.trim().to_string());
+    let Some(key) = key.filter(|k| !k.is_empty()) else {
+        return ApiError::unauthorized().into_response();
+    };
+    match resolve(&app, &key).await {
+        Ok(Some(caller)) => {
+            req.extensions_mut().insert(caller);
+            next.run(req).await
+        }
+        Ok(None) => ApiError::unauthorized().into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RestMessage {
+    sender_id: String,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    media_url: Option<String>,
+    #[serde(default)]
+    media_type: Option<String>,
+    #[serde(default)]
+    metadata: Option<Value>,
+    /// The caller's own id for this message: a repeat within 24 h is not routed again.
+    #[serde(default)]
+    message_id: Option<String>,
+}
+
+const MAX_TEXT: usize = 64 * 1024;
+
+fn invalid(message: impl Into<String>) -> ApiError {
+    ApiError::bad_request("invalid_request", message)
+}
+
+fn validate(m: RestMessage) -> Result<MessageEvent, ApiError> {
+    let sender = m.sender_id.trim();
+    if sender.is_empty() || sender.len() > 128 || sender.chars().any(char::is_control) {
+        return Err(invalid("sender_id must be 1-128 printable characters"));
+    }
+    if let Some(id) = &m.message_id
+        && (id.is_empty() || id.len() > 128 || id.chars().any(char::is_control))
+    {
+        return Err(invalid("message_id must be 1-128 printable characters"));
+    }
+    let text = m.text.filter(|t| !t.trim().is_empty());
+    if text.as_ref().is_some_and(|t| t.len() > MAX_TEXT) {
+        return Err(invalid(format!("text is longer than {MAX_TEXT} bytes")));
+    }
+    let mut media = Vec::new();
+    if let Some(url) = m.media_url {
+        let parsed = url::Url::parse(&url).map_err(|_| invalid("media_url is not a URL"))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(invalid("media_url must be http or https"));
+        }
+        let kind = match m.media_type.as_deref().unwrap_or("image") {
+            "image" => MediaKind::Image,
+            "document" => MediaKind::Document,
+            "audio" => MediaKind::Audio,
+            "voice" => MediaKind::Voice,
+            "video" => MediaKind::Video,
+            other => {
+                return Err(invalid(format!(
+                    "media_type {other:?} is not one of image, document, audio, voice, video"
+                )));
+            }
+        };
+        media.push(Media {
+            kind,
+            platform_id: None,
+            url: Some(url),
+            mime_type: None,
+        });
+    } else if m.media_type.is_some() {
+        return Err(invalid("media_type needs a media_url"));
+    }
+    if text.is_none() && media.is_empty() {
+        return Err(invalid("a message needs text or a media_url"));
+    }
+    if let Some(meta) = &m.metadata
+        && (!meta.is_object() || meta.to_string().len() > 16 * 1024)
+    {
+        return Err(invalid("metadata must be a JSON object of at most 16 KiB"));
+    }
+    Ok(MessageEvent {
+        platform: Platform::Rest,
+        sender_id: sender.to_string(),
+        chat_id: sender.to_string(),
+        text,
+        media,
+        external_message_id: m.message_id,
+        sender_name: None,
+        received_at: chrono::Utc::now(),
+        metadata: m.metadata,
+    })
+}
+
+/// `POST /v1/messages`
+pub async fn post_message(
+    State(app): State<AppState>,
+    axum::Extension(caller): axum::Extension<Caller>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let refuse = |e: ApiError| {
+        app.ctx
+            .metrics
+            .ingest_messages
+            .with_label_values(&["rest", e.code])
+            .inc();
+        e.into_response()
+    };
+    let body = match body_or_error(&app.ctx.config, body) {
+        Ok(b) => b,
+        Err(e) => return refuse(e),
+    };
+    let message: RestMessage = match serde_json::from_slice(&body) {
+        Ok(m) => m,
+        Err(e) => {
+            return refuse(ApiError::bad_request(
+                "invalid_json",
+                format!("body is not a message: {e}"),
+            ));
+        }
+    };
+    let event = match validate(message) {
+        Ok(e) => e,
+        Err(e) => return refuse(e),
+    };
+    let (callback_url, api_key_id) = match &caller {
+        Caller::Operator => (None, None),
+        Caller::Key(k) => (k.callback_url.clone(), Some(k.id)),
+    };
+    let inbound = Inbound {
+        event,
+        conversation: Vec::new(),
+        requested_model: None,
+        callback_url,
+        api_key_id,
+    };
+    match accept::accept(&app, inbound, None).await {
+        Ok(Accepted::Routed(run)) => (
+            StatusCode::ACCEPTED,
+            Json(json!({ "run_id": run, "status": "accepted", "poll": format!("/v1/runs/{run}") })),
+        )
+            .into_response(),
+        Ok(Accepted::Duplicate) => Json(json!({ "status": "duplicate" })).into_response(),
+        Ok(Accepted::RateLimited { retry_after }) => {
+            let secs = retry_after.as_secs_f64().ceil().max(1.0) as u64;
+            ApiError {
+                retry_after: Some(secs),
+                ..ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limited",
+                    "this sender is over its message rate",
+                )
+            }
+            .into_response()
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `GET /v1/runs/{id}`
+pub async fn get_run(
+    State(app): State<AppState>,
+    axum::Extension(caller): axum::Extension<Caller>,
+    Path(id): Path<String>,
+) -> Response {
+    let not_found =
+        || ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such run").into_response();
+    let Ok(run_id) = id.parse::<RunId>() else {
+        return not_found();
+    };
+    let row = async {
+        let client = app.ctx.db.get().await?;
+        runs::get(&client, run_id).await
+    }
+    .await;
+    let row = match row {
+        Ok(Some(row)) => row,
+        Ok(None) => return not_found(),
+        Err(_) => return ApiError::unavailable("cannot read the run right now").into_response(),
+    };
+    if let Caller::Key(k) = &caller
+        && row.api_key_id != Some(k.id)
+    {
+        return not_found();
+    }
+    let (output, error) = match row.status {
+        RunStatus::Completed => (row.output_text.clone(), Value::Null),
+        RunStatus::Failed => (
+            None,
+            json!({ "code": row.error_code, "message": row.output_text }),
+        ),
+        _ => (None, Value::Null),
+    };
+    Json(json!({
+        "object": "hermes.run",
+        "run_id": row.id,
+        "status": row.status.as_str(),
+        "platform": row.platform.map(|p| p.as_str()),
+        "model": row.model,
+        "output": output,
+        "error": error,
+        "tools_used": row.tools_used,
+        "usage": {
+            "input_tokens": row.usage.input_tokens,
+            "output_tokens": row.usage.output_tokens,
+            "total_tokens": row.usage.total(),
+        },
+        "created_at": row.created_at,
+        "finished_at": row.finished_at,
+    }))
+    .into_response()
+}

@@ -1,0 +1,369 @@
+//! The channel webhooks: Telegram, WhatsApp (Cloud API and 360dialog) and Instagram.
+//!
+//! Each route is off (404) until its secret is configured. The secret is checked first, in
+//! constant time, on the raw body and before anything parses it; then the body is parsed
+//! into normalized messages and each is accepted (deduped, rate limited, confirmed by the
+//! broker). The platform gets 2xx only when everything it sent is safely queued, and 503
+//! otherwise so that it retries (what was queued is deduped on the retry).
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use hermes_shared::http::ApiError;
+use hermes_shared::model::{Inbound, MessageEvent, Platform};
+use hermes_shared::trace::TraceParent;
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::accept::{self, Accepted};
+use crate::channels::{instagram, telegram, verify, whatsapp};
+use crate::{AppState, body_or_error};
+
+fn refused(app: &AppState, platform: Platform, reason: &'static str, e: ApiError) -> Response {
+    app.ctx
+        .metrics
+        .ingest_messages
+        .with_label_values(&[platform.as_str(), reason])
+        .inc();
+    e.into_response()
+}
+
+fn not_configured(app: &AppState, platform: Platform) -> Response {
+    refused(
+        app,
+        platform,
+        "not_configured",
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("the {} channel is not configured", platform.as_str()),
+        ),
+    )
+}
+
+fn bad_signature(app: &AppState, platform: Platform) -> Response {
+    refused(
+        app,
+        platform,
+        "bad_signature",
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "invalid_signature",
+            "signature or token is missing or wrong",
+        ),
+    )
+}
+
+fn malformed(app: &AppState, platform: Platform, e: impl std::fmt::Display) -> Response {
+    refused(
+        app,
+        platform,
+        "malformed",
+        ApiError::bad_request("malformed_payload", format!("payload not understood: {e}")),
+    )
+}
+
+fn traceparent(headers: &HeaderMap) -> Option<TraceParent> {
+    headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .and_then(TraceParent::parse)
+        .map(|t| t.child())
+}
+
+/// Accept every event of one webhook call; 503 if any could not be queued.
+async fn accept_all(app: &AppState, events: Vec<MessageEvent>, headers: &HeaderMap) -> Response {
+    let mut routed = 0usize;
+    for event in events {
+        let inbound = Inbound {
+            event,
+            conversation: Vec::new(),
+            requested_model: None,
+            callback_url: None,
+            api_key_id: None,
+        };
+        match accept::accept(app, inbound, traceparent(headers)).await {
+            Ok(Accepted::Routed(_)) => routed += 1,
+            Ok(Accepted::Duplicate | Accepted::RateLimited { .. }) => {}
+            Err(e) => return e.into_response(),
+        }
+    }
+    Json(json!({ "ok": true, "routed": routed })).into_response()
+}
+
+/// The raw body, or the refusal (with its metric reason) for one too large or unreadable.
+fn body(
+    app: &AppState,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Bytes, (&'static str, ApiError)> {
+    body_or_error(&app.ctx.config, body).map_err(|e| {
+        let reason = if e.status == StatusCode::PAYLOAD_TOO_LARGE {
+            "too_large"
+        } else {
+            "malformed"
+        };
+        (reason, e)
+    })
+}
+
+/// `POST /webhooks/telegram`
+pub async fn telegram(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    raw: Result<Bytes, BytesRejection>,
+) -> Response {
+    let p = Platform::Telegram;
+    let Some(secret) = app.ctx.config.channels.telegram_webhook_secret.clone() else {
+        return not_configured(&app, p);
+    };
+    let given = headers
+        .get("x-telegram-bot-api-secret-token")
+        .and_then(|v| v.to_str().ok());
+    if !verify::token_matches(secret.expose_secret(), given) {
+        return bad_signature(&app, p);
+    }
+    let raw = match body(&app, raw) {
+        Ok(b) => b,
+        Err((reason, e)) => return refused(&app, p, reason, e),
+    };
+    match telegram::parse(&raw) {
+        Err(e) => malformed(&app, p, e),
+        Ok(update) => {
+            let events: Vec<MessageEvent> = update.event.into_iter().collect();
+            if events.is_empty() {
+                app.ctx
+                    .metrics
+                    .ingest_messages
+                    .with_label_values(&[p.as_str(), "ignored"])
+                    .inc();
+            }
+            accept_all(&app, events, &headers).await
+        }
+    }
+}
+
+/// Query of Meta's subscription handshake.
+#[derive(Deserialize)]
+pub struct Handshake {
+    #[serde(rename = "hub.mode")]
+    mode: Option<String>,
+    #[serde(rename = "hub.verify_token")]
+    token: Option<String>,
+    #[serde(rename = "hub.challenge")]
+    challenge: Option<String>,
+}
+
+fn handshake(
+    app: &AppState,
+    platform: Platform,
+    expected: Option<&SecretString>,
+    q: Handshake,
+) -> Response {
+    let Some(expected) = expected else {
+        return not_configured(app, platform);
+    };
+    match verify::handshake(
+        expected.expose_secret(),
+        q.mode.as_deref(),
+        q.token.as_deref(),
+        q.challenge.as_deref(),
+    ) {
+        Some(challenge) => (StatusCode::OK, challenge).into_response(),
+        None => bad_signature(app, platform),
+    }
+}
+
+/// `GET /webhooks/whatsapp`
+pub async fn whatsapp_handshake(
+    State(app): State<AppState>,
+    Query(q): Query<Handshake>,
+) -> Response {
+    let expected = app.ctx.config.channels.whatsapp_verify_token.clone();
+    handshake(&app, Platform::Whatsapp, expected.as_ref(), q)
+}
+
+/// `GET /webhooks/instagram`
+pub async fn instagram_handshake(
+    State(app): State<AppState>,
+    Query(q): Query<Handshake>,
+) -> Response {
+    let expected = app.ctx.config.channels.instagram_verify_token.clone();
+    handshake(&app, Platform::Instagram, expected.as_ref(), q)
+}
+
+/// The Cloud API payload, however it was authenticated: statuses are recorded, messages accepted.
+async fn whatsapp_payload(app: &AppState, headers: &HeaderMap, raw: &[u8]) -> Response {
+    let p = Platform::Whatsapp;
+    let batch = match whatsapp::parse(raw) {
+        Ok(b) => b,
+        Err(e) => return malformed(app, p, e),
+    };
+    if !batch.statuses.is_empty() {
+        if let Err(e) = crate::statuses::record(&app.ctx, &batch.statuses).await {
+            tracing::error!(error = %e, "cannot record WhatsApp statuses");
+            return refused(
+                app,
+                p,
+                "unavailable",
+                ApiError::unavailable("statuses could not be recorded; retry shortly"),
+            );
+        }
+        app.ctx
+            .metrics
+            .ingest_messages
+            .with_label_values(&[p.as_str(), "status_recorded"])
+            .inc_by(batch.statuses.len() as u64);
+    }
+    if batch.ignored > 0 {
+        app.ctx
+            .metrics
+            .ingest_messages
+            .with_label_values(&[p.as_str(), "ignored"])
+            .inc_by(batch.ignored as u64);
+    }
+    accept_all(app, batch.messages, headers).await
+}
+
+/// `POST /webhooks/whatsapp` (Cloud API, signed with the app secret)
+pub async fn whatsapp(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    raw: Result<Bytes, BytesRejection>,
+) -> Response {
+    let p = Platform::Whatsapp;
+    let Some(secret) = app.ctx.config.channels.whatsapp_app_secret.clone() else {
+        return not_configured(&app, p);
+    };
+    let raw = match body(&app, raw) {
+        Ok(b) => b,
+        Err((reason, e)) => return refused(&app, p, reason, e),
+    };
+    let signature = headers
+        .get("x-hub-signature-256")
+        .and_then(|v| v.to_str().ok());
+    if !verify::hub_signature_valid(secret.expose_secret().as_bytes(), &raw, signature) {
+        return bad_signature(&app, p);
+    }
+    whatsapp_payload(&app, &headers, &raw).await
+}
+
+fn d360_token_ok(app: &AppState, headers: &HeaderMap, path_token: Option<&str>) -> Option<bool> {
+    let channels = &app.ctx.config.channels;
+    let expected = channels.d360_webhook_token.as_ref()?;
+    let given = path_token.or_else(|| {
+        headers
+            .get(channels.d360_token_header.as_str())
+            .and_then(|v| v.to_str().ok())
+    });
+    Some(verify::token_matches(expected.expose_secret(), given))
+}
+
+async fn d360(
+    app: AppState,
+    headers: HeaderMap,
+    token: Option<String>,
+    raw: Result<Bytes, BytesRejection>,
+) -> Response {
+    let p = Platform::Whatsapp;
+    match d360_token_ok(&app, &headers, token.as_deref()) {
+        None => return not_configured(&app, p),
+        Some(false) => return bad_signature(&app, p),
+        Some(true) => {}
+    }
+    let raw = match body(&app, raw) {
+        Ok(b) => b,
+        Err((reason, e)) => return refused(&app, p, reason, e),
+    };
+    whatsapp_payload(&app, &headers, &raw).await
+}
+
+/// `POST /webhooks/360dialog` (token in the configured header)
+pub async fn d360_header(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    raw: Result<Bytes, BytesRejection>,
+) -> Response {
+    d360(app, headers, None, raw).await
+}
+
+/// `POST /webhooks/360dialog/{token}` (token in the path, for setups that cannot add headers)
+pub async fn d360_path(
+    State(app): State<AppState>,
+    Path(token): Path<String>,
+    headers: HeaderMap,
+    raw: Result<Bytes, BytesRejection>,
+) -> Response {
+    d360(app, headers, Some(token), raw).await
+}
+
+/// `POST /webhooks/instagram`
+pub async fn instagram(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    raw: Result<Bytes, BytesRejection>,
+) -> Response {
+    let p = Platform::Instagram;
+    let Some(secret) = app.ctx.config.channels.instagram_app_secret.clone() else {
+        return not_configured(&app, p);
+    };
+    let raw = match body(&app, raw) {
+        Ok(b) => b,
+        Err((reason, e)) => return refused(&app, p, reason, e),
+    };
+    let signature = headers
+        .get("x-hub-signature-256")
+        .and_then(|v| v.to_str().ok());
+    if !verify::hub_signature_valid(secret.expose_secret().as_bytes(), &raw, signature) {
+        return bad_signature(&app, p);
+    }
+    match instagram::parse(&raw) {
+        Err(e) => malformed(&app, p, e),
+        Ok(events) => accept_all(&app, events, &headers).await,
+    }
+}
+
+/// One start-up line per channel saying whether its routes are on.
+pub fn log_channels(app: &AppState) {
+    let c = &app.ctx.config.channels;
+    let state = |on: bool| {
+        if on {
+            "on"
+        } else {
+            "off (404): secret not set"
+        }
+    };
+    tracing::info!(
+        route = "POST /webhooks/telegram",
+        state = state(c.telegram_webhook_secret.is_some()),
+        "channel route"
+    );
+    tracing::info!(
+        route = "GET /webhooks/whatsapp",
+        state = state(c.whatsapp_verify_token.is_some()),
+        "channel route"
+    );
+    tracing::info!(
+        route = "POST /webhooks/whatsapp",
+        state = state(c.whatsapp_app_secret.is_some()),
+        "channel route"
+    );
+    tracing::info!(
+        route = "POST /webhooks/360dialog",
+        state = state(c.d360_webhook_token.is_some()),
+        "channel route"
+    );
+    tracing::info!(
+        route = "GET /webhooks/instagram",
+        state = state(c.instagram_verify_token.is_some()),
+        "channel route"
+    );
+    tracing::info!(
+        route = "POST /webhooks/instagram",
+        state = state(c.instagram_app_secret.is_some()),
+        "channel route"
+    );
+}

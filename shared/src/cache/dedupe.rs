@@ -1,0 +1,43 @@
+//! Inbound dedupe: a platform message id seen in the last 24 hours is not routed again.
+//! This is the fast check; the router's unique index on (platform, message id) is the
+//! durable guarantee, so losing Redis costs only a wasted publish, never a double answer.
+
+use redis::AsyncCommands;
+
+use super::{Cache, CacheError};
+use crate::model::Platform;
+
+/// How long a message id is remembered.
+pub const WINDOW_SECS: u64 = 24 * 3600;
+
+#[derive(Clone)]
+pub struct Dedupe {
+    cache: Cache,
+}
+
+impl Dedupe {
+    pub fn new(cache: Cache) -> Self {
+        Self { cache }
+    }
+
+    fn key(&self, platform: Platform, id: &str) -> String {
+        self.cache
+            .key(format_args!("dedupe:{}:{id}", platform.as_str()))
+    }
+
+    /// Was this message already accepted?
+    pub async fn seen(&self, platform: Platform, id: &str) -> Result<bool, CacheError> {
+        let mut c = self.cache.conn();
+        c.exists(self.key(platform, id))
+            .await
+            .map_err(|e| self.cache.failed("dedupe_check", e))
+    }
+
+    /// Remember an accepted message (after the broker confirmed it).
+    pub async fn remember(&self, platform: Platform, id: &str) -> Result<(), CacheError> {
+        let mut c = self.cache.conn();
+        c.set_ex::<_, _, ()>(self.key(platform, id), 1, WINDOW_SECS)
+            .await
+            .map_err(|e| self.cache.failed("dedupe_remember", e))
+    }
+}

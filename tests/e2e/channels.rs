@@ -1,0 +1,489 @@
+//! Channel webhooks end to end through ingest: verification before parsing, one router
+//! message per platform message, dedupe, statuses, handshakes, limits and refusals.
+
+use std::time::Duration;
+
+use hermes::Service;
+use hermes_e2e::{Fleet, TestEnv, drain};
+use hermes_shared::bus::{Bus, Stage};
+use hermes_shared::model::{Inbound, MediaKind, Platform, Reply};
+use hmac::{Hmac, Mac};
+use serde_json::{Value, json};
+use sha2::Sha256;
+
+const TG_SECRET: &str = "tg-secret-0123456789";
+const WA_APP_SECRET: &str = "wa-app-secret-0123";
+const WA_VERIFY: &str = "wa-verify-token";
+const IG_APP_SECRET: &str = "ig-app-secret-0123";
+const D360_TOKEN: &str = "d360-token-0123456789";
+
+fn sign(secret: &str, body: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+async fn channel_env() -> TestEnv {
+    let mut env = TestEnv::new().await;
+    env.set("TELEGRAM_WEBHOOK_SECRET", TG_SECRET)
+        .set("WHATSAPP_APP_SECRET", WA_APP_SECRET)
+        .set("WHATSAPP_VERIFY_TOKEN", WA_VERIFY)
+        .set("INSTAGRAM_APP_SECRET", IG_APP_SECRET)
+        .set("INSTAGRAM_VERIFY_TOKEN", "ig-verify-token")
+        .set("D360_WEBHOOK_TOKEN", D360_TOKEN)
+        .set("HERMES_MAX_BODY_BYTES", "65536");
+    env
+}
+
+async fn routed(bus: &Bus) -> Vec<Inbound> {
+    // Publishes are confirmed before ingest answers, so the queue already holds them.
+    drain(bus, Stage::Router)
+        .await
+        .iter()
+        .map(|e| e.payload::<Inbound>().unwrap())
+        .collect()
+}
+
+fn telegram_update(update_id: i64, message_id: i64, text: &str) -> Value {
+    json!({
+        "update_id": update_id,
+        "message": {
+            "message_id": message_id,
+            "from": {"id": 4242, "is_bot": false, "first_name": "Ada", "last_name": "L"},
+            "chat": {"id": 4242, "type": "private"},
+            "date": 1_760_000_000,
+            "text": text
+        }
+    })
+}
+
+async fn post(
+    fleet: &Fleet,
+    path: &str,
+    headers: &[(&str, String)],
+    body: Vec<u8>,
+) -> reqwest::Response {
+    let mut req = reqwest::Client::new()
+        .post(fleet.url(path))
+        .body(body)
+        .header("content-type", "application/json");
+    for (k, v) in headers {
+        req = req.header(*k, v);
+    }
+    req.send().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn telegram_messages_are_verified_normalized_and_deduped() {
+    let env = channel_env().await;
+    let fleet = env.start(&[Service::Ingest]).await;
+    let bus = env.bus().await;
+    let token = |t: &str| vec![("x-telegram-bot-api-secret-token", t.to_string())];
+    let body = serde_json::to_vec(&telegram_update(1001, 77, "héllo 👋")).unwrap();
+
+    let bad = post(&fleet, "/webhooks/telegram", &token("wrong"), body.clone()).await;
+    assert_eq!(bad.status(), 401);
+    assert_eq!(
+        bad.json::<Value>().await.unwrap()["error"]["code"],
+        "invalid_signature"
+    );
+    assert!(
+        routed(&bus).await.is_empty(),
+        "a bad token publishes nothing"
+    );
+
+    assert_eq!(
+        post(
+            &fleet,
+            "/webhooks/telegram",
+            &token(TG_SECRET),
+            body.clone()
+        )
+        .await
+        .status(),
+        200
+    );
+    // Telegram retries the same update: answered 2xx, nothing new.
+    assert_eq!(
+        post(&fleet, "/webhooks/telegram", &token(TG_SECRET), body)
+            .await
+            .status(),
+        200
+    );
+    let got = routed(&bus).await;
+    assert_eq!(got.len(), 1);
+    let e = &got[0].event;
+    assert_eq!(e.platform, Platform::Telegram);
+    assert_eq!((e.sender_id.as_str(), e.chat_id.as_str()), ("4242", "4242"));
+    assert_eq!(e.text.as_deref(), Some("héllo 👋"));
+    assert!(
+        e.external_message_id
+            .as_deref()
+            .is_some_and(|id| id.contains("77"))
+    );
+
+    let photo = json!({"update_id": 1002, "message": {"message_id": 78, "from": {"id": 4242}, "chat": {"id": 4242},
+        "date": 1_760_000_001, "caption": "look",
+        "photo": [{"file_id": "small", "width": 90, "height": 90, "file_size": 100},
+                  {"file_id": "large", "width": 1280, "height": 960, "file_size": 90000}]}});
+    assert_eq!(
+        post(
+            &fleet,
+            "/webhooks/telegram",
+            &token(TG_SECRET),
+            serde_json::to_vec(&photo).unwrap()
+        )
+        .await
+        .status(),
+        200
+    );
+    let got = routed(&bus).await;
+    assert_eq!(got[0].event.media[0].kind, MediaKind::Image);
+    assert_eq!(got[0].event.media[0].platform_id.as_deref(), Some("large"));
+    assert_eq!(got[0].event.text.as_deref(), Some("look"));
+
+    let malformed = post(
+        &fleet,
+        "/webhooks/telegram",
+        &token(TG_SECRET),
+        b"{\"update_id\":".to_vec(),
+    )
+    .await;
+    assert_eq!(malformed.status(), 400);
+    let huge = post(
+        &fleet,
+        "/webhooks/telegram",
+        &token(TG_SECRET),
+        vec![b' '; 70_000],
+    )
+    .await;
+    assert_eq!(huge.status(), 413);
+    assert!(routed(&bus).await.is_empty());
+
+    let m = fleet.metrics().await;
+    for line in [
+        "hermes_ingest_messages_total{outcome=\"accepted\",platform=\"telegram\"} 2",
+        "hermes_ingest_messages_total{outcome=\"duplicate\",platform=\"telegram\"} 1",
+        "hermes_ingest_messages_total{outcome=\"bad_signature\",platform=\"telegram\"} 1",
+        "hermes_ingest_messages_total{outcome=\"malformed\",platform=\"telegram\"} 1",
+        "hermes_ingest_messages_total{outcome=\"too_large\",platform=\"telegram\"} 1",
+    ] {
+        assert!(m.contains(line), "missing {line}");
+    }
+    bus.close().await;
+    fleet.stop().await.unwrap();
+    env.cleanup().await;
+}
+
+fn whatsapp_payload(messages: Value, statuses: Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "object": "whatsapp_business_account",
+        "entry": [{"id": "WABA_ID", "changes": [{"field": "messages", "value": {
+            "messaging_product": "whatsapp",
+            "metadata": {"display_phone_number": "15550001111", "phone_number_id": "PHONE_ID"},
+            "contacts": [{"profile": {"name": "Kai"}, "wa_id": "15551234567"}],
+            "messages": messages,
+            "statuses": statuses
+        }}]}]
+    }))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whatsapp_and_360dialog_route_messages_and_record_statuses() {
+    let env = channel_env().await;
+    let fleet = env.start(&[Service::Ingest]).await;
+    let bus = env.bus().await;
+
+    // Meta's handshake echoes the challenge only with the right token.
+    let hs = |t: &str| {
+        fleet.url(&format!(
+            "/webhooks/whatsapp?hub.mode=subscribe&hub.verify_token={t}&hub.challenge=1158201444"
+        ))
+    };
+    let ok = reqwest::get(hs(WA_VERIFY)).await.unwrap();
+    assert_eq!(ok.status(), 200);
+    assert_eq!(ok.text().await.unwrap(), "1158201444");
+    assert_eq!(reqwest::get(hs("nope")).await.unwrap().status(), 401);
+
+    let two = whatsapp_payload(
+        json!([
+            {"from": "15551234567", "id": "wamid.A", "timestamp": "1760000000", "type": "text", "text": {"body": "first"}},
+            {"from": "15551234567", "id": "wamid.B", "timestamp": "1760000001", "type": "interactive",
+             "interactive": {"type": "button_reply", "button_reply": {"id": "yes", "title": "Yes please"}}}
+        ]),
+        json!([]),
+    );
+    let signed = |body: &[u8]| vec![("x-hub-signature-256", sign(WA_APP_SECRET, body))];
+    assert_eq!(
+        post(
+            &fleet,
+            "/webhooks/whatsapp",
+            &[("x-hub-signature-256", sign("wrong", &two))],
+            two.clone()
+        )
+        .await
+        .status(),
+        401
+    );
+    assert!(routed(&bus).await.is_empty());
+    assert_eq!(
+        post(&fleet, "/webhooks/whatsapp", &signed(&two), two.clone())
+            .await
+            .status(),
+        200
+    );
+    let got = routed(&bus).await;
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].event.platform, Platform::Whatsapp);
+    assert_eq!(got[0].event.text.as_deref(), Some("first"));
+    assert_eq!(got[0].event.sender_name.as_deref(), Some("Kai"));
+    assert_eq!(got[1].event.text.as_deref(), Some("Yes please"));
+
+    // The same messages through 360dialog (token, not signature) are duplicates.
+    let d360 = post(
+        &fleet,
+        "/webhooks/360dialog",
+        &[("x-hermes-webhook-token", D360_TOKEN.into())],
+        two.clone(),
+    )
+    .await;
+    assert_eq!(d360.status(), 200);
+    assert!(routed(&bus).await.is_empty());
+    let third = whatsapp_payload(
+        json!([{"from": "15551234567", "id": "wamid.C", "timestamp": "1760000002", "type": "text", "text": {"body": "via path"}}]),
+        json!([]),
+    );
+    assert_eq!(
+        post(
+            &fleet,
+            "/webhooks/360dialog/wrong-token",
+            &[],
+            third.clone()
+        )
+        .await
+        .status(),
+        401
+    );
+    assert_eq!(
+        post(
+            &fleet,
+            &format!("/webhooks/360dialog/{D360_TOKEN}"),
+            &[],
+            third
+        )
+        .await
+        .status(),
+        200
+    );
+    assert_eq!(
+        routed(&bus).await[0].event.text.as_deref(),
+        Some("via path")
+    );
+
+    // Statuses are recorded against the outbound message, not routed.
+    let statuses = whatsapp_payload(
+        json!([]),
+        json!([
+            {"id": "wamid.OUT1", "status": "delivered", "timestamp": "1760000100", "recipient_id": "15551234567"},
+            {"id": "wamid.OUT1", "status": "read", "timestamp": "1760000200", "recipient_id": "15551234567"},
+            {"id": "wamid.OUT2", "status": "failed", "timestamp": "1760000300", "recipient_id": "15551234567",
+             "errors": [{"code": 131047, "title": "Re-engagement message"}]}
+        ]),
+    );
+    assert_eq!(
+        post(
+            &fleet,
+            "/webhooks/whatsapp",
+            &signed(&statuses),
+            statuses.clone()
+        )
+        .await
+        .status(),
+        200
+    );
+    assert!(routed(&bus).await.is_empty());
+    let client = env.db().get().await.unwrap();
+    let rows = client
+        .query(
+            "SELECT platform_message_id, status FROM message_statuses ORDER BY occurred_at",
+            &[],
+        )
+        .await
+        .unwrap();
+    let got: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    assert_eq!(
+        got,
+        vec![
+            ("wamid.OUT1".to_string(), "delivered".to_string()),
+            ("wamid.OUT1".to_string(), "read".to_string()),
+            ("wamid.OUT2".to_string(), "failed".to_string())
+        ]
+    );
+    bus.close().await;
+    fleet.stop().await.unwrap();
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instagram_messages_are_signed_and_echoes_ignored() {
+    let env = channel_env().await;
+    let fleet = env.start(&[Service::Ingest]).await;
+    let bus = env.bus().await;
+    let body = serde_json::to_vec(&json!({"object": "instagram", "entry": [{"id": "IGID", "time": 1_760_000_000_000i64, "messaging": [
+        {"sender": {"id": "IGSID1"}, "recipient": {"id": "IGID"}, "timestamp": 1_760_000_000_000i64,
+         "message": {"mid": "mid.1", "text": "hi from insta"}},
+        {"sender": {"id": "IGID"}, "recipient": {"id": "IGSID1"}, "timestamp": 1_760_000_000_001i64,
+         "message": {"mid": "mid.2", "text": "our own echo", "is_echo": true}}
+    ]}]}))
+    .unwrap();
+    let sig = sign(IG_APP_SECRET, &body);
+    assert_eq!(
+        post(
+            &fleet,
+            "/webhooks/instagram",
+            &[("x-hub-signature-256", "sha256=00".into())],
+            body.clone()
+        )
+        .await
+        .status(),
+        401
+    );
+    assert_eq!(
+        post(
+            &fleet,
+            "/webhooks/instagram",
+            &[("x-hub-signature-256", sig)],
+            body
+        )
+        .await
+        .status(),
+        200
+    );
+    let got = routed(&bus).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].event.platform, Platform::Instagram);
+    assert_eq!(got[0].event.text.as_deref(), Some("hi from insta"));
+    assert_eq!(got[0].event.sender_id, "IGSID1");
+    bus.close().await;
+    fleet.stop().await.unwrap();
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unconfigured_channels_answer_404() {
+    let env = TestEnv::new().await;
+    let fleet = env.start(&[Service::Ingest]).await;
+    for path in [
+        "/webhooks/telegram",
+        "/webhooks/whatsapp",
+        "/webhooks/360dialog",
+        "/webhooks/instagram",
+    ] {
+        let r = post(&fleet, path, &[], b"{}".to_vec()).await;
+        assert_eq!(r.status(), 404, "{path}");
+        assert_eq!(
+            r.json::<Value>().await.unwrap()["error"]["code"],
+            "not_found"
+        );
+    }
+    let hs = reqwest::get(
+        fleet.url("/webhooks/whatsapp?hub.mode=subscribe&hub.verify_token=x&hub.challenge=1"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(hs.status(), 404);
+    fleet.stop().await.unwrap();
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_over_the_rate_is_slowed_down_once_and_still_answered_2xx() {
+    let mut env = channel_env().await;
+    env.set("HERMES_INBOUND_BURST", "2")
+        .set("HERMES_INBOUND_PER_MINUTE", "1");
+    let fleet = env.start(&[Service::Ingest]).await;
+    let bus = env.bus().await;
+    for i in 0..5 {
+        let body = serde_json::to_vec(&telegram_update(2000 + i, 100 + i, "spam")).unwrap();
+        let r = post(
+            &fleet,
+            "/webhooks/telegram",
+            &[("x-telegram-bot-api-secret-token", TG_SECRET.into())],
+            body,
+        )
+        .await;
+        assert_eq!(r.status(), 200, "the platform must not retry");
+    }
+    assert_eq!(routed(&bus).await.len(), 2, "only the burst is routed");
+    let replies: Vec<Reply> = drain(&bus, Stage::Delivery)
+        .await
+        .iter()
+        .map(|e| e.payload().unwrap())
+        .collect();
+    assert_eq!(replies.len(), 1, "one slow-down reply, not one per message");
+    assert_eq!(replies[0].reply_to.platform, Platform::Telegram);
+    assert_eq!(replies[0].reply_to.chat_id, "4242");
+    assert!(fleet.metrics().await.contains(
+        "hermes_ingest_messages_total{outcome=\"rate_limited\",platform=\"telegram\"} 3"
+    ));
+    bus.close().await;
+    fleet.stop().await.unwrap();
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_outage_answers_503_and_never_2xx() {
+    let mut env = channel_env().await;
+    let amqp = url::Url::parse(&env.vars["AMQP_URL"]).unwrap();
+    let target = format!(
+        "{}:{}",
+        amqp.host_str().unwrap(),
+        amqp.port().unwrap_or(5672)
+    );
+    let target = tokio::net::lookup_host(target)
+        .await
+        .unwrap()
+        .next()
+        .unwrap();
+    let proxy = hermes_e2e::chaos::ChaosProxy::start(target).await;
+    env.set(
+        "AMQP_URL",
+        &format!("amqp://guest:guest@{}/%2f", proxy.addr),
+    )
+    .set("HERMES_BUS_RECONNECT_SECS", "600");
+    let fleet = env.start(&[Service::Ingest]).await;
+    proxy.set_down(true);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let body = serde_json::to_vec(&telegram_update(3000, 300, "during the outage")).unwrap();
+    let r = post(
+        &fleet,
+        "/webhooks/telegram",
+        &[("x-telegram-bot-api-secret-token", TG_SECRET.into())],
+        body.clone(),
+    )
+    .await;
+    assert_eq!(r.status(), 503);
+    assert!(r.headers().contains_key("retry-after"));
+    // The platform retries after the outage: accepted then (the failed try was not remembered).
+    proxy.set_down(false);
+    let r = hermes_e2e::eventually(Duration::from_secs(20), "ingest accepting again", || {
+        let fleet = &fleet;
+        let body = body.clone();
+        async move {
+            let r = post(
+                fleet,
+                "/webhooks/telegram",
+                &[("x-telegram-bot-api-secret-token", TG_SECRET.into())],
+                body,
+            )
+            .await;
+            (r.status() == 200).then_some(r)
+        }
+    })
+    .await;
+    assert_eq!(r.json::<Value>().await.unwrap()["routed"], 1);
+    fleet.stop().await.unwrap();
+    env.set("AMQP_URL", &format!("amqp://guest:guest@{target}/%2f"));
+    env.cleanup().await;
+}
