@@ -40,27 +40,25 @@ pub async fn accept(
     let event = &inbound.event;
     let platform = event.platform;
     let m = &app.ctx.metrics;
-    if let Some(id) = &event.external_message_id {
-        match app.dedupe.seen(platform, id).await {
-            Ok(true) => {
-                m.ingest_messages
-                    .with_label_values(&[platform.as_str(), "duplicate"])
-                    .inc();
-                return Ok(Accepted::Duplicate);
-            }
-            Ok(false) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "dedupe check failed; relying on the router's unique index")
-            }
-        }
-    }
+    // One round trip: the dedupe check, then a token from the sender's bucket.
+    let seen_key = event
+        .external_message_id
+        .as_deref()
+        .map(|id| app.dedupe.key(platform, id));
     let bucket = format!("in:{}:{}", platform.as_str(), event.sender_id);
+    let limit = app.ctx.config.inbound_rate_for(platform);
     match app
         .limiter
-        .take(&bucket, app.ctx.config.inbound_rate_for(platform))
+        .take_unless_seen(&bucket, limit, seen_key.as_deref())
         .await
     {
         Ok(Verdict::Allowed) => {}
+        Ok(Verdict::Seen) => {
+            m.ingest_messages
+                .with_label_values(&[platform.as_str(), "duplicate"])
+                .inc();
+            return Ok(Accepted::Duplicate);
+        }
         Ok(Verdict::Limited { retry_after }) => {
             m.ingest_messages
                 .with_label_values(&[platform.as_str(), "rate_limited"])
@@ -74,7 +72,7 @@ pub async fn accept(
             return Ok(Accepted::RateLimited { retry_after });
         }
         Err(e) => {
-            tracing::warn!(error = %e, "rate limit check failed; letting the message through")
+            tracing::warn!(error = %e, "dedupe and rate limit unavailable; letting the message through")
         }
     }
     let run = RunId::new();
@@ -100,7 +98,8 @@ pub async fn accept(
     m.ingest_messages
         .with_label_values(&[platform.as_str(), "accepted"])
         .inc();
-    tracing::info!(%run, platform = platform.as_str(), "message accepted");
+    // The router logs every run at info; here a line per message would double the volume.
+    tracing::debug!(%run, platform = platform.as_str(), "message accepted");
     Ok(Accepted::Routed(run))
 }
 

@@ -10,7 +10,7 @@ use crate::channels::whatsapp::StatusUpdate;
 pub async fn record(ctx: &Ctx, statuses: &[StatusUpdate]) -> Result<(), DbError> {
     let client = ctx.db.get().await?;
     for s in statuses {
-        let status = format!("{:?}", s.status).to_lowercase();
+        let status = s.status.as_str();
         client
             .execute(
                 "INSERT INTO message_statuses (platform, platform_message_id, status, recipient_id, error, occurred_at)

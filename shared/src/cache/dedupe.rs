@@ -1,4 +1,5 @@
 //! Inbound dedupe: a platform message id seen in the last 24 hours is not routed again.
+//! The check itself runs inside the rate limiter's script (one round trip per message).
 //! This is the fast check; the router's unique index on (platform, message id) is the
 //! durable guarantee, so losing Redis costs only a wasted publish, never a double answer.
 
@@ -20,17 +21,10 @@ impl Dedupe {
         Self { cache }
     }
 
-    fn key(&self, platform: Platform, id: &str) -> String {
+    /// The Redis key remembering `id` (for a combined check, see `RateLimiter::take_unless_seen`).
+    pub fn key(&self, platform: Platform, id: &str) -> String {
         self.cache
             .key(format_args!("dedupe:{}:{id}", platform.as_str()))
-    }
-
-    /// Was this message already accepted?
-    pub async fn seen(&self, platform: Platform, id: &str) -> Result<bool, CacheError> {
-        let mut c = self.cache.conn();
-        c.exists(self.key(platform, id))
-            .await
-            .map_err(|e| self.cache.failed("dedupe_check", e))
     }
 
     /// Remember an accepted message (after the broker confirmed it).

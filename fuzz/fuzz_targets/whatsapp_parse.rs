@@ -1,0 +1,21 @@
+//! Any bytes as a WhatsApp Cloud API webhook body: never panics, and the batch is bounded.
+#![no_main]
+
+use hermes_ingest::channels::{MAX_EVENTS, MAX_FIELD_BYTES, MAX_TEXT_BYTES, whatsapp};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(batch) = whatsapp::parse(data) {
+        assert!(batch.messages.len() + batch.statuses.len() <= MAX_EVENTS);
+        for e in &batch.messages {
+            assert!(e.text.is_some() || !e.media.is_empty());
+            assert!(e.text.as_ref().is_none_or(|t| t.len() <= MAX_TEXT_BYTES));
+            assert!(e.sender_id.len() <= MAX_FIELD_BYTES && !e.sender_id.is_empty());
+            assert_eq!(e.sender_id, e.chat_id);
+        }
+        for s in &batch.statuses {
+            assert!(!s.platform_message_id.is_empty());
+            assert!(s.platform_message_id.len() <= MAX_FIELD_BYTES);
+        }
+    }
+});
