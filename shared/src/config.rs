@@ -110,6 +110,11 @@ pub const ENV_VARS: &[EnvVar] = &[
         help: "largest accepted request body; larger is 413",
     },
     EnvVar {
+        name: "HERMES_MAX_IN_FLIGHT",
+        default: "1024",
+        help: "HTTP requests ingest handles at once; beyond, it answers 503 with Retry-After instead of queueing",
+    },
+    EnvVar {
         name: "HERMES_SHUTDOWN_GRACE_SECS",
         default: "30",
         help: "how long SIGTERM waits for in-flight work before exiting",
@@ -470,6 +475,7 @@ pub struct Config {
     pub llm_timeout: Duration,
     pub run_timeout: Duration,
     pub max_body_bytes: usize,
+    pub max_in_flight: usize,
     pub shutdown_grace: Duration,
     pub db_pool_size: usize,
     pub bus: BusSettings,
@@ -641,6 +647,10 @@ impl Config {
         let max_body_bytes = r
             .parsed::<usize>("HERMES_MAX_BODY_BYTES")
             .unwrap_or(1 << 20);
+        let max_in_flight = r
+            .parsed::<usize>("HERMES_MAX_IN_FLIGHT")
+            .unwrap_or(1024)
+            .max(1);
         let db_pool_size = r
             .parsed::<usize>("HERMES_DB_POOL_SIZE")
             .unwrap_or(16)
@@ -731,6 +741,7 @@ impl Config {
                     llm_timeout,
                     run_timeout,
                     max_body_bytes,
+                    max_in_flight,
                     shutdown_grace,
                     db_pool_size,
                     bus: BusSettings {
@@ -830,6 +841,10 @@ impl Config {
             (
                 "HERMES_MAX_BODY_BYTES".into(),
                 self.max_body_bytes.to_string(),
+            ),
+            (
+                "HERMES_MAX_IN_FLIGHT".into(),
+                self.max_in_flight.to_string(),
             ),
             (
                 "HERMES_SHUTDOWN_GRACE_SECS".into(),

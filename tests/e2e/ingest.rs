@@ -110,3 +110,41 @@ async fn health_and_models_answer() {
     fleet.stop().await.unwrap();
     env.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beyond_its_in_flight_bound_ingest_sheds_with_503() {
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let provider = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_delay(std::time::Duration::from_millis(1500))
+                .set_body_json(hermes_e2e::openai_answer("slow", 1, 1)),
+        )
+        .mount(&provider)
+        .await;
+    let mut env = TestEnv::new().await;
+    env.set("HERMES_MAX_IN_FLIGHT", "1")
+        .set("HERMES_PROVIDER", "openai")
+        .set("OPENAI_API_KEY", "sk-test")
+        .set("OPENAI_BASE_URL", &provider.uri());
+    let fleet = std::sync::Arc::new(env.start(&Service::ALL).await);
+    let first = {
+        let fleet = fleet.clone();
+        tokio::spawn(async move { fleet.chat("hold the only slot").await.status() })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    let shed = fleet.chat("one too many").await;
+    assert_eq!(shed.status(), 503);
+    assert!(shed.headers().contains_key("retry-after"));
+    // Health checks are never shed.
+    assert_eq!(
+        reqwest::get(fleet.url("/health")).await.unwrap().status(),
+        200
+    );
+    assert_eq!(first.await.unwrap(), 200);
+    let fleet = std::sync::Arc::try_unwrap(fleet).ok().expect("only owner");
+    fleet.stop().await.unwrap();
+    env.cleanup().await;
+}

@@ -12,7 +12,10 @@ mod statuses;
 mod wait;
 mod webhooks;
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::sync::Semaphore;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -103,6 +106,20 @@ async fn security_headers(req: Request, next: Next) -> Response {
     resp
 }
 
+/// Shed load instead of queueing it: beyond `HERMES_MAX_IN_FLIGHT` requests at once (a broker
+/// whose confirms stall, a flood), answer 503 with `Retry-After` so the caller retries later,
+/// rather than holding ever more requests in memory. Health checks are never shed.
+async fn bound_in_flight(
+    State(slots): State<Arc<Semaphore>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    match slots.try_acquire() {
+        Ok(_permit) => next.run(req).await,
+        Err(_) => ApiError::unavailable("ingest is at capacity; retry shortly").into_response(),
+    }
+}
+
 fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     ApiError::new(
         StatusCode::INTERNAL_SERVER_ERROR,
@@ -139,12 +156,15 @@ pub fn app(state: AppState) -> Router {
             "/webhooks/instagram",
             get(webhooks::instagram_handshake).post(webhooks::instagram),
         );
+    let slots = Arc::new(Semaphore::new(state.ctx.config.max_in_flight));
+    let bounded = api
+        .merge(rest)
+        .merge(webhooks)
+        .layer(middleware::from_fn_with_state(slots, bound_in_flight));
     Router::new()
         .route("/health", get(health))
         .route("/v1/health", get(health))
-        .merge(api)
-        .merge(rest)
-        .merge(webhooks)
+        .merge(bounded)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(state.ctx.config.max_body_bytes))
         .with_state(state)

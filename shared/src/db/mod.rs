@@ -23,7 +23,7 @@ use crate::ids::MessageId;
 pub enum DbError {
     #[error("DATABASE_URL is invalid: {0}")]
     Url(#[source] tokio_postgres::Error),
-    #[error("cannot get a database connection: {0}")]
+    #[error("cannot get a database connection: {}", pool_detail(.0))]
     Pool(#[from] deadpool_postgres::PoolError),
     #[error("database error: {}", pg_detail(.0))]
     Query(#[from] tokio_postgres::Error),
@@ -40,6 +40,13 @@ fn pg_detail(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{}: {}", db.severity(), db.message()),
         None => e.to_string(),
+    }
+}
+
+fn pool_detail(e: &deadpool_postgres::PoolError) -> String {
+    match e {
+        deadpool_postgres::PoolError::Backend(pg) => pg_detail(pg),
+        other => other.to_string(),
     }
 }
 
