@@ -296,3 +296,57 @@ async fn the_fleet_reconnects_after_losing_the_broker() {
     env.set("AMQP_URL", &format!("amqp://guest:guest@{target}/%2f"));
     env.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_platform_message_makes_one_run_even_past_the_redis_dedupe() {
+    use hermes_shared::model::Platform;
+    let env = TestEnv::new().await;
+    let fleet = env.start(&[Service::Router]).await;
+    let bus = env.bus().await;
+    // The same WhatsApp message twice under two run ids, as when Redis lost the dedupe key.
+    let mut inbound = api_inbound("hola");
+    inbound.event.platform = Platform::Whatsapp;
+    inbound.event.external_message_id = Some("wamid.SAME".into());
+    inbound.conversation.clear();
+    let (a, b) = (RunId::new(), RunId::new());
+    bus.publish(&Envelope::new(a, None, &inbound))
+        .await
+        .unwrap();
+    bus.publish(&Envelope::new(b, None, &inbound))
+        .await
+        .unwrap();
+    let db = env.db();
+    eventually(
+        Duration::from_secs(15),
+        "both messages processed",
+        || async {
+            let c = db.get().await.ok()?;
+            let n: i64 = c
+                .query_one("SELECT count(*) FROM processed_messages", &[])
+                .await
+                .ok()?
+                .get(0);
+            (n == 2).then_some(())
+        },
+    )
+    .await;
+    let c = db.get().await.unwrap();
+    let runs: i64 = c
+        .query_one(
+            "SELECT count(*) FROM agent_runs WHERE external_message_id = 'wamid.SAME'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(runs, 1);
+    let emitted: i64 = c
+        .query_one("SELECT count(*) FROM outbox WHERE stage = 'llm'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(emitted, 1, "the duplicate reaches no model");
+    bus.close().await;
+    fleet.stop().await.unwrap();
+    env.cleanup().await;
+}
