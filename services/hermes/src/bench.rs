@@ -31,6 +31,53 @@ pub struct IngestBench {
     /// Process id of the ingest, to report its memory (VmRSS and peak VmHWM).
     #[arg(long)]
     pid: Option<u32>,
+    /// Consume (and ack) what ingest publishes to `{ns}.router` of this namespace, as the
+    /// router would, so the broker is measured in steady state instead of with a growing backlog.
+    #[arg(long, value_name = "NAMESPACE")]
+    drain: Option<String>,
+    /// The broker to drain from.
+    #[arg(
+        long,
+        env = "AMQP_URL",
+        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f",
+        hide_env_values = true
+    )]
+    amqp_url: String,
+}
+
+/// Ack everything arriving on the namespace's router queue until `stop`.
+async fn drain(
+    ns: &str,
+    amqp_url: &str,
+    stop: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    use hermes_shared::bus::{Bus, Names, Stage};
+    use hermes_shared::config::{BusSettings, Namespace};
+    let names = Names::new(Namespace::parse(ns).map_err(anyhow::Error::msg)?);
+    let settings = BusSettings {
+        prefetch: 512,
+        delivery_limit: 5,
+        publish_window: 1,
+        reconnect_timeout: Duration::from_secs(10),
+        queue_expires: None,
+    };
+    let bus = Bus::connect(
+        amqp_url.to_string().into(),
+        names,
+        settings,
+        hermes_shared::telemetry::Metrics::new(),
+    )
+    .await?;
+    Ok(tokio::spawn(async move {
+        bus.consume(Stage::Router, 512, stop, |d| async move {
+            let _ = d
+                .acker
+                .ack(lapin::options::BasicAckOptions::default())
+                .await;
+        })
+        .await;
+        bus.close().await;
+    }))
 }
 
 fn body(i: u64, senders: u32, run: &str) -> Vec<u8> {
@@ -87,6 +134,11 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
         "sending {total} signed WhatsApp webhooks to {url} at {}/s for {}s over {} senders",
         args.rate, args.duration, args.senders
     );
+    let stop_drain = tokio_util::sync::CancellationToken::new();
+    let drainer = match &args.drain {
+        Some(ns) => Some(drain(ns, &args.amqp_url, stop_drain.clone()).await?),
+        None => None,
+    };
     let started = Instant::now();
     let mut dropped = 0u64;
     let mut tasks = tokio::task::JoinSet::new();
@@ -131,6 +183,10 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
     }
     let send_secs = started.elapsed().as_secs_f64();
     while tasks.join_next().await.is_some() {}
+    stop_drain.cancel();
+    if let Some(d) = drainer {
+        let _ = d.await;
+    }
     let mut lat = latencies.lock().await.clone();
     lat.sort_unstable();
     let accepted = lat.len() as u64;
