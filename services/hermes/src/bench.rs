@@ -35,6 +35,9 @@ pub struct IngestBench {
     /// router would, so the broker is measured in steady state instead of with a growing backlog.
     #[arg(long, value_name = "NAMESPACE")]
     drain: Option<String>,
+    /// The ingest's HERMES_QUEUE_EXPIRES_SECS (the drainer declares the same topology).
+    #[arg(long, env = "HERMES_QUEUE_EXPIRES_SECS")]
+    queue_expires_secs: Option<u64>,
     /// The broker to drain from.
     #[arg(
         long,
@@ -49,6 +52,7 @@ pub struct IngestBench {
 async fn drain(
     ns: &str,
     amqp_url: &str,
+    queue_expires: Option<Duration>,
     stop: tokio_util::sync::CancellationToken,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     use hermes_shared::bus::{Bus, Names, Stage};
@@ -59,7 +63,7 @@ async fn drain(
         delivery_limit: 5,
         publish_window: 1,
         reconnect_timeout: Duration::from_secs(10),
-        queue_expires: None,
+        queue_expires,
     };
     let bus = Bus::connect(
         amqp_url.to_string().into(),
@@ -136,7 +140,10 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
     );
     let stop_drain = tokio_util::sync::CancellationToken::new();
     let drainer = match &args.drain {
-        Some(ns) => Some(drain(ns, &args.amqp_url, stop_drain.clone()).await?),
+        Some(ns) => {
+            let expires = args.queue_expires_secs.map(Duration::from_secs);
+            Some(drain(ns, &args.amqp_url, expires, stop_drain.clone()).await?)
+        }
         None => None,
     };
     let started = Instant::now();
