@@ -250,22 +250,7 @@ async fn queue_arguments_match_the_design() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fleet_reconnects_after_losing_the_broker() {
     let mut env = TestEnv::new().await;
-    let amqp = url::Url::parse(&env.vars["AMQP_URL"]).unwrap();
-    let target = format!(
-        "{}:{}",
-        amqp.host_str().unwrap(),
-        amqp.port().unwrap_or(5672)
-    );
-    let target = tokio::net::lookup_host(target)
-        .await
-        .unwrap()
-        .next()
-        .unwrap();
-    let proxy = hermes_e2e::chaos::ChaosProxy::start(target).await;
-    env.set(
-        "AMQP_URL",
-        &format!("amqp://guest:guest@{}/%2f", proxy.addr),
-    );
+    let (proxy, target) = env.broker_behind_proxy().await;
     let fleet = env.start(&Service::ALL).await;
     assert_eq!(fleet.chat("before").await.status(), 200);
 
@@ -293,7 +278,7 @@ async fn the_fleet_reconnects_after_losing_the_broker() {
     );
     fleet.stop().await.unwrap();
     // Cleanup talks to the broker directly, not through the proxy.
-    env.set("AMQP_URL", &format!("amqp://guest:guest@{target}/%2f"));
+    env.broker_direct(target);
     env.cleanup().await;
 }
 

@@ -435,23 +435,8 @@ async fn a_sender_over_the_rate_is_slowed_down_once_and_still_answered_2xx() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_outage_answers_503_and_never_2xx() {
     let mut env = channel_env().await;
-    let amqp = url::Url::parse(&env.vars["AMQP_URL"]).unwrap();
-    let target = format!(
-        "{}:{}",
-        amqp.host_str().unwrap(),
-        amqp.port().unwrap_or(5672)
-    );
-    let target = tokio::net::lookup_host(target)
-        .await
-        .unwrap()
-        .next()
-        .unwrap();
-    let proxy = hermes_e2e::chaos::ChaosProxy::start(target).await;
-    env.set(
-        "AMQP_URL",
-        &format!("amqp://guest:guest@{}/%2f", proxy.addr),
-    )
-    .set("HERMES_BUS_RECONNECT_SECS", "600");
+    let (proxy, target) = env.broker_behind_proxy().await;
+    env.set("HERMES_BUS_RECONNECT_SECS", "600");
     let fleet = env.start(&[Service::Ingest]).await;
     proxy.set_down(true);
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -484,6 +469,6 @@ async fn a_broker_outage_answers_503_and_never_2xx() {
     .await;
     assert_eq!(r.json::<Value>().await.unwrap()["routed"], 1);
     fleet.stop().await.unwrap();
-    env.set("AMQP_URL", &format!("amqp://guest:guest@{target}/%2f"));
+    env.broker_direct(target);
     env.cleanup().await;
 }

@@ -184,6 +184,33 @@ impl TestEnv {
             .expect("test configuration is valid")
     }
 
+    /// Route this test's broker connections through a [`chaos::ChaosProxy`]; returns the proxy
+    /// and the broker's own address (for cleanup, which must bypass the proxy).
+    pub async fn broker_behind_proxy(&mut self) -> (chaos::ChaosProxy, SocketAddr) {
+        let amqp = url::Url::parse(&self.vars["AMQP_URL"]).expect("AMQP_URL is a URL");
+        let target = format!(
+            "{}:{}",
+            amqp.host_str().unwrap_or("127.0.0.1"),
+            amqp.port().unwrap_or(5672)
+        );
+        let target = tokio::net::lookup_host(target)
+            .await
+            .unwrap()
+            .next()
+            .expect("broker address");
+        let proxy = chaos::ChaosProxy::start(target).await;
+        self.set(
+            "AMQP_URL",
+            &format!("amqp://guest:guest@{}/%2f", proxy.addr),
+        );
+        (proxy, target)
+    }
+
+    /// Point this test back at the broker itself (before `cleanup`).
+    pub fn broker_direct(&mut self, target: SocketAddr) {
+        self.set("AMQP_URL", &format!("amqp://guest:guest@{target}/%2f"));
+    }
+
     /// A pool on this test's database.
     pub fn db(&self) -> Db {
         Db::new(&SecretString::from(self.vars["DATABASE_URL"].clone()), 4).unwrap()

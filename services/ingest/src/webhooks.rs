@@ -329,41 +329,26 @@ pub async fn instagram(
 /// One start-up line per channel saying whether its routes are on.
 pub fn log_channels(app: &AppState) {
     let c = &app.ctx.config.channels;
-    let state = |on: bool| {
-        if on {
+    let routes = [
+        (
+            "POST /webhooks/telegram",
+            c.telegram_webhook_secret.is_some(),
+        ),
+        ("GET /webhooks/whatsapp", c.whatsapp_verify_token.is_some()),
+        ("POST /webhooks/whatsapp", c.whatsapp_app_secret.is_some()),
+        ("POST /webhooks/360dialog", c.d360_webhook_token.is_some()),
+        (
+            "GET /webhooks/instagram",
+            c.instagram_verify_token.is_some(),
+        ),
+        ("POST /webhooks/instagram", c.instagram_app_secret.is_some()),
+    ];
+    for (route, on) in routes {
+        let state = if on {
             "on"
         } else {
             "off (404): secret not set"
-        }
-    };
-    tracing::info!(
-        route = "POST /webhooks/telegram",
-        state = state(c.telegram_webhook_secret.is_some()),
-        "channel route"
-    );
-    tracing::info!(
-        route = "GET /webhooks/whatsapp",
-        state = state(c.whatsapp_verify_token.is_some()),
-        "channel route"
-    );
-    tracing::info!(
-        route = "POST /webhooks/whatsapp",
-        state = state(c.whatsapp_app_secret.is_some()),
-        "channel route"
-    );
-    tracing::info!(
-        route = "POST /webhooks/360dialog",
-        state = state(c.d360_webhook_token.is_some()),
-        "channel route"
-    );
-    tracing::info!(
-        route = "GET /webhooks/instagram",
-        state = state(c.instagram_verify_token.is_some()),
-        "channel route"
-    );
-    tracing::info!(
-        route = "POST /webhooks/instagram",
-        state = state(c.instagram_app_secret.is_some()),
-        "channel route"
-    );
+        };
+        tracing::info!(route, state, "channel route");
+    }
 }
