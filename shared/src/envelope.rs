@@ -136,21 +136,23 @@ mod tests {
     use super::*;
     use crate::model::{FailureCode, Platform, Reply, ReplyTo};
 
-    #[test]
-    fn unknown_fields_are_ignored_for_rolling_upgrades() {
-        let env = Envelope::new(
+    /// A small reply envelope to encode and decode.
+    fn sample() -> Envelope {
+        let to = ReplyTo {
+            platform: Platform::Api,
+            chat_id: "c".into(),
+            callback_url: None,
+        };
+        Envelope::new(
             RunId::new(),
             None,
-            &Reply::failed(
-                ReplyTo {
-                    platform: Platform::Api,
-                    chat_id: "c".into(),
-                    callback_url: None,
-                },
-                FailureCode::Invalid,
-                "boom",
-            ),
-        );
+            &Reply::failed(to, FailureCode::Invalid, "boom"),
+        )
+    }
+
+    #[test]
+    fn unknown_fields_are_ignored_for_rolling_upgrades() {
+        let env = sample();
         let mut value = serde_json::to_value(&env).unwrap();
         value["added_in_v1_1"] = serde_json::json!({"anything": true});
         let decoded = Envelope::from_slice(&serde_json::to_vec(&value).unwrap()).unwrap();
@@ -160,19 +162,7 @@ mod tests {
 
     #[test]
     fn newer_versions_and_garbage_are_rejected() {
-        let env = Envelope::new(
-            RunId::new(),
-            None,
-            &Reply::failed(
-                ReplyTo {
-                    platform: Platform::Api,
-                    chat_id: "c".into(),
-                    callback_url: None,
-                },
-                FailureCode::Invalid,
-                "boom",
-            ),
-        );
+        let env = sample();
         let mut value = serde_json::to_value(&env).unwrap();
         value["v"] = 2.into();
         let err = Envelope::from_slice(&serde_json::to_vec(&value).unwrap()).unwrap_err();
@@ -185,19 +175,7 @@ mod tests {
 
     #[test]
     fn payload_kind_is_checked() {
-        let env = Envelope::new(
-            RunId::new(),
-            None,
-            &Reply::failed(
-                ReplyTo {
-                    platform: Platform::Api,
-                    chat_id: "c".into(),
-                    callback_url: None,
-                },
-                FailureCode::Invalid,
-                "boom",
-            ),
-        );
+        let env = sample();
         let err = env.payload::<crate::model::LlmRequest>().unwrap_err();
         assert!(matches!(err, EnvelopeError::WrongKind { .. }));
         assert!(env.payload::<Reply>().is_ok());

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use hermes::Service;
-use hermes_e2e::{TestEnv, api_inbound, eventually};
+use hermes_e2e::{TestEnv, api_inbound, count, eventually};
 use hermes_shared::Ctx;
 use hermes_shared::bus::Stage;
 use hermes_shared::db::Transaction;
@@ -49,21 +49,14 @@ async fn the_same_router_message_twice_creates_one_run() {
     assert_eq!(processed, 1);
     // Give a second (duplicate) delivery time to be processed wrongly, if it were going to be.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let c = db.get().await.unwrap();
-    let runs: i64 = c
-        .query_one(
-            "SELECT count(*) FROM agent_runs WHERE id = $1",
-            &[&run.as_uuid()],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let runs = count(
+        &db,
+        "SELECT count(*) FROM agent_runs WHERE id = $1",
+        &[&run.as_uuid()],
+    )
+    .await;
     assert_eq!(runs, 1);
-    let emitted: i64 = c
-        .query_one("SELECT count(*) FROM outbox WHERE stage = 'llm'", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let emitted = count(&db, "SELECT count(*) FROM outbox WHERE stage = 'llm'", &[]).await;
     assert_eq!(emitted, 1, "one llm request, not two");
     let metrics = fleet.metrics().await;
     let duplicate = format!(
@@ -315,21 +308,14 @@ async fn one_platform_message_makes_one_run_even_past_the_redis_dedupe() {
         },
     )
     .await;
-    let c = db.get().await.unwrap();
-    let runs: i64 = c
-        .query_one(
-            "SELECT count(*) FROM agent_runs WHERE external_message_id = 'wamid.SAME'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let runs = count(
+        &db,
+        "SELECT count(*) FROM agent_runs WHERE external_message_id = 'wamid.SAME'",
+        &[],
+    )
+    .await;
     assert_eq!(runs, 1);
-    let emitted: i64 = c
-        .query_one("SELECT count(*) FROM outbox WHERE stage = 'llm'", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let emitted = count(&db, "SELECT count(*) FROM outbox WHERE stage = 'llm'", &[]).await;
     assert_eq!(emitted, 1, "the duplicate reaches no model");
     bus.close().await;
     fleet.stop().await.unwrap();

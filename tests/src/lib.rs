@@ -418,6 +418,20 @@ pub async fn drain(
     out
 }
 
+/// `SELECT count(*) …` on this test's database.
+pub async fn count(
+    db: &Db,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> i64 {
+    let client = db.get().await.expect("database connection");
+    client
+        .query_one(sql, params)
+        .await
+        .expect("count query")
+        .get(0)
+}
+
 /// Poll `f` until it returns `Some`, or panic after `timeout`.
 pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut f: F) -> T
 where

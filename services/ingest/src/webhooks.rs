@@ -110,6 +110,28 @@ fn body(
     })
 }
 
+/// The raw body of a Meta webhook (WhatsApp Cloud API, Instagram) once its
+/// `X-Hub-Signature-256` matches `secret`; `Err` is the response to send instead.
+fn hub_signed_body(
+    app: &AppState,
+    platform: Platform,
+    secret: Option<&SecretString>,
+    headers: &HeaderMap,
+    raw: Result<Bytes, BytesRejection>,
+) -> Result<Bytes, Box<Response>> {
+    let Some(secret) = secret else {
+        return Err(Box::new(not_configured(app, platform)));
+    };
+    let raw = body(app, raw).map_err(|(reason, e)| Box::new(refused(app, platform, reason, e)))?;
+    let signature = headers
+        .get("x-hub-signature-256")
+        .and_then(|v| v.to_str().ok());
+    if !verify::hub_signature_valid(secret.expose_secret().as_bytes(), &raw, signature) {
+        return Err(Box::new(bad_signature(app, platform)));
+    }
+    Ok(raw)
+}
+
 /// `POST /webhooks/telegram`
 pub async fn telegram(
     State(app): State<AppState>,
@@ -234,21 +256,11 @@ pub async fn whatsapp(
     headers: HeaderMap,
     raw: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let p = Platform::Whatsapp;
-    let Some(secret) = app.ctx.config.channels.whatsapp_app_secret.clone() else {
-        return not_configured(&app, p);
-    };
-    let raw = match body(&app, raw) {
-        Ok(b) => b,
-        Err((reason, e)) => return refused(&app, p, reason, e),
-    };
-    let signature = headers
-        .get("x-hub-signature-256")
-        .and_then(|v| v.to_str().ok());
-    if !verify::hub_signature_valid(secret.expose_secret().as_bytes(), &raw, signature) {
-        return bad_signature(&app, p);
+    let secret = app.ctx.config.channels.whatsapp_app_secret.clone();
+    match hub_signed_body(&app, Platform::Whatsapp, secret.as_ref(), &headers, raw) {
+        Ok(raw) => whatsapp_payload(&app, &headers, &raw).await,
+        Err(refusal) => *refusal,
     }
-    whatsapp_payload(&app, &headers, &raw).await
 }
 
 fn d360_token_ok(app: &AppState, headers: &HeaderMap, path_token: Option<&str>) -> Option<bool> {
@@ -307,19 +319,11 @@ pub async fn instagram(
     raw: Result<Bytes, BytesRejection>,
 ) -> Response {
     let p = Platform::Instagram;
-    let Some(secret) = app.ctx.config.channels.instagram_app_secret.clone() else {
-        return not_configured(&app, p);
+    let secret = app.ctx.config.channels.instagram_app_secret.clone();
+    let raw = match hub_signed_body(&app, p, secret.as_ref(), &headers, raw) {
+        Ok(raw) => raw,
+        Err(refusal) => return *refusal,
     };
-    let raw = match body(&app, raw) {
-        Ok(b) => b,
-        Err((reason, e)) => return refused(&app, p, reason, e),
-    };
-    let signature = headers
-        .get("x-hub-signature-256")
-        .and_then(|v| v.to_str().ok());
-    if !verify::hub_signature_valid(secret.expose_secret().as_bytes(), &raw, signature) {
-        return bad_signature(&app, p);
-    }
     match instagram::parse(&raw) {
         Err(e) => malformed(&app, p, e),
         Ok(events) => accept_all(&app, events, &headers).await,
