@@ -2,14 +2,17 @@
 //! the bus, PostgreSQL with migrations and the outbox, Redis, configuration, telemetry,
 //! and the generic consume → commit → ack loop of a stage.
 
+pub mod agent;
 pub mod bus;
 pub mod cache;
 pub mod config;
 pub mod context;
+pub mod embeddings;
 pub mod db;
 pub mod envelope;
 pub mod http;
 pub mod ids;
+pub mod intent;
 pub mod model;
 pub mod openai_wire;
 pub mod shutdown;

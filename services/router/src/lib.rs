@@ -2,8 +2,13 @@
 //! which model chain, and records the AgentRun. Consumes `{ns}.router`, emits llm requests
 //! through the outbox.
 
+mod intent;
 mod pipeline;
+mod recall;
+mod sanitize;
+mod tool_gate;
 mod tools;
+mod trivial;
 
 use hermes_shared::{Ctx, stage};
 

@@ -2,6 +2,7 @@
 //! multiplexed connection with short timeouts, and keys under the namespace.
 
 pub mod dedupe;
+pub mod history;
 pub mod rate_limit;
 pub mod run_events;
 

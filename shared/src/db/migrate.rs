@@ -26,6 +26,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0002_channels",
         sql: include_str!("../../../migrations/0002_channels.sql"),
     },
+    Migration {
+        version: 3,
+        name: "0003_router",
+        sql: include_str!("../../../migrations/0003_router.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

@@ -2,9 +2,11 @@
 //! keeps services off an older schema, idempotency records, and the outbox.
 
 pub mod api_keys;
+pub mod memory;
 pub mod migrate;
 pub mod outbox;
 pub mod runs;
+pub mod sessions;
 pub mod tool_registry;
 
 use std::str::FromStr;

@@ -15,6 +15,10 @@ use url::Url;
 
 use crate::model::Tier;
 
+mod router;
+
+pub use router::{PersonaSettings, RecallSettings, RouterSecrets, RouterSettings, ToolGateSettings};
+
 /// One documented environment variable: the single source for `--help`, `doctor` and the README.
 pub struct EnvVar {
     pub name: &'static str,
@@ -190,6 +194,26 @@ pub const ENV_VARS: &[EnvVar] = &[
         help: "messages one sender may send at once before the per-minute rate applies",
     },
     EnvVar {
+        name: "HERMES_EMBEDDINGS_URL",
+        default: "(none: recall off)",
+        help: "base URL of an OpenAI-compatible embeddings endpoint for semantic recall, e.g. https://api.openai.com/v1",
+    },
+    EnvVar {
+        name: "HERMES_EMBEDDINGS_API_KEY",
+        default: "(none)",
+        help: "Bearer key of the embeddings endpoint",
+    },
+    EnvVar {
+        name: "HERMES_SESSION_KEYS",
+        default: "(none: history from PostgreSQL)",
+        help: "comma-separated Fernet keys of the session-history cache in Redis, newest first (the first encrypts, all decrypt)",
+    },
+    EnvVar {
+        name: "HERMES_SECRET_KEYS",
+        default: "(none)",
+        help: "comma-separated Fernet keys that encrypt agent webhook secrets at rest, newest first; needed to create external agents",
+    },
+    EnvVar {
         name: "HERMES_QUEUE_EXPIRES_SECS",
         default: "(never)",
         help: "delete queues unused this long (for throw-away namespaces such as tests)",
@@ -345,6 +369,8 @@ pub struct FileConfig {
     pub api: ApiSettings,
     /// Channel webhooks.
     pub ingest: IngestSettings,
+    /// The routing pipeline.
+    pub router: RouterSettings,
 }
 
 /// One logical model.
@@ -414,6 +440,7 @@ impl Default for FileConfig {
             models,
             api: ApiSettings::default(),
             ingest: IngestSettings::default(),
+            router: RouterSettings::default(),
         }
     }
 }
@@ -457,6 +484,7 @@ impl FileConfig {
                 problems.push(format!("models.{name}: max_output_tokens must be above 0"));
             }
         }
+        self.router.validate(&self.models, problems);
     }
 }
 
@@ -482,6 +510,7 @@ pub struct Config {
     pub channels: ChannelSecrets,
     /// Default per-sender inbound limit (platforms may override in the file).
     pub inbound_rate: RateLimit,
+    pub router: RouterSecrets,
     pub file: FileConfig,
     pub config_path: Option<PathBuf>,
 }
@@ -542,6 +571,26 @@ impl Reader<'_> {
 
     fn secret(&self, name: &str) -> Option<SecretString> {
         self.raw(name).map(SecretString::from)
+    }
+
+    /// A comma-separated list of Fernet keys; a malformed one is a problem named by position
+    /// (never by value).
+    fn fernet_keys(&mut self, name: &str) -> Vec<SecretString> {
+        let Some(raw) = self.raw(name) else {
+            return Vec::new();
+        };
+        let mut keys = Vec::new();
+        for (i, key) in raw.split(',').map(str::trim).enumerate() {
+            if fernet::Fernet::new(key).is_none() {
+                self.problems.push(format!(
+                    "{name}: key {} is not a Fernet key (32 bytes, URL-safe base64)",
+                    i + 1
+                ));
+            } else {
+                keys.push(SecretString::from(key.to_string()));
+            }
+        }
+        keys
     }
 
     fn url(&mut self, name: &str, schemes: &[&str]) -> SecretString {
@@ -697,6 +746,19 @@ impl Config {
                 .max(1),
             burst: r.parsed::<u32>("HERMES_INBOUND_BURST").unwrap_or(10).max(1),
         };
+        let router = RouterSecrets {
+            embeddings_url: r.raw("HERMES_EMBEDDINGS_URL").and_then(|v| match Url::parse(&v) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") => Some(u),
+                _ => {
+                    r.problems
+                        .push("HERMES_EMBEDDINGS_URL must be an http(s) URL".into());
+                    None
+                }
+            }),
+            embeddings_api_key: r.secret("HERMES_EMBEDDINGS_API_KEY"),
+            session_keys: r.fernet_keys("HERMES_SESSION_KEYS"),
+            secret_keys: r.fernet_keys("HERMES_SECRET_KEYS"),
+        };
         let config_path = config_path
             .map(Path::to_path_buf)
             .or_else(|| r.raw("HERMES_CONFIG").map(PathBuf::from));
@@ -753,6 +815,7 @@ impl Config {
                     },
                     channels,
                     inbound_rate,
+                    router,
                     file,
                     config_path,
                 })

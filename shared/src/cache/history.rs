@@ -1,0 +1,1 @@
+//! Session history cache: Fernet-encrypted turns per channel scope in Redis.

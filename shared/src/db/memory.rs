@@ -1,0 +1,1 @@
+//! The user's memory: structural keys and free facts with their embeddings.

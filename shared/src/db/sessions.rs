@@ -1,0 +1,1 @@
+//! Sessions: one conversation per user and channel, rolled over after the idle timeout.

@@ -1,0 +1,1 @@
+//! A client of OpenAI-compatible embeddings endpoints.
