@@ -26,6 +26,10 @@ pub enum MessageKind {
     ToolRequest,
     /// A final answer (or error) to hand to whoever waits for the run.
     Reply,
+    /// A signed wake webhook owed to an external agent runtime.
+    AgentWake,
+    /// Facts to extract from a finished exchange into the user's memory (llm stage).
+    MemoryExtract,
 }
 
 impl MessageKind {
@@ -36,6 +40,8 @@ impl MessageKind {
             MessageKind::LlmRequest => Stage::Llm,
             MessageKind::ToolRequest => Stage::Tools,
             MessageKind::Reply => Stage::Delivery,
+            MessageKind::AgentWake => Stage::Webhooks,
+            MessageKind::MemoryExtract => Stage::Llm,
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod db;
 pub mod envelope;
 pub mod http;
 pub mod ids;
+pub mod keyring;
 pub mod intent;
 pub mod model;
 pub mod openai_wire;

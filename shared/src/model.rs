@@ -36,6 +36,17 @@ pub struct ChatMessage {
     /// For `Role::Tool`: which call this is the result of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// Images sent with a user turn, rendered as image content blocks by the providers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ImageRef>,
+}
+
+/// An image a model should look at: a URL it (or the provider adapter) can fetch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageRef {
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
 }
 
 impl ChatMessage {
@@ -45,6 +56,7 @@ impl ChatMessage {
             content: Some(content.into()),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            images: Vec::new(),
         }
     }
 
@@ -54,6 +66,7 @@ impl ChatMessage {
             content: Some(content.into()),
             tool_calls: Vec::new(),
             tool_call_id: Some(call_id.into()),
+            images: Vec::new(),
         }
     }
 }
@@ -270,6 +283,63 @@ pub struct LlmRequest {
     pub usage_so_far: Usage,
     #[serde(default)]
     pub requested_model: Option<String>,
+    /// The router's bookkeeping for a known user (absent for the OpenAI-compatible API).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exchange: Option<Exchange>,
+}
+
+/// What the router knows about one exchange with a known user, carried through the stages
+/// so delivery can log the interaction with its provenance, extend the session history and
+/// refund the credit when no answer comes (seed 001 steps 9–10).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Exchange {
+    pub user_id: uuid::Uuid,
+    pub session_id: uuid::Uuid,
+    /// The tier the run was answered on (memory extraction uses its chain).
+    pub tier: Tier,
+    /// The user's turn as it entered the history.
+    pub user_text: String,
+    pub provenance: Provenance,
+}
+
+/// The provenance `meta` of an interaction (seed 001, "Monitoring Hermes"), filled in stage
+/// by stage.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Provenance {
+    pub soul_load_ms: u64,
+    pub semantic_recall_used: bool,
+    pub llm_backend: Option<String>,
+    pub llm_cache_hit: bool,
+    pub tools: Vec<String>,
+    pub tool_exec_ms: u64,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    /// Cost in millionths of a US dollar: integers, so sums never drift.
+    pub cost_micro_usd: u64,
+    pub intent: Option<String>,
+    pub schema_tokens_saved: u64,
+}
+
+impl Provenance {
+    /// The `meta` JSON of the interactions table, in the seed's field names.
+    pub fn to_meta(&self) -> serde_json::Value {
+        serde_json::json!({
+            "soul_load_ms": self.soul_load_ms,
+            "semantic_recall_used": self.semantic_recall_used,
+            "llm_backend": self.llm_backend,
+            "llm_cache_hit": self.llm_cache_hit,
+            "tools": self.tools.iter().map(|n| serde_json::json!({ "name": n })).collect::<Vec<_>>(),
+            "tool_exec_ms": self.tool_exec_ms,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            // Display only; the integer micro-dollars are the record.
+            "cost_usd": self.cost_micro_usd as f64 / 1_000_000.0,
+            "cost_micro_usd": self.cost_micro_usd,
+            "intent": self.intent,
+            "schema_tokens_saved": self.schema_tokens_saved,
+        })
+    }
 }
 
 impl Payload for LlmRequest {
@@ -333,6 +403,9 @@ pub enum Outcome {
 pub struct Reply {
     pub reply_to: ReplyTo,
     pub outcome: Outcome,
+    /// The exchange to log and add to history (absent for API callers and notices).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exchange: Option<Exchange>,
 }
 
 impl Reply {
@@ -344,6 +417,22 @@ impl Reply {
                 code,
                 message: message.into(),
             },
+            exchange: None,
+        }
+    }
+
+    /// A message from Hermes itself (signup prompt, upgrade prompt): answered without a model.
+    pub fn notice(reply_to: ReplyTo, reason: &'static str, text: impl Into<String>) -> Self {
+        Self {
+            reply_to,
+            outcome: Outcome::Answered {
+                text: text.into(),
+                model: "hermes".into(),
+                usage: Usage::default(),
+                finish_reason: reason.into(),
+                tools_used: Vec::new(),
+            },
+            exchange: None,
         }
     }
 }
@@ -380,4 +469,43 @@ mod tests {
         };
         assert_eq!(u.total(), 18);
     }
+}
+
+/// The wake signal owed to an external agent (seed 000, "the push direction"): delivery
+/// signs and POSTs it to the agent's webhook URL. The AgentRun row, created in the same
+/// transaction, is the source of truth; the wake is only a nudge.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AgentWake {
+    /// The `webhook_deliveries` row this wake fulfils (`X-Forge-Delivery`).
+    pub delivery_id: uuid::Uuid,
+    pub agent_id: uuid::Uuid,
+    pub profile_key: String,
+    /// `AGENT_ASSIGNED` for a new run.
+    pub event: String,
+    pub dispatch: crate::agent::Dispatch,
+    pub engagement_mode: crate::agent::EngagementMode,
+    pub contract_version: String,
+    /// Host-side tools the run may use (empty in restricted modes).
+    pub tool_allowlist: Vec<String>,
+    /// The message that caused the run, so the agent can answer without a round trip.
+    pub message: MessageEvent,
+}
+
+impl Payload for AgentWake {
+    const KIND: MessageKind = MessageKind::AgentWake;
+}
+
+/// One finished exchange to mine for facts about the user (seed 001 step 10,
+/// `memory_writer.extract_and_save`): sent by delivery after the answer is out, handled by
+/// the llm stage, so extraction never delays a reply.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MemoryExtract {
+    pub user_id: uuid::Uuid,
+    pub tier: Tier,
+    pub user_text: String,
+    pub answer: String,
+}
+
+impl Payload for MemoryExtract {
+    const KIND: MessageKind = MessageKind::MemoryExtract;
 }

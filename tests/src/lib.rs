@@ -216,6 +216,37 @@ impl TestEnv {
         Db::new(&SecretString::from(self.vars["DATABASE_URL"].clone()), 4).unwrap()
     }
 
+    /// A user with `credits`, linked (activated) to `sender_id` on `platform`.
+    pub async fn user(
+        &self,
+        platform: hermes_shared::model::Platform,
+        sender_id: &str,
+        credits: i64,
+    ) -> hermes_shared::db::users::User {
+        use hermes_shared::db::users;
+        let db = self.db();
+        let mut client = db.get().await.unwrap();
+        let tx = client.transaction().await.unwrap();
+        let user = users::create(
+            &tx,
+            &users::NewUser {
+                workspace: "default",
+                display_name: Some(sender_id),
+                tier: hermes_shared::model::Tier::Free,
+                credits,
+            },
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        assert!(
+            users::link_channel(&client, user.id, platform, sender_id, true, None)
+                .await
+                .unwrap()
+        );
+        user
+    }
+
     /// A bus handle on this test's namespace (declares the topology).
     pub async fn bus(&self) -> Bus {
         let c = self.config();

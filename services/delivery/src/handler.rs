@@ -20,10 +20,13 @@ use hermes_shared::model::{Outcome, Platform, Reply};
 use hermes_shared::stage::{Handler, StageError};
 use serde_json::json;
 
+use crate::bookkeeping::Bookkeeping;
+
 pub struct DeliveryStage {
     ctx: Ctx,
     events: RunEvents,
     http: reqwest::Client,
+    books: Bookkeeping,
 }
 
 impl DeliveryStage {
@@ -33,7 +36,13 @@ impl DeliveryStage {
             .timeout(Duration::from_secs(10))
             .user_agent(concat!("hermes/", env!("CARGO_PKG_VERSION")))
             .build()?;
-        Ok(Self { ctx, events, http })
+        let books = Bookkeeping::new(&ctx);
+        Ok(Self {
+            ctx,
+            events,
+            http,
+            books,
+        })
     }
 
     /// POST the outcome to a REST caller's callback URL.
@@ -99,7 +108,9 @@ impl Handler for DeliveryStage {
         tx: &Transaction<'_>,
     ) -> Result<(Vec<Envelope>, Reply), StageError> {
         let closed = runs::finish(tx, env.run_id, &reply.outcome).await?;
+        let mut next = Vec::new();
         if closed {
+            next = self.books.record(tx, env, &reply).await?;
             let status = match &reply.outcome {
                 Outcome::Answered { .. } => "completed",
                 Outcome::Failed { .. } => "failed",
@@ -111,10 +122,11 @@ impl Handler for DeliveryStage {
                 .inc();
             tracing::info!(status, "run closed");
         }
-        Ok((Vec::new(), reply))
+        Ok((next, reply))
     }
 
     async fn after_commit(&self, env: &Envelope, reply: Reply) {
+        self.books.remember(&reply).await;
         let platform = reply.reply_to.platform.as_str();
         let event = RunEvent::Final {
             outcome: reply.outcome,

@@ -1,6 +1,7 @@
 //! The delivery stage: gets every answer to where it belongs and closes its run.
 //! Consumes `{ns}.delivery`.
 
+mod bookkeeping;
 mod handler;
 
 use hermes_shared::{Ctx, stage};

@@ -2,9 +2,11 @@
 //! the shared infrastructure (admin server, bus supervisor, outbox relay), and stopping
 //! them in order on shutdown (DESIGN §3.7). `hermes all` and the tests use it directly.
 
+pub mod agents;
 pub mod bench;
 pub mod doctor;
 pub mod keys;
+pub mod users;
 
 use std::future::Future;
 use std::time::{Duration, Instant};

@@ -62,6 +62,15 @@ enum Command {
     /// Load generators that print figures (run against a fleet you started).
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Manage users: create, show, credit, set, remember.
+    #[command(subcommand)]
+    Users(hermes::users::UsersCommand),
+    /// Link platform senders to users.
+    #[command(subcommand)]
+    Channels(hermes::users::ChannelsCommand),
+    /// Manage agents: internal personas and external runtimes woken by signed webhooks.
+    #[command(subcommand)]
+    Agents(hermes::agents::AgentsCommand),
     /// Manage keys of the REST channel (POST /v1/messages).
     #[command(name = "api-keys", subcommand)]
     ApiKeys(hermes::keys::KeysCommand),
@@ -84,6 +93,25 @@ fn load(path: Option<&std::path::Path>) -> Result<Config, ExitCode> {
         eprintln!("hermes: {e}");
         ExitCode::from(2)
     })
+}
+
+/// Run an operator command: load the configuration, run, and print its error on one line.
+async fn admin<F, Fut>(name: &str, path: Option<&std::path::Path>, f: F) -> ExitCode
+where
+    F: FnOnce(Config) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
+    let config = match load(path) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match f(config).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hermes {name}: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -141,17 +169,16 @@ async fn dispatch(cli: Cli) -> ExitCode {
             };
         }
         Command::ApiKeys(cmd) => {
-            let config = match load(path) {
-                Ok(c) => c,
-                Err(code) => return code,
-            };
-            return match hermes::keys::run(&config, cmd).await {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("hermes api-keys: {e:#}");
-                    ExitCode::FAILURE
-                }
-            };
+            return admin("api-keys", path, |c| async move { hermes::keys::run(&c, cmd).await }).await;
+        }
+        Command::Users(cmd) => {
+            return admin("users", path, |c| async move { hermes::users::run(&c, cmd).await }).await;
+        }
+        Command::Channels(cmd) => {
+            return admin("channels", path, |c| async move { hermes::users::run_channels(&c, cmd).await }).await;
+        }
+        Command::Agents(cmd) => {
+            return admin("agents", path, |c| async move { hermes::agents::run(&c, cmd).await }).await;
         }
     };
     let config = match load(path) {

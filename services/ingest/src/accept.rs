@@ -10,7 +10,7 @@ use hermes_shared::cache::rate_limit::Verdict;
 use hermes_shared::envelope::Envelope;
 use hermes_shared::http::ApiError;
 use hermes_shared::ids::RunId;
-use hermes_shared::model::{Inbound, Outcome, Reply, Usage};
+use hermes_shared::model::{Inbound, Reply};
 use hermes_shared::trace::TraceParent;
 use redis::AsyncCommands;
 
@@ -130,16 +130,7 @@ async fn slow_down_once(app: &AppState, inbound: &Inbound, traceparent: Option<T
     if !matches!(first, Ok(true)) {
         return;
     }
-    let reply = Reply {
-        reply_to: inbound.reply_to(),
-        outcome: Outcome::Answered {
-            text: SLOW_DOWN.into(),
-            model: "hermes".into(),
-            usage: Usage::default(),
-            finish_reason: "rate_limited".into(),
-            tools_used: Vec::new(),
-        },
-    };
+    let reply = Reply::notice(inbound.reply_to(), "rate_limited", SLOW_DOWN);
     let env = Envelope::new(RunId::new(), traceparent, &reply);
     if let Err(e) = app.ctx.bus.publish(&env).await {
         tracing::warn!(error = %e, "cannot queue the slow-down reply");

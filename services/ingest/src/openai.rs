@@ -133,6 +133,7 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest, ApiError> {
             content: content_text(i, m.content)?,
             tool_calls,
             tool_call_id: m.tool_call_id,
+            images: Vec::new(),
         });
     }
     if !messages

@@ -1,16 +1,18 @@
-//! The llm stage for one request: call the model chain, then either hand its tool calls to
-//! the tools stage (at most one tool round per message) or emit the final reply.
+//! The llm stage for one message. A model request: call the model chain, then either hand
+//! its tool calls to the tools stage (at most one tool round per message) or emit the final
+//! reply. A memory extraction: see [`crate::memory`].
 
 use hermes_shared::Ctx;
 use hermes_shared::bus::Stage;
 use hermes_shared::db::{Transaction, runs};
-use hermes_shared::envelope::Envelope;
+use hermes_shared::envelope::{Envelope, MessageKind};
 use hermes_shared::model::{
     ChatMessage, FailureCode, LlmRequest, Outcome, Reply, Role, ToolRequest,
 };
 use hermes_shared::stage::{Handler, StageError};
 
 use crate::chain::{self, Answered};
+use crate::memory::{Extracted, Memorized, MemoryWriter};
 use crate::providers::{Provider, ProviderError};
 
 /// Said to the user when no backend could answer; the credit is not spent.
@@ -20,28 +22,54 @@ pub const RETRY_MESSAGE: &str =
 pub const TOOL_DISCLAIMER: &str =
     "I couldn't finish composing an answer, but here is what my tools returned:";
 
+/// The llm stage: model requests and memory extractions from `{ns}.llm`.
 pub struct LlmStage {
     ctx: Ctx,
     provider: Provider,
+    memory: MemoryWriter,
 }
 
 impl LlmStage {
+    /// The stage calling `provider`, with the memory writer of `ctx`'s configuration.
     pub fn new(ctx: Ctx, provider: Provider) -> Self {
-        Self { ctx, provider }
+        let memory = MemoryWriter::new(ctx.clone());
+        Self {
+            ctx,
+            provider,
+            memory,
+        }
     }
 }
 
+/// A model request and what the chain made of it.
 pub struct Called {
     request: LlmRequest,
     result: Result<Answered, ProviderError>,
 }
 
+/// What `prepare` found, by message kind.
+pub enum Prepared {
+    /// A model request ([`MessageKind::LlmRequest`]); boxed because it is ten times the
+    /// size of an extraction and the future holding it is already large.
+    Call(Box<Called>),
+    /// A memory extraction ([`MessageKind::MemoryExtract`]).
+    Memory(Extracted),
+}
+
 impl Handler for LlmStage {
     const STAGE: Stage = Stage::Llm;
-    type Prepared = Called;
-    type After = ();
+    type Prepared = Prepared;
+    /// The extraction's outcome, for counting and soul invalidation; `None` for requests.
+    type After = Option<Memorized>;
 
-    async fn prepare(&self, env: &Envelope) -> Result<Called, StageError> {
+    async fn prepare(&self, env: &Envelope) -> Result<Prepared, StageError> {
+        if env.kind == MessageKind::MemoryExtract {
+            let job = env.payload()?;
+            return Ok(Prepared::Memory(
+                self.memory.prepare(&self.provider, job).await,
+            ));
+        }
+        // Any other kind fails to decode here and is parked as poison.
         let request: LlmRequest = env.payload()?;
         let result = chain::call(
             &self.provider,
@@ -50,15 +78,36 @@ impl Handler for LlmStage {
             &request,
         )
         .await;
-        Ok(Called { request, result })
+        Ok(Prepared::Call(Box::new(Called { request, result })))
     }
 
     async fn commit(
         &self,
         env: &Envelope,
+        prepared: Prepared,
+        tx: &Transaction<'_>,
+    ) -> Result<(Vec<Envelope>, Option<Memorized>), StageError> {
+        match prepared {
+            Prepared::Call(c) => Ok((self.commit_call(env, *c, tx).await?, None)),
+            Prepared::Memory(x) => Ok((Vec::new(), Some(self.memory.commit(x, tx).await?))),
+        }
+    }
+
+    async fn after_commit(&self, _env: &Envelope, after: Option<Memorized>) {
+        if let Some(outcome) = after {
+            self.memory.after_commit(outcome).await;
+        }
+    }
+}
+
+impl LlmStage {
+    /// The effects of a model request: the tool request of the round, or the reply.
+    async fn commit_call(
+        &self,
+        env: &Envelope,
         c: Called,
         tx: &Transaction<'_>,
-    ) -> Result<(Vec<Envelope>, ()), StageError> {
+    ) -> Result<Vec<Envelope>, StageError> {
         let Called {
             mut request,
             result,
@@ -83,22 +132,26 @@ impl Handler for LlmStage {
                         content: completion.text.clone(),
                         tool_calls: completion.tool_calls.clone(),
                         tool_call_id: None,
+                        images: Vec::new(),
                     });
                     request.usage_so_far = usage;
+                    note_backend(&mut request, &backend, usage);
                     runs::advance(tx, env.run_id, runs::RunStatus::AwaitingTools).await?;
                     let next = env.follow(&ToolRequest {
                         request,
                         calls: completion.tool_calls,
                     });
-                    return Ok((vec![next], ()));
+                    return Ok(vec![next]);
                 }
                 let text = match completion.text {
                     Some(t) => t,
                     // A second tool request after the single allowed round: answer with what we have.
                     None => tool_output_fallback(&request),
                 };
+                note_backend(&mut request, &backend, usage);
                 Reply {
                     reply_to: reply_to.clone(),
+                    exchange: request.exchange.clone(),
                     outcome: Outcome::Answered {
                         text,
                         model: request.requested_model.clone().unwrap_or(backend),
@@ -112,6 +165,7 @@ impl Handler for LlmStage {
                 tracing::warn!(error = %e, "model failed after the tool round; answering with tool output");
                 Reply {
                     reply_to: reply_to.clone(),
+                    exchange: request.exchange.clone(),
                     outcome: Outcome::Answered {
                         text: tool_output_fallback(&request),
                         model: request
@@ -131,10 +185,13 @@ impl Handler for LlmStage {
                     FailureCode::ProviderRejected
                 };
                 tracing::warn!(error = %e, code = code.as_str(), "every backend of the chain failed");
-                Reply::failed(reply_to, code, format!("{RETRY_MESSAGE} ({e})"))
+                Reply {
+                    exchange: request.exchange.clone(),
+                    ..Reply::failed(reply_to, code, format!("{RETRY_MESSAGE} ({e})"))
+                }
             }
         };
-        Ok((vec![env.follow(&reply)], ()))
+        Ok(vec![env.follow(&reply)])
     }
 }
 
@@ -155,4 +212,13 @@ fn tools_used(request: &LlmRequest) -> Vec<String> {
         .iter()
         .flat_map(|m| m.tool_calls.iter().map(|c| c.name.clone()))
         .collect()
+}
+
+/// Record in the exchange's provenance which backend answered and the usage so far.
+fn note_backend(request: &mut LlmRequest, backend: &str, usage: hermes_shared::model::Usage) {
+    if let Some(x) = request.exchange.as_mut() {
+        x.provenance.llm_backend = Some(backend.to_string());
+        x.provenance.tokens_in = usage.input_tokens;
+        x.provenance.tokens_out = usage.output_tokens;
+    }
 }

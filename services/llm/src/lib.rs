@@ -4,6 +4,7 @@
 
 mod chain;
 mod handler;
+mod memory;
 pub mod providers;
 
 use hermes_shared::{Ctx, stage};

@@ -1,22 +1,30 @@
 //! The router stage: decides who answers each inbound message, with what context and
-//! which model chain, and records the AgentRun. Consumes `{ns}.router`, emits llm requests
-//! through the outbox.
+//! which model chain, and records the AgentRun. Consumes `{ns}.router`; emits llm requests,
+//! agent wakes and direct replies through the outbox.
+//!
+//! One file per step of the pipeline (`pipeline.rs` reads top to bottom): `sanitize`,
+//! `trivial` and `intent` classify and clean text; `soul` and `recall` build the system
+//! prompt; `messages` the turns; `tool_gate` and `tools` the tools offered; `dispatch`
+//! the agent.
 
-mod intent;
-mod pipeline;
-mod recall;
-mod sanitize;
-mod tool_gate;
+pub mod dispatch;
+pub mod intent;
+pub mod messages;
+pub mod pipeline;
+pub mod recall;
+pub mod sanitize;
+pub mod soul;
+pub mod tool_gate;
 mod tools;
-mod trivial;
+pub mod trivial;
 
 use hermes_shared::{Ctx, stage};
 
-pub use pipeline::Router;
+pub use pipeline::{Clock, Router};
 
 /// Run the router until `ctx.stop`.
 pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
-    let router = Router::new(ctx.clone());
+    let router = Router::new(ctx.clone())?;
     stage::run(ctx, router).await;
     Ok(())
 }

@@ -1,49 +1,110 @@
-//! The routing pipeline for one inbound message, top to bottom.
+//! The routing pipeline for one inbound message, top to bottom (seed 001, "The routing
+//! decision tree"). `prepare` does the reads and the slow work outside any transaction
+//! (steps 1, 3–7); `commit` makes the decision durable in one transaction: the run, the
+//! credit (step 2), the session, the dispatch, the inbound interaction, and the next
+//! message (step 8 onwards runs in the llm stage, or in an external agent).
+
+use std::sync::Arc;
+use std::time::Instant;
 
 use anyhow::anyhow;
+use chrono::{DateTime, Utc};
 use hermes_shared::Ctx;
+use hermes_shared::agent::{AgentKind, CONTRACT_VERSION, EngagementMode};
 use hermes_shared::bus::Stage;
-use hermes_shared::db::{Transaction, runs};
+use hermes_shared::cache::history::{HistoryCipher, HistoryStore, SessionScope};
+use hermes_shared::db::users::{self, Resolved};
+use hermes_shared::db::{Transaction, agents, credits, runs, sessions};
 use hermes_shared::envelope::Envelope;
-use hermes_shared::model::{ChatMessage, Inbound, LlmRequest, Role, ToolSpec};
+use hermes_shared::intent::Intent;
+use hermes_shared::model::{
+    AgentWake, ChatMessage, Exchange, Inbound, LlmRequest, Platform, Provenance, Reply, Role,
+    ToolSpec,
+};
 use hermes_shared::stage::{Handler, StageError};
 
+use crate::dispatch;
+use crate::messages;
+use crate::recall::{Recall, RecallOutcome};
+use crate::soul::{self, Persona, Soul};
+use crate::tool_gate;
 use crate::tools::ToolCatalog;
+use crate::{intent, trivial};
+
+/// The wall clock, injectable so tests can move time (session rollover).
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 
 /// The router's stage handler.
 pub struct Router {
     ctx: Ctx,
     tools: ToolCatalog,
+    soul: Soul,
+    recall: Recall,
+    history: Option<HistoryStore>,
+    clock: Clock,
 }
 
 impl Router {
-    pub fn new(ctx: Ctx) -> Self {
-        let tools = ToolCatalog::new(ctx.db.clone());
-        Self { ctx, tools }
+    /// The router as configured. Fails when the embeddings client cannot be built.
+    pub fn new(ctx: Ctx) -> anyhow::Result<Self> {
+        Self::with_clock(ctx, Arc::new(Utc::now))
+    }
+
+    /// The router with another clock (tests).
+    pub fn with_clock(ctx: Ctx, clock: Clock) -> anyhow::Result<Self> {
+        let settings = &ctx.config.file.router;
+        let recall = Recall::from_settings(&settings.recall, &ctx.config.router)?;
+        let history = HistoryCipher::new(&ctx.config.router.session_keys)
+            .map(|c| HistoryStore::new(ctx.cache.clone(), c, settings.session_idle()));
+        if history.is_none() {
+            tracing::warn!(
+                "HERMES_SESSION_KEYS is not set: session history is read from PostgreSQL for every message"
+            );
+        }
+        if !recall.is_on() {
+            tracing::info!("HERMES_EMBEDDINGS_URL is not set: semantic recall is off");
+        }
+        Ok(Self {
+            tools: ToolCatalog::new(ctx.db.clone()),
+            soul: Soul::new(ctx.cache.clone(), ctx.metrics.clone()),
+            recall,
+            history,
+            clock,
+            ctx,
+        })
     }
 }
 
 /// What the router decided before opening its transaction.
-pub struct Decision {
-    inbound: Inbound,
-    messages: Vec<ChatMessage>,
-    tools: Vec<ToolSpec>,
+pub enum Decision {
+    /// The OpenAI-compatible API: the caller brings its conversation; no user, no credit.
+    Api {
+        inbound: Inbound,
+        messages: Vec<ChatMessage>,
+        tools: Vec<ToolSpec>,
+    },
+    /// Step 1's fallback: nobody known (or activated) sends from here.
+    Signup { inbound: Inbound },
+    /// A known user's message, ready to be charged and dispatched.
+    Route(Box<Routed>),
 }
 
-/// The turns the model sees: the API caller's own conversation, or the channel message
-/// as one user turn (history comes with the session store).
-fn turns(inbound: &Inbound) -> Vec<ChatMessage> {
-    if !inbound.conversation.is_empty() {
-        return inbound.conversation.clone();
-    }
-    let mut text = inbound.event.text.clone().unwrap_or_default();
-    for media in &inbound.event.media {
-        if !text.is_empty() {
-            text.push('\n');
-        }
-        text.push_str(&format!("[{:?} attached]", media.kind).to_lowercase());
-    }
-    vec![ChatMessage::text(Role::User, text)]
+/// Everything prepared for a known user's message.
+pub struct Routed {
+    inbound: Inbound,
+    who: Resolved,
+    text: String,
+    intent: Intent,
+    vision: bool,
+    /// The session the history below belongs to (None: a new session starts).
+    session_seen: Option<uuid::Uuid>,
+    now: DateTime<Utc>,
+    base: String,
+    recall_block: Option<String>,
+    history: Vec<ChatMessage>,
+    user_turn: ChatMessage,
+    tools: Vec<ToolSpec>,
+    provenance: Provenance,
 }
 
 impl Handler for Router {
@@ -53,45 +114,133 @@ impl Handler for Router {
 
     async fn prepare(&self, env: &Envelope) -> Result<Decision, StageError> {
         let inbound: Inbound = env.payload()?;
-        let messages = turns(&inbound);
-        let has_user_text = messages.iter().any(|m| {
-            m.role == Role::User && m.content.as_deref().is_some_and(|c| !c.trim().is_empty())
-        });
-        if !has_user_text {
+        if inbound.event.platform == Platform::Api {
+            return self.prepare_api(inbound).await;
+        }
+        let event = &inbound.event;
+        let text = messages::user_text(event);
+        if text.trim().is_empty() && event.media.is_empty() {
             return Err(StageError::Poison(anyhow!(
-                "inbound message has no user text or media"
+                "inbound message has no text or media"
             )));
         }
-        let tools = self.tools.tools().await?;
-        Ok(Decision {
+        let client = self.ctx.db.get().await?;
+
+        // 1. Resolve the user; unknown or not activated → signup prompt, no credit.
+        let Some(who) = users::resolve(&client, event.platform, &event.sender_id)
+            .await?
+            .filter(|r| r.activated)
+        else {
+            return Ok(Decision::Signup { inbound });
+        };
+        // 2 (credits) happens in `commit`, under the user's row lock.
+        let now = (self.clock)();
+        let idle = self.ctx.config.file.router.session_idle();
+        let session_seen = sessions::live(
+            &client,
+            who.user.id,
+            event.platform,
+            &event.chat_id,
+            now,
+            idle,
+        )
+        .await?;
+
+        // 3. The soul: cached base + semantic recall (skipped for trivial messages).
+        let started = Instant::now();
+        let (base, _) = self
+            .soul
+            .base(&client, who.user.id, session_seen, now)
+            .await?;
+        let (recall_block, recall_used) = self.recall_for(&client, &who, &text).await;
+        let soul_load = started.elapsed();
+        self.ctx
+            .metrics
+            .soul_load_duration
+            .observe(soul_load.as_secs_f64());
+
+        // 4. Session history: the Redis cache, rebuilt from interactions on a miss.
+        let history = match session_seen {
+            Some(session) => self.history_of(&client, event, session).await?,
+            None => Vec::new(),
+        };
+
+        // 5. Images: their intent picks the vision path and the toolsets.
+        let image_intent = messages::has_image(event).then(|| intent::classify_image(Some(&text)));
+        let intent = match image_intent {
+            Some(i) => messages::intent_of_image(i),
+            None => intent::classify(&text),
+        };
+
+        // 6. The current message as a turn (with image blocks).
+        let user_turn = messages::user_turn(event, &text);
+
+        // 7. Gate the tools by intent.
+        let catalog = self.tools.tools().await?;
+        let gated = tool_gate::gate(intent, &catalog, &self.ctx.config.file.router.tool_gate);
+        self.ctx
+            .metrics
+            .tool_schema_tokens_saved
+            .inc_by(gated.schema_tokens_saved);
+
+        let provenance = Provenance {
+            soul_load_ms: soul_load.as_millis() as u64,
+            semantic_recall_used: recall_used,
+            intent: Some(match image_intent {
+                Some(i) => i.as_str().to_string(),
+                None => intent.as_str().to_string(),
+            }),
+            schema_tokens_saved: gated.schema_tokens_saved,
+            ..Provenance::default()
+        };
+        Ok(Decision::Route(Box::new(Routed {
+            text,
+            intent,
+            vision: image_intent.is_some(),
+            session_seen,
+            now,
+            base,
+            recall_block,
+            history,
+            user_turn,
+            tools: gated.tools,
+            provenance,
             inbound,
-            messages,
-            tools,
-        })
+            who,
+        })))
     }
 
     async fn commit(
         &self,
         env: &Envelope,
-        d: Decision,
+        decision: Decision,
         tx: &Transaction<'_>,
     ) -> Result<(Vec<Envelope>, ()), StageError> {
-        let tier = self.ctx.config.file.api.tier;
-        let chain = self
-            .ctx
-            .config
-            .file
-            .tiers
-            .get(&tier)
-            .cloned()
-            .unwrap_or_default();
-        let input_text = d
-            .messages
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::User)
-            .and_then(|m| m.content.clone());
-        let event = &d.inbound.event;
+        let out = match decision {
+            Decision::Api {
+                inbound,
+                messages,
+                tools,
+            } => self.commit_api(env, inbound, messages, tools, tx).await?,
+            Decision::Signup { inbound } => self.commit_signup(env, inbound, tx).await?,
+            Decision::Route(r) => self.commit_route(env, *r, tx).await?,
+        };
+        Ok((out, ()))
+    }
+}
+
+impl Router {
+    /// Create the run row; false when it exists already (a redelivery, or a duplicate
+    /// webhook that slipped past ingest's fast check).
+    async fn create_run(
+        &self,
+        env: &Envelope,
+        inbound: &Inbound,
+        tier: hermes_shared::model::Tier,
+        input_text: Option<&str>,
+        tx: &Transaction<'_>,
+    ) -> Result<bool, StageError> {
+        let event = &inbound.event;
         let created = runs::create(
             tx,
             &runs::NewRun {
@@ -101,30 +250,372 @@ impl Handler for Router {
                 chat_id: &event.chat_id,
                 external_message_id: event.external_message_id.as_deref(),
                 tier,
-                input_text: input_text.as_deref(),
+                input_text,
                 metadata: event.metadata.as_ref(),
-                api_key_id: d.inbound.api_key_id,
+                api_key_id: inbound.api_key_id,
                 traceparent: env.traceparent.as_ref().map(|t| t.as_str()),
             },
         )
         .await?;
         if !created {
-            // A replay of this run, or the same platform message under a new run id (a
-            // duplicate webhook that slipped past ingest's fast check): already handled.
             tracing::info!("run already exists for this message; nothing to route");
-            return Ok((Vec::new(), ()));
+            self.decided("duplicate");
         }
-        tracing::info!(tier = tier.as_str(), tools = d.tools.len(), "run routed");
+        Ok(created)
+    }
+
+    fn decided(&self, decision: &str) {
+        self.ctx
+            .metrics
+            .router_decisions
+            .with_label_values(&[decision])
+            .inc();
+    }
+
+    async fn commit_signup(
+        &self,
+        env: &Envelope,
+        inbound: Inbound,
+        tx: &Transaction<'_>,
+    ) -> Result<Vec<Envelope>, StageError> {
+        let text = inbound.event.text.as_deref();
+        if !self
+            .create_run(env, &inbound, hermes_shared::model::Tier::Free, text, tx)
+            .await?
+        {
+            return Ok(Vec::new());
+        }
+        let settings = &self.ctx.config.file.router;
+        let prompt = settings
+            .signup_prompt
+            .replace("{signup_url}", &settings.signup_url);
+        tracing::info!("unknown or inactive sender: signup prompt");
+        self.decided("signup");
+        Ok(vec![env.follow(&Reply::notice(
+            inbound.reply_to(),
+            "signup_required",
+            prompt,
+        ))])
+    }
+
+    async fn commit_route(
+        &self,
+        env: &Envelope,
+        r: Routed,
+        tx: &Transaction<'_>,
+    ) -> Result<Vec<Envelope>, StageError> {
+        let settings = &self.ctx.config.file.router;
+        let user = &r.who.user;
+        if !self
+            .create_run(env, &r.inbound, user.tier, Some(&r.text), tx)
+            .await?
+        {
+            return Ok(Vec::new());
+        }
+        let run_id = env.run_id.as_uuid();
+
+        // 2. Credits, under the user's row lock: concurrent messages never double-spend.
+        let cost = i64::from(settings.credits_per_message);
+        let charged = match credits::charge(tx, user.id, run_id, cost).await? {
+            credits::Charge::Insufficient { balance } => {
+                tracing::info!(balance, "out of credits: upgrade prompt");
+                runs::set_routing(tx, env.run_id, &runs::Routing {
+                    user_id: user.id,
+                    agent_id: None,
+                    session_id: None,
+                    dispatch: None,
+                    engagement_mode: None,
+                    credits_charged: 0,
+                    tier: user.tier,
+                    provenance: None,
+                })
+                .await?;
+                self.decided("upgrade");
+                let prompt = settings
+                    .upgrade_prompt
+                    .replace("{referral_code}", &user.referral_code)
+                    .replace("{upgrade_url}", &settings.upgrade_url);
+                return Ok(vec![env.follow(&Reply::notice(
+                    r.inbound.reply_to(),
+                    "credits_exhausted",
+                    prompt,
+                ))]);
+            }
+            credits::Charge::Charged { .. } => cost,
+            credits::Charge::AlreadyCharged => cost,
+        };
+        self.ctx
+            .metrics
+            .credits
+            .with_label_values(&["charge"])
+            .inc_by(cost as u64);
+
+        // 4 (for real): the session, locked; a rollover since `prepare` empties the history.
+        let event = &r.inbound.event;
+        let session = sessions::current_or_start(
+            tx,
+            user.id,
+            event.platform,
+            &event.chat_id,
+            r.now,
+            settings.session_idle(),
+        )
+        .await?;
+        let history = if r.session_seen == Some(session.id) {
+            r.history
+        } else {
+            Vec::new()
+        };
+
+        // Dispatch: assignment, mention, round robin, or the default persona.
+        let chosen = dispatch::choose(tx, &r.who, &r.text, r.intent).await?;
+        self.ctx
+            .metrics
+            .dispatches
+            .with_label_values(&[chosen.dispatch.mode.as_str(), dispatch::kind_label(&chosen)])
+            .inc();
+        let agent = chosen.agent.as_ref();
+        let tier = agent.and_then(|a| a.tier).unwrap_or(user.tier);
+        let mode = agent.map(|a| a.engagement_mode).unwrap_or_default();
+
+        sessions::log_interaction(
+            tx,
+            run_id,
+            user.id,
+            session.id,
+            sessions::Direction::Inbound,
+            &r.text,
+            &serde_json::json!({ "intent": r.provenance.intent }),
+        )
+        .await?;
+        runs::set_routing(tx, env.run_id, &runs::Routing {
+            user_id: user.id,
+            agent_id: agent.map(|a| a.id),
+            session_id: Some(session.id),
+            dispatch: Some(&chosen.dispatch),
+            engagement_mode: Some(mode),
+            credits_charged: charged,
+            tier,
+            provenance: Some(&r.provenance),
+        })
+        .await?;
+        agents::record_activity(
+            tx,
+            run_id,
+            agent.map(|a| a.id),
+            Some(user.id),
+            "run.dispatched",
+            &serde_json::json!({ "dispatch": chosen.dispatch, "engagement_mode": mode }),
+        )
+        .await?;
+
+        if let Some(a) = agent.filter(|a| a.kind == AgentKind::External) {
+            // External runtime: owe it a signed wake; the run is its inbox entry.
+            let delivery_id = uuid::Uuid::now_v7();
+            agents::owe_wake(tx, delivery_id, run_id, a.id, "AGENT_ASSIGNED").await?;
+            tracing::info!(agent = a.profile_key, "run dispatched to an external agent");
+            self.decided("external");
+            let wake = AgentWake {
+                delivery_id,
+                agent_id: a.id,
+                profile_key: a.profile_key.clone(),
+                event: "AGENT_ASSIGNED".into(),
+                dispatch: chosen.dispatch.clone(),
+                engagement_mode: mode,
+                contract_version: CONTRACT_VERSION.into(),
+                tool_allowlist: host_tool_allowlist(mode, &r.tools),
+                message: r.inbound.event.clone(),
+            };
+            return Ok(vec![env.follow(&wake)]);
+        }
+
+        // 8. Model choice: the tier's chain, or the vision model for images.
+        let chain = if r.vision {
+            vec![settings.vision_model.clone()]
+        } else {
+            self.ctx
+                .config
+                .file
+                .tiers
+                .get(&tier)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let persona = match agent {
+            Some(a) => Persona {
+                name: a.display_name.clone(),
+                tone: a.tone,
+                role_instructions: a.role_instructions.clone(),
+            },
+            None => Persona {
+                name: settings.persona.name.clone(),
+                tone: settings.persona.tone,
+                role_instructions: Some(settings.persona.role_instructions.clone()),
+            },
+        };
+        let tools = match agent {
+            Some(a) if !a.toolsets.is_empty() => r
+                .tools
+                .into_iter()
+                .filter(|t| a.toolsets.contains(&t.toolset))
+                .collect(),
+            _ => r.tools,
+        };
+        let system = soul::compose(&persona, &r.base, r.recall_block.as_deref());
+        let mut messages = Vec::with_capacity(history.len() + 2);
+        messages.push(ChatMessage::text(Role::System, system));
+        messages.extend(history);
+        messages.push(r.user_turn);
+        tracing::info!(
+            tier = tier.as_str(),
+            tools = tools.len(),
+            dispatch = chosen.dispatch.mode.as_str(),
+            "run routed"
+        );
+        self.decided("routed");
         let request = LlmRequest {
-            reply_to: d.inbound.reply_to(),
+            reply_to: r.inbound.reply_to(),
             tier,
             chain,
-            messages: d.messages,
-            tools: d.tools,
+            messages,
+            tools,
             tool_round: 0,
             usage_so_far: Default::default(),
-            requested_model: d.inbound.requested_model,
+            requested_model: r.inbound.requested_model.clone(),
+            exchange: Some(Exchange {
+                user_id: user.id,
+                session_id: session.id,
+                tier,
+                user_text: r.text,
+                provenance: r.provenance,
+            }),
         };
-        Ok((vec![env.follow(&request)], ()))
+        Ok(vec![env.follow(&request)])
     }
+
+    /// Recall for this message, or why not; returns the block and whether recall ran.
+    async fn recall_for(
+        &self,
+        client: &hermes_shared::db::Client,
+        who: &Resolved,
+        text: &str,
+    ) -> (Option<String>, bool) {
+        let m = &self.ctx.metrics;
+        if trivial::is_trivial(text) {
+            m.semantic_recall_skipped_trivial.inc();
+            return (None, false);
+        }
+        match self.recall.recall(client, who.user.id, text).await {
+            RecallOutcome::Used(block) => {
+                let label = if block.is_some() { "used" } else { "empty" };
+                m.semantic_recall.with_label_values(&[label]).inc();
+                (block, true)
+            }
+            RecallOutcome::Off => {
+                m.semantic_recall.with_label_values(&["off"]).inc();
+                (None, false)
+            }
+            RecallOutcome::Failed(why) => {
+                m.semantic_recall.with_label_values(&["failed"]).inc();
+                tracing::warn!(error = why, "semantic recall failed; answering without it");
+                (None, false)
+            }
+        }
+    }
+
+    /// The session's history: from the encrypted Redis cache, or rebuilt from PostgreSQL
+    /// (and cached again) on a miss.
+    async fn history_of(
+        &self,
+        client: &hermes_shared::db::Client,
+        event: &hermes_shared::model::MessageEvent,
+        session: uuid::Uuid,
+    ) -> Result<Vec<ChatMessage>, StageError> {
+        let max = self.ctx.config.file.router.history_max_turns;
+        let scope = SessionScope::new(event.platform, event.chat_id.clone());
+        if let Some(store) = &self.history
+            && let Some(h) = store.load(&scope).await
+        {
+            return Ok(h);
+        }
+        let rebuilt = sessions::history(client, session, max).await?;
+        if let Some(store) = &self.history {
+            store.save(&scope, &rebuilt).await;
+        }
+        Ok(rebuilt)
+    }
+
+    async fn prepare_api(&self, inbound: Inbound) -> Result<Decision, StageError> {
+        let messages = messages::api_turns(&inbound);
+        let has_user_text = messages.iter().any(|m| {
+            m.role == Role::User && m.content.as_deref().is_some_and(|c| !c.trim().is_empty())
+        });
+        if !has_user_text {
+            return Err(StageError::Poison(anyhow!(
+                "inbound message has no user text or media"
+            )));
+        }
+        let tools = self.tools.tools().await?;
+        Ok(Decision::Api {
+            inbound,
+            messages,
+            tools,
+        })
+    }
+
+    async fn commit_api(
+        &self,
+        env: &Envelope,
+        inbound: Inbound,
+        messages: Vec<ChatMessage>,
+        tools: Vec<ToolSpec>,
+        tx: &Transaction<'_>,
+    ) -> Result<Vec<Envelope>, StageError> {
+        let tier = self.ctx.config.file.api.tier;
+        let input_text = messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .and_then(|m| m.content.clone());
+        if !self
+            .create_run(env, &inbound, tier, input_text.as_deref(), tx)
+            .await?
+        {
+            return Ok(Vec::new());
+        }
+        tracing::info!(tier = tier.as_str(), tools = tools.len(), "run routed");
+        self.decided("routed");
+        let chain = self
+            .ctx
+            .config
+            .file
+            .tiers
+            .get(&tier)
+            .cloned()
+            .unwrap_or_default();
+        let request = LlmRequest {
+            reply_to: inbound.reply_to(),
+            tier,
+            chain,
+            messages,
+            tools,
+            tool_round: 0,
+            usage_so_far: Default::default(),
+            requested_model: inbound.requested_model,
+            exchange: None,
+        };
+        Ok(vec![env.follow(&request)])
+    }
+}
+
+/// Host-side toolsets a run may use (seed 000): none in the restricted modes; in EXECUTE,
+/// the toolsets of the tools it was offered.
+fn host_tool_allowlist(mode: EngagementMode, tools: &[ToolSpec]) -> Vec<String> {
+    if mode != EngagementMode::Execute {
+        return Vec::new();
+    }
+    let mut sets: Vec<String> = tools.iter().map(|t| t.toolset.clone()).collect();
+    sets.sort();
+    sets.dedup();
+    sets
 }

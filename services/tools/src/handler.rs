@@ -73,8 +73,15 @@ impl Handler for ToolStage {
 
     async fn prepare(&self, env: &Envelope) -> Result<ToolRequest, StageError> {
         let mut req: ToolRequest = env.payload()?;
+        let started = Instant::now();
         let results =
             futures_util::future::join_all(req.calls.iter().map(|c| self.run_call(c))).await;
+        if let Some(x) = req.request.exchange.as_mut() {
+            x.provenance.tool_exec_ms += started.elapsed().as_millis() as u64;
+            x.provenance
+                .tools
+                .extend(req.calls.iter().map(|c| c.name.clone()));
+        }
         for (call, result) in req.calls.iter().zip(results) {
             req.request
                 .messages

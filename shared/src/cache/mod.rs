@@ -5,6 +5,7 @@ pub mod dedupe;
 pub mod history;
 pub mod rate_limit;
 pub mod run_events;
+pub mod soul;
 
 use std::time::Duration;
 

@@ -1103,7 +1103,7 @@ mod tests {
         let path = dir.join("hermes.toml");
         std::fs::write(
             &path,
-            "[tiers]\nfree=['tiny']\nstarter=['tiny']\npro=['nope']\nvenue-growth=['tiny']\n[models.tiny]\nid='t'\nmax_output_tokens=10\n",
+            "[tiers]\nfree=['tiny']\nstarter=['tiny']\npro=['nope']\nvenue-growth=['tiny']\n[models.tiny]\nid='t'\nmax_output_tokens=10\n[router]\nvision_model='tiny'\n",
         )
         .unwrap();
         let err = Config::from_lookup(&|_| None, Some(&path)).unwrap_err();

@@ -1,13 +1,16 @@
 //! PostgreSQL, the truth (DESIGN §5): the connection pool, the schema-version check that
 //! keeps services off an older schema, idempotency records, and the outbox.
 
+pub mod agents;
 pub mod api_keys;
+pub mod credits;
 pub mod memory;
 pub mod migrate;
 pub mod outbox;
 pub mod runs;
 pub mod sessions;
 pub mod tool_registry;
+pub mod users;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -16,7 +19,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use secrecy::{ExposeSecret, SecretString};
 use tokio_postgres::NoTls;
 
-pub use deadpool_postgres::{Object as Client, Transaction};
+pub use deadpool_postgres::{GenericClient, Object as Client, Transaction};
 
 use crate::ids::MessageId;
 
@@ -35,6 +38,9 @@ pub enum DbError {
     SchemaTooOld { found: i64, needed: i64 },
     #[error("migration {version} ({name}) was changed after it was applied (checksum mismatch)")]
     MigrationChanged { version: i64, name: String },
+    /// A stored value this build cannot read, or a precondition the caller must fix.
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// The server's own message when there is one (tokio-postgres' Display says only "db error").

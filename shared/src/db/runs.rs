@@ -5,7 +5,8 @@ use std::fmt;
 
 use super::{Client, DbError, Transaction};
 use crate::ids::RunId;
-use crate::model::{Outcome, Platform, Tier, Usage};
+use crate::agent::{CONTRACT_VERSION, Dispatch, EngagementMode};
+use crate::model::{Outcome, Platform, Provenance, Tier, Usage};
 
 /// The lifecycle of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,6 +86,44 @@ pub async fn create(tx: &Transaction<'_>, run: &NewRun<'_>) -> Result<bool, DbEr
         )
         .await?;
     Ok(n == 1)
+}
+
+/// The router's decision about a run, recorded in the transaction that created it.
+pub struct Routing<'a> {
+    pub user_id: uuid::Uuid,
+    pub agent_id: Option<uuid::Uuid>,
+    pub session_id: Option<uuid::Uuid>,
+    pub dispatch: Option<&'a Dispatch>,
+    pub engagement_mode: Option<EngagementMode>,
+    pub credits_charged: i64,
+    pub tier: Tier,
+    pub provenance: Option<&'a Provenance>,
+}
+
+/// Record who the run is for, which agent answers it, and how it was chosen.
+pub async fn set_routing(tx: &Transaction<'_>, id: RunId, r: &Routing<'_>) -> Result<(), DbError> {
+    let dispatch = r.dispatch.map(serde_json::to_value).transpose().map_err(|e| DbError::Invalid(e.to_string()))?;
+    let provenance = r.provenance.map(Provenance::to_meta);
+    tx.execute(
+        "UPDATE agent_runs SET user_id = $2, agent_id = $3, session_id = $4, dispatch = $5,
+                engagement_mode = $6, contract_version = $7, credits_charged = $8, tier = $9,
+                provenance = $10, updated_at = now()
+         WHERE id = $1",
+        &[
+            &id.as_uuid(),
+            &r.user_id,
+            &r.agent_id,
+            &r.session_id,
+            &dispatch,
+            &r.engagement_mode.map(EngagementMode::as_str),
+            &r.engagement_mode.map(|_| CONTRACT_VERSION),
+            &r.credits_charged,
+            &r.tier.as_str(),
+            &provenance,
+        ],
+    )
+    .await?;
+    Ok(())
 }
 
 /// Move an open run to `status` (no effect on a closed run).

@@ -48,6 +48,17 @@ pub struct Inner {
     pub tool_duration: HistogramVec,
     // Delivery.
     pub deliveries: IntCounterVec,
+    // Router.
+    pub router_decisions: IntCounterVec,
+    pub credits: IntCounterVec,
+    pub soul_cache: IntCounterVec,
+    pub soul_load_duration: Histogram,
+    pub semantic_recall_skipped_trivial: IntCounter,
+    pub semantic_recall: IntCounterVec,
+    pub tool_schema_tokens_saved: IntCounter,
+    pub dispatches: IntCounterVec,
+    pub memory_extractions: IntCounterVec,
+    pub alerts: IntCounterVec,
     // Process.
     pub ready: GaugeVec,
 }
@@ -244,13 +255,78 @@ impl Metrics {
             "hermes_tool_duration_seconds",
             "Time of one tool call by tool.",
             &["tool"],
-            lat,
+            lat.clone(),
         );
         let deliveries = counter_vec(
             &r,
             "hermes_deliveries_total",
             "Replies handed to their destination, by platform and outcome.",
             &["platform", "outcome"],
+        );
+        let router_decisions = counter_vec(
+            &r,
+            "hermes_router_decisions_total",
+            "Inbound messages by what the router did: routed, external (an agent woken), signup, upgrade, duplicate.",
+            &["decision"],
+        );
+        let credits = counter_vec(
+            &r,
+            "hermes_credits_total",
+            "Credit movements made by the fleet, by reason (charge, refund).",
+            &["reason"],
+        );
+        let soul_cache = counter_vec(
+            &r,
+            "hermes_soul_cache_total",
+            "Soul base-prompt lookups by result: hit, miss, error (Redis down: built from PostgreSQL).",
+            &["result"],
+        );
+        let soul_load_duration = Histogram::with_opts(
+            HistogramOpts::new(
+                "hermes_soul_load_duration_seconds",
+                "Time to build the system prompt of one message, semantic recall included.",
+            )
+            .buckets(lat.clone()),
+        )
+        .unwrap();
+        r.register(Box::new(soul_load_duration.clone())).unwrap();
+        let semantic_recall_skipped_trivial = IntCounter::new(
+            "hermes_semantic_recall_skipped_trivial_total",
+            "Messages whose embedding and recall were skipped because they were trivial.",
+        )
+        .unwrap();
+        r.register(Box::new(semantic_recall_skipped_trivial.clone()))
+            .unwrap();
+        let semantic_recall = counter_vec(
+            &r,
+            "hermes_semantic_recall_total",
+            "Semantic recall attempts by result: used, empty, off (no endpoint), failed (message went on without it).",
+            &["result"],
+        );
+        let tool_schema_tokens_saved = IntCounter::new(
+            "hermes_tool_schema_tokens_saved_total",
+            "Estimated prompt tokens of tool schemas not sent because tool gating pruned them.",
+        )
+        .unwrap();
+        r.register(Box::new(tool_schema_tokens_saved.clone()))
+            .unwrap();
+        let dispatches = counter_vec(
+            &r,
+            "hermes_dispatches_total",
+            "Runs by how their agent was chosen (ASSIGNED, MENTION, ROUND_ROBIN, DEFAULT) and agent kind.",
+            &["mode", "kind"],
+        );
+        let memory_extractions = counter_vec(
+            &r,
+            "hermes_memory_extractions_total",
+            "Memory extraction after an exchange, by outcome (saved, none, failed).",
+            &["outcome"],
+        );
+        let alerts = counter_vec(
+            &r,
+            "hermes_alerts_total",
+            "Conditions that page ops, by kind (e.g. soul_invalidation_failed).",
+            &["kind"],
         );
         let ready = GaugeVec::new(
             Opts::new(
@@ -287,6 +363,16 @@ impl Metrics {
             llm_duration,
             tool_calls,
             tool_duration,
+            router_decisions,
+            credits,
+            soul_cache,
+            soul_load_duration,
+            semantic_recall_skipped_trivial,
+            semantic_recall,
+            tool_schema_tokens_saved,
+            dispatches,
+            memory_extractions,
+            alerts,
             deliveries,
             ready,
         }))

@@ -113,6 +113,20 @@ fn role(r: Role) -> &'static str {
 
 fn wire_message(m: &ChatMessage) -> Value {
     let mut v = json!({ "role": role(m.role), "content": m.content });
+    if !m.images.is_empty() {
+        // Images go as content parts: the text first, then one image_url part per image.
+        let mut parts: Vec<Value> = m
+            .content
+            .iter()
+            .map(|t| json!({ "type": "text", "text": t }))
+            .collect();
+        parts.extend(
+            m.images
+                .iter()
+                .map(|i| json!({ "type": "image_url", "image_url": { "url": i.url } })),
+        );
+        v["content"] = Value::Array(parts);
+    }
     if !m.tool_calls.is_empty() {
         v["tool_calls"] = m.tool_calls.iter().map(encode_tool_call).collect();
     }

@@ -1,0 +1,102 @@
+//! The router's bookkeeping contract for a finished exchange (seed 001 steps 9–10), done
+//! where the run closes: the answer is logged as an interaction with its provenance `meta`,
+//! the session's activity moves on, a failed run's credit is refunded (once, whoever
+//! retries), and memory extraction is queued so it never delays the reply. The session
+//! history cache is extended after the commit.
+
+use chrono::Utc;
+use hermes_shared::cache::history::{HistoryCipher, HistoryStore, SessionScope};
+use hermes_shared::db::{DbError, Transaction, credits, sessions};
+use hermes_shared::envelope::Envelope;
+use hermes_shared::model::{ChatMessage, Exchange, MemoryExtract, Outcome, Reply, Role};
+use hermes_shared::telemetry::Metrics;
+use hermes_shared::{Ctx, cache::Cache};
+
+/// Writes what a finished exchange leaves behind.
+pub struct Bookkeeping {
+    history: Option<HistoryStore>,
+    max_turns: usize,
+    metrics: Metrics,
+}
+
+impl Bookkeeping {
+    pub fn new(ctx: &Ctx) -> Self {
+        let settings = &ctx.config.file.router;
+        Self {
+            history: history_store(&ctx.cache, ctx),
+            max_turns: settings.history_max_turns,
+            metrics: ctx.metrics.clone(),
+        }
+    }
+
+    /// In the closing transaction: the interaction and session, or the refund. Returns the
+    /// messages to emit (memory extraction).
+    pub async fn record(
+        &self,
+        tx: &Transaction<'_>,
+        env: &Envelope,
+        reply: &Reply,
+    ) -> Result<Vec<Envelope>, DbError> {
+        let Some(x) = &reply.exchange else {
+            return Ok(Vec::new());
+        };
+        let run_id = env.run_id.as_uuid();
+        match &reply.outcome {
+            Outcome::Answered { text, .. } => {
+                let logged = sessions::log_interaction(
+                    tx,
+                    run_id,
+                    x.user_id,
+                    x.session_id,
+                    sessions::Direction::Outbound,
+                    text,
+                    &x.provenance.to_meta(),
+                )
+                .await?;
+                sessions::touch(tx, x.session_id, Utc::now()).await?;
+                if !logged {
+                    return Ok(Vec::new());
+                }
+                Ok(vec![env.follow(&MemoryExtract {
+                    user_id: x.user_id,
+                    tier: x.tier,
+                    user_text: x.user_text.clone(),
+                    answer: text.clone(),
+                })])
+            }
+            Outcome::Failed { .. } => {
+                if credits::refund(tx, run_id).await? {
+                    self.metrics.credits.with_label_values(&["refund"]).inc();
+                    tracing::info!("credit refunded: the run ended without an answer");
+                }
+                Ok(Vec::new())
+            }
+        }
+    }
+
+    /// After the commit: extend the session's history cache with the exchange.
+    pub async fn remember(&self, reply: &Reply) {
+        let (Some(store), Some(x)) = (&self.history, &reply.exchange) else {
+            return;
+        };
+        if let Outcome::Answered { text, .. } = &reply.outcome {
+            let scope = SessionScope::new(reply.reply_to.platform, reply.reply_to.chat_id.clone());
+            store
+                .append(&scope, &turns(x, text), self.max_turns)
+                .await;
+        }
+    }
+}
+
+fn turns(x: &Exchange, answer: &str) -> [ChatMessage; 2] {
+    [
+        ChatMessage::text(Role::User, x.user_text.clone()),
+        ChatMessage::text(Role::Assistant, answer),
+    ]
+}
+
+fn history_store(cache: &Cache, ctx: &Ctx) -> Option<HistoryStore> {
+    HistoryCipher::new(&ctx.config.router.session_keys).map(|c| {
+        HistoryStore::new(cache.clone(), c, ctx.config.file.router.session_idle())
+    })
+}

@@ -1,0 +1,288 @@
+//! `hermes agents`: internal personas answered by the fleet's models, and external agent
+//! runtimes woken by signed webhooks (seed 000). An external agent's signing secret is
+//! generated here, printed once, and stored sealed with HERMES_SECRET_KEYS.
+
+use anyhow::{Context, bail};
+use clap::Subcommand;
+use hermes_shared::agent::{AgentKind, AgentStatus, EngagementMode, Tone};
+use hermes_shared::config::Config;
+use hermes_shared::db::agents::{self, Agent, AgentUpdate, NewAgent};
+use hermes_shared::db::Db;
+use hermes_shared::keyring::KeyRing;
+use hermes_shared::model::Tier;
+use rand::RngCore;
+use serde_json::json;
+
+#[derive(Subcommand)]
+pub enum AgentsCommand {
+    /// Create an agent.
+    Create {
+        /// The agent's handle: lower-case letters, digits, - and _ (unique per workspace).
+        profile_key: String,
+        /// internal (answered by the fleet's models) or external (woken by a signed webhook).
+        #[arg(long, default_value = "internal")]
+        kind: AgentKind,
+        /// Name the agent introduces itself with.
+        #[arg(long)]
+        name: String,
+        /// chill, friendly, professional or hype.
+        #[arg(long, default_value = "friendly")]
+        tone: Tone,
+        /// Short role label (e.g. concierge, backend).
+        #[arg(long)]
+        role: Option<String>,
+        /// Role instructions added to the system prompt.
+        #[arg(long)]
+        instructions: Option<String>,
+        /// Tier whose model chain answers for this agent (default: the user's tier).
+        #[arg(long)]
+        tier: Option<Tier>,
+        /// Toolsets this agent may use (comma-separated; default: all the gate allows).
+        #[arg(long, value_delimiter = ',')]
+        toolsets: Vec<String>,
+        /// Capabilities (message intents) it takes in round robin; none = everything.
+        #[arg(long, value_delimiter = ',')]
+        capabilities: Vec<String>,
+        /// External agents: where wakes are POSTed.
+        #[arg(long, value_name = "URL")]
+        webhook_url: Option<String>,
+        /// Runs it may have open at once before round robin skips it.
+        #[arg(long, default_value_t = 1)]
+        max_concurrent: i32,
+        /// EXECUTE, REVIEW, RESEARCH or DISCUSS.
+        #[arg(long, default_value = "EXECUTE")]
+        mode: EngagementMode,
+        #[arg(long, default_value = "default")]
+        workspace: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List agents with their status and open runs.
+    List {
+        #[arg(long, default_value = "default")]
+        workspace: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one agent.
+    Show {
+        profile_key: String,
+        #[arg(long, default_value = "default")]
+        workspace: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change an agent; takes effect on the next message, no restart.
+    Set {
+        profile_key: String,
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long)]
+        tone: Option<Tone>,
+        #[arg(long)]
+        instructions: Option<String>,
+        #[arg(long)]
+        tier: Option<Tier>,
+        #[arg(long, value_delimiter = ',')]
+        toolsets: Option<Vec<String>>,
+        #[arg(long, value_delimiter = ',')]
+        capabilities: Option<Vec<String>>,
+        #[arg(long, value_name = "URL")]
+        webhook_url: Option<String>,
+        #[arg(long)]
+        max_concurrent: Option<i32>,
+        /// ONLINE, BUSY or OFFLINE (BUSY and OFFLINE agents are skipped by round robin).
+        #[arg(long)]
+        status: Option<AgentStatus>,
+        #[arg(long)]
+        mode: Option<EngagementMode>,
+        #[arg(long, default_value = "default")]
+        workspace: String,
+    },
+}
+
+fn check_url(url: &str) -> anyhow::Result<()> {
+    let u = url::Url::parse(url).context("--webhook-url is not a URL")?;
+    anyhow::ensure!(
+        matches!(u.scheme(), "http" | "https"),
+        "--webhook-url must be http or https"
+    );
+    Ok(())
+}
+
+fn print_agent(a: &Agent, open: Option<i64>) {
+    println!(
+        "{:<16} {:<8} {:<8} {:<9} open {}/{}  {}",
+        a.profile_key,
+        a.kind.as_str(),
+        a.status.as_str(),
+        a.engagement_mode.as_str(),
+        open.map(|o| o.to_string()).unwrap_or_else(|| "?".into()),
+        a.max_concurrent,
+        a.display_name
+    );
+}
+
+pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
+    let db = Db::new(&config.database_url, 1)?;
+    db.check_schema().await?;
+    let client = db.get().await?;
+    match cmd {
+        AgentsCommand::Create {
+            profile_key,
+            kind,
+            name,
+            tone,
+            role,
+            instructions,
+            tier,
+            toolsets,
+            capabilities,
+            webhook_url,
+            max_concurrent,
+            mode,
+            workspace,
+            json,
+        } => {
+            anyhow::ensure!(max_concurrent > 0, "--max-concurrent must be above 0");
+            anyhow::ensure!(!name.trim().is_empty(), "--name must not be empty");
+            let key_ok = !profile_key.is_empty()
+                && profile_key.len() <= 63
+                && profile_key
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+            anyhow::ensure!(
+                key_ok,
+                "the profile key must be lower-case letters, digits, - and _ (at most 63)"
+            );
+            let (sealed, secret) = match kind {
+                AgentKind::Internal => {
+                    anyhow::ensure!(
+                        webhook_url.is_none(),
+                        "--webhook-url is for external agents"
+                    );
+                    (None, None)
+                }
+                AgentKind::External => {
+                    let url = webhook_url
+                        .as_deref()
+                        .context("an external agent needs --webhook-url")?;
+                    check_url(url)?;
+                    let ring = KeyRing::new(&config.router.secret_keys).context(
+                        "HERMES_SECRET_KEYS is not set: it encrypts webhook secrets at rest",
+                    )?;
+                    let mut raw = [0u8; 32];
+                    rand::rng().fill_bytes(&mut raw);
+                    let secret = format!("whsec_{}", hex::encode(raw));
+                    (Some(ring.seal(secret.as_bytes())), Some(secret))
+                }
+            };
+            let agent = agents::create(
+                &client,
+                &NewAgent {
+                    workspace: &workspace,
+                    profile_key: &profile_key,
+                    kind,
+                    display_name: name.trim(),
+                    tone,
+                    role: role.as_deref(),
+                    role_instructions: instructions.as_deref(),
+                    tier,
+                    toolsets: &toolsets,
+                    capabilities: &capabilities,
+                    webhook_url: webhook_url.as_deref(),
+                    webhook_secret_sealed: sealed.as_deref(),
+                    max_concurrent,
+                    engagement_mode: mode,
+                },
+            )
+            .await?;
+            if json {
+                println!("{}", json!({ "agent": agent, "webhook_secret": secret }));
+            } else {
+                println!("created agent {} ({})", agent.profile_key, agent.id);
+                if let Some(s) = secret {
+                    println!("webhook signing secret: {s}");
+                    println!("(shown once: give it to the agent runtime to verify wakes)");
+                }
+            }
+        }
+        AgentsCommand::List { workspace, json } => {
+            let all = agents::list(&client, &workspace).await?;
+            if json {
+                let rows: Vec<_> = all
+                    .iter()
+                    .map(|(a, open)| json!({ "agent": a, "open_runs": open }))
+                    .collect();
+                println!("{}", serde_json::Value::from(rows));
+            } else if all.is_empty() {
+                println!("no agents in workspace {workspace:?}: the configured persona answers");
+            } else {
+                for (a, open) in &all {
+                    print_agent(a, Some(*open));
+                }
+            }
+        }
+        AgentsCommand::Show {
+            profile_key,
+            workspace,
+            json,
+        } => {
+            let Some(a) = agents::by_key(&client, &workspace, &profile_key).await? else {
+                bail!("no agent {profile_key:?} in workspace {workspace:?}");
+            };
+            if json {
+                println!("{}", serde_json::to_string(&a)?);
+            } else {
+                print_agent(&a, None);
+                println!("  id {}  tone {}  tier {}", a.id, a.tone, a.tier.map(Tier::as_str).unwrap_or("(user's)"));
+                println!("  toolsets {:?}  capabilities {:?}", a.toolsets, a.capabilities);
+                if let Some(u) = &a.webhook_url {
+                    println!("  webhook {u}");
+                }
+                if let Some(t) = a.last_heartbeat_at {
+                    println!("  last heartbeat {t}");
+                }
+            }
+        }
+        AgentsCommand::Set {
+            profile_key,
+            name,
+            tone,
+            instructions,
+            tier,
+            toolsets,
+            capabilities,
+            webhook_url,
+            max_concurrent,
+            status,
+            mode,
+            workspace,
+        } => {
+            if let Some(u) = &webhook_url {
+                check_url(u)?;
+            }
+            if let Some(m) = max_concurrent {
+                anyhow::ensure!(m > 0, "--max-concurrent must be above 0");
+            }
+            let Some(a) = agents::by_key(&client, &workspace, &profile_key).await? else {
+                bail!("no agent {profile_key:?} in workspace {workspace:?}");
+            };
+            let update = AgentUpdate {
+                display_name: name.as_deref(),
+                tone,
+                role_instructions: instructions.as_deref(),
+                tier,
+                toolsets: toolsets.as_deref(),
+                capabilities: capabilities.as_deref(),
+                webhook_url: webhook_url.as_deref(),
+                max_concurrent,
+                status,
+                engagement_mode: mode,
+            };
+            agents::update(&client, a.id, &update).await?;
+            println!("agent {profile_key} updated");
+        }
+    }
+    Ok(())
+}

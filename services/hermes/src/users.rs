@@ -1,0 +1,343 @@
+//! `hermes users` and `hermes channels`: the people the fleet answers, their credits and
+//! memory, and the platform senders linked to them.
+
+use anyhow::{Context, bail};
+use clap::Subcommand;
+use hermes_shared::cache::Cache;
+use hermes_shared::cache::soul;
+use hermes_shared::config::Config;
+use hermes_shared::db::{Db, agents, credits, memory, users};
+use hermes_shared::model::{Platform, Tier};
+use hermes_shared::telemetry::Metrics;
+use serde_json::json;
+use uuid::Uuid;
+
+#[derive(Subcommand)]
+pub enum UsersCommand {
+    /// Create a user (prints its id and referral code).
+    Create {
+        /// Display name.
+        #[arg(long)]
+        name: Option<String>,
+        /// Subscription tier: free, starter, pro or venue-growth (picks the model chain).
+        #[arg(long, default_value = "free")]
+        tier: Tier,
+        /// Opening credit balance (one answered message costs router.credits_per_message).
+        #[arg(long, default_value_t = 0)]
+        credits: i64,
+        /// Assign the user to this agent (profile key).
+        #[arg(long, value_name = "PROFILE_KEY")]
+        agent: Option<String>,
+        #[arg(long, default_value = "default")]
+        workspace: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a user: profile, balance, channels, memory and the last ledger rows.
+    Show {
+        id: Uuid,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add (or with a negative amount, take) credits; every movement is a ledger row.
+    Credit {
+        id: Uuid,
+        /// Credits to add; negative to take (never below zero).
+        #[arg(allow_hyphen_values = true)]
+        amount: i64,
+        /// Why (kept on the ledger row).
+        #[arg(long)]
+        note: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change a user's tier, name or agent (drops the cached soul).
+    Set {
+        id: Uuid,
+        #[arg(long)]
+        tier: Option<Tier>,
+        #[arg(long)]
+        name: Option<String>,
+        /// Assign to this agent (profile key), or `none` to unassign.
+        #[arg(long, value_name = "PROFILE_KEY|none")]
+        agent: Option<String>,
+        #[arg(long, default_value = "default")]
+        workspace: String,
+    },
+    /// Set a memory value (a structural key such as diet, or a free fact) and drop the cached soul.
+    Remember {
+        id: Uuid,
+        key: String,
+        value: String,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ChannelsCommand {
+    /// Link a platform sender to a user so its messages are answered.
+    Link {
+        /// The user's id.
+        user: Uuid,
+        /// telegram, whatsapp, instagram or rest.
+        #[arg(long)]
+        platform: String,
+        /// The sender id on that platform (Telegram user id, WhatsApp number, IG-scoped id, REST sender_id).
+        #[arg(long)]
+        sender_id: String,
+        /// Link without activating (messages get the signup prompt until activated).
+        #[arg(long)]
+        inactive: bool,
+        /// Assign this channel to an agent (profile key); wins over the user's agent.
+        #[arg(long, value_name = "PROFILE_KEY")]
+        agent: Option<String>,
+        #[arg(long, default_value = "default")]
+        workspace: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+async fn agent_id(db: &Db, workspace: &str, key: &str) -> anyhow::Result<Uuid> {
+    let client = db.get().await?;
+    agents::by_key(&client, workspace, key)
+        .await?
+        .map(|a| a.id)
+        .with_context(|| format!("no agent {key:?} in workspace {workspace:?}"))
+}
+
+async fn connect(config: &Config) -> anyhow::Result<Db> {
+    let db = Db::new(&config.database_url, 2)?;
+    db.check_schema().await?;
+    Ok(db)
+}
+
+/// Drop the user's cached soul; a failure is reported, not fatal (it expires within the hour).
+async fn invalidate_soul(config: &Config, user: Uuid) {
+    let metrics = Metrics::new();
+    match Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone()) {
+        Ok(cache) => {
+            if !soul::invalidate(&cache, &metrics, user).await {
+                eprintln!("warning: could not drop the cached soul; it expires within the hour");
+            }
+        }
+        Err(e) => eprintln!("warning: {e}; the cached soul expires within the hour"),
+    }
+}
+
+pub async fn run(config: &Config, cmd: UsersCommand) -> anyhow::Result<()> {
+    let db = connect(config).await?;
+    match cmd {
+        UsersCommand::Create {
+            name,
+            tier,
+            credits,
+            agent,
+            workspace,
+            json,
+        } => {
+            anyhow::ensure!(credits >= 0, "--credits must not be negative");
+            let agent = match &agent {
+                Some(k) => Some(agent_id(&db, &workspace, k).await?),
+                None => None,
+            };
+            let mut client = db.get().await?;
+            let tx = client.transaction().await?;
+            let mut user = users::create(
+                &tx,
+                &users::NewUser {
+                    workspace: &workspace,
+                    display_name: name.as_deref(),
+                    tier,
+                    credits,
+                },
+            )
+            .await?;
+            tx.commit().await?;
+            if agent.is_some() {
+                users::update(&client, user.id, None, None, Some(agent)).await?;
+                user.agent_id = agent;
+            }
+            if json {
+                println!("{}", serde_json::to_string(&user)?);
+            } else {
+                println!(
+                    "created user {} (tier {}, {} credits, referral code {})",
+                    user.id,
+                    user.tier.as_str(),
+                    user.credits,
+                    user.referral_code
+                );
+                println!("link a channel: hermes channels link {} --platform telegram --sender-id <id>", user.id);
+            }
+        }
+        UsersCommand::Show { id, json } => {
+            let client = db.get().await?;
+            let Some(user) = users::get(&client, id).await? else {
+                bail!("no user {id}");
+            };
+            let channels = users::channels(&client, id).await?;
+            let mem = memory::structural(&client, id).await?;
+            let facts: i64 = client
+                .query_one(
+                    "SELECT count(*) FROM user_memory WHERE user_id = $1 AND NOT structural",
+                    &[&id],
+                )
+                .await?
+                .get(0);
+            let ledger = client
+                .query(
+                    "SELECT reason, delta, balance_after, run_id, note, created_at
+                     FROM credit_ledger WHERE user_id = $1 ORDER BY id DESC LIMIT 10",
+                    &[&id],
+                )
+                .await?;
+            let (balance, sum) = credits::audit(&client, id).await?;
+            let ledger: Vec<_> = ledger
+                .iter()
+                .map(|r| {
+                    json!({
+                        "reason": r.get::<_, String>(0), "delta": r.get::<_, i64>(1),
+                        "balance_after": r.get::<_, i64>(2), "run_id": r.get::<_, Option<Uuid>>(3),
+                        "note": r.get::<_, Option<String>>(4),
+                        "at": r.get::<_, chrono::DateTime<chrono::Utc>>(5),
+                    })
+                })
+                .collect();
+            let memory: serde_json::Map<String, serde_json::Value> = mem
+                .iter()
+                .map(|e| (e.key.clone(), json!(e.value)))
+                .collect();
+            if json {
+                println!(
+                    "{}",
+                    json!({ "user": user, "channels": channels, "memory": memory, "facts": facts,
+                            "ledger": ledger, "ledger_balanced": balance == sum })
+                );
+            } else {
+                println!("user {}  {}", user.id, user.display_name.as_deref().unwrap_or("(no name)"));
+                println!("  tier {}  credits {}  referral {}", user.tier.as_str(), user.credits, user.referral_code);
+                if balance != sum {
+                    println!("  WARNING: balance {balance} differs from the ledger sum {sum}");
+                }
+                for c in &channels {
+                    println!(
+                        "  channel {} {} {}",
+                        c.platform,
+                        c.sender_id,
+                        if c.activated { "active" } else { "inactive" }
+                    );
+                }
+                for e in &mem {
+                    println!("  memory {} = {}", e.key, e.value);
+                }
+                println!("  {facts} free facts");
+                for l in &ledger {
+                    println!("  ledger {}", l);
+                }
+            }
+        }
+        UsersCommand::Credit {
+            id,
+            amount,
+            note,
+            json,
+        } => {
+            anyhow::ensure!(amount != 0, "the amount must not be 0");
+            let mut client = db.get().await?;
+            let tx = client.transaction().await?;
+            let reason = if amount > 0 {
+                credits::Reason::Grant
+            } else {
+                credits::Reason::Adjust
+            };
+            let balance = credits::adjust(&tx, id, amount, reason, note.as_deref()).await?;
+            tx.commit().await?;
+            if json {
+                println!("{}", json!({ "user": id, "balance": balance }));
+            } else {
+                println!("user {id}: balance {balance}");
+            }
+        }
+        UsersCommand::Set {
+            id,
+            tier,
+            name,
+            agent,
+            workspace,
+        } => {
+            let agent = match agent.as_deref() {
+                None => None,
+                Some("none") => Some(None),
+                Some(k) => Some(Some(agent_id(&db, &workspace, k).await?)),
+            };
+            let client = db.get().await?;
+            anyhow::ensure!(
+                users::update(&client, id, tier, name.as_deref(), agent).await?,
+                "no user {id}"
+            );
+            invalidate_soul(config, id).await;
+            println!("user {id} updated");
+        }
+        UsersCommand::Remember { id, key, value } => {
+            anyhow::ensure!(!key.trim().is_empty(), "the key must not be empty");
+            let mut client = db.get().await?;
+            anyhow::ensure!(users::get(&client, id).await?.is_some(), "no user {id}");
+            let tx = client.transaction().await?;
+            memory::set(&tx, id, key.trim(), value.trim(), memory::Source::Operator).await?;
+            tx.commit().await?;
+            invalidate_soul(config, id).await;
+            println!("user {id}: {} remembered", key.trim());
+        }
+    }
+    Ok(())
+}
+
+pub async fn run_channels(config: &Config, cmd: ChannelsCommand) -> anyhow::Result<()> {
+    let db = connect(config).await?;
+    match cmd {
+        ChannelsCommand::Link {
+            user,
+            platform,
+            sender_id,
+            inactive,
+            agent,
+            workspace,
+            json,
+        } => {
+            let platform = match Platform::parse(&platform) {
+                Some(p) if p != Platform::Api => p,
+                _ => bail!("--platform must be telegram, whatsapp, instagram or rest"),
+            };
+            anyhow::ensure!(!sender_id.trim().is_empty(), "--sender-id must not be empty");
+            let agent = match &agent {
+                Some(k) => Some(agent_id(&db, &workspace, k).await?),
+                None => None,
+            };
+            let client = db.get().await?;
+            anyhow::ensure!(users::get(&client, user).await?.is_some(), "no user {user}");
+            let linked =
+                users::link_channel(&client, user, platform, sender_id.trim(), !inactive, agent)
+                    .await?;
+            anyhow::ensure!(
+                linked,
+                "{} sender {sender_id} is linked to another user; unlink it there first",
+                platform.as_str()
+            );
+            if json {
+                println!(
+                    "{}",
+                    json!({ "user": user, "platform": platform.as_str(), "sender_id": sender_id.trim(), "activated": !inactive })
+                );
+            } else {
+                println!(
+                    "linked {} sender {} to user {user}{}",
+                    platform.as_str(),
+                    sender_id.trim(),
+                    if inactive { " (inactive)" } else { "" }
+                );
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,122 @@
+//! Agent dispatch (seed 000): who answers this run. An explicit assignment of the channel
+//! or the user wins; then an `@profileKey` mention in the text; then round robin among the
+//! eligible agents. A workspace with no agents answers with the configured persona. The
+//! decision is recorded on the run as `dispatch { mode, chosen, reason }`.
+
+use hermes_shared::agent::{AgentKind, AgentStatus, Dispatch, DispatchMode};
+use hermes_shared::db::{DbError, Transaction, agents};
+use hermes_shared::db::agents::Agent;
+use hermes_shared::db::users::Resolved;
+use hermes_shared::intent::Intent;
+
+/// The chosen agent, or none (the built-in persona).
+pub struct Chosen {
+    pub agent: Option<Agent>,
+    pub dispatch: Dispatch,
+}
+
+/// The `@profileKey` mentions in a text, in order (lower-cased; keys are lower-case).
+pub fn mentions(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut prev: Option<char> = None;
+    for (i, c) in text.char_indices() {
+        // A mention starts at '@' not preceded by a word character (so e-mail addresses
+        // such as a@b.com are not mentions).
+        if c == '@' && !prev.is_some_and(|p| p.is_alphanumeric() || p == '_') {
+            let key: String = text[i + 1..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+                .collect();
+            if !key.is_empty() {
+                out.push(key.to_ascii_lowercase());
+            }
+        }
+        prev = Some(c);
+    }
+    out
+}
+
+/// Choose the agent of a run, inside the run's transaction (rows locked, so capacity holds
+/// under concurrency).
+pub async fn choose(
+    tx: &Transaction<'_>,
+    who: &Resolved,
+    text: &str,
+    intent: Intent,
+) -> Result<Chosen, DbError> {
+    let assigned = who.channel_agent_id.or(who.user.agent_id);
+    if let Some(id) = assigned
+        && let Some((agent, _open)) = agents::lock(tx, id).await?
+    {
+        let scope = if who.channel_agent_id.is_some() { "channel" } else { "user" };
+        return Ok(chosen(agent, DispatchMode::Assigned, format!("assigned to this {scope}"), tx).await?);
+    }
+    for key in mentions(text) {
+        let Some(agent) = agents::by_key_in(tx, who.user.workspace_id, &key).await? else {
+            continue;
+        };
+        if agent.status == AgentStatus::Offline {
+            continue;
+        }
+        let Some((agent, _)) = agents::lock(tx, agent.id).await? else {
+            continue;
+        };
+        return Ok(chosen(agent, DispatchMode::Mention, format!("mentioned as @{key}"), tx).await?);
+    }
+    if let Some(agent) = agents::next_round_robin(tx, who.user.workspace_id, intent.as_str()).await? {
+        return Ok(chosen(agent, DispatchMode::RoundRobin, "round-robin".into(), tx).await?);
+    }
+    let reason = if agents::any(tx, who.user.workspace_id).await? {
+        "no eligible agent (all offline, busy or at capacity): default persona"
+    } else {
+        "no agents configured: default persona"
+    };
+    Ok(Chosen {
+        agent: None,
+        dispatch: Dispatch {
+            mode: DispatchMode::Default,
+            chosen: "default".into(),
+            reason: reason.into(),
+        },
+    })
+}
+
+async fn chosen(
+    agent: Agent,
+    mode: DispatchMode,
+    reason: String,
+    tx: &Transaction<'_>,
+) -> Result<Chosen, DbError> {
+    agents::mark_dispatched(tx, agent.id).await?;
+    Ok(Chosen {
+        dispatch: Dispatch {
+            mode,
+            chosen: agent.profile_key.clone(),
+            reason,
+        },
+        agent: Some(agent),
+    })
+}
+
+/// The label of the kind of a chosen agent, for metrics.
+pub fn kind_label(c: &Chosen) -> &'static str {
+    match c.agent.as_ref().map(|a| a.kind) {
+        Some(AgentKind::Internal) => "internal",
+        Some(AgentKind::External) => "external",
+        None => "default",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mentions_are_words_after_at() {
+        assert_eq!(mentions("hey @Victor can you look"), vec!["victor"]);
+        assert_eq!(mentions("@mizu and @victor-2"), vec!["mizu", "victor-2"]);
+        assert!(mentions("mail me at a@b.com").is_empty());
+        assert!(mentions("just @ nothing").is_empty());
+        assert_eq!(mentions("é@x @y"), vec!["y"]);
+    }
+}

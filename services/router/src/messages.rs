@@ -1,0 +1,114 @@
+//! Step 6, the messages: the user's turn from a normalized event (text, caption, image
+//! blocks), and the API caller's own conversation.
+
+use hermes_shared::intent::{ImageIntent, Intent};
+use hermes_shared::model::{ChatMessage, ImageRef, Inbound, MediaKind, MessageEvent, Role};
+
+/// The text of the user's turn: the message text or caption, with a note for each
+/// attachment the model cannot see (documents, voice, locations without text).
+pub fn user_text(event: &MessageEvent) -> String {
+    let mut text = event.text.clone().unwrap_or_default();
+    for media in event.media.iter().filter(|m| !is_visible_image(m)) {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&format!("[{:?} attached]", media.kind).to_lowercase());
+    }
+    text
+}
+
+fn is_visible_image(m: &hermes_shared::model::Media) -> bool {
+    m.kind == MediaKind::Image && m.url.is_some()
+}
+
+/// Does the message carry an image the model can be shown?
+pub fn has_image(event: &MessageEvent) -> bool {
+    event.media.iter().any(is_visible_image)
+}
+
+/// The toolsets an image intent is gated like.
+pub fn intent_of_image(i: ImageIntent) -> Intent {
+    match i {
+        ImageIntent::CalorieScan => Intent::Nutrition,
+        ImageIntent::DupeSearch => Intent::Search,
+        ImageIntent::General => Intent::General,
+    }
+}
+
+/// The user's turn, with its images as image blocks.
+pub fn user_turn(event: &MessageEvent, text: &str) -> ChatMessage {
+    let mut turn = ChatMessage::text(Role::User, text);
+    turn.images = event
+        .media
+        .iter()
+        .filter(|m| is_visible_image(m))
+        .filter_map(|m| {
+            Some(ImageRef {
+                url: m.url.clone()?,
+                mime_type: m.mime_type.clone(),
+            })
+        })
+        .collect();
+    turn
+}
+
+/// The turns of an API caller: its own conversation, or the one message as a user turn.
+pub fn api_turns(inbound: &Inbound) -> Vec<ChatMessage> {
+    if !inbound.conversation.is_empty() {
+        return inbound.conversation.clone();
+    }
+    vec![user_turn(&inbound.event, &user_text(&inbound.event))]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hermes_shared::model::{Media, Platform};
+
+    fn event(text: Option<&str>, media: Vec<Media>) -> MessageEvent {
+        serde_json::from_value(serde_json::json!({
+            "platform": "telegram", "sender_id": "1", "chat_id": "1",
+            "received_at": "2026-11-22T00:00:00Z",
+        }))
+        .map(|mut e: MessageEvent| {
+            e.text = text.map(str::to_string);
+            e.media = media;
+            e
+        })
+        .unwrap()
+    }
+
+    fn media(kind: MediaKind, url: Option<&str>) -> Media {
+        Media {
+            kind,
+            platform_id: None,
+            url: url.map(str::to_string),
+            mime_type: Some("image/jpeg".into()),
+        }
+    }
+
+    #[test]
+    fn images_become_blocks_and_other_media_notes() {
+        let e = event(
+            Some("how many calories"),
+            vec![
+                media(MediaKind::Image, Some("https://x/meal.jpg")),
+                media(MediaKind::Document, Some("https://x/menu.pdf")),
+            ],
+        );
+        assert_eq!(e.platform, Platform::Telegram);
+        assert!(has_image(&e));
+        let text = user_text(&e);
+        assert_eq!(text, "how many calories\n[document attached]");
+        let turn = user_turn(&e, &text);
+        assert_eq!(turn.images.len(), 1);
+        assert_eq!(turn.images[0].url, "https://x/meal.jpg");
+    }
+
+    #[test]
+    fn an_image_without_a_url_is_a_note_not_a_block() {
+        let e = event(None, vec![media(MediaKind::Image, None)]);
+        assert!(!has_image(&e));
+        assert_eq!(user_text(&e), "[image attached]");
+    }
+}
