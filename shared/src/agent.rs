@@ -142,6 +142,11 @@ mod tests {
             assert_eq!(serde_json::to_value(d).unwrap(), d.as_str());
         }
         assert_eq!("Hype".parse::<Tone>().unwrap(), Tone::Hype);
-        assert!("loud".parse::<Tone>().unwrap_err().contains("chill, friendly"));
+        assert!(
+            "loud"
+                .parse::<Tone>()
+                .unwrap_err()
+                .contains("chill, friendly")
+        );
     }
 }

@@ -284,7 +284,8 @@ async fn one_platform_message_makes_one_run_even_past_the_redis_dedupe() {
     // The same WhatsApp message twice under two run ids, as when Redis lost the dedupe key.
     let mut inbound = api_inbound("hola");
     inbound.event.platform = Platform::Whatsapp;
-    env.user(Platform::Whatsapp, &inbound.event.sender_id, 5).await;
+    env.user(Platform::Whatsapp, &inbound.event.sender_id, 5)
+        .await;
     inbound.event.external_message_id = Some("wamid.SAME".into());
     inbound.conversation.clear();
     let (a, b) = (RunId::new(), RunId::new());

@@ -6,4 +6,5 @@ mod ingest;
 mod lifecycle;
 mod outbox;
 mod rest;
+mod router;
 mod thin_path;

@@ -28,7 +28,8 @@ async fn a_rest_message_is_answered_by_callback_and_by_polling() {
     let (_, other) = api_keys::create(&client, "someone else", None)
         .await
         .unwrap();
-    env.user(hermes_shared::model::Platform::Rest, "u1", 10).await;
+    env.user(hermes_shared::model::Platform::Rest, "u1", 10)
+        .await;
     let fleet = env.start(&Service::ALL).await;
     let http = reqwest::Client::new();
     let send = |key: &str, body: Value| {

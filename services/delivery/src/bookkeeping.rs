@@ -81,9 +81,7 @@ impl Bookkeeping {
         };
         if let Outcome::Answered { text, .. } = &reply.outcome {
             let scope = SessionScope::new(reply.reply_to.platform, reply.reply_to.chat_id.clone());
-            store
-                .append(&scope, &turns(x, text), self.max_turns)
-                .await;
+            store.append(&scope, &turns(x, text), self.max_turns).await;
         }
     }
 }
@@ -96,7 +94,6 @@ fn turns(x: &Exchange, answer: &str) -> [ChatMessage; 2] {
 }
 
 fn history_store(cache: &Cache, ctx: &Ctx) -> Option<HistoryStore> {
-    HistoryCipher::new(&ctx.config.router.session_keys).map(|c| {
-        HistoryStore::new(cache.clone(), c, ctx.config.file.router.session_idle())
-    })
+    HistoryCipher::new(&ctx.config.router.session_keys)
+        .map(|c| HistoryStore::new(cache.clone(), c, ctx.config.file.router.session_idle()))
 }

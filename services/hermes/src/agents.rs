@@ -6,8 +6,8 @@ use anyhow::{Context, bail};
 use clap::Subcommand;
 use hermes_shared::agent::{AgentKind, AgentStatus, EngagementMode, Tone};
 use hermes_shared::config::Config;
-use hermes_shared::db::agents::{self, Agent, AgentUpdate, NewAgent};
 use hermes_shared::db::Db;
+use hermes_shared::db::agents::{self, Agent, AgentUpdate, NewAgent};
 use hermes_shared::keyring::KeyRing;
 use hermes_shared::model::Tier;
 use rand::RngCore;
@@ -235,8 +235,16 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string(&a)?);
             } else {
                 print_agent(&a, None);
-                println!("  id {}  tone {}  tier {}", a.id, a.tone, a.tier.map(Tier::as_str).unwrap_or("(user's)"));
-                println!("  toolsets {:?}  capabilities {:?}", a.toolsets, a.capabilities);
+                println!(
+                    "  id {}  tone {}  tier {}",
+                    a.id,
+                    a.tone,
+                    a.tier.map(Tier::as_str).unwrap_or("(user's)")
+                );
+                println!(
+                    "  toolsets {:?}  capabilities {:?}",
+                    a.toolsets, a.capabilities
+                );
                 if let Some(u) = &a.webhook_url {
                     println!("  webhook {u}");
                 }

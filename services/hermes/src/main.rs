@@ -169,16 +169,28 @@ async fn dispatch(cli: Cli) -> ExitCode {
             };
         }
         Command::ApiKeys(cmd) => {
-            return admin("api-keys", path, |c| async move { hermes::keys::run(&c, cmd).await }).await;
+            return admin("api-keys", path, |c| async move {
+                hermes::keys::run(&c, cmd).await
+            })
+            .await;
         }
         Command::Users(cmd) => {
-            return admin("users", path, |c| async move { hermes::users::run(&c, cmd).await }).await;
+            return admin("users", path, |c| async move {
+                hermes::users::run(&c, cmd).await
+            })
+            .await;
         }
         Command::Channels(cmd) => {
-            return admin("channels", path, |c| async move { hermes::users::run_channels(&c, cmd).await }).await;
+            return admin("channels", path, |c| async move {
+                hermes::users::run_channels(&c, cmd).await
+            })
+            .await;
         }
         Command::Agents(cmd) => {
-            return admin("agents", path, |c| async move { hermes::agents::run(&c, cmd).await }).await;
+            return admin("agents", path, |c| async move {
+                hermes::agents::run(&c, cmd).await
+            })
+            .await;
         }
     };
     let config = match load(path) {

@@ -168,7 +168,10 @@ pub async fn run(config: &Config, cmd: UsersCommand) -> anyhow::Result<()> {
                     user.credits,
                     user.referral_code
                 );
-                println!("link a channel: hermes channels link {} --platform telegram --sender-id <id>", user.id);
+                println!(
+                    "link a channel: hermes channels link {} --platform telegram --sender-id <id>",
+                    user.id
+                );
             }
         }
         UsersCommand::Show { id, json } => {
@@ -215,8 +218,17 @@ pub async fn run(config: &Config, cmd: UsersCommand) -> anyhow::Result<()> {
                             "ledger": ledger, "ledger_balanced": balance == sum })
                 );
             } else {
-                println!("user {}  {}", user.id, user.display_name.as_deref().unwrap_or("(no name)"));
-                println!("  tier {}  credits {}  referral {}", user.tier.as_str(), user.credits, user.referral_code);
+                println!(
+                    "user {}  {}",
+                    user.id,
+                    user.display_name.as_deref().unwrap_or("(no name)")
+                );
+                println!(
+                    "  tier {}  credits {}  referral {}",
+                    user.tier.as_str(),
+                    user.credits,
+                    user.referral_code
+                );
                 if balance != sum {
                     println!("  WARNING: balance {balance} differs from the ledger sum {sum}");
                 }
@@ -309,7 +321,10 @@ pub async fn run_channels(config: &Config, cmd: ChannelsCommand) -> anyhow::Resu
                 Some(p) if p != Platform::Api => p,
                 _ => bail!("--platform must be telegram, whatsapp, instagram or rest"),
             };
-            anyhow::ensure!(!sender_id.trim().is_empty(), "--sender-id must not be empty");
+            anyhow::ensure!(
+                !sender_id.trim().is_empty(),
+                "--sender-id must not be empty"
+            );
             let agent = match &agent {
                 Some(k) => Some(agent_id(&db, &workspace, k).await?),
                 None => None,

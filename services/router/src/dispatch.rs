@@ -4,9 +4,9 @@
 //! decision is recorded on the run as `dispatch { mode, chosen, reason }`.
 
 use hermes_shared::agent::{AgentKind, AgentStatus, Dispatch, DispatchMode};
-use hermes_shared::db::{DbError, Transaction, agents};
 use hermes_shared::db::agents::Agent;
 use hermes_shared::db::users::Resolved;
+use hermes_shared::db::{DbError, Transaction, agents};
 use hermes_shared::intent::Intent;
 
 /// The chosen agent, or none (the built-in persona).
@@ -48,8 +48,18 @@ pub async fn choose(
     if let Some(id) = assigned
         && let Some((agent, _open)) = agents::lock(tx, id).await?
     {
-        let scope = if who.channel_agent_id.is_some() { "channel" } else { "user" };
-        return Ok(chosen(agent, DispatchMode::Assigned, format!("assigned to this {scope}"), tx).await?);
+        let scope = if who.channel_agent_id.is_some() {
+            "channel"
+        } else {
+            "user"
+        };
+        return chosen(
+            agent,
+            DispatchMode::Assigned,
+            format!("assigned to this {scope}"),
+            tx,
+        )
+        .await;
     }
     for key in mentions(text) {
         let Some(agent) = agents::by_key_in(tx, who.user.workspace_id, &key).await? else {
@@ -61,10 +71,18 @@ pub async fn choose(
         let Some((agent, _)) = agents::lock(tx, agent.id).await? else {
             continue;
         };
-        return Ok(chosen(agent, DispatchMode::Mention, format!("mentioned as @{key}"), tx).await?);
+        return chosen(
+            agent,
+            DispatchMode::Mention,
+            format!("mentioned as @{key}"),
+            tx,
+        )
+        .await;
     }
-    if let Some(agent) = agents::next_round_robin(tx, who.user.workspace_id, intent.as_str()).await? {
-        return Ok(chosen(agent, DispatchMode::RoundRobin, "round-robin".into(), tx).await?);
+    if let Some(agent) =
+        agents::next_round_robin(tx, who.user.workspace_id, intent.as_str()).await?
+    {
+        return chosen(agent, DispatchMode::RoundRobin, "round-robin".into(), tx).await;
     }
     let reason = if agents::any(tx, who.user.workspace_id).await? {
         "no eligible agent (all offline, busy or at capacity): default persona"

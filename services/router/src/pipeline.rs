@@ -319,16 +319,20 @@ impl Router {
         let charged = match credits::charge(tx, user.id, run_id, cost).await? {
             credits::Charge::Insufficient { balance } => {
                 tracing::info!(balance, "out of credits: upgrade prompt");
-                runs::set_routing(tx, env.run_id, &runs::Routing {
-                    user_id: user.id,
-                    agent_id: None,
-                    session_id: None,
-                    dispatch: None,
-                    engagement_mode: None,
-                    credits_charged: 0,
-                    tier: user.tier,
-                    provenance: None,
-                })
+                runs::set_routing(
+                    tx,
+                    env.run_id,
+                    &runs::Routing {
+                        user_id: user.id,
+                        agent_id: None,
+                        session_id: None,
+                        dispatch: None,
+                        engagement_mode: None,
+                        credits_charged: 0,
+                        tier: user.tier,
+                        provenance: None,
+                    },
+                )
                 .await?;
                 self.decided("upgrade");
                 let prompt = settings
@@ -388,16 +392,20 @@ impl Router {
             &serde_json::json!({ "intent": r.provenance.intent }),
         )
         .await?;
-        runs::set_routing(tx, env.run_id, &runs::Routing {
-            user_id: user.id,
-            agent_id: agent.map(|a| a.id),
-            session_id: Some(session.id),
-            dispatch: Some(&chosen.dispatch),
-            engagement_mode: Some(mode),
-            credits_charged: charged,
-            tier,
-            provenance: Some(&r.provenance),
-        })
+        runs::set_routing(
+            tx,
+            env.run_id,
+            &runs::Routing {
+                user_id: user.id,
+                agent_id: agent.map(|a| a.id),
+                session_id: Some(session.id),
+                dispatch: Some(&chosen.dispatch),
+                engagement_mode: Some(mode),
+                credits_charged: charged,
+                tier,
+                provenance: Some(&r.provenance),
+            },
+        )
         .await?;
         agents::record_activity(
             tx,

@@ -100,22 +100,42 @@ fn filter_injections(s: &str) -> String {
     let mut prev: Option<char> = None;
     let mut i = 0;
     while let Some(c) = s[i..].chars().next() {
-        if !is_separator(c) {
-            let at_word_start = prev.is_none_or(|p| !p.is_alphanumeric());
-            if let Some(end) = longest_match(s, i, fold(c), at_word_start) {
-                out.push_str(&s[copied..i]);
-                out.push_str(FILTERED);
-                copied = end;
-                prev = s[..end].chars().next_back();
-                i = end;
-                continue;
-            }
+        let at_word_start = prev.is_none_or(|p| !p.is_alphanumeric());
+        // Inside a word only the patterns that start with punctuation can begin, and a
+        // table of first chars rejects most of the rest: few positions get further.
+        if !is_separator(c)
+            && (at_word_start || !c.is_alphanumeric())
+            && let first = fold(c)
+            && starts_some_pattern(first)
+            && let Some(end) = longest_match(s, i, first, at_word_start)
+        {
+            out.push_str(&s[copied..i]);
+            out.push_str(FILTERED);
+            copied = end;
+            prev = s[..end].chars().next_back();
+            i = end;
+            continue;
         }
         prev = Some(c);
         i += c.len_utf8();
     }
     out.push_str(&s[copied..]);
     out
+}
+
+/// Which ASCII chars begin some pattern, so most positions cost one table look-up.
+const PATTERN_STARTS: [bool; 128] = {
+    let mut table = [false; 128];
+    let mut i = 0;
+    while i < INJECTION_PATTERNS.len() {
+        table[INJECTION_PATTERNS[i].as_bytes()[0] as usize] = true;
+        i += 1;
+    }
+    table
+};
+
+fn starts_some_pattern(c: char) -> bool {
+    c.is_ascii() && PATTERN_STARTS[c as usize]
 }
 
 /// The end (byte offset) of the longest pattern matching at `start`, whose folded first

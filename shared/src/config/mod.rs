@@ -17,7 +17,9 @@ use crate::model::Tier;
 
 mod router;
 
-pub use router::{PersonaSettings, RecallSettings, RouterSecrets, RouterSettings, ToolGateSettings};
+pub use router::{
+    PersonaSettings, RecallSettings, RouterSecrets, RouterSettings, ToolGateSettings,
+};
 
 /// One documented environment variable: the single source for `--help`, `doctor` and the README.
 pub struct EnvVar {
@@ -747,14 +749,16 @@ impl Config {
             burst: r.parsed::<u32>("HERMES_INBOUND_BURST").unwrap_or(10).max(1),
         };
         let router = RouterSecrets {
-            embeddings_url: r.raw("HERMES_EMBEDDINGS_URL").and_then(|v| match Url::parse(&v) {
-                Ok(u) if matches!(u.scheme(), "http" | "https") => Some(u),
-                _ => {
-                    r.problems
-                        .push("HERMES_EMBEDDINGS_URL must be an http(s) URL".into());
-                    None
-                }
-            }),
+            embeddings_url: r
+                .raw("HERMES_EMBEDDINGS_URL")
+                .and_then(|v| match Url::parse(&v) {
+                    Ok(u) if matches!(u.scheme(), "http" | "https") => Some(u),
+                    _ => {
+                        r.problems
+                            .push("HERMES_EMBEDDINGS_URL must be an http(s) URL".into());
+                        None
+                    }
+                }),
             embeddings_api_key: r.secret("HERMES_EMBEDDINGS_API_KEY"),
             session_keys: r.fernet_keys("HERMES_SESSION_KEYS"),
             secret_keys: r.fernet_keys("HERMES_SECRET_KEYS"),

@@ -63,7 +63,11 @@ impl RouterSettings {
         Duration::from_secs(self.session_idle_hours * 3600)
     }
 
-    pub(super) fn validate(&self, models: &BTreeMap<String, super::ModelSpec>, problems: &mut Vec<String>) {
+    pub(super) fn validate(
+        &self,
+        models: &BTreeMap<String, super::ModelSpec>,
+        problems: &mut Vec<String>,
+    ) {
         if !models.contains_key(&self.vision_model) {
             problems.push(format!(
                 "router.vision_model: {:?} is not in [models]",

@@ -37,7 +37,10 @@ const COLUMNS: &str = "a.id, a.workspace_id, a.profile_key, a.kind, a.display_na
     a.max_concurrent, a.status, a.engagement_mode, a.last_heartbeat_at, a.last_dispatched_at, \
     a.created_at";
 
-fn parse<T: std::str::FromStr<Err = String>>(row: &tokio_postgres::Row, col: &str) -> Result<T, DbError> {
+fn parse<T: std::str::FromStr<Err = String>>(
+    row: &tokio_postgres::Row,
+    col: &str,
+) -> Result<T, DbError> {
     row.get::<_, String>(col).parse().map_err(DbError::Invalid)
 }
 
@@ -134,12 +137,12 @@ pub async fn create(client: &Client, a: &NewAgent<'_>) -> Result<Agent, DbError>
 }
 
 /// One agent by id.
-pub async fn get(
-    client: &impl super::GenericClient,
-    id: Uuid,
-) -> Result<Option<Agent>, DbError> {
+pub async fn get(client: &impl super::GenericClient, id: Uuid) -> Result<Option<Agent>, DbError> {
     client
-        .query_opt(&format!("SELECT {COLUMNS} FROM agents a WHERE a.id = $1"), &[&id])
+        .query_opt(
+            &format!("SELECT {COLUMNS} FROM agents a WHERE a.id = $1"),
+            &[&id],
+        )
         .await?
         .map(|r| agent_from(&r))
         .transpose()
@@ -172,7 +175,9 @@ pub async fn by_key_in(
 ) -> Result<Option<Agent>, DbError> {
     client
         .query_opt(
-            &format!("SELECT {COLUMNS} FROM agents a WHERE a.workspace_id = $1 AND a.profile_key = $2"),
+            &format!(
+                "SELECT {COLUMNS} FROM agents a WHERE a.workspace_id = $1 AND a.profile_key = $2"
+            ),
             &[&workspace_id, &profile_key],
         )
         .await?

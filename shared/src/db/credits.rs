@@ -39,10 +39,13 @@ pub enum Charge {
 }
 
 async fn lock_balance(tx: &Transaction<'_>, user_id: Uuid) -> Result<i64, DbError> {
-    tx.query_opt("SELECT credits FROM users WHERE id = $1 FOR UPDATE", &[&user_id])
-        .await?
-        .map(|r| r.get(0))
-        .ok_or_else(|| DbError::Invalid(format!("no user {user_id}")))
+    tx.query_opt(
+        "SELECT credits FROM users WHERE id = $1 FOR UPDATE",
+        &[&user_id],
+    )
+    .await?
+    .map(|r| r.get(0))
+    .ok_or_else(|| DbError::Invalid(format!("no user {user_id}")))
 }
 
 async fn record(

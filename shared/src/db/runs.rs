@@ -4,8 +4,8 @@
 use std::fmt;
 
 use super::{Client, DbError, Transaction};
-use crate::ids::RunId;
 use crate::agent::{CONTRACT_VERSION, Dispatch, EngagementMode};
+use crate::ids::RunId;
 use crate::model::{Outcome, Platform, Provenance, Tier, Usage};
 
 /// The lifecycle of a run.
@@ -102,7 +102,11 @@ pub struct Routing<'a> {
 
 /// Record who the run is for, which agent answers it, and how it was chosen.
 pub async fn set_routing(tx: &Transaction<'_>, id: RunId, r: &Routing<'_>) -> Result<(), DbError> {
-    let dispatch = r.dispatch.map(serde_json::to_value).transpose().map_err(|e| DbError::Invalid(e.to_string()))?;
+    let dispatch = r
+        .dispatch
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(|e| DbError::Invalid(e.to_string()))?;
     let provenance = r.provenance.map(Provenance::to_meta);
     tx.execute(
         "UPDATE agent_runs SET user_id = $2, agent_id = $3, session_id = $4, dispatch = $5,

@@ -30,8 +30,7 @@ pub struct Resolved {
     pub channel_agent_id: Option<Uuid>,
 }
 
-const USER_COLUMNS: &str =
-    "u.id, u.workspace_id, u.display_name, u.tier, u.credits, u.referral_code, u.agent_id, u.created_at";
+const USER_COLUMNS: &str = "u.id, u.workspace_id, u.display_name, u.tier, u.credits, u.referral_code, u.agent_id, u.created_at";
 
 fn user_from(row: &tokio_postgres::Row) -> Result<User, DbError> {
     let tier: String = row.get("tier");
@@ -85,7 +84,10 @@ pub struct NewUser<'a> {
 /// Create a user with a fresh referral code and its opening grant.
 pub async fn create(tx: &Transaction<'_>, new: &NewUser<'_>) -> Result<User, DbError> {
     let workspace: Option<Uuid> = tx
-        .query_opt("SELECT id FROM workspaces WHERE slug = $1", &[&new.workspace])
+        .query_opt(
+            "SELECT id FROM workspaces WHERE slug = $1",
+            &[&new.workspace],
+        )
         .await?
         .map(|r| r.get(0));
     let workspace =
@@ -95,12 +97,24 @@ pub async fn create(tx: &Transaction<'_>, new: &NewUser<'_>) -> Result<User, DbE
     tx.execute(
         "INSERT INTO users (id, workspace_id, display_name, tier, referral_code)
          VALUES ($1, $2, $3, $4, $5)",
-        &[&id, &workspace, &new.display_name, &new.tier.as_str(), &code],
+        &[
+            &id,
+            &workspace,
+            &new.display_name,
+            &new.tier.as_str(),
+            &code,
+        ],
     )
     .await?;
     if new.credits > 0 {
-        credits::adjust(tx, id, new.credits, credits::Reason::Grant, Some("opening balance"))
-            .await?;
+        credits::adjust(
+            tx,
+            id,
+            new.credits,
+            credits::Reason::Grant,
+            Some("opening balance"),
+        )
+        .await?;
     }
     get(tx, id)
         .await?
@@ -122,12 +136,12 @@ fn referral_code(id: Uuid) -> String {
 }
 
 /// One user by id.
-pub async fn get(
-    client: &impl super::GenericClient,
-    id: Uuid,
-) -> Result<Option<User>, DbError> {
+pub async fn get(client: &impl super::GenericClient, id: Uuid) -> Result<Option<User>, DbError> {
     client
-        .query_opt(&format!("SELECT {USER_COLUMNS} FROM users u WHERE u.id = $1"), &[&id])
+        .query_opt(
+            &format!("SELECT {USER_COLUMNS} FROM users u WHERE u.id = $1"),
+            &[&id],
+        )
         .await?
         .map(|r| user_from(&r))
         .transpose()
@@ -178,7 +192,13 @@ pub async fn link_channel(
              ON CONFLICT (platform, sender_id) DO UPDATE
                 SET activated = EXCLUDED.activated, agent_id = EXCLUDED.agent_id
                 WHERE user_channels.user_id = EXCLUDED.user_id",
-            &[&user_id, &platform.as_str(), &sender_id, &activated, &agent_id],
+            &[
+                &user_id,
+                &platform.as_str(),
+                &sender_id,
+                &activated,
+                &agent_id,
+            ],
         )
         .await?;
     Ok(n == 1)
@@ -221,7 +241,11 @@ mod tests {
         let b = referral_code(Uuid::now_v7());
         assert_eq!(a.len(), 12);
         assert!(a.starts_with("HRM-"));
-        assert!(a[4..].chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()));
+        assert!(
+            a[4..]
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+        );
         assert!(!a.contains('O') && !a.contains('0') && !a.contains('1') && !a.contains('I'));
         assert_ne!(a, b);
     }
