@@ -249,6 +249,7 @@ mod tests {
     use crate::config::Namespace;
     use crate::model::Role;
     use crate::telemetry::Metrics;
+    use fernet::Fernet;
 
     fn key(k: &str) -> SecretString {
         SecretString::from(k.to_string())

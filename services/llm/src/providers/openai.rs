@@ -276,6 +276,7 @@ mod tests {
                     arguments: json!({}),
                 }],
                 tool_call_id: None,
+                images: Vec::new(),
             },
             ChatMessage::tool_result("c1", "12:00"),
         ];
