@@ -4,6 +4,7 @@
 
 pub mod agents;
 pub mod bench;
+pub mod bench_router;
 pub mod doctor;
 pub mod keys;
 pub mod users;

@@ -86,6 +86,8 @@ enum Command {
 enum BenchCommand {
     /// Signed WhatsApp webhooks at a fixed rate against a running ingest: accepted/s, p50/p99/max.
     Ingest(hermes::bench::IngestBench),
+    /// The router stage alone in this process, warm caches and fake embeddings: messages/s, p50/p99 stage time.
+    Router(hermes::bench_router::RouterBench),
 }
 
 fn load(path: Option<&std::path::Path>) -> Result<Config, ExitCode> {
@@ -159,6 +161,12 @@ async fn dispatch(cli: Cli) -> ExitCode {
             };
         }
         Command::Health { addr } => return health(&addr).await,
+        Command::Bench(BenchCommand::Router(args)) => {
+            return admin("bench router", path, |c| async move {
+                hermes::bench_router::router(c, args).await
+            })
+            .await;
+        }
         Command::Bench(BenchCommand::Ingest(args)) => {
             return match hermes::bench::ingest(args).await {
                 Ok(()) => ExitCode::SUCCESS,

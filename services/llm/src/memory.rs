@@ -121,65 +121,13 @@ impl MemoryWriter {
         }
     }
 
-    /// Save the new facts inside the stage's transaction. Facts the user already has are
-    /// skipped, so a fact repeated in every exchange (or a redelivery) is stored once.
+    /// Save the new facts inside the stage's transaction (see [`save`]).
     pub async fn commit(
         &self,
         extracted: Extracted,
         tx: &Transaction<'_>,
     ) -> Result<Memorized, StageError> {
-        let Extracted { user_id, facts } = extracted;
-        let Some(facts) = facts else {
-            return Ok(Memorized::Failed);
-        };
-        if facts.is_empty() {
-            return Ok(Memorized::Nothing);
-        }
-        // The user may have been deleted since the exchange: inserting would then fail on
-        // the foreign key on every redelivery until the message is parked. KEY SHARE keeps
-        // the row until commit without blocking other updates of it.
-        let exists = tx
-            .query_opt(
-                "SELECT 1 FROM users WHERE id = $1 FOR KEY SHARE",
-                &[&user_id],
-            )
-            .await
-            .map_err(DbError::from)?;
-        if exists.is_none() {
-            tracing::info!(%user_id, "user is gone; extracted facts dropped");
-            return Ok(Memorized::Nothing);
-        }
-        let only_facts: Vec<ExtractedFact> = facts.iter().map(|(f, _)| f.clone()).collect();
-        let known = known(tx, user_id, &only_facts).await?;
-        let mut saved = Vec::new();
-        for (fact, embedding) in &facts {
-            if known.contains(&identity(fact)) {
-                continue;
-            }
-            if memory::is_structural(&fact.key) {
-                memory::set(tx, user_id, &fact.key, &fact.value, Source::Extracted).await?;
-            } else {
-                memory::add_fact(
-                    tx,
-                    user_id,
-                    &fact.key,
-                    &fact.value,
-                    embedding.as_deref(),
-                    Source::Extracted,
-                )
-                .await?;
-            }
-            saved.push(fact.key.as_str());
-        }
-        if saved.is_empty() {
-            return Ok(Memorized::Nothing);
-        }
-        // Keys only: values are the user's personal data and stay out of logs.
-        tracing::info!(%user_id, keys = ?saved, "facts extracted into memory");
-        Ok(Memorized::Saved {
-            user_id,
-            count: saved.len(),
-        })
+        Ok(save(tx, extracted).await?)
     }
 
     /// Count the outcome and, when facts were saved, drop the user's cached soul so the
@@ -247,6 +195,63 @@ impl MemoryWriter {
         }
         slots
     }
+}
+
+/// Save the new facts of `extracted` with `client` (the stage's transaction). Facts the
+/// user already has are skipped, so a fact repeated in every exchange (or a redelivery) is
+/// stored once.
+async fn save(client: &impl GenericClient, extracted: Extracted) -> Result<Memorized, DbError> {
+    let Extracted { user_id, facts } = extracted;
+    let Some(facts) = facts else {
+        return Ok(Memorized::Failed);
+    };
+    if facts.is_empty() {
+        return Ok(Memorized::Nothing);
+    }
+    // The user may have been deleted since the exchange: inserting would then fail on
+    // the foreign key on every redelivery until the message is parked. KEY SHARE keeps
+    // the row until commit without blocking other updates of it.
+    let exists = client
+        .query_opt(
+            "SELECT 1 FROM users WHERE id = $1 FOR KEY SHARE",
+            &[&user_id],
+        )
+        .await?;
+    if exists.is_none() {
+        tracing::info!(%user_id, "user is gone; extracted facts dropped");
+        return Ok(Memorized::Nothing);
+    }
+    let only_facts: Vec<ExtractedFact> = facts.iter().map(|(f, _)| f.clone()).collect();
+    let known = known(client, user_id, &only_facts).await?;
+    let mut saved = Vec::new();
+    for (fact, embedding) in &facts {
+        if known.contains(&identity(fact)) {
+            continue;
+        }
+        if memory::is_structural(&fact.key) {
+            memory::set(client, user_id, &fact.key, &fact.value, Source::Extracted).await?;
+        } else {
+            memory::add_fact(
+                client,
+                user_id,
+                &fact.key,
+                &fact.value,
+                embedding.as_deref(),
+                Source::Extracted,
+            )
+            .await?;
+        }
+        saved.push(fact.key.as_str());
+    }
+    if saved.is_empty() {
+        return Ok(Memorized::Nothing);
+    }
+    // Keys only: values are the user's personal data and stay out of logs.
+    tracing::info!(%user_id, keys = ?saved, "facts extracted into memory");
+    Ok(Memorized::Saved {
+        user_id,
+        count: saved.len(),
+    })
 }
 
 /// Ask the tier's chain for the facts of one exchange. An answer without usable JSON
@@ -461,7 +466,12 @@ fn embedding_text(fact: &ExtractedFact) -> String {
 mod tests {
     use super::*;
     use crate::providers::Mock;
+    use hermes_shared::db::memory::MemoryEntry;
+    use hermes_shared::db::{Db, migrate};
     use hermes_shared::model::Tier;
+    use secrecy::SecretString;
+
+    const ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
     fn fact(key: &str, value: &str) -> ExtractedFact {
         ExtractedFact {
@@ -648,5 +658,117 @@ mod tests {
                 .get(),
             0
         );
+    }
+
+    async fn admin(sql: &str) {
+        let db = Db::new(&SecretString::from(ADMIN_URL), 1).unwrap();
+        db.get()
+            .await
+            .expect("PostgreSQL at 127.0.0.1:5432 for tests")
+            .batch_execute(sql)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn save_stores_new_facts_once_and_skips_gone_users() {
+        let name = format!("hermes_llm_memory_test_{}", Uuid::now_v7().simple());
+        admin(&format!("CREATE DATABASE {name}")).await;
+        let url = SecretString::from(format!("postgres://postgres@127.0.0.1:5432/{name}"));
+        // In a task so a failed assertion still drops the database below.
+        let outcome = tokio::spawn(async move {
+            let db = Db::new(&url, 2).unwrap();
+            migrate::run(&db).await.unwrap();
+            let mut client = db.get().await.unwrap();
+            let user: Uuid = client
+                .query_one(
+                    "INSERT INTO users (workspace_id, referral_code)
+                     SELECT id, 'ref-llm-memory' FROM workspaces WHERE slug = 'default'
+                     RETURNING id",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            let of = |facts: Vec<(ExtractedFact, Option<Vec<f32>>)>| Extracted {
+                user_id: user,
+                facts: Some(facts),
+            };
+
+            let tx = client.transaction().await.unwrap();
+            let got = save(
+                &tx,
+                of(vec![
+                    (fact("diet", "vegan"), None),
+                    (fact("allergies", "peanuts"), Some(vec![1.0, 0.0])),
+                ]),
+            )
+            .await
+            .unwrap();
+            tx.commit().await.unwrap();
+            assert_eq!(
+                got,
+                Memorized::Saved {
+                    user_id: user,
+                    count: 2
+                }
+            );
+
+            // The same facts again (a later exchange, or a redelivery): nothing new.
+            let again = of(vec![
+                (fact("diet", "Vegan"), None),
+                (fact("allergies", "Peanuts"), Some(vec![0.0, 1.0])),
+            ]);
+            assert_eq!(save(&client, again).await.unwrap(), Memorized::Nothing);
+
+            // A changed structural value replaces the old one; a new fact adds a row.
+            let changed = of(vec![
+                (fact("diet", "vegetarian"), None),
+                (fact("allergies", "shellfish"), None),
+            ]);
+            assert_eq!(
+                save(&client, changed).await.unwrap(),
+                Memorized::Saved {
+                    user_id: user,
+                    count: 2
+                }
+            );
+            assert_eq!(
+                memory::structural(&client, user).await.unwrap(),
+                vec![MemoryEntry {
+                    key: "diet".into(),
+                    value: "vegetarian".into()
+                }]
+            );
+            let recallable = memory::facts_with_embeddings(&client, user).await.unwrap();
+            assert_eq!(recallable.len(), 1, "shellfish has no embedding");
+            assert_eq!(recallable[0].value, "peanuts");
+            assert_eq!(recallable[0].embedding, vec![1.0, 0.0]);
+            let rows = client
+                .query(
+                    "SELECT source FROM user_memory WHERE user_id = $1",
+                    &[&user],
+                )
+                .await
+                .unwrap();
+            assert_eq!(rows.len(), 3);
+            assert!(rows.iter().all(|r| r.get::<_, String>(0) == "extracted"));
+
+            let stranger = Extracted {
+                user_id: Uuid::now_v7(),
+                facts: Some(vec![(fact("diet", "vegan"), None)]),
+            };
+            assert_eq!(save(&client, stranger).await.unwrap(), Memorized::Nothing);
+            let failed = Extracted {
+                user_id: user,
+                facts: None,
+            };
+            assert_eq!(save(&client, failed).await.unwrap(), Memorized::Failed);
+        })
+        .await;
+        admin(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
+        if let Err(e) = outcome {
+            std::panic::resume_unwind(e.into_panic());
+        }
     }
 }

@@ -1,0 +1,334 @@
+//! `hermes bench router`: the router stage alone, in this process, against the configured
+//! PostgreSQL, Redis and RabbitMQ, with warm caches and a local fake embeddings endpoint.
+//! It works in a private database and namespace (dropped or expiring afterwards), seeds
+//! users with channels, credits and embedded facts, warms every user's soul, then publishes
+//! a burst of messages and reports messages/s and the stage-time percentiles.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use axum::Json;
+use axum::routing::post;
+use clap::Args;
+use hermes_shared::config::Config;
+use hermes_shared::context::Ctx;
+use hermes_shared::db::{Db, migrate};
+use hermes_shared::envelope::Envelope;
+use hermes_shared::ids::RunId;
+use hermes_shared::model::{Inbound, MessageEvent, Platform};
+use hermes_shared::telemetry::Metrics;
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Args, Debug)]
+pub struct RouterBench {
+    /// Messages in the measured burst.
+    #[arg(long, default_value_t = 20_000)]
+    messages: u32,
+    /// Distinct users (each with a linked REST channel and a warm soul).
+    #[arg(long, default_value_t = 1_000)]
+    users: u32,
+    /// Embedded memory facts per user (ranked by semantic recall on every message).
+    #[arg(long, default_value_t = 20)]
+    facts: u32,
+    /// Dimensions of the fake embeddings.
+    #[arg(long, default_value_t = 256)]
+    dims: usize,
+}
+
+/// A deterministic unit-ish vector for a text: the fake embeddings endpoint's answer.
+fn fake_vector(text: &str, dims: usize) -> Vec<f32> {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    (0..dims)
+        .map(|i| {
+            for b in text.bytes().chain([i as u8]) {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x100_0000_01b3);
+            }
+            ((h >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        })
+        .collect()
+}
+
+async fn embeddings_server(dims: usize) -> anyhow::Result<String> {
+    let app = axum::Router::new().route(
+        "/embeddings",
+        post(move |Json(body): Json<Value>| async move {
+            let data: Vec<Value> = body["input"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .map(|(i, t)| json!({"index": i, "embedding": fake_vector(t.as_str().unwrap_or(""), dims)}))
+                .collect();
+            Json(json!({ "data": data }))
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(format!("http://{addr}"))
+}
+
+fn with_database(url: &SecretString, name: &str) -> anyhow::Result<SecretString> {
+    let mut u = url::Url::parse(url.expose_secret()).context("DATABASE_URL")?;
+    u.set_path(&format!("/{name}"));
+    Ok(SecretString::from(u.to_string()))
+}
+
+async fn seed(db: &Db, args: &RouterBench, credits: i64) -> anyhow::Result<()> {
+    let c = db.get().await?;
+    c.execute(
+        "INSERT INTO users (id, workspace_id, tier, credits, referral_code)
+         SELECT gen_random_uuid(), (SELECT id FROM workspaces WHERE slug = 'default'), 'free', $2,
+                'BENCH-' || g
+         FROM generate_series(1, $1) g",
+        &[&i64::from(args.users), &credits],
+    )
+    .await?;
+    c.execute(
+        "INSERT INTO credit_ledger (user_id, reason, delta, balance_after, note)
+         SELECT id, 'grant', credits, credits, 'bench' FROM users",
+        &[],
+    )
+    .await?;
+    c.execute(
+        "INSERT INTO user_channels (user_id, platform, sender_id)
+         SELECT id, 'rest', 'bench-' || substr(referral_code, 7) FROM users",
+        &[],
+    )
+    .await?;
+    c.execute(
+        "INSERT INTO user_memory (user_id, key, value, structural)
+         SELECT id, 'diet', 'pescatarian', true FROM users",
+        &[],
+    )
+    .await?;
+    let users: Vec<uuid::Uuid> = c
+        .query("SELECT id FROM users", &[])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let stmt = c
+        .prepare(
+            "INSERT INTO user_memory (user_id, key, value, structural, embedding)
+             VALUES ($1, $2, $3, false, $4)",
+        )
+        .await?;
+    for u in &users {
+        for f in 0..args.facts {
+            let value = format!("fact {f} about this user");
+            let v = fake_vector(&format!("{u}{f}"), args.dims);
+            c.execute(&stmt, &[u, &format!("note_{f}"), &value, &v])
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+fn message(sender: u32, i: u32) -> Inbound {
+    Inbound {
+        event: MessageEvent {
+            platform: Platform::Rest,
+            sender_id: format!("bench-{sender}"),
+            chat_id: format!("bench-{sender}"),
+            text: Some(format!(
+                "find me a quiet sushi place near the beach, take {i}"
+            )),
+            media: Vec::new(),
+            external_message_id: None,
+            sender_name: None,
+            received_at: chrono::Utc::now(),
+            metadata: None,
+        },
+        conversation: Vec::new(),
+        requested_model: None,
+        callback_url: None,
+        api_key_id: None,
+    }
+}
+
+async fn processed(db: &Db) -> anyhow::Result<i64> {
+    let c = db.get().await?;
+    Ok(c.query_one(
+        "SELECT count(*) FROM processed_messages WHERE consumer = 'router'",
+        &[],
+    )
+    .await?
+    .get(0))
+}
+
+async fn wait_for(db: &Db, n: i64, limit: Duration) -> anyhow::Result<()> {
+    let started = Instant::now();
+    while processed(db).await? < n {
+        anyhow::ensure!(
+            started.elapsed() < limit,
+            "the router did not finish within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// (upper bound, cumulative count) of the router's stage histogram.
+fn buckets(m: &Metrics) -> Vec<(f64, u64)> {
+    use prometheus::core::Collector;
+    let h = m.stage_duration.with_label_values(&["router"]);
+    let mut out = Vec::new();
+    for mf in h.collect() {
+        for metric in mf.get_metric() {
+            for b in metric.get_histogram().get_bucket() {
+                out.push((b.upper_bound(), b.cumulative_count()));
+            }
+            out.push((f64::INFINITY, metric.get_histogram().get_sample_count()));
+        }
+    }
+    out
+}
+
+/// histogram_quantile over the difference of two snapshots (linear within a bucket).
+fn quantile(q: f64, before: &[(f64, u64)], after: &[(f64, u64)]) -> f64 {
+    let delta: Vec<(f64, u64)> = after
+        .iter()
+        .zip(before)
+        .map(|((le, a), (_, b))| (*le, a - b))
+        .collect();
+    let total = delta.last().map(|d| d.1).unwrap_or(0) as f64;
+    let rank = q * total;
+    let mut prev = (0.0, 0u64);
+    for (le, c) in delta {
+        if c as f64 >= rank {
+            if le.is_infinite() {
+                return prev.0;
+            }
+            let in_bucket = (c - prev.1) as f64;
+            let frac = if in_bucket > 0.0 {
+                (rank - prev.1 as f64) / in_bucket
+            } else {
+                1.0
+            };
+            return prev.0 + (le - prev.0) * frac;
+        }
+        prev = (le, c);
+    }
+    prev.0
+}
+
+pub async fn router(mut config: Config, args: RouterBench) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.users > 0 && args.messages > 0,
+        "--users and --messages must be above 0"
+    );
+    let id = &uuid::Uuid::now_v7().simple().to_string()[20..];
+    let db_name = format!("hermes_bench_{id}");
+    config.database_url = with_database(&config.database_url, &db_name)?;
+    config.namespace = hermes_shared::config::Namespace::parse(&format!("bench{id}"))
+        .map_err(anyhow::Error::msg)?;
+    config.bus.queue_expires = Some(Duration::from_secs(60));
+    config.router.embeddings_url = Some(embeddings_server(args.dims).await?.parse()?);
+    let db = Db::new(&config.database_url, 4)?;
+    migrate::ensure_database(&db).await?;
+    migrate::run(&db).await?;
+    let result = measure(&config, &db, &args).await;
+    drop(db);
+    let admin = Db::new(&with_database(&config.database_url, "postgres")?, 1)?;
+    admin
+        .get()
+        .await?
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {db_name} WITH (FORCE)"))
+        .await?;
+    result
+}
+
+async fn measure(config: &Config, db: &Db, args: &RouterBench) -> anyhow::Result<()> {
+    let seeding = Instant::now();
+    seed(db, args, i64::from(args.messages) + 1).await?;
+    println!(
+        "seeded {} users x {} facts ({} dims) in {:.1}s",
+        args.users,
+        args.facts,
+        args.dims,
+        seeding.elapsed().as_secs_f64()
+    );
+    let metrics = Metrics::new();
+    let ctx = Ctx::connect(config.clone(), metrics.clone()).await?;
+    let stop = CancellationToken::new();
+    let router = tokio::spawn(hermes_router::run(ctx.with_stop(stop.clone())));
+
+    // Warm every user's soul (and the connection pools).
+    for u in 1..=args.users {
+        ctx.bus
+            .publish(&Envelope::new(RunId::new(), None, &message(u, 0)))
+            .await?;
+    }
+    wait_for(db, i64::from(args.users), Duration::from_secs(300)).await?;
+    let before = buckets(&metrics);
+
+    let started = Instant::now();
+    // Publish in windows of 512 confirms at a time (the bus pipelines within a window).
+    let ids: Vec<u32> = (0..args.messages).collect();
+    for chunk in ids.chunks(512) {
+        let sends = chunk.iter().map(|&i| {
+            let bus = ctx.bus.clone();
+            async move {
+                bus.publish(&Envelope::new(
+                    RunId::new(),
+                    None,
+                    &message(i % args.users + 1, i + 1),
+                ))
+                .await
+            }
+        });
+        for r in futures_util::future::join_all(sends).await {
+            r?;
+        }
+    }
+    let published = started.elapsed();
+    wait_for(
+        db,
+        i64::from(args.users) + i64::from(args.messages),
+        Duration::from_secs(900),
+    )
+    .await?;
+    let elapsed = started.elapsed();
+    let after = buckets(&metrics);
+    stop.cancel();
+    let _ = router.await;
+
+    let rate = f64::from(args.messages) / elapsed.as_secs_f64();
+    println!(
+        "router: {} messages in {:.2}s = {:.0} messages/s (published in {:.2}s)",
+        args.messages,
+        elapsed.as_secs_f64(),
+        rate,
+        published.as_secs_f64()
+    );
+    println!(
+        "stage time: p50 {:.1} ms, p99 {:.1} ms (interpolated from hermes_stage_duration_seconds)",
+        quantile(0.50, &before, &after) * 1000.0,
+        quantile(0.99, &before, &after) * 1000.0
+    );
+    let recall = metrics.semantic_recall.with_label_values(&["used"]).get();
+    let hits = metrics.soul_cache.with_label_values(&["hit"]).get();
+    println!("semantic recall used {recall} times; soul cache hits {hits}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_interpolate_within_buckets() {
+        let before = vec![(0.001, 0), (0.01, 0), (f64::INFINITY, 0)];
+        let after = vec![(0.001, 50), (0.01, 100), (f64::INFINITY, 100)];
+        assert!((quantile(0.5, &before, &after) - 0.001).abs() < 1e-9);
+        assert!((quantile(0.75, &before, &after) - 0.0055).abs() < 1e-9);
+        assert_eq!(fake_vector("a", 8), fake_vector("a", 8));
+        assert_ne!(fake_vector("a", 8), fake_vector("b", 8));
+    }
+}
