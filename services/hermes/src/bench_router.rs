@@ -85,8 +85,8 @@ async fn seed(db: &Db, args: &RouterBench, credits: i64) -> anyhow::Result<()> {
         "INSERT INTO users (id, workspace_id, tier, credits, referral_code)
          SELECT gen_random_uuid(), (SELECT id FROM workspaces WHERE slug = 'default'), 'free', $2,
                 'BENCH-' || g
-         FROM generate_series(1, $1) g",
-        &[&i64::from(args.users), &credits],
+         FROM generate_series(1, $1::int) g",
+        &[&(args.users as i32), &credits],
     )
     .await?;
     c.execute(
