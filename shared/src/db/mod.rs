@@ -43,6 +43,12 @@ pub enum DbError {
     Invalid(String),
 }
 
+/// `sql` prepared once per pooled connection: hot statements then skip the parse and plan
+/// round trip that an unprepared query costs on every call.
+pub async fn stmt(c: &impl GenericClient, sql: &str) -> Result<tokio_postgres::Statement, DbError> {
+    Ok(c.prepare_cached(sql).await?)
+}
+
 /// The server's own message when there is one (tokio-postgres' Display says only "db error").
 fn pg_detail(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
@@ -127,7 +133,11 @@ pub async fn already_processed(
 ) -> Result<bool, DbError> {
     let row = client
         .query_opt(
-            "SELECT 1 FROM processed_messages WHERE consumer = $1 AND message_id = $2",
+            &stmt(
+                client,
+                "SELECT 1 FROM processed_messages WHERE consumer = $1 AND message_id = $2",
+            )
+            .await?,
             &[&consumer, &message_id.as_uuid()],
         )
         .await?;
@@ -143,7 +153,11 @@ pub async fn mark_processed(
 ) -> Result<bool, DbError> {
     let n = tx
         .execute(
-            "INSERT INTO processed_messages (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &stmt(
+                tx,
+                "INSERT INTO processed_messages (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            )
+            .await?,
             &[&consumer, &message_id.as_uuid()],
         )
         .await?;

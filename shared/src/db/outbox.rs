@@ -34,8 +34,8 @@ pub async fn enqueue(tx: &Transaction<'_>, messages: &[Outgoing]) -> Result<(), 
     let traces: Vec<Option<&str>> = messages.iter().map(|m| m.traceparent.as_deref()).collect();
     let bodies: Vec<&[u8]> = messages.iter().map(|m| m.body.as_slice()).collect();
     tx.execute(
-        "INSERT INTO outbox (message_id, stage, traceparent, body)
-         SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::bytea[])",
+        &super::stmt(tx, "INSERT INTO outbox (message_id, stage, traceparent, body)
+         SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::bytea[])").await?,
         &[&ids, &stages, &traces, &bodies],
     )
     .await?;
@@ -67,8 +67,8 @@ impl Relay {
         let tx = client.transaction().await?;
         let rows = tx
             .query(
-                "SELECT id, message_id, stage, traceparent, body FROM outbox
-                 WHERE published_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED",
+                &super::stmt(&tx, "SELECT id, message_id, stage, traceparent, body FROM outbox
+                 WHERE published_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED").await?,
                 &[&BATCH],
             )
             .await?;
@@ -111,14 +111,14 @@ impl Relay {
         }
         if !done.is_empty() {
             tx.execute(
-                "UPDATE outbox SET published_at = now() WHERE id = ANY($1)",
+                &super::stmt(&tx, "UPDATE outbox SET published_at = now() WHERE id = ANY($1)").await?,
                 &[&done],
             )
             .await?;
         }
         if !failed.is_empty() {
             tx.execute(
-                "UPDATE outbox SET attempts = attempts + 1, last_error = $2 WHERE id = ANY($1)",
+                &super::stmt(&tx, "UPDATE outbox SET attempts = attempts + 1, last_error = $2 WHERE id = ANY($1)").await?,
                 &[&failed, &last_error],
             )
             .await?;
@@ -137,8 +137,8 @@ impl Relay {
         let client = self.db.get().await?;
         let row = client
             .query_one(
-                "SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8
-                 FROM outbox WHERE published_at IS NULL",
+                &super::stmt(&client, "SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8
+                 FROM outbox WHERE published_at IS NULL").await?,
                 &[],
             )
             .await?;

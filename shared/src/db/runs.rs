@@ -68,9 +68,9 @@ pub struct NewRun<'a> {
 pub async fn create(tx: &Transaction<'_>, run: &NewRun<'_>) -> Result<bool, DbError> {
     let n = tx
         .execute(
-            "INSERT INTO agent_runs (id, platform, sender_id, chat_id, external_message_id, status,
+            &super::stmt(tx, "INSERT INTO agent_runs (id, platform, sender_id, chat_id, external_message_id, status,
                                      tier, input_text, metadata, api_key_id, traceparent)
-             VALUES ($1, $2, $3, $4, $5, 'routed', $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING",
+             VALUES ($1, $2, $3, $4, $5, 'routed', $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING").await?,
             &[
                 &run.id.as_uuid(),
                 &run.platform.as_str(),
@@ -109,10 +109,10 @@ pub async fn set_routing(tx: &Transaction<'_>, id: RunId, r: &Routing<'_>) -> Re
         .map_err(|e| DbError::Invalid(e.to_string()))?;
     let provenance = r.provenance.map(Provenance::to_meta);
     tx.execute(
-        "UPDATE agent_runs SET user_id = $2, agent_id = $3, session_id = $4, dispatch = $5,
+        &super::stmt(tx, "UPDATE agent_runs SET user_id = $2, agent_id = $3, session_id = $4, dispatch = $5,
                 engagement_mode = $6, contract_version = $7, credits_charged = $8, tier = $9,
                 provenance = $10, updated_at = now()
-         WHERE id = $1",
+         WHERE id = $1").await?,
         &[
             &id.as_uuid(),
             &r.user_id,
@@ -133,8 +133,8 @@ pub async fn set_routing(tx: &Transaction<'_>, id: RunId, r: &Routing<'_>) -> Re
 /// Move an open run to `status` (no effect on a closed run).
 pub async fn advance(tx: &Transaction<'_>, id: RunId, status: RunStatus) -> Result<(), DbError> {
     tx.execute(
-        "UPDATE agent_runs SET status = $2, updated_at = now()
-         WHERE id = $1 AND status NOT IN ('completed', 'failed')",
+        &super::stmt(tx, "UPDATE agent_runs SET status = $2, updated_at = now()
+         WHERE id = $1 AND status NOT IN ('completed', 'failed')").await?,
         &[&id.as_uuid(), &status.as_str()],
     )
     .await?;
@@ -152,10 +152,10 @@ pub async fn finish(tx: &Transaction<'_>, id: RunId, outcome: &Outcome) -> Resul
             ..
         } => {
             tx.execute(
-                "UPDATE agent_runs SET status = 'completed', output_text = $2, model = $3,
+                &super::stmt(tx, "UPDATE agent_runs SET status = 'completed', output_text = $2, model = $3,
                         tokens_in = $4, tokens_out = $5, tools_used = $6,
                         updated_at = now(), finished_at = now()
-                 WHERE id = $1 AND status NOT IN ('completed', 'failed')",
+                 WHERE id = $1 AND status NOT IN ('completed', 'failed')").await?,
                 &[
                     &id.as_uuid(),
                     text,
@@ -169,9 +169,9 @@ pub async fn finish(tx: &Transaction<'_>, id: RunId, outcome: &Outcome) -> Resul
         }
         Outcome::Failed { code, message } => {
             tx.execute(
-                "UPDATE agent_runs SET status = 'failed', error_code = $2, output_text = $3,
+                &super::stmt(tx, "UPDATE agent_runs SET status = 'failed', error_code = $2, output_text = $3,
                         updated_at = now(), finished_at = now()
-                 WHERE id = $1 AND status NOT IN ('completed', 'failed')",
+                 WHERE id = $1 AND status NOT IN ('completed', 'failed')").await?,
                 &[&id.as_uuid(), &code.as_str(), message],
             )
             .await?
@@ -199,9 +199,9 @@ pub struct RunRow {
 pub async fn get(client: &Client, id: RunId) -> Result<Option<RunRow>, DbError> {
     let row = client
         .query_opt(
-            "SELECT status, output_text, error_code, model, tokens_in, tokens_out, tools_used,
+            &super::stmt(client, "SELECT status, output_text, error_code, model, tokens_in, tokens_out, tools_used,
                     platform, api_key_id, created_at, finished_at
-             FROM agent_runs WHERE id = $1",
+             FROM agent_runs WHERE id = $1").await?,
             &[&id.as_uuid()],
         )
         .await?;

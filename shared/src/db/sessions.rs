@@ -47,15 +47,15 @@ pub async fn current_or_start(
     // collision between two scopes only makes them wait for each other, never merges them.
     let scope = format!("{user_id}/{}/{channel_id}", platform.as_str());
     tx.execute(
-        "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+        &super::stmt(tx, "SELECT pg_advisory_xact_lock($1, hashtext($2))").await?,
         &[&SESSION_LOCK_CLASS, &scope],
     )
     .await?;
     let latest = tx
         .query_opt(
-            "SELECT id, started_at, last_activity_at FROM sessions
+            &super::stmt(tx, "SELECT id, started_at, last_activity_at FROM sessions
              WHERE user_id = $1 AND platform = $2 AND channel_id = $3
-             ORDER BY last_activity_at DESC LIMIT 1",
+             ORDER BY last_activity_at DESC LIMIT 1").await?,
             &[&user_id, &platform.as_str(), &channel_id],
         )
         .await?;
@@ -75,8 +75,8 @@ pub async fn current_or_start(
     }
     let id = Uuid::now_v7();
     tx.execute(
-        "INSERT INTO sessions (id, user_id, platform, channel_id, started_at, last_activity_at)
-         VALUES ($1, $2, $3, $4, $5, $5)",
+        &super::stmt(tx, "INSERT INTO sessions (id, user_id, platform, channel_id, started_at, last_activity_at)
+         VALUES ($1, $2, $3, $4, $5, $5)").await?,
         &[&id, &user_id, &platform.as_str(), &channel_id, &now],
     )
     .await?;
@@ -99,9 +99,9 @@ pub async fn live(
 ) -> Result<Option<Uuid>, DbError> {
     let row = client
         .query_opt(
-            "SELECT id, last_activity_at FROM sessions
+            &super::stmt(client, "SELECT id, last_activity_at FROM sessions
              WHERE user_id = $1 AND platform = $2 AND channel_id = $3
-             ORDER BY last_activity_at DESC LIMIT 1",
+             ORDER BY last_activity_at DESC LIMIT 1").await?,
             &[&user_id, &platform.as_str(), &channel_id],
         )
         .await?;
@@ -120,7 +120,7 @@ pub async fn touch(
 ) -> Result<(), DbError> {
     client
         .execute(
-            "UPDATE sessions SET last_activity_at = GREATEST(last_activity_at, $2) WHERE id = $1",
+            &super::stmt(client, "UPDATE sessions SET last_activity_at = GREATEST(last_activity_at, $2) WHERE id = $1").await?,
             &[&session_id, &now],
         )
         .await?;
@@ -139,10 +139,10 @@ pub async fn history(
     // the order the messages were actually logged in.
     let rows = client
         .query(
-            "SELECT direction, text FROM (
+            &super::stmt(client, "SELECT direction, text FROM (
                  SELECT id, direction, text FROM interactions
                  WHERE session_id = $1 ORDER BY id DESC LIMIT $2
-             ) recent ORDER BY id",
+             ) recent ORDER BY id").await?,
             &[&session_id, &limit],
         )
         .await?;
@@ -166,9 +166,9 @@ pub async fn recent_inbound_elsewhere(
 ) -> Result<Vec<(String, DateTime<Utc>)>, DbError> {
     let rows = client
         .query(
-            "SELECT text, created_at FROM interactions
+            &super::stmt(client, "SELECT text, created_at FROM interactions
              WHERE user_id = $1 AND direction = 'inbound' AND session_id <> $2
-             ORDER BY created_at DESC, id DESC LIMIT $3",
+             ORDER BY created_at DESC, id DESC LIMIT $3").await?,
             &[&user_id, &current_session, &limit.max(0)],
         )
         .await?;
@@ -222,8 +222,8 @@ pub async fn log_interaction(
 ) -> Result<bool, DbError> {
     let n = tx
         .execute(
-            "INSERT INTO interactions (run_id, user_id, session_id, direction, text, meta)
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id, direction) DO NOTHING",
+            &super::stmt(tx, "INSERT INTO interactions (run_id, user_id, session_id, direction, text, meta)
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id, direction) DO NOTHING").await?,
             &[
                 &run_id,
                 &user_id,

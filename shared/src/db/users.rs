@@ -52,13 +52,14 @@ pub async fn resolve(
     platform: Platform,
     sender_id: &str,
 ) -> Result<Option<Resolved>, DbError> {
+    let sql = format!(
+        "SELECT {USER_COLUMNS}, c.activated, c.agent_id AS channel_agent_id
+         FROM user_channels c JOIN users u ON u.id = c.user_id
+         WHERE c.platform = $1 AND c.sender_id = $2"
+    );
     let row = client
         .query_opt(
-            &format!(
-                "SELECT {USER_COLUMNS}, c.activated, c.agent_id AS channel_agent_id
-                 FROM user_channels c JOIN users u ON u.id = c.user_id
-                 WHERE c.platform = $1 AND c.sender_id = $2"
-            ),
+            &super::stmt(client, &sql).await?,
             &[&platform.as_str(), &sender_id],
         )
         .await?;
@@ -85,7 +86,7 @@ pub struct NewUser<'a> {
 pub async fn create(tx: &Transaction<'_>, new: &NewUser<'_>) -> Result<User, DbError> {
     let workspace: Option<Uuid> = tx
         .query_opt(
-            "SELECT id FROM workspaces WHERE slug = $1",
+            &super::stmt(tx, "SELECT id FROM workspaces WHERE slug = $1").await?,
             &[&new.workspace],
         )
         .await?
@@ -95,8 +96,8 @@ pub async fn create(tx: &Transaction<'_>, new: &NewUser<'_>) -> Result<User, DbE
     let id = Uuid::now_v7();
     let code = referral_code(id);
     tx.execute(
-        "INSERT INTO users (id, workspace_id, display_name, tier, referral_code)
-         VALUES ($1, $2, $3, $4, $5)",
+        &super::stmt(tx, "INSERT INTO users (id, workspace_id, display_name, tier, referral_code)
+         VALUES ($1, $2, $3, $4, $5)").await?,
         &[
             &id,
             &workspace,
@@ -160,8 +161,8 @@ pub struct Channel {
 pub async fn channels(client: &Client, user_id: Uuid) -> Result<Vec<Channel>, DbError> {
     Ok(client
         .query(
-            "SELECT platform, sender_id, activated, agent_id FROM user_channels
-             WHERE user_id = $1 ORDER BY platform, sender_id",
+            &super::stmt(client, "SELECT platform, sender_id, activated, agent_id FROM user_channels
+             WHERE user_id = $1 ORDER BY platform, sender_id").await?,
             &[&user_id],
         )
         .await?
@@ -187,11 +188,11 @@ pub async fn link_channel(
 ) -> Result<bool, DbError> {
     let n = client
         .execute(
-            "INSERT INTO user_channels (user_id, platform, sender_id, activated, agent_id)
+            &super::stmt(client, "INSERT INTO user_channels (user_id, platform, sender_id, activated, agent_id)
              VALUES ($1, $2, $3, $4, $5)
              ON CONFLICT (platform, sender_id) DO UPDATE
                 SET activated = EXCLUDED.activated, agent_id = EXCLUDED.agent_id
-                WHERE user_channels.user_id = EXCLUDED.user_id",
+                WHERE user_channels.user_id = EXCLUDED.user_id").await?,
             &[
                 &user_id,
                 &platform.as_str(),
@@ -214,11 +215,11 @@ pub async fn update(
 ) -> Result<bool, DbError> {
     let n = client
         .execute(
-            "UPDATE users SET tier = COALESCE($2, tier),
+            &super::stmt(client, "UPDATE users SET tier = COALESCE($2, tier),
                               display_name = COALESCE($3, display_name),
                               agent_id = CASE WHEN $4 THEN $5 ELSE agent_id END,
                               updated_at = now()
-             WHERE id = $1",
+             WHERE id = $1").await?,
             &[
                 &user_id,
                 &tier.map(Tier::as_str),
