@@ -258,6 +258,9 @@ async fn measure(config: &Config, db: &Db, args: &RouterBench) -> anyhow::Result
     let ctx = Ctx::connect(config.clone(), metrics.clone()).await?;
     let stop = CancellationToken::new();
     let router = tokio::spawn(hermes_router::run(ctx.with_stop(stop.clone())));
+    // As in `hermes router`: the process's outbox relay publishes what the stage commits.
+    let relay = hermes_shared::db::outbox::Relay::new(ctx.db.clone(), ctx.bus.clone(), metrics.clone());
+    let relay = tokio::spawn(relay.run(stop.clone()));
 
     // Warm every user's soul (and the connection pools).
     for u in 1..=args.users {
@@ -298,6 +301,7 @@ async fn measure(config: &Config, db: &Db, args: &RouterBench) -> anyhow::Result
     let after = buckets(&metrics);
     stop.cancel();
     let _ = router.await;
+    let _ = relay.await;
 
     let rate = f64::from(args.messages) / elapsed.as_secs_f64();
     println!(

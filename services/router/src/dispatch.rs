@@ -8,6 +8,10 @@ use hermes_shared::db::agents::Agent;
 use hermes_shared::db::users::Resolved;
 use hermes_shared::db::{DbError, Transaction, agents};
 use hermes_shared::intent::Intent;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use uuid::Uuid;
 
 /// The chosen agent, or none (the built-in persona).
 pub struct Chosen {
@@ -36,10 +40,38 @@ pub fn mentions(text: &str) -> Vec<String> {
     out
 }
 
+/// Whether a workspace has any agent, remembered for a few seconds: most installs answer
+/// with the configured persona, and asking the database twice per message to learn that
+/// nothing changed is the router's most avoidable cost. A new agent is picked up within
+/// [`PRESENCE_TTL`].
+#[derive(Default)]
+pub struct Presence {
+    known: Mutex<HashMap<Uuid, (Instant, bool)>>,
+}
+
+/// How long "this workspace has (no) agents" is trusted.
+pub const PRESENCE_TTL: Duration = Duration::from_secs(2);
+
+impl Presence {
+    async fn has_agents(&self, tx: &Transaction<'_>, workspace: Uuid) -> Result<bool, DbError> {
+        if let Some((at, has)) = self.known.lock().ok().and_then(|m| m.get(&workspace).copied())
+            && at.elapsed() < PRESENCE_TTL
+        {
+            return Ok(has);
+        }
+        let has = agents::any(tx, workspace).await?;
+        if let Ok(mut m) = self.known.lock() {
+            m.insert(workspace, (Instant::now(), has));
+        }
+        Ok(has)
+    }
+}
+
 /// Choose the agent of a run, inside the run's transaction (rows locked, so capacity holds
 /// under concurrency).
 pub async fn choose(
     tx: &Transaction<'_>,
+    presence: &Presence,
     who: &Resolved,
     text: &str,
     intent: Intent,
@@ -61,7 +93,9 @@ pub async fn choose(
         )
         .await;
     }
-    for key in mentions(text) {
+    let has_agents = presence.has_agents(tx, who.user.workspace_id).await?;
+    let keys = if has_agents { mentions(text) } else { Vec::new() };
+    for key in keys {
         let Some(agent) = agents::by_key_in(tx, who.user.workspace_id, &key).await? else {
             continue;
         };
@@ -84,7 +118,7 @@ pub async fn choose(
     {
         return chosen(agent, DispatchMode::RoundRobin, "round-robin".into(), tx).await;
     }
-    let reason = if agents::any(tx, who.user.workspace_id).await? {
+    let reason = if has_agents {
         "no eligible agent (all offline, busy or at capacity): default persona"
     } else {
         "no agents configured: default persona"

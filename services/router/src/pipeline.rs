@@ -41,6 +41,7 @@ pub struct Router {
     soul: Soul,
     recall: Recall,
     history: Option<HistoryStore>,
+    presence: dispatch::Presence,
     clock: Clock,
 }
 
@@ -69,6 +70,7 @@ impl Router {
             soul: Soul::new(ctx.cache.clone(), ctx.metrics.clone()),
             recall,
             history,
+            presence: dispatch::Presence::default(),
             clock,
             ctx,
         })
@@ -136,34 +138,30 @@ impl Handler for Router {
         // 2 (credits) happens in `commit`, under the user's row lock.
         let now = (self.clock)();
         let idle = self.ctx.config.file.router.session_idle();
-        let session_seen = sessions::live(
-            &client,
-            who.user.id,
-            event.platform,
-            &event.chat_id,
-            now,
-            idle,
-        )
-        .await?;
 
-        // 3. The soul: cached base + semantic recall (skipped for trivial messages).
+        // 3 and 4 side by side (the queries pipeline on one connection): the soul's cached
+        // base and the session history need the live session; semantic recall (skipped for
+        // trivial messages) needs only the text.
         let started = Instant::now();
-        let (base, _) = self
-            .soul
-            .base(&client, who.user.id, session_seen, now)
-            .await?;
-        let (recall_block, recall_used) = self.recall_for(&client, &who, &text).await;
+        let session_side = async {
+            let seen =
+                sessions::live(&client, who.user.id, event.platform, &event.chat_id, now, idle)
+                    .await?;
+            let (base, _) = self.soul.base(&client, who.user.id, seen, now).await?;
+            let history = match seen {
+                Some(session) => self.history_of(&client, event, session).await?,
+                None => Vec::new(),
+            };
+            Ok::<_, StageError>((seen, base, history))
+        };
+        let (session_side, (recall_block, recall_used)) =
+            tokio::join!(session_side, self.recall_for(&client, &who, &text));
+        let (session_seen, base, history) = session_side?;
         let soul_load = started.elapsed();
         self.ctx
             .metrics
             .soul_load_duration
             .observe(soul_load.as_secs_f64());
-
-        // 4. Session history: the Redis cache, rebuilt from interactions on a miss.
-        let history = match session_seen {
-            Some(session) => self.history_of(&client, event, session).await?,
-            None => Vec::new(),
-        };
 
         // 5. Images: their intent picks the vision path and the toolsets.
         let image_intent = messages::has_image(event).then(|| intent::classify_image(Some(&text)));
@@ -372,7 +370,7 @@ impl Router {
         };
 
         // Dispatch: assignment, mention, round robin, or the default persona.
-        let chosen = dispatch::choose(tx, &r.who, &r.text, r.intent).await?;
+        let chosen = dispatch::choose(tx, &self.presence, &r.who, &r.text, r.intent).await?;
         self.ctx
             .metrics
             .dispatches
@@ -382,40 +380,40 @@ impl Router {
         let tier = agent.and_then(|a| a.tier).unwrap_or(user.tier);
         let mode = agent.map(|a| a.engagement_mode).unwrap_or_default();
 
-        sessions::log_interaction(
-            tx,
-            run_id,
-            user.id,
-            session.id,
-            sessions::Direction::Inbound,
-            &r.text,
-            &serde_json::json!({ "intent": r.provenance.intent }),
-        )
-        .await?;
-        runs::set_routing(
-            tx,
-            env.run_id,
-            &runs::Routing {
-                user_id: user.id,
-                agent_id: agent.map(|a| a.id),
-                session_id: Some(session.id),
-                dispatch: Some(&chosen.dispatch),
-                engagement_mode: Some(mode),
-                credits_charged: charged,
-                tier,
-                provenance: Some(&r.provenance),
-            },
-        )
-        .await?;
-        agents::record_activity(
-            tx,
-            run_id,
-            agent.map(|a| a.id),
-            Some(user.id),
-            "run.dispatched",
-            &serde_json::json!({ "dispatch": chosen.dispatch, "engagement_mode": mode }),
-        )
-        .await?;
+        // Three independent writes, pipelined on the connection (one round trip of waiting).
+        let intent_meta = serde_json::json!({ "intent": r.provenance.intent });
+        let dispatch_data =
+            serde_json::json!({ "dispatch": chosen.dispatch, "engagement_mode": mode });
+        let routing = runs::Routing {
+            user_id: user.id,
+            agent_id: agent.map(|a| a.id),
+            session_id: Some(session.id),
+            dispatch: Some(&chosen.dispatch),
+            engagement_mode: Some(mode),
+            credits_charged: charged,
+            tier,
+            provenance: Some(&r.provenance),
+        };
+        tokio::try_join!(
+            sessions::log_interaction(
+                tx,
+                run_id,
+                user.id,
+                session.id,
+                sessions::Direction::Inbound,
+                &r.text,
+                &intent_meta,
+            ),
+            runs::set_routing(tx, env.run_id, &routing),
+            agents::record_activity(
+                tx,
+                run_id,
+                agent.map(|a| a.id),
+                Some(user.id),
+                "run.dispatched",
+                &dispatch_data,
+            ),
+        )?;
 
         if let Some(a) = agent.filter(|a| a.kind == AgentKind::External) {
             // External runtime: owe it a signed wake; the run is its inbox entry.

@@ -5,6 +5,10 @@
 //! Recall is an enrichment: when the endpoint is slow or down, or the database query
 //! fails, the message goes on without it ([`RecallOutcome::Failed`]), never stops.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
 use hermes_shared::config::{RecallSettings, RouterSecrets};
 use hermes_shared::db::Client;
 use hermes_shared::db::memory::{self, Fact, Uuid};
@@ -45,14 +49,14 @@ pub fn cosine(a: &[f32], b: &[f32]) -> Option<f32> {
 /// A full sort, O(n log n): a user's facts are few and capped by
 /// [`memory::MAX_RECALL_FACTS`], so a bounded heap (O(n log k)) would buy nothing
 /// measurable for its extra code.
-pub fn top_k(query: &[f32], facts: Vec<Fact>, k: usize) -> Vec<(Fact, f32)> {
-    let mut scored: Vec<(Fact, f32)> = facts
-        .into_iter()
+pub fn top_k(query: &[f32], facts: &[Fact], k: usize) -> Vec<(Fact, f32)> {
+    let mut scored: Vec<(&Fact, f32)> = facts
+        .iter()
         .filter_map(|f| cosine(query, &f.embedding).map(|s| (f, s)))
         .collect();
     scored.sort_by(|(fa, sa), (fb, sb)| sb.total_cmp(sa).then(fb.id.cmp(&fa.id)));
     scored.truncate(k);
-    scored
+    scored.into_iter().map(|(f, s)| (f.clone(), s)).collect()
 }
 
 /// The `RELEVANT CONTEXT` block for the system prompt: the header, then one `- key: value`
@@ -86,17 +90,59 @@ pub enum RecallOutcome {
     Failed(String),
 }
 
+/// How long a user's facts are reused from memory: a conversation sends several messages a
+/// minute, and reading a user's embeddings (kilobytes of floats) for each is the costliest
+/// query of the pipeline. A fact extracted meanwhile joins recall within this time.
+pub const FACTS_TTL: Duration = Duration::from_secs(60);
+/// Users whose facts are kept (about 20 KB each with 20 facts of 256 dimensions).
+const FACTS_CACHED_USERS: usize = 10_000;
+
+/// Recently read facts per user, bounded and short-lived.
+#[derive(Debug, Default)]
+struct FactsCache {
+    users: Mutex<HashMap<Uuid, (Instant, Arc<Vec<Fact>>)>>,
+}
+
+impl FactsCache {
+    fn get(&self, user: Uuid) -> Option<Arc<Vec<Fact>>> {
+        let users = self.users.lock().ok()?;
+        users
+            .get(&user)
+            .filter(|(at, _)| at.elapsed() < FACTS_TTL)
+            .map(|(_, f)| f.clone())
+    }
+
+    fn put(&self, user: Uuid, facts: Arc<Vec<Fact>>) {
+        let Ok(mut users) = self.users.lock() else {
+            return;
+        };
+        if users.len() >= FACTS_CACHED_USERS {
+            users.retain(|_, (at, _)| at.elapsed() < FACTS_TTL);
+            if users.len() >= FACTS_CACHED_USERS {
+                // Everyone is recent: start over rather than track an LRU order.
+                users.clear();
+            }
+        }
+        users.insert(user, (Instant::now(), facts));
+    }
+}
+
 /// Semantic recall for the router: an optional embedder and how many facts to show.
 #[derive(Clone, Debug)]
 pub struct Recall {
     embedder: Option<Embedder>,
     top_k: usize,
+    facts: Arc<FactsCache>,
 }
 
 impl Recall {
     /// Recall with `embedder` (`None`: off) showing at most `top_k` facts.
     pub fn new(embedder: Option<Embedder>, top_k: usize) -> Self {
-        Self { embedder, top_k }
+        Self {
+            embedder,
+            top_k,
+            facts: Arc::default(),
+        }
     }
 
     /// Recall as configured: off without `HERMES_EMBEDDINGS_URL`.
@@ -125,9 +171,16 @@ impl Recall {
         }
         // Facts first: the query is local and cheap, and a user with no fact saves the
         // paid, slower embeddings call.
-        let facts = match memory::facts_with_embeddings(client, user_id).await {
-            Ok(facts) => facts,
-            Err(e) => return RecallOutcome::Failed(format!("loading facts: {e}")),
+        let facts = match self.facts.get(user_id) {
+            Some(facts) => facts,
+            None => match memory::facts_with_embeddings(client, user_id).await {
+                Ok(facts) => {
+                    let facts = Arc::new(facts);
+                    self.facts.put(user_id, facts.clone());
+                    facts
+                }
+                Err(e) => return RecallOutcome::Failed(format!("loading facts: {e}")),
+            },
         };
         if facts.is_empty() {
             return RecallOutcome::Used(None);
@@ -136,7 +189,7 @@ impl Recall {
             Ok(q) => q,
             Err(e) => return RecallOutcome::Failed(format!("embedding the message: {e}")),
         };
-        RecallOutcome::Used(relevant_context_block(&top_k(&query, facts, self.top_k)))
+        RecallOutcome::Used(relevant_context_block(&top_k(&query, &facts, self.top_k)))
     }
 }
 
@@ -192,7 +245,7 @@ mod tests {
             fact(4, "at0", "v", &[2.0, 0.0, 0.0]),
             fact(5, "at60", "v", &[s30, c30, 0.0]),
         ];
-        let got = top_k(&[1.0, 0.0, 0.0], facts, 3);
+        let got = top_k(&[1.0, 0.0, 0.0], &facts, 3);
         let keys: Vec<&str> = got.iter().map(|(f, _)| f.key.as_str()).collect();
         assert_eq!(keys, ["at0", "at30", "at60"]);
         assert!(close(got[0].1, 1.0));
@@ -207,7 +260,7 @@ mod tests {
             fact(9, "new", "v", &[2.0, 2.0]),
             fact(8, "mid", "v", &[3.0, 3.0]),
         ];
-        let got = top_k(&[1.0, 1.0], facts, 10);
+        let got = top_k(&[1.0, 1.0], &facts, 10);
         let ids: Vec<i64> = got.iter().map(|(f, _)| f.id).collect();
         assert_eq!(ids, [9, 8, 7]);
     }
@@ -219,7 +272,7 @@ mod tests {
             fact(2, "zero", "v", &[0.0, 0.0, 0.0]),
             fact(3, "same", "v", &[0.0, 0.0, 1.0]),
         ];
-        let got = top_k(&[1.0, 0.0, 0.0], facts, 10);
+        let got = top_k(&[1.0, 0.0, 0.0], &facts, 10);
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].0.key, "same");
     }
@@ -230,9 +283,9 @@ mod tests {
             fact(1, "a", "v", &[1.0, 0.0]),
             fact(2, "b", "v", &[0.0, 1.0]),
         ];
-        assert_eq!(top_k(&[1.0, 0.0], facts.clone(), 50).len(), 2);
-        assert!(top_k(&[1.0, 0.0], facts, 0).is_empty());
-        assert!(top_k(&[1.0, 0.0], Vec::new(), 5).is_empty());
+        assert_eq!(top_k(&[1.0, 0.0], &facts, 50).len(), 2);
+        assert!(top_k(&[1.0, 0.0], &facts, 0).is_empty());
+        assert!(top_k(&[1.0, 0.0], &[], 5).is_empty());
     }
 
     #[test]

@@ -51,27 +51,33 @@ pub async fn current_or_start(
         &[&SESSION_LOCK_CLASS, &scope],
     )
     .await?;
-    let latest = tx
+    // Continue the latest session if it is still live, moving its activity on, in one
+    // round trip; an idle timeout too large for chrono means sessions never expire.
+    let cutoff = TimeDelta::from_std(idle)
+        .ok()
+        .and_then(|idle| now.checked_sub_signed(idle))
+        .unwrap_or(DateTime::<Utc>::MIN_UTC);
+    let continued = tx
         .query_opt(
-            &super::stmt(tx, "SELECT id, started_at, last_activity_at FROM sessions
-             WHERE user_id = $1 AND platform = $2 AND channel_id = $3
-             ORDER BY last_activity_at DESC LIMIT 1").await?,
-            &[&user_id, &platform.as_str(), &channel_id],
+            &super::stmt(
+                tx,
+                "UPDATE sessions SET last_activity_at = GREATEST(last_activity_at, $4)
+                 WHERE id = (SELECT id FROM sessions
+                             WHERE user_id = $1 AND platform = $2 AND channel_id = $3
+                             ORDER BY last_activity_at DESC LIMIT 1)
+                   AND last_activity_at >= $5
+                 RETURNING id, started_at",
+            )
+            .await?,
+            &[&user_id, &platform.as_str(), &channel_id, &now, &cutoff],
         )
         .await?;
-    // An idle timeout too large for chrono means sessions never expire.
-    let idle = TimeDelta::from_std(idle).unwrap_or(TimeDelta::MAX);
-    if let Some(row) = latest {
-        let last: DateTime<Utc> = row.get(2);
-        if now.signed_duration_since(last) <= idle {
-            let id: Uuid = row.get(0);
-            touch(tx, id, now).await?;
-            return Ok(Session {
-                id,
-                started_at: row.get(1),
-                is_new: false,
-            });
-        }
+    if let Some(row) = continued {
+        return Ok(Session {
+            id: row.get(0),
+            started_at: row.get(1),
+            is_new: false,
+        });
     }
     let id = Uuid::now_v7();
     tx.execute(
