@@ -52,6 +52,11 @@ pub trait Handler: Send + Sync + 'static {
     type Prepared: Send;
     /// What `commit` hands to `after_commit`.
     type After: Send;
+    /// Look the message up in `processed_messages` before `prepare`. Worth its round trip
+    /// where `prepare` is slow or costly (model and tool calls, callbacks); a stage whose
+    /// `prepare` is only reads can skip it, since the commit records the id anyway and a
+    /// duplicate's transaction is rolled back there.
+    const PRECHECK_DUPLICATES: bool = true;
 
     /// Slow work outside any transaction (model and tool calls). Skipped for duplicates.
     fn prepare(
@@ -162,16 +167,18 @@ async fn handle<H: Handler>(
     deliveries: u32,
 ) -> Disposition {
     let consumer = H::STAGE.as_str();
-    match ctx.db.get().await {
-        Ok(client) => match db::already_processed(&client, consumer, env.id).await {
-            Ok(true) => {
-                tracing::info!("duplicate message skipped");
-                return Disposition::Ack("duplicate");
-            }
-            Ok(false) => {}
+    if H::PRECHECK_DUPLICATES {
+        match ctx.db.get().await {
+            Ok(client) => match db::already_processed(&client, consumer, env.id).await {
+                Ok(true) => {
+                    tracing::info!("duplicate message skipped");
+                    return Disposition::Ack("duplicate");
+                }
+                Ok(false) => {}
+                Err(e) => return transient(StageError::from(e), deliveries).await,
+            },
             Err(e) => return transient(StageError::from(e), deliveries).await,
-        },
-        Err(e) => return transient(StageError::from(e), deliveries).await,
+        }
     }
     let prepared = match handler.prepare(env).await {
         Ok(p) => p,
@@ -216,12 +223,19 @@ async fn commit<H: Handler>(
 ) -> Result<Option<H::After>, StageError> {
     let mut client = ctx.db.get().await?;
     let tx = client.transaction().await.map_err(db::DbError::from)?;
-    if !db::mark_processed(&tx, consumer, env.id).await? {
-        return Ok(None);
-    }
     let (next, after) = handler.commit(env, prepared, &tx).await?;
     let outgoing: Vec<Outgoing> = next.iter().map(Outgoing::from_envelope).collect();
-    outbox::enqueue(&tx, &outgoing).await?;
+    // The idempotency record and the outbox rows in one statement, last: a duplicate (a
+    // concurrent redelivery waits here for the first to commit) rolls back everything the
+    // handler wrote when the transaction is dropped.
+    let relay = ctx.db.local_relay();
+    let local = relay.running();
+    if !outbox::record_processed(&tx, consumer, env.id, &outgoing, local).await? {
+        return Ok(None);
+    }
     tx.commit().await.map_err(db::DbError::from)?;
+    if local && !outgoing.is_empty() {
+        relay.wake();
+    }
     Ok(Some(after))
 }

@@ -259,7 +259,8 @@ async fn measure(config: &Config, db: &Db, args: &RouterBench) -> anyhow::Result
     let stop = CancellationToken::new();
     let router = tokio::spawn(hermes_router::run(ctx.with_stop(stop.clone())));
     // As in `hermes router`: the process's outbox relay publishes what the stage commits.
-    let relay = hermes_shared::db::outbox::Relay::new(ctx.db.clone(), ctx.bus.clone(), metrics.clone());
+    let relay =
+        hermes_shared::db::outbox::Relay::new(ctx.db.clone(), ctx.bus.clone(), metrics.clone());
     let relay = tokio::spawn(relay.run(stop.clone()));
 
     // Warm every user's soul (and the connection pools).

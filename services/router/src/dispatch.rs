@@ -54,7 +54,11 @@ pub const PRESENCE_TTL: Duration = Duration::from_secs(2);
 
 impl Presence {
     async fn has_agents(&self, tx: &Transaction<'_>, workspace: Uuid) -> Result<bool, DbError> {
-        if let Some((at, has)) = self.known.lock().ok().and_then(|m| m.get(&workspace).copied())
+        if let Some((at, has)) = self
+            .known
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&workspace).copied())
             && at.elapsed() < PRESENCE_TTL
         {
             return Ok(has);
@@ -94,7 +98,11 @@ pub async fn choose(
         .await;
     }
     let has_agents = presence.has_agents(tx, who.user.workspace_id).await?;
-    let keys = if has_agents { mentions(text) } else { Vec::new() };
+    let keys = if has_agents {
+        mentions(text)
+    } else {
+        Vec::new()
+    };
     for key in keys {
         let Some(agent) = agents::by_key_in(tx, who.user.workspace_id, &key).await? else {
             continue;

@@ -66,7 +66,7 @@ impl Router {
             tracing::info!("HERMES_EMBEDDINGS_URL is not set: semantic recall is off");
         }
         Ok(Self {
-            tools: ToolCatalog::new(ctx.db.clone()),
+            tools: ToolCatalog::new(),
             soul: Soul::new(ctx.cache.clone(), ctx.metrics.clone()),
             recall,
             history,
@@ -113,6 +113,8 @@ impl Handler for Router {
     const STAGE: Stage = Stage::Router;
     type Prepared = Decision;
     type After = ();
+    // `prepare` only reads; the commit's idempotency record catches a duplicate.
+    const PRECHECK_DUPLICATES: bool = false;
 
     async fn prepare(&self, env: &Envelope) -> Result<Decision, StageError> {
         let inbound: Inbound = env.payload()?;
@@ -128,35 +130,40 @@ impl Handler for Router {
         }
         let client = self.ctx.db.get().await?;
 
-        // 1. Resolve the user; unknown or not activated → signup prompt, no credit.
-        let Some(who) = users::resolve(&client, event.platform, &event.sender_id)
-            .await?
-            .filter(|r| r.activated)
+        // 1. Resolve the user (and the session this message would continue); unknown or
+        // not activated → signup prompt, no credit.
+        let Some((who, latest)) =
+            users::resolve_with_session(&client, event.platform, &event.sender_id, &event.chat_id)
+                .await?
+                .filter(|(r, _)| r.activated)
         else {
             return Ok(Decision::Signup { inbound });
         };
         // 2 (credits) happens in `commit`, under the user's row lock.
         let now = (self.clock)();
-        let idle = self.ctx.config.file.router.session_idle();
+        let idle = chrono::TimeDelta::from_std(self.ctx.config.file.router.session_idle())
+            .unwrap_or(chrono::TimeDelta::MAX);
+        let session_seen = latest
+            .filter(|(_, last)| now.signed_duration_since(*last) <= idle)
+            .map(|(id, _)| id);
 
         // 3 and 4 side by side (the queries pipeline on one connection): the soul's cached
-        // base and the session history need the live session; semantic recall (skipped for
-        // trivial messages) needs only the text.
+        // base and the session history; semantic recall (skipped for trivial messages).
         let started = Instant::now();
         let session_side = async {
-            let seen =
-                sessions::live(&client, who.user.id, event.platform, &event.chat_id, now, idle)
-                    .await?;
-            let (base, _) = self.soul.base(&client, who.user.id, seen, now).await?;
-            let history = match seen {
+            let (base, _) = self
+                .soul
+                .base(&client, who.user.id, session_seen, now)
+                .await?;
+            let history = match session_seen {
                 Some(session) => self.history_of(&client, event, session).await?,
                 None => Vec::new(),
             };
-            Ok::<_, StageError>((seen, base, history))
+            Ok::<_, StageError>((base, history))
         };
         let (session_side, (recall_block, recall_used)) =
             tokio::join!(session_side, self.recall_for(&client, &who, &text));
-        let (session_seen, base, history) = session_side?;
+        let (base, history) = session_side?;
         let soul_load = started.elapsed();
         self.ctx
             .metrics
@@ -174,7 +181,7 @@ impl Handler for Router {
         let user_turn = messages::user_turn(event, &text);
 
         // 7. Gate the tools by intent.
-        let catalog = self.tools.tools().await?;
+        let catalog = self.tools.tools(&client).await?;
         let gated = tool_gate::gate(intent, &catalog, &self.ctx.config.file.router.tool_gate);
         self.ctx
             .metrics
@@ -380,7 +387,7 @@ impl Router {
         let tier = agent.and_then(|a| a.tier).unwrap_or(user.tier);
         let mode = agent.map(|a| a.engagement_mode).unwrap_or_default();
 
-        // Three independent writes, pipelined on the connection (one round trip of waiting).
+        // The run's routing, its inbound interaction and the activity event: one statement.
         let intent_meta = serde_json::json!({ "intent": r.provenance.intent });
         let dispatch_data =
             serde_json::json!({ "dispatch": chosen.dispatch, "engagement_mode": mode });
@@ -394,26 +401,18 @@ impl Router {
             tier,
             provenance: Some(&r.provenance),
         };
-        tokio::try_join!(
-            sessions::log_interaction(
-                tx,
-                run_id,
-                user.id,
-                session.id,
-                sessions::Direction::Inbound,
-                &r.text,
-                &intent_meta,
-            ),
-            runs::set_routing(tx, env.run_id, &routing),
-            agents::record_activity(
-                tx,
-                run_id,
-                agent.map(|a| a.id),
-                Some(user.id),
-                "run.dispatched",
-                &dispatch_data,
-            ),
-        )?;
+        runs::record_routed(
+            tx,
+            env.run_id,
+            &runs::Routed {
+                routing,
+                text: &r.text,
+                inbound_meta: &intent_meta,
+                activity: "run.dispatched",
+                activity_data: &dispatch_data,
+            },
+        )
+        .await?;
 
         if let Some(a) = agent.filter(|a| a.kind == AgentKind::External) {
             // External runtime: owe it a signed wake; the run is its inbox entry.
@@ -561,7 +560,8 @@ impl Router {
                 "inbound message has no user text or media"
             )));
         }
-        let tools = self.tools.tools().await?;
+        let client = self.ctx.db.get().await?;
+        let tools = self.tools.tools(&client).await?;
         Ok(Decision::Api {
             inbound,
             messages,

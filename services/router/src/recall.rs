@@ -97,10 +97,13 @@ pub const FACTS_TTL: Duration = Duration::from_secs(60);
 /// Users whose facts are kept (about 20 KB each with 20 facts of 256 dimensions).
 const FACTS_CACHED_USERS: usize = 10_000;
 
+/// When a user's facts were read, and the facts.
+type CachedFacts = (Instant, Arc<Vec<Fact>>);
+
 /// Recently read facts per user, bounded and short-lived.
 #[derive(Debug, Default)]
 struct FactsCache {
-    users: Mutex<HashMap<Uuid, (Instant, Arc<Vec<Fact>>)>>,
+    users: Mutex<HashMap<Uuid, CachedFacts>>,
 }
 
 impl FactsCache {

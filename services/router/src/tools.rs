@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use hermes_shared::db::{Db, DbError, tool_registry};
+use hermes_shared::db::{Client, DbError, tool_registry};
 use hermes_shared::model::ToolSpec;
 use tokio::sync::Mutex;
 
@@ -11,26 +11,26 @@ const TTL: Duration = Duration::from_secs(30);
 
 /// A short-lived in-memory copy of the tool registry.
 pub struct ToolCatalog {
-    db: Db,
     cached: Mutex<Option<(Instant, Vec<ToolSpec>)>>,
 }
 
 impl ToolCatalog {
-    pub fn new(db: Db) -> Self {
+    pub fn new() -> Self {
         Self {
-            db,
             cached: Mutex::new(None),
         }
     }
 
-    pub async fn tools(&self) -> Result<Vec<ToolSpec>, DbError> {
+    /// The registry, read through `client` when the copy is stale: the caller's connection,
+    /// so a message never holds one pooled connection while waiting for a second.
+    pub async fn tools(&self, client: &Client) -> Result<Vec<ToolSpec>, DbError> {
         let mut cached = self.cached.lock().await;
         if let Some((at, tools)) = cached.as_ref()
             && at.elapsed() < TTL
         {
             return Ok(tools.clone());
         }
-        let tools = tool_registry::list(&self.db.get().await?).await?;
+        let tools = tool_registry::list(client).await?;
         *cached = Some((Instant::now(), tools.clone()));
         Ok(tools)
     }

@@ -94,13 +94,17 @@ pub struct NewAgent<'a> {
 pub async fn create(client: &Client, a: &NewAgent<'_>) -> Result<Agent, DbError> {
     let row = client
         .query_opt(
-            &super::stmt(client, "INSERT INTO agents (workspace_id, profile_key, kind, display_name, tone, role,
+            &crate::db::stmt(
+                client,
+                "INSERT INTO agents (workspace_id, profile_key, kind, display_name, tone, role,
                                  role_instructions, tier, toolsets, capabilities, webhook_url,
                                  webhook_secret_enc, max_concurrent, engagement_mode)
              SELECT w.id, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14
              FROM workspaces w WHERE w.slug = $1
              ON CONFLICT (workspace_id, profile_key) DO NOTHING
-             RETURNING id").await?,
+             RETURNING id",
+            )
+            .await?,
             &[
                 &a.workspace,
                 &a.profile_key,
@@ -121,7 +125,10 @@ pub async fn create(client: &Client, a: &NewAgent<'_>) -> Result<Agent, DbError>
         .await?;
     let Some(row) = row else {
         let ws = client
-            .query_opt(&super::stmt(client, "SELECT 1 FROM workspaces WHERE slug = $1").await?, &[&a.workspace])
+            .query_opt(
+                &crate::db::stmt(client, "SELECT 1 FROM workspaces WHERE slug = $1").await?,
+                &[&a.workspace],
+            )
             .await?;
         return Err(DbError::Invalid(match ws {
             None => format!("no workspace {:?}", a.workspace),
@@ -207,7 +214,11 @@ pub async fn list(client: &Client, workspace: &str) -> Result<Vec<(Agent, i64)>,
 pub async fn any(client: &impl super::GenericClient, workspace_id: Uuid) -> Result<bool, DbError> {
     Ok(client
         .query_one(
-            &super::stmt(client, "SELECT EXISTS (SELECT 1 FROM agents WHERE workspace_id = $1)").await?,
+            &crate::db::stmt(
+                client,
+                "SELECT EXISTS (SELECT 1 FROM agents WHERE workspace_id = $1)",
+            )
+            .await?,
             &[&workspace_id],
         )
         .await?
@@ -233,7 +244,9 @@ pub struct AgentUpdate<'a> {
 pub async fn update(client: &Client, id: Uuid, u: &AgentUpdate<'_>) -> Result<bool, DbError> {
     let n = client
         .execute(
-            &super::stmt(client, "UPDATE agents SET display_name = COALESCE($2, display_name),
+            &crate::db::stmt(
+                client,
+                "UPDATE agents SET display_name = COALESCE($2, display_name),
                                tone = COALESCE($3, tone),
                                role_instructions = COALESCE($4, role_instructions),
                                tier = COALESCE($5, tier),
@@ -244,7 +257,9 @@ pub async fn update(client: &Client, id: Uuid, u: &AgentUpdate<'_>) -> Result<bo
                                status = COALESCE($10, status),
                                engagement_mode = COALESCE($11, engagement_mode),
                                updated_at = now()
-             WHERE id = $1").await?,
+             WHERE id = $1",
+            )
+            .await?,
             &[
                 &id,
                 &u.display_name,
@@ -284,7 +299,7 @@ pub async fn next_round_robin(
     );
     let row = tx
         .query_opt(
-            &super::stmt(tx, &sql).await?,
+            &crate::db::stmt(tx, &sql).await?,
             &[&workspace_id, &capability],
         )
         .await?;
@@ -309,7 +324,11 @@ pub async fn lock(tx: &Transaction<'_>, id: Uuid) -> Result<Option<(Agent, i64)>
 /// Remember that `id` was just dispatched to (round robin order).
 pub async fn mark_dispatched(tx: &Transaction<'_>, id: Uuid) -> Result<(), DbError> {
     tx.execute(
-        &super::stmt(tx, "UPDATE agents SET last_dispatched_at = clock_timestamp() WHERE id = $1").await?,
+        &crate::db::stmt(
+            tx,
+            "UPDATE agents SET last_dispatched_at = clock_timestamp() WHERE id = $1",
+        )
+        .await?,
         &[&id],
     )
     .await?;
@@ -326,8 +345,12 @@ pub async fn record_activity(
     data: &serde_json::Value,
 ) -> Result<(), DbError> {
     tx.execute(
-        &super::stmt(tx, "INSERT INTO activity_events (run_id, agent_id, user_id, kind, data)
-         VALUES ($1, $2, $3, $4, $5)").await?,
+        &crate::db::stmt(
+            tx,
+            "INSERT INTO activity_events (run_id, agent_id, user_id, kind, data)
+         VALUES ($1, $2, $3, $4, $5)",
+        )
+        .await?,
         &[&run_id, &agent_id, &user_id, &kind, data],
     )
     .await?;
@@ -343,7 +366,11 @@ pub async fn owe_wake(
     event: &str,
 ) -> Result<(), DbError> {
     tx.execute(
-        &super::stmt(tx, "INSERT INTO webhook_deliveries (id, run_id, agent_id, event) VALUES ($1, $2, $3, $4)").await?,
+        &crate::db::stmt(
+            tx,
+            "INSERT INTO webhook_deliveries (id, run_id, agent_id, event) VALUES ($1, $2, $3, $4)",
+        )
+        .await?,
         &[&delivery_id, &run_id, &agent_id, &event],
     )
     .await?;

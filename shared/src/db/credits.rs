@@ -40,7 +40,7 @@ pub enum Charge {
 
 async fn lock_balance(tx: &Transaction<'_>, user_id: Uuid) -> Result<i64, DbError> {
     tx.query_opt(
-        &super::stmt(tx, "SELECT credits FROM users WHERE id = $1 FOR UPDATE").await?,
+        &crate::db::stmt(tx, "SELECT credits FROM users WHERE id = $1 FOR UPDATE").await?,
         &[&user_id],
     )
     .await?
@@ -58,15 +58,23 @@ async fn record(
 ) -> Result<i64, DbError> {
     let balance: i64 = tx
         .query_one(
-            &super::stmt(tx, "UPDATE users SET credits = credits + $2, updated_at = now() WHERE id = $1
-             RETURNING credits").await?,
+            &crate::db::stmt(
+                tx,
+                "UPDATE users SET credits = credits + $2, updated_at = now() WHERE id = $1
+             RETURNING credits",
+            )
+            .await?,
             &[&user_id, &delta],
         )
         .await?
         .get(0);
     tx.execute(
-        &super::stmt(tx, "INSERT INTO credit_ledger (user_id, run_id, reason, delta, balance_after, note)
-         VALUES ($1, $2, $3, $4, $5, $6)").await?,
+        &crate::db::stmt(
+            tx,
+            "INSERT INTO credit_ledger (user_id, run_id, reason, delta, balance_after, note)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .await?,
         &[&user_id, &run_id, &reason.as_str(), &delta, &balance, &note],
     )
     .await?;
@@ -83,7 +91,7 @@ pub async fn charge(
 ) -> Result<Charge, DbError> {
     let row = tx
         .query_opt(
-            &super::stmt(
+            &crate::db::stmt(
                 tx,
                 "WITH u AS (SELECT id, credits FROM users WHERE id = $1 FOR UPDATE),
                       done AS (SELECT 1 FROM credit_ledger WHERE run_id = $2 AND reason = 'charge'),
@@ -115,7 +123,11 @@ pub async fn charge(
 pub async fn refund(tx: &Transaction<'_>, run_id: Uuid) -> Result<bool, DbError> {
     let Some(row) = tx
         .query_opt(
-            &super::stmt(tx, "SELECT user_id, -delta FROM credit_ledger WHERE run_id = $1 AND reason = 'charge'").await?,
+            &crate::db::stmt(
+                tx,
+                "SELECT user_id, -delta FROM credit_ledger WHERE run_id = $1 AND reason = 'charge'",
+            )
+            .await?,
             &[&run_id],
         )
         .await?
@@ -128,7 +140,11 @@ pub async fn refund(tx: &Transaction<'_>, run_id: Uuid) -> Result<bool, DbError>
     lock_balance(tx, user_id).await?;
     let refunded = tx
         .query_opt(
-            &super::stmt(tx, "SELECT 1 FROM credit_ledger WHERE run_id = $1 AND reason = 'refund'").await?,
+            &crate::db::stmt(
+                tx,
+                "SELECT 1 FROM credit_ledger WHERE run_id = $1 AND reason = 'refund'",
+            )
+            .await?,
             &[&run_id],
         )
         .await?;
@@ -165,9 +181,13 @@ pub async fn audit(
 ) -> Result<(i64, i64), DbError> {
     let row = client
         .query_one(
-            &super::stmt(client, "SELECT u.credits, COALESCE((SELECT sum(delta) FROM credit_ledger l
+            &crate::db::stmt(
+                client,
+                "SELECT u.credits, COALESCE((SELECT sum(delta) FROM credit_ledger l
                                          WHERE l.user_id = u.id), 0)::bigint
-             FROM users u WHERE u.id = $1").await?,
+             FROM users u WHERE u.id = $1",
+            )
+            .await?,
             &[&user_id],
         )
         .await?;

@@ -95,7 +95,11 @@ pub async fn structural(
 ) -> Result<Vec<MemoryEntry>, DbError> {
     let rows = client
         .query(
-            &super::stmt(client, "SELECT key, value FROM user_memory WHERE user_id = $1 AND structural ORDER BY key").await?,
+            &crate::db::stmt(
+                client,
+                "SELECT key, value FROM user_memory WHERE user_id = $1 AND structural ORDER BY key",
+            )
+            .await?,
             &[&user_id],
         )
         .await?;
@@ -153,11 +157,15 @@ async fn upsert_structural(
 ) -> Result<i64, DbError> {
     let row = client
         .query_one(
-            &super::stmt(client, "INSERT INTO user_memory (user_id, key, value, structural, source)
+            &crate::db::stmt(
+                client,
+                "INSERT INTO user_memory (user_id, key, value, structural, source)
              VALUES ($1, $2, $3, true, $4)
              ON CONFLICT (user_id, key) WHERE structural DO UPDATE
                 SET value = EXCLUDED.value, source = EXCLUDED.source, updated_at = now()
-             RETURNING id").await?,
+             RETURNING id",
+            )
+            .await?,
             &[&user_id, &key, &value, &source.as_str()],
         )
         .await?;
@@ -175,9 +183,13 @@ async fn insert_fact(
     let embedding = embedding.filter(|e| !e.is_empty());
     let row = client
         .query_one(
-            &super::stmt(client, "INSERT INTO user_memory (user_id, key, value, structural, embedding, source)
+            &crate::db::stmt(
+                client,
+                "INSERT INTO user_memory (user_id, key, value, structural, embedding, source)
              VALUES ($1, $2, $3, false, $4, $5)
-             RETURNING id").await?,
+             RETURNING id",
+            )
+            .await?,
             &[&user_id, &key, &value, &embedding, &source.as_str()],
         )
         .await?;
@@ -193,11 +205,15 @@ pub async fn facts_with_embeddings(
     // as Vec<f32>; they are skipped here so one bad row cannot switch recall off.
     let rows = client
         .query(
-            &super::stmt(client, "SELECT id, key, value, embedding FROM user_memory
+            &crate::db::stmt(
+                client,
+                "SELECT id, key, value, embedding FROM user_memory
              WHERE user_id = $1 AND NOT structural AND embedding IS NOT NULL
                AND array_ndims(embedding) = 1 AND array_position(embedding, NULL) IS NULL
              ORDER BY id DESC
-             LIMIT $2").await?,
+             LIMIT $2",
+            )
+            .await?,
             &[&user_id, &MAX_RECALL_FACTS],
         )
         .await?;
@@ -217,7 +233,11 @@ pub async fn facts_with_embeddings(
 pub async fn delete(client: &impl GenericClient, user_id: Uuid, key: &str) -> Result<u64, DbError> {
     Ok(client
         .execute(
-            &super::stmt(client, "DELETE FROM user_memory WHERE user_id = $1 AND key = $2").await?,
+            &crate::db::stmt(
+                client,
+                "DELETE FROM user_memory WHERE user_id = $1 AND key = $2",
+            )
+            .await?,
             &[&user_id, &key],
         )
         .await?)
@@ -263,9 +283,9 @@ mod tests {
             let client = db.get().await.unwrap();
             let user_id: Uuid = client
                 .query_one(
-                    &super::stmt(client, "INSERT INTO users (workspace_id, referral_code)
+                    "INSERT INTO users (workspace_id, referral_code)
                      SELECT id, $1 FROM workspaces WHERE slug = 'default'
-                     RETURNING id").await?,
+                     RETURNING id",
                     &[&format!("ref-{name}")],
                 )
                 .await
@@ -346,7 +366,7 @@ mod tests {
             );
             let row = c
                 .query_one(
-                    &super::stmt(c, "SELECT count(*), max(source) FROM user_memory WHERE user_id = $1 AND key = 'diet'").await?,
+                    "SELECT count(*), max(source) FROM user_memory WHERE user_id = $1 AND key = 'diet'",
                     &[&user],
                 )
                 .await
@@ -421,7 +441,7 @@ mod tests {
             );
             let stored: i64 = c
                 .query_one(
-                    &super::stmt(c, "SELECT count(*) FROM user_memory WHERE user_id = $1 AND NOT structural").await?,
+                    "SELECT count(*) FROM user_memory WHERE user_id = $1 AND NOT structural",
                     &[&user],
                 )
                 .await
@@ -431,8 +451,8 @@ mod tests {
 
             // A hand-written row with a NULL element is skipped, not an error.
             c.execute(
-                &super::stmt(c, "INSERT INTO user_memory (user_id, key, value, structural, embedding)
-                 VALUES ($1, 'broken', 'x', false, ARRAY[1.0, NULL]::real[])").await?,
+                "INSERT INTO user_memory (user_id, key, value, structural, embedding)
+                 VALUES ($1, 'broken', 'x', false, ARRAY[1.0, NULL]::real[])",
                 &[&user],
             )
             .await

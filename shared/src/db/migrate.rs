@@ -31,6 +31,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0003_router",
         sql: include_str!("../../../migrations/0003_router.sql"),
     },
+    Migration {
+        version: 4,
+        name: "0004_local_relay",
+        sql: include_str!("../../../migrations/0004_local_relay.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

@@ -13,10 +13,13 @@ pub mod tool_registry;
 pub mod users;
 
 use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use secrecy::{ExposeSecret, SecretString};
+use tokio::sync::Notify;
 use tokio_postgres::NoTls;
 
 pub use deadpool_postgres::{GenericClient, Object as Client, Transaction};
@@ -69,9 +72,44 @@ fn pool_detail(e: &deadpool_postgres::PoolError) -> String {
 pub struct Db {
     pool: Pool,
     config: tokio_postgres::Config,
+    relay: Arc<LocalRelay>,
+}
+
+/// The outbox relay running in this process, if any: stages that commit outbox rows wake
+/// it directly instead of through `NOTIFY`, whose commit-time lock serializes every
+/// committing transaction of the database (and holds it across the WAL flush).
+#[derive(Default)]
+pub struct LocalRelay {
+    running: AtomicBool,
+    wake: Notify,
+}
+
+impl LocalRelay {
+    /// Is a relay of this process publishing? (Else commits must `NOTIFY`.)
+    pub fn running(&self) -> bool {
+        self.running.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_running(&self, on: bool) {
+        self.running.store(on, Ordering::Release);
+    }
+
+    /// Tell the relay rows were committed.
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    pub(crate) async fn woken(&self) {
+        self.wake.notified().await;
+    }
 }
 
 impl Db {
+    /// This process's outbox relay handle.
+    pub fn local_relay(&self) -> &LocalRelay {
+        &self.relay
+    }
+
     /// Build a pool (lazy: no connection is made until first use).
     pub fn new(url: &SecretString, size: usize) -> Result<Self, DbError> {
         let mut config =
@@ -95,7 +133,11 @@ impl Db {
             .recycle_timeout(Some(Duration::from_secs(5)))
             .build()
             .expect("pool configuration is valid");
-        Ok(Self { pool, config })
+        Ok(Self {
+            pool,
+            config,
+            relay: Arc::default(),
+        })
     }
 
     pub async fn get(&self) -> Result<Client, DbError> {

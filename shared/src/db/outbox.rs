@@ -34,12 +34,59 @@ pub async fn enqueue(tx: &Transaction<'_>, messages: &[Outgoing]) -> Result<(), 
     let traces: Vec<Option<&str>> = messages.iter().map(|m| m.traceparent.as_deref()).collect();
     let bodies: Vec<&[u8]> = messages.iter().map(|m| m.body.as_slice()).collect();
     tx.execute(
-        &super::stmt(tx, "INSERT INTO outbox (message_id, stage, traceparent, body)
-         SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::bytea[])").await?,
+        &crate::db::stmt(
+            tx,
+            "INSERT INTO outbox (message_id, stage, traceparent, body)
+         SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::bytea[])",
+        )
+        .await?,
         &[&ids, &stages, &traces, &bodies],
     )
     .await?;
     Ok(())
+}
+
+/// Record `message_id` as processed by `consumer` and enqueue `messages`, in one statement.
+/// False (and nothing enqueued) when the message was processed already. With `local_relay`
+/// (this process runs a relay, woken after the commit) the rows skip `NOTIFY`.
+pub async fn record_processed(
+    tx: &Transaction<'_>,
+    consumer: &str,
+    message_id: MessageId,
+    messages: &[Outgoing],
+    local_relay: bool,
+) -> Result<bool, DbError> {
+    let ids: Vec<uuid::Uuid> = messages.iter().map(|m| m.message_id.as_uuid()).collect();
+    let stages: Vec<&str> = messages.iter().map(|m| m.stage.as_str()).collect();
+    let traces: Vec<Option<&str>> = messages.iter().map(|m| m.traceparent.as_deref()).collect();
+    let bodies: Vec<&[u8]> = messages.iter().map(|m| m.body.as_slice()).collect();
+    let row = tx
+        .query_one(
+            &crate::db::stmt(
+                tx,
+                "WITH p AS (INSERT INTO processed_messages (consumer, message_id) VALUES ($1, $2)
+                            ON CONFLICT DO NOTHING RETURNING 1),
+                      l AS (SELECT set_config('hermes.local_relay',
+                                              CASE WHEN $7 THEN 'on' ELSE 'off' END, true) AS v),
+                      o AS (INSERT INTO outbox (message_id, stage, traceparent, body)
+                            SELECT * FROM UNNEST($3::uuid[], $4::text[], $5::text[], $6::bytea[])
+                            WHERE EXISTS (SELECT 1 FROM p) AND (SELECT v FROM l) IS NOT NULL
+                            RETURNING 1)
+                 SELECT EXISTS (SELECT 1 FROM p), (SELECT count(*) FROM o)",
+            )
+            .await?,
+            &[
+                &consumer,
+                &message_id.as_uuid(),
+                &ids,
+                &stages,
+                &traces,
+                &bodies,
+                &local_relay,
+            ],
+        )
+        .await?;
+    Ok(row.get(0))
 }
 
 /// Publishes outbox rows. One per process is enough; more are harmless.
@@ -67,8 +114,12 @@ impl Relay {
         let tx = client.transaction().await?;
         let rows = tx
             .query(
-                &super::stmt(&tx, "SELECT id, message_id, stage, traceparent, body FROM outbox
-                 WHERE published_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED").await?,
+                &crate::db::stmt(
+                    &tx,
+                    "SELECT id, message_id, stage, traceparent, body FROM outbox
+                 WHERE published_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED",
+                )
+                .await?,
                 &[&BATCH],
             )
             .await?;
@@ -111,14 +162,22 @@ impl Relay {
         }
         if !done.is_empty() {
             tx.execute(
-                &super::stmt(&tx, "UPDATE outbox SET published_at = now() WHERE id = ANY($1)").await?,
+                &crate::db::stmt(
+                    &tx,
+                    "UPDATE outbox SET published_at = now() WHERE id = ANY($1)",
+                )
+                .await?,
                 &[&done],
             )
             .await?;
         }
         if !failed.is_empty() {
             tx.execute(
-                &super::stmt(&tx, "UPDATE outbox SET attempts = attempts + 1, last_error = $2 WHERE id = ANY($1)").await?,
+                &crate::db::stmt(
+                    &tx,
+                    "UPDATE outbox SET attempts = attempts + 1, last_error = $2 WHERE id = ANY($1)",
+                )
+                .await?,
                 &[&failed, &last_error],
             )
             .await?;
@@ -137,8 +196,12 @@ impl Relay {
         let client = self.db.get().await?;
         let row = client
             .query_one(
-                &super::stmt(&client, "SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8
-                 FROM outbox WHERE published_at IS NULL").await?,
+                &crate::db::stmt(
+                    &client,
+                    "SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8
+                 FROM outbox WHERE published_at IS NULL",
+                )
+                .await?,
                 &[],
             )
             .await?;
@@ -209,6 +272,7 @@ impl Relay {
     /// Run until `stop`, then publish what is left once more before returning.
     pub async fn run(self, stop: CancellationToken) {
         self.spawn_listener(stop.clone());
+        self.db.local_relay().set_running(true);
         let mut last_sweep = std::time::Instant::now();
         let mut last_lag = std::time::Instant::now() - Duration::from_secs(60);
         let mut backoff = Duration::from_millis(100);
@@ -249,9 +313,12 @@ impl Relay {
             tokio::select! {
                 _ = stop.cancelled() => break,
                 _ = self.wake.notified() => {}
+                _ = self.db.local_relay().woken() => {}
                 _ = tokio::time::sleep(POLL) => {}
             }
         }
+        // From here on commits must NOTIFY again (another process's relay will take them).
+        self.db.local_relay().set_running(false);
         // Final flush so what the stopping stages committed goes out with this process.
         for _ in 0..10 {
             match self.publish_batch().await {

@@ -47,7 +47,7 @@ pub async fn current_or_start(
     // collision between two scopes only makes them wait for each other, never merges them.
     let scope = format!("{user_id}/{}/{channel_id}", platform.as_str());
     tx.execute(
-        &super::stmt(tx, "SELECT pg_advisory_xact_lock($1, hashtext($2))").await?,
+        &crate::db::stmt(tx, "SELECT pg_advisory_xact_lock($1, hashtext($2))").await?,
         &[&SESSION_LOCK_CLASS, &scope],
     )
     .await?;
@@ -59,7 +59,7 @@ pub async fn current_or_start(
         .unwrap_or(DateTime::<Utc>::MIN_UTC);
     let continued = tx
         .query_opt(
-            &super::stmt(
+            &crate::db::stmt(
                 tx,
                 "UPDATE sessions SET last_activity_at = GREATEST(last_activity_at, $4)
                  WHERE id = (SELECT id FROM sessions
@@ -81,8 +81,12 @@ pub async fn current_or_start(
     }
     let id = Uuid::now_v7();
     tx.execute(
-        &super::stmt(tx, "INSERT INTO sessions (id, user_id, platform, channel_id, started_at, last_activity_at)
-         VALUES ($1, $2, $3, $4, $5, $5)").await?,
+        &crate::db::stmt(
+            tx,
+            "INSERT INTO sessions (id, user_id, platform, channel_id, started_at, last_activity_at)
+         VALUES ($1, $2, $3, $4, $5, $5)",
+        )
+        .await?,
         &[&id, &user_id, &platform.as_str(), &channel_id, &now],
     )
     .await?;
@@ -105,9 +109,13 @@ pub async fn live(
 ) -> Result<Option<Uuid>, DbError> {
     let row = client
         .query_opt(
-            &super::stmt(client, "SELECT id, last_activity_at FROM sessions
+            &crate::db::stmt(
+                client,
+                "SELECT id, last_activity_at FROM sessions
              WHERE user_id = $1 AND platform = $2 AND channel_id = $3
-             ORDER BY last_activity_at DESC LIMIT 1").await?,
+             ORDER BY last_activity_at DESC LIMIT 1",
+            )
+            .await?,
             &[&user_id, &platform.as_str(), &channel_id],
         )
         .await?;
@@ -126,7 +134,7 @@ pub async fn touch(
 ) -> Result<(), DbError> {
     client
         .execute(
-            &super::stmt(client, "UPDATE sessions SET last_activity_at = GREATEST(last_activity_at, $2) WHERE id = $1").await?,
+            &crate::db::stmt(client, "UPDATE sessions SET last_activity_at = GREATEST(last_activity_at, $2) WHERE id = $1").await?,
             &[&session_id, &now],
         )
         .await?;
@@ -145,10 +153,14 @@ pub async fn history(
     // the order the messages were actually logged in.
     let rows = client
         .query(
-            &super::stmt(client, "SELECT direction, text FROM (
+            &crate::db::stmt(
+                client,
+                "SELECT direction, text FROM (
                  SELECT id, direction, text FROM interactions
                  WHERE session_id = $1 ORDER BY id DESC LIMIT $2
-             ) recent ORDER BY id").await?,
+             ) recent ORDER BY id",
+            )
+            .await?,
             &[&session_id, &limit],
         )
         .await?;
@@ -172,9 +184,13 @@ pub async fn recent_inbound_elsewhere(
 ) -> Result<Vec<(String, DateTime<Utc>)>, DbError> {
     let rows = client
         .query(
-            &super::stmt(client, "SELECT text, created_at FROM interactions
+            &crate::db::stmt(
+                client,
+                "SELECT text, created_at FROM interactions
              WHERE user_id = $1 AND direction = 'inbound' AND session_id <> $2
-             ORDER BY created_at DESC, id DESC LIMIT $3").await?,
+             ORDER BY created_at DESC, id DESC LIMIT $3",
+            )
+            .await?,
             &[&user_id, &current_session, &limit.max(0)],
         )
         .await?;
@@ -228,8 +244,12 @@ pub async fn log_interaction(
 ) -> Result<bool, DbError> {
     let n = tx
         .execute(
-            &super::stmt(tx, "INSERT INTO interactions (run_id, user_id, session_id, direction, text, meta)
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id, direction) DO NOTHING").await?,
+            &crate::db::stmt(
+                tx,
+                "INSERT INTO interactions (run_id, user_id, session_id, direction, text, meta)
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id, direction) DO NOTHING",
+            )
+            .await?,
             &[
                 &run_id,
                 &user_id,

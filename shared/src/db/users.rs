@@ -59,7 +59,7 @@ pub async fn resolve(
     );
     let row = client
         .query_opt(
-            &super::stmt(client, &sql).await?,
+            &crate::db::stmt(client, &sql).await?,
             &[&platform.as_str(), &sender_id],
         )
         .await?;
@@ -69,6 +69,45 @@ pub async fn resolve(
             activated: r.get("activated"),
             channel_agent_id: r.get("channel_agent_id"),
         })
+    })
+    .transpose()
+}
+
+/// [`resolve`] and, in the same round trip, the user's latest session on `chat_id` of that
+/// platform with its last activity (the router decides whether it is still live).
+pub async fn resolve_with_session(
+    client: &Client,
+    platform: Platform,
+    sender_id: &str,
+    chat_id: &str,
+) -> Result<Option<(Resolved, Option<(Uuid, DateTime<Utc>)>)>, DbError> {
+    let sql = format!(
+        "SELECT {USER_COLUMNS}, c.activated, c.agent_id AS channel_agent_id,
+                s.id AS session_id, s.last_activity_at
+         FROM user_channels c JOIN users u ON u.id = c.user_id
+         LEFT JOIN LATERAL (SELECT id, last_activity_at FROM sessions
+                            WHERE user_id = u.id AND platform = c.platform AND channel_id = $3
+                            ORDER BY last_activity_at DESC LIMIT 1) s ON true
+         WHERE c.platform = $1 AND c.sender_id = $2"
+    );
+    let row = client
+        .query_opt(
+            &crate::db::stmt(client, &sql).await?,
+            &[&platform.as_str(), &sender_id, &chat_id],
+        )
+        .await?;
+    row.map(|r| {
+        let session = r
+            .get::<_, Option<Uuid>>("session_id")
+            .map(|id| (id, r.get::<_, DateTime<Utc>>("last_activity_at")));
+        Ok((
+            Resolved {
+                user: user_from(&r)?,
+                activated: r.get("activated"),
+                channel_agent_id: r.get("channel_agent_id"),
+            },
+            session,
+        ))
     })
     .transpose()
 }
@@ -86,7 +125,7 @@ pub struct NewUser<'a> {
 pub async fn create(tx: &Transaction<'_>, new: &NewUser<'_>) -> Result<User, DbError> {
     let workspace: Option<Uuid> = tx
         .query_opt(
-            &super::stmt(tx, "SELECT id FROM workspaces WHERE slug = $1").await?,
+            &crate::db::stmt(tx, "SELECT id FROM workspaces WHERE slug = $1").await?,
             &[&new.workspace],
         )
         .await?
@@ -96,8 +135,12 @@ pub async fn create(tx: &Transaction<'_>, new: &NewUser<'_>) -> Result<User, DbE
     let id = Uuid::now_v7();
     let code = referral_code(id);
     tx.execute(
-        &super::stmt(tx, "INSERT INTO users (id, workspace_id, display_name, tier, referral_code)
-         VALUES ($1, $2, $3, $4, $5)").await?,
+        &crate::db::stmt(
+            tx,
+            "INSERT INTO users (id, workspace_id, display_name, tier, referral_code)
+         VALUES ($1, $2, $3, $4, $5)",
+        )
+        .await?,
         &[
             &id,
             &workspace,
@@ -161,8 +204,12 @@ pub struct Channel {
 pub async fn channels(client: &Client, user_id: Uuid) -> Result<Vec<Channel>, DbError> {
     Ok(client
         .query(
-            &super::stmt(client, "SELECT platform, sender_id, activated, agent_id FROM user_channels
-             WHERE user_id = $1 ORDER BY platform, sender_id").await?,
+            &crate::db::stmt(
+                client,
+                "SELECT platform, sender_id, activated, agent_id FROM user_channels
+             WHERE user_id = $1 ORDER BY platform, sender_id",
+            )
+            .await?,
             &[&user_id],
         )
         .await?
@@ -188,11 +235,15 @@ pub async fn link_channel(
 ) -> Result<bool, DbError> {
     let n = client
         .execute(
-            &super::stmt(client, "INSERT INTO user_channels (user_id, platform, sender_id, activated, agent_id)
+            &crate::db::stmt(
+                client,
+                "INSERT INTO user_channels (user_id, platform, sender_id, activated, agent_id)
              VALUES ($1, $2, $3, $4, $5)
              ON CONFLICT (platform, sender_id) DO UPDATE
                 SET activated = EXCLUDED.activated, agent_id = EXCLUDED.agent_id
-                WHERE user_channels.user_id = EXCLUDED.user_id").await?,
+                WHERE user_channels.user_id = EXCLUDED.user_id",
+            )
+            .await?,
             &[
                 &user_id,
                 &platform.as_str(),
@@ -215,11 +266,15 @@ pub async fn update(
 ) -> Result<bool, DbError> {
     let n = client
         .execute(
-            &super::stmt(client, "UPDATE users SET tier = COALESCE($2, tier),
+            &crate::db::stmt(
+                client,
+                "UPDATE users SET tier = COALESCE($2, tier),
                               display_name = COALESCE($3, display_name),
                               agent_id = CASE WHEN $4 THEN $5 ELSE agent_id END,
                               updated_at = now()
-             WHERE id = $1").await?,
+             WHERE id = $1",
+            )
+            .await?,
             &[
                 &user_id,
                 &tier.map(Tier::as_str),
