@@ -359,9 +359,10 @@ impl Router {
             .with_label_values(&["charge"])
             .inc_by(cost as u64);
 
-        // 4 (for real): the session, locked; a rollover since `prepare` empties the history.
+        // 4 (for real): the session (the charge above holds the user's row lock, which
+        // serializes this user's messages); a rollover since `prepare` empties the history.
         let event = &r.inbound.event;
-        let session = sessions::current_or_start(
+        let session = sessions::current_or_start_locked(
             tx,
             user.id,
             event.platform,

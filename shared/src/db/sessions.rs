@@ -51,6 +51,20 @@ pub async fn current_or_start(
         &[&SESSION_LOCK_CLASS, &scope],
     )
     .await?;
+    current_or_start_locked(tx, user_id, platform, channel_id, now, idle).await
+}
+
+/// [`current_or_start`] for a caller whose transaction already holds the user's row lock
+/// (the router, after charging the credit): that lock serializes the user's messages, so
+/// the scope lock would only cost a round trip.
+pub async fn current_or_start_locked(
+    tx: &Transaction<'_>,
+    user_id: Uuid,
+    platform: Platform,
+    channel_id: &str,
+    now: DateTime<Utc>,
+    idle: Duration,
+) -> Result<Session, DbError> {
     // Continue the latest session if it is still live, moving its activity on, in one
     // round trip; an idle timeout too large for chrono means sessions never expire.
     let cutoff = TimeDelta::from_std(idle)
