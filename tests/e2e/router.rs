@@ -856,3 +856,75 @@ async fn a_crash_inside_the_routing_transaction_leaves_no_half_created_run() {
     fleet.stop().await.unwrap();
     env.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_embeddings_endpoint_or_a_lost_redis_never_stops_a_message() {
+    let embeddings = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/embeddings"))
+        .respond_with(ResponseTemplate::new(500).set_body_string("upstream down"))
+        .mount(&embeddings)
+        .await;
+    let mut env = TestEnv::new().await;
+    env.set("HERMES_EMBEDDINGS_URL", &embeddings.uri())
+        // Nothing listens here: every Redis call fails fast.
+        .set(
+            "REDIS_URL",
+            &format!("redis://127.0.0.1:{}", hermes_e2e::free_port()),
+        );
+    let user = env.user(Platform::Rest, "degraded", 5).await;
+    let db = env.db();
+    {
+        let c = db.get().await.unwrap();
+        memory::add_fact(
+            &c,
+            user.id,
+            "likes",
+            "jazz bars",
+            Some(&[1.0, 0.0]),
+            memory::Source::Operator,
+        )
+        .await
+        .unwrap();
+        memory::set(&c, user.id, "diet", "vegan", memory::Source::Operator)
+            .await
+            .unwrap();
+    }
+    let fleet = env.start(&[Service::Router]).await;
+    let bus = env.bus().await;
+    bus.publish(&Envelope::new(
+        RunId::new(),
+        None,
+        &rest("degraded", "recommend a jazz bar tonight"),
+    ))
+    .await
+    .unwrap();
+    wait_runs(&db, "SELECT count(*) FROM outbox WHERE stage = 'llm'", 1).await;
+    // A second message continues the session, so the soul is looked up in the cache first.
+    bus.publish(&Envelope::new(
+        RunId::new(),
+        None,
+        &rest("degraded", "and a jazz bar tomorrow"),
+    ))
+    .await
+    .unwrap();
+    wait_runs(&db, "SELECT count(*) FROM outbox WHERE stage = 'llm'", 2).await;
+    let prompt = system_prompt(&llm_requests(&db).await[1]);
+    assert!(
+        prompt.contains("diet: vegan"),
+        "the soul came from PostgreSQL: {prompt}"
+    );
+    assert!(!prompt.contains("RELEVANT CONTEXT"), "{prompt}");
+    let metrics = fleet.metrics().await;
+    assert!(
+        metrics.contains("hermes_semantic_recall_total{result=\"failed\"} 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("hermes_soul_cache_total{result=\"error\"} 1"),
+        "{metrics}"
+    );
+    bus.close().await;
+    fleet.stop().await.unwrap();
+    env.cleanup().await;
+}

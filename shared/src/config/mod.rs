@@ -853,6 +853,10 @@ impl Config {
 
     /// The effective configuration as `NAME=value` lines with secrets masked (for `hermes doctor`).
     pub fn describe(&self) -> Vec<(String, String)> {
+        let keys = |k: &[SecretString], without: &str| match k.len() {
+            0 => format!("(not set: {without})"),
+            n => format!("******** ({n} key{})", if n == 1 { "" } else { "s" }),
+        };
         let secret = |s: &Option<SecretString>| match s {
             Some(_) => "******** (set)".to_string(),
             None => "(not set)".to_string(),
@@ -937,6 +941,29 @@ impl Config {
                     .queue_expires
                     .map(|d| d.as_secs().to_string())
                     .unwrap_or_else(|| "(never)".into()),
+            ),
+            (
+                "HERMES_EMBEDDINGS_URL".into(),
+                self.router
+                    .embeddings_url
+                    .as_ref()
+                    .map(|u| u.to_string())
+                    .unwrap_or_else(|| "(not set: semantic recall off)".into()),
+            ),
+            (
+                "HERMES_EMBEDDINGS_API_KEY".into(),
+                secret(&self.router.embeddings_api_key),
+            ),
+            (
+                "HERMES_SESSION_KEYS".into(),
+                keys(&self.router.session_keys, "history read from PostgreSQL"),
+            ),
+            (
+                "HERMES_SECRET_KEYS".into(),
+                keys(
+                    &self.router.secret_keys,
+                    "external agents cannot be created",
+                ),
             ),
             (
                 "TELEGRAM_WEBHOOK_SECRET".into(),
