@@ -30,6 +30,10 @@ pub enum StageError {
     /// Will never succeed (malformed payload): the message is parked now.
     #[error("poison: {0:#}")]
     Poison(anyhow::Error),
+    /// Already handled (a redelivery, or the same platform message under another id): the
+    /// transaction is rolled back and the message acked.
+    #[error("duplicate: {0}")]
+    Duplicate(&'static str),
 }
 
 impl From<db::DbError> for StageError {
@@ -183,6 +187,10 @@ async fn handle<H: Handler>(
     let prepared = match handler.prepare(env).await {
         Ok(p) => p,
         Err(e @ StageError::Transient(_)) => return transient(e, deliveries).await,
+        Err(StageError::Duplicate(why)) => {
+            tracing::info!(why, "duplicate message skipped");
+            return Disposition::Ack("duplicate");
+        }
         Err(e @ StageError::Poison(_)) => {
             tracing::error!(error = %e, "message cannot be processed; parking it");
             return Disposition::Reject;
@@ -198,6 +206,10 @@ async fn handle<H: Handler>(
             Disposition::Ack("duplicate")
         }
         Err(e @ StageError::Transient(_)) => transient(e, deliveries).await,
+        Err(StageError::Duplicate(why)) => {
+            tracing::info!(why, "duplicate message skipped at commit");
+            Disposition::Ack("duplicate")
+        }
         Err(e @ StageError::Poison(_)) => {
             tracing::error!(error = %e, "message cannot be processed; parking it");
             Disposition::Reject

@@ -311,18 +311,20 @@ impl Router {
     ) -> Result<Vec<Envelope>, StageError> {
         let settings = &self.ctx.config.file.router;
         let user = &r.who.user;
-        if !self
-            .create_run(env, &r.inbound, user.tier, Some(&r.text), tx)
-            .await?
-        {
-            return Ok(Vec::new());
-        }
         let run_id = env.run_id.as_uuid();
 
-        // 2. Credits, under the user's row lock: concurrent messages never double-spend.
+        // 2. Credits, under the user's row lock: concurrent messages never double-spend. The
+        // run row is written last, with everything known; if it turns out to be a duplicate
+        // the whole transaction (this charge included) is rolled back.
         let cost = i64::from(settings.credits_per_message);
         let charged = match credits::charge(tx, user.id, run_id, cost).await? {
             credits::Charge::Insufficient { balance } => {
+                if !self
+                    .create_run(env, &r.inbound, user.tier, Some(&r.text), tx)
+                    .await?
+                {
+                    return Err(StageError::Duplicate("the run exists already"));
+                }
                 tracing::info!(balance, "out of credits: upgrade prompt");
                 runs::set_routing(
                     tx,
@@ -402,9 +404,21 @@ impl Router {
             tier,
             provenance: Some(&r.provenance),
         };
-        runs::record_routed(
+        let event = &r.inbound.event;
+        let created = runs::create_routed(
             tx,
-            env.run_id,
+            &runs::NewRun {
+                id: env.run_id,
+                platform: event.platform,
+                sender_id: &event.sender_id,
+                chat_id: &event.chat_id,
+                external_message_id: event.external_message_id.as_deref(),
+                tier,
+                input_text: Some(&r.text),
+                metadata: event.metadata.as_ref(),
+                api_key_id: r.inbound.api_key_id,
+                traceparent: env.traceparent.as_ref().map(|t| t.as_str()),
+            },
             &runs::Routed {
                 routing,
                 text: &r.text,
@@ -414,6 +428,12 @@ impl Router {
             },
         )
         .await?;
+        if !created {
+            // A redelivery, or the same platform message under another run id: roll back
+            // the charge, the session touch and the dispatch with it.
+            self.decided("duplicate");
+            return Err(StageError::Duplicate("the run exists already"));
+        }
 
         if let Some(a) = agent.filter(|a| a.kind == AgentKind::External) {
             // External runtime: owe it a signed wake; the run is its inbox entry.

@@ -134,9 +134,8 @@ pub async fn set_routing(tx: &Transaction<'_>, id: RunId, r: &Routing<'_>) -> Re
     Ok(())
 }
 
-/// Everything the router records about a routed run, written in one statement (the run's
-/// routing, the inbound interaction and the dispatch activity event): one round trip and
-/// one executor start instead of three on the pipeline's hot path.
+/// Everything the router records about a routed run besides the run itself: its routing,
+/// the inbound interaction and the dispatch activity event (see [`create_routed`]).
 pub struct Routed<'a> {
     pub routing: Routing<'a>,
     /// The user's turn as logged in `interactions`, with its `meta`.
@@ -147,8 +146,14 @@ pub struct Routed<'a> {
     pub activity_data: &'a serde_json::Value,
 }
 
-/// See [`Routed`]. The interaction is idempotent per run (a replay logs nothing twice).
-pub async fn record_routed(tx: &Transaction<'_>, id: RunId, r: &Routed<'_>) -> Result<(), DbError> {
+/// Create a routed run with its routing, its inbound interaction and its activity event in
+/// one statement. False (and nothing written) when the run exists already or another run
+/// holds the same platform message.
+pub async fn create_routed(
+    tx: &Transaction<'_>,
+    run: &NewRun<'_>,
+    r: &Routed<'_>,
+) -> Result<bool, DbError> {
     let g = &r.routing;
     let dispatch = g
         .dispatch
@@ -156,39 +161,52 @@ pub async fn record_routed(tx: &Transaction<'_>, id: RunId, r: &Routed<'_>) -> R
         .transpose()
         .map_err(|e| DbError::Invalid(e.to_string()))?;
     let provenance = g.provenance.map(Provenance::to_meta);
-    tx.execute(
-        &crate::db::stmt(
-            tx,
-            "WITH i AS (INSERT INTO interactions (run_id, user_id, session_id, direction, text, meta)
-                        VALUES ($1, $2, $4, 'inbound', $11, $12)
-                        ON CONFLICT (run_id, direction) DO NOTHING),
-                  a AS (INSERT INTO activity_events (run_id, agent_id, user_id, kind, data)
-                        VALUES ($1, $3, $2, $13, $14))
-             UPDATE agent_runs SET user_id = $2, agent_id = $3, session_id = $4, dispatch = $5,
-                    engagement_mode = $6, contract_version = $7, credits_charged = $8, tier = $9,
-                    provenance = $10, updated_at = now()
-             WHERE id = $1",
+    let row = tx
+        .query_one(
+            &crate::db::stmt(
+                tx,
+                "WITH r AS (INSERT INTO agent_runs (id, platform, sender_id, chat_id,
+                                external_message_id, status, tier, input_text, metadata,
+                                api_key_id, traceparent, user_id, agent_id, session_id, dispatch,
+                                engagement_mode, contract_version, credits_charged, provenance)
+                            VALUES ($1, $2, $3, $4, $5, 'routed', $6, $7, $8, $9, $10, $11, $12,
+                                    $13, $14, $15, $16, $17, $18)
+                            ON CONFLICT DO NOTHING RETURNING id),
+                      i AS (INSERT INTO interactions (run_id, user_id, session_id, direction, text, meta)
+                            SELECT id, $11, $13, 'inbound', $19, $20 FROM r
+                            ON CONFLICT (run_id, direction) DO NOTHING),
+                      a AS (INSERT INTO activity_events (run_id, agent_id, user_id, kind, data)
+                            SELECT id, $12, $11, $21, $22 FROM r)
+                 SELECT count(*) FROM r",
+            )
+            .await?,
+            &[
+                &run.id.as_uuid(),
+                &run.platform.as_str(),
+                &run.sender_id,
+                &run.chat_id,
+                &run.external_message_id,
+                &g.tier.as_str(),
+                &run.input_text,
+                &run.metadata,
+                &run.api_key_id,
+                &run.traceparent,
+                &g.user_id,
+                &g.agent_id,
+                &g.session_id,
+                &dispatch,
+                &g.engagement_mode.map(EngagementMode::as_str),
+                &g.engagement_mode.map(|_| CONTRACT_VERSION),
+                &g.credits_charged,
+                &provenance,
+                &r.text,
+                r.inbound_meta,
+                &r.activity,
+                r.activity_data,
+            ],
         )
-        .await?,
-        &[
-            &id.as_uuid(),
-            &g.user_id,
-            &g.agent_id,
-            &g.session_id,
-            &dispatch,
-            &g.engagement_mode.map(EngagementMode::as_str),
-            &g.engagement_mode.map(|_| CONTRACT_VERSION),
-            &g.credits_charged,
-            &g.tier.as_str(),
-            &provenance,
-            &r.text,
-            r.inbound_meta,
-            &r.activity,
-            r.activity_data,
-        ],
-    )
-    .await?;
-    Ok(())
+        .await?;
+    Ok(row.get::<_, i64>(0) == 1)
 }
 
 /// Move an open run to `status` (no effect on a closed run).
