@@ -36,6 +36,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0004_local_relay",
         sql: include_str!("../../../migrations/0004_local_relay.sql"),
     },
+    Migration {
+        version: 5,
+        name: "0005_session_scope_index",
+        sql: include_str!("../../../migrations/0005_session_scope_index.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.
