@@ -928,3 +928,81 @@ async fn a_failing_embeddings_endpoint_or_a_lost_redis_never_stops_a_message() {
     fleet.stop().await.unwrap();
     env.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn facts_from_an_exchange_reach_memory_and_the_next_soul() {
+    use wiremock::matchers::body_string_contains;
+    let provider = MockServer::start().await;
+    // The memory extraction call (its system prompt asks for durable facts).
+    Mock::given(method("POST"))
+        .and(path("/chat/completions"))
+        .and(body_string_contains("durable facts"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(hermes_e2e::openai_answer(
+            r#"{"facts":[{"key":"diet","value":"vegetarian"},{"key":"pet_name","value":"Miso"}]}"#,
+            40,
+            12,
+        )))
+        .mount(&provider)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/chat/completions"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(hermes_e2e::openai_answer("Noted!", 20, 2)),
+        )
+        .mount(&provider)
+        .await;
+    let mut env = TestEnv::new().await;
+    env.set("HERMES_PROVIDER", "openai")
+        .set("OPENAI_API_KEY", "sk-test")
+        .set("OPENAI_BASE_URL", &provider.uri());
+    let user = env.user(Platform::Rest, "memorable", 5).await;
+    let fleet = env.start(&Service::ALL).await;
+    let bus = env.bus().await;
+    let db = env.db();
+    bus.publish(&Envelope::new(
+        RunId::new(),
+        None,
+        &rest("memorable", "I'm vegetarian and my cat is called Miso"),
+    ))
+    .await
+    .unwrap();
+    wait_runs(
+        &db,
+        "SELECT count(*) FROM user_memory WHERE source = 'extracted'",
+        2,
+    )
+    .await;
+    let c = db.get().await.unwrap();
+    let structural = memory::structural(&c, user.id).await.unwrap();
+    assert!(
+        structural
+            .iter()
+            .any(|e| e.key == "diet" && e.value == "vegetarian"),
+        "{structural:?}"
+    );
+    // The soul was dropped, so the next message's system prompt knows the diet.
+    bus.publish(&Envelope::new(
+        RunId::new(),
+        None,
+        &rest("memorable", "what should I cook tonight"),
+    ))
+    .await
+    .unwrap();
+    wait_runs(
+        &db,
+        "SELECT count(*) FROM agent_runs WHERE status = 'completed'",
+        2,
+    )
+    .await;
+    let prompt = system_prompt(&llm_requests(&db).await[1]);
+    assert!(prompt.contains("diet: vegetarian"), "{prompt}");
+    assert!(
+        fleet
+            .metrics()
+            .await
+            .contains("hermes_memory_extractions_total{outcome=\"saved\"}")
+    );
+    bus.close().await;
+    fleet.stop().await.unwrap();
+    env.cleanup().await;
+}
