@@ -14,6 +14,7 @@
 //! book), and "a run" / "running" rather than "run" ("run a search").
 
 use hermes_shared::intent::{ImageIntent, Intent};
+use hermes_shared::model::{ChatMessage, Role};
 
 use crate::trivial::is_trivial;
 
@@ -357,6 +358,23 @@ fn word_matches(rule: &str, word: &str) -> bool {
     }
 }
 
+/// The intent of a message in its conversation: a trivial reply ("yes", "ok 👍") to an
+/// earlier request keeps that request's intent, so confirming "shall I book it?" still
+/// reaches the booking tools. `history` is the session's turns, oldest first.
+pub fn classify_in_context(text: &str, history: &[ChatMessage]) -> Intent {
+    let own = classify(text);
+    if own != Intent::Trivial {
+        return own;
+    }
+    history
+        .iter()
+        .rev()
+        .filter(|m| m.role == Role::User)
+        .find_map(|m| m.content.as_deref())
+        .map(classify)
+        .unwrap_or(Intent::Trivial)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -552,5 +570,21 @@ mod tests {
         assert!(!word_matches("reserv*", "reser"));
         assert!(word_matches("bar", "bar"));
         assert!(!word_matches("bar", "bars2"));
+    }
+
+    #[test]
+    fn a_trivial_reply_keeps_the_intent_of_the_request_it_answers() {
+        let history = vec![
+            ChatMessage::text(Role::User, "book a table for 4 at 8pm"),
+            ChatMessage::text(Role::Assistant, "Shall I book it?"),
+        ];
+        assert_eq!(classify_in_context("yes", &history), Intent::Booking);
+        assert_eq!(classify_in_context("thanks!", &[]), Intent::Trivial);
+        let greeted = vec![ChatMessage::text(Role::User, "hi")];
+        assert_eq!(classify_in_context("ok", &greeted), Intent::Trivial);
+        assert_eq!(
+            classify_in_context("how many calories in a croissant", &history),
+            Intent::Nutrition
+        );
     }
 }

@@ -174,7 +174,7 @@ impl Handler for Router {
         let image_intent = messages::has_image(event).then(|| intent::classify_image(Some(&text)));
         let intent = match image_intent {
             Some(i) => messages::intent_of_image(i),
-            None => intent::classify(&text),
+            None => intent::classify_in_context(&text, &history),
         };
 
         // 6. The current message as a turn (with image blocks).
