@@ -40,6 +40,13 @@ fn rest(sender: &str, text: &str) -> Inbound {
     }
 }
 
+/// Publish a REST-channel message from `sender` to the router's queue.
+async fn send(bus: &hermes_shared::bus::Bus, sender: &str, text: &str) {
+    bus.publish(&Envelope::new(RunId::new(), None, &rest(sender, text)))
+        .await
+        .unwrap();
+}
+
 /// The llm requests the router emitted, oldest first, as JSON payloads.
 async fn llm_requests(db: &Db) -> Vec<Value> {
     let c = db.get().await.unwrap();
@@ -423,21 +430,9 @@ async fn semantic_recall_appends_the_closest_facts_and_skips_trivial_messages() 
     }
     let fleet = env.start(&[Service::Router]).await;
     let bus = env.bus().await;
-    bus.publish(&Envelope::new(
-        RunId::new(),
-        None,
-        &rest("recaller", "where can I get good fish tonight"),
-    ))
-    .await
-    .unwrap();
+    send(&bus, "recaller", "where can I get good fish tonight").await;
     wait_runs(&db, "SELECT count(*) FROM outbox WHERE stage = 'llm'", 1).await;
-    bus.publish(&Envelope::new(
-        RunId::new(),
-        None,
-        &rest("recaller", "thanks!"),
-    ))
-    .await
-    .unwrap();
+    send(&bus, "recaller", "thanks!").await;
     wait_runs(&db, "SELECT count(*) FROM outbox WHERE stage = 'llm'", 2).await;
     let reqs = llm_requests(&db).await;
     let prompt = system_prompt(&reqs[0]);
@@ -474,9 +469,7 @@ async fn a_session_idle_for_twelve_hours_rolls_over_and_its_history_stays_behind
         .into_iter()
         .enumerate()
     {
-        bus.publish(&Envelope::new(RunId::new(), None, &rest("sleeper", text)))
-            .await
-            .unwrap();
+        send(&bus, "sleeper", text).await;
         wait_runs(
             &db,
             "SELECT count(*) FROM agent_runs WHERE status = 'completed'",
@@ -514,13 +507,7 @@ async fn a_session_idle_for_twelve_hours_rolls_over_and_its_history_stays_behind
     )
     .await
     .unwrap();
-    bus.publish(&Envelope::new(
-        RunId::new(),
-        None,
-        &rest("sleeper", "hello again"),
-    ))
-    .await
-    .unwrap();
+    send(&bus, "sleeper", "hello again").await;
     wait_runs(
         &db,
         "SELECT count(*) FROM agent_runs WHERE status = 'completed'",
@@ -594,13 +581,7 @@ async fn round_robin_is_fair_over_three_agents_and_respects_capacity() {
     let fleet = env.start(&[Service::Router]).await;
     let bus = env.bus().await;
     for i in 0..6 {
-        bus.publish(&Envelope::new(
-            RunId::new(),
-            None,
-            &rest(&format!("rr{i}"), "plan my weekend"),
-        ))
-        .await
-        .unwrap();
+        send(&bus, &format!("rr{i}"), "plan my weekend").await;
         wait_runs(
             &db,
             "SELECT count(*) FROM agent_runs WHERE dispatch IS NOT NULL",
@@ -637,9 +618,7 @@ async fn round_robin_is_fair_over_three_agents_and_respects_capacity() {
         .collect();
     assert!(modes.iter().all(|m| m == "ROUND_ROBIN"), "{modes:?}");
     // Every agent is at capacity: the seventh message goes to the default persona.
-    bus.publish(&Envelope::new(RunId::new(), None, &rest("rr6", "and you?")))
-        .await
-        .unwrap();
+    send(&bus, "rr6", "and you?").await;
     wait_runs(
         &db,
         "SELECT count(*) FROM agent_runs WHERE dispatch IS NOT NULL",
@@ -660,13 +639,7 @@ async fn round_robin_is_fair_over_three_agents_and_respects_capacity() {
         "{last}"
     );
     // A mention wins over round robin, even at capacity.
-    bus.publish(&Envelope::new(
-        RunId::new(),
-        None,
-        &rest("rr0", "@ben one more thing"),
-    ))
-    .await
-    .unwrap();
+    send(&bus, "rr0", "@ben one more thing").await;
     wait_runs(
         &db,
         "SELECT count(*) FROM agent_runs WHERE dispatch IS NOT NULL",
@@ -824,13 +797,7 @@ async fn a_crash_inside_the_routing_transaction_leaves_no_half_created_run() {
     .unwrap();
     let fleet = env.start(&[Service::Router]).await;
     let bus = env.bus().await;
-    bus.publish(&Envelope::new(
-        RunId::new(),
-        None,
-        &rest("fragile", "hello"),
-    ))
-    .await
-    .unwrap();
+    send(&bus, "fragile", "hello").await;
     let parked = format!("{}.router.dead", env.ns);
     eventually(Duration::from_secs(30), "the message parked", || async {
         let (n, _) = bus.queue_stats(&parked).await.ok()?;
@@ -892,22 +859,10 @@ async fn a_failing_embeddings_endpoint_or_a_lost_redis_never_stops_a_message() {
     }
     let fleet = env.start(&[Service::Router]).await;
     let bus = env.bus().await;
-    bus.publish(&Envelope::new(
-        RunId::new(),
-        None,
-        &rest("degraded", "recommend a jazz bar tonight"),
-    ))
-    .await
-    .unwrap();
+    send(&bus, "degraded", "recommend a jazz bar tonight").await;
     wait_runs(&db, "SELECT count(*) FROM outbox WHERE stage = 'llm'", 1).await;
     // A second message continues the session, so the soul is looked up in the cache first.
-    bus.publish(&Envelope::new(
-        RunId::new(),
-        None,
-        &rest("degraded", "and a jazz bar tomorrow"),
-    ))
-    .await
-    .unwrap();
+    send(&bus, "degraded", "and a jazz bar tomorrow").await;
     wait_runs(&db, "SELECT count(*) FROM outbox WHERE stage = 'llm'", 2).await;
     let prompt = system_prompt(&llm_requests(&db).await[1]);
     assert!(
@@ -959,13 +914,12 @@ async fn facts_from_an_exchange_reach_memory_and_the_next_soul() {
     let fleet = env.start(&Service::ALL).await;
     let bus = env.bus().await;
     let db = env.db();
-    bus.publish(&Envelope::new(
-        RunId::new(),
-        None,
-        &rest("memorable", "I'm vegetarian and my cat is called Miso"),
-    ))
-    .await
-    .unwrap();
+    send(
+        &bus,
+        "memorable",
+        "I'm vegetarian and my cat is called Miso",
+    )
+    .await;
     wait_runs(
         &db,
         "SELECT count(*) FROM user_memory WHERE source = 'extracted'",
@@ -981,13 +935,7 @@ async fn facts_from_an_exchange_reach_memory_and_the_next_soul() {
         "{structural:?}"
     );
     // The soul was dropped, so the next message's system prompt knows the diet.
-    bus.publish(&Envelope::new(
-        RunId::new(),
-        None,
-        &rest("memorable", "what should I cook tonight"),
-    ))
-    .await
-    .unwrap();
+    send(&bus, "memorable", "what should I cook tonight").await;
     wait_runs(
         &db,
         "SELECT count(*) FROM agent_runs WHERE status = 'completed'",
