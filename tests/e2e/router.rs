@@ -295,17 +295,9 @@ async fn the_soul_is_cached_then_invalidated_when_memory_changes() {
     }
     let fleet = env.start(&[Service::Router]).await;
     let bus = env.bus().await;
-    let send = |text: &'static str| {
-        let bus = &bus;
-        async move {
-            bus.publish(&Envelope::new(RunId::new(), None, &rest("souly", text)))
-                .await
-                .unwrap()
-        }
-    };
-    send("what should I eat tonight").await;
+    send(&bus, "souly", "what should I eat tonight").await;
     wait_runs(&db, "SELECT count(*) FROM outbox WHERE stage = 'llm'", 1).await;
-    send("and tomorrow").await;
+    send(&bus, "souly", "and tomorrow").await;
     wait_runs(&db, "SELECT count(*) FROM outbox WHERE stage = 'llm'", 2).await;
     let metrics = fleet.metrics().await;
     assert!(
@@ -348,7 +340,7 @@ async fn the_soul_is_cached_then_invalidated_when_memory_changes() {
     )
     .unwrap();
     assert!(soul::invalidate(&cache, &metrics_handle, user.id).await);
-    send("and the day after").await;
+    send(&bus, "souly", "and the day after").await;
     wait_runs(&db, "SELECT count(*) FROM outbox WHERE stage = 'llm'", 3).await;
     let prompt = system_prompt(&llm_requests(&db).await[2]);
     assert!(prompt.contains("diet: vegan"), "{prompt}");
