@@ -85,6 +85,9 @@ pub struct ToolSpec {
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// What the calls cost, in millionths of a US dollar (integers: sums never drift).
+    #[serde(default)]
+    pub cost_micro_usd: u64,
 }
 
 impl Usage {
@@ -97,6 +100,7 @@ impl std::ops::AddAssign for Usage {
     fn add_assign(&mut self, rhs: Self) {
         self.input_tokens += rhs.input_tokens;
         self.output_tokens += rhs.output_tokens;
+        self.cost_micro_usd += rhs.cost_micro_usd;
     }
 }
 
@@ -462,12 +466,15 @@ mod tests {
         let mut u = Usage {
             input_tokens: 3,
             output_tokens: 4,
+            cost_micro_usd: 5,
         };
         u += Usage {
             input_tokens: 10,
             output_tokens: 1,
+            cost_micro_usd: 7,
         };
         assert_eq!(u.total(), 18);
+        assert_eq!(u.cost_micro_usd, 12);
     }
 }
 

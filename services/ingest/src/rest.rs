@@ -292,6 +292,7 @@ pub async fn get_run(
             "input_tokens": row.usage.input_tokens,
             "output_tokens": row.usage.output_tokens,
             "total_tokens": row.usage.total(),
+            "cost_usd": row.usage.cost_micro_usd as f64 / 1_000_000.0,
         },
         "created_at": row.created_at,
         "finished_at": row.finished_at,

@@ -65,7 +65,17 @@ pub async fn call(
             .with_label_values(&[backend])
             .observe(started.elapsed().as_secs_f64());
         match result {
-            Ok(completion) => {
+            Ok(mut completion) => {
+                // The mock answers for free whatever logical model it stands in for.
+                if !matches!(provider, Provider::Mock(_)) {
+                    let u = &completion.usage;
+                    completion.usage.cost_micro_usd =
+                        spec.cost_micro_usd(u.input_tokens, u.output_tokens);
+                }
+                metrics
+                    .llm_cost
+                    .with_label_values(&[backend, tier])
+                    .inc_by(completion.usage.cost_micro_usd as f64 / 1_000_000.0);
                 metrics.llm_calls.with_label_values(&[backend, tier]).inc();
                 metrics
                     .llm_tokens

@@ -220,5 +220,6 @@ fn note_backend(request: &mut LlmRequest, backend: &str, usage: hermes_shared::m
         x.provenance.llm_backend = Some(backend.to_string());
         x.provenance.tokens_in = usage.input_tokens;
         x.provenance.tokens_out = usage.output_tokens;
+        x.provenance.cost_micro_usd = usage.cost_micro_usd;
     }
 }

@@ -382,6 +382,59 @@ pub struct ModelSpec {
     /// The id sent to the provider.
     pub id: String,
     pub max_output_tokens: u32,
+    /// US dollars per million input tokens, as a decimal string (`"0.80"`).
+    #[serde(default)]
+    pub input_price: Price,
+    /// US dollars per million output tokens, as a decimal string (`"4.00"`).
+    #[serde(default)]
+    pub output_price: Price,
+}
+
+impl ModelSpec {
+    /// What a call with this usage costs, in micro-dollars (rounded half up).
+    pub fn cost_micro_usd(&self, input_tokens: u64, output_tokens: u64) -> u64 {
+        let micro = u128::from(input_tokens) * u128::from(self.input_price.0)
+            + u128::from(output_tokens) * u128::from(self.output_price.0);
+        u64::try_from((micro + 500_000) / 1_000_000).unwrap_or(u64::MAX)
+    }
+}
+
+/// A price in micro-dollars per million tokens, written in configuration as a decimal
+/// string of dollars (`"3.00"`): money is never a float here.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Price(pub u64);
+
+impl Price {
+    /// `"0.80"` → 800,000 micro-dollars; at most six decimals, no sign, no exponent.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let bad = || format!("{s:?} is not a price in dollars such as \"0.80\"");
+        let (whole, frac) = s.trim().split_once('.').unwrap_or((s.trim(), ""));
+        if whole.is_empty() && frac.is_empty()
+            || !whole.chars().all(|c| c.is_ascii_digit())
+            || !frac.chars().all(|c| c.is_ascii_digit())
+            || frac.len() > 6
+        {
+            return Err(bad());
+        }
+        let whole: u64 = if whole.is_empty() {
+            0
+        } else {
+            whole.parse().map_err(|_| bad())?
+        };
+        let frac: u64 = format!("{frac:0<6}").parse().map_err(|_| bad())?;
+        whole
+            .checked_mul(1_000_000)
+            .and_then(|w| w.checked_add(frac))
+            .map(Price)
+            .ok_or_else(bad)
+    }
+}
+
+impl<'de> Deserialize<'de> for Price {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Price::parse(&s).map_err(serde::de::Error::custom)
+    }
 }
 
 /// Settings of the OpenAI-compatible API surface.
@@ -420,6 +473,8 @@ impl Default for FileConfig {
                 ModelSpec {
                     id: "claude-haiku-4-5-20251001".into(),
                     max_output_tokens: 1024,
+                    input_price: Price(800_000),
+                    output_price: Price(4_000_000),
                 },
             ),
             (
@@ -427,6 +482,8 @@ impl Default for FileConfig {
                 ModelSpec {
                     id: "claude-sonnet-4-6".into(),
                     max_output_tokens: 2048,
+                    input_price: Price(3_000_000),
+                    output_price: Price(15_000_000),
                 },
             ),
             (
@@ -434,6 +491,8 @@ impl Default for FileConfig {
                 ModelSpec {
                     id: "llama3.1".into(),
                     max_output_tokens: 1024,
+                    input_price: Price(0),
+                    output_price: Price(0),
                 },
             ),
         ]);
@@ -1147,5 +1206,20 @@ mod tests {
 
         let err = Config::from_lookup(&|_| None, Some(&dir.join("missing.toml"))).unwrap_err();
         assert!(err.to_string().contains("cannot read config file"));
+    }
+
+    #[test]
+    fn prices_are_exact_decimals_and_costs_round_half_up() {
+        assert_eq!(Price::parse("0.80"), Ok(Price(800_000)));
+        assert_eq!(Price::parse("15"), Ok(Price(15_000_000)));
+        assert_eq!(Price::parse(".5"), Ok(Price(500_000)));
+        for bad in ["", ".", "-1", "1e3", "0.1234567", "abc", "1.2.3"] {
+            assert!(Price::parse(bad).is_err(), "{bad}");
+        }
+        let haiku = &FileConfig::default().models["claude-haiku"];
+        // 20 input and 2 output tokens: 20 × $0.80 + 2 × $4.00 per million = 24 micro-dollars.
+        assert_eq!(haiku.cost_micro_usd(20, 2), 24);
+        assert_eq!(haiku.cost_micro_usd(1, 0), 1); // 0.8 rounds up
+        assert_eq!(haiku.cost_micro_usd(1_000_000, 1_000_000), 4_800_000);
     }
 }

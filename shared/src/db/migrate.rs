@@ -41,6 +41,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0005_session_scope_index",
         sql: include_str!("../../../migrations/0005_session_scope_index.sql"),
     },
+    Migration {
+        version: 6,
+        name: "0006_run_cost",
+        sql: include_str!("../../../migrations/0006_run_cost.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

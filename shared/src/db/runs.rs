@@ -238,7 +238,7 @@ pub async fn finish(tx: &Transaction<'_>, id: RunId, outcome: &Outcome) -> Resul
                 &crate::db::stmt(
                     tx,
                     "UPDATE agent_runs SET status = 'completed', output_text = $2, model = $3,
-                        tokens_in = $4, tokens_out = $5, tools_used = $6,
+                        tokens_in = $4, tokens_out = $5, tools_used = $6, cost_micro_usd = $7,
                         updated_at = now(), finished_at = now()
                  WHERE id = $1 AND status NOT IN ('completed', 'failed')",
                 )
@@ -250,6 +250,7 @@ pub async fn finish(tx: &Transaction<'_>, id: RunId, outcome: &Outcome) -> Resul
                     &(usage.input_tokens as i64),
                     &(usage.output_tokens as i64),
                     tools_used,
+                    &(usage.cost_micro_usd as i64),
                 ],
             )
             .await?
@@ -293,7 +294,7 @@ pub async fn get(client: &Client, id: RunId) -> Result<Option<RunRow>, DbError> 
             &crate::db::stmt(
                 client,
                 "SELECT status, output_text, error_code, model, tokens_in, tokens_out, tools_used,
-                    platform, api_key_id, created_at, finished_at
+                    platform, api_key_id, created_at, finished_at, cost_micro_usd
              FROM agent_runs WHERE id = $1",
             )
             .await?,
@@ -313,6 +314,7 @@ pub async fn get(client: &Client, id: RunId) -> Result<Option<RunRow>, DbError> 
         usage: Usage {
             input_tokens: r.get::<_, i64>(4) as u64,
             output_tokens: r.get::<_, i64>(5) as u64,
+            cost_micro_usd: r.get::<_, i64>(11) as u64,
         },
         tools_used: r.get(6),
     }))

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use prometheus::{
-    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
-    IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+    CounterVec, Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter,
+    IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 /// Every metric a Hermes process exports. Cheap to clone (shared).
@@ -39,6 +39,7 @@ pub struct Inner {
     // LLM.
     pub llm_calls: IntCounterVec,
     pub llm_tokens: IntCounterVec,
+    pub llm_cost: CounterVec,
     pub llm_cache_hits: IntCounterVec,
     pub llm_errors: IntCounterVec,
     pub llm_fallbacks: IntCounterVec,
@@ -263,6 +264,15 @@ impl Metrics {
             "Replies handed to their destination, by platform and outcome.",
             &["platform", "outcome"],
         );
+        let llm_cost = CounterVec::new(
+            Opts::new(
+                "hermes_llm_cost_usd_total",
+                "Cost of successful model calls in US dollars, by backend and tier (failed attempts are not billed).",
+            ),
+            &["backend", "tier"],
+        )
+        .unwrap();
+        r.register(Box::new(llm_cost.clone())).unwrap();
         let router_decisions = counter_vec(
             &r,
             "hermes_router_decisions_total",
@@ -357,6 +367,7 @@ impl Metrics {
             redis_errors,
             llm_calls,
             llm_tokens,
+            llm_cost,
             llm_cache_hits,
             llm_errors,
             llm_fallbacks,

@@ -31,6 +31,7 @@ impl Mock {
             usage: Usage {
                 input_tokens,
                 output_tokens: words(&text),
+                cost_micro_usd: 0,
             },
             text: Some(text),
             tool_calls: Vec::new(),
@@ -65,7 +66,8 @@ mod tests {
             c.usage,
             Usage {
                 input_tokens: 9,
-                output_tokens: 4
+                output_tokens: 4,
+                cost_micro_usd: 0,
             }
         );
         assert!(c.tool_calls.is_empty());

@@ -216,6 +216,8 @@ pub fn parse_response(text: &str) -> Result<Completion, ProviderError> {
         .map(|u| Usage {
             input_tokens: u.prompt_tokens,
             output_tokens: u.completion_tokens,
+            // Priced by the chain, which knows the logical model.
+            cost_micro_usd: 0,
         })
         .unwrap_or_default();
     Ok(Completion {
@@ -244,7 +246,8 @@ mod tests {
             c.usage,
             Usage {
                 input_tokens: 12,
-                output_tokens: 7
+                output_tokens: 7,
+                cost_micro_usd: 0,
             }
         );
         assert_eq!(c.finish_reason, "tool_calls");
