@@ -66,6 +66,7 @@ pub enum AgentsCommand {
     },
     /// Show one agent.
     Show {
+        /// The agent's handle.
         profile_key: String,
         #[arg(long, default_value = "default")]
         workspace: String,
@@ -74,26 +75,36 @@ pub enum AgentsCommand {
     },
     /// Change an agent; takes effect on the next message, no restart.
     Set {
+        /// The agent's handle.
         profile_key: String,
+        /// Name the agent introduces itself with.
         #[arg(long)]
         name: Option<String>,
+        /// chill, friendly, professional or hype.
         #[arg(long)]
         tone: Option<Tone>,
+        /// Role instructions added to the system prompt.
         #[arg(long)]
         instructions: Option<String>,
+        /// Tier whose model chain answers for this agent.
         #[arg(long)]
         tier: Option<Tier>,
+        /// Toolsets this agent may use (comma-separated; replaces the list).
         #[arg(long, value_delimiter = ',')]
         toolsets: Option<Vec<String>>,
+        /// Capabilities it takes in round robin (comma-separated; replaces the list).
         #[arg(long, value_delimiter = ',')]
         capabilities: Option<Vec<String>>,
+        /// External agents: where wakes are POSTed.
         #[arg(long, value_name = "URL")]
         webhook_url: Option<String>,
+        /// Runs it may have open at once.
         #[arg(long)]
         max_concurrent: Option<i32>,
         /// ONLINE, BUSY or OFFLINE (BUSY and OFFLINE agents are skipped by round robin).
         #[arg(long)]
         status: Option<AgentStatus>,
+        /// EXECUTE, REVIEW, RESEARCH or DISCUSS.
         #[arg(long)]
         mode: Option<EngagementMode>,
         #[arg(long, default_value = "default")]

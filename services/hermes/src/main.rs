@@ -45,7 +45,7 @@ struct Cli {
 enum Command {
     /// Serve the HTTP API: verify, accept and hand messages to the router.
     Ingest,
-    /// Route inbound messages: create runs, choose the model chain and tools.
+    /// Route inbound messages: user, credits, soul, history, tool gating, model chain, agent dispatch.
     Router,
     /// Call the models, with failover along the tier's chain.
     Llm,
@@ -59,7 +59,7 @@ enum Command {
     Migrate,
     /// Show the effective configuration and check PostgreSQL, RabbitMQ, Redis and the schema.
     Doctor,
-    /// Load generators that print figures (run against a fleet you started).
+    /// Benchmarks that print figures (`ingest` against a fleet you started; `router` in-process).
     #[command(subcommand)]
     Bench(BenchCommand),
     /// Manage users: create, show, credit, set, remember.

@@ -36,12 +36,14 @@ pub enum UsersCommand {
     },
     /// Show a user: profile, balance, channels, memory and the last ledger rows.
     Show {
+        /// The user's id.
         id: Uuid,
         #[arg(long)]
         json: bool,
     },
     /// Add (or with a negative amount, take) credits; every movement is a ledger row.
     Credit {
+        /// The user's id.
         id: Uuid,
         /// Credits to add; negative to take (never below zero).
         #[arg(allow_hyphen_values = true)]
@@ -54,9 +56,12 @@ pub enum UsersCommand {
     },
     /// Change a user's tier, name or agent (drops the cached soul).
     Set {
+        /// The user's id.
         id: Uuid,
+        /// free, starter, pro or venue-growth.
         #[arg(long)]
         tier: Option<Tier>,
+        /// Display name.
         #[arg(long)]
         name: Option<String>,
         /// Assign to this agent (profile key), or `none` to unassign.
@@ -67,8 +72,11 @@ pub enum UsersCommand {
     },
     /// Set a memory value (a structural key such as diet, or a free fact) and drop the cached soul.
     Remember {
+        /// The user's id.
         id: Uuid,
+        /// A structural key (diet, favorite_areas, calorie_target, …) or a fact's label.
         key: String,
+        /// The value (sanitized before it reaches a prompt).
         value: String,
     },
 }
