@@ -6,18 +6,17 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use axum::Json;
 use axum::routing::post;
 use clap::Args;
 use hermes_shared::config::Config;
 use hermes_shared::context::Ctx;
-use hermes_shared::db::{Db, migrate};
+use hermes_shared::db::Db;
+use hermes_shared::db::scratch::ScratchDb;
 use hermes_shared::envelope::Envelope;
 use hermes_shared::ids::RunId;
 use hermes_shared::model::{Inbound, MessageEvent, Platform};
 use hermes_shared::telemetry::Metrics;
-use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -71,12 +70,6 @@ async fn embeddings_server(dims: usize) -> anyhow::Result<String> {
         let _ = axum::serve(listener, app).await;
     });
     Ok(format!("http://{addr}"))
-}
-
-fn with_database(url: &SecretString, name: &str) -> anyhow::Result<SecretString> {
-    let mut u = url::Url::parse(url.expose_secret()).context("DATABASE_URL")?;
-    u.set_path(&format!("/{name}"));
-    Ok(SecretString::from(u.to_string()))
 }
 
 async fn seed(db: &Db, args: &RouterBench, credits: i64) -> anyhow::Result<()> {
@@ -223,24 +216,16 @@ pub async fn router(mut config: Config, args: RouterBench) -> anyhow::Result<()>
         args.users > 0 && args.messages > 0,
         "--users and --messages must be above 0"
     );
-    let id = &uuid::Uuid::now_v7().simple().to_string()[20..];
-    let db_name = format!("hermes_bench_{id}");
-    config.database_url = with_database(&config.database_url, &db_name)?;
+    let scratch = ScratchDb::create(&config.database_url, "hermes_bench").await?;
+    config.database_url = scratch.url.clone();
+    // The database's random suffix names the namespace too (queues expire after the run).
+    let id = scratch.name().trim_start_matches("hermes_bench_");
     config.namespace = hermes_shared::config::Namespace::parse(&format!("bench{id}"))
         .map_err(anyhow::Error::msg)?;
     config.bus.queue_expires = Some(Duration::from_secs(60));
     config.router.embeddings_url = Some(embeddings_server(args.dims).await?.parse()?);
-    let db = Db::new(&config.database_url, 4)?;
-    migrate::ensure_database(&db).await?;
-    migrate::run(&db).await?;
-    let result = measure(&config, &db, &args).await;
-    drop(db);
-    let admin = Db::new(&with_database(&config.database_url, "postgres")?, 1)?;
-    admin
-        .get()
-        .await?
-        .batch_execute(&format!("DROP DATABASE IF EXISTS {db_name} WITH (FORCE)"))
-        .await?;
+    let result = measure(&config, &scratch.db, &args).await;
+    scratch.drop_now().await?;
     result
 }
 

@@ -467,11 +467,8 @@ mod tests {
     use super::*;
     use crate::providers::Mock;
     use hermes_shared::db::memory::MemoryEntry;
-    use hermes_shared::db::{Db, migrate};
+    use hermes_shared::db::scratch::{ScratchDb, insert_user};
     use hermes_shared::model::Tier;
-    use secrecy::SecretString;
-
-    const ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
     fn fact(key: &str, value: &str) -> ExtractedFact {
         ExtractedFact {
@@ -660,36 +657,11 @@ mod tests {
         );
     }
 
-    async fn admin(sql: &str) {
-        let db = Db::new(&SecretString::from(ADMIN_URL), 1).unwrap();
-        db.get()
-            .await
-            .expect("PostgreSQL at 127.0.0.1:5432 for tests")
-            .batch_execute(sql)
-            .await
-            .unwrap();
-    }
-
     #[tokio::test]
     async fn save_stores_new_facts_once_and_skips_gone_users() {
-        let name = format!("hermes_llm_memory_test_{}", Uuid::now_v7().simple());
-        admin(&format!("CREATE DATABASE {name}")).await;
-        let url = SecretString::from(format!("postgres://postgres@127.0.0.1:5432/{name}"));
-        // In a task so a failed assertion still drops the database below.
-        let outcome = tokio::spawn(async move {
-            let db = Db::new(&url, 2).unwrap();
-            migrate::run(&db).await.unwrap();
+        ScratchDb::with(|db| async move {
             let mut client = db.get().await.unwrap();
-            let user: Uuid = client
-                .query_one(
-                    "INSERT INTO users (workspace_id, referral_code)
-                     SELECT id, 'ref-llm-memory' FROM workspaces WHERE slug = 'default'
-                     RETURNING id",
-                    &[],
-                )
-                .await
-                .unwrap()
-                .get(0);
+            let user = insert_user(&db).await.unwrap();
             let of = |facts: Vec<(ExtractedFact, Option<Vec<f32>>)>| Extracted {
                 user_id: user,
                 facts: Some(facts),
@@ -766,9 +738,5 @@ mod tests {
             assert_eq!(save(&client, failed).await.unwrap(), Memorized::Failed);
         })
         .await;
-        admin(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
-        if let Err(e) = outcome {
-            std::panic::resume_unwind(e.into_panic());
-        }
     }
 }

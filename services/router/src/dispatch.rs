@@ -82,7 +82,7 @@ pub async fn choose(
 ) -> Result<Chosen, DbError> {
     let assigned = who.channel_agent_id.or(who.user.agent_id);
     if let Some(id) = assigned
-        && let Some((agent, _open)) = agents::lock(tx, id).await?
+        && let Some(agent) = agents::lock(tx, id).await?
     {
         let scope = if who.channel_agent_id.is_some() {
             "channel"
@@ -110,7 +110,7 @@ pub async fn choose(
         if agent.status == AgentStatus::Offline {
             continue;
         }
-        let Some((agent, _)) = agents::lock(tx, agent.id).await? else {
+        let Some(agent) = agents::lock(tx, agent.id).await? else {
             continue;
         };
         return chosen(

@@ -20,7 +20,7 @@ pub mod trivial;
 
 use hermes_shared::{Ctx, stage};
 
-pub use pipeline::{Clock, Router};
+pub use pipeline::Router;
 
 /// Run the router until `ctx.stop`.
 pub async fn run(ctx: Ctx) -> anyhow::Result<()> {

@@ -4,7 +4,6 @@
 //! credit (step 2), the session, the dispatch, the inbound interaction, and the next
 //! message (step 8 onwards runs in the llm stage, or in an external agent).
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::anyhow;
@@ -31,9 +30,6 @@ use crate::tool_gate;
 use crate::tools::ToolCatalog;
 use crate::{intent, trivial};
 
-/// The wall clock, injectable so tests can move time (session rollover).
-pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
-
 /// The router's stage handler.
 pub struct Router {
     ctx: Ctx,
@@ -42,17 +38,11 @@ pub struct Router {
     recall: Recall,
     history: Option<HistoryStore>,
     presence: dispatch::Presence,
-    clock: Clock,
 }
 
 impl Router {
     /// The router as configured. Fails when the embeddings client cannot be built.
     pub fn new(ctx: Ctx) -> anyhow::Result<Self> {
-        Self::with_clock(ctx, Arc::new(Utc::now))
-    }
-
-    /// The router with another clock (tests).
-    pub fn with_clock(ctx: Ctx, clock: Clock) -> anyhow::Result<Self> {
         let settings = &ctx.config.file.router;
         let recall = Recall::from_settings(&settings.recall, &ctx.config.router)?;
         let history = HistoryCipher::new(&ctx.config.router.session_keys)
@@ -71,7 +61,6 @@ impl Router {
             recall,
             history,
             presence: dispatch::Presence::default(),
-            clock,
             ctx,
         })
     }
@@ -140,7 +129,8 @@ impl Handler for Router {
             return Ok(Decision::Signup { inbound });
         };
         // 2 (credits) happens in `commit`, under the user's row lock.
-        let now = (self.clock)();
+        // The session clock (its injection point is `sessions::current_or_start`'s `now`).
+        let now = Utc::now();
         let idle = chrono::TimeDelta::from_std(self.ctx.config.file.router.session_idle())
             .unwrap_or(chrono::TimeDelta::MAX);
         let session_seen = latest
@@ -151,7 +141,7 @@ impl Handler for Router {
         // base and the session history; semantic recall (skipped for trivial messages).
         let started = Instant::now();
         let session_side = async {
-            let (base, _) = self
+            let base = self
                 .soul
                 .base(&client, who.user.id, session_seen, now)
                 .await?;

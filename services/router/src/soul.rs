@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 use hermes_shared::agent::Tone;
 use hermes_shared::cache::Cache;
-use hermes_shared::cache::soul::{self as soul_cache, SOUL_TTL, cache_key};
+use hermes_shared::cache::soul::{SOUL_TTL, cache_key};
 use hermes_shared::db::{Client, DbError, memory, sessions};
 use hermes_shared::telemetry::Metrics;
 use redis::AsyncCommands;
@@ -48,14 +48,7 @@ impl Persona {
     }
 }
 
-/// Where the base prompt of this message came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
-    Cache,
-    Built,
-}
-
-/// Loads and invalidates soul base prompts.
+/// Loads soul base prompts (invalidation: `hermes_shared::cache::soul::invalidate`).
 #[derive(Clone)]
 pub struct Soul {
     cache: Cache,
@@ -77,7 +70,7 @@ impl Soul {
         user_id: Uuid,
         current_session: Option<Uuid>,
         now: DateTime<Utc>,
-    ) -> Result<(String, Source), DbError> {
+    ) -> Result<String, DbError> {
         let key = cache_key(&self.cache, user_id);
         let mut conn = self.cache.conn();
         let cached = match current_session {
@@ -87,7 +80,7 @@ impl Soul {
         match cached {
             Ok(Some(base)) => {
                 self.metrics.soul_cache.with_label_values(&["hit"]).inc();
-                return Ok((base, Source::Cache));
+                return Ok(base);
             }
             Ok(None) => self.metrics.soul_cache.with_label_values(&["miss"]).inc(),
             Err(e) => {
@@ -100,13 +93,7 @@ impl Soul {
         if let Err(e) = set {
             tracing::warn!(error = %self.cache.failed("soul_set", e), "could not cache the soul");
         }
-        Ok((base, Source::Built))
-    }
-
-    /// Drop the cached base after the user's memory or profile changed: three tries with
-    /// 0.5 s and 1 s pauses; when all fail, alert ops (a stale soul serves for up to an hour).
-    pub async fn invalidate(&self, user_id: Uuid) -> bool {
-        soul_cache::invalidate(&self.cache, &self.metrics, user_id).await
+        Ok(base)
     }
 }
 

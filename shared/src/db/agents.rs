@@ -306,18 +306,15 @@ pub async fn next_round_robin(
     row.map(|r| agent_from(&r)).transpose()
 }
 
-/// Lock an agent row for dispatch (assignment and mentions), so its open-run count is exact.
-pub async fn lock(tx: &Transaction<'_>, id: Uuid) -> Result<Option<(Agent, i64)>, DbError> {
+/// Lock an agent row for dispatch (assignment and mentions): an explicit choice ignores
+/// capacity, but the lock orders it against round robin's count of open runs.
+pub async fn lock(tx: &Transaction<'_>, id: Uuid) -> Result<Option<Agent>, DbError> {
     tx.query_opt(
-        &format!(
-            "SELECT {COLUMNS}, (SELECT count(*) FROM agent_runs r WHERE r.agent_id = a.id
-                                 AND r.status NOT IN ('completed', 'failed')) AS open_runs
-             FROM agents a WHERE a.id = $1 FOR UPDATE OF a"
-        ),
+        &format!("SELECT {COLUMNS} FROM agents a WHERE a.id = $1 FOR UPDATE OF a"),
         &[&id],
     )
     .await?
-    .map(|r| Ok((agent_from(&r)?, r.get("open_runs"))))
+    .map(|r| agent_from(&r))
     .transpose()
 }
 

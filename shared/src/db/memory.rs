@@ -245,27 +245,9 @@ pub async fn delete(client: &impl GenericClient, user_id: Uuid, key: &str) -> Re
 
 #[cfg(test)]
 mod tests {
-    use std::future::Future;
-    use std::panic::AssertUnwindSafe;
-
-    use futures_util::FutureExt;
-    use secrecy::SecretString;
-    use tokio_postgres::NoTls;
-
-    use super::super::{Client, Db, migrate};
+    use super::super::Client;
+    use super::super::scratch::{ScratchDb, insert_user};
     use super::*;
-
-    const ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
-
-    async fn admin(sql: &str) {
-        let (client, conn) = tokio_postgres::connect(ADMIN_URL, NoTls)
-            .await
-            .expect("PostgreSQL at 127.0.0.1:5432 for tests");
-        let driver = tokio::spawn(conn);
-        client.batch_execute(sql).await.unwrap();
-        drop(client);
-        let _ = driver.await;
-    }
 
     /// Run `body` against a fresh migrated database holding one user; the database is
     /// dropped afterwards, also when `body` panics.
@@ -274,31 +256,11 @@ mod tests {
         F: FnOnce(Client, Uuid) -> Fut,
         Fut: Future<Output = ()>,
     {
-        let name = format!("hermes_memory_test_{:016x}", rand::random::<u64>());
-        admin(&format!("CREATE DATABASE {name}")).await;
-        let outcome = AssertUnwindSafe(async {
-            let url = SecretString::from(format!("postgres://postgres@127.0.0.1:5432/{name}"));
-            let db = Db::new(&url, 2).unwrap();
-            migrate::run(&db).await.unwrap();
-            let client = db.get().await.unwrap();
-            let user_id: Uuid = client
-                .query_one(
-                    "INSERT INTO users (workspace_id, referral_code)
-                     SELECT id, $1 FROM workspaces WHERE slug = 'default'
-                     RETURNING id",
-                    &[&format!("ref-{name}")],
-                )
-                .await
-                .unwrap()
-                .get(0);
-            body(client, user_id).await;
+        ScratchDb::with(|db| async move {
+            let user = insert_user(&db).await.unwrap();
+            body(db.get().await.unwrap(), user).await;
         })
-        .catch_unwind()
-        .await;
-        admin(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
-        if let Err(panic) = outcome {
-            std::panic::resume_unwind(panic);
-        }
+        .await
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod memory;
 pub mod migrate;
 pub mod outbox;
 pub mod runs;
+pub mod scratch;
 pub mod sessions;
 pub mod tool_registry;
 pub mod users;
@@ -184,24 +185,4 @@ pub async fn already_processed(
         )
         .await?;
     Ok(row.is_some())
-}
-
-/// Record `message_id` as processed by `consumer` in the caller's transaction.
-/// Returns false when another delivery already recorded it (the caller must roll back).
-pub async fn mark_processed(
-    tx: &Transaction<'_>,
-    consumer: &str,
-    message_id: MessageId,
-) -> Result<bool, DbError> {
-    let n = tx
-        .execute(
-            &stmt(
-                tx,
-                "INSERT INTO processed_messages (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            )
-            .await?,
-            &[&consumer, &message_id.as_uuid()],
-        )
-        .await?;
-    Ok(n == 1)
 }

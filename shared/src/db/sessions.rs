@@ -111,34 +111,6 @@ pub async fn current_or_start_locked(
     })
 }
 
-/// The session a message at `now` would continue, without locking or changing anything
-/// (the router's read before its transaction; `current_or_start` decides for real).
-pub async fn live(
-    client: &impl GenericClient,
-    user_id: Uuid,
-    platform: Platform,
-    channel_id: &str,
-    now: DateTime<Utc>,
-    idle: Duration,
-) -> Result<Option<Uuid>, DbError> {
-    let row = client
-        .query_opt(
-            &crate::db::stmt(
-                client,
-                "SELECT id, last_activity_at FROM sessions
-             WHERE user_id = $1 AND platform = $2 AND channel_id = $3
-             ORDER BY last_activity_at DESC LIMIT 1",
-            )
-            .await?,
-            &[&user_id, &platform.as_str(), &channel_id],
-        )
-        .await?;
-    let idle = TimeDelta::from_std(idle).unwrap_or(TimeDelta::MAX);
-    Ok(row
-        .filter(|r| now.signed_duration_since(r.get::<_, DateTime<Utc>>(1)) <= idle)
-        .map(|r| r.get(0)))
-}
-
 /// Record activity on a session at `now` (when its answer is logged). Activity never moves
 /// backwards: replicas' clocks differ slightly and a late writer must not shorten a session.
 pub async fn touch(
@@ -279,67 +251,22 @@ pub async fn log_interaction(
 
 #[cfg(test)]
 mod tests {
-    use std::future::Future;
-    use std::panic::AssertUnwindSafe;
-
-    use futures_util::FutureExt;
-    use secrecy::SecretString;
-    use tokio_postgres::NoTls;
-
     use super::*;
-    use crate::db::{Db, migrate};
+    use crate::db::Db;
+    use crate::db::scratch::{ScratchDb, insert_user};
 
     const IDLE: Duration = Duration::from_secs(12 * 3600);
 
-    /// Run `body` against a fresh, migrated database that is dropped afterwards, even when
-    /// `body` panics (a failed test must not leave databases behind).
     async fn with_db<F, Fut>(body: F)
     where
         F: FnOnce(Db) -> Fut,
         Fut: Future<Output = ()>,
     {
-        let base = std::env::var("DATABASE_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-        let name = format!("hermes_sessions_test_{:016x}", rand::random::<u64>());
-        let mut url = url::Url::parse(&base).expect("DATABASE_URL is a URL");
-        url.set_path(&name);
-        let db = Db::new(&SecretString::from(url.to_string()), 4).unwrap();
-        migrate::ensure_database(&db)
-            .await
-            .expect("PostgreSQL reachable for tests");
-        let mut admin = db.pg_config().clone();
-        admin.dbname("postgres");
-        let outcome = AssertUnwindSafe(async {
-            migrate::run(&db).await.expect("migrations apply");
-            body(db).await
-        })
-        .catch_unwind()
-        .await;
-        let (client, conn) = admin.connect(NoTls).await.unwrap();
-        let driver = tokio::spawn(conn);
-        client
-            .batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
-            .await
-            .unwrap();
-        drop(client);
-        let _ = driver.await;
-        if let Err(panic) = outcome {
-            std::panic::resume_unwind(panic);
-        }
+        ScratchDb::with(body).await
     }
 
     async fn new_user(db: &Db) -> Uuid {
-        db.get()
-            .await
-            .unwrap()
-            .query_one(
-                "INSERT INTO users (workspace_id, referral_code)
-                 SELECT id, $1 FROM workspaces WHERE slug = 'default' RETURNING id",
-                &[&format!("ref-{}", Uuid::now_v7())],
-            )
-            .await
-            .unwrap()
-            .get(0)
+        insert_user(db).await.unwrap()
     }
 
     async fn session_at(

@@ -46,34 +46,8 @@ fn user_from(row: &tokio_postgres::Row) -> Result<User, DbError> {
     })
 }
 
-/// The user behind `sender_id` on `platform`, with the channel's activation flag.
-pub async fn resolve(
-    client: &Client,
-    platform: Platform,
-    sender_id: &str,
-) -> Result<Option<Resolved>, DbError> {
-    let sql = format!(
-        "SELECT {USER_COLUMNS}, c.activated, c.agent_id AS channel_agent_id
-         FROM user_channels c JOIN users u ON u.id = c.user_id
-         WHERE c.platform = $1 AND c.sender_id = $2"
-    );
-    let row = client
-        .query_opt(
-            &crate::db::stmt(client, &sql).await?,
-            &[&platform.as_str(), &sender_id],
-        )
-        .await?;
-    row.map(|r| {
-        Ok(Resolved {
-            user: user_from(&r)?,
-            activated: r.get("activated"),
-            channel_agent_id: r.get("channel_agent_id"),
-        })
-    })
-    .transpose()
-}
-
-/// [`resolve`] and, in the same round trip, the user's latest session on `chat_id` of that
+/// The user behind `sender_id` on `platform`, with the channel's activation flag, and in
+/// the same round trip the user's latest session on `chat_id` of that
 /// platform with its last activity (the router decides whether it is still live).
 pub async fn resolve_with_session(
     client: &Client,
