@@ -389,36 +389,23 @@ async fn semantic_recall_appends_the_closest_facts_and_skips_trivial_messages() 
     let db = env.db();
     {
         let c = db.get().await.unwrap();
-        memory::add_fact(
-            &c,
-            user.id,
-            "likes",
-            "omakase sushi at Sensei",
-            Some(&[0.9, 0.2, 0.0]),
-            memory::Source::Operator,
-        )
-        .await
-        .unwrap();
-        memory::add_fact(
-            &c,
-            user.id,
-            "dislikes",
-            "loud rooftop bars",
-            Some(&[0.0, 1.0, 0.1]),
-            memory::Source::Operator,
-        )
-        .await
-        .unwrap();
-        memory::add_fact(
-            &c,
-            user.id,
-            "pet",
-            "a cat called Miso",
-            Some(&[0.0, 0.0, 1.0]),
-            memory::Source::Operator,
-        )
-        .await
-        .unwrap();
+        let facts: [(&str, &str, [f32; 3]); 3] = [
+            ("likes", "omakase sushi at Sensei", [0.9, 0.2, 0.0]),
+            ("dislikes", "loud rooftop bars", [0.0, 1.0, 0.1]),
+            ("pet", "a cat called Miso", [0.0, 0.0, 1.0]),
+        ];
+        for (key, value, embedding) in facts {
+            memory::add_fact(
+                &c,
+                user.id,
+                key,
+                value,
+                Some(&embedding),
+                memory::Source::Operator,
+            )
+            .await
+            .unwrap();
+        }
     }
     let fleet = env.start(&[Service::Router]).await;
     let bus = env.bus().await;
@@ -944,5 +931,140 @@ async fn facts_from_an_exchange_reach_memory_and_the_next_soul() {
     );
     bus.close().await;
     fleet.stop().await.unwrap();
+    env.cleanup().await;
+}
+
+/// Run the real `hermes` binary with this test's environment; (exit code, stdout, stderr).
+async fn cli(env: &TestEnv, args: &[&str]) -> (i32, String, String) {
+    let out = tokio::process::Command::new(hermes_e2e::hermes_bin())
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(&env.vars)
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operators_set_up_users_channels_and_agents_with_the_cli() {
+    let mut env = TestEnv::new().await;
+    let (code, out, err) = cli(
+        &env,
+        &[
+            "users",
+            "create",
+            "--name",
+            "Ana",
+            "--credits",
+            "5",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let user: Value = serde_json::from_str(&out).unwrap();
+    let id = user["id"].as_str().unwrap().to_string();
+    assert_eq!(user["credits"], 5);
+
+    let (code, _, err) = cli(
+        &env,
+        &[
+            "channels",
+            "link",
+            &id,
+            "--platform",
+            "telegram",
+            "--sender-id",
+            "42",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = cli(
+        &env,
+        &[
+            "channels",
+            "link",
+            &id,
+            "--platform",
+            "sms",
+            "--sender-id",
+            "1",
+        ],
+    )
+    .await;
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("--platform must be telegram, whatsapp, instagram or rest"),
+        "{err}"
+    );
+
+    let (code, _, err) = cli(&env, &["users", "credit", &id, "-2", "--note", "goodwill"]).await;
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = cli(&env, &["users", "credit", &id, "-99"]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("the balance is 3"), "{err}");
+    let (code, _, err) = cli(&env, &["users", "remember", &id, "diet", "vegan"]).await;
+    assert_eq!(code, 0, "{err}");
+
+    let (code, out, err) = cli(&env, &["users", "show", &id, "--json"]).await;
+    assert_eq!(code, 0, "{err}");
+    let shown: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(shown["user"]["credits"], 3);
+    assert_eq!(shown["ledger_balanced"], true);
+    assert_eq!(shown["memory"]["diet"], "vegan");
+    assert_eq!(shown["channels"][0]["sender_id"], "42");
+
+    // External agents need the key that seals their secret; the secret is shown once.
+    let external = [
+        "agents",
+        "create",
+        "victor",
+        "--kind",
+        "external",
+        "--name",
+        "Victor",
+        "--webhook-url",
+        "https://agents.example/forge",
+    ];
+    let (code, _, err) = cli(&env, &external).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("HERMES_SECRET_KEYS is not set"), "{err}");
+    env.set(
+        "HERMES_SECRET_KEYS",
+        "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+    );
+    let (code, out, err) = cli(&env, &external).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("webhook signing secret: whsec_"), "{out}");
+    let (code, _, err) = cli(&env, &external).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("already exists"), "{err}");
+    let (code, _, err) = cli(
+        &env,
+        &[
+            "agents",
+            "set",
+            "victor",
+            "--status",
+            "BUSY",
+            "--max-concurrent",
+            "3",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let (code, out, _) = cli(&env, &["agents", "list", "--json"]).await;
+    assert_eq!(code, 0);
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed[0]["agent"]["status"], "BUSY");
+    assert_eq!(listed[0]["agent"]["max_concurrent"], 3);
+    assert!(!out.contains("whsec_"), "the secret never lists: {out}");
     env.cleanup().await;
 }

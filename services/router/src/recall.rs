@@ -347,4 +347,22 @@ mod tests {
             Recall::from_settings(&RecallSettings::default(), &RouterSecrets::default()).unwrap();
         assert!(!off.is_on());
     }
+
+    #[test]
+    fn facts_are_reused_per_user_and_the_cache_stays_bounded() {
+        let cache = FactsCache::default();
+        let ana = Uuid::now_v7();
+        assert!(cache.get(ana).is_none());
+        cache.put(ana, Arc::new(vec![fact(1, "likes", "sushi", &[1.0])]));
+        assert_eq!(cache.get(ana).unwrap()[0].value, "sushi");
+        assert!(
+            cache.get(Uuid::now_v7()).is_none(),
+            "another user's facts are not shared"
+        );
+        for _ in 0..FACTS_CACHED_USERS {
+            cache.put(Uuid::now_v7(), Arc::new(Vec::new()));
+        }
+        let held = cache.users.lock().unwrap().len();
+        assert!(held <= FACTS_CACHED_USERS, "{held} users held");
+    }
 }

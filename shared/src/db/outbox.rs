@@ -329,3 +329,90 @@ impl Relay {
         tracing::info!("outbox relay stopped");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use futures_util::StreamExt;
+    use tokio_postgres::{AsyncMessage, NoTls};
+
+    use super::*;
+    use crate::db::scratch::ScratchDb;
+
+    fn outgoing() -> Outgoing {
+        Outgoing {
+            stage: Stage::Llm,
+            message_id: MessageId::new(),
+            traceparent: None,
+            body: b"{}".to_vec(),
+        }
+    }
+
+    /// Did a notification arrive within half a second?
+    async fn notified(rx: &mut tokio::sync::mpsc::UnboundedReceiver<()>) -> bool {
+        tokio::time::timeout(Duration::from_millis(500), rx.recv())
+            .await
+            .is_ok()
+    }
+
+    async fn commit(db: &Db, id: MessageId, local_relay: bool) -> bool {
+        let mut client = db.get().await.unwrap();
+        let tx = client.transaction().await.unwrap();
+        let recorded = record_processed(&tx, "test", id, &[outgoing()], local_relay)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        recorded
+    }
+
+    #[tokio::test]
+    async fn commits_with_a_local_relay_skip_notify_and_duplicates_enqueue_nothing() {
+        ScratchDb::with(|db| async move {
+            let (listener, mut conn) = db.pg_config().connect(NoTls).await.unwrap();
+            let (tx, mut notifications) = tokio::sync::mpsc::unbounded_channel();
+            let driver = tokio::spawn(async move {
+                let mut messages = futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
+                while let Some(Ok(m)) = messages.next().await {
+                    if let AsyncMessage::Notification(_) = m {
+                        let _ = tx.send(());
+                    }
+                }
+            });
+            listener
+                .batch_execute("LISTEN hermes_outbox")
+                .await
+                .unwrap();
+
+            assert!(commit(&db, MessageId::new(), true).await);
+            assert!(
+                !notified(&mut notifications).await,
+                "a local relay's commit must not NOTIFY"
+            );
+            assert!(commit(&db, MessageId::new(), false).await);
+            assert!(
+                notified(&mut notifications).await,
+                "without a local relay the commit notifies"
+            );
+
+            let id = MessageId::new();
+            assert!(commit(&db, id, true).await);
+            assert!(
+                !commit(&db, id, true).await,
+                "the second record of an id is refused"
+            );
+            let rows: i64 = db
+                .get()
+                .await
+                .unwrap()
+                .query_one("SELECT count(*) FROM outbox", &[])
+                .await
+                .unwrap()
+                .get(0);
+            assert_eq!(rows, 3, "the duplicate enqueued nothing");
+            drop(listener);
+            let _ = driver.await;
+        })
+        .await;
+    }
+}
