@@ -23,6 +23,10 @@ pub struct ToolCall {
     pub id: String,
     pub name: String,
     pub arguments: serde_json::Value,
+    /// Opaque provider state that must travel back with this call on the next turn
+    /// (Gemini's thought signature); `None` for providers that have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
 }
 
 /// One turn of a conversation in provider-neutral form.
@@ -252,6 +256,14 @@ pub struct Inbound {
     /// REST channel: the key that sent it (only that key may read the run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_id: Option<uuid::Uuid>,
+    /// OpenAI-compatible API: the caller's sampling and output-shape parameters, passed
+    /// through to the model call (channels leave them at the defaults).
+    #[serde(default, skip_serializing_if = "CallParams::is_default")]
+    pub params: CallParams,
+    /// OpenAI-compatible API: the caller reads the answer as a stream, so the model call
+    /// should append text deltas to the run's event stream.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stream: bool,
 }
 
 impl Inbound {
@@ -290,6 +302,59 @@ pub struct LlmRequest {
     /// The router's bookkeeping for a known user (absent for the OpenAI-compatible API).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exchange: Option<Exchange>,
+    /// Sampling and output-shape parameters the caller set.
+    #[serde(default, skip_serializing_if = "CallParams::is_default")]
+    pub params: CallParams,
+    /// Stream answer text onto the run's event stream as it arrives (API callers).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stream: bool,
+    /// The agent's backend override (`hermes agents set … --backend`), tried before the
+    /// tier's chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<BackendOverride>,
+    /// The workspace whose provider secrets apply (absent: the global ones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<uuid::Uuid>,
+}
+
+/// An agent pinned to one backend and model at run time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackendOverride {
+    pub backend: crate::config::BackendKind,
+    pub model: String,
+}
+
+/// Parameters of a model call that change its answer: all part of the response-cache key.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CallParams {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
+    /// Caller's cap on output tokens, never above the model's own cap.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Structured output: the answer must be JSON matching this schema.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<JsonSchemaFormat>,
+}
+
+impl CallParams {
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// OpenAI's `response_format: {"type": "json_schema", "json_schema": {name, schema, strict}}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JsonSchemaFormat {
+    pub name: String,
+    pub schema: serde_json::Value,
+    #[serde(default)]
+    pub strict: bool,
 }
 
 /// What the router knows about one exchange with a known user, carried through the stages
@@ -371,15 +436,45 @@ pub enum FailureCode {
     ProviderRejected,
     /// The request could not be processed (malformed after acceptance).
     Invalid,
+    /// The user's daily or monthly token budget is spent.
+    BudgetExceeded,
+    /// The budgets could not be checked (Redis down): per-user budgets fail closed.
+    BudgetUnavailable,
+    /// Model calls are paused platform-wide: the global daily spend cap or the killswitch.
+    SpendingPaused,
+    /// Every model-call slot stayed busy for the whole bounded wait.
+    Capacity,
 }
 
 impl FailureCode {
+    pub const ALL: [FailureCode; 7] = [
+        FailureCode::ProvidersUnavailable,
+        FailureCode::ProviderRejected,
+        FailureCode::Invalid,
+        FailureCode::BudgetExceeded,
+        FailureCode::BudgetUnavailable,
+        FailureCode::SpendingPaused,
+        FailureCode::Capacity,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             FailureCode::ProvidersUnavailable => "providers_unavailable",
             FailureCode::ProviderRejected => "provider_rejected",
             FailureCode::Invalid => "invalid",
+            FailureCode::BudgetExceeded => "budget_exceeded",
+            FailureCode::BudgetUnavailable => "budget_unavailable",
+            FailureCode::SpendingPaused => "spending_paused",
+            FailureCode::Capacity => "capacity",
         }
+    }
+
+    /// The code stored as `s` (unknown codes read as providers unavailable).
+    pub fn parse(s: &str) -> FailureCode {
+        FailureCode::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .unwrap_or(FailureCode::ProvidersUnavailable)
     }
 }
 

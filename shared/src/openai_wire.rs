@@ -34,6 +34,7 @@ impl WireToolCall {
             id: self.id,
             name: self.function.name,
             arguments,
+            signature: None,
         })
     }
 }
@@ -57,6 +58,7 @@ mod tests {
             id: "c1".into(),
             name: "t".into(),
             arguments: json!({"a": 1}),
+            signature: None,
         };
         let wire: WireToolCall = serde_json::from_value(encode_tool_call(&call)).unwrap();
         assert_eq!(wire.into_tool_call().unwrap(), call);

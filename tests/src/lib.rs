@@ -411,7 +411,24 @@ pub fn api_inbound(text: &str) -> hermes_shared::model::Inbound {
         requested_model: None,
         callback_url: None,
         api_key_id: None,
+        params: Default::default(),
+        stream: false,
     }
+}
+
+/// A REST-channel message from `sender`, as ingest would publish it to the router.
+pub fn rest_inbound(sender: &str, text: &str) -> hermes_shared::model::Inbound {
+    use hermes_shared::model::{MessageEvent, Platform};
+    let mut inbound = api_inbound(text);
+    inbound.event = MessageEvent {
+        platform: Platform::Rest,
+        sender_id: sender.into(),
+        chat_id: sender.into(),
+        ..inbound.event
+    };
+    // Channels send one message; the router supplies the history.
+    inbound.conversation = Vec::new();
+    inbound
 }
 
 /// A chat completions answer as an OpenAI-compatible provider sends it.

@@ -4,12 +4,16 @@
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
+use hermes_llm::backends::Backends;
+use hermes_llm::providers::Adapter;
 use hermes_shared::agent::{AgentKind, AgentStatus, EngagementMode, Tone};
+use hermes_shared::config::BackendKind;
 use hermes_shared::config::Config;
 use hermes_shared::db::Db;
 use hermes_shared::db::agents::{self, Agent, AgentUpdate, NewAgent};
+use hermes_shared::db::workspaces;
 use hermes_shared::keyring::KeyRing;
-use hermes_shared::model::Tier;
+use hermes_shared::model::{BackendOverride, Tier};
 use rand::RngCore;
 use serde_json::json;
 
@@ -107,6 +111,15 @@ pub enum AgentsCommand {
         /// EXECUTE, REVIEW, RESEARCH or DISCUSS.
         #[arg(long)]
         mode: Option<EngagementMode>,
+        /// Move the agent to this backend at run time (mock, hermes, openrouter, anthropic,
+        /// gemini, openai, ollama), tried before its tier's chain; `none` returns it to the
+        /// chain. The switch lands only if the backend passes a health check with the
+        /// workspace's keys; otherwise it is rolled back and the agent stays where it was.
+        #[arg(long, value_name = "BACKEND")]
+        backend: Option<String>,
+        /// Model id on --backend (default: the backend's own default model).
+        #[arg(long, requires = "backend")]
+        model: Option<String>,
         #[arg(long, default_value = "default")]
         workspace: String,
     },
@@ -134,8 +147,62 @@ fn print_agent(a: &Agent, open: Option<i64>) {
     );
 }
 
+/// Move `agent` to `backend` (`none`: back to the chain) after a health check of the new
+/// backend with its workspace's keys. The write happens in a transaction that is rolled
+/// back when the check fails, so the router never sees an unhealthy switch.
+async fn switch_backend(
+    config: &Config,
+    db: &Db,
+    agent: &Agent,
+    backend: &str,
+    model: Option<String>,
+) -> anyhow::Result<()> {
+    let target = if backend.trim().eq_ignore_ascii_case("none") {
+        None
+    } else {
+        let kind: BackendKind = backend.parse().map_err(anyhow::Error::msg)?;
+        Some(BackendOverride {
+            backend: kind,
+            model: model.unwrap_or_else(|| kind.default_model().to_string()),
+        })
+    };
+    let mut client = db.get().await?;
+    let tx = client.transaction().await?;
+    let previous = agents::set_backend(&tx, agent.id, target.as_ref()).await?;
+    let describe = |o: &Option<BackendOverride>| match o {
+        Some(o) => format!("{} ({})", o.backend, o.model),
+        None => "the tier's chain".to_string(),
+    };
+    if let Some(t) = &target {
+        let keys = KeyRing::new(&config.router.secret_keys);
+        let secrets = workspaces::provider_secrets(&tx, agent.workspace_id, keys.as_ref()).await?;
+        let backends = Backends::new(std::sync::Arc::new(config.clone()), None)?;
+        let checked = match backends.pinned(t.backend, Some(&secrets)) {
+            Ok(b) => b.health_check().await.map_err(|e| e.to_string()),
+            Err(why) => Err(why),
+        };
+        if let Err(why) = checked {
+            tx.rollback().await?;
+            bail!(
+                "health check of {} failed ({why}); rolled back: the agent stays on {}",
+                t.backend,
+                describe(&previous)
+            );
+        }
+    }
+    tx.commit().await?;
+    println!(
+        "agent {}: backend {} → {}",
+        agent.profile_key,
+        describe(&previous),
+        describe(&target)
+    );
+    Ok(())
+}
+
 pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
-    let db = Db::new(&config.database_url, 1)?;
+    // Two: `set --backend` writes in its own transaction while the lookup holds one.
+    let db = Db::new(&config.database_url, 2)?;
     db.check_schema().await?;
     let client = db.get().await?;
     match cmd {
@@ -262,6 +329,13 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
                 if let Some(t) = a.last_heartbeat_at {
                     println!("  last heartbeat {t}");
                 }
+                match &a.backend {
+                    Some(o) => println!(
+                        "  backend {} model {} (then the tier's chain)",
+                        o.backend, o.model
+                    ),
+                    None => println!("  backend (the tier's chain)"),
+                }
             }
         }
         AgentsCommand::Set {
@@ -276,6 +350,8 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
             max_concurrent,
             status,
             mode,
+            backend,
+            model,
             workspace,
         } => {
             if let Some(u) = &webhook_url {
@@ -300,6 +376,9 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
                 engagement_mode: mode,
             };
             agents::update(&client, a.id, &update).await?;
+            if let Some(b) = backend {
+                switch_backend(config, &db, &a, &b, model).await?;
+            }
             println!("agent {profile_key} updated");
         }
     }

@@ -93,7 +93,8 @@ fn body(i: u64, senders: u32, run: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-fn memory(pid: u32) -> Option<String> {
+/// VmRSS and VmHWM of a process, from /proc.
+pub(crate) fn memory(pid: u32) -> Option<String> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let field = |name: &str| {
         status
@@ -108,7 +109,8 @@ fn memory(pid: u32) -> Option<String> {
     ))
 }
 
-fn pct(sorted: &[u32], p: f64) -> f64 {
+/// The `p` quantile of sorted microsecond samples, in milliseconds.
+pub(crate) fn pct(sorted: &[u32], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }

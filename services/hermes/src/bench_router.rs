@@ -142,6 +142,8 @@ fn message(sender: u32, i: u32) -> Inbound {
         requested_model: None,
         callback_url: None,
         api_key_id: None,
+        params: Default::default(),
+        stream: false,
     }
 }
 

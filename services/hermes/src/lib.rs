@@ -4,9 +4,11 @@
 
 pub mod agents;
 pub mod bench;
+pub mod bench_llm;
 pub mod bench_router;
 pub mod doctor;
 pub mod keys;
+pub mod llm_admin;
 pub mod users;
 
 use std::future::Future;

@@ -71,6 +71,12 @@ enum Command {
     /// Manage agents: internal personas and external runtimes woken by signed webhooks.
     #[command(subcommand)]
     Agents(hermes::agents::AgentsCommand),
+    /// Block or resume every model call of the fleet; show today's spend.
+    #[command(subcommand)]
+    Killswitch(hermes::llm_admin::KillswitchCommand),
+    /// Workspace settings: provider keys that override the global ones.
+    #[command(subcommand)]
+    Workspaces(hermes::llm_admin::WorkspacesCommand),
     /// Manage keys of the REST channel (POST /v1/messages).
     #[command(name = "api-keys", subcommand)]
     ApiKeys(hermes::keys::KeysCommand),
@@ -88,6 +94,8 @@ enum BenchCommand {
     Ingest(hermes::bench::IngestBench),
     /// The router stage alone in this process, warm caches and fake embeddings: messages/s, p50/p99 stage time.
     Router(hermes::bench_router::RouterBench),
+    /// The llm gateway alone at a fixed call rate against a zero-latency fake provider: overhead p50/p99, memory.
+    Llm(hermes::bench_llm::LlmBench),
 }
 
 fn load(path: Option<&std::path::Path>) -> Result<Config, ExitCode> {
@@ -167,6 +175,12 @@ async fn dispatch(cli: Cli) -> ExitCode {
             })
             .await;
         }
+        Command::Bench(BenchCommand::Llm(args)) => {
+            return admin("bench llm", path, |c| async move {
+                hermes::bench_llm::llm(c, args).await
+            })
+            .await;
+        }
         Command::Bench(BenchCommand::Ingest(args)) => {
             return match hermes::bench::ingest(args).await {
                 Ok(()) => ExitCode::SUCCESS,
@@ -191,6 +205,18 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Command::Channels(cmd) => {
             return admin("channels", path, |c| async move {
                 hermes::users::run_channels(&c, cmd).await
+            })
+            .await;
+        }
+        Command::Killswitch(cmd) => {
+            return admin("killswitch", path, |c| async move {
+                hermes::llm_admin::killswitch(&c, cmd).await
+            })
+            .await;
+        }
+        Command::Workspaces(cmd) => {
+            return admin("workspaces", path, |c| async move {
+                hermes::llm_admin::workspaces_cmd(&c, cmd).await
             })
             .await;
         }

@@ -1,5 +1,6 @@
 //! `POST /v1/chat/completions`: validate, hand the message to the router durably (2xx only
-//! after the broker confirmed it), wait for the run's outcome, answer in OpenAI's shape.
+//! after the broker confirmed it), then either wait for the run's outcome and answer in
+//! OpenAI's shape, or (`"stream": true`) stream the answer as it is produced.
 
 use axum::Json;
 use axum::body::Bytes;
@@ -13,7 +14,7 @@ use hermes_shared::ids::RunId;
 use hermes_shared::model::{FailureCode, Inbound, MessageEvent, Outcome, Platform, Role};
 use hermes_shared::trace::TraceParent;
 
-use crate::{AppState, body_or_error, openai, wait};
+use crate::{AppState, body_or_error, openai, stream, wait};
 
 pub async fn completions(
     State(app): State<AppState>,
@@ -69,6 +70,8 @@ async fn handle(
         requested_model: request.model.clone(),
         callback_url: None,
         api_key_id: None,
+        params: request.params,
+        stream: request.stream,
     };
     let envelope = Envelope::new(run, Some(traceparent.clone()), &inbound);
     // Register before publishing so a fast answer cannot slip past us.
@@ -88,6 +91,17 @@ async fn handle(
     let model_name = request
         .model
         .unwrap_or_else(|| app.ctx.config.file.api.model_name.clone());
+    if request.stream {
+        let resp = stream::respond(
+            &app.ctx,
+            &app.events,
+            guard,
+            run,
+            model_name,
+            request.include_usage,
+        );
+        return Ok(with_run_id(resp, run));
+    }
     let outcome = wait::outcome(
         &app.ctx,
         &app.events,
@@ -96,7 +110,7 @@ async fn handle(
         app.ctx.config.run_timeout,
     )
     .await;
-    let mut resp = match outcome {
+    let resp = match outcome {
         Some(Outcome::Answered {
             text,
             usage,
@@ -115,6 +129,10 @@ async fn handle(
                 FailureCode::ProvidersUnavailable => StatusCode::BAD_GATEWAY,
                 FailureCode::ProviderRejected => StatusCode::BAD_GATEWAY,
                 FailureCode::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
+                FailureCode::BudgetExceeded => StatusCode::TOO_MANY_REQUESTS,
+                FailureCode::BudgetUnavailable
+                | FailureCode::SpendingPaused
+                | FailureCode::Capacity => StatusCode::SERVICE_UNAVAILABLE,
             };
             ApiError::new(status, code.as_str(), message).into_response()
         }
@@ -128,8 +146,13 @@ async fn handle(
         )
         .into_response(),
     };
+    Ok(with_run_id(resp, run))
+}
+
+/// Name the run on the answer, so the caller can look it up (and report it) later.
+fn with_run_id(mut resp: Response, run: RunId) -> Response {
     if let Ok(v) = HeaderValue::from_str(&run.to_string()) {
         resp.headers_mut().insert("x-hermes-run-id", v);
     }
-    Ok(resp)
+    resp
 }

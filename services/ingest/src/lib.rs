@@ -9,23 +9,26 @@ mod chat;
 pub mod openai;
 mod rest;
 mod statuses;
+mod stream;
 mod wait;
 mod webhooks;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::HeaderValue;
 use axum::http::StatusCode;
+use axum::http::header::CONTENT_TYPE;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use futures_util::StreamExt;
 use hermes_shared::Ctx;
 use hermes_shared::cache::dedupe::Dedupe;
 use hermes_shared::cache::rate_limit::RateLimiter;
@@ -114,10 +117,35 @@ async fn bound_in_flight(
     req: Request,
     next: Next,
 ) -> Response {
-    match slots.try_acquire() {
-        Ok(_permit) => next.run(req).await,
+    match slots.try_acquire_owned() {
+        Ok(permit) => {
+            let resp = next.run(req).await;
+            if is_event_stream(&resp) {
+                hold_while_streaming(resp, permit)
+            } else {
+                resp
+            }
+        }
         Err(_) => ApiError::unavailable("ingest is at capacity; retry shortly").into_response(),
     }
+}
+
+fn is_event_stream(resp: &Response) -> bool {
+    resp.headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"))
+}
+
+/// A streamed answer waits on its run after the handler returned: it keeps its slot until
+/// the body ends or the caller hangs up, as a waiting non-streamed request does.
+fn hold_while_streaming(resp: Response, permit: OwnedSemaphorePermit) -> Response {
+    let (parts, body) = resp.into_parts();
+    let body = body.into_data_stream().map(move |chunk| {
+        let _slot = &permit;
+        chunk
+    });
+    Response::from_parts(parts, Body::from_stream(body))
 }
 
 fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {

@@ -221,6 +221,8 @@ pub async fn post_message(
         requested_model: None,
         callback_url,
         api_key_id,
+        params: Default::default(),
+        stream: false,
     };
     match accept::accept(&app, inbound, None).await {
         Ok(Accepted::Routed(run)) => (

@@ -11,7 +11,7 @@ use hermes_shared::ids::RunId;
 use hermes_shared::model::{FailureCode, Outcome};
 
 /// Backstop poll when no wake-up arrives (a lost pub/sub message costs at most this).
-const BACKSTOP: Duration = Duration::from_millis(500);
+pub(crate) const BACKSTOP: Duration = Duration::from_millis(500);
 
 /// Wait until the run ends or `timeout` passes (`None`).
 pub async fn outcome(
@@ -51,7 +51,9 @@ pub async fn outcome(
     }
 }
 
-async fn from_row(ctx: &Ctx, run: RunId) -> Option<Outcome> {
+/// The run's outcome from its row in PostgreSQL (`None` while it is still open), for when
+/// the event stream in Redis cannot be read.
+pub(crate) async fn from_row(ctx: &Ctx, run: RunId) -> Option<Outcome> {
     let client = ctx.db.get().await.ok()?;
     let row = runs::get(&client, run).await.ok()??;
     match row.status {
@@ -63,11 +65,7 @@ async fn from_row(ctx: &Ctx, run: RunId) -> Option<Outcome> {
             tools_used: row.tools_used,
         }),
         RunStatus::Failed => Some(Outcome::Failed {
-            code: match row.error_code.as_deref() {
-                Some("provider_rejected") => FailureCode::ProviderRejected,
-                Some("invalid") => FailureCode::Invalid,
-                _ => FailureCode::ProvidersUnavailable,
-            },
+            code: FailureCode::parse(row.error_code.as_deref().unwrap_or_default()),
             message: row.output_text.unwrap_or_default(),
         }),
         _ => None,

@@ -85,6 +85,8 @@ async fn accept_all(app: &AppState, events: Vec<MessageEvent>, headers: &HeaderM
             requested_model: None,
             callback_url: None,
             api_key_id: None,
+            params: Default::default(),
+            stream: false,
         };
         match accept::accept(app, inbound, traceparent(headers)).await {
             Ok(Accepted::Routed(_)) => routed += 1,

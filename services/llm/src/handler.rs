@@ -6,14 +6,12 @@ use hermes_shared::Ctx;
 use hermes_shared::bus::Stage;
 use hermes_shared::db::{Transaction, runs};
 use hermes_shared::envelope::{Envelope, MessageKind};
-use hermes_shared::model::{
-    ChatMessage, FailureCode, LlmRequest, Outcome, Reply, Role, ToolRequest,
-};
+use hermes_shared::model::{ChatMessage, LlmRequest, Outcome, Reply, Role, ToolRequest};
 use hermes_shared::stage::{Handler, StageError};
 
-use crate::chain::{self, Answered};
+use crate::gateway::{Gateway, GatewayError, Served};
 use crate::memory::{Extracted, Memorized, MemoryWriter};
-use crate::providers::{Provider, ProviderError};
+use crate::stream::RunStream;
 
 /// Said to the user when no backend could answer; the credit is not spent.
 pub const RETRY_MESSAGE: &str =
@@ -25,26 +23,26 @@ pub const TOOL_DISCLAIMER: &str =
 /// The llm stage: model requests and memory extractions from `{ns}.llm`.
 pub struct LlmStage {
     ctx: Ctx,
-    provider: Provider,
+    gateway: Gateway,
     memory: MemoryWriter,
 }
 
 impl LlmStage {
-    /// The stage calling `provider`, with the memory writer of `ctx`'s configuration.
-    pub fn new(ctx: Ctx, provider: Provider) -> Self {
+    /// The stage calling models through `gateway`, with the memory writer of `ctx`.
+    pub fn new(ctx: Ctx, gateway: Gateway) -> Self {
         let memory = MemoryWriter::new(ctx.clone());
         Self {
             ctx,
-            provider,
+            gateway,
             memory,
         }
     }
 }
 
-/// A model request and what the chain made of it.
+/// A model request and what the gateway made of it.
 pub struct Called {
     request: LlmRequest,
-    result: Result<Answered, ProviderError>,
+    result: Result<Served, GatewayError>,
 }
 
 /// What `prepare` found, by message kind.
@@ -66,18 +64,21 @@ impl Handler for LlmStage {
         if env.kind == MessageKind::MemoryExtract {
             let job = env.payload()?;
             return Ok(Prepared::Memory(
-                self.memory.prepare(&self.provider, job).await,
+                self.memory.prepare(&self.gateway, job).await,
             ));
         }
         // Any other kind fails to decode here and is parked as poison.
         let request: LlmRequest = env.payload()?;
-        let result = chain::call(
-            &self.provider,
-            &self.ctx.config,
-            &self.ctx.metrics,
-            &request,
-        )
-        .await;
+        let user = request.exchange.as_ref().map(|x| x.user_id);
+        let result = if request.stream {
+            let stream = RunStream::start(&self.ctx, env.run_id);
+            let result = self.gateway.complete(&request, user, Some(&stream)).await;
+            // Every delta is on the run's stream before the final event can be.
+            stream.finish().await;
+            result
+        } else {
+            self.gateway.complete(&request, user, None).await
+        };
         Ok(Prepared::Call(Box::new(Called { request, result })))
     }
 
@@ -114,9 +115,11 @@ impl LlmStage {
         } = c;
         let reply_to = request.reply_to.clone();
         let reply = match result {
-            Ok(Answered {
+            Ok(Served {
                 completion,
                 backend,
+                cache_hit,
+                ..
             }) => {
                 let mut usage = request.usage_so_far;
                 usage += completion.usage;
@@ -135,7 +138,7 @@ impl LlmStage {
                         images: Vec::new(),
                     });
                     request.usage_so_far = usage;
-                    note_backend(&mut request, &backend, usage);
+                    note_backend(&mut request, &backend, usage, cache_hit);
                     runs::advance(tx, env.run_id, runs::RunStatus::AwaitingTools).await?;
                     let next = env.follow(&ToolRequest {
                         request,
@@ -148,7 +151,7 @@ impl LlmStage {
                     // A second tool request after the single allowed round: answer with what we have.
                     None => tool_output_fallback(&request),
                 };
-                note_backend(&mut request, &backend, usage);
+                note_backend(&mut request, &backend, usage, cache_hit);
                 Reply {
                     reply_to: reply_to.clone(),
                     exchange: request.exchange.clone(),
@@ -179,15 +182,11 @@ impl LlmStage {
                 }
             }
             Err(e) => {
-                let code = if e.retryable() {
-                    FailureCode::ProvidersUnavailable
-                } else {
-                    FailureCode::ProviderRejected
-                };
-                tracing::warn!(error = %e, code = code.as_str(), "every backend of the chain failed");
+                let code = e.code();
+                tracing::warn!(error = %e, code = code.as_str(), "no answer from the model");
                 Reply {
                     exchange: request.exchange.clone(),
-                    ..Reply::failed(reply_to, code, format!("{RETRY_MESSAGE} ({e})"))
+                    ..Reply::failed(reply_to, code, e.user_message())
                 }
             }
         };
@@ -215,9 +214,15 @@ fn tools_used(request: &LlmRequest) -> Vec<String> {
 }
 
 /// Record in the exchange's provenance which backend answered and the usage so far.
-fn note_backend(request: &mut LlmRequest, backend: &str, usage: hermes_shared::model::Usage) {
+fn note_backend(
+    request: &mut LlmRequest,
+    backend: &str,
+    usage: hermes_shared::model::Usage,
+    cache_hit: bool,
+) {
     if let Some(x) = request.exchange.as_mut() {
         x.provenance.llm_backend = Some(backend.to_string());
+        x.provenance.llm_cache_hit = cache_hit;
         x.provenance.tokens_in = usage.input_tokens;
         x.provenance.tokens_out = usage.output_tokens;
         x.provenance.cost_micro_usd = usage.cost_micro_usd;

@@ -2,20 +2,26 @@
 //! provider, failing over along the tier's chain, and runs the single tool round.
 //! Consumes `{ns}.llm`; emits tool requests and replies through the outbox.
 
+pub mod backends;
+pub mod budget;
 mod chain;
+pub mod gateway;
 mod handler;
 mod memory;
 pub mod providers;
+mod response_cache;
+mod stream;
 
 use hermes_shared::{Ctx, stage};
 
+pub use gateway::Gateway;
 pub use handler::{LlmStage, RETRY_MESSAGE, TOOL_DISCLAIMER};
-pub use providers::Provider;
 
 /// Run the llm stage until `ctx.stop`. Refuses to start without a usable provider.
 pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
-    let provider = Provider::from_config(&ctx.config)?;
-    tracing::info!(provider = provider.name(), "llm stage starting");
-    stage::run(ctx.clone(), LlmStage::new(ctx, provider)).await;
+    let gateway = Gateway::new(&ctx)?;
+    let provider = gateway.backends().check()?;
+    tracing::info!(%provider, "llm stage starting");
+    stage::run(ctx.clone(), LlmStage::new(ctx, gateway)).await;
     Ok(())
 }

@@ -24,11 +24,9 @@ use hermes_shared::model::{
     ChatMessage, LlmRequest, MemoryExtract, Platform, ReplyTo, Role, Usage,
 };
 use hermes_shared::stage::StageError;
-use hermes_shared::telemetry::Metrics;
 use serde_json::Value;
 
-use crate::chain;
-use crate::providers::{Provider, ProviderError};
+use crate::gateway::{Gateway, GatewayError};
 
 /// Most facts saved from one exchange: one message rarely states more, and the bound keeps
 /// a rambling model from flooding the user's memory.
@@ -101,9 +99,9 @@ impl MemoryWriter {
 
     /// Ask the model for facts and embed the new non-structural ones. Never fails: a model
     /// failure is recorded in the result and acked later.
-    pub async fn prepare(&self, provider: &Provider, job: MemoryExtract) -> Extracted {
+    pub async fn prepare(&self, gateway: &Gateway, job: MemoryExtract) -> Extracted {
         let user_id = job.user_id;
-        let facts = match extract_facts(provider, &self.ctx.config, &self.ctx.metrics, &job).await {
+        let facts = match extract_facts(gateway, &self.ctx.config, &job).await {
             Ok(facts) => facts,
             Err(e) => {
                 tracing::warn!(%user_id, error = %e, "memory extraction failed; the exchange is not mined");
@@ -257,11 +255,10 @@ async fn save(client: &impl GenericClient, extracted: Extracted) -> Result<Memor
 /// Ask the tier's chain for the facts of one exchange. An answer without usable JSON
 /// (the mock's echo, a chatty model) is no facts, not an error; only a failed call is.
 pub async fn extract_facts(
-    provider: &Provider,
+    gateway: &Gateway,
     config: &Config,
-    metrics: &Metrics,
     job: &MemoryExtract,
-) -> Result<Vec<ExtractedFact>, ProviderError> {
+) -> Result<Vec<ExtractedFact>, GatewayError> {
     if job.user_text.trim().is_empty() {
         return Ok(Vec::new());
     }
@@ -288,8 +285,13 @@ pub async fn extract_facts(
         usage_so_far: Usage::default(),
         requested_model: None,
         exchange: None,
+        params: Default::default(),
+        stream: false,
+        backend: None,
+        workspace: None,
     };
-    let answered = chain::call(provider, config, metrics, &request).await?;
+    // The platform's own cost: counted in the global spend, not the user's token budget.
+    let answered = gateway.complete(&request, None, None).await?;
     Ok(parse_facts(
         answered.completion.text.as_deref().unwrap_or_default(),
     ))
@@ -465,10 +467,10 @@ fn embedding_text(fact: &ExtractedFact) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::Mock;
     use hermes_shared::db::memory::MemoryEntry;
     use hermes_shared::db::scratch::{ScratchDb, insert_user};
     use hermes_shared::model::Tier;
+    use hermes_shared::telemetry::Metrics;
 
     fn fact(key: &str, value: &str) -> ExtractedFact {
         ExtractedFact {
@@ -612,17 +614,15 @@ mod tests {
 
     #[tokio::test]
     async fn the_mock_provider_yields_no_facts() {
-        let config = Config::from_lookup(&|_| None, None).unwrap();
         let metrics = Metrics::new();
+        let (config, gateway) = crate::gateway::testing::mock(&metrics);
         let job = MemoryExtract {
             user_id: Uuid::nil(),
             tier: Tier::Free,
             user_text: "I'm vegan and I live in Lisbon".into(),
             answer: "Noted!".into(),
         };
-        let facts = extract_facts(&Provider::Mock(Mock), &config, &metrics, &job)
-            .await
-            .unwrap();
+        let facts = extract_facts(&gateway, &config, &job).await.unwrap();
         assert!(facts.is_empty());
         assert_eq!(
             metrics
@@ -636,17 +636,15 @@ mod tests {
 
     #[tokio::test]
     async fn an_empty_message_makes_no_call() {
-        let config = Config::from_lookup(&|_| None, None).unwrap();
         let metrics = Metrics::new();
+        let (config, gateway) = crate::gateway::testing::mock(&metrics);
         let job = MemoryExtract {
             user_id: Uuid::nil(),
             tier: Tier::Free,
             user_text: "  ".into(),
             answer: "Hi!".into(),
         };
-        let facts = extract_facts(&Provider::Mock(Mock), &config, &metrics, &job)
-            .await
-            .unwrap();
+        let facts = extract_facts(&gateway, &config, &job).await.unwrap();
         assert!(facts.is_empty());
         assert_eq!(
             metrics

@@ -478,8 +478,12 @@ impl Router {
             _ => r.tools,
         };
         let system = soul::compose(&persona, &r.base, r.recall_block.as_deref());
-        let mut messages = Vec::with_capacity(history.len() + 2);
-        messages.push(ChatMessage::text(Role::System, system));
+        let mut messages = Vec::with_capacity(history.len() + system.len() + 1);
+        messages.extend(
+            system
+                .into_iter()
+                .map(|block| ChatMessage::text(Role::System, block)),
+        );
         messages.extend(history);
         messages.push(r.user_turn);
         tracing::info!(
@@ -505,6 +509,11 @@ impl Router {
                 user_text: r.text,
                 provenance: r.provenance,
             }),
+            params: Default::default(),
+            stream: false,
+            // An agent moved to another backend at run time answers there first.
+            backend: agent.and_then(|a| a.backend.clone()),
+            workspace: agent.map(|a| a.workspace_id),
         };
         Ok(vec![env.follow(&request)])
     }
@@ -610,18 +619,36 @@ impl Router {
             .get(&tier)
             .cloned()
             .unwrap_or_default();
-        let request = LlmRequest {
-            reply_to: inbound.reply_to(),
-            tier,
-            chain,
-            messages,
-            tools,
-            tool_round: 0,
-            usage_so_far: Default::default(),
-            requested_model: inbound.requested_model,
-            exchange: None,
-        };
+        let request = api_request(inbound, tier, chain, messages, tools);
         Ok(vec![env.follow(&request)])
+    }
+}
+
+/// The model call for an OpenAI-compatible API message: the caller's own conversation,
+/// and its sampling parameters and streaming choice passed through unchanged (ingest
+/// validated them), because they are the caller's to set, not the router's.
+fn api_request(
+    inbound: Inbound,
+    tier: hermes_shared::model::Tier,
+    chain: Vec<String>,
+    messages: Vec<ChatMessage>,
+    tools: Vec<ToolSpec>,
+) -> LlmRequest {
+    LlmRequest {
+        reply_to: inbound.reply_to(),
+        tier,
+        chain,
+        messages,
+        tools,
+        tool_round: 0,
+        usage_so_far: Default::default(),
+        requested_model: inbound.requested_model,
+        exchange: None,
+        params: inbound.params,
+        stream: inbound.stream,
+        // API callers have no agent: the tier's chain and the global provider secrets apply.
+        backend: None,
+        workspace: None,
     }
 }
 
@@ -635,4 +662,67 @@ fn host_tool_allowlist(mode: EngagementMode, tools: &[ToolSpec]) -> Vec<String> 
     sets.sort();
     sets.dedup();
     sets
+}
+
+#[cfg(test)]
+mod tests {
+    use hermes_shared::model::{CallParams, JsonSchemaFormat, MessageEvent, Tier};
+    use serde_json::json;
+
+    use super::*;
+
+    fn api_inbound(params: CallParams, stream: bool) -> Inbound {
+        Inbound {
+            event: MessageEvent {
+                platform: Platform::Api,
+                sender_id: "api".into(),
+                chat_id: "run".into(),
+                text: Some("hi".into()),
+                media: Vec::new(),
+                external_message_id: None,
+                sender_name: None,
+                received_at: Utc::now(),
+                metadata: None,
+            },
+            conversation: vec![ChatMessage::text(Role::User, "hi")],
+            requested_model: Some("gpt-x".into()),
+            callback_url: None,
+            api_key_id: None,
+            params,
+            stream,
+        }
+    }
+
+    #[test]
+    fn the_callers_parameters_reach_the_model_call() {
+        let params = CallParams {
+            temperature: Some(0.2),
+            top_p: Some(0.9),
+            stop: vec!["END".into()],
+            max_tokens: Some(64),
+            response_format: Some(JsonSchemaFormat {
+                name: "answer".into(),
+                schema: json!({"type": "object"}),
+                strict: true,
+            }),
+        };
+        // Through JSON, as the message crosses the broker between ingest and the router.
+        let wire = serde_json::to_vec(&api_inbound(params.clone(), true)).unwrap();
+        let inbound: Inbound = serde_json::from_slice(&wire).unwrap();
+        let messages = messages::api_turns(&inbound);
+        let request = api_request(inbound, Tier::Free, vec!["m".into()], messages, Vec::new());
+        assert_eq!(request.params, params);
+        assert!(request.stream);
+        assert_eq!(request.requested_model.as_deref(), Some("gpt-x"));
+        assert!(request.exchange.is_none() && request.backend.is_none());
+    }
+
+    #[test]
+    fn defaults_stay_off_the_wire() {
+        let inbound = api_inbound(CallParams::default(), false);
+        let v = serde_json::to_value(&inbound).unwrap();
+        assert!(v.get("params").is_none() && v.get("stream").is_none());
+        let request = api_request(inbound, Tier::Free, Vec::new(), Vec::new(), Vec::new());
+        assert!(request.params.is_default() && !request.stream);
+    }
 }

@@ -15,7 +15,13 @@ use url::Url;
 
 use crate::model::Tier;
 
+mod llm;
 mod router;
+
+pub use llm::{
+    BackendKind, CacheSettings, LlmSettings, ProviderSettings, Resolved, TierBudget,
+    WorkspaceSecrets,
+};
 
 pub use router::{
     PersonaSettings, RecallSettings, RouterSecrets, RouterSettings, ToolGateSettings,
@@ -83,22 +89,77 @@ pub const ENV_VARS: &[EnvVar] = &[
     EnvVar {
         name: "HERMES_PROVIDER",
         default: "(by key)",
-        help: "force a model provider: mock or openai",
+        help: "force a model backend: mock, hermes, openrouter, anthropic, gemini, openai or ollama",
     },
     EnvVar {
         name: "HERMES_MODEL",
         default: "(from the model map)",
-        help: "model id sent to the provider for every call, overriding the model map",
+        help: "model id sent to the default provider for every call, overriding the model map",
+    },
+    EnvVar {
+        name: "HERMES_API_KEY",
+        default: "(none)",
+        help: "key of the Hermes inference gateway (OpenAI-compatible); first in key priority",
+    },
+    EnvVar {
+        name: "HERMES_BASE_URL",
+        default: "https://inference-api.nousresearch.com/v1",
+        help: "base URL of the Hermes inference gateway",
+    },
+    EnvVar {
+        name: "OPENROUTER_API_KEY",
+        default: "(none)",
+        help: "key of OpenRouter (OpenAI-compatible); second in key priority",
+    },
+    EnvVar {
+        name: "OPENROUTER_BASE_URL",
+        default: "https://openrouter.ai/api/v1",
+        help: "base URL of OpenRouter",
+    },
+    EnvVar {
+        name: "ANTHROPIC_API_KEY",
+        default: "(none)",
+        help: "key of Anthropic's native Messages API; third in key priority",
+    },
+    EnvVar {
+        name: "ANTHROPIC_BASE_URL",
+        default: "https://api.anthropic.com",
+        help: "base URL of the Anthropic API (the path /v1/messages is appended)",
+    },
+    EnvVar {
+        name: "ANTHROPIC_VERSION",
+        default: "2023-06-01",
+        help: "anthropic-version header sent with every Anthropic call",
+    },
+    EnvVar {
+        name: "GEMINI_API_KEY",
+        default: "(none)",
+        help: "key of Google's native Gemini API; fourth in key priority",
+    },
+    EnvVar {
+        name: "GEMINI_BASE_URL",
+        default: "https://generativelanguage.googleapis.com/v1beta",
+        help: "base URL of the Gemini API (models/{id}:generateContent is appended)",
     },
     EnvVar {
         name: "OPENAI_API_KEY",
         default: "(none)",
-        help: "key of the OpenAI-compatible provider",
+        help: "key of OpenAI or any OpenAI-compatible endpoint; last in key priority",
     },
     EnvVar {
         name: "OPENAI_BASE_URL",
         default: "https://api.openai.com/v1",
         help: "base URL of the OpenAI-compatible provider",
+    },
+    EnvVar {
+        name: "OLLAMA_BASE_URL",
+        default: "http://127.0.0.1:11434/v1",
+        help: "base URL of a local Ollama server (models with backend = \"ollama\"; no tools, no key)",
+    },
+    EnvVar {
+        name: "LLM_GLOBAL_DAILY_BUDGET_USD",
+        default: "(none: no cap)",
+        help: "platform-wide spend cap per UTC day in dollars, e.g. \"250.00\"; above it every model call is refused until midnight",
     },
     EnvVar {
         name: "HERMES_LLM_TIMEOUT_SECS",
@@ -229,37 +290,6 @@ pub enum LogFormat {
     Text,
 }
 
-/// A model provider this build can call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProviderKind {
-    /// Built-in demo provider: answers `echo: <last user message>`.
-    Mock,
-    /// Any OpenAI-compatible chat completions endpoint.
-    OpenAi,
-}
-
-impl ProviderKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProviderKind::Mock => "mock",
-            ProviderKind::OpenAi => "openai",
-        }
-    }
-}
-
-impl FromStr for ProviderKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "mock" => Ok(ProviderKind::Mock),
-            "openai" => Ok(ProviderKind::OpenAi),
-            other => Err(format!(
-                "HERMES_PROVIDER={other:?} is not a provider this build knows (expected mock or openai)"
-            )),
-        }
-    }
-}
-
 /// The prefix of every queue and Redis key of one installation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Namespace(String);
@@ -288,34 +318,6 @@ impl Namespace {
 impl fmt::Display for Namespace {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
-    }
-}
-
-/// Model provider settings.
-#[derive(Clone, Debug)]
-pub struct ProviderSettings {
-    pub forced: Option<ProviderKind>,
-    pub model_override: Option<String>,
-    pub openai_api_key: Option<SecretString>,
-    pub openai_base_url: Url,
-}
-
-impl ProviderSettings {
-    /// The provider the llm stage will call: the forced one, else the first with a key.
-    pub fn resolve(&self) -> Result<ProviderKind, String> {
-        if let Some(forced) = self.forced {
-            if forced == ProviderKind::OpenAi && self.openai_api_key.is_none() {
-                return Err("HERMES_PROVIDER=openai but OPENAI_API_KEY is not set".into());
-            }
-            return Ok(forced);
-        }
-        if self.openai_api_key.is_some() {
-            return Ok(ProviderKind::OpenAi);
-        }
-        Err(
-            "no model provider: set OPENAI_API_KEY, or HERMES_PROVIDER=mock for the demo provider"
-                .into(),
-        )
     }
 }
 
@@ -373,6 +375,8 @@ pub struct FileConfig {
     pub ingest: IngestSettings,
     /// The routing pipeline.
     pub router: RouterSettings,
+    /// The llm stage: backpressure, timeouts, cache, budgets.
+    pub llm: LlmSettings,
 }
 
 /// One logical model.
@@ -381,6 +385,9 @@ pub struct FileConfig {
 pub struct ModelSpec {
     /// The id sent to the provider.
     pub id: String,
+    /// The backend that serves this model; absent: the default provider (by key priority).
+    #[serde(default)]
+    pub backend: Option<BackendKind>,
     pub max_output_tokens: u32,
     /// US dollars per million input tokens, as a decimal string (`"0.80"`).
     #[serde(default)]
@@ -472,6 +479,7 @@ impl Default for FileConfig {
                 "claude-haiku".to_string(),
                 ModelSpec {
                     id: "claude-haiku-4-5-20251001".into(),
+                    backend: None,
                     max_output_tokens: 1024,
                     input_price: Price(800_000),
                     output_price: Price(4_000_000),
@@ -481,6 +489,7 @@ impl Default for FileConfig {
                 "claude-sonnet".to_string(),
                 ModelSpec {
                     id: "claude-sonnet-4-6".into(),
+                    backend: None,
                     max_output_tokens: 2048,
                     input_price: Price(3_000_000),
                     output_price: Price(15_000_000),
@@ -490,6 +499,7 @@ impl Default for FileConfig {
                 "ollama".to_string(),
                 ModelSpec {
                     id: "llama3.1".into(),
+                    backend: Some(BackendKind::Ollama),
                     max_output_tokens: 1024,
                     input_price: Price(0),
                     output_price: Price(0),
@@ -502,6 +512,7 @@ impl Default for FileConfig {
             api: ApiSettings::default(),
             ingest: IngestSettings::default(),
             router: RouterSettings::default(),
+            llm: LlmSettings::default(),
         }
     }
 }
@@ -546,6 +557,7 @@ impl FileConfig {
             }
         }
         self.router.validate(&self.models, problems);
+        self.llm.validate(problems);
     }
 }
 
@@ -561,6 +573,8 @@ pub struct Config {
     pub log_format: LogFormat,
     pub api_server_key: Option<SecretString>,
     pub provider: ProviderSettings,
+    /// `LLM_GLOBAL_DAILY_BUDGET_USD` in micro-dollars (`None`: no cap).
+    pub global_daily_budget_micro_usd: Option<u64>,
     pub llm_timeout: Duration,
     pub run_timeout: Duration,
     pub max_body_bytes: usize,
@@ -724,32 +738,50 @@ impl Config {
                 .push("API_SERVER_KEY is shorter than 16 characters".into());
         }
         let forced = match r.raw("HERMES_PROVIDER") {
-            Some(p) => match p.parse::<ProviderKind>() {
+            Some(p) => match p.parse::<BackendKind>() {
                 Ok(k) => Some(k),
                 Err(e) => {
-                    r.problems.push(e);
+                    r.problems.push(format!("HERMES_PROVIDER: {e}"));
                     None
                 }
             },
             None => None,
         };
-        let openai_base_url = match Url::parse(
-            &r.raw("OPENAI_BASE_URL")
-                .unwrap_or_else(|| Reader::default_of("OPENAI_BASE_URL").into()),
-        ) {
-            Ok(u) if matches!(u.scheme(), "http" | "https") => Some(u),
-            _ => {
-                r.problems
-                    .push("OPENAI_BASE_URL must be an http(s) URL".into());
-                None
+        let mut keys = BTreeMap::new();
+        let mut base_urls = BTreeMap::new();
+        for kind in BackendKind::ALL {
+            if let Some(key) = kind.key_var().and_then(|v| r.secret(v)) {
+                keys.insert(kind, key);
             }
-        };
-        let provider = openai_base_url.map(|openai_base_url| ProviderSettings {
+            if let Some(var) = kind.base_url_var() {
+                let raw = r.raw(var).unwrap_or_else(|| Reader::default_of(var).into());
+                match Url::parse(&raw) {
+                    Ok(u) if matches!(u.scheme(), "http" | "https") => {
+                        base_urls.insert(kind, u);
+                    }
+                    _ => r.problems.push(format!("{var} must be an http(s) URL")),
+                }
+            }
+        }
+        let provider = Some(ProviderSettings {
             forced,
             model_override: r.raw("HERMES_MODEL"),
-            openai_api_key: r.secret("OPENAI_API_KEY"),
-            openai_base_url,
+            keys,
+            base_urls,
+            anthropic_version: r
+                .raw("ANTHROPIC_VERSION")
+                .unwrap_or_else(|| Reader::default_of("ANTHROPIC_VERSION").into()),
         });
+        let global_daily_budget_micro_usd = match r.raw("LLM_GLOBAL_DAILY_BUDGET_USD") {
+            Some(v) => match Price::parse(&v) {
+                Ok(p) => Some(p.0),
+                Err(e) => {
+                    r.problems.push(format!("LLM_GLOBAL_DAILY_BUDGET_USD: {e}"));
+                    None
+                }
+            },
+            None => None,
+        };
         let llm_timeout = r.secs("HERMES_LLM_TIMEOUT_SECS");
         let run_timeout = r.secs("HERMES_RUN_TIMEOUT_SECS");
         let shutdown_grace = r.secs("HERMES_SHUTDOWN_GRACE_SECS");
@@ -863,6 +895,7 @@ impl Config {
                     log_format,
                     api_server_key,
                     provider,
+                    global_daily_budget_micro_usd,
                     llm_timeout,
                     run_timeout,
                     max_body_bytes,
@@ -905,7 +938,7 @@ impl Config {
     /// What the llm stage needs: a usable provider.
     pub fn check_llm(&self) -> Result<(), ConfigError> {
         self.provider
-            .resolve()
+            .resolve(None)
             .map(|_| ())
             .map_err(|e| ConfigError { problems: vec![e] })
     }
@@ -921,7 +954,7 @@ impl Config {
             None => "(not set)".to_string(),
         };
         let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "(not set)".into());
-        vec![
+        let rows: Vec<(String, String)> = vec![
             (
                 "DATABASE_URL".into(),
                 mask_url(self.database_url.expose_secret()),
@@ -945,21 +978,34 @@ impl Config {
             ("API_SERVER_KEY".into(), secret(&self.api_server_key)),
             (
                 "HERMES_PROVIDER".into(),
-                match self.provider.resolve() {
-                    Ok(p) if self.provider.forced.is_some() => format!("{} (forced)", p.as_str()),
-                    Ok(p) => format!("{} (by key)", p.as_str()),
+                match self.provider.resolve(None) {
+                    Ok(p) if self.provider.forced.is_some() => format!("{} (forced)", p.kind),
+                    Ok(p) => format!("{} (by key)", p.kind),
                     Err(e) => format!("(none: {e})"),
                 },
             ),
             ("HERMES_MODEL".into(), opt(&self.provider.model_override)),
-            (
-                "OPENAI_API_KEY".into(),
-                secret(&self.provider.openai_api_key),
-            ),
-            (
-                "OPENAI_BASE_URL".into(),
-                self.provider.openai_base_url.to_string(),
-            ),
+        ];
+        let mut rows = rows;
+        for kind in BackendKind::ALL {
+            if let Some(var) = kind.key_var() {
+                rows.push((var.into(), secret(&self.provider.keys.get(&kind).cloned())));
+            }
+            if let Some(var) = kind.base_url_var() {
+                rows.push((var.into(), self.provider.base_url(kind).to_string()));
+            }
+        }
+        rows.push((
+            "ANTHROPIC_VERSION".into(),
+            self.provider.anthropic_version.clone(),
+        ));
+        rows.push((
+            "LLM_GLOBAL_DAILY_BUDGET_USD".into(),
+            self.global_daily_budget_micro_usd
+                .map(|m| format!("{}.{:06}", m / 1_000_000, m % 1_000_000))
+                .unwrap_or_else(|| "(none: no cap)".into()),
+        ));
+        rows.extend(vec![
             (
                 "HERMES_LLM_TIMEOUT_SECS".into(),
                 self.llm_timeout.as_secs().to_string(),
@@ -1060,7 +1106,8 @@ impl Config {
                 "HERMES_INBOUND_BURST".into(),
                 self.inbound_rate.burst.to_string(),
             ),
-        ]
+        ]);
+        rows
     }
 }
 
@@ -1164,11 +1211,33 @@ mod tests {
                 .contains("OPENAI_API_KEY")
         );
         let c = load(&[("HERMES_PROVIDER", "mock")]).unwrap();
-        assert_eq!(c.provider.resolve().unwrap(), ProviderKind::Mock);
+        assert_eq!(c.provider.resolve(None).unwrap().kind, BackendKind::Mock);
         let c = load(&[("OPENAI_API_KEY", "sk-test")]).unwrap();
-        assert_eq!(c.provider.resolve().unwrap(), ProviderKind::OpenAi);
+        assert_eq!(c.provider.resolve(None).unwrap().kind, BackendKind::Openai);
         let c = load(&[("HERMES_PROVIDER", "openai")]).unwrap();
         assert!(c.check_llm().is_err());
+        let c = load(&[("HERMES_PROVIDER", "claude")]).unwrap_err();
+        assert!(c.to_string().contains("HERMES_PROVIDER"), "{c}");
+        // Key priority across the environment, and every base URL overridable.
+        let c = load(&[
+            ("OPENAI_API_KEY", "sk-o"),
+            ("GEMINI_API_KEY", "g"),
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/anthropic"),
+        ])
+        .unwrap();
+        assert_eq!(c.provider.resolve(None).unwrap().kind, BackendKind::Gemini);
+        assert_eq!(
+            c.provider.base_url(BackendKind::Anthropic).as_str(),
+            "http://127.0.0.1:9/anthropic"
+        );
+        assert!(load(&[("GEMINI_BASE_URL", "ftp://x")]).is_err());
+    }
+
+    #[test]
+    fn the_global_budget_is_exact_money() {
+        let c = load(&[("LLM_GLOBAL_DAILY_BUDGET_USD", "250.05")]).unwrap();
+        assert_eq!(c.global_daily_budget_micro_usd, Some(250_050_000));
+        assert!(load(&[("LLM_GLOBAL_DAILY_BUDGET_USD", "-1")]).is_err());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::{Client, DbError, Transaction};
 use crate::agent::{AgentKind, AgentStatus, EngagementMode, Tone};
-use crate::model::Tier;
+use crate::model::{BackendOverride, Tier};
 
 /// One agent row (never the webhook secret, which stays encrypted in the database).
 #[derive(Clone, Debug, serde::Serialize)]
@@ -30,12 +30,14 @@ pub struct Agent {
     pub last_heartbeat_at: Option<DateTime<Utc>>,
     pub last_dispatched_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
+    /// The backend and model this agent answers on first (`hermes agents set --backend`).
+    pub backend: Option<BackendOverride>,
 }
 
 const COLUMNS: &str = "a.id, a.workspace_id, a.profile_key, a.kind, a.display_name, a.tone, \
     a.role, a.role_instructions, a.tier, a.toolsets, a.capabilities, a.webhook_url, \
     a.max_concurrent, a.status, a.engagement_mode, a.last_heartbeat_at, a.last_dispatched_at, \
-    a.created_at";
+    a.created_at, a.backend, a.backend_model";
 
 fn parse<T: std::str::FromStr<Err = String>>(
     row: &tokio_postgres::Row,
@@ -68,6 +70,16 @@ fn agent_from(row: &tokio_postgres::Row) -> Result<Agent, DbError> {
         last_heartbeat_at: row.get("last_heartbeat_at"),
         last_dispatched_at: row.get("last_dispatched_at"),
         created_at: row.get("created_at"),
+        backend: match (
+            row.get::<_, Option<String>>("backend"),
+            row.get::<_, Option<String>>("backend_model"),
+        ) {
+            (Some(b), Some(model)) => Some(BackendOverride {
+                backend: b.parse().map_err(DbError::Invalid)?,
+                model,
+            }),
+            _ => None,
+        },
     })
 }
 
@@ -276,6 +288,42 @@ pub async fn update(client: &Client, id: Uuid, u: &AgentUpdate<'_>) -> Result<bo
         )
         .await?;
     Ok(n == 1)
+}
+
+/// Pin the agent to a backend and model (`None`: back to the tier's chain). Returns the
+/// previous setting, so a failed health check can restore it.
+pub async fn set_backend(
+    tx: &Transaction<'_>,
+    id: Uuid,
+    to: Option<&BackendOverride>,
+) -> Result<Option<BackendOverride>, DbError> {
+    let row = tx
+        .query_opt(
+            "SELECT backend, backend_model FROM agents WHERE id = $1 FOR UPDATE",
+            &[&id],
+        )
+        .await?
+        .ok_or_else(|| DbError::Invalid(format!("agent {id} does not exist")))?;
+    let previous = match (
+        row.get::<_, Option<String>>(0),
+        row.get::<_, Option<String>>(1),
+    ) {
+        (Some(b), Some(model)) => Some(BackendOverride {
+            backend: b.parse().map_err(DbError::Invalid)?,
+            model,
+        }),
+        _ => None,
+    };
+    tx.execute(
+        "UPDATE agents SET backend = $2, backend_model = $3, updated_at = now() WHERE id = $1",
+        &[
+            &id,
+            &to.map(|o| o.backend.as_str()),
+            &to.map(|o| o.model.as_str()),
+        ],
+    )
+    .await?;
+    Ok(previous)
 }
 
 /// Round robin: the eligible agent dispatched to longest ago, locked for this transaction.

@@ -46,6 +46,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0006_run_cost",
         sql: include_str!("../../../migrations/0006_run_cost.sql"),
     },
+    Migration {
+        version: 7,
+        name: "0007_llm",
+        sql: include_str!("../../../migrations/0007_llm.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

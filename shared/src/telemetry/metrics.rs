@@ -44,6 +44,11 @@ pub struct Inner {
     pub llm_errors: IntCounterVec,
     pub llm_fallbacks: IntCounterVec,
     pub llm_duration: HistogramVec,
+    pub llm_budget_rejections: IntCounterVec,
+    pub llm_budget_fail_open: IntCounter,
+    pub llm_semaphore_wait: Histogram,
+    pub llm_overhead: Histogram,
+    pub llm_in_flight: IntGauge,
     // Tools.
     pub tool_calls: IntCounterVec,
     pub tool_duration: HistogramVec,
@@ -98,6 +103,12 @@ fn gauge_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeV
         .expect("metric registered once");
     m
 }
+
+/// Buckets for overheads measured in tens of microseconds to seconds.
+const FINE: &[f64] = &[
+    0.00005, 0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1.0, 5.0,
+    15.0,
+];
 
 /// Buckets for things measured in milliseconds to a minute.
 const LATENCY: &[f64] = &[
@@ -245,6 +256,42 @@ impl Metrics {
             &["backend"],
             lat.clone(),
         );
+        let llm_budget_rejections = counter_vec(
+            &r,
+            "hermes_llm_budget_rejections_total",
+            "Model calls refused before reaching a provider, by scope (user_daily, user_monthly, budget_unavailable, global_cap, killswitch, capacity).",
+            &["scope"],
+        );
+        let llm_budget_fail_open = IntCounter::new(
+            "hermes_llm_budget_fail_open_total",
+            "Model calls let through because the global spend cap could not be read (Redis down).",
+        )
+        .unwrap();
+        r.register(Box::new(llm_budget_fail_open.clone())).unwrap();
+        let llm_semaphore_wait = Histogram::with_opts(
+            HistogramOpts::new(
+                "hermes_llm_semaphore_wait_seconds",
+                "Time a model call waited for one of the process's call slots.",
+            )
+            .buckets(FINE.to_vec()),
+        )
+        .unwrap();
+        r.register(Box::new(llm_semaphore_wait.clone())).unwrap();
+        let llm_overhead = Histogram::with_opts(
+            HistogramOpts::new(
+                "hermes_llm_overhead_seconds",
+                "Time the llm gateway spent on a call beyond waiting on providers (budgets, cache, slots, encoding).",
+            )
+            .buckets(FINE.to_vec()),
+        )
+        .unwrap();
+        r.register(Box::new(llm_overhead.clone())).unwrap();
+        let llm_in_flight = IntGauge::new(
+            "hermes_llm_in_flight",
+            "Model calls holding a slot right now (at most [llm] max_concurrent per process).",
+        )
+        .unwrap();
+        r.register(Box::new(llm_in_flight.clone())).unwrap();
         let tool_calls = counter_vec(
             &r,
             "hermes_tool_calls_total",
@@ -372,6 +419,11 @@ impl Metrics {
             llm_errors,
             llm_fallbacks,
             llm_duration,
+            llm_budget_rejections,
+            llm_budget_fail_open,
+            llm_semaphore_wait,
+            llm_overhead,
+            llm_in_flight,
             tool_calls,
             tool_duration,
             router_decisions,

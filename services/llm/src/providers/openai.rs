@@ -1,105 +1,104 @@
-//! OpenAI-compatible chat completions (OpenAI, OpenRouter, gateways, anything speaking
-//! `/chat/completions`): tools with arguments as a JSON string, usage from `usage`,
-//! `choices: null` tolerated.
+//! OpenAI-compatible chat completions (OpenAI, OpenRouter, the Hermes gateway, Ollama, any
+//! endpoint speaking `/chat/completions`): tools with arguments as a JSON string, streamed
+//! tool calls assembled by index, `stream_options.include_usage`, `choices: null` on the
+//! usage chunk tolerated, `response_format` json_schema. Ollama takes no tools.
 
-use std::time::Duration;
+use std::collections::BTreeMap;
 
-use hermes_shared::config::ProviderSettings;
-use hermes_shared::model::{ChatMessage, Role, Usage};
+use hermes_shared::config::{BackendKind, Resolved};
+use hermes_shared::model::{ChatMessage, Role, ToolCall, Usage};
 use hermes_shared::openai_wire::{WireToolCall, encode_tool_call};
-use reqwest::StatusCode;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{CallSpec, Completion, ProviderError};
+use super::http::{self, HttpClient};
+use super::sse::SseReader;
+use super::{Adapter, CallSpec, Completion, DeltaSink, ProviderError};
 
+/// An OpenAI-compatible backend.
 pub struct OpenAi {
-    http: reqwest::Client,
-    url: String,
-    key: SecretString,
+    http: HttpClient,
+    kind: BackendKind,
+    base: String,
+    key: Option<SecretString>,
 }
-
-/// Retry-After is honoured up to this bound; longer waits move to the next backend.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 
 impl OpenAi {
-    pub fn new(settings: &ProviderSettings) -> anyhow::Result<Self> {
-        let key = settings
-            .openai_api_key
-            .clone()
-            .ok_or_else(|| anyhow::anyhow!("OPENAI_API_KEY is not set"))?;
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .pool_idle_timeout(Duration::from_secs(90))
-            .user_agent(concat!("hermes/", env!("CARGO_PKG_VERSION")))
-            .build()?;
-        let url = format!(
-            "{}/chat/completions",
-            settings.openai_base_url.as_str().trim_end_matches('/')
-        );
-        Ok(Self { http, url, key })
+    pub fn new(http: HttpClient, resolved: Resolved) -> Self {
+        Self {
+            http,
+            kind: resolved.kind,
+            base: resolved.base_url.as_str().trim_end_matches('/').to_string(),
+            key: resolved.key,
+        }
     }
 
-    pub async fn complete(&self, call: &CallSpec<'_>) -> Result<Completion, ProviderError> {
-        let body = request_body(call);
-        let resp = self
+    fn post(&self, body: &Value) -> reqwest::RequestBuilder {
+        let req = self
             .http
-            .post(&self.url)
-            .bearer_auth(self.key.expose_secret())
-            .timeout(call.timeout)
-            .json(&body)
-            .send()
-            .await
-            .map_err(|e| transport_error(e, call.timeout))?;
-        let status = resp.status();
-        let retry_after = resp
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(|s| Duration::from_secs(s).min(MAX_RETRY_AFTER));
-        let text = resp
-            .text()
-            .await
-            .map_err(|e| transport_error(e, call.timeout))?;
-        if status == StatusCode::TOO_MANY_REQUESTS {
-            return Err(ProviderError::RateLimited { retry_after });
+            .inner
+            .post(format!("{}/chat/completions", self.base))
+            .json(body);
+        match &self.key {
+            Some(k) => req.bearer_auth(k.expose_secret()),
+            None => req,
         }
-        if status.is_server_error() {
-            return Err(ProviderError::Server {
-                status: status.as_u16(),
-                message: error_message(&text),
-            });
-        }
-        if !status.is_success() {
-            return Err(ProviderError::Rejected {
-                status: status.as_u16(),
-                message: error_message(&text),
-            });
-        }
-        parse_response(&text)
     }
 }
 
-fn transport_error(e: reqwest::Error, timeout: Duration) -> ProviderError {
-    if e.is_timeout() {
-        ProviderError::Timeout(timeout)
-    } else {
-        // Without the URL: it may carry credentials in some deployments.
-        ProviderError::Connect(e.without_url().to_string())
+impl Adapter for OpenAi {
+    fn kind(&self) -> BackendKind {
+        self.kind
     }
-}
 
-fn error_message(body: &str) -> String {
-    serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|v| {
-            v.pointer("/error/message")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| body.chars().take(200).collect())
+    fn supports_tools(&self) -> bool {
+        self.kind.supports_tools()
+    }
+
+    async fn complete(&self, call: &CallSpec<'_>) -> Result<Completion, ProviderError> {
+        let body = request_body(call, false);
+        let resp = http::send(self.post(&body).timeout(call.timeout), call.timeout).await?;
+        parse_response(&http::body(resp, call.timeout).await?)
+    }
+
+    async fn stream(
+        &self,
+        call: &CallSpec<'_>,
+        sink: &dyn DeltaSink,
+    ) -> Result<Completion, ProviderError> {
+        let body = request_body(call, true);
+        // No whole-request timeout on a stream: the reader bounds the first event and every
+        // silence, and the chain bounds the attempt.
+        let resp = http::send(self.post(&body), call.first_token_timeout).await?;
+        let mut reader = SseReader::new(resp, call.first_token_timeout, call.idle_timeout);
+        let mut acc = StreamAcc::default();
+        while let Some(event) = reader.next().await? {
+            if event.data.trim() == "[DONE]" {
+                return acc.finish();
+            }
+            acc.chunk(&event.data, sink)?;
+        }
+        // Some compatible servers close without `[DONE]`; an answer whose finish reason
+        // and usage both arrived is whole. Anything less was cut off.
+        if acc.finish_reason.is_some() && acc.saw_usage {
+            tracing::debug!(backend = %self.kind, "stream ended without [DONE] after its usage chunk");
+            return acc.finish();
+        }
+        Err(ProviderError::Interrupted(
+            "the stream ended before its finish reason and usage ([DONE] missing)".into(),
+        ))
+    }
+
+    async fn health_check(&self) -> Result<(), ProviderError> {
+        let timeout = std::time::Duration::from_secs(10);
+        let req = self.http.inner.get(format!("{}/models", self.base));
+        let req = match &self.key {
+            Some(k) => req.bearer_auth(k.expose_secret()),
+            None => req,
+        };
+        http::send(req.timeout(timeout), timeout).await.map(|_| ())
+    }
 }
 
 fn role(r: Role) -> &'static str {
@@ -136,8 +135,9 @@ fn wire_message(m: &ChatMessage) -> Value {
     v
 }
 
-/// The JSON body of a chat completions request.
-pub fn request_body(call: &CallSpec<'_>) -> Value {
+/// The JSON body of a chat completions request. Stacked system blocks stay separate
+/// `system` messages, in order.
+pub fn request_body(call: &CallSpec<'_>, stream: bool) -> Value {
     let mut body = json!({
         "model": call.model_id,
         "messages": call.messages.iter().map(wire_message).collect::<Vec<_>>(),
@@ -154,6 +154,26 @@ pub fn request_body(call: &CallSpec<'_>) -> Value {
                 })
             })
             .collect();
+    }
+    let p = call.params;
+    if let Some(t) = p.temperature {
+        body["temperature"] = json!(t);
+    }
+    if let Some(t) = p.top_p {
+        body["top_p"] = json!(t);
+    }
+    if !p.stop.is_empty() {
+        body["stop"] = json!(p.stop);
+    }
+    if let Some(f) = &p.response_format {
+        body["response_format"] = json!({
+            "type": "json_schema",
+            "json_schema": { "name": f.name, "schema": f.schema, "strict": f.strict },
+        });
+    }
+    if stream {
+        body["stream"] = json!(true);
+        body["stream_options"] = json!({ "include_usage": true });
     }
     body
 }
@@ -181,12 +201,34 @@ struct WireMessage {
     tool_calls: Option<Vec<WireToolCall>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct WireUsage {
     #[serde(default)]
     prompt_tokens: u64,
     #[serde(default)]
     completion_tokens: u64,
+}
+
+impl WireUsage {
+    /// The usage normalizer of this wire format: prompt → input, completion (which
+    /// already includes reasoning tokens) → output.
+    fn normalize(&self) -> Usage {
+        Usage {
+            input_tokens: self.prompt_tokens,
+            output_tokens: self.completion_tokens,
+            // Priced by the chain, which knows the logical model.
+            cost_micro_usd: 0,
+        }
+    }
+}
+
+fn tool_call(c: WireToolCall) -> Result<ToolCall, ProviderError> {
+    let name = c.function.name.clone();
+    c.into_tool_call().map_err(|e| {
+        ProviderError::Malformed(format!(
+            "tool call {name} has arguments that are not JSON: {e}"
+        ))
+    })
 }
 
 /// Parse a chat completions response body.
@@ -202,36 +244,130 @@ pub fn parse_response(text: &str) -> Result<Completion, ProviderError> {
         .tool_calls
         .unwrap_or_default()
         .into_iter()
-        .map(|c| {
-            let name = c.function.name.clone();
-            c.into_tool_call().map_err(|e| {
-                ProviderError::Malformed(format!(
-                    "tool call {name} has arguments that are not JSON: {e}"
-                ))
-            })
-        })
+        .map(tool_call)
         .collect::<Result<Vec<_>, _>>()?;
-    let usage = wire
-        .usage
-        .map(|u| Usage {
-            input_tokens: u.prompt_tokens,
-            output_tokens: u.completion_tokens,
-            // Priced by the chain, which knows the logical model.
-            cost_micro_usd: 0,
-        })
-        .unwrap_or_default();
     Ok(Completion {
         text: choice.message.content.filter(|t| !t.is_empty()),
         tool_calls,
-        usage,
+        usage: wire.usage.unwrap_or_default().normalize(),
         finish_reason: choice.finish_reason.unwrap_or_else(|| "stop".into()),
     })
+}
+
+#[derive(Deserialize)]
+struct WireChunk {
+    #[serde(default)]
+    choices: Option<Vec<WireChunkChoice>>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct WireChunkChoice {
+    #[serde(default)]
+    delta: Option<WireDelta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireDelta {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<WireToolDelta>>,
+}
+
+#[derive(Deserialize)]
+struct WireToolDelta {
+    #[serde(default)]
+    index: usize,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<WireFunctionDelta>,
+}
+
+#[derive(Deserialize)]
+struct WireFunctionDelta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+}
+
+/// A streamed answer being assembled: text, tool calls by index, usage, finish reason.
+#[derive(Default)]
+struct StreamAcc {
+    text: String,
+    calls: BTreeMap<usize, (String, String, String)>,
+    usage: Usage,
+    saw_usage: bool,
+    finish_reason: Option<String>,
+}
+
+impl StreamAcc {
+    fn chunk(&mut self, data: &str, sink: &dyn DeltaSink) -> Result<(), ProviderError> {
+        let chunk: WireChunk = serde_json::from_str(data)
+            .map_err(|e| ProviderError::Malformed(format!("stream chunk is not JSON: {e}")))?;
+        if let Some(u) = chunk.usage {
+            self.usage = u.normalize();
+            self.saw_usage = true;
+        }
+        // The usage chunk carries `choices: []` or, on some gateways, `choices: null`.
+        for choice in chunk.choices.into_iter().flatten() {
+            if let Some(delta) = choice.delta {
+                if let Some(t) = delta.content.filter(|t| !t.is_empty()) {
+                    sink.delta(&t);
+                    self.text.push_str(&t);
+                }
+                for d in delta.tool_calls.into_iter().flatten() {
+                    let entry = self.calls.entry(d.index).or_default();
+                    if let Some(id) = d.id {
+                        entry.0 = id;
+                    }
+                    if let Some(f) = d.function {
+                        if let Some(n) = f.name {
+                            entry.1.push_str(&n);
+                        }
+                        if let Some(a) = f.arguments {
+                            entry.2.push_str(&a);
+                        }
+                    }
+                }
+            }
+            if let Some(r) = choice.finish_reason {
+                self.finish_reason = Some(r);
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<Completion, ProviderError> {
+        let tool_calls = self
+            .calls
+            .into_values()
+            .map(|(id, name, arguments)| {
+                tool_call(WireToolCall {
+                    id,
+                    function: hermes_shared::openai_wire::WireFunction { name, arguments },
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Completion {
+            text: Some(self.text).filter(|t| !t.is_empty()),
+            tool_calls,
+            usage: self.usage,
+            finish_reason: self.finish_reason.unwrap_or_else(|| "stop".into()),
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hermes_shared::model::{ToolCall, ToolSpec};
+    use crate::providers::testing::call;
+    use hermes_shared::model::{CallParams, ToolSpec};
 
     #[test]
     fn tool_calls_and_usage_are_parsed() {
@@ -277,6 +413,7 @@ mod tests {
                     id: "c1".into(),
                     name: "current_time".into(),
                     arguments: json!({}),
+                    signature: None,
                 }],
                 tool_call_id: None,
                 images: Vec::new(),
@@ -289,13 +426,10 @@ mod tests {
             parameters: json!({"type":"object"}),
             toolset: "builtin".into(),
         }];
-        let body = request_body(&CallSpec {
-            model_id: "gpt",
-            max_tokens: 5,
-            messages: &messages,
-            tools: &tools,
-            timeout: Duration::from_secs(1),
-        });
+        let params = CallParams::default();
+        let mut spec = call("gpt", &messages, &tools, &params);
+        spec.max_tokens = 5;
+        let body = request_body(&spec, false);
         assert_eq!(
             body["messages"][1]["tool_calls"][0]["function"]["arguments"],
             "{}"
@@ -303,5 +437,104 @@ mod tests {
         assert_eq!(body["messages"][2]["tool_call_id"], "c1");
         assert_eq!(body["tools"][0]["function"]["name"], "current_time");
         assert_eq!(body["max_tokens"], 5);
+    }
+
+    fn replay(transcript: &str, sink: &dyn DeltaSink) -> Result<Completion, ProviderError> {
+        let mut acc = StreamAcc::default();
+        for block in transcript.split("\n\n") {
+            let Some(data) = block.trim().strip_prefix("data: ") else {
+                continue;
+            };
+            if data == "[DONE]" {
+                return acc.finish();
+            }
+            acc.chunk(data, sink)?;
+        }
+        Err(ProviderError::Interrupted("no [DONE]".into()))
+    }
+
+    #[test]
+    fn recorded_completion_normalizes_usage() {
+        let c = parse_response(include_str!(
+            "../../tests/fixtures/openai/chat_completion.json"
+        ))
+        .unwrap();
+        assert_eq!(
+            c.text.as_deref(),
+            Some("Hello! How can I assist you today?")
+        );
+        assert_eq!(c.usage.input_tokens, 19);
+        assert_eq!(c.usage.output_tokens, 10);
+        assert_eq!(c.finish_reason, "stop");
+    }
+
+    #[test]
+    fn recorded_stream_assembles_text_and_usage() {
+        let sink = crate::providers::testing::Collect::default();
+        let c = replay(
+            include_str!("../../tests/fixtures/openai/stream_text.sse"),
+            &sink,
+        )
+        .unwrap();
+        assert_eq!(sink.joined(), "Hello there!");
+        assert_eq!(
+            sink.0.lock().unwrap().len(),
+            3,
+            "the empty role chunk is not a delta"
+        );
+        assert_eq!(c.text.as_deref(), Some("Hello there!"));
+        assert_eq!((c.usage.input_tokens, c.usage.output_tokens), (21, 3));
+    }
+
+    #[test]
+    fn recorded_stream_assembles_tool_calls_by_index_and_tolerates_null_choices() {
+        let sink = crate::providers::testing::Collect::default();
+        let c = replay(
+            include_str!("../../tests/fixtures/openai/stream_tool_calls.sse"),
+            &sink,
+        )
+        .unwrap();
+        assert_eq!(sink.joined(), "");
+        assert_eq!(c.text, None);
+        assert_eq!(c.finish_reason, "tool_calls");
+        assert_eq!(c.tool_calls.len(), 2);
+        assert_eq!(c.tool_calls[0].id, "call_DdmO9pD3xa9XTPNJ32zg2hcA");
+        assert_eq!(c.tool_calls[0].arguments, json!({"timezone": "Asia/Tokyo"}));
+        assert_eq!(c.tool_calls[1].name, "http_fetch");
+        assert_eq!(c.tool_calls[1].arguments["url"], "https://example.com");
+        assert_eq!((c.usage.input_tokens, c.usage.output_tokens), (85, 44));
+    }
+
+    #[test]
+    fn params_response_format_and_stream_options_reach_the_body() {
+        let messages = vec![
+            ChatMessage::text(Role::System, "persona"),
+            ChatMessage::text(Role::System, "memory"),
+            ChatMessage::text(Role::User, "hi"),
+        ];
+        let params = CallParams {
+            temperature: Some(0.2),
+            top_p: Some(0.9),
+            stop: vec!["END".into()],
+            max_tokens: None,
+            response_format: Some(hermes_shared::model::JsonSchemaFormat {
+                name: "answer".into(),
+                schema: json!({"type": "object"}),
+                strict: true,
+            }),
+        };
+        let body = request_body(&call("m", &messages, &[], &params), true);
+        assert_eq!(body["messages"][0]["content"], "persona");
+        assert_eq!(body["messages"][1]["role"], "system");
+        assert_eq!(body["messages"][1]["content"], "memory");
+        assert_eq!(body["temperature"], json!(0.2f32));
+        assert_eq!(body["top_p"], json!(0.9f32));
+        assert_eq!(body["stop"], json!(["END"]));
+        assert_eq!(body["response_format"]["type"], "json_schema");
+        assert_eq!(body["response_format"]["json_schema"]["name"], "answer");
+        assert_eq!(body["response_format"]["json_schema"]["strict"], true);
+        assert_eq!(body["stream"], true);
+        assert_eq!(body["stream_options"]["include_usage"], true);
+        assert!(body.get("tools").is_none(), "no tool fields without tools");
     }
 }

@@ -1,0 +1,374 @@
+//! Streamed chat completions (`"stream": true`): the answer reaches the caller as server-sent
+//! events of OpenAI `chat.completion.chunk` objects while the model produces it.
+//!
+//! The llm stage appends a `Delta` per piece of text to the run's event stream in Redis and
+//! delivery appends the `Final` outcome. Like [`crate::wait`], this reads that stream from
+//! the last entry seen whenever the run's waiter is woken (or on the backstop tick), and reads
+//! the run row in PostgreSQL when Redis cannot be read. Each event becomes chunks:
+//!
+//! 1. `delta: {"role": "assistant"}` at once, so the client sees the answer begin;
+//! 2. `delta: {"content": …}` per streamed piece of text;
+//! 3. on an answer: any text the caller has not seen yet, an empty delta with the
+//!    `finish_reason`, with `stream_options.include_usage` a chunk with `choices: []` and
+//!    `usage`, then `[DONE]`.
+//!
+//! A failed run ends with `data: {"error": …}` and `[DONE]`, and so does one that outlasts
+//! `HERMES_RUN_TIMEOUT_SECS` (`run_timeout`; the run itself goes on). While nothing happens a
+//! `: keep-alive` comment goes out every 15 s so that proxies keep the connection open.
+//! A caller who hangs up drops the stream, and with it the run's waiter.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::{Duration, Instant};
+
+use axum::http::HeaderValue;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use hermes_shared::Ctx;
+use hermes_shared::cache::run_events::{RunEvent, RunEvents, WaiterGuard};
+use hermes_shared::ids::RunId;
+use hermes_shared::model::{Outcome, Usage};
+use serde_json::{Value, json};
+
+use crate::wait;
+
+/// How long the connection may stay silent before a keep-alive comment goes out.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The SSE payload that ends every stream, as OpenAI sends it.
+const DONE: &str = "[DONE]";
+
+/// Stream the answer of `run`, already accepted by the broker, to the caller.
+///
+/// `guard` must have been registered before the message was published, so that no event
+/// can be appended before anyone listens for its wake-up.
+pub fn respond(
+    ctx: &Ctx,
+    events: &RunEvents,
+    guard: WaiterGuard,
+    run: RunId,
+    model: String,
+    include_usage: bool,
+) -> Response {
+    let timeout = ctx.config.run_timeout;
+    let mut reader = Reader {
+        ctx: ctx.clone(),
+        events: events.clone(),
+        guard,
+        run,
+        deadline: Instant::now() + timeout,
+        timeout,
+        last: "0".into(),
+        answer: Answer::new(run, model, include_usage),
+        pending: VecDeque::new(),
+        ended: false,
+    };
+    reader.pending.push_back(reader.answer.start());
+    let body = futures_util::stream::unfold(reader, |mut r| async move {
+        loop {
+            if let Some(data) = r.pending.pop_front() {
+                return Some((Ok::<_, Infallible>(Event::default().data(data)), r));
+            }
+            if r.ended {
+                return None;
+            }
+            r.advance().await;
+        }
+    });
+    let mut resp = Sse::new(body)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
+        .into_response();
+    // Tells nginx-style proxies not to buffer the stream, which would defeat it.
+    resp.headers_mut()
+        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    resp
+}
+
+/// Follows one run's event stream and queues the SSE payloads it produces.
+struct Reader {
+    ctx: Ctx,
+    events: RunEvents,
+    guard: WaiterGuard,
+    run: RunId,
+    deadline: Instant,
+    timeout: Duration,
+    /// The last stream entry read ("0": none yet).
+    last: String,
+    answer: Answer,
+    /// Payloads produced but not yet sent.
+    pending: VecDeque<String>,
+    /// The last payload has been produced.
+    ended: bool,
+}
+
+impl Reader {
+    /// Read what the run's stream holds beyond the last entry seen; when that is nothing,
+    /// wait for a wake-up, the backstop tick or the deadline.
+    async fn advance(&mut self) {
+        match self.events.read_after(self.run, &self.last).await {
+            Ok(batch) => {
+                for (id, event) in batch {
+                    self.last = id;
+                    match event {
+                        RunEvent::Delta { text } => self.pending.extend(self.answer.delta(&text)),
+                        RunEvent::Final { outcome } => return self.end(outcome),
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::debug!(run = %self.run, error = %e, "run stream unreadable; checking the run row");
+                if let Some(outcome) = wait::from_row(&self.ctx, self.run).await {
+                    return self.end(outcome);
+                }
+            }
+        }
+        if !self.pending.is_empty() {
+            // Send what arrived before waiting for more.
+            return;
+        }
+        let now = Instant::now();
+        if now >= self.deadline {
+            let message = format!(
+                "no answer within {}s; the run {} goes on",
+                self.timeout.as_secs(),
+                self.run
+            );
+            self.pending
+                .extend(self.answer.error("run_timeout", &message));
+            self.ended = true;
+            return;
+        }
+        tokio::select! {
+            _ = self.guard.notify.notified() => {}
+            _ = tokio::time::sleep(wait::BACKSTOP.min(self.deadline - now)) => {}
+        }
+    }
+
+    fn end(&mut self, outcome: Outcome) {
+        self.pending.extend(self.answer.end(outcome));
+        self.ended = true;
+    }
+}
+
+/// Turns one run's events into `chat.completion.chunk` payloads (no I/O, so it can be
+/// tested on its own).
+struct Answer {
+    id: String,
+    model: String,
+    /// Unix seconds, the same on every chunk as OpenAI does.
+    created: i64,
+    include_usage: bool,
+    /// The text sent so far.
+    streamed: String,
+}
+
+impl Answer {
+    fn new(run: RunId, model: String, include_usage: bool) -> Self {
+        Self {
+            id: format!("chatcmpl-{run}"),
+            model,
+            created: chrono::Utc::now().timestamp(),
+            include_usage,
+            streamed: String::new(),
+        }
+    }
+
+    fn chunk(&self, choices: Value) -> Value {
+        let mut chunk = json!({
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+        });
+        if self.include_usage {
+            // OpenAI marks every chunk but the last `usage: null` when usage was asked for.
+            chunk["usage"] = Value::Null;
+        }
+        chunk
+    }
+
+    fn choice(&self, delta: Value, finish_reason: Option<&str>) -> String {
+        self.chunk(json!([{ "index": 0, "delta": delta, "finish_reason": finish_reason }]))
+            .to_string()
+    }
+
+    /// The first chunk: the assistant's turn begins.
+    fn start(&self) -> String {
+        self.choice(json!({ "role": "assistant" }), None)
+    }
+
+    /// A content chunk for a piece of streamed text (none for an empty piece).
+    fn delta(&mut self, text: &str) -> Option<String> {
+        if text.is_empty() {
+            return None;
+        }
+        self.streamed.push_str(text);
+        Some(self.choice(json!({ "content": text }), None))
+    }
+
+    /// The closing payloads for the run's outcome, `[DONE]` last.
+    fn end(&mut self, outcome: Outcome) -> Vec<String> {
+        let (text, usage, finish_reason) = match outcome {
+            Outcome::Answered {
+                text,
+                usage,
+                finish_reason,
+                ..
+            } => (text, usage, finish_reason),
+            Outcome::Failed { code, message } => return self.error(code.as_str(), &message),
+        };
+        let mut out = Vec::with_capacity(4);
+        // The final text is always whole, but not all of it may have been streamed: an
+        // answer from the response cache or the run row never was, and the llm stage stops
+        // streaming when Redis fails mid-answer. The caller gets the part it has not seen.
+        // (After a tool round the streamed text also holds the first call's words and is no
+        // prefix of the answer, which then has been streamed already.)
+        let unseen = if self.streamed.is_empty() {
+            text.as_str()
+        } else {
+            text.strip_prefix(self.streamed.as_str())
+                .unwrap_or_default()
+        };
+        if !unseen.is_empty() {
+            let unseen = unseen.to_string();
+            out.extend(self.delta(&unseen));
+        }
+        out.push(self.choice(json!({}), Some(&finish_reason)));
+        if self.include_usage {
+            out.push(self.usage(usage));
+        }
+        out.push(DONE.into());
+        out
+    }
+
+    fn usage(&self, usage: Usage) -> String {
+        let mut chunk = self.chunk(json!([]));
+        chunk["usage"] = json!({
+            "prompt_tokens": usage.input_tokens,
+            "completion_tokens": usage.output_tokens,
+            "total_tokens": usage.total(),
+        });
+        chunk.to_string()
+    }
+
+    /// An error event in OpenAI's shape, then `[DONE]`: the status line went out long ago.
+    fn error(&self, code: &str, message: &str) -> Vec<String> {
+        vec![
+            json!({ "error": { "message": message, "type": code, "code": code } }).to_string(),
+            DONE.into(),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hermes_shared::model::FailureCode;
+
+    use super::*;
+
+    fn answered(text: &str) -> Outcome {
+        Outcome::Answered {
+            text: text.into(),
+            model: "claude-haiku".into(),
+            usage: Usage {
+                input_tokens: 2,
+                output_tokens: 3,
+                cost_micro_usd: 0,
+            },
+            finish_reason: "stop".into(),
+            tools_used: Vec::new(),
+        }
+    }
+
+    fn parsed(payloads: &[String]) -> Vec<Value> {
+        payloads
+            .iter()
+            .filter(|p| p.as_str() != DONE)
+            .map(|p| serde_json::from_str(p).unwrap())
+            .collect()
+    }
+
+    fn content(chunks: &[Value]) -> String {
+        chunks
+            .iter()
+            .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+            .collect()
+    }
+
+    #[test]
+    fn a_streamed_answer_ends_with_finish_usage_and_done() {
+        let run = RunId::new();
+        let mut a = Answer::new(run, "hermes".into(), true);
+        let mut out = vec![a.start()];
+        out.extend(a.delta("echo:"));
+        out.extend(a.delta(""));
+        out.extend(a.delta(" hi"));
+        out.extend(a.end(answered("echo: hi")));
+        assert_eq!(out.last().map(String::as_str), Some(DONE));
+        let chunks = parsed(&out);
+        assert_eq!(chunks.len(), 5, "{chunks:?}");
+        assert_eq!(
+            chunks[0]["choices"][0]["delta"],
+            json!({"role": "assistant"})
+        );
+        assert_eq!(content(&chunks), "echo: hi");
+        for c in &chunks {
+            assert_eq!(c["id"], format!("chatcmpl-{run}"));
+            assert_eq!(c["object"], "chat.completion.chunk");
+            assert_eq!(c["model"], "hermes");
+            assert_eq!(c["created"], chunks[0]["created"]);
+        }
+        assert_eq!(chunks[3]["choices"][0]["delta"], json!({}));
+        assert_eq!(chunks[3]["choices"][0]["finish_reason"], "stop");
+        assert!(chunks[3]["usage"].is_null());
+        assert_eq!(chunks[4]["choices"], json!([]));
+        assert_eq!(
+            chunks[4]["usage"],
+            json!({"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5})
+        );
+    }
+
+    #[test]
+    fn an_answer_that_was_not_streamed_comes_whole() {
+        let mut a = Answer::new(RunId::new(), "hermes".into(), false);
+        let out = a.end(answered("from the cache"));
+        let chunks = parsed(&out);
+        assert_eq!(content(&chunks), "from the cache");
+        assert_eq!(chunks.len(), 2);
+        assert!(chunks.iter().all(|c| c.get("usage").is_none()));
+        assert_eq!(out.last().map(String::as_str), Some(DONE));
+    }
+
+    #[test]
+    fn a_stream_cut_short_is_completed_from_the_final_text() {
+        let mut a = Answer::new(RunId::new(), "hermes".into(), false);
+        let mut out: Vec<String> = a.delta("echo:").into_iter().collect();
+        out.extend(a.end(answered("echo: all of it")));
+        assert_eq!(content(&parsed(&out)), "echo: all of it");
+    }
+
+    #[test]
+    fn text_streamed_before_a_tool_round_is_not_repeated() {
+        let mut a = Answer::new(RunId::new(), "hermes".into(), false);
+        let mut out: Vec<String> = a.delta("Let me check. ").into_iter().collect();
+        out.extend(a.delta("It is noon."));
+        out.extend(a.end(answered("It is noon.")));
+        assert_eq!(content(&parsed(&out)), "Let me check. It is noon.");
+    }
+
+    #[test]
+    fn a_failure_is_an_error_event_then_done() {
+        let mut a = Answer::new(RunId::new(), "hermes".into(), true);
+        let out = a.end(Outcome::Failed {
+            code: FailureCode::ProviderRejected,
+            message: "no".into(),
+        });
+        assert_eq!(out.len(), 2);
+        assert_eq!(
+            serde_json::from_str::<Value>(&out[0]).unwrap(),
+            json!({"error": {"message": "no", "type": "provider_rejected", "code": "provider_rejected"}})
+        );
+        assert_eq!(out[1], DONE);
+    }
+}

@@ -1,0 +1,51 @@
+//! Streaming to API callers: text deltas of a run go onto its event stream in Redis as they
+//! arrive, where the waiting ingest replica reads them. The provider adapter pushes into an
+//! unbounded channel (it must never wait on Redis); one task per run appends in order.
+
+use hermes_shared::Ctx;
+use hermes_shared::cache::run_events::{RunEvent, RunEvents};
+use hermes_shared::ids::RunId;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::providers::DeltaSink;
+
+/// The delta sink of one streamed run.
+pub struct RunStream {
+    tx: mpsc::UnboundedSender<String>,
+    task: JoinHandle<()>,
+}
+
+impl RunStream {
+    /// Start appending the deltas of `run` to its event stream.
+    pub fn start(ctx: &Ctx, run: RunId) -> Self {
+        let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+        let events = RunEvents::new(ctx.cache.clone());
+        let task = tokio::spawn(async move {
+            let mut failed = false;
+            while let Some(text) = rx.recv().await {
+                if failed {
+                    continue;
+                }
+                if let Err(e) = events.append(run, &RunEvent::Delta { text }).await {
+                    // The caller still gets the whole answer in the final event.
+                    tracing::warn!(%run, error = %e, "stream delta not delivered; the rest is sent at the end");
+                    failed = true;
+                }
+            }
+        });
+        Self { tx, task }
+    }
+
+    /// Wait until every delta sent so far is appended.
+    pub async fn finish(self) {
+        drop(self.tx);
+        let _ = self.task.await;
+    }
+}
+
+impl DeltaSink for RunStream {
+    fn delta(&self, text: &str) {
+        let _ = self.tx.send(text.to_string());
+    }
+}
