@@ -11,7 +11,7 @@ use hermes_shared::cache::soul;
 use hermes_shared::db::{Db, agents, credits, memory};
 use hermes_shared::envelope::Envelope;
 use hermes_shared::ids::RunId;
-use hermes_shared::model::{Inbound, MessageEvent, Platform};
+use hermes_shared::model::{Inbound, Platform};
 use hermes_shared::telemetry::Metrics;
 use secrecy::SecretString;
 use serde_json::{Value, json};

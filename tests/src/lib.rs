@@ -372,6 +372,8 @@ impl Fleet {
     pub async fn chat(&self, text: &str) -> reqwest::Response {
         reqwest::Client::new()
             .post(self.url("/v1/chat/completions"))
+            // Longer than HERMES_RUN_TIMEOUT_SECS (30 s in tests): a hang fails the test.
+            .timeout(Duration::from_secs(90))
             .bearer_auth(KEY)
             .json(&serde_json::json!({"model": "hermes", "messages": [{"role": "user", "content": text}]}))
             .send()

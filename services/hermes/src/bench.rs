@@ -109,8 +109,7 @@ pub(crate) fn memory(pid: u32) -> Option<String> {
     ))
 }
 
-/// The `p` quantile of sorted microsecond samples, in milliseconds.
-pub(crate) fn pct(sorted: &[u32], p: f64) -> f64 {
+fn pct(sorted: &[u32], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }

@@ -47,7 +47,7 @@ enum Command {
     Ingest,
     /// Route inbound messages: user, credits, soul, history, tool gating, model chain, agent dispatch.
     Router,
-    /// Call the models, with failover along the tier's chain.
+    /// Call the models: budgets, cache, call slots, native Anthropic/Gemini/OpenAI-compatible backends, failover, streaming.
     Llm,
     /// Run the tools models ask for.
     Tools,
@@ -59,7 +59,7 @@ enum Command {
     Migrate,
     /// Show the effective configuration and check PostgreSQL, RabbitMQ, Redis and the schema.
     Doctor,
-    /// Benchmarks that print figures (`ingest` against a fleet you started; `router` in-process).
+    /// Benchmarks that print figures (`ingest` against a fleet you started; `router` and `llm` in-process).
     #[command(subcommand)]
     Bench(BenchCommand),
     /// Manage users: create, show, credit, set, remember.

@@ -17,6 +17,7 @@ use crate::model::Tier;
 
 mod llm;
 mod router;
+mod tools;
 
 pub use llm::{
     BackendKind, CacheSettings, LlmSettings, ProviderSettings, Resolved, TierBudget,
@@ -26,6 +27,8 @@ pub use llm::{
 pub use router::{
     PersonaSettings, RecallSettings, RouterSecrets, RouterSettings, ToolGateSettings,
 };
+
+pub use tools::{AllowRule, Cidr, HttpFetchSettings, ToolsSettings};
 
 /// One documented environment variable: the single source for `--help`, `doctor` and the README.
 pub struct EnvVar {
@@ -377,6 +380,8 @@ pub struct FileConfig {
     pub router: RouterSettings,
     /// The llm stage: backpressure, timeouts, cache, budgets.
     pub llm: LlmSettings,
+    /// The tools stage: limits and allowlist of the built-in tools.
+    pub tools: ToolsSettings,
 }
 
 /// One logical model.
@@ -513,6 +518,7 @@ impl Default for FileConfig {
             ingest: IngestSettings::default(),
             router: RouterSettings::default(),
             llm: LlmSettings::default(),
+            tools: ToolsSettings::default(),
         }
     }
 }
@@ -558,6 +564,7 @@ impl FileConfig {
         }
         self.router.validate(&self.models, problems);
         self.llm.validate(problems);
+        self.tools.validate(problems);
     }
 }
 
