@@ -317,6 +317,32 @@ pub struct LlmRequest {
     pub workspace: Option<uuid::Uuid>,
 }
 
+impl LlmRequest {
+    /// A first call of `chain` on `messages`: no tools, no exchange, default parameters.
+    pub fn new(
+        reply_to: ReplyTo,
+        tier: Tier,
+        chain: Vec<String>,
+        messages: Vec<ChatMessage>,
+    ) -> Self {
+        Self {
+            reply_to,
+            tier,
+            chain,
+            messages,
+            tools: Vec::new(),
+            tool_round: 0,
+            usage_so_far: Usage::default(),
+            requested_model: None,
+            exchange: None,
+            params: CallParams::default(),
+            stream: false,
+            backend: None,
+            workspace: None,
+        }
+    }
+}
+
 /// An agent pinned to one backend and model at run time.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BackendOverride {

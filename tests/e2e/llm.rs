@@ -104,8 +104,24 @@ async fn an_agent_moves_to_another_backend_at_run_time_with_its_workspace_key() 
     .await;
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("GEMINI_API_KEY set"), "{out}");
+    let (code, _, err) = cli(
+        &env,
+        &["workspaces", "secret", "clear", "ANTHROPIC_API_KEY"],
+        "",
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
     let (_, listed, _) = cli(&env, &["workspaces", "secret", "list"], "").await;
     assert!(listed.contains("GEMINI_API_KEY") && !listed.contains("ws-gemini-key"));
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("ANTHROPIC_API_KEY") && l.contains("cleared")),
+        "{listed}"
+    );
+    let (code, _, err) = cli(&env, &["workspaces", "secret", "set", "SOME_TOKEN"], "x").await;
+    assert_eq!(code, 1);
+    assert!(err.contains("is not a provider key"), "{err}");
 
     // A failing health check rolls the switch back.
     Mock::given(method("GET"))

@@ -1015,6 +1015,11 @@ async fn operators_set_up_users_channels_and_agents_with_the_cli() {
     assert_eq!(shown["ledger_balanced"], true);
     assert_eq!(shown["memory"]["diet"], "vegan");
     assert_eq!(shown["channels"][0]["sender_id"], "42");
+    assert_eq!(shown["tokens"]["today"], 0);
+    assert_eq!(
+        shown["tokens"]["daily_limit"], 50_000,
+        "the free tier's budget"
+    );
 
     // External agents need the key that seals their secret; the secret is shown once.
     let external = [

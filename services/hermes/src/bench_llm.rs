@@ -60,31 +60,22 @@ async fn fake_provider() -> anyhow::Result<String> {
 }
 
 fn request(i: u64) -> LlmRequest {
-    LlmRequest {
-        reply_to: ReplyTo {
+    LlmRequest::new(
+        ReplyTo {
             platform: Platform::Api,
             chat_id: "bench".into(),
             callback_url: None,
         },
-        tier: Tier::Free,
-        chain: vec!["bench".into()],
-        messages: vec![
+        Tier::Free,
+        vec!["bench".into()],
+        vec![
             ChatMessage::text(
                 Role::System,
                 "You are Mizu, a friendly assistant. Keep answers short.",
             ),
             ChatMessage::text(Role::User, format!("bench question number {i}: what's on?")),
         ],
-        tools: Vec::new(),
-        tool_round: 0,
-        usage_so_far: Default::default(),
-        requested_model: None,
-        exchange: None,
-        params: Default::default(),
-        stream: false,
-        backend: None,
-        workspace: None,
-    }
+    )
 }
 
 /// Microsecond samples in 1 µs buckets up to 100 ms (beyond: the last bucket), allocated

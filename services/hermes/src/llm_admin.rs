@@ -154,26 +154,14 @@ pub async fn workspaces_cmd(config: &Config, cmd: WorkspacesCommand) -> anyhow::
                 "no value on standard input (use `clear` to clear a key)"
             );
             let id = ws_id(workspace.clone()).await?;
-            workspaces::set_secret(&client, id, &name, &value, &keys).await?;
+            workspaces::set_secret(&client, id, &name, &value, Some(&keys)).await?;
             println!("{name} set for workspace {workspace}");
         }
         SecretCommand::Clear { name, workspace } => {
             check_name(&name)?;
             let id = ws_id(workspace.clone()).await?;
-            // An empty value is not secret: no key ring needed to clear.
-            let keys = KeyRing::new(&config.router.secret_keys);
-            match keys {
-                Some(k) => workspaces::set_secret(&client, id, &name, "", &k).await?,
-                None => {
-                    client
-                        .execute(
-                            "INSERT INTO workspace_secrets (workspace_id, name, value_enc) VALUES ($1, $2, '') \
-                             ON CONFLICT (workspace_id, name) DO UPDATE SET value_enc = '', updated_at = now()",
-                            &[&id, &name],
-                        )
-                        .await?;
-                }
-            }
+            // An empty value is no secret: clearing needs no key ring.
+            workspaces::set_secret(&client, id, &name, "", None).await?;
             println!(
                 "{name} cleared for workspace {workspace}: the global value no longer applies there"
             );

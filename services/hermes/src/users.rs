@@ -3,6 +3,7 @@
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
+use hermes_llm::budget::Budgets;
 use hermes_shared::cache::Cache;
 use hermes_shared::cache::soul;
 use hermes_shared::config::Config;
@@ -133,6 +134,27 @@ async fn invalidate_soul(config: &Config, user: Uuid) {
     }
 }
 
+/// The user's token use against their tier's budget (`null` when Redis cannot be read; a
+/// tier without a budget shows `null` limits).
+async fn token_budget(config: &Config, user: Uuid, tier: Tier) -> serde_json::Value {
+    let metrics = Metrics::new();
+    let Ok(cache) = Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone()) else {
+        return serde_json::Value::Null;
+    };
+    let budgets = Budgets::new(cache, metrics, config.global_daily_budget_micro_usd);
+    match budgets.used(user).await {
+        Ok((today, month)) => {
+            let limit = config.file.llm.budget(tier);
+            json!({
+                "today": today, "month": month,
+                "daily_limit": limit.map(|b| b.daily_tokens),
+                "monthly_limit": limit.map(|b| b.monthly_tokens),
+            })
+        }
+        Err(_) => serde_json::Value::Null,
+    }
+}
+
 pub async fn run(config: &Config, cmd: UsersCommand) -> anyhow::Result<()> {
     let db = connect(config).await?;
     match cmd {
@@ -219,11 +241,13 @@ pub async fn run(config: &Config, cmd: UsersCommand) -> anyhow::Result<()> {
                 .iter()
                 .map(|e| (e.key.clone(), json!(e.value)))
                 .collect();
+            let tokens = token_budget(config, id, user.tier).await;
             if json {
                 println!(
                     "{}",
                     json!({ "user": user, "channels": channels, "memory": memory, "facts": facts,
-                            "ledger": ledger, "ledger_balanced": balance == sum })
+                            "ledger": ledger, "ledger_balanced": balance == sum,
+                            "tokens": tokens })
                 );
             } else {
                 println!(
@@ -252,6 +276,13 @@ pub async fn run(config: &Config, cmd: UsersCommand) -> anyhow::Result<()> {
                     println!("  memory {} = {}", e.key, e.value);
                 }
                 println!("  {facts} free facts");
+                match &tokens {
+                    serde_json::Value::Null => println!("  tokens (Redis unreachable)"),
+                    t => println!(
+                        "  tokens today {} of {}, this month {} of {}",
+                        t["today"], t["daily_limit"], t["month"], t["monthly_limit"]
+                    ),
+                }
                 for l in &ledger {
                     println!("  ledger {}", l);
                 }

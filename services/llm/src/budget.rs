@@ -272,7 +272,8 @@ impl Budgets {
         })
     }
 
-    /// Tokens used by `user` today and this month (for `hermes users show`).
+    /// Tokens used (or held by calls in flight) by `user` today and this month, for
+    /// `hermes users show`.
     pub async fn used(&self, user: Uuid) -> Result<(u64, u64), CacheError> {
         let now = Utc::now();
         let keys = [

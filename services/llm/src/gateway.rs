@@ -87,6 +87,23 @@ impl GatewayError {
     }
 }
 
+/// Counts a call in `hermes_llm_in_flight` for as long as it holds a slot, including when
+/// its future is dropped mid-call (a stopping stage).
+struct InFlight<'a>(&'a prometheus::IntGauge);
+
+impl<'a> InFlight<'a> {
+    fn new(gauge: &'a prometheus::IntGauge) -> Self {
+        gauge.inc();
+        Self(gauge)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 /// The gateway of one process.
 #[derive(Clone)]
 pub struct Gateway {
@@ -268,7 +285,7 @@ impl Gateway {
             }
             return Err(GatewayError::Capacity(max_wait));
         };
-        self.metrics.llm_in_flight.inc();
+        let in_flight = InFlight::new(&self.metrics.llm_in_flight);
         let llm = &self.config.file.llm;
         let answered = chain::call(
             &hops,
@@ -289,7 +306,7 @@ impl Gateway {
             &self.metrics,
         )
         .await;
-        self.metrics.llm_in_flight.dec();
+        drop(in_flight);
         drop(_permit);
         let answered = match answered {
             Ok(a) => {

@@ -20,9 +20,7 @@ use hermes_shared::config::Config;
 use hermes_shared::db::memory::{self, FITNESS_KEYS, STRUCTURAL_KEYS, Source, Uuid};
 use hermes_shared::db::{DbError, GenericClient, Transaction};
 use hermes_shared::embeddings::Embedder;
-use hermes_shared::model::{
-    ChatMessage, LlmRequest, MemoryExtract, Platform, ReplyTo, Role, Usage,
-};
+use hermes_shared::model::{ChatMessage, LlmRequest, MemoryExtract, Platform, ReplyTo, Role};
 use hermes_shared::stage::StageError;
 use serde_json::Value;
 
@@ -262,34 +260,25 @@ pub async fn extract_facts(
     if job.user_text.trim().is_empty() {
         return Ok(Vec::new());
     }
-    let request = LlmRequest {
-        // Never delivered: the chain only reads the tier, chain and messages.
-        reply_to: ReplyTo {
+    // Never delivered: the gateway only reads the tier, chain and messages.
+    let request = LlmRequest::new(
+        ReplyTo {
             platform: Platform::Api,
             chat_id: String::new(),
             callback_url: None,
         },
-        tier: job.tier,
-        chain: config
+        job.tier,
+        config
             .file
             .tiers
             .get(&job.tier)
             .cloned()
             .unwrap_or_default(),
-        messages: vec![
+        vec![
             ChatMessage::text(Role::System, system_prompt()),
             ChatMessage::text(Role::User, exchange_message(job)),
         ],
-        tools: Vec::new(),
-        tool_round: 0,
-        usage_so_far: Usage::default(),
-        requested_model: None,
-        exchange: None,
-        params: Default::default(),
-        stream: false,
-        backend: None,
-        workspace: None,
-    };
+    );
     // The platform's own cost: counted in the global spend, not the user's token budget.
     let answered = gateway.complete(&request, None, None).await?;
     Ok(parse_facts(

@@ -132,28 +132,19 @@ async fn fleet(extra_toml: &str, env: &[(&str, &str)]) -> Fleet {
 }
 
 fn request(tier: Tier, chain: &[&str], text: &str) -> LlmRequest {
-    LlmRequest {
-        reply_to: ReplyTo {
+    LlmRequest::new(
+        ReplyTo {
             platform: Platform::Api,
             chat_id: "c".into(),
             callback_url: None,
         },
         tier,
-        chain: chain.iter().map(|s| s.to_string()).collect(),
-        messages: vec![
+        chain.iter().map(|s| s.to_string()).collect(),
+        vec![
             ChatMessage::text(Role::System, "be brief"),
             ChatMessage::text(Role::User, text),
         ],
-        tools: Vec::new(),
-        tool_round: 0,
-        usage_so_far: Default::default(),
-        requested_model: None,
-        exchange: None,
-        params: Default::default(),
-        stream: false,
-        backend: None,
-        workspace: None,
-    }
+    )
 }
 
 fn free(text: &str) -> LlmRequest {
@@ -782,6 +773,18 @@ async fn a_repeated_tool_free_call_is_served_from_the_cache_for_free() {
             .get(),
         1
     );
+    // A streamed caller gets a cached answer as one delta.
+    let sink = Collect::default();
+    let mut streamed = free("same");
+    streamed.stream = true;
+    let hit = f
+        .gateway
+        .complete(&streamed, None, Some(&sink))
+        .await
+        .unwrap();
+    assert!(hit.cache_hit);
+    assert_eq!(sink.text(), "cached answer");
+    assert_eq!(hits(&f.openai).await, 1);
     // A different temperature is a different question.
     let mut hot = free("same");
     hot.params.temperature = Some(1.5);
@@ -937,5 +940,6 @@ async fn calls_beyond_the_slots_wait_then_get_a_capacity_reply() {
         FailureCode::Capacity
     );
     assert!(f.metrics.llm_semaphore_wait.get_sample_count() >= 2);
+    assert_eq!(f.metrics.llm_in_flight.get(), 0, "every slot given back");
     assert!(f.metrics.llm_overhead.get_sample_count() >= 2);
 }

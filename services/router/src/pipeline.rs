@@ -494,13 +494,7 @@ impl Router {
         );
         self.decided("routed");
         let request = LlmRequest {
-            reply_to: r.inbound.reply_to(),
-            tier,
-            chain,
-            messages,
             tools,
-            tool_round: 0,
-            usage_so_far: Default::default(),
             requested_model: r.inbound.requested_model.clone(),
             exchange: Some(Exchange {
                 user_id: user.id,
@@ -509,11 +503,10 @@ impl Router {
                 user_text: r.text,
                 provenance: r.provenance,
             }),
-            params: Default::default(),
-            stream: false,
             // An agent moved to another backend at run time answers there first.
             backend: agent.and_then(|a| a.backend.clone()),
             workspace: agent.map(|a| a.workspace_id),
+            ..LlmRequest::new(r.inbound.reply_to(), tier, chain, messages)
         };
         Ok(vec![env.follow(&request)])
     }
@@ -634,21 +627,13 @@ fn api_request(
     messages: Vec<ChatMessage>,
     tools: Vec<ToolSpec>,
 ) -> LlmRequest {
+    // API callers have no agent: the tier's chain and the global provider secrets apply.
     LlmRequest {
-        reply_to: inbound.reply_to(),
-        tier,
-        chain,
-        messages,
         tools,
-        tool_round: 0,
-        usage_so_far: Default::default(),
-        requested_model: inbound.requested_model,
-        exchange: None,
-        params: inbound.params,
+        requested_model: inbound.requested_model.clone(),
+        params: inbound.params.clone(),
         stream: inbound.stream,
-        // API callers have no agent: the tier's chain and the global provider secrets apply.
-        backend: None,
-        workspace: None,
+        ..LlmRequest::new(inbound.reply_to(), tier, chain, messages)
     }
 }
 

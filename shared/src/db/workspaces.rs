@@ -16,18 +16,23 @@ pub async fn id_by_slug(client: &impl GenericClient, slug: &str) -> Result<Optio
         .map(|r| r.get(0)))
 }
 
-/// Set (or, with an empty value, clear) one secret of a workspace.
+/// Set (or, with an empty value, clear) one secret of a workspace. A value is sealed with
+/// `keys`; clearing stores no secret, so it needs none.
 pub async fn set_secret(
     client: &impl GenericClient,
     workspace: Uuid,
     name: &str,
     value: &str,
-    keys: &KeyRing,
+    keys: Option<&KeyRing>,
 ) -> Result<(), DbError> {
-    let stored = if value.trim().is_empty() {
-        String::new()
-    } else {
-        keys.seal(value.trim().as_bytes())
+    let stored = match (value.trim(), keys) {
+        ("", _) => String::new(),
+        (v, Some(keys)) => keys.seal(v.as_bytes()),
+        (_, None) => {
+            return Err(DbError::Invalid(
+                "HERMES_SECRET_KEYS is not set: it encrypts workspace secrets at rest".into(),
+            ));
+        }
     };
     client
         .execute(
