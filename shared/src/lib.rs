@@ -10,6 +10,7 @@ pub mod context;
 pub mod db;
 pub mod embeddings;
 pub mod envelope;
+pub mod failure;
 pub mod http;
 pub mod ids;
 pub mod intent;

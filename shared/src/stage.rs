@@ -6,7 +6,11 @@
 //! (`prepare`), then in one transaction record the id, apply the handler's effects and
 //! write its next messages to the outbox (`commit`); only then ack. A transient failure
 //! requeues (the queue's delivery limit parks a message that keeps failing); a poison
-//! message is rejected straight to its parking queue.
+//! message is rejected straight to its parking queue. A failed send to a peer outside the
+//! fleet ([`StageError::Retry`]) waits in the stage's next wait queue and comes back with
+//! the same id and `attempt + 1`; when the schedule is used up, or the failure is permanent,
+//! it is parked with its failure reason in the headers. Either way the new copy is
+//! confirmed by the broker before the original is acked, so nothing is lost in between.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -16,10 +20,16 @@ use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
 use tracing::Instrument;
 
-use crate::bus::{Outgoing, Stage, delivery_count};
+use crate::bus::{BusError, Outgoing, Stage, delay_label, delivery_count};
 use crate::context::Ctx;
 use crate::db::{self, Transaction, outbox};
 use crate::envelope::Envelope;
+use crate::failure::{FailureReason, scrub};
+
+/// The AMQP header naming why a parked message failed (a [`FailureReason`]).
+pub const FAILURE_REASON_HEADER: &str = "x-hermes-failure-reason";
+/// The AMQP header with the last error of a parked message, credentials scrubbed.
+pub const FAILURE_DETAIL_HEADER: &str = "x-hermes-failure-detail";
 
 /// Why a stage could not process a message.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +44,13 @@ pub enum StageError {
     /// transaction is rolled back and the message acked.
     #[error("duplicate: {0}")]
     Duplicate(&'static str),
+    /// A send to a peer outside the fleet failed: try again after the next delay of the
+    /// retry schedule, or park the message with `reason` (schedule used up, or permanent).
+    #[error("{reason}: {error:#}")]
+    Retry {
+        reason: FailureReason,
+        error: anyhow::Error,
+    },
 }
 
 impl From<db::DbError> for StageError {
@@ -195,6 +212,9 @@ async fn handle<H: Handler>(
             tracing::error!(error = %e, "message cannot be processed; parking it");
             return Disposition::Reject;
         }
+        Err(StageError::Retry { reason, error }) => {
+            return retry_later(ctx, H::STAGE, env, reason, &error).await;
+        }
     };
     match commit(handler, env, prepared, ctx, consumer).await {
         Ok(Some(after)) => {
@@ -214,7 +234,98 @@ async fn handle<H: Handler>(
             tracing::error!(error = %e, "message cannot be processed; parking it");
             Disposition::Reject
         }
+        Err(StageError::Retry { reason, error }) => {
+            retry_later(ctx, H::STAGE, env, reason, &error).await
+        }
     }
+}
+
+/// Send a failed message to wait for its next attempt, or park it with its reason. The
+/// original is acked only once the broker confirmed the copy; if the copy cannot be placed
+/// (broker trouble, parking queue full) the original is requeued and nothing is lost.
+async fn retry_later(
+    ctx: &Ctx,
+    stage: Stage,
+    env: &Envelope,
+    reason: FailureReason,
+    error: &anyhow::Error,
+) -> Disposition {
+    let detail = scrub(&format!("{error:#}"));
+    let delays: &[Duration] = if stage.retries_later() {
+        &ctx.config.bus.retry_delays
+    } else {
+        &[]
+    };
+    let next_delay = usize::try_from(env.attempt)
+        .ok()
+        .and_then(|i| delays.get(i))
+        .filter(|_| !reason.is_permanent());
+    let names = ctx.bus.names();
+    match next_delay {
+        Some(&delay) => {
+            let queue = names.wait(stage, delay);
+            let mut again = env.clone();
+            again.attempt += 1;
+            match ctx
+                .bus
+                .publish_to("", &queue, &queue, &Outgoing::from_envelope(&again))
+                .await
+            {
+                Ok(()) => {
+                    let label = delay_label(delay);
+                    ctx.metrics
+                        .delivery_retries
+                        .with_label_values(&[stage.as_str(), &label])
+                        .inc();
+                    tracing::warn!(%reason, error = %detail, attempt = again.attempt, delay = %label, "send failed; retrying later");
+                    Disposition::Ack("retry_scheduled")
+                }
+                Err(e) => {
+                    tracing::error!(%reason, error = %e, queue, "cannot schedule the retry; requeueing");
+                    pause_then_requeue().await
+                }
+            }
+        }
+        None => {
+            let queue = names.parking(stage);
+            let headers = [
+                (FAILURE_REASON_HEADER, reason.as_str()),
+                (FAILURE_DETAIL_HEADER, detail.as_str()),
+            ];
+            match ctx
+                .bus
+                .publish_with_headers(
+                    &names.dead_exchange(),
+                    stage.as_str(),
+                    &queue,
+                    &Outgoing::from_envelope(env),
+                    &headers,
+                )
+                .await
+            {
+                Ok(()) => {
+                    tracing::error!(%reason, error = %detail, attempt = env.attempt, queue, "send failed for good; message parked");
+                    Disposition::Ack("parked")
+                }
+                Err(e) => {
+                    if matches!(e, BusError::Nacked { .. }) {
+                        ctx.metrics
+                            .parking_rejected
+                            .with_label_values(&[&queue])
+                            .inc();
+                    }
+                    tracing::error!(alert = true, %reason, error = %e, queue, "cannot park the message (parking queue full?); it stays in its queue");
+                    pause_then_requeue().await
+                }
+            }
+        }
+    }
+}
+
+/// Requeue after a short pause so a full parking queue or a broker hiccup is not hammered.
+async fn pause_then_requeue() -> Disposition {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    Disposition::Requeue
 }
 
 /// Requeue after a pause that grows with the delivery count, so a dependency outage does

@@ -2,6 +2,7 @@
 
 mod bus;
 mod channels;
+mod delivery;
 mod ingest;
 mod lifecycle;
 mod llm;

@@ -309,6 +309,11 @@ impl TestEnv {
                             .await;
                     }
                 }
+                for q in names.wait_queues(&self.config().bus.retry_delays) {
+                    let _ = ch
+                        .queue_delete(q.into(), QueueDeleteOptions::default())
+                        .await;
+                }
                 for e in [names.work_exchange(), names.dead_exchange()] {
                     let _ = ch
                         .exchange_delete(e.into(), ExchangeDeleteOptions::default())

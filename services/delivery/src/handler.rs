@@ -16,6 +16,7 @@ use hermes_shared::bus::Stage;
 use hermes_shared::cache::run_events::{RunEvent, RunEvents};
 use hermes_shared::db::{Transaction, runs};
 use hermes_shared::envelope::Envelope;
+use hermes_shared::failure::FailureReason;
 use hermes_shared::model::{Outcome, Platform, Reply};
 use hermes_shared::stage::{Handler, StageError};
 use serde_json::json;
@@ -60,14 +61,16 @@ impl DeliveryStage {
             .json(&body)
             .send()
             .await
-            .map_err(|e| StageError::Transient(anyhow!("callback failed: {}", e.without_url())))?;
-        if resp.status().is_success() {
-            Ok(())
-        } else {
-            Err(StageError::Transient(anyhow!(
-                "callback answered {}",
-                resp.status()
-            )))
+            .map_err(|e| StageError::Retry {
+                reason: FailureReason::from_reqwest(&e),
+                error: anyhow!("callback failed: {}", e.without_url()),
+            })?;
+        match FailureReason::from_status(resp.status()) {
+            None => Ok(()),
+            Some(reason) => Err(StageError::Retry {
+                reason,
+                error: anyhow!("callback answered {}", resp.status()),
+            }),
         }
     }
 }

@@ -64,6 +64,7 @@ async fn drain(
         publish_window: 1,
         reconnect_timeout: Duration::from_secs(10),
         queue_expires,
+        retry_delays: Vec::new(),
     };
     let bus = Bus::connect(
         amqp_url.to_string().into(),

@@ -11,7 +11,8 @@
 mod topology;
 
 pub use topology::{
-    Names, PARKING_MAX_LENGTH, PARKING_TTL, Stage, parking_queue_args, work_queue_args,
+    Names, PARKING_MAX_LENGTH, PARKING_TTL, Stage, delay_label, parking_queue_args,
+    wait_queue_args, work_queue_args,
 };
 
 use std::future::Future;
@@ -284,6 +285,20 @@ impl Bus {
         label: &str,
         msg: &Outgoing,
     ) -> Result<(), BusError> {
+        self.publish_with_headers(exchange, routing_key, label, msg, &[])
+            .await
+    }
+
+    /// Publish with extra AMQP headers (a parked message's failure reason) and wait for the
+    /// broker's confirm. `label` names the target queue in metrics and errors.
+    pub async fn publish_with_headers(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        label: &str,
+        msg: &Outgoing,
+        extra: &[(&str, &str)],
+    ) -> Result<(), BusError> {
         let _permit = self
             .inner
             .window
@@ -302,6 +317,12 @@ impl Bus {
             headers.insert(
                 ShortString::from("traceparent".to_string()),
                 AMQPValue::LongString(tp.as_bytes().to_vec().into()),
+            );
+        }
+        for (name, value) in extra {
+            headers.insert(
+                ShortString::from(name.to_string()),
+                AMQPValue::LongString(value.as_bytes().to_vec().into()),
             );
         }
         let props = BasicProperties::default()

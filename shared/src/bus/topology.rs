@@ -2,8 +2,10 @@
 //!
 //! One direct work exchange `{ns}.work` routes by stage name to the quorum work queues
 //! `{ns}.<stage>`; each work queue dead-letters (at-least-once) through `{ns}.dead` into
-//! its parking queue `{ns}.<stage>.dead`. Declarations are idempotent and run at start and
-//! after every reconnect.
+//! its parking queue `{ns}.<stage>.dead`. The stages that retry later (delivery, webhooks)
+//! also get one wait queue per retry delay, `{ns}.<stage>.retry.<label>`: a message waits
+//! there for the queue's TTL, then dead-letters back to the work exchange under its stage's
+//! routing key. Declarations are idempotent and run at start and after every reconnect.
 
 use std::fmt;
 use std::time::Duration;
@@ -45,6 +47,24 @@ impl Stage {
 
     pub fn parse(s: &str) -> Option<Stage> {
         Stage::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// Whether a failure here waits in the retry wait queues before the next attempt
+    /// (sends to peers outside the fleet); other stages park what they cannot process.
+    pub fn retries_later(self) -> bool {
+        matches!(self, Stage::Delivery | Stage::Webhooks)
+    }
+}
+
+/// The short name of a retry delay used in wait-queue names: `1m`, `25m`, `2h`, `90s`.
+pub fn delay_label(delay: Duration) -> String {
+    let secs = delay.as_secs();
+    if secs > 0 && secs.is_multiple_of(3600) {
+        format!("{}h", secs / 3600)
+    } else if secs > 0 && secs.is_multiple_of(60) {
+        format!("{}m", secs / 60)
+    } else {
+        format!("{secs}s")
     }
 }
 
@@ -90,6 +110,20 @@ impl Names {
 
     pub fn parking(&self, stage: Stage) -> String {
         format!("{}.{}.dead", self.ns, stage)
+    }
+
+    /// The wait queue holding `stage`'s messages for `delay` before their next attempt.
+    pub fn wait(&self, stage: Stage, delay: Duration) -> String {
+        format!("{}.{}.retry.{}", self.ns, stage, delay_label(delay))
+    }
+
+    /// Every wait queue of the installation, for the given delays.
+    pub fn wait_queues(&self, delays: &[Duration]) -> Vec<String> {
+        Stage::ALL
+            .into_iter()
+            .filter(|s| s.retries_later())
+            .flat_map(|s| delays.iter().map(move |d| self.wait(s, *d)))
+            .collect()
     }
 }
 
@@ -145,6 +179,46 @@ pub fn parking_queue_args(settings: &BusSettings) -> FieldTable {
         t.insert(
             short("x-expires"),
             AMQPValue::LongLongInt(expires.as_millis() as i64),
+        );
+    }
+    t
+}
+
+/// Arguments of a wait queue: quorum, every message waits `delay` (queue-level TTL: no
+/// per-message TTL in a shared queue), then dead-letters (at-least-once) back to the work
+/// exchange with its stage as the routing key.
+pub fn wait_queue_args(
+    names: &Names,
+    settings: &BusSettings,
+    stage: Stage,
+    delay: Duration,
+) -> FieldTable {
+    let mut t = FieldTable::default();
+    t.insert(short("x-queue-type"), long_string("quorum"));
+    t.insert(
+        short("x-message-ttl"),
+        AMQPValue::LongLongInt(delay.as_millis() as i64),
+    );
+    t.insert(
+        short("x-dead-letter-exchange"),
+        long_string(&names.work_exchange()),
+    );
+    t.insert(
+        short("x-dead-letter-routing-key"),
+        long_string(stage.as_str()),
+    );
+    t.insert(
+        short("x-dead-letter-strategy"),
+        long_string("at-least-once"),
+    );
+    t.insert(short("x-overflow"), long_string("reject-publish"));
+    if let Some(expires) = settings.queue_expires {
+        // Nobody consumes a wait queue, so "unused" would start at declaration: keep it
+        // at least long enough for its own delay to pass.
+        let keep = expires.max(delay * 2);
+        t.insert(
+            short("x-expires"),
+            AMQPValue::LongLongInt(keep.as_millis() as i64),
         );
     }
     t
@@ -207,6 +281,46 @@ pub async fn declare(
                 FieldTable::default(),
             )
             .await?;
+        if stage.retries_later() {
+            // Published to through the default exchange by name; no binding needed.
+            for delay in &settings.retry_delays {
+                channel
+                    .queue_declare(
+                        short(&names.wait(stage, *delay)),
+                        queue_opts,
+                        wait_queue_args(names, settings, stage, *delay),
+                    )
+                    .await?;
+            }
+        }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_queues_are_named_after_their_delay() {
+        let names = Names::new(Namespace::parse("hermes").unwrap());
+        let mins = |m: u64| Duration::from_secs(m * 60);
+        assert_eq!(
+            names.wait(Stage::Delivery, mins(1)),
+            "hermes.delivery.retry.1m"
+        );
+        assert_eq!(
+            names.wait(Stage::Webhooks, mins(25)),
+            "hermes.webhooks.retry.25m"
+        );
+        assert_eq!(delay_label(Duration::from_secs(1)), "1s");
+        assert_eq!(delay_label(Duration::from_secs(90)), "90s");
+        assert_eq!(delay_label(Duration::from_secs(7200)), "2h");
+        let all = names.wait_queues(&[mins(1), mins(5)]);
+        assert_eq!(all.len(), 4, "{all:?}");
+        assert!(
+            all.iter()
+                .all(|q| q.contains(".delivery.") || q.contains(".webhooks."))
+        );
+    }
 }

@@ -215,6 +215,11 @@ pub const ENV_VARS: &[EnvVar] = &[
         help: "how long to try to reconnect to RabbitMQ before exiting non-zero",
     },
     EnvVar {
+        name: "HERMES_DELIVERY_RETRY_DELAYS",
+        default: "60,300,1500",
+        help: "seconds a failed delivery or agent webhook waits before each queued retry (one wait queue per delay); after the last it is parked",
+    },
+    EnvVar {
         name: "TELEGRAM_WEBHOOK_SECRET",
         default: "(none: route off)",
         help: "secret Telegram sends in X-Telegram-Bot-Api-Secret-Token; enables POST /webhooks/telegram",
@@ -332,6 +337,9 @@ pub struct BusSettings {
     pub publish_window: usize,
     pub reconnect_timeout: Duration,
     pub queue_expires: Option<Duration>,
+    /// Waits before each queued retry of the stages that retry later (delivery, webhooks);
+    /// after the last one a failing message is parked.
+    pub retry_delays: Vec<Duration>,
 }
 
 /// The secrets that enable and verify each channel's webhook routes. A route whose secret
@@ -693,6 +701,29 @@ impl Reader<'_> {
         SecretString::from(value)
     }
 
+    /// A comma-separated list of positive whole seconds, e.g. `60,300,1500`.
+    fn delays(&mut self, name: &str) -> Vec<Duration> {
+        let value = self
+            .raw(name)
+            .unwrap_or_else(|| Self::default_of(name).to_string());
+        let parsed: Result<Vec<Duration>, _> = value
+            .split(',')
+            .map(|s| match s.trim().parse::<u64>() {
+                Ok(n) if n > 0 => Ok(Duration::from_secs(n)),
+                _ => Err(()),
+            })
+            .collect();
+        match parsed {
+            Ok(d) => d,
+            Err(()) => {
+                self.problems.push(format!(
+                    "{name}={value:?} must be comma-separated positive seconds, e.g. 60,300,1500"
+                ));
+                Vec::new()
+            }
+        }
+    }
+
     fn secs(&mut self, name: &str) -> Duration {
         Duration::from_secs(self.parsed::<u64>(name).unwrap_or(1))
     }
@@ -823,6 +854,8 @@ impl Config {
             None => None,
         };
 
+        let retry_delays = r.delays("HERMES_DELIVERY_RETRY_DELAYS");
+
         let channels = ChannelSecrets {
             telegram_webhook_secret: r.secret("TELEGRAM_WEBHOOK_SECRET"),
             whatsapp_verify_token: r.secret("WHATSAPP_VERIFY_TOKEN"),
@@ -915,6 +948,7 @@ impl Config {
                         publish_window,
                         reconnect_timeout,
                         queue_expires,
+                        retry_delays,
                     },
                     channels,
                     inbound_rate,
@@ -1046,6 +1080,15 @@ impl Config {
             (
                 "HERMES_BUS_RECONNECT_SECS".into(),
                 self.bus.reconnect_timeout.as_secs().to_string(),
+            ),
+            (
+                "HERMES_DELIVERY_RETRY_DELAYS".into(),
+                self.bus
+                    .retry_delays
+                    .iter()
+                    .map(|d| d.as_secs().to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
             ),
             (
                 "HERMES_QUEUE_EXPIRES_SECS".into(),
@@ -1238,6 +1281,21 @@ mod tests {
             "http://127.0.0.1:9/anthropic"
         );
         assert!(load(&[("GEMINI_BASE_URL", "ftp://x")]).is_err());
+    }
+
+    #[test]
+    fn retry_delays_are_whole_seconds() {
+        let c = load(&[]).unwrap();
+        let secs: Vec<u64> = c.bus.retry_delays.iter().map(|d| d.as_secs()).collect();
+        assert_eq!(secs, [60, 300, 1500]);
+        let c = load(&[("HERMES_DELIVERY_RETRY_DELAYS", "1, 2")]).unwrap();
+        assert_eq!(c.bus.retry_delays.len(), 2);
+        for bad in ["0", "1,x", "-5", "1,,2"] {
+            assert!(
+                load(&[("HERMES_DELIVERY_RETRY_DELAYS", bad)]).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -54,6 +54,11 @@ pub struct Inner {
     pub tool_duration: HistogramVec,
     // Delivery.
     pub deliveries: IntCounterVec,
+    pub delivery_attempts: IntCounterVec,
+    pub delivery_breaker_open: IntGaugeVec,
+    pub delivery_retries: IntCounterVec,
+    pub parking_rejected: IntCounterVec,
+    pub delivery_rate_wait: HistogramVec,
     // Router.
     pub router_decisions: IntCounterVec,
     pub credits: IntCounterVec,
@@ -311,6 +316,37 @@ impl Metrics {
             "Replies handed to their destination, by platform and outcome.",
             &["platform", "outcome"],
         );
+        let delivery_attempts = counter_vec(
+            &r,
+            "hermes_delivery_attempts_total",
+            "Failed outbound send attempts (each in-call try), by platform and failure reason.",
+            &["platform", "reason"],
+        );
+        let delivery_breaker_open = gauge_vec(
+            &r,
+            "hermes_delivery_breaker_open",
+            "1 while the platform's circuit breaker is open (sends skipped), else 0.",
+            &["platform"],
+        );
+        let delivery_retries = counter_vec(
+            &r,
+            "hermes_delivery_retries_total",
+            "Messages sent to wait before a queued retry, by stage and delay (wait-queue label).",
+            &["stage", "delay"],
+        );
+        let parking_rejected = counter_vec(
+            &r,
+            "hermes_parking_rejected_total",
+            "Messages a full parking queue refused (they stay where they were), by queue.",
+            &["queue"],
+        );
+        let delivery_rate_wait = histogram_vec(
+            &r,
+            "hermes_delivery_rate_wait_seconds",
+            "Time a send waited at the outbound rate gate, by platform.",
+            &["platform"],
+            lat.clone(),
+        );
         let llm_cost = CounterVec::new(
             Opts::new(
                 "hermes_llm_cost_usd_total",
@@ -437,6 +473,11 @@ impl Metrics {
             memory_extractions,
             alerts,
             deliveries,
+            delivery_attempts,
+            delivery_breaker_open,
+            delivery_retries,
+            parking_rejected,
+            delivery_rate_wait,
             ready,
         }))
     }
