@@ -3,6 +3,7 @@
 
 mod bookkeeping;
 mod handler;
+pub mod retry_policy;
 
 use hermes_shared::{Ctx, stage};
 
