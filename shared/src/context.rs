@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 
+use crate::alerts::Alerts;
 use crate::bus::{Bus, Names};
 use crate::cache::Cache;
 use crate::config::Config;
@@ -23,6 +24,8 @@ pub struct Ctx {
     pub bus: Bus,
     pub cache: Cache,
     pub metrics: Metrics,
+    /// Ops alerts (Slack / Discord), deduplicated through `cache`.
+    pub alerts: Alerts,
     pub readiness: Readiness,
     pub fatal: Fatal,
     /// Cancelled when this service must stop taking new work.
@@ -57,12 +60,14 @@ impl Ctx {
             }
         };
         let cache = Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone())?;
+        let alerts = Alerts::new(&config.alerts, cache.clone(), metrics.clone());
         Ok(Self {
             config: Arc::new(config),
             db,
             bus,
             cache,
             metrics,
+            alerts,
             readiness: Readiness::default(),
             fatal: Fatal::new(),
             stop: CancellationToken::new(),

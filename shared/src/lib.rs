@@ -3,6 +3,7 @@
 //! and the generic consume → commit → ack loop of a stage.
 
 pub mod agent;
+pub mod alerts;
 pub mod bus;
 pub mod cache;
 pub mod config;

@@ -7,6 +7,7 @@ use std::io::Read;
 use anyhow::{Context, bail};
 use clap::Subcommand;
 use hermes_llm::budget::Budgets;
+use hermes_shared::alerts::{AlertKind, Alerts};
 use hermes_shared::cache::Cache;
 use hermes_shared::config::{BackendKind, Config};
 use hermes_shared::db::{Db, workspaces};
@@ -30,6 +31,7 @@ pub enum KillswitchCommand {
 pub async fn killswitch(config: &Config, cmd: KillswitchCommand) -> anyhow::Result<()> {
     let metrics = Metrics::new();
     let cache = Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone())?;
+    let alerts = Alerts::new(&config.alerts, cache.clone(), metrics.clone());
     let budgets = Budgets::new(cache, metrics, config.global_daily_budget_micro_usd);
     match cmd {
         KillswitchCommand::On { reason } => {
@@ -37,6 +39,13 @@ pub async fn killswitch(config: &Config, cmd: KillswitchCommand) -> anyhow::Resu
                 .killswitch_on(&reason)
                 .await
                 .context("Redis (the killswitch lives there)")?;
+            alerts
+                .send(
+                    AlertKind::KillswitchOn,
+                    "",
+                    &format!("killswitch turned on ({reason}): every model call is blocked"),
+                )
+                .await;
             println!("killswitch ON: every model call is blocked until `hermes killswitch off`");
         }
         KillswitchCommand::Off => {

@@ -4,6 +4,7 @@
 use anyhow::{Context, bail};
 use clap::Subcommand;
 use hermes_llm::budget::Budgets;
+use hermes_shared::alerts::Alerts;
 use hermes_shared::cache::Cache;
 use hermes_shared::cache::soul;
 use hermes_shared::config::Config;
@@ -126,7 +127,8 @@ async fn invalidate_soul(config: &Config, user: Uuid) {
     let metrics = Metrics::new();
     match Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone()) {
         Ok(cache) => {
-            if !soul::invalidate(&cache, &metrics, user).await {
+            let alerts = Alerts::new(&config.alerts, cache.clone(), metrics);
+            if !soul::invalidate(&cache, &alerts, user).await {
                 eprintln!("warning: could not drop the cached soul; it expires within the hour");
             }
         }

@@ -140,7 +140,7 @@ impl MemoryWriter {
             .with_label_values(&[label])
             .inc();
         if let Memorized::Saved { user_id, .. } = outcome {
-            soul::invalidate(&self.ctx.cache, &self.ctx.metrics, user_id).await;
+            soul::invalidate(&self.ctx.cache, &self.ctx.alerts, user_id).await;
         }
     }
 

@@ -10,7 +10,7 @@ use redis::AsyncCommands;
 use uuid::Uuid;
 
 use super::Cache;
-use crate::telemetry::Metrics;
+use crate::alerts::{AlertKind, Alerts};
 
 /// How long a cached base prompt may serve (seed: `SOUL_TTL = 3600`); also how long a
 /// stale soul can serve when [`invalidate`] fails.
@@ -26,7 +26,7 @@ pub fn cache_key(cache: &Cache, user_id: Uuid) -> String {
 /// Drop the user's cached base after their memory or profile changed: three tries with
 /// 0.5 s and 1 s pauses; when all fail, alert ops (a stale soul serves for up to
 /// [`SOUL_TTL`]). Returns whether the key is gone (a key that was not cached counts).
-pub async fn invalidate(cache: &Cache, metrics: &Metrics, user_id: Uuid) -> bool {
+pub async fn invalidate(cache: &Cache, alerts: &Alerts, user_id: Uuid) -> bool {
     let key = cache_key(cache, user_id);
     let mut last_error = None;
     for attempt in 0..=INVALIDATE_BACKOFF.len() {
@@ -39,17 +39,17 @@ pub async fn invalidate(cache: &Cache, metrics: &Metrics, user_id: Uuid) -> bool
             Err(e) => last_error = Some(cache.failed("soul_invalidate", e)),
         }
     }
-    metrics
-        .alerts
-        .with_label_values(&["soul_invalidation_failed"])
-        .inc();
-    tracing::error!(
-        alert = true,
-        %user_id,
-        exposure_secs = SOUL_TTL.as_secs(),
-        error = %last_error.map(|e| e.to_string()).unwrap_or_default(),
-        "soul cache invalidation failed 3 times: a stale soul may serve until its TTL ends"
-    );
+    let error = last_error.map(|e| e.to_string()).unwrap_or_default();
+    alerts
+        .send(
+            AlertKind::SoulInvalidationFailed,
+            &user_id.to_string(),
+            &format!(
+                "soul cache invalidation of user {user_id} failed 3 times ({error}): a stale soul may serve for up to {} s",
+                SOUL_TTL.as_secs()
+            ),
+        )
+        .await;
     false
 }
 
@@ -60,7 +60,18 @@ mod tests {
     use secrecy::SecretString;
 
     use super::*;
-    use crate::config::Namespace;
+    use crate::config::{AlertSettings, Namespace};
+    use crate::telemetry::Metrics;
+
+    fn alerts(cache: &Cache, metrics: &Metrics) -> Alerts {
+        let settings = AlertSettings {
+            slack_url: None,
+            discord_url: None,
+            dedupe_window: Duration::from_secs(60),
+            parking_threshold: 100,
+        };
+        Alerts::new(&settings, cache.clone(), metrics.clone())
+    }
 
     fn cache(url: &str, metrics: Metrics) -> Cache {
         let ns = Namespace::parse(&format!("soul{:016x}", rand::random::<u64>())).unwrap();
@@ -75,17 +86,18 @@ mod tests {
     async fn the_key_is_namespaced_and_invalidation_deletes_it() {
         let metrics = Metrics::new();
         let cache = cache(&redis_url(), metrics.clone());
+        let alerts = alerts(&cache, &metrics);
         let user = Uuid::now_v7();
         let key = cache_key(&cache, user);
         assert_eq!(key, cache.key(format!("soul:{user}:base")));
 
         let mut conn = cache.conn();
         let () = conn.set_ex(&key, "base prompt", 60).await.unwrap();
-        assert!(invalidate(&cache, &metrics, user).await);
+        assert!(invalidate(&cache, &alerts, user).await);
         let left: Option<String> = conn.get(&key).await.unwrap();
         assert_eq!(left, None);
         // Nothing cached is already invalidated.
-        assert!(invalidate(&cache, &metrics, user).await);
+        assert!(invalidate(&cache, &alerts, user).await);
         assert_eq!(
             metrics
                 .alerts
@@ -105,8 +117,9 @@ mod tests {
             .port();
         let metrics = Metrics::new();
         let cache = cache(&format!("redis://127.0.0.1:{port}"), metrics.clone());
+        let alerts = alerts(&cache, &metrics);
         let started = Instant::now();
-        assert!(!invalidate(&cache, &metrics, Uuid::now_v7()).await);
+        assert!(!invalidate(&cache, &alerts, Uuid::now_v7()).await);
         // Both pauses were taken: three tries, not one.
         assert!(started.elapsed() >= Duration::from_millis(1500));
         assert_eq!(

@@ -15,9 +15,15 @@ use url::Url;
 
 use crate::model::Tier;
 
+mod delivery;
 mod llm;
 mod router;
 mod tools;
+
+pub use delivery::{
+    AlertSettings, BreakerSettings, DeliverySettings, InstagramSender, RateGateSettings,
+    TelegramSender, WhatsappSender,
+};
 
 pub use llm::{
     BackendKind, CacheSettings, LlmSettings, ProviderSettings, Resolved, TierBudget,
@@ -253,6 +259,121 @@ pub const ENV_VARS: &[EnvVar] = &[
         name: "INSTAGRAM_APP_SECRET",
         default: "(none: route off)",
         help: "app secret that signs X-Hub-Signature-256; enables POST /webhooks/instagram",
+    },
+    EnvVar {
+        name: "TELEGRAM_BOT_TOKEN",
+        default: "(none: telegram replies parked)",
+        help: "bot token of Telegram's Bot API; enables sending Telegram replies",
+    },
+    EnvVar {
+        name: "TELEGRAM_API_BASE_URL",
+        default: "https://api.telegram.org",
+        help: "base URL of Telegram's Bot API (/bot<token>/sendMessage is appended)",
+    },
+    EnvVar {
+        name: "WHATSAPP_SENDER",
+        default: "(by key)",
+        help: "how WhatsApp replies are sent: 360dialog or cloud; needed only when both keys are set",
+    },
+    EnvVar {
+        name: "D360_API_KEY",
+        default: "(none)",
+        help: "360dialog API key (D360-API-KEY header); enables sending WhatsApp replies through 360dialog",
+    },
+    EnvVar {
+        name: "D360_BASE_URL",
+        default: "https://waba-v2.360dialog.io",
+        help: "base URL of 360dialog's WhatsApp API (/messages is appended)",
+    },
+    EnvVar {
+        name: "WHATSAPP_ACCESS_TOKEN",
+        default: "(none)",
+        help: "Bearer token of Meta's WhatsApp Cloud API; enables sending WhatsApp replies through it",
+    },
+    EnvVar {
+        name: "WHATSAPP_PHONE_NUMBER_ID",
+        default: "(none)",
+        help: "phone number id replies are sent from with the Cloud API",
+    },
+    EnvVar {
+        name: "WHATSAPP_API_BASE_URL",
+        default: "https://graph.facebook.com/v21.0",
+        help: "base URL of the WhatsApp Cloud API (/{phone number id}/messages is appended)",
+    },
+    EnvVar {
+        name: "INSTAGRAM_ACCESS_TOKEN",
+        default: "(none: instagram replies parked)",
+        help: "page access token of the Instagram Graph API (access_token parameter); enables sending Instagram replies",
+    },
+    EnvVar {
+        name: "INSTAGRAM_API_BASE_URL",
+        default: "https://graph.facebook.com/v21.0",
+        help: "base URL of the Instagram Graph API (/me/messages is appended)",
+    },
+    EnvVar {
+        name: "HERMES_DELIVERY_SEND_PAUSES_MS",
+        default: "1000,3000,9000",
+        help: "pauses between the in-call tries of one outbound send (jittered 20%)",
+    },
+    EnvVar {
+        name: "HERMES_DELIVERY_MAX_RETRY_AFTER_SECS",
+        default: "30",
+        help: "longest Retry-After waited within a send; longer ends the send as rate_limited for the queued retry",
+    },
+    EnvVar {
+        name: "HERMES_BREAKER_THRESHOLD",
+        default: "10",
+        help: "consecutive failed sends to a platform that open its circuit breaker",
+    },
+    EnvVar {
+        name: "HERMES_BREAKER_WINDOW_SECS",
+        default: "300",
+        help: "sliding window in which those failures must fall",
+    },
+    EnvVar {
+        name: "HERMES_BREAKER_OPEN_SECS",
+        default: "120",
+        help: "how long an open breaker skips sends to its platform",
+    },
+    EnvVar {
+        name: "HERMES_DELIVERY_CHAT_PER_SEC",
+        default: "1",
+        help: "outbound messages per second to one chat (token bucket in Redis)",
+    },
+    EnvVar {
+        name: "HERMES_DELIVERY_CHAT_BURST",
+        default: "1",
+        help: "outbound messages to one chat that may go at once",
+    },
+    EnvVar {
+        name: "HERMES_DELIVERY_BOT_PER_SEC",
+        default: "25",
+        help: "outbound messages per second through one bot token, phone number or account",
+    },
+    EnvVar {
+        name: "HERMES_DELIVERY_RATE_MAX_WAIT_SECS",
+        default: "30",
+        help: "longest a send waits at the rate gate before it is retried later instead",
+    },
+    EnvVar {
+        name: "HERMES_ALERT_SLACK_URL",
+        default: "(none)",
+        help: "Slack incoming-webhook URL that receives ops alerts",
+    },
+    EnvVar {
+        name: "HERMES_ALERT_DISCORD_URL",
+        default: "(none)",
+        help: "Discord webhook URL that receives ops alerts",
+    },
+    EnvVar {
+        name: "HERMES_ALERT_DEDUPE_SECS",
+        default: "300",
+        help: "one alert of a kind (and subject) per this many seconds, across replicas",
+    },
+    EnvVar {
+        name: "HERMES_ALERT_PARKING_THRESHOLD",
+        default: "100",
+        help: "a parking queue holding more messages than this raises an alert",
     },
     EnvVar {
         name: "HERMES_INBOUND_PER_MINUTE",
@@ -601,6 +722,10 @@ pub struct Config {
     /// Default per-sender inbound limit (platforms may override in the file).
     pub inbound_rate: RateLimit,
     pub router: RouterSecrets,
+    /// Channel senders, send retries, breaker and rate gate of the delivery stage.
+    pub delivery: DeliverySettings,
+    /// Where ops alerts go.
+    pub alerts: AlertSettings,
     pub file: FileConfig,
     pub config_path: Option<PathBuf>,
 }
@@ -894,6 +1019,8 @@ impl Config {
             session_keys: r.fernet_keys("HERMES_SESSION_KEYS"),
             secret_keys: r.fernet_keys("HERMES_SECRET_KEYS"),
         };
+        let delivery = r.delivery();
+        let alerts = r.alerts();
         let config_path = config_path
             .map(Path::to_path_buf)
             .or_else(|| r.raw("HERMES_CONFIG").map(PathBuf::from));
@@ -953,6 +1080,8 @@ impl Config {
                     channels,
                     inbound_rate,
                     router,
+                    delivery,
+                    alerts,
                     file,
                     config_path,
                 })
@@ -1153,6 +1282,52 @@ impl Config {
                 self.inbound_rate.per_minute.to_string(),
             ),
             (
+                "delivery senders".into(),
+                match self.delivery.configured() {
+                    c if c.is_empty() => "(none: chat replies are parked)".into(),
+                    c => c.join(", "),
+                },
+            ),
+            (
+                "TELEGRAM_BOT_TOKEN".into(),
+                secret(&self.delivery.telegram.as_ref().map(|t| t.bot_token.clone())),
+            ),
+            (
+                "HERMES_DELIVERY_SEND_PAUSES_MS".into(),
+                self.delivery
+                    .send_pauses
+                    .iter()
+                    .map(|d| d.as_millis().to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+            (
+                "HERMES_BREAKER_THRESHOLD".into(),
+                format!(
+                    "{} failures in {}s open for {}s",
+                    self.delivery.breaker.threshold,
+                    self.delivery.breaker.window.as_secs(),
+                    self.delivery.breaker.open_for.as_secs()
+                ),
+            ),
+            (
+                "HERMES_DELIVERY_CHAT_PER_SEC".into(),
+                format!(
+                    "{}/s per chat (burst {}), {}/s per bot",
+                    self.delivery.rate_gate.chat_per_sec,
+                    self.delivery.rate_gate.chat_burst,
+                    self.delivery.rate_gate.bot_per_sec
+                ),
+            ),
+            (
+                "HERMES_ALERT_SLACK_URL".into(),
+                secret(&self.alerts.slack_url),
+            ),
+            (
+                "HERMES_ALERT_DISCORD_URL".into(),
+                secret(&self.alerts.discord_url),
+            ),
+            (
                 "HERMES_INBOUND_BURST".into(),
                 self.inbound_rate.burst.to_string(),
             ),
@@ -1281,6 +1456,47 @@ mod tests {
             "http://127.0.0.1:9/anthropic"
         );
         assert!(load(&[("GEMINI_BASE_URL", "ftp://x")]).is_err());
+    }
+
+    #[test]
+    fn whatsapp_is_sent_through_the_configured_api() {
+        let c = load(&[]).unwrap();
+        assert!(c.delivery.configured().is_empty());
+        let c = load(&[("D360_API_KEY", "k")]).unwrap();
+        assert!(matches!(
+            c.delivery.whatsapp,
+            Some(WhatsappSender::Dialog360 { .. })
+        ));
+        let c = load(&[
+            ("WHATSAPP_ACCESS_TOKEN", "t"),
+            ("WHATSAPP_PHONE_NUMBER_ID", "123"),
+        ])
+        .unwrap();
+        assert!(matches!(
+            c.delivery.whatsapp,
+            Some(WhatsappSender::Cloud { ref phone_number_id, .. }) if phone_number_id == "123"
+        ));
+        assert!(load(&[("WHATSAPP_ACCESS_TOKEN", "t")]).is_err());
+        let both = [
+            ("D360_API_KEY", "k"),
+            ("WHATSAPP_ACCESS_TOKEN", "t"),
+            ("WHATSAPP_PHONE_NUMBER_ID", "123"),
+        ];
+        assert!(load(&both).is_err());
+        let mut chosen = both.to_vec();
+        chosen.push(("WHATSAPP_SENDER", "cloud"));
+        assert!(matches!(
+            load(&chosen).unwrap().delivery.whatsapp,
+            Some(WhatsappSender::Cloud { .. })
+        ));
+        let c = load(&[
+            ("TELEGRAM_BOT_TOKEN", "123:abc"),
+            ("INSTAGRAM_ACCESS_TOKEN", "x"),
+        ])
+        .unwrap();
+        assert_eq!(c.delivery.configured(), ["telegram", "instagram"]);
+        let text = format!("{:?}", c.describe());
+        assert!(!text.contains("123:abc"));
     }
 
     #[test]
