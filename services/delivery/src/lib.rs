@@ -2,6 +2,7 @@
 //! Consumes `{ns}.delivery`.
 
 mod bookkeeping;
+pub mod breaker;
 mod handler;
 pub mod retry_policy;
 
