@@ -4,6 +4,7 @@
 mod bookkeeping;
 pub mod breaker;
 mod handler;
+pub mod rate_gate;
 pub mod retry_policy;
 
 use hermes_shared::{Ctx, stage};
