@@ -1,7 +1,8 @@
 //! Delivery: queued retries through the wait queues, parking with a failure reason,
 //! channel senders against wiremock platform APIs, the shared breaker and the rate gate.
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use hermes::Service;
 use hermes_e2e::{TestEnv, eventually};
@@ -12,7 +13,8 @@ use hermes_shared::model::{Outcome, Platform, Reply, ReplyTo, Usage};
 use hermes_shared::stage::{FAILURE_DETAIL_HEADER, FAILURE_REASON_HEADER};
 use lapin::options::{BasicAckOptions, BasicGetOptions};
 use lapin::types::AMQPValue;
-use wiremock::matchers::{method, path};
+use serde_json::{Value, json};
+use wiremock::matchers::{body_json, body_partial_json, header, method, path, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 /// A reply envelope answering `text` to `chat_id` on `platform`.
@@ -43,7 +45,7 @@ struct Parked {
     detail: Option<String>,
 }
 
-fn header(h: &lapin::types::FieldTable, name: &str) -> Option<String> {
+fn amqp_header(h: &lapin::types::FieldTable, name: &str) -> Option<String> {
     match h.inner().get(name)? {
         AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
         _ => None,
@@ -65,8 +67,8 @@ async fn take_parked(bus: &Bus, stage: Stage) -> Vec<Parked> {
         let headers = m.delivery.properties.headers().clone().unwrap_or_default();
         out.push(Parked {
             env: Envelope::from_slice(&m.delivery.data).expect("envelope"),
-            reason: header(&headers, FAILURE_REASON_HEADER),
-            detail: header(&headers, FAILURE_DETAIL_HEADER),
+            reason: amqp_header(&headers, FAILURE_REASON_HEADER),
+            detail: amqp_header(&headers, FAILURE_DETAIL_HEADER),
         });
         m.delivery
             .acker
@@ -99,11 +101,13 @@ async fn a_failing_callback_waits_through_the_schedule_then_is_parked_with_its_r
         .mount(&peer)
         .await;
     let mut env = TestEnv::new().await;
-    env.set("HERMES_DELIVERY_RETRY_DELAYS", "1,2");
+    env.set("HERMES_DELIVERY_RETRY_DELAYS", "1,2")
+        .set("HERMES_DELIVERY_SEND_PAUSES_MS", "10,10,10");
     let fleet = env.start(&[Service::Delivery]).await;
     let bus = env.bus().await;
 
-    // A peer that keeps failing: first try, then after 1 s and 2 s, then parked.
+    // A peer that keeps failing: first attempt, then after 1 s and 2 s, then parked; each
+    // attempt is four in-call tries.
     let down = reply(
         Platform::Rest,
         "u1",
@@ -117,7 +121,7 @@ async fn a_failing_callback_waits_through_the_schedule_then_is_parked_with_its_r
     assert_eq!(parked.reason.as_deref(), Some("service_unavailable"));
     assert!(parked.detail.unwrap().contains("503"));
     let tries = peer.received_requests().await.unwrap().len();
-    assert_eq!(tries, 3, "one try per attempt");
+    assert_eq!(tries, 3 * 4, "three attempts of four tries");
 
     // A permanent refusal is parked at once, never retried.
     let refused = reply(
@@ -131,6 +135,7 @@ async fn a_failing_callback_waits_through_the_schedule_then_is_parked_with_its_r
     assert_eq!(parked.env.id, refused.id);
     assert_eq!(parked.env.attempt, 0);
     assert_eq!(parked.reason.as_deref(), Some("invalid_recipient"));
+    assert_eq!(peer.received_requests().await.unwrap().len(), 3 * 4 + 1);
 
     let metrics = fleet.metrics().await;
     assert!(
@@ -141,6 +146,435 @@ async fn a_failing_callback_waits_through_the_schedule_then_is_parked_with_its_r
         metrics.contains("hermes_delivery_retries_total{delay=\"2s\",stage=\"delivery\"} 1"),
         "{metrics}"
     );
+    fleet.stop().await.unwrap();
+    env.cleanup().await;
+}
+
+const TG_TOKEN: &str = "123456:test-bot-token";
+
+/// A fleet environment whose chat senders all point at `api`.
+async fn sender_env(api: &MockServer) -> TestEnv {
+    let mut env = TestEnv::new().await;
+    env.set("TELEGRAM_BOT_TOKEN", TG_TOKEN)
+        .set("TELEGRAM_API_BASE_URL", &api.uri())
+        .set("D360_API_KEY", "d360-key")
+        .set("D360_BASE_URL", &format!("{}/d360", api.uri()))
+        .set("INSTAGRAM_ACCESS_TOKEN", "ig-token")
+        .set("INSTAGRAM_API_BASE_URL", &format!("{}/graph", api.uri()))
+        // Fast in-call retries; queued retries far away unless a test shortens them.
+        .set("HERMES_DELIVERY_SEND_PAUSES_MS", "10,10,10")
+        .set("HERMES_DELIVERY_RETRY_DELAYS", "60");
+    env
+}
+
+fn tg_path() -> String {
+    format!("/bot{TG_TOKEN}/sendMessage")
+}
+
+/// The JSON bodies `api` received on `p`, in order.
+async fn bodies(api: &MockServer, p: &str) -> Vec<Value> {
+    api.received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.url.path() == p)
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_platform_gets_the_request_its_api_expects_and_long_texts_are_split() {
+    let api = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(tg_path()))
+        .and(body_json(
+            json!({"chat_id": "4242", "text": "hello *there*", "parse_mode": "Markdown"}),
+        ))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
+        .expect(1)
+        .named("telegram sendMessage")
+        .mount(&api)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/d360/messages"))
+        .and(header("D360-API-KEY", "d360-key"))
+        .and(body_json(json!({
+            "messaging_product": "whatsapp", "recipient_type": "individual", "to": "16315551181",
+            "type": "text", "text": {"body": "hola", "preview_url": false}
+        })))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(json!({"messages": [{"id": "wamid.1"}]})),
+        )
+        .expect(1)
+        .named("360dialog messages")
+        .mount(&api)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/graph/me/messages"))
+        .and(query_param("access_token", "ig-token"))
+        .and(body_json(
+            json!({"recipient": {"id": "1789"}, "message": {"text": "ciao"}}),
+        ))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"message_id": "m1"})))
+        .expect(1)
+        .named("instagram messages")
+        .mount(&api)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(tg_path()))
+        .and(body_partial_json(json!({"chat_id": "long"})))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
+        .expect(3)
+        .named("telegram long text")
+        .mount(&api)
+        .await;
+    let env = sender_env(&api).await;
+    let fleet = env.start(&[Service::Delivery]).await;
+    let bus = env.bus().await;
+    bus.publish(&reply(Platform::Telegram, "4242", None, "hello *there*"))
+        .await
+        .unwrap();
+    bus.publish(&reply(Platform::Whatsapp, "16315551181", None, "hola"))
+        .await
+        .unwrap();
+    bus.publish(&reply(Platform::Instagram, "1789", None, "ciao"))
+        .await
+        .unwrap();
+    // 9,000 characters in three paragraphs of 3,000: three messages, one per paragraph.
+    let paragraphs: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .map(|w| format!("{w}{}.", " word".repeat(599)))
+        .collect();
+    let long = paragraphs.join("\n\n");
+    bus.publish(&reply(Platform::Telegram, "long", None, &long))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(20), "every send", || async {
+        (api.received_requests().await.unwrap().len() >= 6).then_some(())
+    })
+    .await;
+    let parts: Vec<String> = bodies(&api, &tg_path())
+        .await
+        .into_iter()
+        .filter(|b| b["chat_id"] == "long")
+        .map(|b| b["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(parts, paragraphs, "split on paragraphs, in order");
+    api.verify().await;
+    let metrics = fleet.metrics().await;
+    for p in ["telegram", "whatsapp", "instagram"] {
+        assert!(
+            metrics.contains(&format!(
+                "hermes_deliveries_total{{outcome=\"sent\",platform=\"{p}\"}}"
+            )),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains(&format!(
+                "hermes_delivery_breaker_open{{platform=\"{p}\"}} 0"
+            )),
+            "{metrics}"
+        );
+    }
+    fleet.stop().await.unwrap();
+    env.cleanup().await;
+
+    // The WhatsApp Cloud API instead of 360dialog, by configuration.
+    let cloud = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v21.0/555000/messages"))
+        .and(header("authorization", "Bearer wa-cloud-token"))
+        .and(body_partial_json(
+            json!({"messaging_product": "whatsapp", "to": "16315551181", "text": {"body": "hola"}}),
+        ))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(json!({"messages": [{"id": "wamid.2"}]})),
+        )
+        .expect(1)
+        .mount(&cloud)
+        .await;
+    let mut env = TestEnv::new().await;
+    env.set("WHATSAPP_ACCESS_TOKEN", "wa-cloud-token")
+        .set("WHATSAPP_PHONE_NUMBER_ID", "555000")
+        .set("WHATSAPP_API_BASE_URL", &format!("{}/v21.0", cloud.uri()));
+    let fleet = env.start(&[Service::Delivery]).await;
+    env.bus()
+        .await
+        .publish(&reply(Platform::Whatsapp, "16315551181", None, "hola"))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(20), "the Cloud API send", || async {
+        (!cloud.received_requests().await.unwrap().is_empty()).then_some(())
+    })
+    .await;
+    cloud.verify().await;
+    fleet.stop().await.unwrap();
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn telegram_429_is_waited_400_is_parked_and_bad_formatting_goes_plain() {
+    let api = MockServer::start().await;
+    // 429 with Retry-After once for chat "slow", then accepted.
+    Mock::given(method("POST"))
+        .and(path(tg_path()))
+        .and(body_partial_json(json!({"chat_id": "slow"})))
+        .respond_with(
+            ResponseTemplate::new(429)
+                .insert_header("retry-after", "1")
+                .set_body_json(
+                    json!({"ok": false, "error_code": 429, "parameters": {"retry_after": 1}}),
+                ),
+        )
+        .up_to_n_times(1)
+        .mount(&api)
+        .await;
+    // A chat that does not exist.
+    Mock::given(method("POST"))
+        .and(path(tg_path()))
+        .and(body_partial_json(json!({"chat_id": "gone"})))
+        .respond_with(ResponseTemplate::new(400).set_body_json(
+            json!({"ok": false, "error_code": 400, "description": "Bad Request: chat not found"}),
+        ))
+        .mount(&api)
+        .await;
+    // Markdown Telegram cannot parse, accepted as plain text.
+    Mock::given(method("POST"))
+        .and(path(tg_path()))
+        .and(body_partial_json(json!({"chat_id": "fmt", "parse_mode": "Markdown"})))
+        .respond_with(ResponseTemplate::new(400).set_body_json(json!({
+            "ok": false, "error_code": 400,
+            "description": "Bad Request: can't parse entities: Can't find end of the entity starting at byte offset 3"
+        })))
+        .mount(&api)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(tg_path()))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
+        .mount(&api)
+        .await;
+    let env = sender_env(&api).await;
+    let fleet = env.start(&[Service::Delivery]).await;
+    let bus = env.bus().await;
+
+    let started = Instant::now();
+    bus.publish(&reply(Platform::Telegram, "slow", None, "patience"))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(20), "the second try", || async {
+        let n = bodies(&api, &tg_path())
+            .await
+            .iter()
+            .filter(|b| b["chat_id"] == "slow")
+            .count();
+        (n == 2).then_some(())
+    })
+    .await;
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "Retry-After was waited"
+    );
+
+    let gone = reply(Platform::Telegram, "gone", None, "anyone?");
+    bus.publish(&gone).await.unwrap();
+    let parked = parked_one(&bus, Stage::Delivery, Duration::from_secs(20)).await;
+    assert_eq!(parked.env.id, gone.id);
+    assert_eq!(parked.reason.as_deref(), Some("invalid_recipient"));
+    assert!(
+        !parked.detail.unwrap_or_default().contains(TG_TOKEN),
+        "the bot token never reaches a header"
+    );
+    let tries = bodies(&api, &tg_path())
+        .await
+        .iter()
+        .filter(|b| b["chat_id"] == "gone")
+        .count();
+    assert_eq!(tries, 1, "a permanent refusal is not retried");
+
+    bus.publish(&reply(Platform::Telegram, "fmt", None, "a *b"))
+        .await
+        .unwrap();
+    let plain = eventually(Duration::from_secs(20), "the plain-text resend", || async {
+        bodies(&api, &tg_path())
+            .await
+            .into_iter()
+            .find(|b| b["chat_id"] == "fmt" && b.get("parse_mode").is_none())
+    })
+    .await;
+    assert_eq!(plain, json!({"chat_id": "fmt", "text": "a *b"}));
+
+    let metrics = fleet.metrics().await;
+    for line in [
+        "hermes_delivery_attempts_total{platform=\"telegram\",reason=\"rate_limited\"} 1",
+        "hermes_delivery_attempts_total{platform=\"telegram\",reason=\"invalid_recipient\"} 2",
+        "hermes_deliveries_total{outcome=\"invalid_recipient\",platform=\"telegram\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
+    fleet.stop().await.unwrap();
+    env.cleanup().await;
+}
+
+/// The value of a metric line starting with `series` (0 when absent).
+fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).map(|v| v.trim().parse().unwrap()))
+        .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_failures_open_the_breaker_for_every_instance_and_a_success_closes_it() {
+    let api = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(503))
+        .mount(&api)
+        .await;
+    let mut env = sender_env(&api).await;
+    env.set("HERMES_BREAKER_OPEN_SECS", "3")
+        .set("HERMES_DELIVERY_SEND_PAUSES_MS", "1");
+    // Two delivery instances on one namespace: the breaker lives in Redis.
+    let a = env.start(&[Service::Delivery]).await;
+    let b = env.start(&[Service::Delivery]).await;
+    let bus = env.bus().await;
+    for i in 0..10 {
+        bus.publish(&reply(Platform::Telegram, &format!("c{i}"), None, "x"))
+            .await
+            .unwrap();
+    }
+    // Ten sends, two tries each, then the breaker is open.
+    eventually(Duration::from_secs(20), "the breaker to open", || async {
+        let open = metric(
+            &a.metrics().await,
+            "hermes_delivery_breaker_open{platform=\"telegram\"}",
+        ) + metric(
+            &b.metrics().await,
+            "hermes_delivery_breaker_open{platform=\"telegram\"}",
+        );
+        (open >= 1.0).then_some(())
+    })
+    .await;
+    let tried = api.received_requests().await.unwrap().len();
+    assert_eq!(tried, 20);
+
+    // While open, neither instance sends.
+    for i in 0..4 {
+        bus.publish(&reply(Platform::Telegram, &format!("d{i}"), None, "x"))
+            .await
+            .unwrap();
+    }
+    let skipped = "hermes_delivery_attempts_total{platform=\"telegram\",reason=\"breaker_open\"}";
+    eventually(Duration::from_secs(10), "four skipped sends", || async {
+        let n = metric(&a.metrics().await, skipped) + metric(&b.metrics().await, skipped);
+        (n >= 4.0).then_some(())
+    })
+    .await;
+    assert_eq!(api.received_requests().await.unwrap().len(), tried);
+    let wa = metric(
+        &a.metrics().await,
+        "hermes_delivery_breaker_open{platform=\"whatsapp\"}",
+    );
+    assert_eq!(wa, 0.0, "other platforms are not affected");
+
+    // After the open period one send goes through; its success closes the breaker.
+    api.reset().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
+        .mount(&api)
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    bus.publish(&reply(Platform::Telegram, "e0", None, "x"))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(10), "the breaker to close", || async {
+        let sent = "hermes_deliveries_total{outcome=\"sent\",platform=\"telegram\"}";
+        let n = metric(&a.metrics().await, sent) + metric(&b.metrics().await, sent);
+        (n >= 1.0).then_some(())
+    })
+    .await;
+    let redis = redis::Client::open(env.vars["REDIS_URL"].as_str()).unwrap();
+    let mut c = redis.get_multiplexed_async_connection().await.unwrap();
+    let open: Option<String> = redis::cmd("GET")
+        .arg(format!("{}:breaker:telegram:open", env.ns))
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(open, None);
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_to_one_chat_is_spread_by_the_rate_gate() {
+    let api = MockServer::start().await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = seen.clone();
+    Mock::given(method("POST"))
+        .respond_with(move |_: &wiremock::Request| {
+            record.lock().unwrap().push(Instant::now());
+            ResponseTemplate::new(200).set_body_json(json!({"ok": true}))
+        })
+        .mount(&api)
+        .await;
+    let mut env = sender_env(&api).await;
+    env.set("HERMES_DELIVERY_CHAT_PER_SEC", "2");
+    let fleet = env.start(&[Service::Delivery]).await;
+    let bus = env.bus().await;
+    for i in 0..4 {
+        bus.publish(&reply(Platform::Telegram, "busy", None, &format!("m{i}")))
+            .await
+            .unwrap();
+    }
+    eventually(Duration::from_secs(20), "four sends", || async {
+        (seen.lock().unwrap().len() == 4).then_some(())
+    })
+    .await;
+    let times = seen.lock().unwrap().clone();
+    // Two a second with no burst: four messages span at least 1.5 s.
+    let span = *times.iter().max().unwrap() - *times.iter().min().unwrap();
+    assert!(span >= Duration::from_millis(1400), "{span:?}");
+    let metrics = fleet.metrics().await;
+    assert!(metrics.contains("hermes_delivery_rate_wait_seconds_count{platform=\"telegram\"} 4"));
+    fleet.stop().await.unwrap();
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_telegram_webhook_is_answered_in_the_chat() {
+    let api = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(tg_path()))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
+        .mount(&api)
+        .await;
+    let mut env = sender_env(&api).await;
+    env.set("TELEGRAM_WEBHOOK_SECRET", "tg-secret-0123456789");
+    env.user(Platform::Telegram, "4242", 10).await;
+    let fleet = env.start(&Service::ALL).await;
+    let update = json!({
+        "update_id": 1,
+        "message": {
+            "message_id": 7,
+            "from": {"id": 4242, "is_bot": false, "first_name": "Ada"},
+            "chat": {"id": 4242, "type": "private"},
+            "date": 1_760_000_000,
+            "text": "ping from telegram"
+        }
+    });
+    let resp = reqwest::Client::new()
+        .post(fleet.url("/webhooks/telegram"))
+        .header("x-telegram-bot-api-secret-token", "tg-secret-0123456789")
+        .json(&update)
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success());
+    let sent = eventually(Duration::from_secs(30), "the reply in the chat", || async {
+        bodies(&api, &tg_path()).await.into_iter().next()
+    })
+    .await;
+    assert_eq!(sent["chat_id"], "4242");
+    assert_eq!(sent["text"], "echo: ping from telegram");
     fleet.stop().await.unwrap();
     env.cleanup().await;
 }

@@ -331,7 +331,9 @@ async fn the_soul_is_cached_then_invalidated_when_memory_changes() {
         metrics_handle.clone(),
     )
     .unwrap();
-    assert!(soul::invalidate(&cache, &metrics_handle, user.id).await);
+    let alerts =
+        hermes_shared::alerts::Alerts::new(&env.config().alerts, cache.clone(), metrics_handle);
+    assert!(soul::invalidate(&cache, &alerts, user.id).await);
     send(&bus, "souly", "and the day after").await;
     wait_runs(&db, "SELECT count(*) FROM outbox WHERE stage = 'llm'", 3).await;
     let prompt = system_prompt(&llm_requests(&db).await[2]);

@@ -1,12 +1,15 @@
-//! The delivery stage for one reply: close the run, then hand the reply to whoever waits.
+//! The delivery stage for one reply: hand it to whoever waits, then close the run.
 //!
-//! The run row is closed in the transaction that records the message as processed, and
-//! only then is a waiting API caller told (through the run's event stream in Redis), so a
-//! caller never learns of an answer the database does not hold; if Redis is down the
-//! caller still gets it from the row. A REST caller's callback is POSTed before the commit
-//! so a failed callback is retried with the message (and parked when it keeps failing).
-//! Replies to chat platforms wait for their senders: they are parked in
-//! `{ns}.delivery.dead`, intact, for `hermes dlq replay` once a sender is configured.
+//! A chat reply is sent before the commit: the platform's breaker is asked first (an open
+//! breaker skips the send and retries it later), the text is split into the platform's
+//! message size, each part waits its turn at the rate gate and is sent with in-call
+//! retries; a failure that remains goes to the queued retry schedule, or is parked with
+//! its reason. A REST caller's callback is POSTed the same way. Then the run row is closed
+//! in the transaction that records the message as processed, and only then is a waiting
+//! API caller told (through the run's event stream in Redis), so a caller never learns of
+//! an answer the database does not hold; if Redis is down the caller still gets it from
+//! the row. A platform without credentials has no sender: its replies are parked, intact,
+//! for `hermes dlq replay` once one is configured.
 
 use std::time::Duration;
 
@@ -17,33 +20,130 @@ use hermes_shared::cache::run_events::{RunEvent, RunEvents};
 use hermes_shared::db::{Transaction, runs};
 use hermes_shared::envelope::Envelope;
 use hermes_shared::failure::FailureReason;
-use hermes_shared::model::{Outcome, Platform, Reply};
+use hermes_shared::model::{Outcome, Platform, Reply, ReplyTo};
 use hermes_shared::stage::{Handler, StageError};
 use serde_json::json;
 
 use crate::bookkeeping::Bookkeeping;
+use crate::breaker::Breakers;
+use crate::rate_gate::RateGate;
+use crate::retry_policy::{RetryPolicy, SendFailure};
+use crate::senders::{Senders, how_to_enable, split_text};
+
+/// Every outbound request's deadline (seed 001: a shared client with a 10 s timeout).
+const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub struct DeliveryStage {
     ctx: Ctx,
     events: RunEvents,
     http: reqwest::Client,
+    policy: RetryPolicy,
+    senders: Senders,
+    breakers: Breakers,
+    gate: RateGate,
     books: Bookkeeping,
 }
 
 impl DeliveryStage {
     pub fn new(ctx: Ctx) -> anyhow::Result<Self> {
-        let events = RunEvents::new(ctx.cache.clone());
+        let settings = &ctx.config.delivery;
         let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
+            .timeout(HTTP_TIMEOUT)
             .user_agent(concat!("hermes/", env!("CARGO_PKG_VERSION")))
             .build()?;
-        let books = Bookkeeping::new(&ctx);
+        let policy = RetryPolicy {
+            pauses: settings.send_pauses.clone(),
+            max_retry_after: settings.max_retry_after,
+            ..RetryPolicy::default()
+        };
+        let configured = settings.configured();
+        if configured.is_empty() {
+            tracing::warn!(
+                "no channel sender configured: Telegram, WhatsApp and Instagram replies will be parked"
+            );
+        } else {
+            tracing::info!(senders = ?configured, "channel senders configured");
+        }
         Ok(Self {
-            ctx,
-            events,
+            events: RunEvents::new(ctx.cache.clone()),
+            senders: Senders::new(settings, &http),
+            breakers: Breakers::new(
+                ctx.cache.clone(),
+                settings.breaker,
+                ctx.metrics.clone(),
+                ctx.alerts.clone(),
+            ),
+            gate: RateGate::new(ctx.cache.clone(), settings.rate_gate, ctx.metrics.clone()),
+            books: Bookkeeping::new(&ctx),
             http,
-            books,
+            policy,
+            ctx,
         })
+    }
+
+    /// Count one failed try towards `hermes_delivery_attempts_total`.
+    fn count_attempt(&self, platform: Platform, reason: FailureReason) {
+        self.ctx
+            .metrics
+            .delivery_attempts
+            .with_label_values(&[platform.as_str(), reason.as_str()])
+            .inc();
+    }
+
+    fn count_delivery(&self, platform: Platform, outcome: &str) {
+        self.ctx
+            .metrics
+            .deliveries
+            .with_label_values(&[platform.as_str(), outcome])
+            .inc();
+    }
+
+    /// Send the reply's text to its chat: breaker, split, rate gate, send with retries.
+    async fn send_to_chat(&self, to: &ReplyTo, text: &str) -> Result<(), StageError> {
+        let platform = to.platform;
+        let Some(sender) = self.senders.get(platform) else {
+            self.count_delivery(platform, "no_sender");
+            return Err(StageError::Poison(anyhow!(
+                "no sender configured for {} ({}): reply parked for replay",
+                platform.as_str(),
+                how_to_enable(platform)
+            )));
+        };
+        if let Some(until) = self.breakers.open_until(platform).await {
+            self.count_attempt(platform, FailureReason::BreakerOpen);
+            return Err(StageError::Retry {
+                reason: FailureReason::BreakerOpen,
+                error: anyhow!(
+                    "{} breaker open until {}: send skipped",
+                    platform.as_str(),
+                    until.to_rfc3339()
+                ),
+            });
+        }
+        for part in split_text(text, sender.max_chars()) {
+            self.gate
+                .pass(platform, &to.chat_id)
+                .await
+                .map_err(|e| StageError::Retry {
+                    reason: FailureReason::RateLimited,
+                    error: e.into(),
+                })?;
+            let sent = sender
+                .send(&self.policy, &to.chat_id, &part, |r| {
+                    self.count_attempt(platform, r)
+                })
+                .await;
+            if let Err(f) = sent {
+                if f.reason.counts_against_platform() {
+                    self.breakers.record_failure(platform).await;
+                }
+                self.count_delivery(platform, f.reason.as_str());
+                return Err(retry(f));
+            }
+            self.breakers.record_success(platform).await;
+        }
+        self.count_delivery(platform, "sent");
+        Ok(())
     }
 
     /// POST the outcome to a REST caller's callback URL.
@@ -54,24 +154,35 @@ impl DeliveryStage {
         outcome: &Outcome,
     ) -> Result<(), StageError> {
         let body = json!({ "run_id": env.run_id, "outcome": outcome });
-        let resp = self
-            .http
-            .post(url)
-            .header("x-hermes-run-id", env.run_id.to_string())
-            .json(&body)
-            .send()
+        self.policy
+            .send(
+                || {
+                    self.http
+                        .post(url)
+                        .header("x-hermes-run-id", env.run_id.to_string())
+                        .json(&body)
+                },
+                |r| self.count_attempt(Platform::Rest, r),
+            )
             .await
-            .map_err(|e| StageError::Retry {
-                reason: FailureReason::from_reqwest(&e),
-                error: anyhow!("callback failed: {}", e.without_url()),
-            })?;
-        match FailureReason::from_status(resp.status()) {
-            None => Ok(()),
-            Some(reason) => Err(StageError::Retry {
-                reason,
-                error: anyhow!("callback answered {}", resp.status()),
-            }),
-        }
+            .map_err(retry)?;
+        Ok(())
+    }
+}
+
+/// A send that failed after its in-call retries, for the queued retry schedule.
+fn retry(f: SendFailure) -> StageError {
+    StageError::Retry {
+        reason: f.reason,
+        error: f.into(),
+    }
+}
+
+/// The text a chat user receives for an outcome.
+fn chat_text(outcome: &Outcome) -> &str {
+    match outcome {
+        Outcome::Answered { text, .. } => text,
+        Outcome::Failed { message, .. } => message,
     }
 }
 
@@ -82,23 +193,17 @@ impl Handler for DeliveryStage {
 
     async fn prepare(&self, env: &Envelope) -> Result<Reply, StageError> {
         let reply: Reply = env.payload()?;
-        match reply.reply_to.platform {
+        let to = &reply.reply_to;
+        match to.platform {
+            // The caller waits on the run's event stream, written after the commit.
             Platform::Api => {}
             Platform::Rest => {
-                if let Some(url) = &reply.reply_to.callback_url {
+                if let Some(url) = &to.callback_url {
                     self.callback(env, url, &reply.outcome).await?;
                 }
             }
-            p @ (Platform::Telegram | Platform::Whatsapp | Platform::Instagram) => {
-                self.ctx
-                    .metrics
-                    .deliveries
-                    .with_label_values(&[p.as_str(), "no_sender"])
-                    .inc();
-                return Err(StageError::Poison(anyhow!(
-                    "no sender for {} in this build: reply parked for replay",
-                    p.as_str()
-                )));
+            Platform::Telegram | Platform::Whatsapp | Platform::Instagram => {
+                self.send_to_chat(to, chat_text(&reply.outcome)).await?;
             }
         }
         Ok(reply)
@@ -130,7 +235,7 @@ impl Handler for DeliveryStage {
 
     async fn after_commit(&self, env: &Envelope, reply: Reply) {
         self.books.remember(&reply).await;
-        let platform = reply.reply_to.platform.as_str();
+        let platform = reply.reply_to.platform;
         let event = RunEvent::Final {
             outcome: reply.outcome,
         };
@@ -141,10 +246,9 @@ impl Handler for DeliveryStage {
                 "deferred_to_database"
             }
         };
-        self.ctx
-            .metrics
-            .deliveries
-            .with_label_values(&[platform, outcome])
-            .inc();
+        // A chat reply was counted when it was sent; the stream is how API callers get theirs.
+        if matches!(platform, Platform::Api | Platform::Rest) {
+            self.count_delivery(platform, outcome);
+        }
     }
 }

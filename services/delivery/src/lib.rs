@@ -6,6 +6,7 @@ pub mod breaker;
 mod handler;
 pub mod rate_gate;
 pub mod retry_policy;
+pub mod senders;
 
 use hermes_shared::{Ctx, stage};
 

@@ -1,0 +1,100 @@
+//! The channel senders: one per chat platform, each in its own file, all on the stage's one
+//! HTTP client (10 s timeout) and the shared in-call [`RetryPolicy`]. A platform whose
+//! credentials are not configured has no sender; its replies are parked for replay.
+
+mod instagram;
+mod split;
+mod telegram;
+mod whatsapp;
+
+use hermes_shared::config::DeliverySettings;
+use hermes_shared::failure::FailureReason;
+use hermes_shared::model::Platform;
+
+pub use instagram::Instagram;
+pub use split::split_text;
+pub use telegram::Telegram;
+pub use whatsapp::Whatsapp;
+
+use crate::retry_policy::{RetryPolicy, SendFailure};
+
+/// The sender of one chat platform.
+pub enum Sender {
+    Telegram(Telegram),
+    Whatsapp(Whatsapp),
+    Instagram(Instagram),
+}
+
+impl Sender {
+    /// The longest text one message may carry on this platform.
+    pub fn max_chars(&self) -> usize {
+        match self {
+            Sender::Telegram(_) => telegram::MAX_CHARS,
+            Sender::Whatsapp(_) => whatsapp::MAX_CHARS,
+            Sender::Instagram(_) => instagram::MAX_CHARS,
+        }
+    }
+
+    /// Send one part (at most [`Sender::max_chars`]) to `chat_id`, with in-call retries.
+    pub async fn send(
+        &self,
+        policy: &RetryPolicy,
+        chat_id: &str,
+        text: &str,
+        on_failure: impl FnMut(FailureReason),
+    ) -> Result<(), SendFailure> {
+        match self {
+            Sender::Telegram(s) => s.send(policy, chat_id, text, on_failure).await,
+            Sender::Whatsapp(s) => s.send(policy, chat_id, text, on_failure).await,
+            Sender::Instagram(s) => s.send(policy, chat_id, text, on_failure).await,
+        }
+    }
+}
+
+/// The senders this process has credentials for.
+pub struct Senders {
+    telegram: Option<Sender>,
+    whatsapp: Option<Sender>,
+    instagram: Option<Sender>,
+}
+
+impl Senders {
+    pub fn new(settings: &DeliverySettings, http: &reqwest::Client) -> Self {
+        Self {
+            telegram: settings
+                .telegram
+                .as_ref()
+                .map(|s| Sender::Telegram(Telegram::new(s, http.clone()))),
+            whatsapp: settings
+                .whatsapp
+                .as_ref()
+                .map(|s| Sender::Whatsapp(Whatsapp::new(s, http.clone()))),
+            instagram: settings
+                .instagram
+                .as_ref()
+                .map(|s| Sender::Instagram(Instagram::new(s, http.clone()))),
+        }
+    }
+
+    /// The sender of a chat platform, if configured (`None` for the API channels too).
+    pub fn get(&self, platform: Platform) -> Option<&Sender> {
+        match platform {
+            Platform::Telegram => self.telegram.as_ref(),
+            Platform::Whatsapp => self.whatsapp.as_ref(),
+            Platform::Instagram => self.instagram.as_ref(),
+            Platform::Api | Platform::Rest => None,
+        }
+    }
+}
+
+/// What enables the sender of `platform`, for a parked reply's reason.
+pub fn how_to_enable(platform: Platform) -> &'static str {
+    match platform {
+        Platform::Telegram => "set TELEGRAM_BOT_TOKEN",
+        Platform::Whatsapp => {
+            "set D360_API_KEY, or WHATSAPP_ACCESS_TOKEN and WHATSAPP_PHONE_NUMBER_ID"
+        }
+        Platform::Instagram => "set INSTAGRAM_ACCESS_TOKEN",
+        Platform::Api | Platform::Rest => "nothing: API replies need no sender",
+    }
+}

@@ -1,0 +1,78 @@
+//! WhatsApp, through 360dialog (`POST {base}/messages`, `D360-API-KEY` header) or Meta's
+//! Cloud API (`POST {base}/{phone number id}/messages`, Bearer token), as configured. Both
+//! take the same Cloud API message body.
+
+use hermes_shared::config::WhatsappSender;
+use hermes_shared::failure::FailureReason;
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::json;
+
+use crate::retry_policy::{RetryPolicy, SendFailure};
+
+/// The longest text body of one WhatsApp message.
+pub const MAX_CHARS: usize = 4096;
+
+enum Auth {
+    D360(SecretString),
+    Bearer(SecretString),
+}
+
+/// Sends to WhatsApp users.
+pub struct Whatsapp {
+    http: reqwest::Client,
+    url: String,
+    auth: Auth,
+}
+
+impl Whatsapp {
+    pub fn new(settings: &WhatsappSender, http: reqwest::Client) -> Self {
+        let (url, auth) = match settings {
+            WhatsappSender::Dialog360 { api_key, base_url } => (
+                format!("{}/messages", base_url.as_str().trim_end_matches('/')),
+                Auth::D360(api_key.clone()),
+            ),
+            WhatsappSender::Cloud {
+                access_token,
+                phone_number_id,
+                base_url,
+            } => (
+                format!(
+                    "{}/{phone_number_id}/messages",
+                    base_url.as_str().trim_end_matches('/')
+                ),
+                Auth::Bearer(access_token.clone()),
+            ),
+        };
+        Self { http, url, auth }
+    }
+
+    /// Send one text part to the user `to` (their WhatsApp id, the inbound chat id).
+    pub async fn send(
+        &self,
+        policy: &RetryPolicy,
+        to: &str,
+        text: &str,
+        on_failure: impl FnMut(FailureReason),
+    ) -> Result<(), SendFailure> {
+        let body = json!({
+            "messaging_product": "whatsapp",
+            "recipient_type": "individual",
+            "to": to,
+            "type": "text",
+            "text": { "body": text, "preview_url": false },
+        });
+        policy
+            .send(
+                || {
+                    let req = self.http.post(&self.url).json(&body);
+                    match &self.auth {
+                        Auth::D360(key) => req.header("D360-API-KEY", key.expose_secret()),
+                        Auth::Bearer(token) => req.bearer_auth(token.expose_secret()),
+                    }
+                },
+                on_failure,
+            )
+            .await
+            .map(drop)
+    }
+}
