@@ -20,6 +20,7 @@ use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
 use tracing::Instrument;
 
+use crate::alerts::AlertKind;
 use crate::bus::{BusError, Outgoing, Stage, delay_label, delivery_count};
 use crate::context::Ctx;
 use crate::db::{self, Transaction, outbox};
@@ -313,6 +314,11 @@ async fn retry_later(
                             .parking_rejected
                             .with_label_values(&[&queue])
                             .inc();
+                        ctx.alerts.raise(
+                            AlertKind::ParkingQueueFull,
+                            &queue,
+                            format!("parking queue {queue} is full and refused a message; it stays in its work queue until the parking queue is drained (`hermes dlq`)"),
+                        );
                     }
                     tracing::error!(alert = true, %reason, error = %e, queue, "cannot park the message (parking queue full?); it stays in its queue");
                     pause_then_requeue().await

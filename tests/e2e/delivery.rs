@@ -578,3 +578,64 @@ async fn a_telegram_webhook_is_answered_in_the_chat() {
     fleet.stop().await.unwrap();
     env.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_growing_parking_queue_alerts_ops_once() {
+    let peer = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/refuses"))
+        .respond_with(ResponseTemplate::new(404))
+        .mount(&peer)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/slack"))
+        .respond_with(ResponseTemplate::new(200))
+        .mount(&peer)
+        .await;
+    let mut env = TestEnv::new().await;
+    env.set("HERMES_ALERT_PARKING_THRESHOLD", "1")
+        .set("HERMES_ALERT_SLACK_URL", &format!("{}/slack", peer.uri()));
+    let fleet = env.start(&[Service::Delivery]).await;
+    let bus = env.bus().await;
+    for _ in 0..2 {
+        let msg = reply(
+            Platform::Rest,
+            "u1",
+            Some(format!("{}/refuses", peer.uri())),
+            "hi",
+        );
+        bus.publish(&msg).await.unwrap();
+    }
+    let alert: Value = eventually(Duration::from_secs(20), "the Slack alert", || async {
+        peer.received_requests()
+            .await
+            .unwrap()
+            .iter()
+            .find(|r| r.url.path() == "/slack")
+            .map(|r| serde_json::from_slice(&r.body).unwrap())
+    })
+    .await;
+    let text = alert["text"].as_str().unwrap();
+    let queue = format!("{}.delivery.dead", env.ns);
+    assert!(
+        text.contains("parking_queue_growth") && text.contains(&queue),
+        "{text}"
+    );
+    // Checked every 5 s, posted once per dedupe window.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let posts = peer
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.url.path() == "/slack")
+        .count();
+    assert_eq!(posts, 1);
+    let metrics = fleet.metrics().await;
+    assert!(
+        metrics.contains(&format!("hermes_queue_messages{{queue=\"{queue}\"}} 2")),
+        "{metrics}"
+    );
+    fleet.stop().await.unwrap();
+    env.cleanup().await;
+}

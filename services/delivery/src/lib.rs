@@ -1,9 +1,10 @@
 //! The delivery stage: gets every answer to where it belongs and closes its run.
-//! Consumes `{ns}.delivery`.
+//! Consumes `{ns}.delivery`, and watches the parking queues for ops.
 
 mod bookkeeping;
 pub mod breaker;
 mod handler;
+mod parking_watch;
 pub mod rate_gate;
 pub mod retry_policy;
 pub mod senders;
@@ -14,6 +15,9 @@ pub use handler::DeliveryStage;
 
 /// Run the delivery stage until `ctx.stop`.
 pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
-    stage::run(ctx.clone(), DeliveryStage::new(ctx)?).await;
+    let stage = DeliveryStage::new(ctx.clone())?;
+    let watch = tokio::spawn(parking_watch::run(ctx.clone()));
+    stage::run(ctx, stage).await;
+    let _ = watch.await;
     Ok(())
 }
