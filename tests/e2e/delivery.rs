@@ -183,7 +183,7 @@ async fn bodies(api: &MockServer, p: &str) -> Vec<Value> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_platform_gets_the_request_its_api_expects_and_long_texts_are_split() {
+async fn each_platform_gets_the_request_its_api_expects_photos_included_and_long_texts_are_split() {
     let api = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path(tg_path()))
@@ -221,6 +221,30 @@ async fn each_platform_gets_the_request_its_api_expects_and_long_texts_are_split
         .mount(&api)
         .await;
     Mock::given(method("POST"))
+        .and(path(format!("/bot{TG_TOKEN}/sendPhoto")))
+        .and(body_json(json!({
+            "chat_id": "4242", "photo": "https://img.example/bar.jpg",
+            "caption": "The bar.", "parse_mode": "Markdown"
+        })))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
+        .expect(1)
+        .named("telegram sendPhoto")
+        .mount(&api)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/d360/messages"))
+        .and(body_json(json!({
+            "messaging_product": "whatsapp", "recipient_type": "individual", "to": "16315551181",
+            "type": "image", "image": {"link": "https://img.example/bar.jpg", "caption": "The bar."}
+        })))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(json!({"messages": [{"id": "wamid.3"}]})),
+        )
+        .expect(1)
+        .named("360dialog image")
+        .mount(&api)
+        .await;
+    Mock::given(method("POST"))
         .and(path(tg_path()))
         .and(body_partial_json(json!({"chat_id": "long"})))
         .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
@@ -240,6 +264,14 @@ async fn each_platform_gets_the_request_its_api_expects_and_long_texts_are_split
     bus.publish(&reply(Platform::Instagram, "1789", None, "ciao"))
         .await
         .unwrap();
+    // A Markdown image is sent as a photo with the rest as its caption.
+    let photo = "![Sunset bar](https://img.example/bar.jpg) The bar.";
+    bus.publish(&reply(Platform::Telegram, "4242", None, photo))
+        .await
+        .unwrap();
+    bus.publish(&reply(Platform::Whatsapp, "16315551181", None, photo))
+        .await
+        .unwrap();
     // 9,000 characters in three paragraphs of 3,000: three messages, one per paragraph.
     let paragraphs: Vec<String> = ["a", "b", "c"]
         .iter()
@@ -250,7 +282,7 @@ async fn each_platform_gets_the_request_its_api_expects_and_long_texts_are_split
         .await
         .unwrap();
     eventually(Duration::from_secs(20), "every send", || async {
-        (api.received_requests().await.unwrap().len() >= 6).then_some(())
+        (api.received_requests().await.unwrap().len() >= 8).then_some(())
     })
     .await;
     let parts: Vec<String> = bodies(&api, &tg_path())

@@ -2,7 +2,7 @@
 //!
 //! A chat reply is sent before the commit: the platform's breaker is asked first (an open
 //! breaker skips the send and retries it later), the text is split into the platform's
-//! message size, each part waits its turn at the rate gate and is sent with in-call
+//! message size (one Markdown image becomes a photo message), each part waits its turn at the rate gate and is sent with in-call
 //! retries; a failure that remains goes to the queued retry schedule, or is parked with
 //! its reason. A REST caller's callback is POSTed the same way. Then the run row is closed
 //! in the transaction that records the message as processed, and only then is a waiting
@@ -28,7 +28,7 @@ use crate::bookkeeping::Bookkeeping;
 use crate::breaker::Breakers;
 use crate::rate_gate::RateGate;
 use crate::retry_policy::{RetryPolicy, SendFailure};
-use crate::senders::{Senders, how_to_enable, split_text};
+use crate::senders::{Senders, how_to_enable};
 
 /// Every outbound request's deadline (seed 001: a shared client with a 10 s timeout).
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -98,7 +98,8 @@ impl DeliveryStage {
             .inc();
     }
 
-    /// Send the reply's text to its chat: breaker, split, rate gate, send with retries.
+    /// Send the reply's text to its chat: breaker, parts (split; an image as a photo), rate
+    /// gate, send with retries.
     async fn send_to_chat(&self, to: &ReplyTo, text: &str) -> Result<(), StageError> {
         let platform = to.platform;
         let Some(sender) = self.senders.get(platform) else {
@@ -120,7 +121,7 @@ impl DeliveryStage {
                 ),
             });
         }
-        for part in split_text(text, sender.max_chars()) {
+        for part in sender.parts(text) {
             self.gate
                 .pass(platform, &to.chat_id)
                 .await

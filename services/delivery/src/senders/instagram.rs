@@ -1,11 +1,13 @@
 //! Instagram messaging through the Graph API: `POST {base}/me/messages` with the page
-//! access token as the `access_token` parameter.
+//! access token as the `access_token` parameter; a text, or an image attachment by URL
+//! (Instagram has no captions: the text follows as its own message).
 
 use hermes_shared::config::InstagramSender;
 use hermes_shared::failure::FailureReason;
 use secrecy::ExposeSecret;
 use serde_json::json;
 
+use super::Part;
 use crate::retry_policy::{RetryPolicy, SendFailure};
 
 /// The longest text of one Instagram message (the Graph API refuses longer).
@@ -27,15 +29,21 @@ impl Instagram {
         Self { http, url }
     }
 
-    /// Send one text part to the user `recipient` (their Instagram-scoped id).
+    /// Send one part to the user `recipient` (their Instagram-scoped id).
     pub async fn send(
         &self,
         policy: &RetryPolicy,
         recipient: &str,
-        text: &str,
+        part: &Part,
         on_failure: impl FnMut(FailureReason),
     ) -> Result<(), SendFailure> {
-        let body = json!({ "recipient": { "id": recipient }, "message": { "text": text } });
+        let message = match part {
+            Part::Text(text) => json!({ "text": text }),
+            Part::Image { url, .. } => {
+                json!({ "attachment": { "type": "image", "payload": { "url": url } } })
+            }
+        };
+        let body = json!({ "recipient": { "id": recipient }, "message": message });
         policy
             .send(|| self.http.post(self.url.clone()).json(&body), on_failure)
             .await

@@ -3,6 +3,7 @@
 //! credentials are not configured has no sender; its replies are parked for replay.
 
 mod instagram;
+mod parts;
 mod split;
 mod telegram;
 mod whatsapp;
@@ -12,6 +13,7 @@ use hermes_shared::failure::FailureReason;
 use hermes_shared::model::Platform;
 
 pub use instagram::Instagram;
+pub use parts::{Part, parts};
 pub use split::split_text;
 pub use telegram::Telegram;
 pub use whatsapp::Whatsapp;
@@ -26,27 +28,28 @@ pub enum Sender {
 }
 
 impl Sender {
-    /// The longest text one message may carry on this platform.
-    pub fn max_chars(&self) -> usize {
+    /// The messages a reply's text becomes on this platform (split to its size; one
+    /// Markdown image as a photo).
+    pub fn parts(&self, text: &str) -> Vec<Part> {
         match self {
-            Sender::Telegram(_) => telegram::MAX_CHARS,
-            Sender::Whatsapp(_) => whatsapp::MAX_CHARS,
-            Sender::Instagram(_) => instagram::MAX_CHARS,
+            Sender::Telegram(_) => parts(text, telegram::MAX_CHARS, Some(telegram::MAX_CAPTION)),
+            Sender::Whatsapp(_) => parts(text, whatsapp::MAX_CHARS, Some(whatsapp::MAX_CAPTION)),
+            Sender::Instagram(_) => parts(text, instagram::MAX_CHARS, None),
         }
     }
 
-    /// Send one part (at most [`Sender::max_chars`]) to `chat_id`, with in-call retries.
+    /// Send one part to `chat_id`, with in-call retries.
     pub async fn send(
         &self,
         policy: &RetryPolicy,
         chat_id: &str,
-        text: &str,
+        part: &Part,
         on_failure: impl FnMut(FailureReason),
     ) -> Result<(), SendFailure> {
         match self {
-            Sender::Telegram(s) => s.send(policy, chat_id, text, on_failure).await,
-            Sender::Whatsapp(s) => s.send(policy, chat_id, text, on_failure).await,
-            Sender::Instagram(s) => s.send(policy, chat_id, text, on_failure).await,
+            Sender::Telegram(s) => s.send(policy, chat_id, part, on_failure).await,
+            Sender::Whatsapp(s) => s.send(policy, chat_id, part, on_failure).await,
+            Sender::Instagram(s) => s.send(policy, chat_id, part, on_failure).await,
         }
     }
 }

@@ -1,16 +1,19 @@
 //! WhatsApp, through 360dialog (`POST {base}/messages`, `D360-API-KEY` header) or Meta's
 //! Cloud API (`POST {base}/{phone number id}/messages`, Bearer token), as configured. Both
-//! take the same Cloud API message body.
+//! take the same Cloud API message body: `text`, or `image` by link with a caption.
 
 use hermes_shared::config::WhatsappSender;
 use hermes_shared::failure::FailureReason;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::json;
 
+use super::Part;
 use crate::retry_policy::{RetryPolicy, SendFailure};
 
 /// The longest text body of one WhatsApp message.
 pub const MAX_CHARS: usize = 4096;
+/// The longest caption of a WhatsApp image.
+pub const MAX_CAPTION: usize = 1024;
 
 enum Auth {
     D360(SecretString),
@@ -46,21 +49,32 @@ impl Whatsapp {
         Self { http, url, auth }
     }
 
-    /// Send one text part to the user `to` (their WhatsApp id, the inbound chat id).
+    /// Send one part to the user `to` (their WhatsApp id, the inbound chat id).
     pub async fn send(
         &self,
         policy: &RetryPolicy,
         to: &str,
-        text: &str,
+        part: &Part,
         on_failure: impl FnMut(FailureReason),
     ) -> Result<(), SendFailure> {
-        let body = json!({
+        let mut body = json!({
             "messaging_product": "whatsapp",
             "recipient_type": "individual",
             "to": to,
-            "type": "text",
-            "text": { "body": text, "preview_url": false },
         });
+        match part {
+            Part::Text(text) => {
+                body["type"] = json!("text");
+                body["text"] = json!({ "body": text, "preview_url": false });
+            }
+            Part::Image { url, caption } => {
+                body["type"] = json!("image");
+                body["image"] = json!({ "link": url });
+                if let Some(c) = caption {
+                    body["image"]["caption"] = json!(c);
+                }
+            }
+        }
         policy
             .send(
                 || {
