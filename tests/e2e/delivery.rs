@@ -671,3 +671,62 @@ async fn a_growing_parking_queue_alerts_ops_once() {
     fleet.stop().await.unwrap();
     env.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_a_half_sent_reply_sends_only_the_rest() {
+    let paragraphs: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .map(|w| format!("{w}{}.", " word".repeat(599)))
+        .collect();
+    let api = MockServer::start().await;
+    // The second part fails through all four in-call tries, then is accepted.
+    Mock::given(method("POST"))
+        .and(path(tg_path()))
+        .and(body_partial_json(json!({"text": paragraphs[1]})))
+        .respond_with(ResponseTemplate::new(503))
+        .up_to_n_times(4)
+        .mount(&api)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(tg_path()))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
+        .mount(&api)
+        .await;
+    let mut env = sender_env(&api).await;
+    env.set("HERMES_DELIVERY_RETRY_DELAYS", "1")
+        .set("HERMES_DELIVERY_CHAT_BURST", "5");
+    let fleet = env.start(&[Service::Delivery]).await;
+    let bus = env.bus().await;
+    bus.publish(&reply(
+        Platform::Telegram,
+        "half",
+        None,
+        &paragraphs.join("\n\n"),
+    ))
+    .await
+    .unwrap();
+    let count = |texts: &[Value], p: &str| texts.iter().filter(|b| b["text"] == p).count();
+    let texts = eventually(Duration::from_secs(20), "the last part", || async {
+        let texts = bodies(&api, &tg_path()).await;
+        (count(&texts, &paragraphs[2]) > 0).then_some(texts)
+    })
+    .await;
+    assert_eq!(
+        count(&texts, &paragraphs[0]),
+        1,
+        "the first part is not sent again"
+    );
+    assert_eq!(
+        count(&texts, &paragraphs[1]),
+        5,
+        "four failed tries, then the retry"
+    );
+    assert_eq!(count(&texts, &paragraphs[2]), 1);
+    let metrics = fleet.metrics().await;
+    assert!(
+        metrics.contains("hermes_delivery_retries_total{delay=\"1s\",stage=\"delivery\"} 1"),
+        "{metrics}"
+    );
+    fleet.stop().await.unwrap();
+    env.cleanup().await;
+}

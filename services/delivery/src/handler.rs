@@ -1,15 +1,16 @@
 //! The delivery stage for one reply: hand it to whoever waits, then close the run.
 //!
 //! A chat reply is sent before the commit: the platform's breaker is asked first (an open
-//! breaker skips the send and retries it later), the text is split into the platform's
-//! message size (one Markdown image becomes a photo message), each part waits its turn at the rate gate and is sent with in-call
-//! retries; a failure that remains goes to the queued retry schedule, or is parked with
-//! its reason. A REST caller's callback is POSTed the same way. Then the run row is closed
-//! in the transaction that records the message as processed, and only then is a waiting
-//! API caller told (through the run's event stream in Redis), so a caller never learns of
-//! an answer the database does not hold; if Redis is down the caller still gets it from
-//! the row. A platform without credentials has no sender: its replies are parked, intact,
-//! for `hermes dlq replay` once one is configured.
+//! breaker skips the send and retries it later); the text becomes the platform's messages
+//! (split to its size, one Markdown image as a photo); each part waits its turn at the rate
+//! gate and is sent with in-call retries, skipping parts an earlier attempt of the same
+//! message delivered; a failure that remains goes to the queued retry schedule, or is
+//! parked with its reason. A REST caller's callback is POSTed the same way. Then the run row
+//! is closed in the transaction that records the message as processed, and only then is a
+//! waiting API caller told (through the run's event stream in Redis), so a caller never
+//! learns of an answer the database does not hold; if Redis is down the caller still gets it
+//! from the row. A platform without credentials has no sender: its replies are parked,
+//! intact, for `hermes dlq replay` once one is configured.
 
 use std::time::Duration;
 
@@ -29,6 +30,7 @@ use crate::breaker::Breakers;
 use crate::rate_gate::RateGate;
 use crate::retry_policy::{RetryPolicy, SendFailure};
 use crate::senders::{Senders, how_to_enable};
+use crate::sent_parts::SentParts;
 
 /// Every outbound request's deadline (seed 001: a shared client with a 10 s timeout).
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -41,6 +43,7 @@ pub struct DeliveryStage {
     senders: Senders,
     breakers: Breakers,
     gate: RateGate,
+    sent: SentParts,
     books: Bookkeeping,
 }
 
@@ -74,6 +77,7 @@ impl DeliveryStage {
                 ctx.alerts.clone(),
             ),
             gate: RateGate::new(ctx.cache.clone(), settings.rate_gate, ctx.metrics.clone()),
+            sent: SentParts::new(ctx.cache.clone()),
             books: Bookkeeping::new(&ctx),
             http,
             policy,
@@ -100,7 +104,12 @@ impl DeliveryStage {
 
     /// Send the reply's text to its chat: breaker, parts (split; an image as a photo), rate
     /// gate, send with retries.
-    async fn send_to_chat(&self, to: &ReplyTo, text: &str) -> Result<(), StageError> {
+    async fn send_to_chat(
+        &self,
+        env: &Envelope,
+        to: &ReplyTo,
+        text: &str,
+    ) -> Result<(), StageError> {
         let platform = to.platform;
         let Some(sender) = self.senders.get(platform) else {
             self.count_delivery(platform, "no_sender");
@@ -121,7 +130,12 @@ impl DeliveryStage {
                 ),
             });
         }
-        for part in sender.parts(text) {
+        // Parts a previous attempt of this message already delivered are not sent twice.
+        let already = self.sent.sent(env.id).await;
+        for (index, part) in sender.parts(text).iter().enumerate() {
+            if already.contains(&index) {
+                continue;
+            }
             self.gate
                 .pass(platform, &to.chat_id)
                 .await
@@ -130,7 +144,7 @@ impl DeliveryStage {
                     error: e.into(),
                 })?;
             let sent = sender
-                .send(&self.policy, &to.chat_id, &part, |r| {
+                .send(&self.policy, &to.chat_id, part, |r| {
                     self.count_attempt(platform, r)
                 })
                 .await;
@@ -141,6 +155,7 @@ impl DeliveryStage {
                 self.count_delivery(platform, f.reason.as_str());
                 return Err(retry(f));
             }
+            self.sent.mark(env.id, index).await;
             self.breakers.record_success(platform).await;
         }
         self.count_delivery(platform, "sent");
@@ -204,7 +219,8 @@ impl Handler for DeliveryStage {
                 }
             }
             Platform::Telegram | Platform::Whatsapp | Platform::Instagram => {
-                self.send_to_chat(to, chat_text(&reply.outcome)).await?;
+                self.send_to_chat(env, to, chat_text(&reply.outcome))
+                    .await?;
             }
         }
         Ok(reply)

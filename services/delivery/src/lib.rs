@@ -8,6 +8,7 @@ mod parking_watch;
 pub mod rate_gate;
 pub mod retry_policy;
 pub mod senders;
+mod sent_parts;
 
 use hermes_shared::{Ctx, stage};
 
