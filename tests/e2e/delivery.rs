@@ -730,3 +730,67 @@ async fn a_retry_after_a_half_sent_reply_sends_only_the_rest() {
     fleet.stop().await.unwrap();
     env.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_parking_queue_refuses_and_the_message_stays() {
+    use futures_util::future::join_all;
+    use hermes_shared::bus::{Outgoing, PARKING_MAX_LENGTH};
+    let peer = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(400))
+        .mount(&peer)
+        .await;
+    let env = TestEnv::new().await;
+    let bus = env.bus().await;
+    // Fill the delivery parking queue to its cap.
+    let names = bus.names().clone();
+    let parking = names.parking(Stage::Delivery);
+    let dead = names.dead_exchange();
+    let filler = Outgoing::from_envelope(&reply(Platform::Rest, "x", None, "filler"));
+    for chunk in 0..(PARKING_MAX_LENGTH / 500) {
+        let publishes = (0..500).map(|_| bus.publish_to(&dead, "delivery", &parking, &filler));
+        for r in join_all(publishes).await {
+            r.unwrap_or_else(|e| panic!("filling chunk {chunk}: {e}"));
+        }
+    }
+    // A quorum queue checks its length after the fact, so it may take a few more before it
+    // refuses: publish until it does.
+    let mut extra = 0;
+    while bus
+        .publish_to(&dead, "delivery", &parking, &filler)
+        .await
+        .is_ok()
+    {
+        extra += 1;
+        assert!(extra < 1000, "the parking queue never refused");
+    }
+    let fleet = env.start(&[Service::Delivery]).await;
+    let refused = reply(
+        Platform::Rest,
+        "u1",
+        Some(format!("{}/refuses", peer.uri())),
+        "hi",
+    );
+    bus.publish(&refused).await.unwrap();
+    let rejected = format!("hermes_parking_rejected_total{{queue=\"{parking}\"}}");
+    eventually(Duration::from_secs(20), "the refused parking", || async {
+        (metric(&fleet.metrics().await, &rejected) >= 1.0).then_some(())
+    })
+    .await;
+    let metrics = fleet.metrics().await;
+    assert!(
+        metric(&metrics, "hermes_alerts_total{kind=\"parking_queue_full\"}") >= 1.0,
+        "{metrics}"
+    );
+    // Nothing was dropped: the parking queue still holds its 5,000 and the refused message
+    // is still in the delivery queue (being retried, or waiting to be dead-lettered).
+    let (parked, _) = bus.queue_stats(&parking).await.unwrap();
+    assert_eq!(i64::from(parked), PARKING_MAX_LENGTH + extra);
+    fleet.stop().await.unwrap();
+    let (waiting, _) = bus
+        .queue_stats(&names.queue(Stage::Delivery))
+        .await
+        .unwrap();
+    assert_eq!(waiting, 1, "the refused message stays in its work queue");
+    env.cleanup().await;
+}
