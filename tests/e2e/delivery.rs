@@ -794,3 +794,39 @@ async fn a_full_parking_queue_refuses_and_the_message_stays() {
     assert_eq!(waiting, 1, "the refused message stays in its work queue");
     env.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turning_the_killswitch_on_alerts_discord() {
+    let hook = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/discord"))
+        .respond_with(ResponseTemplate::new(204))
+        .mount(&hook)
+        .await;
+    let mut env = TestEnv::new().await;
+    env.set(
+        "HERMES_ALERT_DISCORD_URL",
+        &format!("{}/discord", hook.uri()),
+    );
+    let out = tokio::process::Command::new(hermes_e2e::hermes_bin())
+        .args(["killswitch", "on", "--reason", "drill"])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(&env.vars)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let posts = bodies(&hook, "/discord").await;
+    assert_eq!(posts.len(), 1, "posted before the command returned");
+    let content = posts[0]["content"].as_str().unwrap();
+    assert!(
+        content.starts_with("[hermes] killswitch_on:") && content.contains("drill"),
+        "{content}"
+    );
+    env.cleanup().await;
+}
