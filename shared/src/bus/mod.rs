@@ -397,7 +397,8 @@ impl Bus {
         Ok((q.message_count(), q.consumer_count()))
     }
 
-    /// Sample every queue's depth and consumer count into the metrics, every `every`.
+    /// Sample every queue's depth (work, parking and retry wait queues) and the work queues'
+    /// consumer counts into the metrics, every `every`.
     pub fn spawn_queue_sampler(
         &self,
         every: Duration,
@@ -406,21 +407,31 @@ impl Bus {
         let bus = self.clone();
         tokio::spawn(async move {
             loop {
-                for stage in Stage::ALL {
-                    for (queue, with_consumers) in [
-                        (bus.names().queue(stage), true),
-                        (bus.names().parking(stage), false),
-                    ] {
-                        if let Ok((messages, consumers)) = bus.queue_stats(&queue).await {
-                            let m = &bus.inner.metrics;
-                            m.queue_messages
+                let waiting = bus
+                    .names()
+                    .wait_queues(&bus.inner.settings.retry_delays)
+                    .into_iter()
+                    .map(|q| (q, false));
+                let queues: Vec<(String, bool)> = Stage::ALL
+                    .into_iter()
+                    .flat_map(|stage| {
+                        [
+                            (bus.names().queue(stage), true),
+                            (bus.names().parking(stage), false),
+                        ]
+                    })
+                    .chain(waiting)
+                    .collect();
+                for (queue, with_consumers) in queues {
+                    if let Ok((messages, consumers)) = bus.queue_stats(&queue).await {
+                        let m = &bus.inner.metrics;
+                        m.queue_messages
+                            .with_label_values(&[&queue])
+                            .set(i64::from(messages));
+                        if with_consumers {
+                            m.queue_consumers
                                 .with_label_values(&[&queue])
-                                .set(i64::from(messages));
-                            if with_consumers {
-                                m.queue_consumers
-                                    .with_label_values(&[&queue])
-                                    .set(i64::from(consumers));
-                            }
+                                .set(i64::from(consumers));
                         }
                     }
                 }
