@@ -2,7 +2,8 @@
 //! at 0 s, 1 s, 3 s and 9 s with jitter; a 429 waits what `Retry-After` asks (bounded);
 //! 5xx and network failures are tried again; permanent 4xx are not. What still fails comes
 //! back classified, for the queued retry schedule (`StageError::Retry`) to take over.
-//! Every sender uses it: the channel senders and the agent-webhook sender.
+//! Every sender uses it: the channel senders and the agent-webhook sender. The wait of a
+//! 429 comes from its `Retry-After` header, or Telegram's `parameters.retry_after` in the body.
 
 use std::time::Duration;
 
@@ -70,8 +71,11 @@ impl RetryPolicy {
                     None => return Ok(resp),
                     Some(reason) => {
                         let status = resp.status();
-                        let retry_after = retry_after(&resp);
-                        let body = resp.text().await.ok().map(|b| cut(&b));
+                        let header = retry_after(&resp);
+                        let raw = resp.text().await.ok();
+                        let retry_after =
+                            header.or_else(|| raw.as_deref().and_then(body_retry_after));
+                        let body = raw.map(|b| cut(&b));
                         Failed {
                             reason,
                             status: Some(status),
@@ -146,6 +150,15 @@ fn retry_after(resp: &Response) -> Option<Duration> {
         .trim()
         .parse::<u64>()
         .ok()
+        .map(Duration::from_secs)
+}
+
+/// Telegram puts its wait in the body too: `{"parameters": {"retry_after": 5}}`.
+fn body_retry_after(body: &str) -> Option<Duration> {
+    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+    v.get("parameters")?
+        .get("retry_after")?
+        .as_u64()
         .map(Duration::from_secs)
 }
 
@@ -240,6 +253,26 @@ mod tests {
             "Retry-After waited"
         );
         assert_eq!(seen, vec![FailureReason::RateLimited]);
+    }
+
+    #[tokio::test]
+    async fn telegrams_retry_after_in_the_body_is_waited() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(429).set_body_json(
+                serde_json::json!({"ok": false, "error_code": 429, "parameters": {"retry_after": 1}}),
+            ))
+            .up_to_n_times(1)
+            .mount(&server)
+            .await;
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(200))
+            .mount(&server)
+            .await;
+        let started = Instant::now();
+        let (r, _) = run(&server, &fast()).await;
+        assert_eq!(r.unwrap(), 200);
+        assert!(started.elapsed() >= Duration::from_secs(1));
     }
 
     #[tokio::test]
