@@ -7,7 +7,7 @@ use hermes_shared::failure::FailureReason;
 use secrecy::ExposeSecret;
 use serde_json::json;
 
-use super::Part;
+use super::{Part, meta_errors};
 use crate::retry_policy::{RetryPolicy, SendFailure};
 
 /// The longest text of one Instagram message (the Graph API refuses longer).
@@ -48,5 +48,6 @@ impl Instagram {
             .send(|| self.http.post(self.url.clone()).json(&body), on_failure)
             .await
             .map(drop)
+            .map_err(meta_errors::reclassify)
     }
 }

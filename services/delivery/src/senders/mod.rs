@@ -3,6 +3,7 @@
 //! credentials are not configured has no sender; its replies are parked for replay.
 
 mod instagram;
+mod meta_errors;
 mod parts;
 mod split;
 mod telegram;

@@ -7,7 +7,7 @@ use hermes_shared::failure::FailureReason;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::json;
 
-use super::Part;
+use super::{Part, meta_errors};
 use crate::retry_policy::{RetryPolicy, SendFailure};
 
 /// The longest text body of one WhatsApp message.
@@ -88,5 +88,6 @@ impl Whatsapp {
             )
             .await
             .map(drop)
+            .map_err(meta_errors::reclassify)
     }
 }
