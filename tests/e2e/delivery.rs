@@ -102,7 +102,7 @@ async fn a_failing_callback_waits_through_the_schedule_then_is_parked_with_its_r
         .await;
     let mut env = TestEnv::new().await;
     env.set("HERMES_DELIVERY_RETRY_DELAYS", "1,2")
-        .set("HERMES_DELIVERY_SEND_PAUSES_MS", "10,10,10");
+        .set("HERMES_SEND_PAUSES_MS", "10,10,10");
     let fleet = env.start(&[Service::Delivery]).await;
     let bus = env.bus().await;
 
@@ -162,7 +162,7 @@ async fn sender_env(api: &MockServer) -> TestEnv {
         .set("INSTAGRAM_ACCESS_TOKEN", "ig-token")
         .set("INSTAGRAM_API_BASE_URL", &format!("{}/graph", api.uri()))
         // Fast in-call retries; queued retries far away unless a test shortens them.
-        .set("HERMES_DELIVERY_SEND_PAUSES_MS", "10,10,10")
+        .set("HERMES_SEND_PAUSES_MS", "10,10,10")
         .set("HERMES_DELIVERY_RETRY_DELAYS", "60");
     env
 }
@@ -463,7 +463,7 @@ async fn ten_failures_open_the_breaker_for_every_instance_and_a_success_closes_i
         .await;
     let mut env = sender_env(&api).await;
     env.set("HERMES_BREAKER_OPEN_SECS", "3")
-        .set("HERMES_DELIVERY_SEND_PAUSES_MS", "1");
+        .set("HERMES_SEND_PAUSES_MS", "1");
     // Two delivery instances on one namespace: the breaker lives in Redis.
     let a = env.start(&[Service::Delivery]).await;
     let b = env.start(&[Service::Delivery]).await;
@@ -625,7 +625,7 @@ async fn a_growing_parking_queue_alerts_ops_once() {
         .mount(&peer)
         .await;
     let mut env = TestEnv::new().await;
-    env.set("HERMES_ALERT_PARKING_THRESHOLD", "1")
+    env.set("HERMES_ALERT_PARKING_ABOVE", "1")
         .set("HERMES_ALERT_SLACK_URL", &format!("{}/slack", peer.uri()));
     let fleet = env.start(&[Service::Delivery]).await;
     let bus = env.bus().await;

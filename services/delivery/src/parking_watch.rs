@@ -1,5 +1,5 @@
 //! Watches the depth of every parking queue and alerts ops when one holds more than
-//! `HERMES_ALERT_PARKING_THRESHOLD` messages: parked messages wait for a person
+//! `HERMES_ALERT_PARKING_ABOVE` messages: parked messages wait for a person
 //! (`hermes dlq`), and a queue that fills up (5,000) starts refusing new ones. The depth is
 //! read by passive declaration and also kept in `hermes_queue_messages{queue}`.
 

@@ -192,11 +192,9 @@ impl Reader<'_> {
                 access_token,
                 base_url: self.base_url("INSTAGRAM_API_BASE_URL"),
             });
-        let send_pauses = self.millis_list("HERMES_DELIVERY_SEND_PAUSES_MS");
-        let max_retry_after = Duration::from_secs(
-            self.parsed("HERMES_DELIVERY_MAX_RETRY_AFTER_SECS")
-                .unwrap_or(30),
-        );
+        let send_pauses = self.millis_list("HERMES_SEND_PAUSES_MS");
+        let max_retry_after =
+            Duration::from_secs(self.parsed("HERMES_MAX_RETRY_AFTER_SECS").unwrap_or(30));
         let breaker = BreakerSettings {
             threshold: self
                 .parsed::<u32>("HERMES_BREAKER_THRESHOLD")
@@ -221,7 +219,7 @@ impl Reader<'_> {
                 .max(1),
             bot_per_sec: self.positive_f64("HERMES_DELIVERY_BOT_PER_SEC"),
             max_wait: Duration::from_secs(
-                self.parsed::<u64>("HERMES_DELIVERY_RATE_MAX_WAIT_SECS")
+                self.parsed::<u64>("HERMES_RATE_GATE_WAIT_SECS")
                     .unwrap_or(30),
             ),
         };
@@ -258,7 +256,7 @@ impl Reader<'_> {
                     .max(1),
             ),
             parking_threshold: self
-                .parsed::<u32>("HERMES_ALERT_PARKING_THRESHOLD")
+                .parsed::<u32>("HERMES_ALERT_PARKING_ABOVE")
                 .unwrap_or(100),
         }
     }

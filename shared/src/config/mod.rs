@@ -311,12 +311,12 @@ pub const ENV_VARS: &[EnvVar] = &[
         help: "base URL of the Instagram Graph API (/me/messages is appended)",
     },
     EnvVar {
-        name: "HERMES_DELIVERY_SEND_PAUSES_MS",
+        name: "HERMES_SEND_PAUSES_MS",
         default: "1000,3000,9000",
         help: "pauses between the in-call tries of one outbound send (jittered 20%)",
     },
     EnvVar {
-        name: "HERMES_DELIVERY_MAX_RETRY_AFTER_SECS",
+        name: "HERMES_MAX_RETRY_AFTER_SECS",
         default: "30",
         help: "longest Retry-After waited within a send; longer ends the send as rate_limited for the queued retry",
     },
@@ -351,7 +351,7 @@ pub const ENV_VARS: &[EnvVar] = &[
         help: "outbound messages per second through one bot token, phone number or account",
     },
     EnvVar {
-        name: "HERMES_DELIVERY_RATE_MAX_WAIT_SECS",
+        name: "HERMES_RATE_GATE_WAIT_SECS",
         default: "30",
         help: "longest a send waits at the rate gate before it is retried later instead",
     },
@@ -371,7 +371,7 @@ pub const ENV_VARS: &[EnvVar] = &[
         help: "one alert of a kind (and subject) per this many seconds, across replicas",
     },
     EnvVar {
-        name: "HERMES_ALERT_PARKING_THRESHOLD",
+        name: "HERMES_ALERT_PARKING_ABOVE",
         default: "100",
         help: "a parking queue holding more messages than this raises an alert",
     },
@@ -1293,7 +1293,7 @@ impl Config {
                 secret(&self.delivery.telegram.as_ref().map(|t| t.bot_token.clone())),
             ),
             (
-                "HERMES_DELIVERY_SEND_PAUSES_MS".into(),
+                "HERMES_SEND_PAUSES_MS".into(),
                 self.delivery
                     .send_pauses
                     .iter()
