@@ -141,6 +141,10 @@ impl Gateway {
             .cache
             .enabled
             .then(|| ResponseCache::new(cache.clone(), Duration::from_secs(llm.cache.ttl_secs)));
+        // Every refusal scope starts at 0, so a rate() alert sees the first refusal.
+        for scope in Refusal::ALL.iter().map(|r| r.as_str()).chain(["capacity"]) {
+            metrics.llm_budget_rejections.with_label_values(&[scope]);
+        }
         Self {
             budgets: Budgets::new(cache, metrics.clone(), config.global_daily_budget_micro_usd),
             slots: Arc::new(Semaphore::new(llm.max_concurrent)),
