@@ -2,6 +2,7 @@
 
 mod bus;
 mod channels;
+mod deploy;
 mod ingest;
 mod lifecycle;
 mod llm;
