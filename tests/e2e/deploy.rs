@@ -14,9 +14,18 @@ use serde_json::json;
 use wiremock::matchers::{body_string_contains, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-/// Metric names the dashboard or rules use that other branches export (listed until they
-/// are merged). Each one must still be missing here: once exported, remove it from the list.
-const AWAITING_MERGE: &[&str] = &[];
+/// Metric names the dashboard or rules use that other branches export (delivery breakers
+/// and retries, parking refusals, agent webhooks, MCP servers, tool refusals). Each must
+/// still be missing here: once a merge exports it, this test fails until it leaves the list.
+const AWAITING_MERGE: &[&str] = &[
+    "hermes_delivery_attempts_total",
+    "hermes_delivery_breaker_open",
+    "hermes_delivery_retries_total",
+    "hermes_mcp_server_up",
+    "hermes_parking_rejected_total",
+    "hermes_tool_refusals_total",
+    "hermes_webhook_deliveries_total",
+];
 
 fn repo_file(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
