@@ -34,6 +34,15 @@ pub enum AlertKind {
 }
 
 impl AlertKind {
+    /// Every kind, so each series of `hermes_alerts_total` exists from the start.
+    pub const ALL: [AlertKind; 5] = [
+        AlertKind::BreakerOpen,
+        AlertKind::ParkingQueueGrowth,
+        AlertKind::ParkingQueueFull,
+        AlertKind::KillswitchOn,
+        AlertKind::SoulInvalidationFailed,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             AlertKind::BreakerOpen => "breaker_open",

@@ -112,6 +112,16 @@ enum Disposition {
 pub async fn run<H: Handler>(ctx: Ctx, handler: H) {
     let handler = Arc::new(handler);
     let queue = ctx.bus.names().queue(H::STAGE);
+    // The failure series start at 0, so alerts and rate() see them before the first failure.
+    let parking = ctx.bus.names().parking(H::STAGE);
+    ctx.metrics.parking_rejected.with_label_values(&[&parking]);
+    if H::STAGE.retries_later() {
+        for delay in &ctx.config.bus.retry_delays {
+            ctx.metrics
+                .delivery_retries
+                .with_label_values(&[H::STAGE.as_str(), &delay_label(*delay)]);
+        }
+    }
     let prefetch = ctx.config.bus.prefetch;
     let stop = ctx.stop.clone();
     let bus = ctx.bus.clone();

@@ -3,6 +3,7 @@
 mod bus;
 mod channels;
 mod delivery;
+mod deploy;
 mod ingest;
 mod lifecycle;
 mod llm;

@@ -59,6 +59,14 @@ impl DeliveryStage {
             max_retry_after: settings.max_retry_after,
             ..RetryPolicy::default()
         };
+        // Every platform's failure series starts at 0, so alerts see them before the first one.
+        for platform in [Platform::Telegram, Platform::Whatsapp, Platform::Instagram] {
+            for reason in FailureReason::ALL {
+                ctx.metrics
+                    .delivery_attempts
+                    .with_label_values(&[platform.as_str(), reason.as_str()]);
+            }
+        }
         let configured = settings.configured();
         if configured.is_empty() {
             tracing::warn!(

@@ -53,6 +53,15 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// Every scope, for starting the rejection counters at 0.
+    pub const ALL: [Refusal; 5] = [
+        Refusal::UserDaily,
+        Refusal::UserMonthly,
+        Refusal::BudgetUnavailable,
+        Refusal::GlobalCap,
+        Refusal::Killswitch,
+    ];
+
     /// The `scope` label of `hermes_llm_budget_rejections_total`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -100,6 +109,9 @@ const DAY_SECS: i64 = 86_400;
 
 impl Budgets {
     pub fn new(cache: Cache, metrics: Metrics, cap_micro_usd: Option<u64>) -> Self {
+        if let Some(cap) = cap_micro_usd {
+            metrics.set_spend_cap_usd(micro_to_dollars(cap));
+        }
         Self {
             cache,
             metrics,
@@ -125,10 +137,9 @@ impl Budgets {
         match read {
             Ok((Some(_), _)) => Err(Refusal::Killswitch),
             Ok((None, spent)) => {
-                let over = match (self.cap_micro_usd, spent) {
-                    (Some(cap), Some(s)) => usd_to_micro(&s).is_some_and(|s| s >= cap),
-                    _ => false,
-                };
+                let spent = spent.as_deref().and_then(usd_to_micro).unwrap_or(0);
+                self.metrics.llm_spend_today.set(micro_to_dollars(spent));
+                let over = self.cap_micro_usd.is_some_and(|cap| spent >= cap);
                 if over {
                     Err(Refusal::GlobalCap)
                 } else {
@@ -160,10 +171,13 @@ impl Budgets {
             .expire(&key, 2 * DAY_SECS)
             .query_async(&mut c)
             .await;
-        if let Err(e) = done {
-            let e = self.cache.failed("llm_spend_add", e);
-            self.metrics.llm_budget_fail_open.inc();
-            tracing::warn!(error = %e, cost_usd = %amount, "spend not recorded in the global counter");
+        match done {
+            Ok((total_usd, _)) => self.metrics.llm_spend_today.set(total_usd),
+            Err(e) => {
+                let e = self.cache.failed("llm_spend_add", e);
+                self.metrics.llm_budget_fail_open.inc();
+                tracing::warn!(error = %e, cost_usd = %amount, "spend not recorded in the global counter");
+            }
         }
     }
 
@@ -296,6 +310,11 @@ impl Budgets {
 /// Micro-dollars as the exact decimal string INCRBYFLOAT is given ("0.000024").
 fn micro_to_usd(micro: u64) -> String {
     format!("{}.{:06}", micro / 1_000_000, micro % 1_000_000)
+}
+
+/// Micro-dollars as dollars for a gauge (display only: money is never computed in floats).
+fn micro_to_dollars(micro: u64) -> f64 {
+    micro as f64 / 1_000_000.0
 }
 
 /// A Redis float total back to micro-dollars (rounded to the nearest).

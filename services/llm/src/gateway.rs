@@ -141,6 +141,20 @@ impl Gateway {
             .cache
             .enabled
             .then(|| ResponseCache::new(cache.clone(), Duration::from_secs(llm.cache.ttl_secs)));
+        // Series whose labels are known now start at 0, so dashboards and rate() alerts see
+        // them before the first event: every refusal scope, and per tier its fallbacks and
+        // the cache hits of each model of its chain.
+        for scope in Refusal::ALL.iter().map(|r| r.as_str()).chain(["capacity"]) {
+            metrics.llm_budget_rejections.with_label_values(&[scope]);
+        }
+        for (tier, chain) in &config.file.tiers {
+            metrics.llm_fallbacks.with_label_values(&[tier.as_str()]);
+            for model in chain {
+                metrics
+                    .llm_cache_hits
+                    .with_label_values(&[model.as_str(), tier.as_str()]);
+            }
+        }
         Self {
             budgets: Budgets::new(cache, metrics.clone(), config.global_daily_budget_micro_usd),
             slots: Arc::new(Semaphore::new(llm.max_concurrent)),

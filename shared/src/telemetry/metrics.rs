@@ -49,6 +49,8 @@ pub struct Inner {
     pub llm_semaphore_wait: Histogram,
     pub llm_overhead: Histogram,
     pub llm_in_flight: IntGauge,
+    pub llm_spend_cap: Gauge,
+    pub llm_spend_today: Gauge,
     // Tools.
     pub tool_calls: IntCounterVec,
     pub tool_duration: HistogramVec,
@@ -297,6 +299,17 @@ impl Metrics {
         )
         .unwrap();
         r.register(Box::new(llm_in_flight.clone())).unwrap();
+        let llm_spend_cap = Gauge::new(
+            "hermes_llm_spend_cap_usd",
+            "LLM_GLOBAL_DAILY_BUDGET_USD in dollars; absent when no cap is set.",
+        )
+        .unwrap();
+        let llm_spend_today = Gauge::new(
+            "hermes_llm_spend_today_usd",
+            "Today's (UTC) platform-wide model spend in dollars, as last read or written by this process.",
+        )
+        .unwrap();
+        r.register(Box::new(llm_spend_today.clone())).unwrap();
         let tool_calls = counter_vec(
             &r,
             "hermes_tool_calls_total",
@@ -418,9 +431,13 @@ impl Metrics {
         let alerts = counter_vec(
             &r,
             "hermes_alerts_total",
-            "Conditions that page ops, by kind (e.g. soul_invalidation_failed).",
+            "Conditions that page ops, by kind (breaker_open, parking_queue_growth, parking_queue_full, killswitch_on, soul_invalidation_failed).",
             &["kind"],
         );
+        // Known kinds start at 0, so an alert on their increase sees the series before the first page.
+        for kind in crate::alerts::AlertKind::ALL.map(crate::alerts::AlertKind::as_str) {
+            alerts.with_label_values(&[kind]);
+        }
         let ready = GaugeVec::new(
             Opts::new(
                 "hermes_component_ready",
@@ -460,6 +477,8 @@ impl Metrics {
             llm_semaphore_wait,
             llm_overhead,
             llm_in_flight,
+            llm_spend_cap,
+            llm_spend_today,
             tool_calls,
             tool_duration,
             router_decisions,
@@ -480,6 +499,15 @@ impl Metrics {
             delivery_rate_wait,
             ready,
         }))
+    }
+
+    /// Export the global daily spend cap as `hermes_llm_spend_cap_usd` (registered on the
+    /// first call only: without a cap the gauge stays absent, so "spend near the cap" alerts
+    /// have nothing to compare against rather than a misleading 0).
+    pub fn set_spend_cap_usd(&self, cap_usd: f64) {
+        // A second registration (a second Budgets in one process) is refused; the value is shared.
+        let _ = self.registry.register(Box::new(self.llm_spend_cap.clone()));
+        self.llm_spend_cap.set(cap_usd);
     }
 
     /// The Prometheus text exposition of every metric.
@@ -515,5 +543,18 @@ mod tests {
         for family in m.registry.gather() {
             assert!(family.name().starts_with("hermes_"), "{}", family.name());
         }
+    }
+
+    #[test]
+    fn the_spend_cap_is_exported_only_once_set() {
+        let m = Metrics::new();
+        assert!(!m.render().contains("hermes_llm_spend_cap_usd"));
+        assert!(
+            m.render()
+                .contains("hermes_alerts_total{kind=\"soul_invalidation_failed\"} 0")
+        );
+        m.set_spend_cap_usd(250.5);
+        m.set_spend_cap_usd(250.5);
+        assert!(m.render().contains("hermes_llm_spend_cap_usd 250.5"));
     }
 }
