@@ -356,6 +356,11 @@ pub const ENV_VARS: &[EnvVar] = &[
         help: "longest a send waits at the rate gate before it is retried later instead",
     },
     EnvVar {
+        name: "HERMES_WEBHOOK_ALLOW",
+        default: "(none)",
+        help: "comma-separated host names or CIDR ranges agent webhook URLs may reach although not public (else refused)",
+    },
+    EnvVar {
         name: "HERMES_ALERT_SLACK_URL",
         default: "(none)",
         help: "Slack incoming-webhook URL that receives ops alerts",
