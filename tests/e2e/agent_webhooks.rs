@@ -334,3 +334,173 @@ async fn a_failing_agent_endpoint_is_retried_on_the_schedule_then_parked() {
     fleet.stop().await.unwrap();
     env.cleanup().await;
 }
+
+/// Run `hermes dlq …` (the real binary) in this test's namespace.
+async fn dlq(env: &TestEnv, args: &[&str]) -> std::process::Output {
+    tokio::process::Command::new(hermes_e2e::hermes_bin())
+        .arg("dlq")
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(&env.vars)
+        .output()
+        .await
+        .unwrap()
+}
+
+fn stdout_json(out: &std::process::Output) -> Value {
+    assert!(
+        out.status.success(),
+        "hermes dlq failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hermes_dlq_lists_shows_replays_once_and_purges() {
+    let agent_api = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(503))
+        .mount(&agent_api)
+        .await;
+    let mut env = TestEnv::new().await;
+    env.set("HERMES_SECRET_KEYS", SECRET_KEYS)
+        .set("HERMES_WEBHOOK_ALLOW", "127.0.0.1")
+        .set("HERMES_DELIVERY_RETRY_DELAYS", "1")
+        .set("HERMES_SEND_PAUSES_MS", "10");
+    external_agent(&env, &format!("{}/agents/forge", agent_api.uri()), false).await;
+    let fleet = env.start(&[Service::Router, Service::Delivery]).await;
+    let bus = env.bus().await;
+    // A wake that fails through the schedule, and a Telegram reply with no sender
+    // configured (rejected straight to the delivery parking queue).
+    let run = message(&bus, "wake up").await;
+    let orphan = Envelope::new(
+        RunId::new(),
+        None,
+        &hermes_shared::model::Reply {
+            reply_to: hermes_shared::model::ReplyTo {
+                platform: Platform::Telegram,
+                chat_id: "42".into(),
+                callback_url: None,
+            },
+            outcome: hermes_shared::model::Outcome::Answered {
+                text: "no sender for this".into(),
+                model: "mock".into(),
+                usage: hermes_shared::model::Usage::default(),
+                finish_reason: "stop".into(),
+                tools_used: Vec::new(),
+            },
+            exchange: None,
+        },
+    );
+    bus.publish(&orphan).await.unwrap();
+    eventually(Duration::from_secs(30), "both parked", || async {
+        (parked_count(&bus, Stage::Webhooks).await == 1
+            && parked_count(&bus, Stage::Delivery).await == 1)
+            .then_some(())
+    })
+    .await;
+
+    let list = stdout_json(&dlq(&env, &["list", "--json"]).await);
+    let rows = list.as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{list}");
+    let wake = rows.iter().find(|r| r["kind"] == "agent_wake").unwrap();
+    assert_eq!(wake["reason"], "service_unavailable");
+    assert_eq!(wake["run_id"], json!(run));
+    assert_eq!(wake["attempt"], 1);
+    let reply = rows.iter().find(|r| r["kind"] == "reply").unwrap();
+    assert_eq!(reply["id"], json!(orphan.id));
+    assert!(reply["reason"].is_string(), "{reply}");
+    let text = dlq(&env, &["list", "--queue", "webhooks"]).await;
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.contains("agent_wake") && !text.contains(" reply "),
+        "{text}"
+    );
+
+    let wake_id = wake["id"].as_str().unwrap();
+    let shown = stdout_json(&dlq(&env, &["show", wake_id, "--json"]).await);
+    assert_eq!(shown["envelope"]["id"], json!(wake_id));
+    assert_eq!(shown["envelope"]["kind"], "agent_wake");
+    assert!(shown["detail"].as_str().unwrap().contains("503"), "{shown}");
+    let missing = dlq(&env, &["show", "01a00000-0000-7000-8000-000000000000"]).await;
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).starts_with("hermes dlq: no parked message"));
+
+    // Purge asks for --yes and keeps everything without it.
+    let refused = dlq(&env, &["purge", "--queue", "delivery"]).await;
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--yes"));
+    assert_eq!(parked_count(&bus, Stage::Delivery).await, 1);
+    assert_eq!(
+        parked_count(&bus, Stage::Webhooks).await,
+        1,
+        "listing returns what it read"
+    );
+
+    // The agent is back: replay the wake (same id) and it is delivered exactly once.
+    agent_api.reset().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200))
+        .mount(&agent_api)
+        .await;
+    let replayed = stdout_json(
+        &dlq(
+            &env,
+            &["replay", "--reason", "service_unavailable", "--json"],
+        )
+        .await,
+    );
+    assert_eq!(replayed, json!({ "replayed": 1 }));
+    eventually(
+        Duration::from_secs(30),
+        "the replayed wake delivered",
+        || async {
+            let (status, ..) = wake_row(&env, run).await?;
+            (status == "delivered").then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let got = agent_api.received_requests().await.unwrap();
+    assert_eq!(got.len(), 1, "delivered exactly once");
+    assert_eq!(
+        got[0]
+            .headers
+            .get("x-forge-delivery")
+            .unwrap()
+            .to_str()
+            .unwrap(),
+        wake_row_delivery(&env, run).await
+    );
+    assert_eq!(parked_count(&bus, Stage::Webhooks).await, 0);
+    assert_eq!(
+        parked_count(&bus, Stage::Delivery).await,
+        1,
+        "not matched, untouched"
+    );
+
+    let purged =
+        stdout_json(&dlq(&env, &["purge", "--queue", "delivery", "--yes", "--json"]).await);
+    assert_eq!(purged, json!({ "purged": 1 }));
+    assert_eq!(parked_count(&bus, Stage::Delivery).await, 0);
+
+    bus.close().await;
+    fleet.stop().await.unwrap();
+    env.cleanup().await;
+}
+
+/// The `webhook_deliveries` id of `run`'s wake.
+async fn wake_row_delivery(env: &TestEnv, run: RunId) -> String {
+    let c = env.db().get().await.unwrap();
+    let id: Uuid = c
+        .query_one(
+            "SELECT id FROM webhook_deliveries WHERE run_id = $1",
+            &[&run.as_uuid()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    id.to_string()
+}
