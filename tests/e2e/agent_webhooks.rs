@@ -92,8 +92,8 @@ async fn wake_row(env: &TestEnv, run: RunId) -> Option<(String, i32, Option<i32>
     Some((r.get(0), r.get(1), r.get(2), r.get(3)))
 }
 
-/// Run the Node.js verifier on one received request.
-async fn node_verify(req: &Request) -> Value {
+/// Run the Node.js verifier on one received request signed with `secret`.
+async fn node_verify(req: &Request, secret: &str) -> Value {
     let headers: serde_json::Map<String, Value> = req
         .headers
         .iter()
@@ -107,7 +107,7 @@ async fn node_verify(req: &Request) -> Value {
     let input = json!({
         "body": String::from_utf8(req.body.clone()).unwrap(),
         "headers": headers,
-        "secret": AGENT_SECRET,
+        "secret": secret,
     });
     let mut child = tokio::process::Command::new("node")
         .arg("-e")
@@ -197,7 +197,7 @@ async fn an_external_agent_is_woken_with_a_signed_envelope_and_marked_online() {
     assert_eq!(body["runtime_policy"]["engagement_mode"], "REVIEW");
     assert_eq!(body["runtime_policy"]["allowed_host_tools"], json!([]));
 
-    let verdict = node_verify(&req).await;
+    let verdict = node_verify(&req, AGENT_SECRET).await;
     assert_eq!(
         verdict,
         json!({ "forge": true, "body": true, "standard": true, "tampered": false, "wrongSecret": false }),
@@ -337,8 +337,12 @@ async fn a_failing_agent_endpoint_is_retried_on_the_schedule_then_parked() {
 
 /// Run `hermes dlq …` (the real binary) in this test's namespace.
 async fn dlq(env: &TestEnv, args: &[&str]) -> std::process::Output {
+    hermes(env, &[&["dlq"], args].concat()).await
+}
+
+/// Run the real `hermes` binary with this test's environment.
+async fn hermes(env: &TestEnv, args: &[&str]) -> std::process::Output {
     tokio::process::Command::new(hermes_e2e::hermes_bin())
-        .arg("dlq")
         .args(args)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -503,4 +507,93 @@ async fn wake_row_delivery(env: &TestEnv, run: RunId) -> String {
         .unwrap()
         .get(0);
     id.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_created_with_the_cli_gets_standard_webhooks_its_secret_verifies() {
+    let agent_api = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200))
+        .mount(&agent_api)
+        .await;
+    let mut env = TestEnv::new().await;
+    env.set("HERMES_SECRET_KEYS", SECRET_KEYS)
+        .set("HERMES_WEBHOOK_ALLOW", "127.0.0.1");
+    let url = format!("{}/hook", agent_api.uri());
+    let created = stdout_json(
+        &hermes(
+            &env,
+            &[
+                "agents",
+                "create",
+                "mizu",
+                "--kind",
+                "external",
+                "--name",
+                "Mizu",
+                "--webhook-url",
+                &url,
+                "--standard-webhooks",
+                "--json",
+            ],
+        )
+        .await,
+    );
+    assert_eq!(created["agent"]["standard_webhooks"], true);
+    let secret = created["webhook_secret"].as_str().unwrap().to_string();
+    let refused = hermes(
+        &env,
+        &[
+            "agents",
+            "create",
+            "ben",
+            "--name",
+            "Ben",
+            "--standard-webhooks",
+        ],
+    )
+    .await;
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("external agents"));
+
+    let user = env.user(Platform::Rest, "forge-user", 5).await;
+    let c = env.db().get().await.unwrap();
+    let agent: Uuid = created["agent"]["id"].as_str().unwrap().parse().unwrap();
+    hermes_shared::db::users::update(&c, user.id, None, None, Some(Some(agent)))
+        .await
+        .unwrap();
+    let fleet = env.start(&[Service::Router, Service::Delivery]).await;
+    let bus = env.bus().await;
+    message(&bus, "hello mizu").await;
+    let req = eventually(Duration::from_secs(30), "the wake", || async {
+        agent_api.received_requests().await?.into_iter().next()
+    })
+    .await;
+    let verdict = node_verify(&req, &secret).await;
+    assert_eq!(verdict["forge"], true, "{verdict}");
+    assert_eq!(verdict["body"], true, "{verdict}");
+    assert_eq!(verdict["standard"], true, "{verdict}");
+
+    // Switched off, the next wake carries only the X-Forge headers.
+    let off = hermes(
+        &env,
+        &["agents", "set", "mizu", "--standard-webhooks", "false"],
+    )
+    .await;
+    assert!(
+        off.status.success(),
+        "{}",
+        String::from_utf8_lossy(&off.stderr)
+    );
+    message(&bus, "again").await;
+    let second = eventually(Duration::from_secs(30), "the second wake", || async {
+        agent_api.received_requests().await?.into_iter().nth(1)
+    })
+    .await;
+    assert!(second.headers.get("x-forge-signature").is_some());
+    assert!(second.headers.get("webhook-signature").is_none());
+
+    bus.close().await;
+    fleet.stop().await.unwrap();
+    env.cleanup().await;
 }
