@@ -107,6 +107,14 @@ impl AgentWebhookStage {
         }
     }
 
+    async fn db(&self) -> Result<hermes_shared::db::Client, StageError> {
+        self.ctx
+            .db
+            .get()
+            .await
+            .map_err(|e| StageError::Transient(e.into()))
+    }
+
     fn count(&self, outcome: Outcome) {
         self.ctx
             .metrics
@@ -271,13 +279,12 @@ impl Handler for AgentWebhookStage {
 
     async fn prepare(&self, env: &Envelope) -> Result<Delivered, StageError> {
         let wake: AgentWake = env.payload()?;
-        let client = self
-            .ctx
-            .db
-            .get()
-            .await
-            .map_err(|e| StageError::Transient(e.into()))?;
-        let Some(target) = webhook_deliveries::target(&client, wake.delivery_id).await? else {
+        // No pooled connection is held across the HTTP send (up to a minute with retries).
+        let target = {
+            let client = self.db().await?;
+            webhook_deliveries::target(&client, wake.delivery_id).await?
+        };
+        let Some(target) = target else {
             return Err(StageError::Poison(anyhow!(
                 "no webhook_deliveries row {} for this wake",
                 wake.delivery_id
@@ -293,7 +300,7 @@ impl Handler for AgentWebhookStage {
         let delay = self.next_delay(env.attempt, failed.reason);
         let error = scrub(&format!("{:#}", failed.error));
         webhook_deliveries::record_failure(
-            &client,
+            &self.db().await?,
             wake.delivery_id,
             &FailedAttempt {
                 tries: failed.tries,
