@@ -23,16 +23,20 @@ pub enum FailureReason {
     InvalidRecipient,
     /// The platform's circuit breaker is open: the send was not attempted.
     BreakerOpen,
+    /// The URL resolves to a non-public address that is not allowlisted (server-side
+    /// request forgery guard): nothing was sent, and nothing will be until it is allowed.
+    AddressRefused,
 }
 
 impl FailureReason {
-    pub const ALL: [FailureReason; 6] = [
+    pub const ALL: [FailureReason; 7] = [
         FailureReason::RateLimited,
         FailureReason::NetworkTimeout,
         FailureReason::ServiceUnavailable,
         FailureReason::Unauthorized,
         FailureReason::InvalidRecipient,
         FailureReason::BreakerOpen,
+        FailureReason::AddressRefused,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -43,6 +47,7 @@ impl FailureReason {
             FailureReason::Unauthorized => "unauthorized",
             FailureReason::InvalidRecipient => "invalid_recipient",
             FailureReason::BreakerOpen => "breaker_open",
+            FailureReason::AddressRefused => "address_refused",
         }
     }
 
@@ -54,7 +59,9 @@ impl FailureReason {
     pub fn is_permanent(self) -> bool {
         matches!(
             self,
-            FailureReason::Unauthorized | FailureReason::InvalidRecipient
+            FailureReason::Unauthorized
+                | FailureReason::InvalidRecipient
+                | FailureReason::AddressRefused
         )
     }
 
@@ -196,7 +203,11 @@ mod tests {
             .collect();
         assert_eq!(
             permanent,
-            [FailureReason::Unauthorized, FailureReason::InvalidRecipient]
+            [
+                FailureReason::Unauthorized,
+                FailureReason::InvalidRecipient,
+                FailureReason::AddressRefused
+            ]
         );
         for r in FailureReason::ALL {
             assert_eq!(FailureReason::parse(r.as_str()), Some(r));

@@ -1,6 +1,8 @@
 //! The delivery stage: gets every answer to where it belongs and closes its run.
-//! Consumes `{ns}.delivery`, and watches the parking queues for ops.
+//! Consumes `{ns}.delivery` and, beside it, `{ns}.webhooks` (agent wakes), and watches the
+//! parking queues for ops.
 
+pub mod agent_webhooks;
 mod bookkeeping;
 pub mod breaker;
 mod handler;
@@ -12,13 +14,18 @@ mod sent_parts;
 
 use hermes_shared::{Ctx, stage};
 
+pub use agent_webhooks::AgentWebhookStage;
 pub use handler::DeliveryStage;
 
 /// Run the delivery stage until `ctx.stop`.
 pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let stage = DeliveryStage::new(ctx.clone())?;
+    let wakes = AgentWebhookStage::new(ctx.clone());
     let watch = tokio::spawn(parking_watch::run(ctx.clone()));
-    stage::run(ctx, stage).await;
+    tokio::join!(
+        stage::run(ctx.clone(), stage),
+        stage::run(ctx.clone(), wakes)
+    );
     let _ = watch.await;
     Ok(())
 }

@@ -50,6 +50,10 @@ pub enum AgentsCommand {
         /// External agents: where wakes are POSTed.
         #[arg(long, value_name = "URL")]
         webhook_url: Option<String>,
+        /// External agents: wakes also carry Standard Webhooks headers (`webhook-id`,
+        /// `webhook-timestamp`, `webhook-signature`).
+        #[arg(long)]
+        standard_webhooks: bool,
         /// Runs it may have open at once before round robin skips it.
         #[arg(long, default_value_t = 1)]
         max_concurrent: i32,
@@ -102,6 +106,9 @@ pub enum AgentsCommand {
         /// External agents: where wakes are POSTed.
         #[arg(long, value_name = "URL")]
         webhook_url: Option<String>,
+        /// External agents: also send Standard Webhooks headers (true or false).
+        #[arg(long, value_name = "BOOL")]
+        standard_webhooks: Option<bool>,
         /// Runs it may have open at once.
         #[arg(long)]
         max_concurrent: Option<i32>,
@@ -217,11 +224,16 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
             toolsets,
             capabilities,
             webhook_url,
+            standard_webhooks,
             max_concurrent,
             mode,
             workspace,
             json,
         } => {
+            anyhow::ensure!(
+                !standard_webhooks || kind == AgentKind::External,
+                "--standard-webhooks is for external agents"
+            );
             anyhow::ensure!(max_concurrent > 0, "--max-concurrent must be above 0");
             anyhow::ensure!(!name.trim().is_empty(), "--name must not be empty");
             let key_ok = !profile_key.is_empty()
@@ -275,6 +287,18 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
                 },
             )
             .await?;
+            let agent = if standard_webhooks {
+                let on = AgentUpdate {
+                    standard_webhooks: Some(true),
+                    ..AgentUpdate::default()
+                };
+                agents::update(&client, agent.id, &on).await?;
+                agents::get(&client, agent.id)
+                    .await?
+                    .context("the agent just created is gone")?
+            } else {
+                agent
+            };
             if json {
                 println!("{}", json!({ "agent": agent, "webhook_secret": secret }));
             } else {
@@ -347,6 +371,7 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
             toolsets,
             capabilities,
             webhook_url,
+            standard_webhooks,
             max_concurrent,
             status,
             mode,
@@ -374,6 +399,7 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
                 max_concurrent,
                 status,
                 engagement_mode: mode,
+                standard_webhooks,
             };
             agents::update(&client, a.id, &update).await?;
             if let Some(b) = backend {

@@ -6,6 +6,7 @@ pub mod agents;
 pub mod bench;
 pub mod bench_llm;
 pub mod bench_router;
+pub mod dlq;
 pub mod doctor;
 pub mod keys;
 pub mod llm_admin;

@@ -77,6 +77,9 @@ enum Command {
     /// Workspace settings: provider keys that override the global ones.
     #[command(subcommand)]
     Workspaces(hermes::llm_admin::WorkspacesCommand),
+    /// Parked messages of every stage: list, show, replay (same id) or purge them.
+    #[command(subcommand)]
+    Dlq(hermes::dlq::DlqCommand),
     /// Manage keys of the REST channel (POST /v1/messages).
     #[command(name = "api-keys", subcommand)]
     ApiKeys(hermes::keys::KeysCommand),
@@ -220,6 +223,14 @@ async fn dispatch(cli: Cli) -> ExitCode {
             })
             .await;
         }
+        Command::Dlq(cmd) => {
+            return admin(
+                "dlq",
+                path,
+                |c| async move { hermes::dlq::run(&c, cmd).await },
+            )
+            .await;
+        }
         Command::Agents(cmd) => {
             return admin("agents", path, |c| async move {
                 hermes::agents::run(&c, cmd).await
@@ -293,5 +304,17 @@ async fn health(addr: &str) -> ExitCode {
             eprintln!("hermes health: {url}: {}", e.without_url());
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
     }
 }

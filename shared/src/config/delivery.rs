@@ -1,13 +1,13 @@
 //! The delivery stage's part of the configuration, all from the environment: the channel
 //! senders (credentials and base URLs), the in-call retry pauses, the per-platform circuit
-//! breaker, the outbound rate gate; and where ops alerts go.
+//! breaker, the outbound rate gate, the agent webhook allowlist; and where ops alerts go.
 
 use std::time::Duration;
 
 use secrecy::SecretString;
 use url::Url;
 
-use super::Reader;
+use super::{AllowRule, Reader};
 
 /// Telegram's Bot API.
 #[derive(Clone, Debug)]
@@ -71,6 +71,9 @@ pub struct DeliverySettings {
     pub max_retry_after: Duration,
     pub breaker: BreakerSettings,
     pub rate_gate: RateGateSettings,
+    /// Hosts and ranges agent webhook URLs may reach although they are not public
+    /// (`HERMES_WEBHOOK_ALLOW`); everything else non-public is refused.
+    pub webhook_allow: Vec<AllowRule>,
 }
 
 /// Where and how often ops alerts are sent.
@@ -223,7 +226,21 @@ impl Reader<'_> {
                     .unwrap_or(30),
             ),
         };
+        let mut webhook_allow = Vec::new();
+        for entry in self
+            .raw("HERMES_WEBHOOK_ALLOW")
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+        {
+            match entry.parse::<AllowRule>() {
+                Ok(rule) => webhook_allow.push(rule),
+                Err(e) => self.problems.push(format!("HERMES_WEBHOOK_ALLOW: {e}")),
+            }
+        }
         DeliverySettings {
+            webhook_allow,
             telegram,
             whatsapp,
             instagram,

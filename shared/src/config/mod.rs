@@ -356,6 +356,11 @@ pub const ENV_VARS: &[EnvVar] = &[
         help: "longest a send waits at the rate gate before it is retried later instead",
     },
     EnvVar {
+        name: "HERMES_WEBHOOK_ALLOW",
+        default: "(none)",
+        help: "comma-separated host names or CIDR ranges agent webhook URLs may reach although not public (else refused)",
+    },
+    EnvVar {
         name: "HERMES_ALERT_SLACK_URL",
         default: "(none)",
         help: "Slack incoming-webhook URL that receives ops alerts",
@@ -1293,6 +1298,19 @@ impl Config {
                 secret(&self.delivery.telegram.as_ref().map(|t| t.bot_token.clone())),
             ),
             (
+                "HERMES_WEBHOOK_ALLOW".into(),
+                if self.delivery.webhook_allow.is_empty() {
+                    "(none: agent webhooks reach public addresses only)".into()
+                } else {
+                    self.delivery
+                        .webhook_allow
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                },
+            ),
+            (
                 "HERMES_SEND_PAUSES_MS".into(),
                 self.delivery
                     .send_pauses
@@ -1414,6 +1432,25 @@ mod tests {
         assert!(text.contains("HERMES_HTTP_ADDR"));
         assert!(text.contains("telepathy"));
         assert!(!text.contains("k3y-x"), "secret values never print: {text}");
+    }
+
+    #[test]
+    fn the_webhook_allowlist_takes_hosts_and_ranges() {
+        let c = load(&[(
+            "HERMES_WEBHOOK_ALLOW",
+            " agents.internal, 10.20.0.0/16 ,127.0.0.1",
+        )])
+        .unwrap();
+        let shown: Vec<String> = c
+            .delivery
+            .webhook_allow
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(shown, ["agents.internal", "10.20.0.0/16", "127.0.0.1/32"]);
+        assert!(load(&[]).unwrap().delivery.webhook_allow.is_empty());
+        let err = load(&[("HERMES_WEBHOOK_ALLOW", "10.0.0.1/8")]).unwrap_err();
+        assert!(err.to_string().contains("HERMES_WEBHOOK_ALLOW"), "{err}");
     }
 
     #[test]

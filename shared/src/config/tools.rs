@@ -212,6 +212,15 @@ impl FromStr for Cidr {
     }
 }
 
+impl fmt::Display for AllowRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AllowRule::Host(name) => f.write_str(name),
+            AllowRule::Net(cidr) => cidr.fmt(f),
+        }
+    }
+}
+
 impl fmt::Display for Cidr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.network, self.prefix)

@@ -24,6 +24,8 @@ pub struct Agent {
     pub toolsets: Vec<String>,
     pub capabilities: Vec<String>,
     pub webhook_url: Option<String>,
+    /// Wakes also carry Standard Webhooks headers (`webhook-id`, `-timestamp`, `-signature`).
+    pub standard_webhooks: bool,
     pub max_concurrent: i32,
     pub status: AgentStatus,
     pub engagement_mode: EngagementMode,
@@ -36,7 +38,7 @@ pub struct Agent {
 
 const COLUMNS: &str = "a.id, a.workspace_id, a.profile_key, a.kind, a.display_name, a.tone, \
     a.role, a.role_instructions, a.tier, a.toolsets, a.capabilities, a.webhook_url, \
-    a.max_concurrent, a.status, a.engagement_mode, a.last_heartbeat_at, a.last_dispatched_at, \
+    a.standard_webhooks, a.max_concurrent, a.status, a.engagement_mode, a.last_heartbeat_at, a.last_dispatched_at, \
     a.created_at, a.backend, a.backend_model";
 
 fn parse<T: std::str::FromStr<Err = String>>(
@@ -64,6 +66,7 @@ fn agent_from(row: &tokio_postgres::Row) -> Result<Agent, DbError> {
         toolsets: row.get("toolsets"),
         capabilities: row.get("capabilities"),
         webhook_url: row.get("webhook_url"),
+        standard_webhooks: row.get("standard_webhooks"),
         max_concurrent: row.get("max_concurrent"),
         status: parse(row, "status")?,
         engagement_mode: parse(row, "engagement_mode")?,
@@ -250,6 +253,7 @@ pub struct AgentUpdate<'a> {
     pub max_concurrent: Option<i32>,
     pub status: Option<AgentStatus>,
     pub engagement_mode: Option<EngagementMode>,
+    pub standard_webhooks: Option<bool>,
 }
 
 /// Apply `u` to the agent; false when there is no such agent.
@@ -268,6 +272,7 @@ pub async fn update(client: &Client, id: Uuid, u: &AgentUpdate<'_>) -> Result<bo
                                max_concurrent = COALESCE($9, max_concurrent),
                                status = COALESCE($10, status),
                                engagement_mode = COALESCE($11, engagement_mode),
+                               standard_webhooks = COALESCE($12, standard_webhooks),
                                updated_at = now()
              WHERE id = $1",
             )
@@ -284,6 +289,7 @@ pub async fn update(client: &Client, id: Uuid, u: &AgentUpdate<'_>) -> Result<bo
                 &u.max_concurrent,
                 &u.status.map(AgentStatus::as_str),
                 &u.engagement_mode.map(EngagementMode::as_str),
+                &u.standard_webhooks,
             ],
         )
         .await?;

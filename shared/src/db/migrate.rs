@@ -51,6 +51,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0007_llm",
         sql: include_str!("../../../migrations/0007_llm.sql"),
     },
+    Migration {
+        version: 8,
+        name: "0008_webhook_attempts",
+        sql: include_str!("../../../migrations/0008_webhook_attempts.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

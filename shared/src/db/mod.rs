@@ -12,6 +12,7 @@ pub mod scratch;
 pub mod sessions;
 pub mod tool_registry;
 pub mod users;
+pub mod webhook_deliveries;
 pub mod workspaces;
 
 use std::str::FromStr;

@@ -61,6 +61,8 @@ pub struct Inner {
     pub delivery_retries: IntCounterVec,
     pub parking_rejected: IntCounterVec,
     pub delivery_rate_wait: HistogramVec,
+    /// Agent wake webhooks by outcome: delivered, retried, parked, refused.
+    pub webhook_deliveries: IntCounterVec,
     // Router.
     pub router_decisions: IntCounterVec,
     pub credits: IntCounterVec,
@@ -329,6 +331,12 @@ impl Metrics {
             "Replies handed to their destination, by platform and outcome.",
             &["platform", "outcome"],
         );
+        let webhook_deliveries = counter_vec(
+            &r,
+            "hermes_webhook_deliveries_total",
+            "Agent wake webhooks by outcome (delivered, retried, parked, refused).",
+            &["outcome"],
+        );
         let delivery_attempts = counter_vec(
             &r,
             "hermes_delivery_attempts_total",
@@ -497,6 +505,7 @@ impl Metrics {
             delivery_retries,
             parking_rejected,
             delivery_rate_wait,
+            webhook_deliveries,
             ready,
         }))
     }

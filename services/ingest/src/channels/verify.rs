@@ -4,15 +4,9 @@
 //!
 //! All of these fail closed: an empty configured secret or token never matches anything.
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use hermes_shared::signing;
 use subtle::ConstantTimeEq;
 
-type HmacSha256 = Hmac<Sha256>;
-
-const PREFIX: &str = "sha256=";
-/// `sha256=` and 64 hex digits, with room for surrounding whitespace.
-const MAX_SIGNATURE_HEADER: usize = 128;
 /// The longest challenge echoed back by [`handshake`].
 pub const MAX_CHALLENGE_CHARS: usize = 512;
 
@@ -21,35 +15,13 @@ pub const MAX_CHALLENGE_CHARS: usize = 512;
 /// comparison is constant-time. `false` when the header is missing or malformed, or the
 /// secret is empty (unconfigured).
 pub fn hub_signature_valid(secret: &[u8], body: &[u8], header: Option<&str>) -> bool {
-    let Some(header) = header else { return false };
-    if secret.is_empty() || header.len() > MAX_SIGNATURE_HEADER {
-        return false;
-    }
-    let Some(hex_digest) = header.trim().strip_prefix(PREFIX) else {
-        return false;
-    };
-    let Ok(tag) = hex::decode(hex_digest) else {
-        return false;
-    };
-    let Ok(mut mac) = HmacSha256::new_from_slice(secret) else {
-        return false;
-    };
-    mac.update(body);
-    // Checks the length too: a truncated tag does not verify.
-    mac.verify_slice(&tag).is_ok()
+    signing::sha256_tag_valid(secret, body, header)
 }
 
 /// `sha256=<lowercase hex>` of HMAC-SHA256(`secret`, `body`): the value of
 /// `X-Hub-Signature-256` Meta would send (for tests and the load tool).
 pub fn sign_hub(secret: &[u8], body: &[u8]) -> String {
-    // HMAC takes keys of any length, so this never fails; stay total anyway.
-    match HmacSha256::new_from_slice(secret) {
-        Ok(mut mac) => {
-            mac.update(body);
-            format!("{PREFIX}{}", hex::encode(mac.finalize().into_bytes()))
-        }
-        Err(_) => String::new(),
-    }
+    signing::sha256_tag(secret, body)
 }
 
 /// Whether `given` equals the configured `expected` token, in time independent of where

@@ -1,0 +1,552 @@
+//! `hermes dlq`: look into the parking queues (`{ns}.<stage>.dead`), replay what was parked
+//! once its cause is fixed, or purge it.
+//!
+//! Messages are taken with `basic.get` and held unacknowledged while the command decides:
+//! a replayed one is acked off the parking queue only after the broker confirmed its copy in
+//! the work queue (same message id, so the consumer's idempotency still holds; attempt reset
+//! to 0, so the retry schedule applies again); a purged one is acked; every other one is
+//! returned untouched. A failure returns whatever was not yet settled, so nothing is lost.
+
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use chrono::{DateTime, Utc};
+use clap::{Args, Subcommand};
+use hermes_shared::bus::{Bus, Names, Outgoing, Stage};
+use hermes_shared::config::Config;
+use hermes_shared::envelope::Envelope;
+use hermes_shared::stage::{FAILURE_DETAIL_HEADER, FAILURE_REASON_HEADER};
+use hermes_shared::telemetry::Metrics;
+use lapin::message::BasicGetMessage;
+use lapin::options::{BasicAckOptions, BasicGetOptions, BasicNackOptions};
+use lapin::types::{AMQPValue, FieldTable};
+use serde_json::{Value, json};
+
+/// A replay of at least this many messages draws a progress bar on stderr.
+const PROGRESS_FROM: usize = 20;
+
+#[derive(Subcommand)]
+pub enum DlqCommand {
+    /// List parked messages: id, kind, run, reason, age.
+    List(Filter),
+    /// Print one parked message (envelope and failure headers).
+    Show {
+        /// The message id.
+        #[arg(value_name = "ID")]
+        message: String,
+        #[command(flatten)]
+        filter: Filter,
+    },
+    /// Republish matching messages to their work queue (same id, attempt reset to 0).
+    Replay(Filter),
+    /// Delete matching messages for good.
+    Purge {
+        #[command(flatten)]
+        filter: Filter,
+        /// Really delete them.
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+/// Which parked messages a command applies to.
+#[derive(Args, Clone, Default)]
+pub struct Filter {
+    /// Only this stage's parking queue (router, llm, tools, delivery, webhooks, or the full
+    /// queue name); default: all of them.
+    #[arg(long, value_name = "Q")]
+    queue: Option<String>,
+    /// Only messages parked for this reason (e.g. service_unavailable, address_refused,
+    /// rejected, delivery_limit).
+    #[arg(long, value_name = "R")]
+    reason: Option<String>,
+    /// Only messages parked since T: a duration back from now (90s, 30m, 2h, 7d) or an
+    /// RFC 3339 time.
+    #[arg(long, value_name = "T")]
+    since: Option<String>,
+    /// Only the message with this id.
+    #[arg(long)]
+    id: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One parked message as it is shown.
+struct Parked {
+    stage: Stage,
+    queue: String,
+    id: String,
+    kind: String,
+    run: String,
+    attempt: u32,
+    reason: String,
+    detail: Option<String>,
+    parked_at: Option<DateTime<Utc>>,
+    envelope: Option<Envelope>,
+    raw: Vec<u8>,
+}
+
+impl Parked {
+    fn read(stage: Stage, queue: &str, m: &BasicGetMessage) -> Self {
+        let props = &m.delivery.properties;
+        let headers = props.headers().clone().unwrap_or_default();
+        let envelope = Envelope::from_slice(&m.delivery.data).ok();
+        let death = first_death(&headers);
+        let reason = header(&headers, FAILURE_REASON_HEADER)
+            .or_else(|| death.as_ref().and_then(|d| field(d, "reason")))
+            .unwrap_or_else(|| "unknown".into());
+        // When it was dead-lettered, else when the parked copy was published.
+        let parked_at = death
+            .as_ref()
+            .and_then(|d| match d.inner().get("time") {
+                Some(AMQPValue::Timestamp(t)) => DateTime::from_timestamp(*t as i64, 0),
+                _ => None,
+            })
+            .or_else(|| {
+                props
+                    .timestamp()
+                    .and_then(|t| DateTime::from_timestamp(t as i64, 0))
+            });
+        Self {
+            stage,
+            queue: queue.to_string(),
+            id: envelope
+                .as_ref()
+                .map(|e| e.id.to_string())
+                .or_else(|| props.message_id().as_ref().map(|s| s.to_string()))
+                .unwrap_or_else(|| "-".into()),
+            kind: envelope
+                .as_ref()
+                .and_then(|e| serde_json::to_value(e.kind).ok())
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_else(|| "undecodable".into()),
+            run: envelope
+                .as_ref()
+                .map(|e| e.run_id.to_string())
+                .unwrap_or_else(|| "-".into()),
+            attempt: envelope.as_ref().map_or(0, |e| e.attempt),
+            reason,
+            detail: header(&headers, FAILURE_DETAIL_HEADER),
+            parked_at,
+            envelope,
+            raw: m.delivery.data.clone(),
+        }
+    }
+
+    fn age(&self, now: DateTime<Utc>) -> String {
+        match self.parked_at {
+            Some(t) => human((now - t).to_std().unwrap_or_default()),
+            None => "-".into(),
+        }
+    }
+
+    fn to_json(&self, now: DateTime<Utc>) -> Value {
+        json!({
+            "queue": self.queue,
+            "id": self.id,
+            "kind": self.kind,
+            "run_id": self.run,
+            "attempt": self.attempt,
+            "reason": self.reason,
+            "detail": self.detail,
+            "parked_at": self.parked_at,
+            "age_secs": self.parked_at.map(|t| (now - t).num_seconds()),
+        })
+    }
+}
+
+fn header(h: &FieldTable, name: &str) -> Option<String> {
+    match h.inner().get(name)? {
+        AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
+        AMQPValue::ShortString(s) => Some(s.to_string()),
+        _ => None,
+    }
+}
+
+fn field(t: &FieldTable, name: &str) -> Option<String> {
+    header(t, name)
+}
+
+/// The newest entry of RabbitMQ's `x-death` header (why the broker dead-lettered it).
+fn first_death(h: &FieldTable) -> Option<FieldTable> {
+    match h.inner().get("x-death")? {
+        AMQPValue::FieldArray(a) => a.as_slice().iter().find_map(|v| match v {
+            AMQPValue::FieldTable(t) => Some(t.clone()),
+            _ => None,
+        }),
+        _ => None,
+    }
+}
+
+/// `3d`, `5h`, `12m`, `40s`.
+fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 86_400 {
+        format!("{}d", s / 86_400)
+    } else if s >= 3600 {
+        format!("{}h", s / 3600)
+    } else if s >= 60 {
+        format!("{}m", s / 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// `--since`: a duration back from `now` or an RFC 3339 time.
+fn parse_since(s: &str, now: DateTime<Utc>) -> anyhow::Result<DateTime<Utc>> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    let (num, unit) = s.split_at(s.trim_end_matches(char::is_alphabetic).len());
+    let n: i64 = num
+        .parse()
+        .ok()
+        .with_context(|| format!("--since {s:?}: expected e.g. 30m, 2h, 7d or an RFC 3339 time"))?;
+    let secs = match unit {
+        "s" | "" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86_400,
+        _ => bail!("--since {s:?}: the unit must be s, m, h or d"),
+    };
+    Ok(now - chrono::Duration::seconds(secs))
+}
+
+/// The parking queues `--queue` names (a stage or a full queue name); all when absent.
+fn stages(names: &Names, queue: Option<&str>) -> anyhow::Result<Vec<Stage>> {
+    let Some(q) = queue else {
+        return Ok(Stage::ALL.to_vec());
+    };
+    Stage::ALL
+        .into_iter()
+        .find(|s| s.as_str() == q || names.parking(*s) == q)
+        .map(|s| vec![s])
+        .with_context(|| {
+            format!(
+                "--queue {q:?} is not a parking queue: use one of {}",
+                Stage::ALL.map(|s| s.as_str()).join(", ")
+            )
+        })
+}
+
+struct Matcher {
+    reason: Option<String>,
+    since: Option<DateTime<Utc>>,
+    id: Option<String>,
+}
+
+impl Matcher {
+    fn matches(&self, p: &Parked) -> bool {
+        self.reason.as_deref().is_none_or(|r| p.reason == r)
+            && self
+                .since
+                .is_none_or(|since| p.parked_at.is_some_and(|t| t >= since))
+            && self.id.as_deref().is_none_or(|id| p.id == id)
+    }
+}
+
+enum Action {
+    List,
+    Show,
+    Replay,
+    Purge,
+}
+
+/// Run `hermes dlq …`.
+pub async fn run(config: &Config, cmd: DlqCommand) -> anyhow::Result<()> {
+    let (action, filter, yes) = match cmd {
+        DlqCommand::List(f) => (Action::List, f, false),
+        DlqCommand::Show {
+            message,
+            mut filter,
+        } => {
+            filter.id = Some(message);
+            (Action::Show, filter, false)
+        }
+        DlqCommand::Replay(f) => (Action::Replay, f, false),
+        DlqCommand::Purge { filter, yes } => (Action::Purge, filter, yes),
+    };
+    let now = Utc::now();
+    let matcher = Matcher {
+        reason: filter.reason.clone(),
+        since: filter
+            .since
+            .as_deref()
+            .map(|s| parse_since(s, now))
+            .transpose()?,
+        id: filter.id.clone(),
+    };
+    let names = Names::new(config.namespace.clone());
+    let stages = stages(&names, filter.queue.as_deref())?;
+    let bus = Bus::connect(
+        config.amqp_url.clone(),
+        names.clone(),
+        config.bus.clone(),
+        Metrics::new(),
+    )
+    .await
+    .context("cannot reach RabbitMQ (AMQP_URL)")?;
+    let request = Request {
+        stages,
+        matcher,
+        action,
+        filter,
+        yes,
+        now,
+    };
+    let result = act(&bus, &names, &request).await;
+    bus.close().await;
+    result
+}
+
+/// What one `hermes dlq` invocation asked for.
+struct Request {
+    stages: Vec<Stage>,
+    matcher: Matcher,
+    action: Action,
+    filter: Filter,
+    yes: bool,
+    now: DateTime<Utc>,
+}
+
+async fn act(bus: &Bus, names: &Names, r: &Request) -> anyhow::Result<()> {
+    let ch = bus.channel().await?;
+    // Take every message (held unacked) so each is looked at once.
+    let mut held: Vec<(Parked, BasicGetMessage)> = Vec::new();
+    for &stage in &r.stages {
+        let queue = names.parking(stage);
+        while let Some(m) = ch
+            .basic_get(queue.clone().into(), BasicGetOptions::default())
+            .await
+            .with_context(|| format!("cannot read {queue}"))?
+        {
+            held.push((Parked::read(stage, &queue, &m), m));
+        }
+    }
+    let (chosen, others): (Vec<_>, Vec<_>) =
+        held.into_iter().partition(|(p, _)| r.matcher.matches(p));
+    for (_, m) in &others {
+        give_back(m).await?;
+    }
+    let outcome = settle(bus, names, chosen, &r.action, &r.filter, r.yes, r.now).await;
+    let _ = ch.close(200, "done".into()).await;
+    outcome
+}
+
+/// Return a message to its parking queue, untouched.
+async fn give_back(m: &BasicGetMessage) -> anyhow::Result<()> {
+    m.delivery
+        .acker
+        .nack(BasicNackOptions {
+            requeue: true,
+            ..Default::default()
+        })
+        .await
+        .context("cannot return a message to its parking queue")?;
+    Ok(())
+}
+
+async fn settle(
+    bus: &Bus,
+    names: &Names,
+    chosen: Vec<(Parked, BasicGetMessage)>,
+    action: &Action,
+    filter: &Filter,
+    yes: bool,
+    now: DateTime<Utc>,
+) -> anyhow::Result<()> {
+    match action {
+        Action::List => {
+            print_list(&chosen, filter.json, now);
+            give_back_all(&chosen).await
+        }
+        Action::Show => {
+            let Some((p, _)) = chosen.first() else {
+                give_back_all(&chosen).await?;
+                bail!(
+                    "no parked message with id {}",
+                    filter.id.as_deref().unwrap_or("?")
+                );
+            };
+            let mut v = p.to_json(now);
+            v["envelope"] = match &p.envelope {
+                Some(e) => serde_json::to_value(e)?,
+                None => json!(String::from_utf8_lossy(&p.raw)),
+            };
+            if filter.json {
+                println!("{v}");
+            } else {
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            }
+            give_back_all(&chosen).await
+        }
+        Action::Purge => {
+            if !yes {
+                let n = chosen.len();
+                give_back_all(&chosen).await?;
+                bail!("{n} message(s) match; nothing deleted: add --yes to purge them");
+            }
+            for (_, m) in &chosen {
+                m.delivery.acker.ack(BasicAckOptions::default()).await?;
+            }
+            report(filter.json, "purged", chosen.len());
+            Ok(())
+        }
+        Action::Replay => replay(bus, names, chosen, filter.json).await,
+    }
+}
+
+async fn give_back_all(held: &[(Parked, BasicGetMessage)]) -> anyhow::Result<()> {
+    for (_, m) in held {
+        give_back(m).await?;
+    }
+    Ok(())
+}
+
+fn report(json: bool, what: &str, n: usize) {
+    if json {
+        println!("{}", json!({ what: n }));
+    } else {
+        println!("{what} {n} message(s)");
+    }
+}
+
+/// Republish each message to its work queue, confirmed, then ack it off the parking queue.
+async fn replay(
+    bus: &Bus,
+    names: &Names,
+    chosen: Vec<(Parked, BasicGetMessage)>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let total = chosen.len();
+    let progress = total >= PROGRESS_FROM;
+    let mut done = 0usize;
+    let mut iter = chosen.into_iter();
+    while let Some((p, m)) = iter.next() {
+        let published = match &p.envelope {
+            Some(env) => {
+                let mut again = env.clone();
+                again.attempt = 0;
+                let queue = names.queue(p.stage);
+                bus.publish_to(
+                    &names.work_exchange(),
+                    p.stage.as_str(),
+                    &queue,
+                    &Outgoing::from_envelope(&again),
+                )
+                .await
+                .with_context(|| format!("cannot republish {} to {queue}", p.id))
+            }
+            None => Err(anyhow::anyhow!(
+                "message {} in {} is not a valid envelope; it cannot be replayed (purge it)",
+                p.id,
+                p.queue
+            )),
+        };
+        if let Err(e) = published {
+            // Nothing is lost: this one and the rest go back where they were.
+            give_back(&m).await?;
+            for (_, rest) in iter {
+                give_back(&rest).await?;
+            }
+            if progress {
+                eprintln!();
+            }
+            return Err(e.context(format!("replayed {done} of {total} before stopping")));
+        }
+        m.delivery
+            .acker
+            .ack(BasicAckOptions::default())
+            .await
+            .context("the copy is in the work queue but the parked original could not be acked; it may be replayed twice (idempotent by id)")?;
+        done += 1;
+        if progress {
+            draw(done, total);
+        }
+    }
+    if progress {
+        eprintln!();
+    }
+    report(json, "replayed", done);
+    Ok(())
+}
+
+fn draw(done: usize, total: usize) {
+    const WIDTH: usize = 30;
+    let filled = done * WIDTH / total.max(1);
+    let mut err = std::io::stderr();
+    let end = if err.is_terminal() { "\r" } else { "\n" };
+    // Only a terminal redraws in place; a log gets a line per tenth.
+    if !err.is_terminal() && done != total && !done.is_multiple_of((total / 10).max(1)) {
+        return;
+    }
+    let _ = write!(
+        err,
+        "replaying [{}{}] {done}/{total}{end}",
+        "#".repeat(filled),
+        " ".repeat(WIDTH - filled)
+    );
+    let _ = err.flush();
+}
+
+fn print_list(held: &[(Parked, BasicGetMessage)], json: bool, now: DateTime<Utc>) {
+    if json {
+        let rows: Vec<Value> = held.iter().map(|(p, _)| p.to_json(now)).collect();
+        println!("{}", Value::from(rows));
+        return;
+    }
+    if held.is_empty() {
+        println!("no parked messages");
+        return;
+    }
+    println!(
+        "{:<36}  {:<14}  {:<36}  {:<10}  {:<20}  AGE",
+        "ID", "KIND", "RUN", "QUEUE", "REASON"
+    );
+    for (p, _) in held {
+        println!(
+            "{:<36}  {:<14}  {:<36}  {:<10}  {:<20}  {}",
+            p.id,
+            p.kind,
+            p.run,
+            p.stage.as_str(),
+            p.reason,
+            p.age(now)
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_takes_durations_and_times() {
+        let now = Utc::now();
+        assert_eq!(
+            parse_since("30m", now).unwrap(),
+            now - chrono::Duration::minutes(30)
+        );
+        assert_eq!(
+            parse_since("2d", now).unwrap(),
+            now - chrono::Duration::days(2)
+        );
+        assert_eq!(
+            parse_since("2026-11-01T00:00:00Z", now)
+                .unwrap()
+                .to_rfc3339(),
+            "2026-11-01T00:00:00+00:00"
+        );
+        assert!(parse_since("soon", now).is_err());
+        assert!(parse_since("3w", now).is_err());
+    }
+
+    #[test]
+    fn ages_read_like_durations() {
+        assert_eq!(human(Duration::from_secs(40)), "40s");
+        assert_eq!(human(Duration::from_secs(3 * 3600 + 5)), "3h");
+        assert_eq!(human(Duration::from_secs(3 * 86_400)), "3d");
+    }
+}
