@@ -49,6 +49,13 @@ enum Outcome {
 }
 
 impl Outcome {
+    const ALL: [Outcome; 4] = [
+        Outcome::Delivered,
+        Outcome::Retried,
+        Outcome::Parked,
+        Outcome::Refused,
+    ];
+
     fn as_str(self) -> &'static str {
         match self {
             Outcome::Delivered => "delivered",
@@ -94,6 +101,12 @@ pub struct AgentWebhookStage {
 
 impl AgentWebhookStage {
     pub fn new(ctx: Ctx) -> Self {
+        // Every outcome's series starts at 0, so alerts on parked wakes see it from the start.
+        for outcome in Outcome::ALL {
+            ctx.metrics
+                .webhook_deliveries
+                .with_label_values(&[outcome.as_str()]);
+        }
         let settings = &ctx.config.delivery;
         Self {
             policy: RetryPolicy {
