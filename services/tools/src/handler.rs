@@ -1,7 +1,7 @@
 //! The tools stage for one request: run every call the model asked for (each bounded in
 //! time), append the results as tool turns, and send the conversation back to the llm stage.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use hermes_shared::Ctx;
 use hermes_shared::bus::Stage;
@@ -10,10 +10,7 @@ use hermes_shared::envelope::Envelope;
 use hermes_shared::model::{ChatMessage, ToolCall, ToolRequest};
 use hermes_shared::stage::{Handler, StageError};
 
-use crate::registry::Registry;
-
-/// Upper bound of one tool call.
-const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+use crate::registry::{Registry, ToolError};
 
 pub struct ToolStage {
     ctx: Ctx,
@@ -33,15 +30,14 @@ impl ToolStage {
                 format!("error: no tool named {:?} is available", call.name),
             ),
             Some(tool) => {
-                match tokio::time::timeout(CALL_TIMEOUT, tool.call(&call.arguments)).await {
+                let deadline = tool.deadline();
+                match tokio::time::timeout(deadline, tool.call(&call.arguments)).await {
                     Ok(Ok(out)) => ("ok", out),
+                    Ok(Err(e @ ToolError::Timeout(_))) => ("timeout", format!("error: {e}")),
                     Ok(Err(e)) => ("error", format!("error: {e}")),
                     Err(_) => (
                         "timeout",
-                        format!(
-                            "error: {} did not finish within {CALL_TIMEOUT:?}",
-                            call.name
-                        ),
+                        format!("error: {} did not finish within {deadline:?}", call.name),
                     ),
                 }
             }

@@ -52,6 +52,8 @@ pub struct Inner {
     // Tools.
     pub tool_calls: IntCounterVec,
     pub tool_duration: HistogramVec,
+    pub tool_refusals: IntCounterVec,
+    pub mcp_server_up: IntGaugeVec,
     // Delivery.
     pub deliveries: IntCounterVec,
     // Router.
@@ -305,6 +307,18 @@ impl Metrics {
             &["tool"],
             lat.clone(),
         );
+        let tool_refusals = counter_vec(
+            &r,
+            "hermes_tool_refusals_total",
+            "Tool calls refused by the run's engagement-mode policy, never executed, by reason.",
+            &["reason"],
+        );
+        let mcp_server_up = gauge_vec(
+            &r,
+            "hermes_mcp_server_up",
+            "1 while this replica has a live session with the MCP server, else 0.",
+            &["server"],
+        );
         let deliveries = counter_vec(
             &r,
             "hermes_deliveries_total",
@@ -426,6 +440,8 @@ impl Metrics {
             llm_in_flight,
             tool_calls,
             tool_duration,
+            tool_refusals,
+            mcp_server_up,
             router_decisions,
             credits,
             soul_cache,
