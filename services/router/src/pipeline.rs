@@ -18,7 +18,7 @@ use hermes_shared::envelope::Envelope;
 use hermes_shared::intent::Intent;
 use hermes_shared::model::{
     AgentWake, ChatMessage, Exchange, Inbound, LlmRequest, Platform, Provenance, Reply, Role,
-    ToolSpec,
+    ToolPolicy, ToolSpec,
 };
 use hermes_shared::stage::{Handler, StageError};
 
@@ -506,6 +506,11 @@ impl Router {
             // An agent moved to another backend at run time answers there first.
             backend: agent.and_then(|a| a.backend.clone()),
             workspace: agent.map(|a| a.workspace_id),
+            // The agent's engagement mode governs what its tool calls may execute.
+            policy: ToolPolicy {
+                engagement_mode: mode,
+                tool_allowlist: None,
+            },
             ..LlmRequest::new(r.inbound.reply_to(), tier, chain, messages)
         };
         Ok(vec![env.follow(&request)])

@@ -5,6 +5,7 @@
 pub mod builtin;
 mod handler;
 pub mod mcp;
+pub mod policy;
 pub mod registry;
 
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use hermes_shared::db::tool_registry;
 use hermes_shared::{Ctx, stage};
 use tokio::sync::mpsc;
 
-pub use handler::ToolStage;
+pub use handler::{Executed, Outcome, ToolStage, execute};
 pub use registry::{Registry, Tool, ToolError};
 
 use mcp::{McpHub, ToolsetChanged};

@@ -38,6 +38,12 @@ pub trait Tool: Send + Sync {
     fn deadline(&self) -> Duration {
         DEFAULT_DEADLINE
     }
+
+    /// Whether the tool acts on the host the tools service runs on (terminal, file
+    /// patching, code execution, desktop): disabled in restricted engagement modes.
+    fn local_host(&self) -> bool {
+        false
+    }
 }
 
 /// The tools of this replica by name: the built-ins, then whatever the MCP servers

@@ -432,3 +432,102 @@ async fn streamable_http_server_with_a_required_header() {
     assert!(bad.registry.specs().is_empty());
     bad.hub.shutdown();
 }
+
+fn call_of(name: &str, arguments: serde_json::Value) -> hermes_shared::model::ToolCall {
+    hermes_shared::model::ToolCall {
+        id: "call_1".into(),
+        name: name.into(),
+        arguments,
+        signature: None,
+    }
+}
+
+#[tokio::test]
+async fn a_review_run_cannot_execute_a_local_host_tool_and_an_allowlist_admits_only_its_tools() {
+    use hermes_shared::agent::EngagementMode;
+    use hermes_shared::model::ToolPolicy;
+    use hermes_tools::policy::RefusalReason;
+    use hermes_tools::{Outcome, execute};
+
+    // `terminal` stands for a shell server: declared local-host. `every-thing` is not.
+    let toml_text = format!(
+        "[mcp_servers.terminal]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\nlocal_host = true\n{}",
+        dynamic_js(),
+        everything("")
+    );
+    let s = start(&toml_text).await;
+    let grow = call_of("mcp_terminal_grow", json!({}));
+    let echo = call_of("mcp_every_thing_echo", json!({"message": "hi"}));
+    let whoami = call_of("mcp_terminal_whoami", json!({}));
+
+    for mode in [
+        EngagementMode::Review,
+        EngagementMode::Research,
+        EngagementMode::Discuss,
+    ] {
+        let policy = ToolPolicy {
+            engagement_mode: mode,
+            tool_allowlist: None,
+        };
+        let refused = execute(&s.registry, &policy, &grow).await;
+        assert_eq!(
+            refused.outcome,
+            Outcome::Refused(RefusalReason::EngagementMode)
+        );
+        let body: serde_json::Value = serde_json::from_str(&refused.text).unwrap();
+        assert_eq!(body["refused"], true);
+        assert_eq!(body["reason"], "engagement_mode");
+        assert_eq!(body["engagement_mode"], mode.as_str());
+        // Other toolsets stay available.
+        assert_eq!(
+            execute(&s.registry, &policy, &echo).await.outcome,
+            Outcome::Ok
+        );
+    }
+    // Never executed: had `grow` run, the server would now list `grown_1`.
+    let tools = names(&s.registry);
+    assert!(
+        !tools.iter().any(|n| n.starts_with("mcp_terminal_grown")),
+        "{tools:?}"
+    );
+
+    // EXECUTE with an allowlist naming one tool: that tool runs, the rest of the
+    // local-host toolset does not; non-local tools are not affected.
+    let listed = ToolPolicy {
+        engagement_mode: EngagementMode::Execute,
+        tool_allowlist: Some(vec!["mcp_terminal_whoami".into()]),
+    };
+    let ran = execute(&s.registry, &listed, &whoami).await;
+    assert_eq!(
+        (ran.outcome, ran.text.as_str()),
+        (Outcome::Ok, "dynamic over stdio")
+    );
+    assert_eq!(
+        execute(&s.registry, &listed, &grow).await.outcome,
+        Outcome::Refused(RefusalReason::NotAllowlisted)
+    );
+    assert_eq!(
+        execute(&s.registry, &listed, &echo).await.outcome,
+        Outcome::Ok
+    );
+    // The whole toolset by name.
+    let toolset = ToolPolicy {
+        engagement_mode: EngagementMode::Execute,
+        tool_allowlist: Some(vec!["mcp-terminal".into()]),
+    };
+    assert_eq!(
+        execute(&s.registry, &toolset, &whoami).await.outcome,
+        Outcome::Ok
+    );
+    // A run started from a REVIEW run stays restricted even if it asks for EXECUTE.
+    let parent = ToolPolicy {
+        engagement_mode: EngagementMode::Review,
+        tool_allowlist: None,
+    };
+    let child = parent.inherit(&toolset);
+    assert_eq!(
+        execute(&s.registry, &child, &whoami).await.outcome,
+        Outcome::Refused(RefusalReason::EngagementMode)
+    );
+    s.hub.shutdown();
+}

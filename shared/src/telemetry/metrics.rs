@@ -297,7 +297,7 @@ impl Metrics {
         let tool_calls = counter_vec(
             &r,
             "hermes_tool_calls_total",
-            "Tool calls by tool and outcome (ok, error, unknown_tool, timeout).",
+            "Tool calls by tool and outcome (ok, error, unknown_tool, timeout, refused).",
             &["tool", "outcome"],
         );
         let tool_duration = histogram_vec(

@@ -25,6 +25,11 @@ impl Tool for McpTool {
 
     /// The server's own `timeout` bounds the call (and counts toward its breaker); the stage's
     /// outer bound only has to be later.
+    /// Declared per server in its configuration (`local_host`).
+    fn local_host(&self) -> bool {
+        self.server.settings.local_host
+    }
+
     fn deadline(&self) -> Duration {
         self.server.settings.call_timeout() + Duration::from_secs(5)
     }
