@@ -13,6 +13,11 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 
 /// A configuration file naming the reference server as `everything`.
 fn mcp_config(ns: &str) -> PathBuf {
+    write_config(ns, "timeout = 10")
+}
+
+/// The configuration file of this test: the reference server with `extra` keys.
+fn write_config(ns: &str, extra: &str) -> PathBuf {
     let server = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     assert!(
@@ -24,7 +29,7 @@ fn mcp_config(ns: &str) -> PathBuf {
     std::fs::write(
         &file,
         format!(
-            "[mcp_servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\ntimeout = 10\n",
+            "[mcp_servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n{extra}\n",
             server.display().to_string()
         ),
     )
@@ -138,6 +143,89 @@ async fn a_model_calls_an_mcp_tool_and_its_result_reaches_the_second_call() {
             .contains("hermes_tool_calls_total{outcome=\"ok\",tool=\"mcp_everything_get_sum\"} 1"),
         "{metrics}"
     );
+    fleet.stop().await.unwrap();
+    env.cleanup().await;
+    let _ = std::fs::remove_file(config);
+}
+
+/// The CLI's configuration when the file is invalid or empty (the CLI does not need it).
+fn config_without_file(env: &TestEnv) -> hermes_shared::config::Config {
+    let mut vars = env.vars.clone();
+    vars.remove("HERMES_CONFIG");
+    hermes_shared::config::Config::from_lookup(&move |k| vars.get(k).cloned(), None).unwrap()
+}
+
+/// The names registered under `toolset`.
+async fn registered(env: &TestEnv, toolset: &str) -> Vec<String> {
+    let client = env.db().get().await.unwrap();
+    client
+        .query(
+            "SELECT name FROM tool_registry WHERE toolset = $1 ORDER BY name",
+            &[&toolset],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+async fn wait_for(env: &TestEnv, toolset: &str, expected: &[&str]) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let names = registered(env, toolset).await;
+        if names == expected {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{toolset}: {names:?}, expected {expected:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_reload_rereads_the_configuration_file() {
+    let mut env = TestEnv::new().await;
+    let only = |tool: &str| {
+        format!("tools = {{ include = [\"{tool}\"], resources = false, prompts = false }}")
+    };
+    let config = write_config(&env.ns, &only("echo"));
+    env.set("HERMES_CONFIG", config.to_str().unwrap());
+    let fleet = env.start(&[Service::Tools]).await;
+    wait_for(&env, "mcp-everything", &["mcp_everything_echo"]).await;
+
+    // The operator edits the file: reload applies it.
+    write_config(&env.ns, &only("get-sum"));
+    hermes::tools_admin::run(&env.config(), hermes::tools_admin::ToolsCommand::Reload)
+        .await
+        .unwrap();
+    wait_for(&env, "mcp-everything", &["mcp_everything_get_sum"]).await;
+
+    // An invalid file is refused; the replica keeps what it has.
+    std::fs::write(&config, "[mcp_servers.everything]\ncomand = \"typo\"\n").unwrap();
+    hermes::tools_admin::run(
+        &config_without_file(&env),
+        hermes::tools_admin::ToolsCommand::Reload,
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        registered(&env, "mcp-everything").await,
+        ["mcp_everything_get_sum"]
+    );
+
+    // A server removed from the file disappears from the registry.
+    std::fs::write(&config, "").unwrap();
+    hermes::tools_admin::run(
+        &config_without_file(&env),
+        hermes::tools_admin::ToolsCommand::Reload,
+    )
+    .await
+    .unwrap();
+    wait_for(&env, "mcp-everything", &[]).await;
     fleet.stop().await.unwrap();
     env.cleanup().await;
     let _ = std::fs::remove_file(config);

@@ -9,6 +9,7 @@ pub mod bench_router;
 pub mod doctor;
 pub mod keys;
 pub mod llm_admin;
+pub mod tools_admin;
 pub mod users;
 
 use std::future::Future;

@@ -1,6 +1,7 @@
 //! The tools stage for one request: run every call the model asked for (each bounded in
 //! time), append the results as tool turns, and send the conversation back to the llm stage.
 
+use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use hermes_shared::Ctx;
@@ -15,17 +16,19 @@ use crate::registry::{Registry, ToolError};
 
 pub struct ToolStage {
     ctx: Ctx,
-    registry: Registry,
+    /// Swapped whole by a reload; a call in flight keeps the registry it started with.
+    registry: Arc<RwLock<Registry>>,
 }
 
 impl ToolStage {
-    pub fn new(ctx: Ctx, registry: Registry) -> Self {
+    pub fn new(ctx: Ctx, registry: Arc<RwLock<Registry>>) -> Self {
         Self { ctx, registry }
     }
 
     async fn run_call(&self, policy: &ToolPolicy, call: &ToolCall) -> String {
         let started = Instant::now();
-        let done = execute(&self.registry, policy, call).await;
+        let registry = self.registry.read().expect("registry lock").clone();
+        let done = execute(&registry, policy, call).await;
         let m = &self.ctx.metrics;
         let label = if done.outcome == Outcome::UnknownTool {
             "unknown"

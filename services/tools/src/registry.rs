@@ -81,6 +81,13 @@ impl Registry {
         specs
     }
 
+    /// Stop the MCP servers behind this registry.
+    pub fn shutdown(&self) {
+        if let Some(hub) = &self.mcp {
+            hub.shutdown();
+        }
+    }
+
     /// Every tool of this replica.
     pub fn specs(&self) -> Vec<ToolSpec> {
         let mut specs = self.builtin_specs();
