@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 pub use handler::{Executed, Outcome, ToolStage, execute};
 pub use registry::{Registry, Tool, ToolError};
 
-use mcp::{McpHub, ToolsetChanged};
+use mcp::{Complete, GatewaySampling, McpHub, ToolsetChanged};
 
 /// The built-in tools every replica runs, with the limits of `[tools]` in the configuration.
 pub fn default_registry(settings: &ToolsSettings) -> Registry {
@@ -35,12 +35,14 @@ async fn assemble(
     ctx: &Ctx,
     file: &FileConfig,
     changes: &mpsc::UnboundedSender<ToolsetChanged>,
+    llm: &Option<Arc<dyn Complete>>,
 ) -> (Arc<McpHub>, Registry) {
     let hub = Arc::new(
         McpHub::start(
             &file.mcp_servers,
             &ctx.metrics.mcp_server_up,
             changes.clone(),
+            llm.clone(),
         )
         .await,
     );
@@ -73,7 +75,16 @@ async fn publish_all(
 pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let (changes_tx, changes) = mpsc::unbounded_channel();
     let file = ctx.config.file.clone();
-    let (hub, registry) = assemble(&ctx, &file, &changes_tx).await;
+    // MCP sampling goes through the same gateway as every model call; without a usable
+    // provider the servers are told this client cannot sample.
+    let llm: Option<Arc<dyn Complete>> = match hermes_llm::Gateway::new(&ctx) {
+        Ok(gateway) => Some(Arc::new(GatewaySampling::new(gateway, ctx.config.clone()))),
+        Err(e) => {
+            tracing::warn!(error = %e, "MCP sampling is off: no model provider is usable");
+            None
+        }
+    };
+    let (hub, registry) = assemble(&ctx, &file, &changes_tx, &llm).await;
     publish_all(&ctx, &registry, &file.mcp_servers, &[]).await?;
     let registry = Arc::new(RwLock::new(registry));
 
@@ -91,6 +102,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         hub,
         file.mcp_servers,
         changes_tx,
+        llm,
         reload_rx,
     ));
     stage::run(ctx.clone(), ToolStage::new(ctx, registry.clone())).await;
@@ -108,6 +120,7 @@ async fn reload_loop(
     mut hub: Arc<McpHub>,
     mut servers: BTreeMap<String, McpServerSettings>,
     changes: mpsc::UnboundedSender<ToolsetChanged>,
+    llm: Option<Arc<dyn Complete>>,
     mut requests: mpsc::Receiver<()>,
 ) {
     while requests.recv().await.is_some() {
@@ -127,7 +140,7 @@ async fn reload_loop(
                 continue;
             }
         };
-        let (new_hub, new_registry) = assemble(&ctx, &file, &changes).await;
+        let (new_hub, new_registry) = assemble(&ctx, &file, &changes, &llm).await;
         let gone: Vec<String> = servers
             .keys()
             .filter(|n| !file.mcp_servers.contains_key(*n))

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hermes_shared::config::McpServerSettings;
-use hermes_tools::mcp::{McpHub, ToolsetChanged};
+use hermes_tools::mcp::{Complete, GatewaySampling, McpHub, ToolsetChanged};
 use hermes_tools::{Registry, ToolError};
 use prometheus::{IntGaugeVec, Opts};
 use serde_json::json;
@@ -57,9 +57,13 @@ struct Started {
 }
 
 async fn start(toml_text: &str) -> Started {
+    start_with(toml_text, None).await
+}
+
+async fn start_with(toml_text: &str, llm: Option<Arc<dyn Complete>>) -> Started {
     let up = up_gauge();
     let (tx, changes) = mpsc::unbounded_channel();
-    let hub = Arc::new(McpHub::start(&servers(toml_text), &up, tx).await);
+    let hub = Arc::new(McpHub::start(&servers(toml_text), &up, tx, llm).await);
     let registry = Registry::default().with_mcp(hub.clone());
     Started {
         hub,
@@ -528,6 +532,75 @@ async fn a_review_run_cannot_execute_a_local_host_tool_and_an_allowlist_admits_o
     assert_eq!(
         execute(&s.registry, &child, &whoami).await.outcome,
         Outcome::Refused(RefusalReason::EngagementMode)
+    );
+    s.hub.shutdown();
+}
+
+/// Our model path over the built-in mock provider (it answers `echo: <last user turn>`).
+fn mock_llm() -> Arc<dyn Complete> {
+    use hermes_shared::config::Config;
+    let ns = format!("t{}", std::process::id());
+    let config = Arc::new(
+        Config::from_lookup(
+            &|k| match k {
+                "HERMES_PROVIDER" => Some("mock".into()),
+                "HERMES_NAMESPACE" => Some(ns.clone()),
+                _ => std::env::var(k).ok(),
+            },
+            None,
+        )
+        .unwrap(),
+    );
+    let metrics = hermes_shared::telemetry::Metrics::new();
+    let cache = hermes_shared::cache::Cache::new(
+        &config.redis_url,
+        config.namespace.clone(),
+        metrics.clone(),
+    )
+    .unwrap();
+    let backends = hermes_llm::backends::Backends::new(config.clone(), None).unwrap();
+    let gateway = hermes_llm::Gateway::with_parts(config.clone(), metrics, backends, cache);
+    Arc::new(GatewaySampling::new(gateway, config))
+}
+
+#[tokio::test]
+async fn sampling_requests_of_the_reference_server_are_answered_by_our_models() {
+    let s = start_with(
+        &everything("sampling = { max_tokens_cap = 64 }"),
+        Some(mock_llm()),
+    )
+    .await;
+    // The server registers its sampling tool once it knows we can sample, and announces it
+    // with notifications/tools/list_changed.
+    let registry = s.registry.clone();
+    eventually("the sampling tool", || {
+        registry
+            .get("mcp_every_thing_trigger_sampling_request")
+            .is_some()
+    })
+    .await;
+    let out = call(
+        &s.registry,
+        "mcp_every_thing_trigger_sampling_request",
+        json!({"prompt": "name a colour", "maxTokens": 1000}),
+    )
+    .await
+    .unwrap();
+    assert!(out.contains("echo: Resource"), "{out}");
+    assert!(out.contains("name a colour"), "{out}");
+    s.hub.shutdown();
+
+    // Disabled: we do not announce sampling, so the server never offers the tool.
+    let s = start_with(
+        &everything("sampling = { enabled = false }"),
+        Some(mock_llm()),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        s.registry
+            .get("mcp_every_thing_trigger_sampling_request")
+            .is_none()
     );
     s.hub.shutdown();
 }

@@ -4,12 +4,18 @@
 
 use std::collections::HashMap;
 use std::process::Stdio;
+use std::sync::Arc;
 
 use hermes_shared::config::{McpServerSettings, McpTransportKind};
+// Sampling is deprecated by SEP-2577 in newer protocol versions, but servers of the
+// versions we speak still use it and the seed requires serving it.
 use rmcp::model::{
-    CallToolRequestParams, ClientConfig, GetPromptRequestParams, ReadResourceRequestParams,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, GetPromptRequestParams,
+    ReadResourceRequestParams, Role, SamplingCapability,
 };
-use rmcp::service::{NotificationContext, RunningService};
+#[allow(deprecated)]
+use rmcp::model::{CreateMessageRequestParams, CreateMessageResult, SamplingMessage};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
@@ -17,6 +23,7 @@ use secrecy::ExposeSecret;
 use tokio::sync::mpsc;
 
 use super::env::child_env;
+use super::sampling::{Sampler, SamplingError, SamplingRequest};
 
 /// Why an MCP request failed.
 #[derive(Debug, thiserror::Error)]
@@ -53,19 +60,80 @@ pub struct CallOutcome {
     pub is_error: bool,
 }
 
-/// Receives the server's notifications: `notifications/tools/list_changed` becomes one
-/// message on `tools_changed` (the supervisor coalesces bursts).
+/// Receives the server's notifications and requests: `notifications/tools/list_changed`
+/// becomes one message on `tools_changed` (the supervisor coalesces bursts), and
+/// `sampling/createMessage` goes to the sampler when the server may sample.
 struct Events {
     tools_changed: mpsc::UnboundedSender<()>,
+    sampler: Option<Arc<Sampler>>,
 }
 
+#[allow(deprecated)] // sampling, see the imports
 impl ClientHandler for Events {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         let _ = self.tools_changed.send(());
     }
 
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, rmcp::ErrorData> {
+        let Some(sampler) = self.sampler.as_ref().filter(|s| s.enabled()) else {
+            return Err(rmcp::ErrorData::invalid_request(
+                SamplingError::Disabled.to_string(),
+                None,
+            ));
+        };
+        let answer = sampler
+            .sample(sampling_request(&params))
+            .await
+            .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))?;
+        Ok(
+            CreateMessageResult::new(SamplingMessage::assistant_text(answer.text), answer.model)
+                .with_stop_reason(answer.stop_reason),
+        )
+    }
+
     fn get_info(&self) -> ClientConfig {
-        ClientConfig::default()
+        let mut capabilities = ClientCapabilities::default();
+        if self.sampler.as_ref().is_some_and(|s| s.enabled()) {
+            capabilities.sampling = Some(SamplingCapability::default());
+        }
+        let mut config = ClientConfig::default();
+        config.capabilities = capabilities;
+        config
+    }
+}
+
+/// A `sampling/createMessage` request in our terms (text turns; other content as JSON).
+#[allow(deprecated)] // sampling, see the imports
+fn sampling_request(params: &CreateMessageRequestParams) -> SamplingRequest {
+    let turns = params
+        .messages
+        .iter()
+        .map(|m| {
+            let content = serde_json::to_value(&m.content).unwrap_or_default();
+            let blocks = match content {
+                serde_json::Value::Array(_) => content,
+                single => serde_json::Value::Array(vec![single]),
+            };
+            (m.role == Role::Assistant, content_text(&blocks))
+        })
+        .collect();
+    let hints = params
+        .model_preferences
+        .as_ref()
+        .and_then(|p| p.hints.as_ref())
+        .map(|hints| hints.iter().filter_map(|h| h.name.clone()).collect())
+        .unwrap_or_default();
+    SamplingRequest {
+        turns,
+        system: params.system_prompt.clone(),
+        max_tokens: params.max_tokens,
+        temperature: params.temperature,
+        hints,
+        wants_tools: params.tools.as_ref().is_some_and(|t| !t.is_empty()),
     }
 }
 
@@ -75,12 +143,16 @@ pub struct McpConnection {
 }
 
 /// Connect to the server of `settings` (no deadline here: the caller bounds it), announcing
-/// tool-list changes on `tools_changed`.
+/// tool-list changes on `tools_changed` and serving sampling with `sampler`.
 pub async fn connect(
     settings: &McpServerSettings,
     tools_changed: mpsc::UnboundedSender<()>,
+    sampler: Option<Arc<Sampler>>,
 ) -> Result<McpConnection, McpError> {
-    let events = Events { tools_changed };
+    let events = Events {
+        tools_changed,
+        sampler,
+    };
     let service = match settings.transport() {
         McpTransportKind::Stdio => {
             let program = settings.command.as_deref().unwrap_or_default();

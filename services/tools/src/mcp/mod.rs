@@ -5,7 +5,9 @@
 mod breaker;
 mod client;
 mod env;
+mod llm_path;
 pub mod naming;
+mod sampling;
 mod scrub;
 mod server;
 mod supervisor;
@@ -23,6 +25,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use client::McpError;
 pub use env::{child_env, in_baseline};
+pub use llm_path::GatewaySampling;
+pub use sampling::{Complete, CompleteFuture, SamplingAnswer, SamplingError, SamplingRequest};
 pub use scrub::scrub;
 pub use server::McpServer;
 pub use supervisor::ToolsetChanged;
@@ -39,11 +43,13 @@ pub struct McpHub {
 impl McpHub {
     /// Start supervising every enabled server of `servers` (disabled ones are never
     /// connected) and wait until each has made its first connection attempt, at most
-    /// its `connect_timeout`. Changes of a server's tools are sent on `changes`.
+    /// its `connect_timeout`. Changes of a server's tools are sent on `changes`; sampling
+    /// requests are answered by `llm` (absent: servers are told the client cannot sample).
     pub async fn start(
         servers: &BTreeMap<String, McpServerSettings>,
         up: &IntGaugeVec,
         changes: mpsc::UnboundedSender<ToolsetChanged>,
+        llm: Option<Arc<dyn Complete>>,
     ) -> Self {
         let stop = CancellationToken::new();
         let mut started = Vec::new();
@@ -53,6 +59,7 @@ impl McpHub {
                 name.clone(),
                 settings.clone(),
                 up.with_label_values(&[name]),
+                llm.clone(),
             ));
             let (first_tx, mut first_rx) = watch::channel(false);
             tokio::spawn(supervisor::supervise(

@@ -13,6 +13,7 @@ use serde_json::json;
 use super::breaker::Breaker;
 use super::client::{McpConnection, McpError};
 use super::naming;
+use super::sampling::{Complete, Sampler};
 use super::scrub::scrub;
 use crate::registry::ToolError;
 
@@ -45,10 +46,19 @@ pub struct McpServer {
     up: IntGauge,
     /// Configured secret values, removed verbatim from errors shown to the model.
     secrets: Vec<String>,
+    /// Serves the server's sampling requests (absent: no model path in this process).
+    pub(crate) sampler: Option<Arc<Sampler>>,
 }
 
 impl McpServer {
-    pub fn new(name: String, settings: McpServerSettings, up: IntGauge) -> Self {
+    pub fn new(
+        name: String,
+        settings: McpServerSettings,
+        up: IntGauge,
+        llm: Option<Arc<dyn Complete>>,
+    ) -> Self {
+        let sampler =
+            llm.map(|llm| Arc::new(Sampler::new(name.clone(), settings.sampling.clone(), llm)));
         let secrets = settings
             .headers
             .values()
@@ -65,6 +75,7 @@ impl McpServer {
             refreshing: tokio::sync::Mutex::new(()),
             up,
             secrets,
+            sampler,
         }
     }
 
