@@ -22,6 +22,13 @@ use crate::registry::ToolError;
 pub enum Action {
     /// `tools/call` of the server tool of this name.
     Tool(String),
+    /// One of the resource and prompt wrappers.
+    Utility(Utility),
+}
+
+/// The wrappers registered around a server's resources and prompts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Utility {
     ListResources,
     ReadResource,
     ListPrompts,
@@ -126,12 +133,12 @@ impl McpServer {
             })
             .collect();
         if caps.resources && filter.resources {
-            registered.push(self.utility(Action::ListResources));
-            registered.push(self.utility(Action::ReadResource));
+            registered.push(self.utility(Utility::ListResources));
+            registered.push(self.utility(Utility::ReadResource));
         }
         if caps.prompts && filter.prompts {
-            registered.push(self.utility(Action::ListPrompts));
-            registered.push(self.utility(Action::GetPrompt));
+            registered.push(self.utility(Utility::ListPrompts));
+            registered.push(self.utility(Utility::GetPrompt));
         }
         registered.sort_by(|a, b| a.spec.name.cmp(&b.spec.name));
         let mut current = self.tools.write().expect("tools lock");
@@ -145,24 +152,24 @@ impl McpServer {
         Ok(changed.then(|| current.iter().map(|r| r.spec.clone()).collect()))
     }
 
-    fn utility(&self, action: Action) -> Registered {
-        let (tool, description, parameters) = match action {
-            Action::ListResources => (
+    fn utility(&self, utility: Utility) -> Registered {
+        let (tool, description, parameters) = match utility {
+            Utility::ListResources => (
                 "list_resources",
                 format!("List the resources of the MCP server {}.", self.name),
                 json!({"type": "object", "properties": {}}),
             ),
-            Action::ReadResource => (
+            Utility::ReadResource => (
                 "read_resource",
                 format!("Read one resource of the MCP server {} by URI.", self.name),
                 json!({"type": "object", "properties": {"uri": {"type": "string"}}, "required": ["uri"]}),
             ),
-            Action::ListPrompts => (
+            Utility::ListPrompts => (
                 "list_prompts",
                 format!("List the prompts of the MCP server {}.", self.name),
                 json!({"type": "object", "properties": {}}),
             ),
-            Action::GetPrompt => (
+            Utility::GetPrompt => (
                 "get_prompt",
                 format!("Get one prompt of the MCP server {} by name.", self.name),
                 json!({"type": "object", "properties": {
@@ -170,7 +177,6 @@ impl McpServer {
                     "arguments": {"type": "object", "additionalProperties": {"type": "string"}}
                 }, "required": ["name"]}),
             ),
-            Action::Tool(_) => unreachable!("utilities only"),
         };
         Registered {
             spec: ToolSpec {
@@ -179,7 +185,7 @@ impl McpServer {
                 parameters,
                 toolset: self.toolset(),
             },
-            action,
+            action: Action::Utility(utility),
         }
     }
 
@@ -214,13 +220,13 @@ impl McpServer {
                     .call_tool(name, arguments)
                     .await
                     .map(|o| if o.is_error { Err(o.text) } else { Ok(o.text) }),
-                Action::ListResources => session.list_resources().await.map(Ok),
-                Action::ReadResource => {
+                Action::Utility(Utility::ListResources) => session.list_resources().await.map(Ok),
+                Action::Utility(Utility::ReadResource) => {
                     let uri = arguments["uri"].as_str().unwrap_or_default();
                     session.read_resource(uri).await.map(Ok)
                 }
-                Action::ListPrompts => session.list_prompts().await.map(Ok),
-                Action::GetPrompt => {
+                Action::Utility(Utility::ListPrompts) => session.list_prompts().await.map(Ok),
+                Action::Utility(Utility::GetPrompt) => {
                     let name = arguments["name"].as_str().unwrap_or_default();
                     let args = arguments.get("arguments").cloned().unwrap_or_default();
                     session.get_prompt(name, &args).await.map(Ok)
