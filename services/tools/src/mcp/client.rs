@@ -145,6 +145,7 @@ pub struct McpConnection {
 /// Connect to the server of `settings` (no deadline here: the caller bounds it), announcing
 /// tool-list changes on `tools_changed` and serving sampling with `sampler`.
 pub async fn connect(
+    name: &str,
     settings: &McpServerSettings,
     tools_changed: mpsc::UnboundedSender<()>,
     sampler: Option<Arc<Sampler>>,
@@ -161,10 +162,13 @@ pub async fn connect(
                 .env_clear()
                 .envs(child_env(std::env::vars(), &settings.env))
                 .kill_on_drop(true);
-            let (transport, _stderr) = TokioChildProcess::builder(cmd)
-                .stderr(Stdio::null())
+            let (transport, stderr) = TokioChildProcess::builder(cmd)
+                .stderr(Stdio::piped())
                 .spawn()
                 .map_err(|e| McpError::Spawn(format!("{program}: {e}")))?;
+            if let Some(stderr) = stderr {
+                forward_stderr(name.to_owned(), stderr);
+            }
             events
                 .serve(transport)
                 .await
@@ -194,6 +198,18 @@ pub async fn connect(
         }
     };
     Ok(McpConnection { service })
+}
+
+/// The child's stderr as debug lines of our log (it may hold what its env held, hence not
+/// above debug); read to the end so a chatty child never blocks on a full pipe.
+fn forward_stderr(server: String, stderr: tokio::process::ChildStderr) {
+    use tokio::io::AsyncBufReadExt;
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            tracing::debug!(server, line, "MCP server stderr");
+        }
+    });
 }
 
 fn request_error(e: impl std::fmt::Display) -> McpError {

@@ -45,7 +45,7 @@ pub async fn supervise(
         let (tx, mut tools_changed) = mpsc::unbounded_channel();
         let attempt = tokio::time::timeout(
             server.settings.connect_deadline(),
-            client::connect(&server.settings, tx, server.sampler.clone()),
+            client::connect(&server.name, &server.settings, tx, server.sampler.clone()),
         );
         let session = tokio::select! {
             _ = stop.cancelled() => return,
