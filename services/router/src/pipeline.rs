@@ -12,6 +12,7 @@ use hermes_shared::Ctx;
 use hermes_shared::agent::{AgentKind, CONTRACT_VERSION, EngagementMode};
 use hermes_shared::bus::Stage;
 use hermes_shared::cache::history::{HistoryCipher, HistoryStore, SessionScope};
+use hermes_shared::config::local_host_toolsets;
 use hermes_shared::db::users::{self, Resolved};
 use hermes_shared::db::{Transaction, agents, credits, runs, sessions};
 use hermes_shared::envelope::Envelope;
@@ -476,6 +477,17 @@ impl Router {
                 .filter(|t| a.toolsets.contains(&t.toolset))
                 .collect(),
             _ => r.tools,
+        };
+        // Local-host toolsets are not even offered in restricted modes (the tools stage
+        // refuses their calls anyway).
+        let tools = if mode == EngagementMode::Execute {
+            tools
+        } else {
+            let local = local_host_toolsets(&self.ctx.config.file.mcp_servers);
+            tools
+                .into_iter()
+                .filter(|t| !local.contains(&t.toolset))
+                .collect()
         };
         let system = soul::compose(&persona, &r.base, r.recall_block.as_deref());
         let mut messages = Vec::with_capacity(history.len() + system.len() + 1);

@@ -63,6 +63,21 @@ fn yes() -> bool {
     true
 }
 
+/// The toolset of the MCP server `server`'s tools (`mcp-<server>`).
+pub fn mcp_toolset(server: &str) -> String {
+    format!("mcp-{server}")
+}
+
+/// The toolsets of the servers declared `local_host`: never offered to, nor run by, a run
+/// in a restricted engagement mode.
+pub fn local_host_toolsets(servers: &BTreeMap<String, McpServerSettings>) -> Vec<String> {
+    servers
+        .iter()
+        .filter(|(_, s)| s.local_host)
+        .map(|(name, _)| mcp_toolset(name))
+        .collect()
+}
+
 /// How a server is reached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum McpTransportKind {

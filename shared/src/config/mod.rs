@@ -31,6 +31,7 @@ pub use router::{
 
 pub use mcp::{
     AuditLevel, McpSamplingSettings, McpServerSettings, McpToolFilter, McpTransportKind,
+    local_host_toolsets, mcp_toolset,
 };
 pub use tools::{AllowRule, Cidr, HttpFetchSettings, ToolsSettings};
 

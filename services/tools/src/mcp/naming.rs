@@ -12,9 +12,9 @@ pub fn tool_name(server: &str, tool: &str) -> String {
     name
 }
 
-/// The toolset of `server`'s tools.
+/// The toolset of `server`'s tools (defined in shared, where the router reads it too).
 pub fn toolset(server: &str) -> String {
-    format!("mcp-{server}")
+    hermes_shared::config::mcp_toolset(server)
 }
 
 fn push_sanitized(out: &mut String, part: &str) {
