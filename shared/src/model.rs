@@ -315,6 +315,49 @@ pub struct LlmRequest {
     /// The workspace whose provider secrets apply (absent: the global ones).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<uuid::Uuid>,
+    /// What the run's tool calls may execute (its engagement mode and allowlist); every
+    /// later round of the run carries it unchanged.
+    #[serde(default, skip_serializing_if = "ToolPolicy::is_default")]
+    pub policy: ToolPolicy,
+}
+
+/// The host-tool policy of a run (seed 000's `runtime_policy`): in REVIEW, RESEARCH and
+/// DISCUSS runs the local-host toolsets (terminal, file patching, code execution, desktop)
+/// never execute; when an allowlist is present, only the local-host toolsets or tools it
+/// names may run. Other tools (web, memory, context) are not restricted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolPolicy {
+    pub engagement_mode: crate::agent::EngagementMode,
+    /// Local-host toolsets or tool names the run may use; absent: no list applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_allowlist: Option<Vec<String>>,
+}
+
+impl ToolPolicy {
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// The policy of a run started from a run under `self` that asks for `requested`: a
+    /// restricted mode stays restricted and allowlists only narrow, so a delegated run
+    /// never regains what its parent lacked.
+    pub fn inherit(&self, requested: &ToolPolicy) -> ToolPolicy {
+        use crate::agent::EngagementMode::Execute;
+        let engagement_mode = if self.engagement_mode != Execute {
+            self.engagement_mode
+        } else {
+            requested.engagement_mode
+        };
+        let tool_allowlist = match (&self.tool_allowlist, &requested.tool_allowlist) {
+            (None, None) => None,
+            (Some(a), None) | (None, Some(a)) => Some(a.clone()),
+            (Some(a), Some(b)) => Some(a.iter().filter(|x| b.contains(x)).cloned().collect()),
+        };
+        ToolPolicy {
+            engagement_mode,
+            tool_allowlist,
+        }
+    }
 }
 
 impl LlmRequest {
@@ -339,6 +382,7 @@ impl LlmRequest {
             stream: false,
             backend: None,
             workspace: None,
+            policy: ToolPolicy::default(),
         }
     }
 }
@@ -636,4 +680,36 @@ pub struct MemoryExtract {
 
 impl Payload for MemoryExtract {
     const KIND: MessageKind = MessageKind::MemoryExtract;
+}
+
+#[cfg(test)]
+mod policy_tests {
+    use super::ToolPolicy;
+    use crate::agent::EngagementMode::{Execute, Review};
+
+    fn p(mode: crate::agent::EngagementMode, list: Option<&[&str]>) -> ToolPolicy {
+        ToolPolicy {
+            engagement_mode: mode,
+            tool_allowlist: list.map(|l| l.iter().map(|s| s.to_string()).collect()),
+        }
+    }
+
+    #[test]
+    fn a_started_run_never_regains_what_its_parent_lacked() {
+        assert_eq!(
+            p(Review, None).inherit(&p(Execute, None)).engagement_mode,
+            Review
+        );
+        assert_eq!(
+            p(Execute, None).inherit(&p(Review, None)).engagement_mode,
+            Review
+        );
+        let narrowed = p(Execute, Some(&["a", "b"])).inherit(&p(Execute, Some(&["b", "c"])));
+        assert_eq!(narrowed, p(Execute, Some(&["b"])));
+        assert_eq!(
+            p(Execute, Some(&["a"])).inherit(&p(Execute, None)),
+            p(Execute, Some(&["a"]))
+        );
+        assert!(p(Execute, None).inherit(&p(Execute, None)).is_default());
+    }
 }

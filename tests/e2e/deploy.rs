@@ -1,7 +1,8 @@
 //! The monitoring shipped in `k8s/components/monitoring` against a running fleet: its
 //! `/metrics` passes `promtool check metrics`, and every metric name the dashboard and the
 //! alert rules use is exported. The fleet runs with the Kubernetes ConfigMap's TOML
-//! (`k8s/base/hermes.toml`), so that file is checked to load too.
+//! (`k8s/base/hermes.toml`, so that file is checked to load too) plus the MCP reference
+//! server, so the MCP series exist.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -9,15 +10,10 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use hermes::Service;
-use hermes_e2e::{TestEnv, openai_answer};
+use hermes_e2e::{TestEnv, everything_server_toml, openai_answer};
 use serde_json::json;
 use wiremock::matchers::{body_string_contains, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
-
-/// Metric names the dashboard or rules use that other branches export (delivery breakers
-/// and retries, parking refusals, agent webhooks, MCP servers, tool refusals). Each must
-/// still be missing here: once a merge exports it, this test fails until it leaves the list.
-const AWAITING_MERGE: &[&str] = &["hermes_mcp_server_up", "hermes_tool_refusals_total"];
 
 fn repo_file(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -148,8 +144,13 @@ async fn every_metric_of_the_dashboard_and_alerts_is_exported_and_promtool_clean
         .mount(&provider)
         .await;
 
-    let config = repo_file("k8s/base/hermes.toml");
+    // The ConfigMap's TOML, plus the MCP reference server so its gauge has a series.
     let mut env = TestEnv::new().await;
+    let mut toml = std::fs::read_to_string(repo_file("k8s/base/hermes.toml")).unwrap();
+    toml.push('\n');
+    toml.push_str(&everything_server_toml("timeout = 10"));
+    let config = std::env::temp_dir().join(format!("{}-deploy.toml", env.ns));
+    std::fs::write(&config, toml).unwrap();
     env.set("HERMES_PROVIDER", "openai")
         .set("OPENAI_API_KEY", "sk-test-provider")
         .set("OPENAI_BASE_URL", &format!("{}/v1", provider.uri()))
@@ -182,21 +183,10 @@ async fn every_metric_of_the_dashboard_and_alerts_is_exported_and_promtool_clean
         assert!(!names.is_empty(), "{file} names no hermes_ metric");
         used.extend(names);
     }
-    let missing: Vec<&String> = used
-        .iter()
-        .filter(|n| !families.contains(*n) && !AWAITING_MERGE.contains(&n.as_str()))
-        .collect();
+    let missing: Vec<&String> = used.iter().filter(|n| !families.contains(*n)).collect();
     assert!(
         missing.is_empty(),
         "used by the dashboard or alerts but not exported: {missing:?}\n{exposition}"
-    );
-    let merged: Vec<&&str> = AWAITING_MERGE
-        .iter()
-        .filter(|n| families.contains(**n))
-        .collect();
-    assert!(
-        merged.is_empty(),
-        "now exported, remove from AWAITING_MERGE: {merged:?}"
     );
     // The spend alert compares these two; both exist once a cap is set and a call was paid.
     assert!(
@@ -210,4 +200,5 @@ async fn every_metric_of_the_dashboard_and_alerts_is_exported_and_promtool_clean
 
     fleet.stop().await.unwrap();
     env.cleanup().await;
+    let _ = std::fs::remove_file(config);
 }

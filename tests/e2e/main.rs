@@ -13,3 +13,4 @@ mod rest;
 mod router;
 mod streaming;
 mod thin_path;
+mod tools;

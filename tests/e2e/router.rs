@@ -1070,3 +1070,93 @@ async fn operators_set_up_users_channels_and_agents_with_the_cli() {
     assert!(!out.contains("whsec_"), "the secret never lists: {out}");
     env.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_run_carries_its_policy_and_is_not_offered_local_host_tools() {
+    use hermes_shared::model::ToolSpec;
+    let mut env = TestEnv::new().await;
+    // `shell` is declared local-host; the router reads that from the same file as the tools
+    // stage (it never connects to the server itself).
+    let file = std::env::temp_dir().join(format!("{}-policy.toml", env.ns));
+    std::fs::write(
+        &file,
+        "[mcp_servers.shell]\ncommand = \"/usr/local/bin/shell-mcp\"\nlocal_host = true\n",
+    )
+    .unwrap();
+    env.set("HERMES_CONFIG", file.to_str().unwrap());
+    let db = env.db();
+    let user = env.user(Platform::Rest, "reviewer", 5).await;
+    let mut c = db.get().await.unwrap();
+    let spec = |name: &str, toolset: &str| ToolSpec {
+        name: name.into(),
+        description: "d".into(),
+        parameters: json!({"type": "object"}),
+        toolset: toolset.into(),
+    };
+    hermes_shared::db::tool_registry::publish(
+        &mut c,
+        &["builtin", "mcp-shell"],
+        &[
+            spec("current_time", "builtin"),
+            spec("mcp_shell_run", "mcp-shell"),
+        ],
+    )
+    .await
+    .unwrap();
+    let rex = agents::create(
+        &c,
+        &agents::NewAgent {
+            workspace: "default",
+            profile_key: "rex",
+            kind: hermes_shared::agent::AgentKind::Internal,
+            display_name: "Rex",
+            tone: hermes_shared::agent::Tone::Professional,
+            role: Some("reviewer"),
+            role_instructions: None,
+            tier: None,
+            toolsets: &[],
+            capabilities: &[],
+            webhook_url: None,
+            webhook_secret_sealed: None,
+            max_concurrent: 3,
+            engagement_mode: hermes_shared::agent::EngagementMode::Review,
+        },
+    )
+    .await
+    .unwrap();
+    hermes_shared::db::users::update(&c, user.id, None, None, Some(Some(rex.id)))
+        .await
+        .unwrap();
+    let fleet = env.start(&[Service::Router]).await;
+    let bus = env.bus().await;
+    bus.publish(&Envelope::new(
+        RunId::new(),
+        None,
+        &rest(
+            "reviewer",
+            "please look at the deploy script and tell me what you think",
+        ),
+    ))
+    .await
+    .unwrap();
+    wait_runs(&db, "SELECT count(*) FROM outbox WHERE stage = 'llm'", 1).await;
+    let row = c
+        .query_one("SELECT body FROM outbox WHERE stage = 'llm'", &[])
+        .await
+        .unwrap();
+    let body: Value = serde_json::from_slice(row.get::<_, &[u8]>(0)).unwrap();
+    let request = &body["payload"];
+    assert_eq!(request["policy"]["engagement_mode"], "REVIEW", "{request}");
+    let offered: Vec<&str> = request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(!offered.contains(&"mcp_shell_run"), "{offered:?}");
+    assert!(offered.contains(&"current_time"), "{offered:?}");
+    bus.close().await;
+    fleet.stop().await.unwrap();
+    env.cleanup().await;
+    let _ = std::fs::remove_file(file);
+}

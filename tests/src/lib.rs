@@ -527,3 +527,19 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// `[mcp_servers.everything]`: the MCP reference server (`@modelcontextprotocol/server-everything`,
+/// installed in `tests/mcp/` by `scripts/test`) over stdio, with `extra` keys.
+pub fn everything_server_toml(extra: &str) -> String {
+    let server = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        server.exists(),
+        "{} is missing: run `npm ci` in tests/mcp",
+        server.display()
+    );
+    format!(
+        "[mcp_servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n{extra}\n",
+        server.display().to_string()
+    )
+}

@@ -10,6 +10,7 @@ pub mod dlq;
 pub mod doctor;
 pub mod keys;
 pub mod llm_admin;
+pub mod tools_admin;
 pub mod users;
 
 use std::future::Future;

@@ -49,8 +49,12 @@ enum Command {
     Router,
     /// Call the models: budgets, cache, call slots, native Anthropic/Gemini/OpenAI-compatible backends, failover, streaming.
     Llm,
-    /// Run the tools models ask for.
-    Tools,
+    /// Run the tools models ask for (built-ins and MCP servers); `hermes tools reload` makes
+    /// every running tools replica re-read its configuration.
+    Tools {
+        #[command(subcommand)]
+        command: Option<hermes::tools_admin::ToolsCommand>,
+    },
     /// Deliver answers and close runs.
     Delivery,
     /// Run all five services in one process (development and small installs).
@@ -149,7 +153,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Command::Ingest => vec![Service::Ingest],
         Command::Router => vec![Service::Router],
         Command::Llm => vec![Service::Llm],
-        Command::Tools => vec![Service::Tools],
+        Command::Tools { command: None } => vec![Service::Tools],
         Command::Delivery => vec![Service::Delivery],
         Command::All => Service::ALL.to_vec(),
         Command::Migrate => {
@@ -234,6 +238,12 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Command::Agents(cmd) => {
             return admin("agents", path, |c| async move {
                 hermes::agents::run(&c, cmd).await
+            })
+            .await;
+        }
+        Command::Tools { command: Some(cmd) } => {
+            return admin("tools", path, |c| async move {
+                hermes::tools_admin::run(&c, cmd).await
             })
             .await;
         }

@@ -12,13 +12,14 @@ use hermes_shared::Ctx;
 use hermes_shared::agent::{AgentKind, CONTRACT_VERSION, EngagementMode};
 use hermes_shared::bus::Stage;
 use hermes_shared::cache::history::{HistoryCipher, HistoryStore, SessionScope};
+use hermes_shared::config::local_host_toolsets;
 use hermes_shared::db::users::{self, Resolved};
 use hermes_shared::db::{Transaction, agents, credits, runs, sessions};
 use hermes_shared::envelope::Envelope;
 use hermes_shared::intent::Intent;
 use hermes_shared::model::{
     AgentWake, ChatMessage, Exchange, Inbound, LlmRequest, Platform, Provenance, Reply, Role,
-    ToolSpec,
+    ToolPolicy, ToolSpec,
 };
 use hermes_shared::stage::{Handler, StageError};
 
@@ -477,6 +478,17 @@ impl Router {
                 .collect(),
             _ => r.tools,
         };
+        // Local-host toolsets are not even offered in restricted modes (the tools stage
+        // refuses their calls anyway).
+        let tools = if mode == EngagementMode::Execute {
+            tools
+        } else {
+            let local = local_host_toolsets(&self.ctx.config.file.mcp_servers);
+            tools
+                .into_iter()
+                .filter(|t| !local.contains(&t.toolset))
+                .collect()
+        };
         let system = soul::compose(&persona, &r.base, r.recall_block.as_deref());
         let mut messages = Vec::with_capacity(history.len() + system.len() + 1);
         messages.extend(
@@ -506,6 +518,11 @@ impl Router {
             // An agent moved to another backend at run time answers there first.
             backend: agent.and_then(|a| a.backend.clone()),
             workspace: agent.map(|a| a.workspace_id),
+            // The agent's engagement mode governs what its tool calls may execute.
+            policy: ToolPolicy {
+                engagement_mode: mode,
+                tool_allowlist: None,
+            },
             ..LlmRequest::new(r.inbound.reply_to(), tier, chain, messages)
         };
         Ok(vec![env.follow(&request)])

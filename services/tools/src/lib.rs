@@ -1,34 +1,187 @@
 //! The tools stage: runs what models ask for and sends the results back to the llm stage.
-//! Consumes `{ns}.tools`. At start it publishes its tools to the shared registry.
+//! Consumes `{ns}.tools`. At start it connects to its MCP servers and publishes every tool
+//! (built-in and MCP) to the shared registry; a server's tool-list change is published
+//! again, and `hermes tools reload` makes it re-read the configuration file.
 
 pub mod builtin;
 mod handler;
+pub mod mcp;
+pub mod policy;
 pub mod registry;
+pub mod reload;
 
-use hermes_shared::config::ToolsSettings;
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use hermes_shared::config::{FileConfig, McpServerSettings, ToolsSettings};
 use hermes_shared::db::tool_registry;
 use hermes_shared::{Ctx, stage};
+use tokio::sync::mpsc;
 
-pub use handler::ToolStage;
+pub use handler::{Executed, Outcome, ToolStage, execute};
 pub use registry::{Registry, Tool, ToolError};
 
-/// The tools every replica runs, with the limits of `[tools]` in the configuration.
+use mcp::{Complete, GatewaySampling, McpHub, ToolsetChanged};
+
+/// The built-in tools every replica runs, with the limits of `[tools]` in the configuration.
 pub fn default_registry(settings: &ToolsSettings) -> Registry {
     Registry::default()
         .with(builtin::CurrentTime)
         .with(builtin::HttpFetch::new(&settings.http_fetch))
 }
 
-/// Run the tools stage until `ctx.stop`.
-pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
-    let registry = default_registry(&ctx.config.file.tools);
+/// Start the MCP servers of `file` and build the registry over them and the built-ins.
+async fn assemble(
+    ctx: &Ctx,
+    file: &FileConfig,
+    changes: &mpsc::UnboundedSender<ToolsetChanged>,
+    llm: &Option<Arc<dyn Complete>>,
+) -> (Arc<McpHub>, Registry) {
+    let hub = Arc::new(
+        McpHub::start(
+            &file.mcp_servers,
+            &ctx.metrics.mcp_server_up,
+            changes.clone(),
+            llm.clone(),
+        )
+        .await,
+    );
+    let registry = default_registry(&file.tools).with_mcp(hub.clone());
+    (hub, registry)
+}
+
+/// Replace the registry entries of the built-in toolset and of every MCP server of
+/// `servers` (and of `gone`, servers no longer configured) with what `registry` holds.
+async fn publish_all(
+    ctx: &Ctx,
+    registry: &Registry,
+    servers: &BTreeMap<String, McpServerSettings>,
+    gone: &[String],
+) -> anyhow::Result<()> {
+    let mut toolsets = vec![builtin::TOOLSET.to_owned()];
+    toolsets.extend(McpHub::toolsets(servers));
+    toolsets.extend(gone.iter().map(|s| mcp::naming::toolset(s)));
+    let toolsets: Vec<&str> = toolsets.iter().map(String::as_str).collect();
     let mut client = ctx.db.get().await?;
-    tool_registry::publish(&mut client, &[builtin::TOOLSET], &registry.specs()).await?;
-    drop(client);
+    tool_registry::publish(&mut client, &toolsets, &registry.specs()).await?;
     tracing::info!(
         tools = registry.specs().len(),
         "tools published to the registry"
     );
-    stage::run(ctx.clone(), ToolStage::new(ctx, registry)).await;
     Ok(())
+}
+
+/// Run the tools stage until `ctx.stop`.
+pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
+    // Every refusal reason's series starts at 0, so alerts see it before the first refusal.
+    for reason in policy::RefusalReason::ALL {
+        ctx.metrics
+            .tool_refusals
+            .with_label_values(&[reason.as_str()]);
+    }
+    let (changes_tx, changes) = mpsc::unbounded_channel();
+    let file = ctx.config.file.clone();
+    // MCP sampling goes through the same gateway as every model call; without a usable
+    // provider the servers are told this client cannot sample.
+    let llm: Option<Arc<dyn Complete>> = match hermes_llm::Gateway::new(&ctx) {
+        Ok(gateway) => Some(Arc::new(GatewaySampling::new(gateway, ctx.config.clone()))),
+        Err(e) => {
+            tracing::warn!(error = %e, "MCP sampling is off: no model provider is usable");
+            None
+        }
+    };
+    let (hub, registry) = assemble(&ctx, &file, &changes_tx, &llm).await;
+    publish_all(&ctx, &registry, &file.mcp_servers, &[]).await?;
+    let registry = Arc::new(RwLock::new(registry));
+
+    let publisher = tokio::spawn(publish_changes(ctx.clone(), changes));
+    let (reload_tx, reload_rx) = mpsc::channel(1);
+    reload::spawn_listener(
+        &ctx.db,
+        ctx.config.namespace.as_str().to_owned(),
+        reload_tx,
+        ctx.stop.clone(),
+    );
+    let reloader = tokio::spawn(reload_loop(
+        ctx.clone(),
+        registry.clone(),
+        hub,
+        file.mcp_servers,
+        changes_tx,
+        llm,
+        reload_rx,
+    ));
+    stage::run(ctx.clone(), ToolStage::new(ctx, registry.clone())).await;
+    reloader.abort();
+    publisher.abort();
+    registry.read().expect("registry lock").shutdown();
+    Ok(())
+}
+
+/// Apply each reload request: re-read the file; when it is valid, start the new servers,
+/// publish, swap the registry, then stop the old servers. An invalid file changes nothing.
+async fn reload_loop(
+    ctx: Ctx,
+    registry: Arc<RwLock<Registry>>,
+    mut hub: Arc<McpHub>,
+    mut servers: BTreeMap<String, McpServerSettings>,
+    changes: mpsc::UnboundedSender<ToolsetChanged>,
+    llm: Option<Arc<dyn Complete>>,
+    mut requests: mpsc::Receiver<()>,
+) {
+    while requests.recv().await.is_some() {
+        let Some(path) = ctx.config.config_path.as_deref() else {
+            tracing::warn!(
+                "tools reload asked, but this replica was started without a configuration file"
+            );
+            continue;
+        };
+        let file = match FileConfig::reread(path) {
+            Ok(file) => file,
+            Err(problems) => {
+                tracing::warn!(
+                    problems = problems.join("; "),
+                    "tools reload refused: the configuration is invalid; keeping the current one"
+                );
+                continue;
+            }
+        };
+        let (new_hub, new_registry) = assemble(&ctx, &file, &changes, &llm).await;
+        let gone: Vec<String> = servers
+            .keys()
+            .filter(|n| !file.mcp_servers.contains_key(*n))
+            .cloned()
+            .collect();
+        if let Err(e) = publish_all(&ctx, &new_registry, &file.mcp_servers, &gone).await {
+            tracing::warn!(error = %e, "reloaded tools not published");
+        }
+        *registry.write().expect("registry lock") = new_registry;
+        hub.shutdown();
+        hub = new_hub;
+        servers = file.mcp_servers;
+        tracing::info!(servers = servers.len(), "tools configuration reloaded");
+    }
+}
+
+/// Publish each MCP toolset whose tools changed after start (`list_changed`, a restart
+/// that found a different list).
+async fn publish_changes(ctx: Ctx, mut changes: mpsc::UnboundedReceiver<ToolsetChanged>) {
+    while let Some(change) = changes.recv().await {
+        let result = async {
+            let mut client = ctx.db.get().await?;
+            tool_registry::publish(&mut client, &[&change.toolset], &change.specs).await?;
+            anyhow::Ok(())
+        }
+        .await;
+        match result {
+            Ok(()) => tracing::info!(
+                toolset = change.toolset,
+                tools = change.specs.len(),
+                "toolset republished"
+            ),
+            Err(e) => {
+                tracing::warn!(toolset = change.toolset, error = %e, "toolset not republished")
+            }
+        }
+    }
 }

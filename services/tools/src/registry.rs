@@ -5,8 +5,11 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use hermes_shared::model::ToolSpec;
+
+use crate::mcp::McpHub;
 
 /// A tool's failure, returned to the model as the tool result (never a crash).
 #[derive(Debug, thiserror::Error)]
@@ -15,21 +18,40 @@ pub enum ToolError {
     InvalidArguments(String),
     #[error("{0}")]
     Failed(String),
+    /// The tool's own deadline passed.
+    #[error("{0}")]
+    Timeout(String),
 }
 
 /// Boxed future of a tool call (tools are stored as trait objects).
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<String, ToolError>> + Send + 'a>>;
 
+/// Upper bound of one tool call unless the tool says otherwise.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
+
 /// Something the model can call.
 pub trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
     fn call<'a>(&'a self, arguments: &'a serde_json::Value) -> ToolFuture<'a>;
+
+    /// How long the stage lets one call run before answering the model with a timeout.
+    fn deadline(&self) -> Duration {
+        DEFAULT_DEADLINE
+    }
+
+    /// Whether the tool acts on the host the tools service runs on (terminal, file
+    /// patching, code execution, desktop): disabled in restricted engagement modes.
+    fn local_host(&self) -> bool {
+        false
+    }
 }
 
-/// The tools of this replica by name.
+/// The tools of this replica by name: the built-ins, then whatever the MCP servers
+/// currently contribute.
 #[derive(Clone, Default)]
 pub struct Registry {
     tools: HashMap<String, Arc<dyn Tool>>,
+    mcp: Option<Arc<McpHub>>,
 }
 
 impl Registry {
@@ -38,12 +60,40 @@ impl Registry {
         self
     }
 
-    pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
-        self.tools.get(name).cloned()
+    /// Add the tools of the MCP servers of `hub` (looked up at each call, so a server's
+    /// `list_changed` is seen at once).
+    pub fn with_mcp(mut self, hub: Arc<McpHub>) -> Self {
+        self.mcp = Some(hub);
+        self
     }
 
-    pub fn specs(&self) -> Vec<ToolSpec> {
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.tools
+            .get(name)
+            .cloned()
+            .or_else(|| self.mcp.as_ref().and_then(|hub| hub.get(name)))
+    }
+
+    /// The specs of the built-in tools.
+    pub fn builtin_specs(&self) -> Vec<ToolSpec> {
         let mut specs: Vec<ToolSpec> = self.tools.values().map(|t| t.spec()).collect();
+        specs.sort_by(|a, b| a.name.cmp(&b.name));
+        specs
+    }
+
+    /// Stop the MCP servers behind this registry.
+    pub fn shutdown(&self) {
+        if let Some(hub) = &self.mcp {
+            hub.shutdown();
+        }
+    }
+
+    /// Every tool of this replica.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        let mut specs = self.builtin_specs();
+        if let Some(hub) = &self.mcp {
+            specs.extend(hub.specs());
+        }
         specs.sort_by(|a, b| a.name.cmp(&b.name));
         specs
     }

@@ -17,6 +17,7 @@ use crate::model::Tier;
 
 mod delivery;
 mod llm;
+mod mcp;
 mod router;
 mod tools;
 
@@ -34,6 +35,10 @@ pub use router::{
     PersonaSettings, RecallSettings, RouterSecrets, RouterSettings, ToolGateSettings,
 };
 
+pub use mcp::{
+    AuditLevel, McpSamplingSettings, McpServerSettings, McpToolFilter, McpTransportKind,
+    local_host_toolsets, mcp_toolset,
+};
 pub use tools::{AllowRule, Cidr, HttpFetchSettings, ToolsSettings};
 
 /// One documented environment variable: the single source for `--help`, `doctor` and the README.
@@ -516,6 +521,8 @@ pub struct FileConfig {
     pub llm: LlmSettings,
     /// The tools stage: limits and allowlist of the built-in tools.
     pub tools: ToolsSettings,
+    /// MCP servers the tools stage connects to, by name.
+    pub mcp_servers: BTreeMap<String, McpServerSettings>,
 }
 
 /// One logical model.
@@ -653,11 +660,28 @@ impl Default for FileConfig {
             router: RouterSettings::default(),
             llm: LlmSettings::default(),
             tools: ToolsSettings::default(),
+            mcp_servers: BTreeMap::new(),
         }
     }
 }
 
 impl FileConfig {
+    /// Read and validate the TOML file at `path` again (a running replica reloading its
+    /// configuration); every problem as one line.
+    pub fn reread(path: &Path) -> Result<Self, Vec<String>> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| vec![format!("cannot read config file {}: {e}", path.display())])?;
+        let file = toml::from_str::<FileConfig>(&text)
+            .map_err(|e| vec![format!("{}: {}", path.display(), e.to_string().trim())])?;
+        let mut problems = Vec::new();
+        file.validate(&mut problems);
+        if problems.is_empty() {
+            Ok(file)
+        } else {
+            Err(problems)
+        }
+    }
+
     fn validate(&self, problems: &mut Vec<String>) {
         for tier in Tier::ALL {
             match self.tiers.get(&tier) {
@@ -699,6 +723,9 @@ impl FileConfig {
         self.router.validate(&self.models, problems);
         self.llm.validate(problems);
         self.tools.validate(problems);
+        for (name, server) in &self.mcp_servers {
+            server.validate(name, problems);
+        }
     }
 }
 

@@ -54,6 +54,8 @@ pub struct Inner {
     // Tools.
     pub tool_calls: IntCounterVec,
     pub tool_duration: HistogramVec,
+    pub tool_refusals: IntCounterVec,
+    pub mcp_server_up: IntGaugeVec,
     // Delivery.
     pub deliveries: IntCounterVec,
     pub delivery_attempts: IntCounterVec,
@@ -315,7 +317,7 @@ impl Metrics {
         let tool_calls = counter_vec(
             &r,
             "hermes_tool_calls_total",
-            "Tool calls by tool and outcome (ok, error, unknown_tool, timeout).",
+            "Tool calls by tool and outcome (ok, error, unknown_tool, timeout, refused).",
             &["tool", "outcome"],
         );
         let tool_duration = histogram_vec(
@@ -324,6 +326,18 @@ impl Metrics {
             "Time of one tool call by tool.",
             &["tool"],
             lat.clone(),
+        );
+        let tool_refusals = counter_vec(
+            &r,
+            "hermes_tool_refusals_total",
+            "Tool calls refused by the run's engagement-mode policy, never executed, by reason.",
+            &["reason"],
+        );
+        let mcp_server_up = gauge_vec(
+            &r,
+            "hermes_mcp_server_up",
+            "1 while this replica has a live session with the MCP server, else 0.",
+            &["server"],
         );
         let deliveries = counter_vec(
             &r,
@@ -489,6 +503,8 @@ impl Metrics {
             llm_spend_today,
             tool_calls,
             tool_duration,
+            tool_refusals,
+            mcp_server_up,
             router_decisions,
             credits,
             soul_cache,

@@ -1,0 +1,364 @@
+//! The one place that speaks rmcp: connecting to a server over stdio or streamable HTTP,
+//! and the requests the tools stage makes. Everything above this file sees only our types
+//! (`McpConnection`, `RemoteTool`, `McpError`), so an rmcp upgrade touches this file alone.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::Arc;
+
+use hermes_shared::config::{McpServerSettings, McpTransportKind};
+// Sampling is deprecated by SEP-2577 in newer protocol versions, but servers of the
+// versions we speak still use it and the seed requires serving it.
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, GetPromptRequestParams,
+    ReadResourceRequestParams, Role, SamplingCapability,
+};
+#[allow(deprecated)]
+use rmcp::model::{CreateMessageRequestParams, CreateMessageResult, SamplingMessage};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use secrecy::ExposeSecret;
+use tokio::sync::mpsc;
+
+use super::env::child_env;
+use super::sampling::{Sampler, SamplingError, SamplingRequest};
+
+/// Why an MCP request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    #[error("cannot start the server: {0}")]
+    Spawn(String),
+    #[error("the MCP handshake failed: {0}")]
+    Handshake(String),
+    #[error("{0}")]
+    Request(String),
+    #[error("bad configuration: {0}")]
+    Config(String),
+}
+
+/// A tool as the server describes it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RemoteTool {
+    pub name: String,
+    pub description: String,
+    pub input_schema: serde_json::Value,
+}
+
+/// What the server can do besides tools.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    pub resources: bool,
+    pub prompts: bool,
+}
+
+/// The answer of a tool call: its text, and whether the server flagged it as an error.
+#[derive(Clone, Debug)]
+pub struct CallOutcome {
+    pub text: String,
+    pub is_error: bool,
+}
+
+/// Receives the server's notifications and requests: `notifications/tools/list_changed`
+/// becomes one message on `tools_changed` (the supervisor coalesces bursts), and
+/// `sampling/createMessage` goes to the sampler when the server may sample.
+struct Events {
+    tools_changed: mpsc::UnboundedSender<()>,
+    sampler: Option<Arc<Sampler>>,
+}
+
+#[allow(deprecated)] // sampling, see the imports
+impl ClientHandler for Events {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.tools_changed.send(());
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, rmcp::ErrorData> {
+        let Some(sampler) = self.sampler.as_ref().filter(|s| s.enabled()) else {
+            return Err(rmcp::ErrorData::invalid_request(
+                SamplingError::Disabled.to_string(),
+                None,
+            ));
+        };
+        let answer = sampler
+            .sample(sampling_request(&params))
+            .await
+            .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))?;
+        Ok(
+            CreateMessageResult::new(SamplingMessage::assistant_text(answer.text), answer.model)
+                .with_stop_reason(answer.stop_reason),
+        )
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        if self.sampler.as_ref().is_some_and(|s| s.enabled()) {
+            capabilities.sampling = Some(SamplingCapability::default());
+        }
+        let mut config = ClientConfig::default();
+        config.capabilities = capabilities;
+        config
+    }
+}
+
+/// A `sampling/createMessage` request in our terms (text turns; other content as JSON).
+#[allow(deprecated)] // sampling, see the imports
+fn sampling_request(params: &CreateMessageRequestParams) -> SamplingRequest {
+    let turns = params
+        .messages
+        .iter()
+        .map(|m| {
+            let content = serde_json::to_value(&m.content).unwrap_or_default();
+            let blocks = match content {
+                serde_json::Value::Array(_) => content,
+                single => serde_json::Value::Array(vec![single]),
+            };
+            (m.role == Role::Assistant, content_text(&blocks))
+        })
+        .collect();
+    let hints = params
+        .model_preferences
+        .as_ref()
+        .and_then(|p| p.hints.as_ref())
+        .map(|hints| hints.iter().filter_map(|h| h.name.clone()).collect())
+        .unwrap_or_default();
+    SamplingRequest {
+        turns,
+        system: params.system_prompt.clone(),
+        max_tokens: params.max_tokens,
+        temperature: params.temperature,
+        hints,
+        wants_tools: params.tools.as_ref().is_some_and(|t| !t.is_empty()),
+    }
+}
+
+/// A live session with one server.
+pub struct McpConnection {
+    service: RunningService<RoleClient, Events>,
+}
+
+/// Connect to the server of `settings` (no deadline here: the caller bounds it), announcing
+/// tool-list changes on `tools_changed` and serving sampling with `sampler`.
+pub async fn connect(
+    name: &str,
+    settings: &McpServerSettings,
+    tools_changed: mpsc::UnboundedSender<()>,
+    sampler: Option<Arc<Sampler>>,
+) -> Result<McpConnection, McpError> {
+    let events = Events {
+        tools_changed,
+        sampler,
+    };
+    let service = match settings.transport() {
+        McpTransportKind::Stdio => {
+            let program = settings.command.as_deref().unwrap_or_default();
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(&settings.args)
+                .env_clear()
+                .envs(child_env(std::env::vars(), &settings.env))
+                .kill_on_drop(true);
+            let (transport, stderr) = TokioChildProcess::builder(cmd)
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|e| McpError::Spawn(format!("{program}: {e}")))?;
+            if let Some(stderr) = stderr {
+                forward_stderr(name.to_owned(), stderr);
+            }
+            events
+                .serve(transport)
+                .await
+                .map_err(|e| McpError::Handshake(e.to_string()))?
+        }
+        McpTransportKind::Http => {
+            let url = settings.url.as_deref().unwrap_or_default();
+            let mut headers = HashMap::new();
+            for (k, v) in &settings.headers {
+                let name = http::HeaderName::try_from(k.as_str())
+                    .map_err(|_| McpError::Config(format!("header name {k:?}")))?;
+                let value = http::HeaderValue::try_from(v.expose_secret())
+                    .map_err(|_| McpError::Config(format!("value of header {k:?}")))?;
+                headers.insert(name, value);
+            }
+            hermes_shared::install_crypto_provider();
+            let client = reqwest::Client::builder()
+                .connect_timeout(settings.connect_deadline())
+                .build()
+                .map_err(|e| McpError::Spawn(e.to_string()))?;
+            let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
+            let transport = StreamableHttpClientTransport::with_client(client, config);
+            events
+                .serve(transport)
+                .await
+                .map_err(|e| McpError::Handshake(e.to_string()))?
+        }
+    };
+    Ok(McpConnection { service })
+}
+
+/// The child's stderr as debug lines of our log (it may hold what its env held, hence not
+/// above debug); read to the end so a chatty child never blocks on a full pipe.
+fn forward_stderr(server: String, stderr: tokio::process::ChildStderr) {
+    use tokio::io::AsyncBufReadExt;
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            tracing::debug!(server, line, "MCP server stderr");
+        }
+    });
+}
+
+fn request_error(e: impl std::fmt::Display) -> McpError {
+    McpError::Request(e.to_string())
+}
+
+impl McpConnection {
+    /// What the server announced in the handshake.
+    pub fn capabilities(&self) -> Capabilities {
+        self.service
+            .peer_info()
+            .map(|info| Capabilities {
+                resources: info.capabilities.resources.is_some(),
+                prompts: info.capabilities.prompts.is_some(),
+            })
+            .unwrap_or_default()
+    }
+
+    /// Whether the session has ended (the child exited, the connection dropped).
+    pub fn is_closed(&self) -> bool {
+        self.service.is_closed() || self.service.peer().is_transport_closed()
+    }
+
+    /// Every tool of the server (all pages).
+    pub async fn list_tools(&self) -> Result<Vec<RemoteTool>, McpError> {
+        let tools = self
+            .service
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(request_error)?;
+        Ok(tools
+            .into_iter()
+            .map(|t| RemoteTool {
+                name: t.name.to_string(),
+                description: t.description.map(|d| d.to_string()).unwrap_or_default(),
+                input_schema: serde_json::Value::Object((*t.input_schema).clone()),
+            })
+            .collect())
+    }
+
+    /// Call `tool` with `arguments` (a JSON object, or null for none).
+    pub async fn call_tool(
+        &self,
+        tool: &str,
+        arguments: &serde_json::Value,
+    ) -> Result<CallOutcome, McpError> {
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = object(arguments)?;
+        let result = self
+            .service
+            .peer()
+            .call_tool(params)
+            .await
+            .map_err(request_error)?;
+        let value = serde_json::to_value(&result).map_err(request_error)?;
+        let mut text = content_text(&value["content"]);
+        if text.is_empty()
+            && let Some(structured) = value.get("structuredContent")
+        {
+            text = structured.to_string();
+        }
+        Ok(CallOutcome {
+            text,
+            is_error: result.is_error == Some(true),
+        })
+    }
+
+    /// `resources/list` as JSON text.
+    pub async fn list_resources(&self) -> Result<String, McpError> {
+        let resources = self
+            .service
+            .peer()
+            .list_all_resources()
+            .await
+            .map_err(request_error)?;
+        serde_json::to_string(&resources).map_err(request_error)
+    }
+
+    /// `resources/read` of `uri` as JSON text.
+    pub async fn read_resource(&self, uri: &str) -> Result<String, McpError> {
+        let mut params = ReadResourceRequestParams::new(uri.to_owned());
+        params.meta = None;
+        let result = self
+            .service
+            .peer()
+            .read_resource(params)
+            .await
+            .map_err(request_error)?;
+        serde_json::to_string(&result.contents).map_err(request_error)
+    }
+
+    /// `prompts/list` as JSON text.
+    pub async fn list_prompts(&self) -> Result<String, McpError> {
+        let prompts = self
+            .service
+            .peer()
+            .list_all_prompts()
+            .await
+            .map_err(request_error)?;
+        serde_json::to_string(&prompts).map_err(request_error)
+    }
+
+    /// `prompts/get` of `name` with `arguments`, as JSON text of its messages.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: &serde_json::Value,
+    ) -> Result<String, McpError> {
+        let mut params = GetPromptRequestParams::new(name.to_owned());
+        params.arguments = object(arguments)?;
+        let result = self
+            .service
+            .peer()
+            .get_prompt(params)
+            .await
+            .map_err(request_error)?;
+        serde_json::to_string(&result.messages).map_err(request_error)
+    }
+
+    /// End the session (the child is killed).
+    pub async fn close(self) {
+        let _ = self.service.cancel().await;
+    }
+}
+
+fn object(
+    arguments: &serde_json::Value,
+) -> Result<Option<serde_json::Map<String, serde_json::Value>>, McpError> {
+    match arguments {
+        serde_json::Value::Null => Ok(None),
+        serde_json::Value::Object(map) => Ok(Some(map.clone())),
+        other => Err(McpError::Request(format!(
+            "arguments must be a JSON object, got {other}"
+        ))),
+    }
+}
+
+/// The text of a result's content blocks: text blocks as they are, others as JSON.
+fn content_text(content: &serde_json::Value) -> String {
+    let Some(blocks) = content.as_array() else {
+        return String::new();
+    };
+    blocks
+        .iter()
+        .map(|b| match (b["type"].as_str(), b["text"].as_str()) {
+            (Some("text"), Some(text)) => text.to_owned(),
+            _ => b.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}

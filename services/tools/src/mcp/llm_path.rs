@@ -1,0 +1,81 @@
+//! Sampling answered by the llm stage's gateway in this process: the same providers,
+//! killswitch, global spend cap, call slots and failover as every other model call. The
+//! platform pays: no user's token budget is charged.
+
+use std::sync::Arc;
+
+use hermes_llm::Gateway;
+use hermes_shared::config::Config;
+use hermes_shared::model::{ChatMessage, LlmRequest, Platform, ReplyTo, Role, Tier};
+
+use super::sampling::{Complete, CompleteFuture, SamplingAnswer, SamplingRequest};
+
+pub struct GatewaySampling {
+    gateway: Gateway,
+    config: Arc<Config>,
+}
+
+impl GatewaySampling {
+    pub fn new(gateway: Gateway, config: Arc<Config>) -> Self {
+        Self { gateway, config }
+    }
+}
+
+impl Complete for GatewaySampling {
+    fn models(&self) -> Vec<String> {
+        self.config.file.models.keys().cloned().collect()
+    }
+
+    /// The first model of the free tier's chain.
+    fn default_model(&self) -> Option<String> {
+        self.config
+            .file
+            .tiers
+            .get(&Tier::Free)
+            .and_then(|chain| chain.first().cloned())
+    }
+
+    fn complete<'a>(&'a self, model: &'a str, request: &'a SamplingRequest) -> CompleteFuture<'a> {
+        Box::pin(async move {
+            let mut messages = Vec::with_capacity(request.turns.len() + 1);
+            if let Some(system) = &request.system {
+                messages.push(ChatMessage::text(Role::System, system.clone()));
+            }
+            for (is_assistant, text) in &request.turns {
+                let role = if *is_assistant {
+                    Role::Assistant
+                } else {
+                    Role::User
+                };
+                messages.push(ChatMessage::text(role, text.clone()));
+            }
+            // Never delivered: the gateway only reads the tier, chain, messages and params.
+            let mut llm = LlmRequest::new(
+                ReplyTo {
+                    platform: Platform::Api,
+                    chat_id: String::new(),
+                    callback_url: None,
+                },
+                Tier::Free,
+                vec![model.to_owned()],
+                messages,
+            );
+            llm.params.max_tokens = Some(request.max_tokens);
+            llm.params.temperature = request.temperature;
+            let served = self
+                .gateway
+                .complete(&llm, None, None)
+                .await
+                .map_err(|e| e.to_string())?;
+            let stop_reason = match served.completion.finish_reason.as_str() {
+                "length" | "max_tokens" | "MAX_TOKENS" => "maxTokens",
+                _ => "endTurn",
+            };
+            Ok(SamplingAnswer {
+                text: served.completion.text.unwrap_or_default(),
+                model: model.to_owned(),
+                stop_reason: stop_reason.to_owned(),
+            })
+        })
+    }
+}

@@ -1,0 +1,125 @@
+//! MCP servers as a source of tools: configuration comes from `[mcp_servers.<name>]`, each
+//! enabled server is supervised by this replica, and its filtered tools are registered as
+//! `mcp_<server>_<tool>` in the toolset `mcp-<server>`.
+
+mod breaker;
+mod client;
+mod env;
+mod llm_path;
+pub mod naming;
+mod sampling;
+mod scrub;
+mod server;
+mod supervisor;
+mod tool;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hermes_shared::config::McpServerSettings;
+use hermes_shared::model::ToolSpec;
+use prometheus::IntGaugeVec;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+pub use client::McpError;
+pub use env::{child_env, in_baseline};
+pub use llm_path::GatewaySampling;
+pub use sampling::{Complete, CompleteFuture, SamplingAnswer, SamplingError, SamplingRequest};
+pub use scrub::scrub;
+pub use server::McpServer;
+pub use supervisor::ToolsetChanged;
+pub use tool::McpTool;
+
+use crate::registry::Tool;
+
+/// Every MCP server of this replica.
+pub struct McpHub {
+    servers: Vec<Arc<McpServer>>,
+    stop: CancellationToken,
+}
+
+impl McpHub {
+    /// Start supervising every enabled server of `servers` (disabled ones are never
+    /// connected) and wait until each has made its first connection attempt, at most
+    /// its `connect_timeout`. Changes of a server's tools are sent on `changes`; sampling
+    /// requests are answered by `llm` (absent: servers are told the client cannot sample).
+    pub async fn start(
+        servers: &BTreeMap<String, McpServerSettings>,
+        up: &IntGaugeVec,
+        changes: mpsc::UnboundedSender<ToolsetChanged>,
+        llm: Option<Arc<dyn Complete>>,
+    ) -> Self {
+        let stop = CancellationToken::new();
+        let mut started = Vec::new();
+        let mut waits = Vec::new();
+        for (name, settings) in servers.iter().filter(|(_, s)| s.enabled) {
+            let server = Arc::new(McpServer::new(
+                name.clone(),
+                settings.clone(),
+                up.with_label_values(&[name]),
+                llm.clone(),
+            ));
+            let (first_tx, mut first_rx) = watch::channel(false);
+            tokio::spawn(supervisor::supervise(
+                server.clone(),
+                changes.clone(),
+                first_tx,
+                stop.child_token(),
+            ));
+            let bound = settings.connect_deadline() + Duration::from_secs(1);
+            waits.push(async move {
+                let _ = tokio::time::timeout(bound, first_rx.wait_for(|done| *done)).await;
+            });
+            started.push(server);
+        }
+        futures_util::future::join_all(waits).await;
+        Self {
+            servers: started,
+            stop,
+        }
+    }
+
+    /// The toolsets of every configured server, enabled or not (a reload publishes them
+    /// all so a disabled server's old entries disappear).
+    pub fn toolsets(servers: &BTreeMap<String, McpServerSettings>) -> Vec<String> {
+        servers.keys().map(|n| naming::toolset(n)).collect()
+    }
+
+    /// The tool registered as `name`, if a server has it.
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.servers.iter().find_map(|server| {
+            server
+                .registered()
+                .into_iter()
+                .find(|r| r.spec.name == name)
+                .map(|r| {
+                    Arc::new(McpTool {
+                        server: server.clone(),
+                        spec: r.spec,
+                        action: r.action,
+                    }) as Arc<dyn Tool>
+                })
+        })
+    }
+
+    /// Every registered MCP tool.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.servers
+            .iter()
+            .flat_map(|s| s.registered().into_iter().map(|r| r.spec))
+            .collect()
+    }
+
+    /// Stop every supervisor (stdio children are killed with their sessions).
+    pub fn shutdown(&self) {
+        self.stop.cancel();
+    }
+}
+
+impl Drop for McpHub {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}

@@ -1,0 +1,606 @@
+//! The MCP client against real servers: the reference `@modelcontextprotocol/server-everything`
+//! and `tests/mcp/dynamic-server.mjs` (official TypeScript SDK), both from `tests/mcp/`
+//! (`npm ci` there; `scripts/test` does it when `node_modules` is missing).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hermes_shared::config::McpServerSettings;
+use hermes_tools::mcp::{Complete, GatewaySampling, McpHub, ToolsetChanged};
+use hermes_tools::{Registry, ToolError};
+use prometheus::{IntGaugeVec, Opts};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+fn servers_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp")
+}
+
+fn everything_js() -> String {
+    let path =
+        servers_dir().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        path.exists(),
+        "{} is missing: run `npm ci` in tests/mcp",
+        path.display()
+    );
+    path.display().to_string()
+}
+
+fn dynamic_js() -> String {
+    servers_dir()
+        .join("dynamic-server.mjs")
+        .display()
+        .to_string()
+}
+
+/// `[mcp_servers]` from TOML text.
+fn servers(toml_text: &str) -> BTreeMap<String, McpServerSettings> {
+    #[derive(serde::Deserialize)]
+    struct File {
+        mcp_servers: BTreeMap<String, McpServerSettings>,
+    }
+    toml::from_str::<File>(toml_text).unwrap().mcp_servers
+}
+
+fn up_gauge() -> IntGaugeVec {
+    IntGaugeVec::new(Opts::new("hermes_mcp_server_up", "test"), &["server"]).unwrap()
+}
+
+struct Started {
+    hub: Arc<McpHub>,
+    registry: Registry,
+    up: IntGaugeVec,
+    changes: mpsc::UnboundedReceiver<ToolsetChanged>,
+}
+
+async fn start(toml_text: &str) -> Started {
+    start_with(toml_text, None).await
+}
+
+async fn start_with(toml_text: &str, llm: Option<Arc<dyn Complete>>) -> Started {
+    let up = up_gauge();
+    let (tx, changes) = mpsc::unbounded_channel();
+    let hub = Arc::new(McpHub::start(&servers(toml_text), &up, tx, llm).await);
+    let registry = Registry::default().with_mcp(hub.clone());
+    Started {
+        hub,
+        registry,
+        up,
+        changes,
+    }
+}
+
+fn everything(extra: &str) -> String {
+    format!(
+        "[mcp_servers.every-thing]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n{extra}\n",
+        everything_js()
+    )
+}
+
+fn names(registry: &Registry) -> Vec<String> {
+    registry.specs().into_iter().map(|s| s.name).collect()
+}
+
+async fn call(
+    registry: &Registry,
+    name: &str,
+    args: serde_json::Value,
+) -> Result<String, ToolError> {
+    let tool = registry
+        .get(name)
+        .unwrap_or_else(|| panic!("{name} is not registered"));
+    tool.call(&args).await
+}
+
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn discovers_and_names_the_reference_servers_tools_with_its_utilities() {
+    let s = start(&everything("")).await;
+    let names = names(&s.registry);
+    for expected in [
+        "mcp_every_thing_echo",
+        "mcp_every_thing_get_sum",
+        "mcp_every_thing_get_env",
+        "mcp_every_thing_trigger_long_running_operation",
+        "mcp_every_thing_list_resources",
+        "mcp_every_thing_read_resource",
+        "mcp_every_thing_list_prompts",
+        "mcp_every_thing_get_prompt",
+    ] {
+        assert!(
+            names.contains(&expected.to_owned()),
+            "{expected} missing from {names:?}"
+        );
+    }
+    let specs = s.registry.specs();
+    let echo = specs
+        .iter()
+        .find(|t| t.name == "mcp_every_thing_echo")
+        .unwrap();
+    assert_eq!(echo.toolset, "mcp-every-thing");
+    assert_eq!(echo.parameters["properties"]["message"]["type"], "string");
+    assert!(specs.iter().all(|t| t.toolset == "mcp-every-thing"));
+    assert_eq!(s.up.with_label_values(&["every-thing"]).get(), 1);
+
+    // Calls with arguments, and the utilities.
+    let sum = call(
+        &s.registry,
+        "mcp_every_thing_get_sum",
+        json!({"a": 2, "b": 40}),
+    )
+    .await
+    .unwrap();
+    assert!(sum.contains("42"), "{sum}");
+    let echoed = call(
+        &s.registry,
+        "mcp_every_thing_echo",
+        json!({"message": "hello hermes"}),
+    )
+    .await
+    .unwrap();
+    assert!(echoed.contains("hello hermes"), "{echoed}");
+    let prompts = call(&s.registry, "mcp_every_thing_list_prompts", json!({}))
+        .await
+        .unwrap();
+    assert!(prompts.contains("simple-prompt"), "{prompts}");
+    let prompt = call(
+        &s.registry,
+        "mcp_every_thing_get_prompt",
+        json!({"name": "args-prompt", "arguments": {"city": "Lyon"}}),
+    )
+    .await
+    .unwrap();
+    assert!(prompt.contains("Lyon"), "{prompt}");
+    let resources = call(&s.registry, "mcp_every_thing_list_resources", json!({}))
+        .await
+        .unwrap();
+    assert!(
+        resources.contains("demo://resource/static/document/"),
+        "{resources}"
+    );
+    s.hub.shutdown();
+}
+
+#[tokio::test]
+async fn include_wins_over_exclude_and_everything_filtered_registers_nothing() {
+    let s = start(&everything(
+        "tools = { include = [\"echo\"], exclude = [\"echo\", \"get-sum\"], prompts = false }",
+    ))
+    .await;
+    assert_eq!(
+        names(&s.registry),
+        [
+            "mcp_every_thing_echo",
+            "mcp_every_thing_list_resources",
+            "mcp_every_thing_read_resource"
+        ]
+    );
+    s.hub.shutdown();
+
+    let s = start(&everything(
+        "tools = { exclude = [\"get-sum\"], resources = false }",
+    ))
+    .await;
+    let all = names(&s.registry);
+    assert!(!all.contains(&"mcp_every_thing_get_sum".to_owned()));
+    assert!(all.contains(&"mcp_every_thing_echo".to_owned()));
+    assert!(!all.contains(&"mcp_every_thing_list_resources".to_owned()));
+    assert!(!all.contains(&"mcp_every_thing_read_resource".to_owned()));
+    assert!(all.contains(&"mcp_every_thing_get_prompt".to_owned()));
+    s.hub.shutdown();
+
+    let s = start(&everything(
+        "tools = { include = [\"no-such-tool\"], resources = false, prompts = false }",
+    ))
+    .await;
+    assert!(s.registry.specs().is_empty());
+    s.hub.shutdown();
+}
+
+#[tokio::test]
+async fn utilities_only_when_the_server_supports_them_and_disabled_servers_never_start() {
+    let toml_text = format!(
+        "[mcp_servers.dyn]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n\
+         [mcp_servers.off]\ncommand = \"/nonexistent/never-run\"\nenabled = false\n",
+        dynamic_js()
+    );
+    let s = start(&toml_text).await;
+    // The dynamic server has tools only: no resource or prompt utilities.
+    assert_eq!(
+        names(&s.registry),
+        ["mcp_dyn_fail", "mcp_dyn_grow", "mcp_dyn_whoami"]
+    );
+    assert_eq!(s.up.with_label_values(&["off"]).get(), 0);
+    s.hub.shutdown();
+}
+
+#[tokio::test]
+async fn a_slow_call_times_out_without_unregistering_the_servers_tools() {
+    let s = start(&everything("timeout = 1")).await;
+    let started = Instant::now();
+    let err = call(
+        &s.registry,
+        "mcp_every_thing_trigger_long_running_operation",
+        json!({"duration": 10, "steps": 2}),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, ToolError::Timeout(_)), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(names(&s.registry).contains(&"mcp_every_thing_echo".to_owned()));
+    let echoed = call(
+        &s.registry,
+        "mcp_every_thing_echo",
+        json!({"message": "still here"}),
+    )
+    .await
+    .unwrap();
+    assert!(echoed.contains("still here"));
+    s.hub.shutdown();
+}
+
+/// The pid of the child whose environment holds `marker`.
+fn pid_with_marker(marker: &str) -> Option<u32> {
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let environ = std::fs::read(entry.path().join("environ")).ok()?;
+            environ
+                .split(|b| *b == 0)
+                .any(|kv| kv == marker.as_bytes())
+                .then_some(pid)
+        })
+}
+
+#[tokio::test]
+async fn a_server_killed_mid_call_answers_with_an_error_then_is_restarted() {
+    let marker = format!("HERMES_TEST_MARKER=kill-{}", std::process::id());
+    let (key, value) = marker.split_once('=').unwrap();
+    let s = start(&everything(&format!("env = {{ {key} = {value:?} }}"))).await;
+    let pid = pid_with_marker(&marker).expect("the child runs");
+    let registry = s.registry.clone();
+    let slow = tokio::spawn(async move {
+        call(
+            &registry,
+            "mcp_every_thing_trigger_long_running_operation",
+            json!({"duration": 30, "steps": 3}),
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let err = tokio::time::timeout(Duration::from_secs(10), slow)
+        .await
+        .expect("the call ends when the server dies")
+        .unwrap()
+        .unwrap_err();
+    assert!(matches!(err, ToolError::Failed(_)), "{err:?}");
+    // Restarted by the supervisor: a new child, the gauge back to 1, calls work again.
+    eventually("a new child", || {
+        pid_with_marker(&marker).is_some_and(|p| p != pid)
+    })
+    .await;
+    let up = s.up.clone();
+    eventually("the server up again", || {
+        up.with_label_values(&["every-thing"]).get() == 1
+    })
+    .await;
+    let mut answer = None;
+    for _ in 0..100 {
+        if let Ok(text) = call(
+            &s.registry,
+            "mcp_every_thing_echo",
+            json!({"message": "back"}),
+        )
+        .await
+        {
+            answer = Some(text);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(answer.expect("echo after the restart").contains("back"));
+    s.hub.shutdown();
+}
+
+#[tokio::test]
+async fn the_service_environment_does_not_reach_a_stdio_child() {
+    // Cargo and nextest set these in the test process; none is in the baseline.
+    let service_only = ["CARGO_MANIFEST_DIR", "CARGO_PKG_NAME"];
+    for name in service_only {
+        assert!(
+            std::env::var(name).is_ok(),
+            "{name} should be set in the test process"
+        );
+    }
+    let s = start(&everything(
+        "env = { CONFIGURED_FOR_CHILD = \"visible-value\" }",
+    ))
+    .await;
+    let out = call(&s.registry, "mcp_every_thing_get_env", json!({}))
+        .await
+        .unwrap();
+    let env: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&out).unwrap();
+    for name in service_only {
+        assert!(!env.contains_key(name), "{name} leaked into the child");
+    }
+    assert_eq!(env["CONFIGURED_FOR_CHILD"], "visible-value");
+    assert!(env.contains_key("PATH"));
+    assert!(
+        env.keys()
+            .all(|k| hermes_tools::mcp::in_baseline(k) || k == "CONFIGURED_FOR_CHILD"),
+        "{:?}",
+        env.keys().collect::<Vec<_>>()
+    );
+    s.hub.shutdown();
+}
+
+#[tokio::test]
+async fn tool_list_changed_refreshes_the_servers_tools() {
+    let toml_text = format!(
+        "[mcp_servers.dyn]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n",
+        dynamic_js()
+    );
+    let mut s = start(&toml_text).await;
+    let first = s.changes.recv().await.unwrap();
+    assert_eq!(first.toolset, "mcp-dyn");
+    assert!(s.registry.get("mcp_dyn_grown_1").is_none());
+    call(&s.registry, "mcp_dyn_grow", json!({})).await.unwrap();
+    let change = tokio::time::timeout(Duration::from_secs(10), s.changes.recv())
+        .await
+        .expect("a republication after list_changed")
+        .unwrap();
+    assert_eq!(change.toolset, "mcp-dyn");
+    assert!(change.specs.iter().any(|t| t.name == "mcp_dyn_grown_1"));
+    let grown = call(&s.registry, "mcp_dyn_grown_1", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(grown, "grown 1");
+    s.hub.shutdown();
+}
+
+#[tokio::test]
+async fn error_results_reach_the_model_with_credentials_scrubbed() {
+    let toml_text = format!(
+        "[mcp_servers.dyn]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n",
+        dynamic_js()
+    );
+    let s = start(&toml_text).await;
+    let err = call(
+        &s.registry,
+        "mcp_dyn_fail",
+        json!({"secret": "eyJhbGciOiJIUzI1NiJ9.payload"}),
+    )
+    .await
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("upstream refused"), "{text}");
+    assert!(!text.contains("eyJhbGci"), "{text}");
+    s.hub.shutdown();
+}
+
+/// Start the dynamic server in HTTP mode on a free port, requiring `x-api-key: <key>`.
+async fn http_server(key: &str) -> (tokio::process::Child, u16) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new("node")
+        .args([dynamic_js().as_str(), "http", "0", key])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let port = line.strip_prefix("listening ").unwrap().parse().unwrap();
+    (child, port)
+}
+
+#[tokio::test]
+async fn streamable_http_server_with_a_required_header() {
+    let (_server, port) = http_server("k-123456").await;
+    let good = start(&format!(
+        "[mcp_servers.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\nheaders = {{ x-api-key = \"k-123456\" }}\nconnect_timeout = 5\n"
+    ))
+    .await;
+    assert_eq!(good.up.with_label_values(&["remote"]).get(), 1);
+    let answer = call(&good.registry, "mcp_remote_whoami", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(answer, "dynamic over http");
+    good.hub.shutdown();
+
+    let bad = start(&format!(
+        "[mcp_servers.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\nheaders = {{ x-api-key = \"wrong\" }}\nconnect_timeout = 2\n"
+    ))
+    .await;
+    assert_eq!(bad.up.with_label_values(&["remote"]).get(), 0);
+    assert!(bad.registry.specs().is_empty());
+    bad.hub.shutdown();
+}
+
+fn call_of(name: &str, arguments: serde_json::Value) -> hermes_shared::model::ToolCall {
+    hermes_shared::model::ToolCall {
+        id: "call_1".into(),
+        name: name.into(),
+        arguments,
+        signature: None,
+    }
+}
+
+#[tokio::test]
+async fn a_review_run_cannot_execute_a_local_host_tool_and_an_allowlist_admits_only_its_tools() {
+    use hermes_shared::agent::EngagementMode;
+    use hermes_shared::model::ToolPolicy;
+    use hermes_tools::policy::RefusalReason;
+    use hermes_tools::{Outcome, execute};
+
+    // `terminal` stands for a shell server: declared local-host. `every-thing` is not.
+    let toml_text = format!(
+        "[mcp_servers.terminal]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\nlocal_host = true\n{}",
+        dynamic_js(),
+        everything("")
+    );
+    let s = start(&toml_text).await;
+    let grow = call_of("mcp_terminal_grow", json!({}));
+    let echo = call_of("mcp_every_thing_echo", json!({"message": "hi"}));
+    let whoami = call_of("mcp_terminal_whoami", json!({}));
+
+    for mode in [
+        EngagementMode::Review,
+        EngagementMode::Research,
+        EngagementMode::Discuss,
+    ] {
+        let policy = ToolPolicy {
+            engagement_mode: mode,
+            tool_allowlist: None,
+        };
+        let refused = execute(&s.registry, &policy, &grow).await;
+        assert_eq!(
+            refused.outcome,
+            Outcome::Refused(RefusalReason::EngagementMode)
+        );
+        let body: serde_json::Value = serde_json::from_str(&refused.text).unwrap();
+        assert_eq!(body["refused"], true);
+        assert_eq!(body["reason"], "engagement_mode");
+        assert_eq!(body["engagement_mode"], mode.as_str());
+        // Other toolsets stay available.
+        assert_eq!(
+            execute(&s.registry, &policy, &echo).await.outcome,
+            Outcome::Ok
+        );
+    }
+    // Never executed: had `grow` run, the server would now list `grown_1`.
+    let tools = names(&s.registry);
+    assert!(
+        !tools.iter().any(|n| n.starts_with("mcp_terminal_grown")),
+        "{tools:?}"
+    );
+
+    // EXECUTE with an allowlist naming one tool: that tool runs, the rest of the
+    // local-host toolset does not; non-local tools are not affected.
+    let listed = ToolPolicy {
+        engagement_mode: EngagementMode::Execute,
+        tool_allowlist: Some(vec!["mcp_terminal_whoami".into()]),
+    };
+    let ran = execute(&s.registry, &listed, &whoami).await;
+    assert_eq!(
+        (ran.outcome, ran.text.as_str()),
+        (Outcome::Ok, "dynamic over stdio")
+    );
+    assert_eq!(
+        execute(&s.registry, &listed, &grow).await.outcome,
+        Outcome::Refused(RefusalReason::NotAllowlisted)
+    );
+    assert_eq!(
+        execute(&s.registry, &listed, &echo).await.outcome,
+        Outcome::Ok
+    );
+    // The whole toolset by name.
+    let toolset = ToolPolicy {
+        engagement_mode: EngagementMode::Execute,
+        tool_allowlist: Some(vec!["mcp-terminal".into()]),
+    };
+    assert_eq!(
+        execute(&s.registry, &toolset, &whoami).await.outcome,
+        Outcome::Ok
+    );
+    // A run started from a REVIEW run stays restricted even if it asks for EXECUTE.
+    let parent = ToolPolicy {
+        engagement_mode: EngagementMode::Review,
+        tool_allowlist: None,
+    };
+    let child = parent.inherit(&toolset);
+    assert_eq!(
+        execute(&s.registry, &child, &whoami).await.outcome,
+        Outcome::Refused(RefusalReason::EngagementMode)
+    );
+    s.hub.shutdown();
+}
+
+/// Our model path over the built-in mock provider (it answers `echo: <last user turn>`).
+fn mock_llm() -> Arc<dyn Complete> {
+    use hermes_shared::config::Config;
+    let ns = format!("t{}", std::process::id());
+    let config = Arc::new(
+        Config::from_lookup(
+            &|k| match k {
+                "HERMES_PROVIDER" => Some("mock".into()),
+                "HERMES_NAMESPACE" => Some(ns.clone()),
+                _ => std::env::var(k).ok(),
+            },
+            None,
+        )
+        .unwrap(),
+    );
+    let metrics = hermes_shared::telemetry::Metrics::new();
+    let cache = hermes_shared::cache::Cache::new(
+        &config.redis_url,
+        config.namespace.clone(),
+        metrics.clone(),
+    )
+    .unwrap();
+    let backends = hermes_llm::backends::Backends::new(config.clone(), None).unwrap();
+    let gateway = hermes_llm::Gateway::with_parts(config.clone(), metrics, backends, cache);
+    Arc::new(GatewaySampling::new(gateway, config))
+}
+
+#[tokio::test]
+async fn sampling_requests_of_the_reference_server_are_answered_by_our_models() {
+    let s = start_with(
+        &everything("sampling = { max_tokens_cap = 64 }"),
+        Some(mock_llm()),
+    )
+    .await;
+    // The server registers its sampling tool once it knows we can sample, and announces it
+    // with notifications/tools/list_changed.
+    let registry = s.registry.clone();
+    eventually("the sampling tool", || {
+        registry
+            .get("mcp_every_thing_trigger_sampling_request")
+            .is_some()
+    })
+    .await;
+    let out = call(
+        &s.registry,
+        "mcp_every_thing_trigger_sampling_request",
+        json!({"prompt": "name a colour", "maxTokens": 1000}),
+    )
+    .await
+    .unwrap();
+    assert!(out.contains("echo: Resource"), "{out}");
+    assert!(out.contains("name a colour"), "{out}");
+    s.hub.shutdown();
+
+    // Disabled: we do not announce sampling, so the server never offers the tool.
+    let s = start_with(
+        &everything("sampling = { enabled = false }"),
+        Some(mock_llm()),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        s.registry
+            .get("mcp_every_thing_trigger_sampling_request")
+            .is_none()
+    );
+    s.hub.shutdown();
+}
