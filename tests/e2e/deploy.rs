@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use hermes::Service;
-use hermes_e2e::{TestEnv, everything_server_toml, openai_answer};
+use hermes_e2e::{TestEnv, everything_server_toml, openai_answer, openai_tool_call};
 use serde_json::json;
 use wiremock::matchers::{body_string_contains, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -133,13 +133,10 @@ async fn every_metric_of_the_dashboard_and_alerts_is_exported_and_promtool_clean
     // Otherwise the model asks for current_time, so the tools stage runs.
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-            "id": "c1", "object": "chat.completion",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": [
-                {"id": "call_1", "type": "function", "function": {"name": "current_time", "arguments": "{\"timezone\":\"Asia/Tokyo\"}"}}
-            ]}, "finish_reason": "tool_calls"}],
-            "usage": {"prompt_tokens": 30, "completion_tokens": 9, "total_tokens": 39}
-        })))
+        .respond_with(ResponseTemplate::new(200).set_body_json(openai_tool_call(
+            "current_time",
+            &json!({"timezone":"Asia/Tokyo"}),
+        )))
         .with_priority(3)
         .mount(&provider)
         .await;

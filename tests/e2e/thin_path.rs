@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_e2e::{TestEnv, openai_answer};
+use hermes_e2e::{TestEnv, openai_answer, openai_tool_call};
 use serde_json::{Value, json};
 use wiremock::matchers::{body_string_contains, header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -75,13 +75,10 @@ async fn a_tool_call_runs_and_its_result_reaches_the_second_model_call() {
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
         .and(header("authorization", "Bearer sk-test-provider"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-            "id": "c1", "object": "chat.completion",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": [
-                {"id": "call_1", "type": "function", "function": {"name": "current_time", "arguments": "{\"timezone\":\"Asia/Tokyo\"}"}}
-            ]}, "finish_reason": "tool_calls"}],
-            "usage": {"prompt_tokens": 30, "completion_tokens": 9, "total_tokens": 39}
-        })))
+        .respond_with(ResponseTemplate::new(200).set_body_json(openai_tool_call(
+            "current_time",
+            &json!({"timezone":"Asia/Tokyo"}),
+        )))
         .with_priority(2)
         .expect(1)
         .mount(&provider)

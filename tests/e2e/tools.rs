@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_e2e::{TestEnv, everything_server_toml, openai_answer};
+use hermes_e2e::{TestEnv, everything_server_toml, openai_answer, openai_tool_call};
 use serde_json::{Value, json};
 use wiremock::matchers::{body_string_contains, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -40,13 +40,10 @@ async fn a_model_calls_an_mcp_tool_and_its_result_reaches_the_second_call() {
         .await;
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-            "id": "c1", "object": "chat.completion",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": [
-                {"id": "call_1", "type": "function", "function": {"name": "mcp_everything_get_sum", "arguments": "{\"a\":2,\"b\":40}"}}
-            ]}, "finish_reason": "tool_calls"}],
-            "usage": {"prompt_tokens": 30, "completion_tokens": 9, "total_tokens": 39}
-        })))
+        .respond_with(ResponseTemplate::new(200).set_body_json(openai_tool_call(
+            "mcp_everything_get_sum",
+            &json!({"a":2,"b":40}),
+        )))
         .with_priority(2)
         .expect(1)
         .mount(&provider)

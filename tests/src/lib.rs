@@ -448,6 +448,18 @@ pub fn openai_answer(text: &str, prompt_tokens: u64, completion_tokens: u64) -> 
     })
 }
 
+/// A chat completions answer that asks for one tool call (`call_1`), with 30/9 tokens.
+pub fn openai_tool_call(tool: &str, arguments: &serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "id": "c1", "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": tool, "arguments": arguments.to_string()}}
+        ]}, "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": 30, "completion_tokens": 9, "total_tokens": 39}
+    })
+}
+
 /// Take every message waiting in `stage`'s queue (acking them), decoded.
 pub async fn drain(
     bus: &Bus,
