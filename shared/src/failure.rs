@@ -26,10 +26,13 @@ pub enum FailureReason {
     /// The URL resolves to a non-public address that is not allowlisted (server-side
     /// request forgery guard): nothing was sent, and nothing will be until it is allowed.
     AddressRefused,
+    /// No sender is configured for the platform (its credentials are not set): the reply is
+    /// parked, to be replayed (`hermes dlq replay --reason no_sender`) once they are.
+    NoSender,
 }
 
 impl FailureReason {
-    pub const ALL: [FailureReason; 7] = [
+    pub const ALL: [FailureReason; 8] = [
         FailureReason::RateLimited,
         FailureReason::NetworkTimeout,
         FailureReason::ServiceUnavailable,
@@ -37,6 +40,7 @@ impl FailureReason {
         FailureReason::InvalidRecipient,
         FailureReason::BreakerOpen,
         FailureReason::AddressRefused,
+        FailureReason::NoSender,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -48,6 +52,7 @@ impl FailureReason {
             FailureReason::InvalidRecipient => "invalid_recipient",
             FailureReason::BreakerOpen => "breaker_open",
             FailureReason::AddressRefused => "address_refused",
+            FailureReason::NoSender => "no_sender",
         }
     }
 
@@ -62,6 +67,7 @@ impl FailureReason {
             FailureReason::Unauthorized
                 | FailureReason::InvalidRecipient
                 | FailureReason::AddressRefused
+                | FailureReason::NoSender
         )
     }
 
@@ -206,7 +212,8 @@ mod tests {
             [
                 FailureReason::Unauthorized,
                 FailureReason::InvalidRecipient,
-                FailureReason::AddressRefused
+                FailureReason::AddressRefused,
+                FailureReason::NoSender
             ]
         );
         for r in FailureReason::ALL {

@@ -377,7 +377,7 @@ async fn hermes_dlq_lists_shows_replays_once_and_purges() {
     let fleet = env.start(&[Service::Router, Service::Delivery]).await;
     let bus = env.bus().await;
     // A wake that fails through the schedule, and a Telegram reply with no sender
-    // configured (rejected straight to the delivery parking queue).
+    // configured (parked at once with its reason).
     let run = message(&bus, "wake up").await;
     let orphan = Envelope::new(
         RunId::new(),
@@ -415,7 +415,7 @@ async fn hermes_dlq_lists_shows_replays_once_and_purges() {
     assert_eq!(wake["attempt"], 1);
     let reply = rows.iter().find(|r| r["kind"] == "reply").unwrap();
     assert_eq!(reply["id"], json!(orphan.id));
-    assert!(reply["reason"].is_string(), "{reply}");
+    assert_eq!(reply["reason"], "no_sender", "{reply}");
     let text = dlq(&env, &["list", "--queue", "webhooks"]).await;
     let text = String::from_utf8(text.stdout).unwrap();
     assert!(

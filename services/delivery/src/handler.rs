@@ -121,11 +121,14 @@ impl DeliveryStage {
         let platform = to.platform;
         let Some(sender) = self.senders.get(platform) else {
             self.count_delivery(platform, "no_sender");
-            return Err(StageError::Poison(anyhow!(
-                "no sender configured for {} ({}): reply parked for replay",
-                platform.as_str(),
-                how_to_enable(platform)
-            )));
+            return Err(StageError::Retry {
+                reason: FailureReason::NoSender,
+                error: anyhow!(
+                    "no sender configured for {} ({}): reply parked for replay",
+                    platform.as_str(),
+                    how_to_enable(platform)
+                ),
+            });
         };
         if let Some(until) = self.breakers.open_until(platform).await {
             self.count_attempt(platform, FailureReason::BreakerOpen);
