@@ -113,73 +113,15 @@ impl fmt::Display for FailureReason {
 /// The longest failure detail kept on a parked message.
 pub const MAX_DETAIL_CHARS: usize = 500;
 
-/// `text` without credentials, safe for logs and message headers: Telegram bot tokens
-/// (`bot<id>:<secret>` in URL paths), `access_token` / `key` / `token` query values and
-/// `Bearer` values are replaced by `***`, and the result is cut to [`MAX_DETAIL_CHARS`].
+/// `text` without credentials (`crate::redact`), safe for logs and message headers, cut to
+/// [`MAX_DETAIL_CHARS`].
 pub fn scrub(text: &str) -> String {
-    let mut out = String::with_capacity(text.len().min(MAX_DETAIL_CHARS));
-    let mut rest = text;
-    while !rest.is_empty() {
-        if let Some(len) = secret_at(rest) {
-            let (keep, tail) = rest.split_at(len.keep);
-            out.push_str(keep);
-            out.push_str("***");
-            rest = &tail[len.secret..];
-            continue;
-        }
-        let c = rest.chars().next().expect("not empty");
-        out.push(c);
-        rest = &rest[c.len_utf8()..];
-    }
+    let mut out = crate::redact::redact(text, &[]);
     if out.chars().count() > MAX_DETAIL_CHARS {
         out = out.chars().take(MAX_DETAIL_CHARS).collect();
         out.push('…');
     }
     out
-}
-
-struct SecretSpan {
-    /// Bytes of the marker kept before the secret (`bot123:`, `access_token=`).
-    keep: usize,
-    /// Bytes of the secret itself.
-    secret: usize,
-}
-
-fn token_len(s: &str) -> usize {
-    s.find(|c: char| c.is_whitespace() || matches!(c, '&' | '/' | '"' | '\'' | ')' | ',' | '#'))
-        .unwrap_or(s.len())
-}
-
-fn secret_at(s: &str) -> Option<SecretSpan> {
-    for marker in [
-        "access_token=",
-        "token=",
-        "key=",
-        "Bearer ",
-        "bearer ",
-        "D360-API-KEY: ",
-    ] {
-        if s.starts_with(marker) && token_len(&s[marker.len()..]) > 0 {
-            return Some(SecretSpan {
-                keep: marker.len(),
-                secret: token_len(&s[marker.len()..]),
-            });
-        }
-    }
-    // Telegram: /bot<digits>:<secret>/
-    if let Some(tail) = s.strip_prefix("bot") {
-        let digits = tail.find(|c: char| !c.is_ascii_digit()).unwrap_or(0);
-        if digits > 0 && tail[digits..].starts_with(':') {
-            let secret = token_len(&tail[digits + 1..]);
-            if secret > 0 {
-                return Some(SecretSpan {
-                    keep: 3 + digits + 1,
-                    secret,
-                });
-            }
-        }
-    }
-    None
 }
 
 #[cfg(test)]
@@ -252,8 +194,12 @@ mod tests {
         for secret in ["AA-secret_x", "EAAG123", "sk-live-1", "abc"] {
             assert!(!clean.contains(secret), "{secret} leaked: {clean}");
         }
-        assert!(clean.contains("/bot123456:***/sendMessage"), "{clean}");
-        assert!(clean.contains("access_token=***&x=1"), "{clean}");
+        assert!(
+            clean.contains("/bot123456:[redacted]/sendMessage"),
+            "{clean}"
+        );
+        assert!(clean.contains("access_token=[redacted]&x=1"), "{clean}");
+        assert!(!scrub("D360-API-KEY: k3y-value-123").contains("k3y-value"));
         let long = "é".repeat(2 * MAX_DETAIL_CHARS);
         assert_eq!(scrub(&long).chars().count(), MAX_DETAIL_CHARS + 1);
     }

@@ -19,6 +19,7 @@ pub mod keyring;
 pub mod model;
 pub mod net_guard;
 pub mod openai_wire;
+pub mod redact;
 pub mod shutdown;
 pub mod signing;
 pub mod stage;

@@ -14,8 +14,8 @@ use super::breaker::Breaker;
 use super::client::{McpConnection, McpError};
 use super::naming;
 use super::sampling::{Complete, Sampler};
-use super::scrub::scrub;
 use crate::registry::ToolError;
+use hermes_shared::redact::redact;
 
 /// What a registered name does on the server.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -241,8 +241,8 @@ impl McpServer {
             .record(ok, Instant::now());
         match result {
             Ok(Ok(Ok(text))) => Ok(text),
-            Ok(Ok(Err(tool_error))) => Err(ToolError::Failed(scrub(&tool_error, &self.secrets))),
-            Ok(Err(e)) => Err(ToolError::Failed(scrub(
+            Ok(Ok(Err(tool_error))) => Err(ToolError::Failed(redact(&tool_error, &self.secrets))),
+            Ok(Err(e)) => Err(ToolError::Failed(redact(
                 &format!("MCP server {}: {e}", self.name),
                 &self.secrets,
             ))),

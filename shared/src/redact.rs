@@ -1,6 +1,8 @@
-//! Credential-like strings removed from what an MCP server's errors tell the model: the
-//! server's own configured secrets (header and env values) verbatim, bearer tokens, and
-//! well-known key shapes.
+//! Credential-like strings removed from text that leaves the process or reaches a log: what
+//! an MCP server's errors tell the model (with the server's own configured secrets, verbatim),
+//! and the details of failed sends kept in logs and on parked messages. Bearer and header
+//! values, secret-named `key=value` pairs, Telegram bot tokens in URL paths, and well-known
+//! key shapes.
 
 /// Prefixes of common API keys and tokens.
 const KEY_PREFIXES: &[&str] = &[
@@ -23,8 +25,15 @@ const KEY_PREFIXES: &[&str] = &[
     "ya29.",
 ];
 
-/// Words after which the next token is a credential.
-const SCHEMES: &[&str] = &["bearer", "basic", "token"];
+/// Words (schemes and header names) after which the next token is a credential.
+const SCHEMES: &[&str] = &[
+    "bearer",
+    "basic",
+    "token",
+    "d360-api-key",
+    "x-api-key",
+    "api-key",
+];
 
 /// Query or key=value names whose value is a credential.
 const SECRET_KEYS: &[&str] = &[
@@ -46,7 +55,7 @@ const REDACTED: &str = "[redacted]";
 
 /// `text` with `secrets` (exact values, those at least 4 characters long) and every
 /// credential-like token replaced by `[redacted]`.
-pub fn scrub(text: &str, secrets: &[String]) -> String {
+pub fn redact(text: &str, secrets: &[String]) -> String {
     let mut out = text.to_owned();
     for s in secrets.iter().filter(|s| s.len() >= 4) {
         out = out.replace(s.as_str(), REDACTED);
@@ -71,6 +80,7 @@ pub fn scrub(text: &str, secrets: &[String]) -> String {
 }
 
 fn scrub_word(word: &str) -> String {
+    let word = &redact_bot_token(word);
     // key=value pairs, possibly several in a query string.
     if word.contains('=') {
         let mut parts = Vec::new();
@@ -91,6 +101,33 @@ fn scrub_word(word: &str) -> String {
     word.to_owned()
 }
 
+/// Telegram puts the bot token in the URL path: `/bot<digits>:<secret>/…`.
+fn redact_bot_token(word: &str) -> String {
+    let mut out = String::with_capacity(word.len());
+    let mut rest = word;
+    while let Some(at) = rest.find("/bot") {
+        let (head, tail) = rest.split_at(at + 4);
+        out.push_str(head);
+        let digits = tail
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(tail.len());
+        let secret = tail[digits..]
+            .strip_prefix(':')
+            .map(|t| t.find(['/', '?', '"', '\'', ')']).unwrap_or(t.len()))
+            .filter(|&n| digits > 0 && n > 0);
+        match secret {
+            Some(n) => {
+                out.push_str(&tail[..=digits]);
+                out.push_str(REDACTED);
+                rest = &tail[digits + 1 + n..];
+            }
+            None => rest = tail,
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 fn is_secret_key(k: &str) -> bool {
     let k = k
         .rsplit(['?', '"', '\''])
@@ -107,7 +144,7 @@ mod tests {
     #[test]
     fn removes_configured_secrets_and_credential_shapes() {
         let text = "401 for https://api.x/v1?user=a&api_key=abcd1234 with Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.x and sk-proj-0123456789abcdefgh; custom hunter2-long";
-        let out = scrub(text, &["hunter2-long".into()]);
+        let out = redact(text, &["hunter2-long".into()]);
         assert!(!out.contains("abcd1234"), "{out}");
         assert!(!out.contains("eyJhbGci"), "{out}");
         assert!(!out.contains("sk-proj-0123"), "{out}");
@@ -119,6 +156,6 @@ mod tests {
     #[test]
     fn leaves_ordinary_text_alone() {
         let text = "file not found: /tmp/a.txt (errno 2), tokens used = 12";
-        assert_eq!(scrub(text, &[]), text);
+        assert_eq!(redact(text, &[]), text);
     }
 }
