@@ -317,3 +317,143 @@ async fn one_platform_message_makes_one_run_even_past_the_redis_dedupe() {
     fleet.stop().await.unwrap();
     env.cleanup().await;
 }
+
+/// A grouped handler that records which transaction committed each message, and refuses the
+/// message whose text is "poison".
+struct GroupProbe;
+
+impl Handler for GroupProbe {
+    const STAGE: Stage = Stage::Webhooks;
+    type Prepared = String;
+    type After = ();
+
+    async fn prepare(&self, env: &Envelope) -> Result<String, StageError> {
+        let inbound: hermes_shared::model::Inbound = env.payload()?;
+        // Every message of the burst is ready at about the same moment, so they group.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Ok(inbound.event.text.unwrap_or_default())
+    }
+
+    async fn commit(
+        &self,
+        env: &Envelope,
+        text: String,
+        tx: &Transaction<'_>,
+    ) -> Result<(Vec<Envelope>, ()), StageError> {
+        if text == "poison" {
+            return Err(StageError::Poison(anyhow!("refused by the probe")));
+        }
+        tx.execute(
+            "INSERT INTO group_probe (message_id, txid) VALUES ($1, txid_current())
+             ON CONFLICT DO NOTHING",
+            &[&env.id.as_uuid()],
+        )
+        .await
+        .map_err(|e| StageError::Transient(e.into()))?;
+        Ok((Vec::new(), ()))
+    }
+}
+
+impl stage::GroupCommit for GroupProbe {
+    fn lock_key(_text: &String) -> Option<uuid::Uuid> {
+        None
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grouped_commits_share_transactions_and_one_bad_message_spoils_none_of_the_others() {
+    let mut env = TestEnv::new().await;
+    env.set("HERMES_COMMIT_GROUP", "16");
+    let ctx = Ctx::connect(env.config(), Metrics::new()).await.unwrap();
+    ctx.db
+        .get()
+        .await
+        .unwrap()
+        .batch_execute(
+            "CREATE TABLE group_probe (message_id uuid PRIMARY KEY, txid bigint NOT NULL)",
+        )
+        .await
+        .unwrap();
+    let stop = CancellationToken::new();
+    let consumer = tokio::spawn(stage::run_grouped(ctx.with_stop(stop.clone()), GroupProbe));
+
+    let publish = |env: Envelope| {
+        let mut msg = hermes_shared::bus::Outgoing::from_envelope(&env);
+        msg.stage = Stage::Webhooks;
+        let bus = ctx.bus.clone();
+        async move { bus.publish_outgoing(&msg).await.unwrap() }
+    };
+    // 20 good messages, one of them delivered twice, and one poison message.
+    let good: Vec<Envelope> = (0..20)
+        .map(|i| Envelope::new(RunId::new(), None, &api_inbound(&format!("good {i}"))))
+        .collect();
+    let poison = Envelope::new(RunId::new(), None, &api_inbound("poison"));
+    let mut burst: Vec<Envelope> = good.clone();
+    burst.insert(7, poison.clone());
+    burst.insert(12, good[3].clone());
+    futures_util::future::join_all(burst.into_iter().map(publish)).await;
+
+    let parking = ctx.bus.names().parking(Stage::Webhooks);
+    eventually(Duration::from_secs(30), "the poison parked", || async {
+        let (n, _) = ctx.bus.queue_stats(&parking).await.ok()?;
+        (n == 1).then_some(())
+    })
+    .await;
+    let db = env.db();
+    eventually(
+        Duration::from_secs(30),
+        "every good message committed",
+        || async {
+            let n = count(&db, "SELECT count(*) FROM group_probe", &[]).await;
+            (n == 20).then_some(())
+        },
+    )
+    .await;
+    let ids: Vec<uuid::Uuid> = good.iter().map(|e| e.id.as_uuid()).collect();
+    let recorded = count(
+        &db,
+        "SELECT count(*) FROM processed_messages WHERE consumer = 'webhooks' AND message_id = ANY($1)",
+        &[&ids],
+    )
+    .await;
+    assert_eq!(
+        recorded, 20,
+        "each good message recorded once, the duplicate too"
+    );
+    let poisoned = count(
+        &db,
+        "SELECT count(*) FROM processed_messages WHERE message_id = $1",
+        &[&poison.id.as_uuid()],
+    )
+    .await;
+    assert_eq!(poisoned, 0, "the poison message committed nothing");
+    // Grouping happened: fewer transactions than messages.
+    let transactions = count(&db, "SELECT count(DISTINCT txid) FROM group_probe", &[]).await;
+    assert!(
+        transactions < 20,
+        "{transactions} transactions for 20 messages"
+    );
+    let sizes = ctx
+        .metrics
+        .commit_batch_size
+        .with_label_values(&["webhooks"]);
+    assert!(sizes.get_sample_sum() > sizes.get_sample_count() as f64);
+    // The group holding the poison (and the one holding the duplicate, if apart) was redone
+    // message by message.
+    let fallbacks = ctx
+        .metrics
+        .commit_batch_fallbacks
+        .with_label_values(&["webhooks"])
+        .get();
+    assert!(fallbacks >= 1, "{fallbacks} groups redone");
+    let duplicates = ctx
+        .metrics
+        .bus_messages
+        .with_label_values(&[&ctx.bus.names().queue(Stage::Webhooks), "duplicate"])
+        .get();
+    assert_eq!(duplicates, 1);
+    stop.cancel();
+    consumer.await.unwrap();
+    ctx.bus.close().await;
+    env.cleanup().await;
+}

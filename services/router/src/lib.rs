@@ -25,6 +25,7 @@ pub use pipeline::Router;
 /// Run the router until `ctx.stop`.
 pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let router = Router::new(ctx.clone())?;
-    stage::run(ctx, router).await;
+    // Its commits are a few short statements each: group them (HERMES_COMMIT_GROUP).
+    stage::run_grouped(ctx, router).await;
     Ok(())
 }

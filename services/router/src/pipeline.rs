@@ -21,7 +21,7 @@ use hermes_shared::model::{
     AgentWake, ChatMessage, Exchange, Inbound, LlmRequest, Platform, Provenance, Reply, Role,
     ToolPolicy, ToolSpec,
 };
-use hermes_shared::stage::{Handler, StageError};
+use hermes_shared::stage::{GroupCommit, Handler, StageError};
 
 use crate::dispatch;
 use crate::messages;
@@ -67,7 +67,9 @@ impl Router {
     }
 }
 
-/// What the router decided before opening its transaction.
+/// What the router decided before opening its transaction. `Clone`: a group commit keeps a
+/// copy to redo a message alone when its group is rolled back.
+#[derive(Clone)]
 pub enum Decision {
     /// The OpenAI-compatible API: the caller brings its conversation; no user, no credit.
     Api {
@@ -82,6 +84,7 @@ pub enum Decision {
 }
 
 /// Everything prepared for a known user's message.
+#[derive(Clone)]
 pub struct Routed {
     inbound: Inbound,
     who: Resolved,
@@ -222,6 +225,16 @@ impl Handler for Router {
             Decision::Route(r) => self.commit_route(env, *r, tx).await?,
         };
         Ok((out, ()))
+    }
+}
+
+impl GroupCommit for Router {
+    /// A known user's commit starts with the charge, which locks the user's row.
+    fn lock_key(decision: &Decision) -> Option<uuid::Uuid> {
+        match decision {
+            Decision::Route(r) => Some(r.who.user.id),
+            Decision::Api { .. } | Decision::Signup { .. } => None,
+        }
     }
 }
 

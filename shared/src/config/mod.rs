@@ -211,6 +211,11 @@ pub const ENV_VARS: &[EnvVar] = &[
         help: "unacknowledged messages per consumer (its concurrency)",
     },
     EnvVar {
+        name: "HERMES_COMMIT_GROUP",
+        default: "16",
+        help: "most messages the router commits in one PostgreSQL transaction (group commit); 1 commits each alone",
+    },
+    EnvVar {
         name: "HERMES_DELIVERY_LIMIT",
         default: "5",
         help: "deliveries of one message before it is parked in its .dead queue",
@@ -464,6 +469,8 @@ impl fmt::Display for Namespace {
 #[derive(Clone, Debug)]
 pub struct BusSettings {
     pub prefetch: u16,
+    /// Most messages a grouped stage commits in one transaction (1: each alone).
+    pub commit_group: usize,
     pub delivery_limit: u32,
     pub publish_window: usize,
     pub reconnect_timeout: Duration,
@@ -993,6 +1000,10 @@ impl Config {
             .unwrap_or(16)
             .max(2);
         let prefetch = r.parsed::<u16>("HERMES_PREFETCH").unwrap_or(32).max(1);
+        let commit_group = r
+            .parsed::<usize>("HERMES_COMMIT_GROUP")
+            .unwrap_or(16)
+            .max(1);
         let delivery_limit = r.parsed::<u32>("HERMES_DELIVERY_LIMIT").unwrap_or(5).max(1);
         let publish_window = r
             .parsed::<usize>("HERMES_PUBLISH_WINDOW")
@@ -1103,6 +1114,7 @@ impl Config {
                     db_pool_size,
                     bus: BusSettings {
                         prefetch,
+                        commit_group,
                         delivery_limit,
                         publish_window,
                         reconnect_timeout,
@@ -1230,6 +1242,10 @@ impl Config {
             ),
             ("HERMES_DB_POOL_SIZE".into(), self.db_pool_size.to_string()),
             ("HERMES_PREFETCH".into(), self.bus.prefetch.to_string()),
+            (
+                "HERMES_COMMIT_GROUP".into(),
+                self.bus.commit_group.to_string(),
+            ),
             (
                 "HERMES_DELIVERY_LIMIT".into(),
                 self.bus.delivery_limit.to_string(),

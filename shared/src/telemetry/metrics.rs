@@ -29,6 +29,8 @@ pub struct Inner {
     pub queue_consumers: IntGaugeVec,
     // Stages.
     pub stage_duration: HistogramVec,
+    pub commit_batch_size: HistogramVec,
+    pub commit_batch_fallbacks: IntCounterVec,
     pub runs: IntCounterVec,
     // Outbox.
     pub outbox_published: IntCounter,
@@ -198,6 +200,19 @@ impl Metrics {
             "Time a stage spends on one message, from receipt to ack.",
             &["stage"],
             lat.clone(),
+        );
+        let commit_batch_size = histogram_vec(
+            &r,
+            "hermes_stage_commit_batch_size",
+            "Messages committed together in one transaction (group commit), by stage.",
+            &["stage"],
+            vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0],
+        );
+        let commit_batch_fallbacks = counter_vec(
+            &r,
+            "hermes_stage_commit_batch_fallbacks_total",
+            "Group commits rolled back (a duplicate, a failed message, a lock conflict) and redone one message at a time, by stage.",
+            &["stage"],
         );
         let runs = counter_vec(
             &r,
@@ -482,6 +497,8 @@ impl Metrics {
             queue_messages,
             queue_consumers,
             stage_duration,
+            commit_batch_size,
+            commit_batch_fallbacks,
             runs,
             outbox_published,
             outbox_publish_failures,

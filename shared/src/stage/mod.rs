@@ -27,6 +27,11 @@ use crate::db::{self, Transaction, outbox};
 use crate::envelope::Envelope;
 use crate::failure::{FailureReason, scrub};
 
+mod group_commit;
+
+use group_commit::Committers;
+pub use group_commit::GroupCommit;
+
 /// The AMQP header naming why a parked message failed (a [`FailureReason`]).
 pub const FAILURE_REASON_HEADER: &str = "x-hermes-failure-reason";
 /// The AMQP header with the last error of a parked message, credentials scrubbed.
@@ -108,9 +113,48 @@ enum Disposition {
     Reject,
 }
 
+/// How a message's commit reaches its transaction.
+enum Commit<H: Handler> {
+    /// Its own transaction.
+    Alone,
+    /// A transaction shared with whichever other messages are ready ([`run_grouped`]).
+    Grouped(Committers<H>),
+}
+
+impl<H: Handler> Clone for Commit<H> {
+    fn clone(&self) -> Self {
+        match self {
+            Commit::Alone => Commit::Alone,
+            Commit::Grouped(c) => Commit::Grouped(c.clone()),
+        }
+    }
+}
+
 /// Consume `H::STAGE`'s queue until `ctx.stop`, finishing in-flight messages before returning.
+/// Each message commits in its own transaction.
 pub async fn run<H: Handler>(ctx: Ctx, handler: H) {
+    // Boxed: the consumer loop's future is large, and services hold several of them.
+    Box::pin(consume(ctx, Arc::new(handler), Commit::Alone)).await;
+}
+
+/// As [`run`], but messages ready at the same moment commit together in one transaction
+/// (up to `HERMES_COMMIT_GROUP` of them): fewer transactions for the same work, with each
+/// message still acked only after its effects committed. See [`GroupCommit`].
+pub async fn run_grouped<H: GroupCommit>(ctx: Ctx, handler: H) {
     let handler = Arc::new(handler);
+    let group = ctx.config.bus.commit_group;
+    if group <= 1 {
+        return Box::pin(consume(ctx, handler, Commit::Alone)).await;
+    }
+    // A quarter of the pool commits; the rest serves `prepare`'s reads.
+    let workers = (ctx.config.db_pool_size / 4).max(1);
+    let (committers, mut workers) = group_commit::start(&ctx, handler.clone(), group, workers);
+    Box::pin(consume(ctx, handler, Commit::Grouped(committers))).await;
+    // Every handle is gone with the consumer: the committers finish what they hold and end.
+    while workers.join_next().await.is_some() {}
+}
+
+async fn consume<H: Handler>(ctx: Ctx, handler: Arc<H>, commit: Commit<H>) {
     let queue = ctx.bus.names().queue(H::STAGE);
     // The failure series start at 0, so alerts and rate() see them before the first failure.
     let parking = ctx.bus.names().parking(H::STAGE);
@@ -129,12 +173,19 @@ pub async fn run<H: Handler>(ctx: Ctx, handler: H) {
         let ctx = ctx.clone();
         let handler = handler.clone();
         let queue = queue.clone();
-        async move { process(&ctx, handler.as_ref(), &queue, delivery).await }
+        let commit = commit.clone();
+        async move { process(&ctx, handler.as_ref(), &commit, &queue, delivery).await }
     })
     .await;
 }
 
-async fn process<H: Handler>(ctx: &Ctx, handler: &H, queue: &str, delivery: Delivery) {
+async fn process<H: Handler>(
+    ctx: &Ctx,
+    handler: &H,
+    commit: &Commit<H>,
+    queue: &str,
+    delivery: Delivery,
+) {
     let started = Instant::now();
     let stage = H::STAGE.as_str();
     let (disposition, run_id) = match Envelope::from_slice(&delivery.data) {
@@ -151,7 +202,7 @@ async fn process<H: Handler>(ctx: &Ctx, handler: &H, queue: &str, delivery: Deli
                 trace_id = env.traceparent.as_ref().map(|t| t.trace_id().to_string()).unwrap_or_default(),
             );
             let run_id = env.run_id;
-            let d = handle(ctx, handler, &env, delivery_count(&delivery))
+            let d = handle(ctx, handler, commit, &env, delivery_count(&delivery))
                 .instrument(span)
                 .await;
             (d, Some(run_id))
@@ -195,6 +246,7 @@ async fn process<H: Handler>(ctx: &Ctx, handler: &H, queue: &str, delivery: Deli
 async fn handle<H: Handler>(
     ctx: &Ctx,
     handler: &H,
+    commit: &Commit<H>,
     env: &Envelope,
     deliveries: u32,
 ) -> Disposition {
@@ -227,7 +279,11 @@ async fn handle<H: Handler>(
             return retry_later(ctx, H::STAGE, env, reason, &error).await;
         }
     };
-    match commit(handler, env, prepared, ctx, consumer).await {
+    let committed = match commit {
+        Commit::Alone => commit_alone(handler, env, prepared, ctx, consumer).await,
+        Commit::Grouped(committers) => committers.commit(env, prepared).await,
+    };
+    match committed {
         Ok(Some(after)) => {
             handler.after_commit(env, after).await;
             Disposition::Ack("acked")
@@ -353,7 +409,8 @@ async fn transient(e: StageError, deliveries: u32) -> Disposition {
     Disposition::Requeue
 }
 
-async fn commit<H: Handler>(
+/// One message's effects, idempotency record and outbox rows in a transaction of its own.
+async fn commit_alone<H: Handler>(
     handler: &H,
     env: &Envelope,
     prepared: H::Prepared,
