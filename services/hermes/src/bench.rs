@@ -25,7 +25,13 @@ pub struct IngestBench {
     /// Distinct senders to spread the messages over (each has its own inbound rate limit).
     #[arg(long, default_value_t = 100_000)]
     senders: u32,
-    /// Upper bound of requests in flight (beyond it a send is counted as dropped, not queued).
+    /// HTTP connections kept open to ingest, as a load balancer's upstream pool or a platform's
+    /// webhook sender would: a request waits for a free connection, and that wait counts in its
+    /// latency (measured from the instant it was due, not from when it was sent).
+    #[arg(long, default_value_t = 128)]
+    connections: usize,
+    /// Upper bound of requests outstanding, sent or waiting for a connection (beyond it a send
+    /// is counted as dropped).
     #[arg(long, default_value_t = 2048)]
     max_in_flight: usize,
     /// Process id of the ingest, to report its memory (VmRSS and peak VmHWM).
@@ -175,6 +181,23 @@ impl CpuTicks {
     }
 }
 
+/// The seconds of the run whose own p99 went over 15 ms, with that p99: a tail made of a few
+/// stalls looks different from one spread over the whole run.
+fn slow_seconds(samples: &[(u32, u32)]) -> Vec<(u32, f64)> {
+    let mut by_second = std::collections::BTreeMap::<u32, Vec<u32>>::new();
+    for &(second, micros) in samples {
+        by_second.entry(second).or_default().push(micros);
+    }
+    by_second
+        .into_iter()
+        .filter_map(|(second, mut l)| {
+            l.sort_unstable();
+            let p99 = pct(&l, 0.99);
+            (p99 > 15.0).then_some((second, p99))
+        })
+        .collect()
+}
+
 fn pct(sorted: &[u32], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -189,21 +212,23 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
         "--rate and --duration must be above 0"
     );
     let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(args.max_in_flight)
+        .pool_max_idle_per_host(args.connections)
         .timeout(Duration::from_secs(10))
         .build()?;
     let url = format!("{}/webhooks/whatsapp", args.url.trim_end_matches('/'));
     let run = uuid::Uuid::now_v7().simple().to_string()[20..].to_string();
-    let latencies = Arc::new(Mutex::new(Vec::<u32>::with_capacity(
+    // (second of the run the request was due in, latency in µs) of every accepted request.
+    let latencies = Arc::new(Mutex::new(Vec::<(u32, u32)>::with_capacity(
         (args.rate as u64 * args.duration) as usize,
     )));
     let statuses = Arc::new(Mutex::new(std::collections::BTreeMap::<String, u64>::new()));
     let in_flight = Arc::new(tokio::sync::Semaphore::new(args.max_in_flight));
+    let connections = Arc::new(tokio::sync::Semaphore::new(args.connections.max(1)));
     let total = u64::from(args.rate) * args.duration;
     let interval = Duration::from_secs_f64(1.0 / f64::from(args.rate));
     println!(
-        "sending {total} signed WhatsApp webhooks to {url} at {}/s for {}s over {} senders",
-        args.rate, args.duration, args.senders
+        "sending {total} signed WhatsApp webhooks to {url} at {}/s for {}s over {} senders and {} connections",
+        args.rate, args.duration, args.senders, args.connections
     );
     let stop_drain = tokio_util::sync::CancellationToken::new();
     let drainer = match &args.drain {
@@ -236,14 +261,20 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
             continue;
         };
         let (body, sig) = requests[i as usize].clone();
-        let (http, url, latencies, statuses) = (
+        let (http, url, latencies, statuses, connections) = (
             http.clone(),
             url.clone(),
             latencies.clone(),
             statuses.clone(),
+            connections.clone(),
         );
+        let rate = args.rate;
         tasks.spawn(async move {
-            let t = Instant::now();
+            // Open loop without coordinated omission: the clock runs from the due instant.
+            let t = due;
+            let Ok(_connection) = connections.acquire_owned().await else {
+                return;
+            };
             let outcome = http
                 .post(&url)
                 .header("content-type", "application/json")
@@ -258,7 +289,8 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
                 Err(_) => "connection_error".into(),
             };
             if label == "200" {
-                latencies.lock().await.push(micros);
+                let second = u32::try_from(i / u64::from(rate)).unwrap_or(u32::MAX);
+                latencies.lock().await.push((second, micros));
             }
             *statuses.lock().await.entry(label).or_default() += 1;
             drop(permit);
@@ -273,8 +305,10 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
     if let Some(d) = drainer {
         let _ = d.await;
     }
-    let mut lat = latencies.lock().await.clone();
+    let samples = latencies.lock().await.clone();
+    let mut lat: Vec<u32> = samples.iter().map(|&(_, l)| l).collect();
     lat.sort_unstable();
+    let slow = slow_seconds(&samples);
     let accepted = lat.len() as u64;
     println!(
         "sent for {send_secs:.1}s; answers by status: {:?}; dropped (over --max-in-flight): {dropped}",
@@ -287,6 +321,17 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
         pct(&lat, 0.99),
         lat.last().map(|v| f64::from(*v) / 1000.0).unwrap_or(0.0)
     );
+    if !slow.is_empty() {
+        println!(
+            "seconds whose p99 was over 15 ms ({} of {}): {}",
+            slow.len(),
+            args.duration,
+            slow.iter()
+                .map(|(s, p99)| format!("{s}s {p99:.0} ms"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     let (machine, ingest) = cpu_after.per_item(cpu_before, accepted);
     let generator = own_after.per_item(own_before, accepted).1.unwrap_or(0.0);
     match ingest {
@@ -304,4 +349,36 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slow_seconds_are_those_whose_own_p99_passes_15_ms() {
+        let mut samples: Vec<(u32, u32)> = (0..200).map(|_| (0, 2_000)).collect();
+        samples.extend((0..200).map(|i| (1, if i < 10 { 40_000 } else { 2_000 })));
+        samples.extend((0..200).map(|i| (2, if i < 1 { 90_000 } else { 3_000 })));
+        let slow = slow_seconds(&samples);
+        assert_eq!(slow.len(), 1, "{slow:?}");
+        assert_eq!(slow[0], (1, 40.0));
+    }
+
+    #[test]
+    fn cpu_ticks_become_milliseconds_per_item() {
+        let before = CpuTicks {
+            machine: 1_000,
+            process: Some(100),
+        };
+        let after = CpuTicks {
+            machine: 1_300,
+            process: Some(160),
+        };
+        // 300 ticks of 10 ms over 1,000 items: 3 ms each; 60 ticks: 0.6 ms.
+        let (machine, process) = after.per_item(before, 1_000);
+        assert!((machine - 3.0).abs() < 1e-9);
+        assert!((process.unwrap() - 0.6).abs() < 1e-9);
+        assert!(CpuTicks::now(Some(std::process::id())).process.is_some());
+    }
 }
