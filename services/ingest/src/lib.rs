@@ -41,9 +41,14 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 use auth::ApiKey;
 
-/// What the HTTP handlers share.
+/// What the HTTP handlers share. One `Arc`: axum clones the state for every extractor and
+/// middleware of every request, and a deep clone (the context's database and Redis
+/// settings, four Redis handles) cost allocations on each.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+/// The contents of [`AppState`].
+pub struct Shared {
     pub ctx: Ctx,
     pub events: RunEvents,
     pub waiters: Waiters,
@@ -54,14 +59,22 @@ pub struct AppState {
 
 impl AppState {
     pub fn new(ctx: Ctx) -> Self {
-        Self {
+        Self(Arc::new(Shared {
             events: RunEvents::new(ctx.cache.clone()),
             waiters: Waiters::default(),
             dedupe: Dedupe::new(ctx.cache.clone()),
             limiter: RateLimiter::new(ctx.cache.clone()),
             keys: rest::KeyCache::default(),
             ctx,
-        }
+        }))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
     }
 }
 
