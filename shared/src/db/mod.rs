@@ -74,7 +74,8 @@ fn pool_detail(e: &deadpool_postgres::PoolError) -> String {
 #[derive(Clone)]
 pub struct Db {
     pool: Pool,
-    config: tokio_postgres::Config,
+    /// Shared: a `Db` is cloned into every context, request and message.
+    config: Arc<tokio_postgres::Config>,
     relay: Arc<LocalRelay>,
 }
 
@@ -138,7 +139,7 @@ impl Db {
             .expect("pool configuration is valid");
         Ok(Self {
             pool,
-            config,
+            config: Arc::new(config),
             relay: Arc::default(),
         })
     }

@@ -169,6 +169,8 @@ async fn consume<H: Handler>(ctx: Ctx, handler: Arc<H>, commit: Commit<H>) {
     let prefetch = ctx.config.bus.prefetch;
     let stop = ctx.stop.clone();
     let bus = ctx.bus.clone();
+    // One shared context for every delivery instead of a clone of each of its handles.
+    let ctx = Arc::new(ctx);
     bus.consume(H::STAGE, prefetch, stop, move |delivery| {
         let ctx = ctx.clone();
         let handler = handler.clone();
