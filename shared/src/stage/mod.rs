@@ -11,6 +11,10 @@
 //! the same id and `attempt + 1`; when the schedule is used up, or the failure is permanent,
 //! it is parked with its failure reason in the headers. Either way the new copy is
 //! confirmed by the broker before the original is acked, so nothing is lost in between.
+//!
+//! A stage may group its commits ([`run_grouped`], `group_commit.rs`): the transaction is
+//! then shared with the other messages ready at the same moment, and redone per message
+//! when any of them cannot commit.
 
 use std::future::Future;
 use std::sync::Arc;
