@@ -21,10 +21,9 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio::task::JoinSet;
 use uuid::Uuid;
 
-use super::{Handler, StageError, commit_alone};
-use crate::bus::Outgoing;
+use super::{Handler, StageError, apply, commit_alone};
 use crate::context::Ctx;
-use crate::db::{self, outbox};
+use crate::db;
 use crate::envelope::Envelope;
 
 /// A handler whose commits may share a transaction with other messages' commits.
@@ -162,12 +161,19 @@ async fn try_group<H: GroupCommit>(
     let mut afters = Vec::with_capacity(jobs.len());
     let mut emitted = false;
     for job in jobs {
-        let (next, after) = handler.commit(&job.env, job.prepared.clone(), &tx).await?;
-        let outgoing: Vec<Outgoing> = next.iter().map(Outgoing::from_envelope).collect();
-        emitted |= !outgoing.is_empty();
-        if !outbox::record_processed(&tx, consumer, job.env.id, &outgoing, local).await? {
+        let applied = apply(
+            handler,
+            &job.env,
+            job.prepared.clone(),
+            &tx,
+            consumer,
+            local,
+        )
+        .await?;
+        let Some((after, sent)) = applied else {
             return Err(StageError::Duplicate("processed already"));
-        }
+        };
+        emitted |= sent;
         afters.push(after);
     }
     tx.commit().await.map_err(db::DbError::from)?;

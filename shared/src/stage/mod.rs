@@ -425,19 +425,35 @@ async fn commit_alone<H: Handler>(
 ) -> Result<Option<H::After>, StageError> {
     let mut client = ctx.db.get().await?;
     let tx = client.transaction().await.map_err(db::DbError::from)?;
-    let (next, after) = handler.commit(env, prepared, &tx).await?;
-    let outgoing: Vec<Outgoing> = next.iter().map(Outgoing::from_envelope).collect();
-    // The idempotency record and the outbox rows in one statement, last: a duplicate (a
-    // concurrent redelivery waits here for the first to commit) rolls back everything the
-    // handler wrote when the transaction is dropped.
     let relay = ctx.db.local_relay();
     let local = relay.running();
-    if !outbox::record_processed(&tx, consumer, env.id, &outgoing, local).await? {
+    let Some((after, emitted)) = apply(handler, env, prepared, &tx, consumer, local).await? else {
         return Ok(None);
-    }
+    };
     tx.commit().await.map_err(db::DbError::from)?;
-    if local && !outgoing.is_empty() {
+    if local && emitted {
         relay.wake();
     }
     Ok(Some(after))
+}
+
+/// Inside `tx`: the handler's effects, then the idempotency record and the outbox rows in
+/// one statement, last, so a duplicate (a concurrent redelivery waits there for the first to
+/// commit) is found after everything the handler wrote, which the caller then rolls back.
+/// `None`: processed already. Otherwise what `after_commit` gets, and whether the message
+/// emitted anything for the relay to publish.
+async fn apply<H: Handler>(
+    handler: &H,
+    env: &Envelope,
+    prepared: H::Prepared,
+    tx: &Transaction<'_>,
+    consumer: &str,
+    local_relay: bool,
+) -> Result<Option<(H::After, bool)>, StageError> {
+    let (next, after) = handler.commit(env, prepared, tx).await?;
+    let outgoing: Vec<Outgoing> = next.iter().map(Outgoing::from_envelope).collect();
+    if !outbox::record_processed(tx, consumer, env.id, &outgoing, local_relay).await? {
+        return Ok(None);
+    }
+    Ok(Some((after, !outgoing.is_empty())))
 }
