@@ -15,7 +15,16 @@ ARG RUST_VERSION=1.95
 FROM rust:${RUST_VERSION}-bookworm AS deps
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
-COPY shared/Cargo.toml shared/
+COPY shared/types/Cargo.toml shared/types/
+COPY shared/config/Cargo.toml shared/config/
+COPY shared/telemetry/Cargo.toml shared/telemetry/
+COPY shared/net/Cargo.toml shared/net/
+COPY shared/db/Cargo.toml shared/db/
+COPY shared/bus/Cargo.toml shared/bus/
+COPY shared/cache/Cargo.toml shared/cache/
+COPY shared/alerts/Cargo.toml shared/alerts/
+COPY shared/runtime/Cargo.toml shared/runtime/
+COPY shared/gateway/Cargo.toml shared/gateway/
 COPY services/ingest/Cargo.toml services/ingest/
 COPY services/router/Cargo.toml services/router/
 COPY services/llm/Cargo.toml services/llm/
@@ -26,7 +35,8 @@ COPY tests/Cargo.toml tests/
 # Empty crates in place of the workspace's: the build below compiles only the dependencies.
 # The workspace's own artifacts are then deleted, so the real sources are always rebuilt
 # (their files may be older than these stubs, and cargo compares modification times).
-RUN for crate in shared services/ingest services/router services/llm services/tools \
+RUN for crate in shared/types shared/config shared/telemetry shared/net shared/db shared/bus shared/cache shared/alerts shared/runtime shared/gateway \
+                 services/ingest services/router services/llm services/tools \
                  services/delivery services/hermes tests; do \
         mkdir -p "$crate/src" && touch "$crate/src/lib.rs"; \
     done \

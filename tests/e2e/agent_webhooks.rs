@@ -7,13 +7,13 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use hermes::Service;
+use hermes_bus::{Bus, Stage};
+use hermes_db::agents::{self, AgentUpdate, NewAgent};
 use hermes_e2e::{TestEnv, eventually};
-use hermes_shared::agent::{AgentKind, AgentStatus, EngagementMode, Tone};
-use hermes_shared::bus::{Bus, Stage};
-use hermes_shared::db::agents::{self, AgentUpdate, NewAgent};
-use hermes_shared::envelope::Envelope;
-use hermes_shared::ids::RunId;
-use hermes_shared::model::Platform;
+use hermes_types::agent::{AgentKind, AgentStatus, EngagementMode, Tone};
+use hermes_types::envelope::Envelope;
+use hermes_types::ids::RunId;
+use hermes_types::model::Platform;
 use lapin::options::BasicGetOptions;
 use lapin::types::AMQPValue;
 use serde_json::{Value, json};
@@ -31,7 +31,7 @@ async fn external_agent(env: &TestEnv, url: &str, standard: bool) -> Uuid {
     let db = env.db();
     let user = env.user(Platform::Rest, "forge-user", 5).await;
     let c = db.get().await.unwrap();
-    let ring = hermes_shared::keyring::KeyRing::new(&env.config().router.secret_keys).unwrap();
+    let ring = hermes_net::keyring::KeyRing::new(&env.config().router.secret_keys).unwrap();
     let sealed = ring.seal(AGENT_SECRET.as_bytes());
     let victor = agents::create(
         &c,
@@ -60,7 +60,7 @@ async fn external_agent(env: &TestEnv, url: &str, standard: bool) -> Uuid {
         ..AgentUpdate::default()
     };
     assert!(agents::update(&c, victor.id, &change).await.unwrap());
-    hermes_shared::db::users::update(&c, user.id, None, None, Some(Some(victor.id)))
+    hermes_db::users::update(&c, user.id, None, None, Some(Some(victor.id)))
         .await
         .unwrap();
     victor.id
@@ -192,7 +192,7 @@ async fn an_external_agent_is_woken_with_a_signed_envelope_and_marked_online() {
     assert_eq!(body["engagement_mode"], "REVIEW");
     assert_eq!(
         body["forge_contract_version"],
-        hermes_shared::agent::CONTRACT_VERSION
+        hermes_types::agent::CONTRACT_VERSION
     );
     assert_eq!(body["runtime_policy"]["engagement_mode"], "REVIEW");
     assert_eq!(body["runtime_policy"]["allowed_host_tools"], json!([]));
@@ -261,7 +261,7 @@ async fn a_private_agent_url_is_refused_and_parked_without_a_request() {
     let headers = m.delivery.properties.headers().clone().unwrap_or_default();
     let reason = headers
         .inner()
-        .get(hermes_shared::stage::FAILURE_REASON_HEADER)
+        .get(hermes_runtime::stage::FAILURE_REASON_HEADER)
         .and_then(|v| match v {
             AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
             _ => None,
@@ -382,16 +382,16 @@ async fn hermes_dlq_lists_shows_replays_once_and_purges() {
     let orphan = Envelope::new(
         RunId::new(),
         None,
-        &hermes_shared::model::Reply {
-            reply_to: hermes_shared::model::ReplyTo {
+        &hermes_types::model::Reply {
+            reply_to: hermes_types::model::ReplyTo {
                 platform: Platform::Telegram,
                 chat_id: "42".into(),
                 callback_url: None,
             },
-            outcome: hermes_shared::model::Outcome::Answered {
+            outcome: hermes_types::model::Outcome::Answered {
                 text: "no sender for this".into(),
                 model: "mock".into(),
-                usage: hermes_shared::model::Usage::default(),
+                usage: hermes_types::model::Usage::default(),
                 finish_reason: "stop".into(),
                 tools_used: Vec::new(),
             },
@@ -559,7 +559,7 @@ async fn an_agent_created_with_the_cli_gets_standard_webhooks_its_secret_verifie
     let user = env.user(Platform::Rest, "forge-user", 5).await;
     let c = env.db().get().await.unwrap();
     let agent: Uuid = created["agent"]["id"].as_str().unwrap().parse().unwrap();
-    hermes_shared::db::users::update(&c, user.id, None, None, Some(Some(agent)))
+    hermes_db::users::update(&c, user.id, None, None, Some(Some(agent)))
         .await
         .unwrap();
     let fleet = env.start(&[Service::Router, Service::Delivery]).await;

@@ -5,14 +5,14 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use hermes::Service;
+use hermes_bus::Stage;
+use hermes_db::Transaction;
 use hermes_e2e::{TestEnv, api_inbound, count, eventually};
-use hermes_shared::Ctx;
-use hermes_shared::bus::Stage;
-use hermes_shared::db::Transaction;
-use hermes_shared::envelope::Envelope;
-use hermes_shared::ids::RunId;
-use hermes_shared::stage::{self, Handler, StageError};
-use hermes_shared::telemetry::Metrics;
+use hermes_runtime::Ctx;
+use hermes_runtime::stage::{self, Handler, StageError};
+use hermes_telemetry::Metrics;
+use hermes_types::envelope::Envelope;
+use hermes_types::ids::RunId;
 use tokio_util::sync::CancellationToken;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -99,7 +99,7 @@ async fn a_message_that_always_fails_is_parked_after_the_delivery_limit() {
     let stop = CancellationToken::new();
     let consumer = tokio::spawn(stage::run(ctx.with_stop(stop.clone()), AlwaysFails));
 
-    let mut msg = hermes_shared::bus::Outgoing::from_envelope(&Envelope::new(
+    let mut msg = hermes_bus::Outgoing::from_envelope(&Envelope::new(
         RunId::new(),
         None,
         &api_inbound("poison"),
@@ -134,9 +134,9 @@ async fn a_message_that_always_fails_is_parked_after_the_delivery_limit() {
     consumer.await.unwrap();
 
     // Undecodable bytes are parked at once, without retries.
-    let garbage = hermes_shared::bus::Outgoing {
+    let garbage = hermes_bus::Outgoing {
         stage: Stage::Router,
-        message_id: hermes_shared::ids::MessageId::new(),
+        message_id: hermes_types::ids::MessageId::new(),
         traceparent: None,
         body: b"not an envelope".to_vec(),
     };
@@ -215,7 +215,7 @@ async fn queue_arguments_match_the_design() {
             // re-declaration with different arguments is refused, which proves what it holds.
             use lapin::options::QueueDeclareOptions;
             let channel = bus.channel().await.unwrap();
-            let mut args = hermes_shared::bus::work_queue_args(bus.names(), &env.config().bus);
+            let mut args = hermes_bus::work_queue_args(bus.names(), &env.config().bus);
             args.insert(
                 "x-delivery-limit".into(),
                 lapin::types::AMQPValue::LongLongInt(99),
@@ -277,7 +277,7 @@ async fn the_fleet_reconnects_after_losing_the_broker() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_platform_message_makes_one_run_even_past_the_redis_dedupe() {
-    use hermes_shared::model::Platform;
+    use hermes_types::model::Platform;
     let env = TestEnv::new().await;
     let fleet = env.start(&[Service::Router]).await;
     let bus = env.bus().await;
@@ -328,7 +328,7 @@ impl Handler for GroupProbe {
     type After = ();
 
     async fn prepare(&self, env: &Envelope) -> Result<String, StageError> {
-        let inbound: hermes_shared::model::Inbound = env.payload()?;
+        let inbound: hermes_types::model::Inbound = env.payload()?;
         // Every message of the burst is ready at about the same moment, so they group.
         tokio::time::sleep(Duration::from_millis(300)).await;
         Ok(inbound.event.text.unwrap_or_default())
@@ -378,7 +378,7 @@ async fn grouped_commits_share_transactions_and_one_bad_message_spoils_none_of_t
     let consumer = tokio::spawn(stage::run_grouped(ctx.with_stop(stop.clone()), GroupProbe));
 
     let publish = |env: Envelope| {
-        let mut msg = hermes_shared::bus::Outgoing::from_envelope(&env);
+        let mut msg = hermes_bus::Outgoing::from_envelope(&env);
         msg.stage = Stage::Webhooks;
         let bus = ctx.bus.clone();
         async move { bus.publish_outgoing(&msg).await.unwrap() }

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use hermes::Service;
+use hermes_bus::{Bus, Stage};
 use hermes_e2e::{Fleet, TestEnv, drain};
-use hermes_shared::bus::{Bus, Stage};
-use hermes_shared::model::{Inbound, MediaKind, Platform, Reply};
+use hermes_types::model::{Inbound, MediaKind, Platform, Reply};
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;

@@ -5,12 +5,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hermes::Service;
+use hermes_bus::{Bus, Stage};
 use hermes_e2e::{TestEnv, eventually};
-use hermes_shared::bus::{Bus, Stage};
-use hermes_shared::envelope::Envelope;
-use hermes_shared::ids::RunId;
-use hermes_shared::model::{Outcome, Platform, Reply, ReplyTo, Usage};
-use hermes_shared::stage::{FAILURE_DETAIL_HEADER, FAILURE_REASON_HEADER};
+use hermes_runtime::stage::{FAILURE_DETAIL_HEADER, FAILURE_REASON_HEADER};
+use hermes_types::envelope::Envelope;
+use hermes_types::ids::RunId;
+use hermes_types::model::{Outcome, Platform, Reply, ReplyTo, Usage};
 use lapin::options::{BasicAckOptions, BasicGetOptions};
 use lapin::types::AMQPValue;
 use serde_json::{Value, json};
@@ -734,7 +734,7 @@ async fn a_retry_after_a_half_sent_reply_sends_only_the_rest() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_parking_queue_refuses_and_the_message_stays() {
     use futures_util::future::join_all;
-    use hermes_shared::bus::{Outgoing, PARKING_MAX_LENGTH};
+    use hermes_bus::{Outgoing, PARKING_MAX_LENGTH};
     let peer = MockServer::start().await;
     Mock::given(method("POST"))
         .respond_with(ResponseTemplate::new(400))

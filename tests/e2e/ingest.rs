@@ -70,7 +70,7 @@ async fn bad_keys_and_bad_bodies_are_refused_and_nothing_is_published() {
 
     let bus = env.bus().await;
     let (messages, _) = bus
-        .queue_stats(&bus.names().queue(hermes_shared::bus::Stage::Router))
+        .queue_stats(&bus.names().queue(hermes_bus::Stage::Router))
         .await
         .unwrap();
     assert_eq!(messages, 0, "refused requests must publish nothing");

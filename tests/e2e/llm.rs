@@ -6,11 +6,11 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use hermes::Service;
+use hermes_bus::Bus;
 use hermes_e2e::{TestEnv, eventually};
-use hermes_shared::bus::Bus;
-use hermes_shared::envelope::Envelope;
-use hermes_shared::ids::RunId;
-use hermes_shared::model::Platform;
+use hermes_types::envelope::Envelope;
+use hermes_types::ids::RunId;
+use hermes_types::model::Platform;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use wiremock::matchers::{header, method, path, path_regex};

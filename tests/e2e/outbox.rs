@@ -3,10 +3,10 @@
 use std::time::Duration;
 
 use hermes::Service;
+use hermes_bus::Outgoing;
 use hermes_e2e::{TestEnv, api_inbound, eventually};
-use hermes_shared::bus::Outgoing;
-use hermes_shared::envelope::Envelope;
-use hermes_shared::ids::RunId;
+use hermes_types::envelope::Envelope;
+use hermes_types::ids::RunId;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unpublished_outbox_row_is_published_by_the_relay() {
@@ -18,7 +18,7 @@ async fn an_unpublished_outbox_row_is_published_by_the_relay() {
     {
         let mut c = db.get().await.unwrap();
         let tx = c.transaction().await.unwrap();
-        hermes_shared::db::outbox::enqueue(&tx, std::slice::from_ref(&msg))
+        hermes_db::outbox::enqueue(&tx, std::slice::from_ref(&msg))
             .await
             .unwrap();
         tx.commit().await.unwrap();

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use hermes::Service;
+use hermes_db::api_keys;
 use hermes_e2e::{KEY, TestEnv, eventually};
-use hermes_shared::db::api_keys;
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -28,7 +28,7 @@ async fn a_rest_message_is_answered_by_callback_and_by_polling() {
     let (_, other) = api_keys::create(&client, "someone else", None)
         .await
         .unwrap();
-    env.user(hermes_shared::model::Platform::Rest, "u1", 10)
+    env.user(hermes_types::model::Platform::Rest, "u1", 10)
         .await;
     let fleet = env.start(&Service::ALL).await;
     let http = reqwest::Client::new();

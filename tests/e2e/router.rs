@@ -5,14 +5,14 @@
 use std::time::Duration;
 
 use hermes::Service;
+use hermes_cache::Cache;
+use hermes_cache::soul;
+use hermes_db::{Db, agents, credits, memory};
 use hermes_e2e::{TestEnv, count, eventually};
-use hermes_shared::cache::Cache;
-use hermes_shared::cache::soul;
-use hermes_shared::db::{Db, agents, credits, memory};
-use hermes_shared::envelope::Envelope;
-use hermes_shared::ids::RunId;
-use hermes_shared::model::{Inbound, Platform};
-use hermes_shared::telemetry::Metrics;
+use hermes_telemetry::Metrics;
+use hermes_types::envelope::Envelope;
+use hermes_types::ids::RunId;
+use hermes_types::model::{Inbound, Platform};
 use secrecy::SecretString;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -25,7 +25,7 @@ fn rest(sender: &str, text: &str) -> Inbound {
 }
 
 /// Publish a REST-channel message from `sender` to the router's queue.
-async fn send(bus: &hermes_shared::bus::Bus, sender: &str, text: &str) {
+async fn send(bus: &hermes_bus::Bus, sender: &str, text: &str) {
     bus.publish(&Envelope::new(RunId::new(), None, &rest(sender, text)))
         .await
         .unwrap();
@@ -331,8 +331,7 @@ async fn the_soul_is_cached_then_invalidated_when_memory_changes() {
         metrics_handle.clone(),
     )
     .unwrap();
-    let alerts =
-        hermes_shared::alerts::Alerts::new(&env.config().alerts, cache.clone(), metrics_handle);
+    let alerts = hermes_alerts::Alerts::new(&env.config().alerts, cache.clone(), metrics_handle);
     assert!(soul::invalidate(&cache, &alerts, user.id).await);
     send(&bus, "souly", "and the day after").await;
     wait_runs(&db, "SELECT count(*) FROM outbox WHERE stage = 'llm'", 3).await;
@@ -524,9 +523,9 @@ async fn internal_agent(db: &Db, key: &str, max_concurrent: i32) -> Uuid {
         &agents::NewAgent {
             workspace: "default",
             profile_key: key,
-            kind: hermes_shared::agent::AgentKind::Internal,
+            kind: hermes_types::agent::AgentKind::Internal,
             display_name: key,
-            tone: hermes_shared::agent::Tone::Chill,
+            tone: hermes_types::agent::Tone::Chill,
             role: None,
             role_instructions: None,
             tier: None,
@@ -535,7 +534,7 @@ async fn internal_agent(db: &Db, key: &str, max_concurrent: i32) -> Uuid {
             webhook_url: None,
             webhook_secret_sealed: None,
             max_concurrent,
-            engagement_mode: hermes_shared::agent::EngagementMode::Execute,
+            engagement_mode: hermes_types::agent::EngagementMode::Execute,
         },
     )
     .await
@@ -658,16 +657,16 @@ async fn an_external_agent_is_owed_a_wake_in_the_runs_transaction() {
     let db = env.db();
     let user = env.user(Platform::Rest, "forge-user", 5).await;
     let c = db.get().await.unwrap();
-    let ring = hermes_shared::keyring::KeyRing::new(&env.config().router.secret_keys).unwrap();
+    let ring = hermes_net::keyring::KeyRing::new(&env.config().router.secret_keys).unwrap();
     let sealed = ring.seal(b"whsec_test");
     let victor = agents::create(
         &c,
         &agents::NewAgent {
             workspace: "default",
             profile_key: "victor",
-            kind: hermes_shared::agent::AgentKind::External,
+            kind: hermes_types::agent::AgentKind::External,
             display_name: "Victor",
-            tone: hermes_shared::agent::Tone::Professional,
+            tone: hermes_types::agent::Tone::Professional,
             role: Some("backend"),
             role_instructions: None,
             tier: None,
@@ -676,12 +675,12 @@ async fn an_external_agent_is_owed_a_wake_in_the_runs_transaction() {
             webhook_url: Some("https://agents.example.com/agents/forge"),
             webhook_secret_sealed: Some(&sealed),
             max_concurrent: 3,
-            engagement_mode: hermes_shared::agent::EngagementMode::Review,
+            engagement_mode: hermes_types::agent::EngagementMode::Review,
         },
     )
     .await
     .unwrap();
-    hermes_shared::db::users::update(&c, user.id, None, None, Some(Some(victor.id)))
+    hermes_db::users::update(&c, user.id, None, None, Some(Some(victor.id)))
         .await
         .unwrap();
     let fleet = env.start(&[Service::Router]).await;
@@ -734,7 +733,7 @@ async fn an_external_agent_is_owed_a_wake_in_the_runs_transaction() {
     assert_eq!(run_row.get::<_, String>(1), "REVIEW");
     assert_eq!(
         run_row.get::<_, String>(2),
-        hermes_shared::agent::CONTRACT_VERSION
+        hermes_types::agent::CONTRACT_VERSION
     );
     assert_eq!(
         count(&db, "SELECT count(*) FROM outbox WHERE stage = 'llm'", &[]).await,
@@ -1073,7 +1072,7 @@ async fn operators_set_up_users_channels_and_agents_with_the_cli() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_review_run_carries_its_policy_and_is_not_offered_local_host_tools() {
-    use hermes_shared::model::ToolSpec;
+    use hermes_types::model::ToolSpec;
     let mut env = TestEnv::new().await;
     // `shell` is declared local-host; the router reads that from the same file as the tools
     // stage (it never connects to the server itself).
@@ -1093,7 +1092,7 @@ async fn a_review_run_carries_its_policy_and_is_not_offered_local_host_tools() {
         parameters: json!({"type": "object"}),
         toolset: toolset.into(),
     };
-    hermes_shared::db::tool_registry::publish(
+    hermes_db::tool_registry::publish(
         &mut c,
         &["builtin", "mcp-shell"],
         &[
@@ -1108,9 +1107,9 @@ async fn a_review_run_carries_its_policy_and_is_not_offered_local_host_tools() {
         &agents::NewAgent {
             workspace: "default",
             profile_key: "rex",
-            kind: hermes_shared::agent::AgentKind::Internal,
+            kind: hermes_types::agent::AgentKind::Internal,
             display_name: "Rex",
-            tone: hermes_shared::agent::Tone::Professional,
+            tone: hermes_types::agent::Tone::Professional,
             role: Some("reviewer"),
             role_instructions: None,
             tier: None,
@@ -1119,12 +1118,12 @@ async fn a_review_run_carries_its_policy_and_is_not_offered_local_host_tools() {
             webhook_url: None,
             webhook_secret_sealed: None,
             max_concurrent: 3,
-            engagement_mode: hermes_shared::agent::EngagementMode::Review,
+            engagement_mode: hermes_types::agent::EngagementMode::Review,
         },
     )
     .await
     .unwrap();
-    hermes_shared::db::users::update(&c, user.id, None, None, Some(Some(rex.id)))
+    hermes_db::users::update(&c, user.id, None, None, Some(Some(rex.id)))
         .await
         .unwrap();
     let fleet = env.start(&[Service::Router]).await;

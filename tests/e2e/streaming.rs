@@ -314,7 +314,7 @@ async fn out_of_range_parameters_are_refused_before_anything_is_published() {
     }
     let bus = env.bus().await;
     let (messages, _) = bus
-        .queue_stats(&bus.names().queue(hermes_shared::bus::Stage::Router))
+        .queue_stats(&bus.names().queue(hermes_bus::Stage::Router))
         .await
         .unwrap();
     assert_eq!(messages, 0, "refused requests must publish nothing");

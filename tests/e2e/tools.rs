@@ -132,10 +132,10 @@ async fn a_model_calls_an_mcp_tool_and_its_result_reaches_the_second_call() {
 }
 
 /// The CLI's configuration when the file is invalid or empty (the CLI does not need it).
-fn config_without_file(env: &TestEnv) -> hermes_shared::config::Config {
+fn config_without_file(env: &TestEnv) -> hermes_config::Config {
     let mut vars = env.vars.clone();
     vars.remove("HERMES_CONFIG");
-    hermes_shared::config::Config::from_lookup(&move |k| vars.get(k).cloned(), None).unwrap()
+    hermes_config::Config::from_lookup(&move |k| vars.get(k).cloned(), None).unwrap()
 }
 
 /// The names registered under `toolset`.

@@ -11,10 +11,10 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use hermes::{Listeners, Service};
-use hermes_shared::bus::{Bus, Names};
-use hermes_shared::config::{Config, Namespace};
-use hermes_shared::db::{Db, migrate};
-use hermes_shared::telemetry::Metrics;
+use hermes_bus::{Bus, Names};
+use hermes_config::{Config, Namespace};
+use hermes_db::{Db, migrate};
+use hermes_telemetry::Metrics;
 use secrecy::SecretString;
 use sha2::{Digest, Sha256};
 use tokio::net::TcpListener;
@@ -128,7 +128,7 @@ pub struct TestEnv {
 impl TestEnv {
     /// A fresh namespace and database; variables default to an in-process mock fleet.
     pub async fn new() -> Self {
-        hermes_shared::install_crypto_provider();
+        hermes_net::install_crypto_provider();
         let id = &uuid::Uuid::now_v7().simple().to_string()[20..];
         let ns = format!("t{id}");
         let db_name = format!("hermes_t{id}");
@@ -219,11 +219,11 @@ impl TestEnv {
     /// A user with `credits`, linked (activated) to `sender_id` on `platform`.
     pub async fn user(
         &self,
-        platform: hermes_shared::model::Platform,
+        platform: hermes_types::model::Platform,
         sender_id: &str,
         credits: i64,
-    ) -> hermes_shared::db::users::User {
-        use hermes_shared::db::users;
+    ) -> hermes_db::users::User {
+        use hermes_db::users;
         let db = self.db();
         let mut client = db.get().await.unwrap();
         let tx = client.transaction().await.unwrap();
@@ -232,7 +232,7 @@ impl TestEnv {
             &users::NewUser {
                 workspace: "default",
                 display_name: Some(sender_id),
-                tier: hermes_shared::model::Tier::Free,
+                tier: hermes_types::model::Tier::Free,
                 credits,
             },
         )
@@ -262,8 +262,8 @@ impl TestEnv {
 
     /// Start `services` in this process on free ports.
     pub async fn start(&self, services: &[Service]) -> Fleet {
-        hermes_shared::install_crypto_provider();
-        hermes_shared::telemetry::init_tracing(hermes_shared::config::LogFormat::Text);
+        hermes_net::install_crypto_provider();
+        hermes_telemetry::init_tracing(hermes_config::LogFormat::Text);
         let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let http_addr = http.local_addr().unwrap();
@@ -302,7 +302,7 @@ impl TestEnv {
         let props = lapin::ConnectionProperties::default();
         if let Ok(conn) = lapin::Connection::connect(&self.vars["AMQP_URL"], props).await {
             if let Ok(ch) = conn.create_channel().await {
-                for stage in hermes_shared::bus::Stage::ALL {
+                for stage in hermes_bus::Stage::ALL {
                     for q in [names.queue(stage), names.parking(stage)] {
                         let _ = ch
                             .queue_delete(q.into(), QueueDeleteOptions::default())
@@ -400,8 +400,8 @@ impl Fleet {
 }
 
 /// An inbound API message with one user turn, as ingest would publish it.
-pub fn api_inbound(text: &str) -> hermes_shared::model::Inbound {
-    use hermes_shared::model::{ChatMessage, Inbound, MessageEvent, Platform, Role};
+pub fn api_inbound(text: &str) -> hermes_types::model::Inbound {
+    use hermes_types::model::{ChatMessage, Inbound, MessageEvent, Platform, Role};
     Inbound {
         event: MessageEvent {
             platform: Platform::Api,
@@ -424,8 +424,8 @@ pub fn api_inbound(text: &str) -> hermes_shared::model::Inbound {
 }
 
 /// A REST-channel message from `sender`, as ingest would publish it to the router.
-pub fn rest_inbound(sender: &str, text: &str) -> hermes_shared::model::Inbound {
-    use hermes_shared::model::{MessageEvent, Platform};
+pub fn rest_inbound(sender: &str, text: &str) -> hermes_types::model::Inbound {
+    use hermes_types::model::{MessageEvent, Platform};
     let mut inbound = api_inbound(text);
     inbound.event = MessageEvent {
         platform: Platform::Rest,
@@ -461,10 +461,7 @@ pub fn openai_tool_call(tool: &str, arguments: &serde_json::Value) -> serde_json
 }
 
 /// Take every message waiting in `stage`'s queue (acking them), decoded.
-pub async fn drain(
-    bus: &Bus,
-    stage: hermes_shared::bus::Stage,
-) -> Vec<hermes_shared::envelope::Envelope> {
+pub async fn drain(bus: &Bus, stage: hermes_bus::Stage) -> Vec<hermes_types::envelope::Envelope> {
     use lapin::options::{BasicAckOptions, BasicGetOptions};
     let ch = bus.channel().await.expect("channel");
     let mut out = Vec::new();
@@ -473,9 +470,7 @@ pub async fn drain(
         .await
         .expect("basic.get")
     {
-        out.push(
-            hermes_shared::envelope::Envelope::from_slice(&m.delivery.data).expect("envelope"),
-        );
+        out.push(hermes_types::envelope::Envelope::from_slice(&m.delivery.data).expect("envelope"));
         m.delivery
             .acker
             .ack(BasicAckOptions::default())

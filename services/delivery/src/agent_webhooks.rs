@@ -14,18 +14,18 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use chrono::Utc;
-use hermes_shared::Ctx;
-use hermes_shared::agent::EngagementMode;
-use hermes_shared::bus::Stage;
-use hermes_shared::db::Transaction;
-use hermes_shared::db::webhook_deliveries::{self, FailedAttempt, WakeStatus, WakeTarget};
-use hermes_shared::envelope::Envelope;
-use hermes_shared::failure::{FailureReason, scrub};
-use hermes_shared::keyring::KeyRing;
-use hermes_shared::model::AgentWake;
-use hermes_shared::net_guard::{AddressPolicy, GuardError, shown};
-use hermes_shared::signing::{WakeSigning, wake_headers};
-use hermes_shared::stage::{Handler, StageError};
+use hermes_bus::Stage;
+use hermes_db::Transaction;
+use hermes_db::webhook_deliveries::{self, FailedAttempt, WakeStatus, WakeTarget};
+use hermes_net::failure::{FailureReason, scrub};
+use hermes_net::guard::{AddressPolicy, GuardError, shown};
+use hermes_net::keyring::KeyRing;
+use hermes_net::signing::{WakeSigning, wake_headers};
+use hermes_runtime::Ctx;
+use hermes_runtime::stage::{Handler, StageError};
+use hermes_types::agent::EngagementMode;
+use hermes_types::envelope::Envelope;
+use hermes_types::model::AgentWake;
 use reqwest::header::CONTENT_TYPE;
 use serde_json::{Value, json};
 use url::Url;
@@ -120,7 +120,7 @@ impl AgentWebhookStage {
         }
     }
 
-    async fn db(&self) -> Result<hermes_shared::db::Client, StageError> {
+    async fn db(&self) -> Result<hermes_db::Client, StageError> {
         self.ctx
             .db
             .get()
@@ -369,9 +369,9 @@ impl Handler for AgentWebhookStage {
 
 #[cfg(test)]
 mod tests {
-    use hermes_shared::agent::{Dispatch, DispatchMode};
-    use hermes_shared::ids::RunId;
-    use hermes_shared::model::{MessageEvent, Platform};
+    use hermes_types::agent::{Dispatch, DispatchMode};
+    use hermes_types::ids::RunId;
+    use hermes_types::model::{MessageEvent, Platform};
     use uuid::Uuid;
 
     use super::*;

@@ -5,12 +5,13 @@
 //! history cache is extended after the commit.
 
 use chrono::Utc;
-use hermes_shared::cache::history::{HistoryCipher, HistoryStore, SessionScope};
-use hermes_shared::db::{DbError, Transaction, credits, sessions};
-use hermes_shared::envelope::Envelope;
-use hermes_shared::model::{ChatMessage, Exchange, MemoryExtract, Outcome, Reply, Role};
-use hermes_shared::telemetry::Metrics;
-use hermes_shared::{Ctx, cache::Cache};
+use hermes_cache::Cache;
+use hermes_cache::history::{HistoryCipher, HistoryStore, SessionScope};
+use hermes_db::{DbError, Transaction, credits, sessions};
+use hermes_runtime::Ctx;
+use hermes_telemetry::Metrics;
+use hermes_types::envelope::Envelope;
+use hermes_types::model::{ChatMessage, Exchange, MemoryExtract, Outcome, Reply, Role};
 
 /// Writes what a finished exchange leaves behind.
 pub struct Bookkeeping {

@@ -8,11 +8,11 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use hermes_shared::alerts::{AlertKind, Alerts};
-use hermes_shared::cache::Cache;
-use hermes_shared::config::BreakerSettings;
-use hermes_shared::model::Platform;
-use hermes_shared::telemetry::Metrics;
+use hermes_alerts::{AlertKind, Alerts};
+use hermes_cache::Cache;
+use hermes_config::BreakerSettings;
+use hermes_telemetry::Metrics;
+use hermes_types::model::Platform;
 use redis::Script;
 
 /// Records a failure; opens the breaker when the window holds `threshold` of them.
@@ -178,7 +178,7 @@ fn uuid_member() -> String {
 
 #[cfg(test)]
 mod tests {
-    use hermes_shared::config::{AlertSettings, Namespace};
+    use hermes_config::{AlertSettings, Namespace};
     use secrecy::SecretString;
 
     use super::*;

@@ -15,14 +15,14 @@
 use std::time::Duration;
 
 use anyhow::anyhow;
-use hermes_shared::Ctx;
-use hermes_shared::bus::Stage;
-use hermes_shared::cache::run_events::{RunEvent, RunEvents};
-use hermes_shared::db::{Transaction, runs};
-use hermes_shared::envelope::Envelope;
-use hermes_shared::failure::FailureReason;
-use hermes_shared::model::{Outcome, Platform, Reply, ReplyTo};
-use hermes_shared::stage::{Handler, StageError};
+use hermes_bus::Stage;
+use hermes_cache::run_events::{RunEvent, RunEvents};
+use hermes_db::{Transaction, runs};
+use hermes_net::failure::FailureReason;
+use hermes_runtime::Ctx;
+use hermes_runtime::stage::{Handler, StageError};
+use hermes_types::envelope::Envelope;
+use hermes_types::model::{Outcome, Platform, Reply, ReplyTo};
 use serde_json::json;
 
 use crate::bookkeeping::Bookkeeping;

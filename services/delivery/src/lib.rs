@@ -12,7 +12,7 @@ pub mod retry_policy;
 pub mod senders;
 mod sent_parts;
 
-use hermes_shared::{Ctx, stage};
+use hermes_runtime::{Ctx, stage};
 
 pub use agent_webhooks::AgentWebhookStage;
 pub use handler::DeliveryStage;

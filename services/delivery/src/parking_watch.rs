@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use hermes_shared::Ctx;
-use hermes_shared::alerts::AlertKind;
-use hermes_shared::bus::{PARKING_MAX_LENGTH, Stage};
+use hermes_alerts::AlertKind;
+use hermes_bus::{PARKING_MAX_LENGTH, Stage};
+use hermes_runtime::Ctx;
 
 /// How often the parking queues are looked at.
 const EVERY: Duration = Duration::from_secs(5);

@@ -8,10 +8,10 @@
 
 use std::time::Duration;
 
-use hermes_shared::cache::Cache;
-use hermes_shared::config::RateGateSettings;
-use hermes_shared::model::Platform;
-use hermes_shared::telemetry::Metrics;
+use hermes_cache::Cache;
+use hermes_config::RateGateSettings;
+use hermes_telemetry::Metrics;
+use hermes_types::model::Platform;
 use redis::Script;
 
 /// KEYS: chat bucket, bot bucket. ARGV: chat interval ms, chat burst, bot interval ms,
@@ -116,7 +116,7 @@ impl RateGate {
 mod tests {
     use std::time::Instant;
 
-    use hermes_shared::config::Namespace;
+    use hermes_config::Namespace;
     use secrecy::SecretString;
 
     use super::*;

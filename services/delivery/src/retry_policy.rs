@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use hermes_shared::failure::{FailureReason, scrub};
+use hermes_net::failure::{FailureReason, scrub};
 use rand::Rng;
 use reqwest::header::RETRY_AFTER;
 use reqwest::{RequestBuilder, Response, StatusCode};
@@ -188,7 +188,7 @@ mod tests {
         server: &MockServer,
         policy: &RetryPolicy,
     ) -> (Result<u16, SendFailure>, Vec<FailureReason>) {
-        hermes_shared::install_crypto_provider();
+        hermes_net::install_crypto_provider();
         let client = reqwest::Client::new();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s = seen.clone();
@@ -292,7 +292,7 @@ mod tests {
 
     #[tokio::test]
     async fn network_failures_are_retried_and_classified() {
-        hermes_shared::install_crypto_provider();
+        hermes_net::install_crypto_provider();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()

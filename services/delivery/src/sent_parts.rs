@@ -8,8 +8,8 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use hermes_shared::cache::Cache;
-use hermes_shared::ids::MessageId;
+use hermes_cache::Cache;
+use hermes_types::ids::MessageId;
 use redis::AsyncCommands;
 
 /// How long the record of a reply's sent parts is kept (beyond the whole retry schedule).
@@ -62,8 +62,8 @@ impl SentParts {
 
 #[cfg(test)]
 mod tests {
-    use hermes_shared::config::Namespace;
-    use hermes_shared::telemetry::Metrics;
+    use hermes_config::Namespace;
+    use hermes_telemetry::Metrics;
     use secrecy::SecretString;
 
     use super::*;

@@ -4,16 +4,16 @@
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
-use hermes_llm::backends::Backends;
-use hermes_llm::providers::Adapter;
-use hermes_shared::agent::{AgentKind, AgentStatus, EngagementMode, Tone};
-use hermes_shared::config::BackendKind;
-use hermes_shared::config::Config;
-use hermes_shared::db::Db;
-use hermes_shared::db::agents::{self, Agent, AgentUpdate, NewAgent};
-use hermes_shared::db::workspaces;
-use hermes_shared::keyring::KeyRing;
-use hermes_shared::model::{BackendOverride, Tier};
+use hermes_config::BackendKind;
+use hermes_config::Config;
+use hermes_db::Db;
+use hermes_db::agents::{self, Agent, AgentUpdate, NewAgent};
+use hermes_db::workspaces;
+use hermes_gateway::backends::Backends;
+use hermes_gateway::providers::Adapter;
+use hermes_net::keyring::KeyRing;
+use hermes_types::agent::{AgentKind, AgentStatus, EngagementMode, Tone};
+use hermes_types::model::{BackendOverride, Tier};
 use rand::RngCore;
 use serde_json::json;
 

@@ -64,8 +64,8 @@ async fn drain(
     stop: tokio_util::sync::CancellationToken,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     use futures_util::StreamExt;
-    use hermes_shared::bus::{Bus, Names, Stage};
-    use hermes_shared::config::{BusSettings, Namespace};
+    use hermes_bus::{Bus, Names, Stage};
+    use hermes_config::{BusSettings, Namespace};
     let names = Names::new(Namespace::parse(ns).map_err(anyhow::Error::msg)?);
     let queue = names.queue(Stage::Router);
     let settings = BusSettings {
@@ -81,7 +81,7 @@ async fn drain(
         amqp_url.to_string().into(),
         names,
         settings,
-        hermes_shared::telemetry::Metrics::new(),
+        hermes_telemetry::Metrics::new(),
     )
     .await?;
     let channel = bus.channel().await?;

@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 use axum::Json;
 use axum::routing::post;
 use clap::Args;
-use hermes_llm::Gateway;
-use hermes_llm::backends::Backends;
-use hermes_shared::cache::Cache;
-use hermes_shared::config::{BackendKind, Config, ModelSpec, Price};
-use hermes_shared::model::{ChatMessage, LlmRequest, Platform, ReplyTo, Role, Tier};
-use hermes_shared::telemetry::Metrics;
+use hermes_cache::Cache;
+use hermes_config::{BackendKind, Config, ModelSpec, Price};
+use hermes_gateway::Gateway;
+use hermes_gateway::backends::Backends;
+use hermes_telemetry::Metrics;
+use hermes_types::model::{ChatMessage, LlmRequest, Platform, ReplyTo, Role, Tier};
 use serde_json::{Value, json};
 
 use crate::bench::memory;
@@ -125,7 +125,7 @@ pub async fn llm(mut config: Config, args: LlmBench) -> anyhow::Result<()> {
     let base = fake_provider().await?;
     // A private namespace so budgets and cache entries never touch a real install's.
     let ns = format!("bench_{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
-    config.namespace = hermes_shared::config::Namespace::parse(&ns).map_err(anyhow::Error::msg)?;
+    config.namespace = hermes_config::Namespace::parse(&ns).map_err(anyhow::Error::msg)?;
     config.provider.forced = Some(BackendKind::Ollama);
     config
         .provider
@@ -144,7 +144,7 @@ pub async fn llm(mut config: Config, args: LlmBench) -> anyhow::Result<()> {
     config.file.llm.max_concurrent = 256;
     config.file.llm.budgets.insert(
         Tier::Free,
-        hermes_shared::config::TierBudget {
+        hermes_config::TierBudget {
             daily_tokens: u64::MAX / 4,
             monthly_tokens: u64::MAX / 4,
         },

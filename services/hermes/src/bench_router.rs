@@ -9,14 +9,14 @@ use std::time::{Duration, Instant};
 use axum::Json;
 use axum::routing::post;
 use clap::Args;
-use hermes_shared::config::Config;
-use hermes_shared::context::Ctx;
-use hermes_shared::db::Db;
-use hermes_shared::db::scratch::ScratchDb;
-use hermes_shared::envelope::Envelope;
-use hermes_shared::ids::RunId;
-use hermes_shared::model::{Inbound, MessageEvent, Platform};
-use hermes_shared::telemetry::Metrics;
+use hermes_config::Config;
+use hermes_db::Db;
+use hermes_db::scratch::ScratchDb;
+use hermes_runtime::context::Ctx;
+use hermes_telemetry::Metrics;
+use hermes_types::envelope::Envelope;
+use hermes_types::ids::RunId;
+use hermes_types::model::{Inbound, MessageEvent, Platform};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -217,8 +217,8 @@ pub async fn router(mut config: Config, args: RouterBench) -> anyhow::Result<()>
     config.database_url = scratch.url.clone();
     // The database's random suffix names the namespace too (queues expire after the run).
     let id = scratch.name().trim_start_matches("hermes_bench_");
-    config.namespace = hermes_shared::config::Namespace::parse(&format!("bench{id}"))
-        .map_err(anyhow::Error::msg)?;
+    config.namespace =
+        hermes_config::Namespace::parse(&format!("bench{id}")).map_err(anyhow::Error::msg)?;
     config.bus.queue_expires = Some(Duration::from_secs(60));
     config.router.embeddings_url = Some(embeddings_server(args.dims).await?.parse()?);
     let result = measure(&config, &scratch.db, &args).await;
@@ -241,8 +241,7 @@ async fn measure(config: &Config, db: &Db, args: &RouterBench) -> anyhow::Result
     let stop = CancellationToken::new();
     let router = tokio::spawn(hermes_router::run(ctx.with_stop(stop.clone())));
     // As in `hermes router`: the process's outbox relay publishes what the stage commits.
-    let relay =
-        hermes_shared::db::outbox::Relay::new(ctx.db.clone(), ctx.bus.clone(), metrics.clone());
+    let relay = hermes_runtime::relay::Relay::new(ctx.db.clone(), ctx.bus.clone(), metrics.clone());
     let relay = tokio::spawn(relay.run(stop.clone()));
 
     // Warm every user's soul (and the connection pools).
@@ -251,7 +250,7 @@ async fn measure(config: &Config, db: &Db, args: &RouterBench) -> anyhow::Result
             .publish(&Envelope::new(RunId::new(), None, &message(u, 0)))
             .await?;
     }
-    let queue = ctx.bus.names().queue(hermes_shared::bus::Stage::Router);
+    let queue = ctx.bus.names().queue(hermes_bus::Stage::Router);
     wait_for(
         &metrics,
         &queue,

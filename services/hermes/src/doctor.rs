@@ -3,12 +3,11 @@
 
 use std::time::Duration;
 
-use hermes_shared::bus;
-use hermes_shared::cache::Cache;
-use hermes_shared::config::Config;
-use hermes_shared::config::mask_url;
-use hermes_shared::db::{Db, migrate};
-use hermes_shared::telemetry::Metrics;
+use hermes_cache::Cache;
+use hermes_config::Config;
+use hermes_config::mask_url;
+use hermes_db::{Db, migrate};
+use hermes_telemetry::Metrics;
 use secrecy::ExposeSecret;
 
 /// The three connection URLs (only ever printed through `mask_url`).
@@ -101,7 +100,7 @@ pub async fn checks(config: &Config) -> Vec<Check> {
     out.push(reachability(
         "RabbitMQ",
         &amqp_url,
-        tokio::time::timeout(TIMEOUT, bus::probe(&config.amqp_url)).await,
+        tokio::time::timeout(TIMEOUT, hermes_bus::probe(&config.amqp_url)).await,
     ));
 
     let redis = async {

@@ -2,8 +2,8 @@
 //! its hash is stored.
 
 use clap::Subcommand;
-use hermes_shared::config::Config;
-use hermes_shared::db::{Db, api_keys};
+use hermes_config::Config;
+use hermes_db::{Db, api_keys};
 use serde_json::json;
 
 #[derive(Subcommand)]

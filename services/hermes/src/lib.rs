@@ -17,10 +17,11 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use hermes_shared::Ctx;
-use hermes_shared::config::Config;
-use hermes_shared::db::outbox::Relay;
-use hermes_shared::telemetry::{Metrics, admin};
+use hermes_config::Config;
+use hermes_runtime::Ctx;
+use hermes_runtime::admin;
+use hermes_runtime::relay::Relay;
+use hermes_telemetry::Metrics;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -123,7 +124,10 @@ pub async fn run(
         ctx.readiness.clone(),
         infra.clone(),
     ));
-    let supervisor = ctx.bus.spawn_supervisor(infra.clone(), ctx.fatal.clone());
+    let fatal = ctx.fatal.clone();
+    let supervisor = ctx
+        .bus
+        .spawn_supervisor(infra.clone(), move |reason| fatal.raise(reason));
     let sampler = ctx
         .bus
         .spawn_queue_sampler(Duration::from_secs(15), infra.clone());

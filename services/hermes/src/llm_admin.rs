@@ -6,13 +6,13 @@ use std::io::Read;
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
-use hermes_llm::budget::Budgets;
-use hermes_shared::alerts::{AlertKind, Alerts};
-use hermes_shared::cache::Cache;
-use hermes_shared::config::{BackendKind, Config};
-use hermes_shared::db::{Db, workspaces};
-use hermes_shared::keyring::KeyRing;
-use hermes_shared::telemetry::Metrics;
+use hermes_alerts::{AlertKind, Alerts};
+use hermes_cache::Cache;
+use hermes_config::{BackendKind, Config};
+use hermes_db::{Db, workspaces};
+use hermes_gateway::budget::Budgets;
+use hermes_net::keyring::KeyRing;
+use hermes_telemetry::Metrics;
 
 #[derive(Subcommand)]
 pub enum KillswitchCommand {

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use hermes::{Listeners, Service};
-use hermes_shared::config::{Config, ENV_VARS};
-use hermes_shared::db::{Db, migrate};
-use hermes_shared::shutdown;
-use hermes_shared::telemetry::init_tracing;
+use hermes_config::{Config, ENV_VARS};
+use hermes_db::{Db, migrate};
+use hermes_runtime::shutdown;
+use hermes_telemetry::init_tracing;
 
 fn env_help() -> String {
     let mut s = String::from(
@@ -133,7 +133,7 @@ where
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    hermes_shared::install_crypto_provider();
+    hermes_net::install_crypto_provider();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

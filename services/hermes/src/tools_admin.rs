@@ -2,8 +2,8 @@
 //! file and reconnects its MCP servers (see `hermes_tools::reload`).
 
 use clap::Subcommand;
-use hermes_shared::config::Config;
-use hermes_shared::db::Db;
+use hermes_config::Config;
+use hermes_db::Db;
 
 #[derive(Subcommand)]
 pub enum ToolsCommand {

@@ -3,14 +3,14 @@
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
-use hermes_llm::budget::Budgets;
-use hermes_shared::alerts::Alerts;
-use hermes_shared::cache::Cache;
-use hermes_shared::cache::soul;
-use hermes_shared::config::Config;
-use hermes_shared::db::{Db, agents, credits, memory, users};
-use hermes_shared::model::{Platform, Tier};
-use hermes_shared::telemetry::Metrics;
+use hermes_alerts::Alerts;
+use hermes_cache::Cache;
+use hermes_cache::soul;
+use hermes_config::Config;
+use hermes_db::{Db, agents, credits, memory, users};
+use hermes_gateway::budget::Budgets;
+use hermes_telemetry::Metrics;
+use hermes_types::model::{Platform, Tier};
 use serde_json::json;
 use uuid::Uuid;
 

@@ -6,12 +6,12 @@
 
 use std::time::Duration;
 
-use hermes_shared::cache::rate_limit::Verdict;
-use hermes_shared::envelope::Envelope;
-use hermes_shared::http::ApiError;
-use hermes_shared::ids::RunId;
-use hermes_shared::model::{Inbound, Reply};
-use hermes_shared::trace::TraceParent;
+use hermes_cache::rate_limit::Verdict;
+use hermes_runtime::http::ApiError;
+use hermes_types::envelope::Envelope;
+use hermes_types::ids::RunId;
+use hermes_types::model::{Inbound, Reply};
+use hermes_types::trace::TraceParent;
 use redis::AsyncCommands;
 
 use crate::AppState;
@@ -109,7 +109,7 @@ async fn slow_down_once(app: &AppState, inbound: &Inbound, traceparent: Option<T
     let platform = inbound.event.platform;
     if matches!(
         platform,
-        hermes_shared::model::Platform::Rest | hermes_shared::model::Platform::Api
+        hermes_types::model::Platform::Rest | hermes_types::model::Platform::Api
     ) {
         return;
     }

@@ -5,7 +5,7 @@ use axum::extract::{Request, State};
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use hermes_shared::http::ApiError;
+use hermes_runtime::http::ApiError;
 use secrecy::{ExposeSecret, SecretString};
 use subtle::ConstantTimeEq;
 

@@ -8,11 +8,11 @@ use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use hermes_shared::envelope::Envelope;
-use hermes_shared::http::ApiError;
-use hermes_shared::ids::RunId;
-use hermes_shared::model::{FailureCode, Inbound, MessageEvent, Outcome, Platform, Role};
-use hermes_shared::trace::TraceParent;
+use hermes_runtime::http::ApiError;
+use hermes_types::envelope::Envelope;
+use hermes_types::ids::RunId;
+use hermes_types::model::{FailureCode, Inbound, MessageEvent, Outcome, Platform, Role};
+use hermes_types::trace::TraceParent;
 
 use crate::{AppState, body_or_error, openai, stream, wait};
 

@@ -1,10 +1,10 @@
 //! The OpenAI chat completions wire format: parsing and validating requests into our
 //! neutral messages and call parameters, and rendering answers with `usage`.
 
-use hermes_shared::http::ApiError;
-use hermes_shared::ids::RunId;
-use hermes_shared::model::{CallParams, ChatMessage, JsonSchemaFormat, Role, Usage};
-use hermes_shared::openai_wire::WireToolCall;
+use hermes_runtime::http::ApiError;
+use hermes_types::ids::RunId;
+use hermes_types::model::{CallParams, ChatMessage, JsonSchemaFormat, Role, Usage};
+use hermes_types::openai_wire::WireToolCall;
 use serde::Deserialize;
 use serde_json::{Value, json};
 

@@ -17,11 +17,11 @@ use axum::http::StatusCode;
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use hermes_shared::db::api_keys::{self, ApiKey};
-use hermes_shared::db::runs::{self, RunStatus};
-use hermes_shared::http::ApiError;
-use hermes_shared::ids::RunId;
-use hermes_shared::model::{Inbound, Media, MediaKind, MessageEvent, Platform};
+use hermes_db::api_keys::{self, ApiKey};
+use hermes_db::runs::{self, RunStatus};
+use hermes_runtime::http::ApiError;
+use hermes_types::ids::RunId;
+use hermes_types::model::{Inbound, Media, MediaKind, MessageEvent, Platform};
 use serde::Deserialize;
 use serde_json::{Value, json};
 

@@ -1,8 +1,8 @@
 //! Delivery statuses a platform reports for messages we sent (WhatsApp `statuses[]`):
 //! recorded against the outbound message id, never routed to a model.
 
-use hermes_shared::Ctx;
-use hermes_shared::db::DbError;
+use hermes_db::DbError;
+use hermes_runtime::Ctx;
 
 use crate::channels::whatsapp::StatusUpdate;
 

@@ -24,10 +24,10 @@ use std::time::{Duration, Instant};
 use axum::http::HeaderValue;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use hermes_shared::Ctx;
-use hermes_shared::cache::run_events::{RunEvent, RunEvents, WaiterGuard};
-use hermes_shared::ids::RunId;
-use hermes_shared::model::{Outcome, Usage};
+use hermes_cache::run_events::{RunEvent, RunEvents, WaiterGuard};
+use hermes_runtime::Ctx;
+use hermes_types::ids::RunId;
+use hermes_types::model::{Outcome, Usage};
 use serde_json::{Value, json};
 
 use crate::wait;
@@ -263,7 +263,7 @@ impl Answer {
 
 #[cfg(test)]
 mod tests {
-    use hermes_shared::model::FailureCode;
+    use hermes_types::model::FailureCode;
 
     use super::*;
 

@@ -4,11 +4,11 @@
 
 use std::time::{Duration, Instant};
 
-use hermes_shared::Ctx;
-use hermes_shared::cache::run_events::{RunEvent, RunEvents, WaiterGuard};
-use hermes_shared::db::runs::{self, RunStatus};
-use hermes_shared::ids::RunId;
-use hermes_shared::model::{FailureCode, Outcome};
+use hermes_cache::run_events::{RunEvent, RunEvents, WaiterGuard};
+use hermes_db::runs::{self, RunStatus};
+use hermes_runtime::Ctx;
+use hermes_types::ids::RunId;
+use hermes_types::model::{FailureCode, Outcome};
 
 /// Backstop poll when no wake-up arrives (a lost pub/sub message costs at most this).
 pub(crate) const BACKSTOP: Duration = Duration::from_millis(500);

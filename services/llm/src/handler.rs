@@ -2,20 +2,18 @@
 //! its tool calls to the tools stage (at most one tool round per message) or emit the final
 //! reply. A memory extraction: see [`crate::memory`].
 
-use hermes_shared::Ctx;
-use hermes_shared::bus::Stage;
-use hermes_shared::db::{Transaction, runs};
-use hermes_shared::envelope::{Envelope, MessageKind};
-use hermes_shared::model::{ChatMessage, LlmRequest, Outcome, Reply, Role, ToolRequest};
-use hermes_shared::stage::{Handler, StageError};
+use hermes_bus::Stage;
+use hermes_db::{Transaction, runs};
+use hermes_runtime::Ctx;
+use hermes_runtime::stage::{Handler, StageError};
+use hermes_types::envelope::{Envelope, MessageKind};
+use hermes_types::model::{ChatMessage, LlmRequest, Outcome, Reply, Role, ToolRequest};
 
-use crate::gateway::{Gateway, GatewayError, Served};
 use crate::memory::{Extracted, Memorized, MemoryWriter};
 use crate::stream::RunStream;
+pub use hermes_gateway::RETRY_MESSAGE;
+use hermes_gateway::gateway::{Gateway, GatewayError, Served};
 
-/// Said to the user when no backend could answer; the credit is not spent.
-pub const RETRY_MESSAGE: &str =
-    "Sorry, I couldn't get an answer right now. Please try again in a moment.";
 /// Put before raw tool output when the model could not phrase it.
 pub const TOOL_DISCLAIMER: &str =
     "I couldn't finish composing an answer, but here is what my tools returned:";
@@ -217,7 +215,7 @@ fn tools_used(request: &LlmRequest) -> Vec<String> {
 fn note_backend(
     request: &mut LlmRequest,
     backend: &str,
-    usage: hermes_shared::model::Usage,
+    usage: hermes_types::model::Usage,
     cache_hit: bool,
 ) {
     if let Some(x) = request.exchange.as_mut() {

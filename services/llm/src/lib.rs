@@ -2,20 +2,14 @@
 //! provider, failing over along the tier's chain, and runs the single tool round.
 //! Consumes `{ns}.llm`; emits tool requests and replies through the outbox.
 
-pub mod backends;
-pub mod budget;
-mod chain;
-pub mod gateway;
 mod handler;
 mod memory;
-pub mod providers;
-mod response_cache;
 mod stream;
 
-use hermes_shared::{Ctx, stage};
+use hermes_runtime::{Ctx, stage};
 
-pub use gateway::Gateway;
 pub use handler::{LlmStage, RETRY_MESSAGE, TOOL_DISCLAIMER};
+pub use hermes_gateway::Gateway;
 
 /// Run the llm stage until `ctx.stop`. Refuses to start without a usable provider.
 pub async fn run(ctx: Ctx) -> anyhow::Result<()> {

@@ -14,17 +14,17 @@
 
 use std::collections::HashSet;
 
-use hermes_shared::Ctx;
-use hermes_shared::cache::soul;
-use hermes_shared::config::Config;
-use hermes_shared::db::memory::{self, FITNESS_KEYS, STRUCTURAL_KEYS, Source, Uuid};
-use hermes_shared::db::{DbError, GenericClient, Transaction};
-use hermes_shared::embeddings::Embedder;
-use hermes_shared::model::{ChatMessage, LlmRequest, MemoryExtract, Platform, ReplyTo, Role};
-use hermes_shared::stage::StageError;
+use hermes_cache::soul;
+use hermes_config::Config;
+use hermes_db::memory::{self, FITNESS_KEYS, STRUCTURAL_KEYS, Source, Uuid};
+use hermes_db::{DbError, GenericClient, Transaction};
+use hermes_gateway::embeddings::Embedder;
+use hermes_runtime::Ctx;
+use hermes_runtime::stage::StageError;
+use hermes_types::model::{ChatMessage, LlmRequest, MemoryExtract, Platform, ReplyTo, Role};
 use serde_json::Value;
 
-use crate::gateway::{Gateway, GatewayError};
+use hermes_gateway::gateway::{Gateway, GatewayError};
 
 /// Most facts saved from one exchange: one message rarely states more, and the bound keeps
 /// a rambling model from flooding the user's memory.
@@ -456,10 +456,10 @@ fn embedding_text(fact: &ExtractedFact) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hermes_shared::db::memory::MemoryEntry;
-    use hermes_shared::db::scratch::{ScratchDb, insert_user};
-    use hermes_shared::model::Tier;
-    use hermes_shared::telemetry::Metrics;
+    use hermes_db::memory::MemoryEntry;
+    use hermes_db::scratch::{ScratchDb, insert_user};
+    use hermes_telemetry::Metrics;
+    use hermes_types::model::Tier;
 
     fn fact(key: &str, value: &str) -> ExtractedFact {
         ExtractedFact {
@@ -604,7 +604,7 @@ mod tests {
     #[tokio::test]
     async fn the_mock_provider_yields_no_facts() {
         let metrics = Metrics::new();
-        let (config, gateway) = crate::gateway::testing::mock(&metrics);
+        let (config, gateway) = hermes_gateway::gateway::testing::mock(&metrics);
         let job = MemoryExtract {
             user_id: Uuid::nil(),
             tier: Tier::Free,
@@ -626,7 +626,7 @@ mod tests {
     #[tokio::test]
     async fn an_empty_message_makes_no_call() {
         let metrics = Metrics::new();
-        let (config, gateway) = crate::gateway::testing::mock(&metrics);
+        let (config, gateway) = hermes_gateway::gateway::testing::mock(&metrics);
         let job = MemoryExtract {
             user_id: Uuid::nil(),
             tier: Tier::Free,

@@ -2,13 +2,13 @@
 //! arrive, where the waiting ingest replica reads them. The provider adapter pushes into an
 //! unbounded channel (it must never wait on Redis); one task per run appends in order.
 
-use hermes_shared::Ctx;
-use hermes_shared::cache::run_events::{RunEvent, RunEvents};
-use hermes_shared::ids::RunId;
+use hermes_cache::run_events::{RunEvent, RunEvents};
+use hermes_runtime::Ctx;
+use hermes_types::ids::RunId;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::providers::DeltaSink;
+use hermes_gateway::providers::DeltaSink;
 
 /// The delta sink of one streamed run.
 pub struct RunStream {

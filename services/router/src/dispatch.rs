@@ -3,11 +3,11 @@
 //! eligible agents. A workspace with no agents answers with the configured persona. The
 //! decision is recorded on the run as `dispatch { mode, chosen, reason }`.
 
-use hermes_shared::agent::{AgentKind, AgentStatus, Dispatch, DispatchMode};
-use hermes_shared::db::agents::Agent;
-use hermes_shared::db::users::Resolved;
-use hermes_shared::db::{DbError, Transaction, agents};
-use hermes_shared::intent::Intent;
+use hermes_db::agents::Agent;
+use hermes_db::users::Resolved;
+use hermes_db::{DbError, Transaction, agents};
+use hermes_types::agent::{AgentKind, AgentStatus, Dispatch, DispatchMode};
+use hermes_types::intent::Intent;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -13,8 +13,8 @@
 //! the tools the reply needs. Hence "book a" / "book it" rather than "book" (a novel is a
 //! book), and "a run" / "running" rather than "run" ("run a search").
 
-use hermes_shared::intent::{ImageIntent, Intent};
-use hermes_shared::model::{ChatMessage, Role};
+use hermes_types::intent::{ImageIntent, Intent};
+use hermes_types::model::{ChatMessage, Role};
 
 use crate::trivial::is_trivial;
 

@@ -18,7 +18,7 @@ pub mod tool_gate;
 mod tools;
 pub mod trivial;
 
-use hermes_shared::{Ctx, stage};
+use hermes_runtime::{Ctx, stage};
 
 pub use pipeline::Router;
 

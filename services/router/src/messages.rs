@@ -1,8 +1,8 @@
 //! Step 6, the messages: the user's turn from a normalized event (text, caption, image
 //! blocks), and the API caller's own conversation.
 
-use hermes_shared::intent::{ImageIntent, Intent};
-use hermes_shared::model::{ChatMessage, ImageRef, Inbound, MediaKind, MessageEvent, Role};
+use hermes_types::intent::{ImageIntent, Intent};
+use hermes_types::model::{ChatMessage, ImageRef, Inbound, MediaKind, MessageEvent, Role};
 
 /// The text of the user's turn: the message text or caption, with a note for each
 /// attachment the model cannot see (documents, voice, locations without text).
@@ -17,7 +17,7 @@ pub fn user_text(event: &MessageEvent) -> String {
     text
 }
 
-fn is_visible_image(m: &hermes_shared::model::Media) -> bool {
+fn is_visible_image(m: &hermes_types::model::Media) -> bool {
     m.kind == MediaKind::Image && m.url.is_some()
 }
 
@@ -63,7 +63,7 @@ pub fn api_turns(inbound: &Inbound) -> Vec<ChatMessage> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hermes_shared::model::{Media, Platform};
+    use hermes_types::model::{Media, Platform};
 
     fn event(text: Option<&str>, media: Vec<Media>) -> MessageEvent {
         serde_json::from_value(serde_json::json!({

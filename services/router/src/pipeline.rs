@@ -8,20 +8,20 @@ use std::time::Instant;
 
 use anyhow::anyhow;
 use chrono::{DateTime, Utc};
-use hermes_shared::Ctx;
-use hermes_shared::agent::{AgentKind, CONTRACT_VERSION, EngagementMode};
-use hermes_shared::bus::Stage;
-use hermes_shared::cache::history::{HistoryCipher, HistoryStore, SessionScope};
-use hermes_shared::config::local_host_toolsets;
-use hermes_shared::db::users::{self, Resolved};
-use hermes_shared::db::{Transaction, agents, credits, runs, sessions};
-use hermes_shared::envelope::Envelope;
-use hermes_shared::intent::Intent;
-use hermes_shared::model::{
+use hermes_bus::Stage;
+use hermes_cache::history::{HistoryCipher, HistoryStore, SessionScope};
+use hermes_config::local_host_toolsets;
+use hermes_db::users::{self, Resolved};
+use hermes_db::{Transaction, agents, credits, runs, sessions};
+use hermes_runtime::Ctx;
+use hermes_runtime::stage::{GroupCommit, Handler, StageError};
+use hermes_types::agent::{AgentKind, CONTRACT_VERSION, EngagementMode};
+use hermes_types::envelope::Envelope;
+use hermes_types::intent::Intent;
+use hermes_types::model::{
     AgentWake, ChatMessage, Exchange, Inbound, LlmRequest, Platform, Provenance, Reply, Role,
     ToolPolicy, ToolSpec,
 };
-use hermes_shared::stage::{GroupCommit, Handler, StageError};
 
 use crate::dispatch;
 use crate::messages;
@@ -245,7 +245,7 @@ impl Router {
         &self,
         env: &Envelope,
         inbound: &Inbound,
-        tier: hermes_shared::model::Tier,
+        tier: hermes_types::model::Tier,
         input_text: Option<&str>,
         tx: &Transaction<'_>,
     ) -> Result<bool, StageError> {
@@ -289,7 +289,7 @@ impl Router {
     ) -> Result<Vec<Envelope>, StageError> {
         let text = inbound.event.text.as_deref();
         if !self
-            .create_run(env, &inbound, hermes_shared::model::Tier::Free, text, tx)
+            .create_run(env, &inbound, hermes_types::model::Tier::Free, text, tx)
             .await?
         {
             return Ok(Vec::new());
@@ -544,7 +544,7 @@ impl Router {
     /// Recall for this message, or why not; returns the block and whether recall ran.
     async fn recall_for(
         &self,
-        client: &hermes_shared::db::Client,
+        client: &hermes_db::Client,
         who: &Resolved,
         text: &str,
     ) -> (Option<String>, bool) {
@@ -575,8 +575,8 @@ impl Router {
     /// (and cached again) on a miss.
     async fn history_of(
         &self,
-        client: &hermes_shared::db::Client,
-        event: &hermes_shared::model::MessageEvent,
+        client: &hermes_db::Client,
+        event: &hermes_types::model::MessageEvent,
         session: uuid::Uuid,
     ) -> Result<Vec<ChatMessage>, StageError> {
         let max = self.ctx.config.file.router.history_max_turns;
@@ -652,7 +652,7 @@ impl Router {
 /// validated them), because they are the caller's to set, not the router's.
 fn api_request(
     inbound: Inbound,
-    tier: hermes_shared::model::Tier,
+    tier: hermes_types::model::Tier,
     chain: Vec<String>,
     messages: Vec<ChatMessage>,
     tools: Vec<ToolSpec>,
@@ -681,7 +681,7 @@ fn host_tool_allowlist(mode: EngagementMode, tools: &[ToolSpec]) -> Vec<String> 
 
 #[cfg(test)]
 mod tests {
-    use hermes_shared::model::{CallParams, JsonSchemaFormat, MessageEvent, Tier};
+    use hermes_types::model::{CallParams, JsonSchemaFormat, MessageEvent, Tier};
     use serde_json::json;
 
     use super::*;

@@ -9,10 +9,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hermes_shared::config::{RecallSettings, RouterSecrets};
-use hermes_shared::db::Client;
-use hermes_shared::db::memory::{self, Fact, Uuid};
-use hermes_shared::embeddings::{EmbedError, Embedder};
+use hermes_config::{RecallSettings, RouterSecrets};
+use hermes_db::Client;
+use hermes_db::memory::{self, Fact, Uuid};
+use hermes_gateway::embeddings::{EmbedError, Embedder};
 
 use crate::sanitize::{sanitize_key, sanitize_value};
 

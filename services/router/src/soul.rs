@@ -5,11 +5,11 @@
 //! is appended per message. Every user-editable value goes through the sanitizer.
 
 use chrono::{DateTime, Utc};
-use hermes_shared::agent::Tone;
-use hermes_shared::cache::Cache;
-use hermes_shared::cache::soul::{SOUL_TTL, cache_key};
-use hermes_shared::db::{Client, DbError, memory, sessions};
-use hermes_shared::telemetry::Metrics;
+use hermes_cache::Cache;
+use hermes_cache::soul::{SOUL_TTL, cache_key};
+use hermes_db::{Client, DbError, memory, sessions};
+use hermes_telemetry::Metrics;
+use hermes_types::agent::Tone;
 use redis::AsyncCommands;
 use uuid::Uuid;
 
@@ -48,7 +48,7 @@ impl Persona {
     }
 }
 
-/// Loads soul base prompts (invalidation: `hermes_shared::cache::soul::invalidate`).
+/// Loads soul base prompts (invalidation: `hermes_cache::soul::invalidate`).
 #[derive(Clone)]
 pub struct Soul {
     cache: Cache,

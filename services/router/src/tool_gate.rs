@@ -6,9 +6,9 @@
 
 use std::io;
 
-use hermes_shared::config::ToolGateSettings;
-use hermes_shared::intent::Intent;
-use hermes_shared::model::ToolSpec;
+use hermes_config::ToolGateSettings;
+use hermes_types::intent::Intent;
+use hermes_types::model::ToolSpec;
 
 /// The toolset name that stands for every toolset.
 pub const ALL_TOOLSETS: &str = "*";

@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use hermes_shared::db::{Client, DbError, tool_registry};
-use hermes_shared::model::ToolSpec;
+use hermes_db::{Client, DbError, tool_registry};
+use hermes_types::model::ToolSpec;
 use tokio::sync::Mutex;
 
 const TTL: Duration = Duration::from_secs(30);

@@ -4,12 +4,12 @@
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
-use hermes_shared::Ctx;
-use hermes_shared::bus::Stage;
-use hermes_shared::db::Transaction;
-use hermes_shared::envelope::Envelope;
-use hermes_shared::model::{ChatMessage, ToolCall, ToolPolicy, ToolRequest};
-use hermes_shared::stage::{Handler, StageError};
+use hermes_bus::Stage;
+use hermes_db::Transaction;
+use hermes_runtime::Ctx;
+use hermes_runtime::stage::{Handler, StageError};
+use hermes_types::envelope::Envelope;
+use hermes_types::model::{ChatMessage, ToolCall, ToolPolicy, ToolRequest};
 
 use crate::policy::{self, RefusalReason};
 use crate::registry::{Registry, ToolError};

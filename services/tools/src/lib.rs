@@ -13,9 +13,9 @@ pub mod reload;
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
-use hermes_shared::config::{FileConfig, McpServerSettings, ToolsSettings};
-use hermes_shared::db::tool_registry;
-use hermes_shared::{Ctx, stage};
+use hermes_config::{FileConfig, McpServerSettings, ToolsSettings};
+use hermes_db::tool_registry;
+use hermes_runtime::{Ctx, stage};
 use tokio::sync::mpsc;
 
 pub use handler::{Executed, Outcome, ToolStage, execute};
@@ -83,7 +83,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let file = ctx.config.file.clone();
     // MCP sampling goes through the same gateway as every model call; without a usable
     // provider the servers are told this client cannot sample.
-    let llm: Option<Arc<dyn Complete>> = match hermes_llm::Gateway::new(&ctx) {
+    let llm: Option<Arc<dyn Complete>> = match hermes_gateway::Gateway::new(&ctx) {
         Ok(gateway) => Some(Arc::new(GatewaySampling::new(gateway, ctx.config.clone()))),
         Err(e) => {
             tracing::warn!(error = %e, "MCP sampling is off: no model provider is usable");

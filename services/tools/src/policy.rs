@@ -3,8 +3,8 @@
 //! only the local-host toolsets or tools it names. A refusal is answered to the model as a
 //! structured result, never executed.
 
-use hermes_shared::agent::EngagementMode;
-use hermes_shared::model::ToolPolicy;
+use hermes_types::agent::EngagementMode;
+use hermes_types::model::ToolPolicy;
 use serde_json::json;
 
 use crate::registry::Tool;

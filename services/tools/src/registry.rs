@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hermes_shared::model::ToolSpec;
+use hermes_types::model::ToolSpec;
 
 use crate::mcp::McpHub;
 

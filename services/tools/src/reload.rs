@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use hermes_shared::db::{Client, Db, DbError};
+use hermes_db::{Client, Db, DbError};
 use tokio::sync::mpsc;
 use tokio_postgres::{AsyncMessage, NoTls};
 use tokio_util::sync::CancellationToken;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hermes_shared::config::McpServerSettings;
+use hermes_config::McpServerSettings;
 use hermes_tools::mcp::{Complete, GatewaySampling, McpHub, ToolsetChanged};
 use hermes_tools::{Registry, ToolError};
 use prometheus::{IntGaugeVec, Opts};
@@ -437,8 +437,8 @@ async fn streamable_http_server_with_a_required_header() {
     bad.hub.shutdown();
 }
 
-fn call_of(name: &str, arguments: serde_json::Value) -> hermes_shared::model::ToolCall {
-    hermes_shared::model::ToolCall {
+fn call_of(name: &str, arguments: serde_json::Value) -> hermes_types::model::ToolCall {
+    hermes_types::model::ToolCall {
         id: "call_1".into(),
         name: name.into(),
         arguments,
@@ -448,10 +448,10 @@ fn call_of(name: &str, arguments: serde_json::Value) -> hermes_shared::model::To
 
 #[tokio::test]
 async fn a_review_run_cannot_execute_a_local_host_tool_and_an_allowlist_admits_only_its_tools() {
-    use hermes_shared::agent::EngagementMode;
-    use hermes_shared::model::ToolPolicy;
     use hermes_tools::policy::RefusalReason;
     use hermes_tools::{Outcome, execute};
+    use hermes_types::agent::EngagementMode;
+    use hermes_types::model::ToolPolicy;
 
     // `terminal` stands for a shell server: declared local-host. `every-thing` is not.
     let toml_text = format!(
@@ -538,7 +538,7 @@ async fn a_review_run_cannot_execute_a_local_host_tool_and_an_allowlist_admits_o
 
 /// Our model path over the built-in mock provider (it answers `echo: <last user turn>`).
 fn mock_llm() -> Arc<dyn Complete> {
-    use hermes_shared::config::Config;
+    use hermes_config::Config;
     let ns = format!("t{}", std::process::id());
     let config = Arc::new(
         Config::from_lookup(
@@ -551,15 +551,12 @@ fn mock_llm() -> Arc<dyn Complete> {
         )
         .unwrap(),
     );
-    let metrics = hermes_shared::telemetry::Metrics::new();
-    let cache = hermes_shared::cache::Cache::new(
-        &config.redis_url,
-        config.namespace.clone(),
-        metrics.clone(),
-    )
-    .unwrap();
-    let backends = hermes_llm::backends::Backends::new(config.clone(), None).unwrap();
-    let gateway = hermes_llm::Gateway::with_parts(config.clone(), metrics, backends, cache);
+    let metrics = hermes_telemetry::Metrics::new();
+    let cache =
+        hermes_cache::Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone())
+            .unwrap();
+    let backends = hermes_gateway::backends::Backends::new(config.clone(), None).unwrap();
+    let gateway = hermes_gateway::Gateway::with_parts(config.clone(), metrics, backends, cache);
     Arc::new(GatewaySampling::new(gateway, config))
 }
 

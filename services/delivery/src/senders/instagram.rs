@@ -2,8 +2,8 @@
 //! access token as the `access_token` parameter; a text, or an image attachment by URL
 //! (Instagram has no captions: the text follows as its own message).
 
-use hermes_shared::config::InstagramSender;
-use hermes_shared::failure::FailureReason;
+use hermes_config::InstagramSender;
+use hermes_net::failure::FailureReason;
 use secrecy::ExposeSecret;
 use serde_json::json;
 

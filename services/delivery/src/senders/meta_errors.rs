@@ -4,7 +4,7 @@
 //! documents as rate limits are read as `rate_limited`, and those it marks transient as
 //! `service_unavailable`, so the queued retry tries them again later.
 
-use hermes_shared::failure::FailureReason;
+use hermes_net::failure::FailureReason;
 
 use crate::retry_policy::SendFailure;
 

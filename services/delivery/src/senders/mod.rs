@@ -9,9 +9,9 @@ mod split;
 mod telegram;
 mod whatsapp;
 
-use hermes_shared::config::DeliverySettings;
-use hermes_shared::failure::FailureReason;
-use hermes_shared::model::Platform;
+use hermes_config::DeliverySettings;
+use hermes_net::failure::FailureReason;
+use hermes_types::model::Platform;
 
 pub use instagram::Instagram;
 pub use parts::{Part, parts};

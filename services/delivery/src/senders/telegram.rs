@@ -3,8 +3,8 @@
 //! entities") the same message goes again as plain text. Texts over 4,096 characters are
 //! split beforehand; photo captions hold 1,024.
 
-use hermes_shared::config::TelegramSender;
-use hermes_shared::failure::FailureReason;
+use hermes_config::TelegramSender;
+use hermes_net::failure::FailureReason;
 use secrecy::ExposeSecret;
 use serde_json::json;
 

@@ -2,8 +2,8 @@
 //! Cloud API (`POST {base}/{phone number id}/messages`, Bearer token), as configured. Both
 //! take the same Cloud API message body: `text`, or `image` by link with a caption.
 
-use hermes_shared::config::WhatsappSender;
-use hermes_shared::failure::FailureReason;
+use hermes_config::WhatsappSender;
+use hermes_net::failure::FailureReason;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::json;
 

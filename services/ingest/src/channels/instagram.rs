@@ -5,7 +5,7 @@
 //! attachments). Everything else, and items that do not parse, are skipped: one odd item never
 //! loses the others.
 
-use hermes_shared::model::{Media, MediaKind, MessageEvent, Platform};
+use hermes_types::model::{Media, MediaKind, MessageEvent, Platform};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 

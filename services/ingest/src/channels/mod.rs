@@ -13,7 +13,7 @@
 //! - [`instagram::parse`]: one Instagram Messaging webhook → messages.
 //! - [`verify`]: `X-Hub-Signature-256`, the subscribe handshake, token comparison.
 //!
-//! [`MessageEvent`]: hermes_shared::model::MessageEvent
+//! [`MessageEvent`]: hermes_types::model::MessageEvent
 
 pub mod instagram;
 pub mod telegram;

@@ -6,7 +6,7 @@
 //! messages such as "X joined") parses to an [`Update`] without an event, so the webhook can
 //! still be acknowledged.
 
-use hermes_shared::model::{Media, MediaKind, MessageEvent, Platform};
+use hermes_types::model::{Media, MediaKind, MessageEvent, Platform};
 use serde::Deserialize;
 
 use super::{

@@ -4,7 +4,7 @@
 //!
 //! All of these fail closed: an empty configured secret or token never matches anything.
 
-use hermes_shared::signing;
+use hermes_net::signing;
 use subtle::ConstantTimeEq;
 
 /// The longest challenge echoed back by [`handshake`].

@@ -8,7 +8,7 @@
 //! not `messages` are counted in [`Batch::ignored`]: one odd item never loses the others.
 
 use chrono::{DateTime, Utc};
-use hermes_shared::model::{Media, MediaKind, MessageEvent, Platform};
+use hermes_types::model::{Media, MediaKind, MessageEvent, Platform};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 

@@ -2,7 +2,7 @@
 
 use chrono::Utc;
 use chrono_tz::Tz;
-use hermes_shared::model::ToolSpec;
+use hermes_types::model::ToolSpec;
 use serde_json::json;
 
 use crate::registry::{Tool, ToolError, ToolFuture};

@@ -16,15 +16,15 @@
 //!   so a slow or huge answer costs neither time nor memory.
 //! - Only textual content types are returned; binary content is refused.
 //!
-//! The guard is `hermes_shared::net_guard`; the operator's `[tools.http_fetch] allow_hosts` (host names or CIDR ranges) lifts the
+//! The guard is `hermes_net::guard`; the operator's `[tools.http_fetch] allow_hosts` (host names or CIDR ranges) lifts the
 //! non-public refusal for internal services. Unspecified, multicast and broadcast addresses
 //! are refused even then: no HTTP service is reachable there.
 
 use std::time::Duration;
 
-use hermes_shared::config::HttpFetchSettings;
-use hermes_shared::model::ToolSpec;
-use hermes_shared::net_guard::{AddressPolicy, GuardError, shown};
+use hermes_config::HttpFetchSettings;
+use hermes_net::guard::{AddressPolicy, GuardError, shown};
+use hermes_types::model::ToolSpec;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, LOCATION};
 use serde_json::json;
 use url::Url;
@@ -52,7 +52,7 @@ impl HttpFetch {
         // reqwest is built without a default crypto provider and panics when it finds none;
         // the binary installs one at start, and doing it here too (it is idempotent) keeps
         // the tool from ever panicking in a process that did not.
-        hermes_shared::install_crypto_provider();
+        hermes_net::install_crypto_provider();
         Self {
             policy: AddressPolicy::new(settings.allow_rules(), "[tools.http_fetch] allow_hosts"),
             max_bytes: settings.max_bytes,
@@ -461,7 +461,7 @@ mod tests {
 
     /// A server with `GET /page` answering `template`.
     async fn server_with(template: ResponseTemplate) -> MockServer {
-        hermes_shared::install_crypto_provider();
+        hermes_net::install_crypto_provider();
         let server = MockServer::start().await;
         Mock::given(method("GET"))
             .and(path("/page"))

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::Arc;
 
-use hermes_shared::config::{McpServerSettings, McpTransportKind};
+use hermes_config::{McpServerSettings, McpTransportKind};
 // Sampling is deprecated by SEP-2577 in newer protocol versions, but servers of the
 // versions we speak still use it and the seed requires serving it.
 use rmcp::model::{
@@ -184,7 +184,7 @@ pub async fn connect(
                     .map_err(|_| McpError::Config(format!("value of header {k:?}")))?;
                 headers.insert(name, value);
             }
-            hermes_shared::install_crypto_provider();
+            hermes_net::install_crypto_provider();
             let client = reqwest::Client::builder()
                 .connect_timeout(settings.connect_deadline())
                 .build()

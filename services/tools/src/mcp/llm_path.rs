@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use hermes_llm::Gateway;
-use hermes_shared::config::Config;
-use hermes_shared::model::{ChatMessage, LlmRequest, Platform, ReplyTo, Role, Tier};
+use hermes_config::Config;
+use hermes_gateway::Gateway;
+use hermes_types::model::{ChatMessage, LlmRequest, Platform, ReplyTo, Role, Tier};
 
 use super::sampling::{Complete, CompleteFuture, SamplingAnswer, SamplingRequest};
 

@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hermes_shared::config::McpServerSettings;
-use hermes_shared::model::ToolSpec;
+use hermes_config::McpServerSettings;
+use hermes_types::model::ToolSpec;
 use prometheus::IntGaugeVec;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;

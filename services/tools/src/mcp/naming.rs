@@ -14,7 +14,7 @@ pub fn tool_name(server: &str, tool: &str) -> String {
 
 /// The toolset of `server`'s tools (defined in shared, where the router reads it too).
 pub fn toolset(server: &str) -> String {
-    hermes_shared::config::mcp_toolset(server)
+    hermes_config::mcp_toolset(server)
 }
 
 fn push_sanitized(out: &mut String, part: &str) {

@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hermes_shared::config::{AuditLevel, McpSamplingSettings};
+use hermes_config::{AuditLevel, McpSamplingSettings};
 
 /// One sampling request in our terms.
 #[derive(Clone, Debug, Default)]

@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
-use hermes_shared::config::McpServerSettings;
-use hermes_shared::model::ToolSpec;
+use hermes_config::McpServerSettings;
+use hermes_types::model::ToolSpec;
 use prometheus::IntGauge;
 use secrecy::ExposeSecret;
 use serde_json::json;
@@ -15,7 +15,7 @@ use super::client::{McpConnection, McpError};
 use super::naming;
 use super::sampling::{Complete, Sampler};
 use crate::registry::ToolError;
-use hermes_shared::redact::redact;
+use hermes_net::redact::redact;
 
 /// What a registered name does on the server.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
-use hermes_shared::model::ToolSpec;
+use hermes_types::model::ToolSpec;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 

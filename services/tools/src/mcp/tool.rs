@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hermes_shared::model::ToolSpec;
+use hermes_types::model::ToolSpec;
 
 use super::server::{Action, McpServer};
 use crate::registry::{Tool, ToolFuture};

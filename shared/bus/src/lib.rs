@@ -1,0 +1,543 @@
+//! The bus (DESIGN §4): RabbitMQ with quorum queues, publisher confirms and manual acks.
+//!
+//! Separate connections publish and consume. A supervisor watches both; when either is
+//! lost it reconnects with backoff, re-declares the topology, and bumps a generation that
+//! wakes every consumer loop to re-subscribe. If the broker stays away longer than
+//! `HERMES_BUS_RECONNECT_SECS` it reports a fatal error so the orchestrator restarts the pod.
+//! We reconnect ourselves rather than rely on lapin's auto-recovery because in-flight
+//! deliveries of a lost channel can no longer be acked and consumers must be re-spawned
+//! with their own prefetch either way.
+
+mod topology;
+
+pub use hermes_types::stage::{Outgoing, Stage};
+pub use topology::{
+    Names, PARKING_MAX_LENGTH, PARKING_TTL, delay_label, parking_queue_args, wait_queue_args,
+    work_queue_args,
+};
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use lapin::message::Delivery;
+use lapin::options::{
+    BasicCancelOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
+    ConfirmSelectOptions, QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable, ShortString};
+use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties};
+use secrecy::{ExposeSecret, SecretString};
+use tokio::sync::{RwLock, Semaphore, watch};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use hermes_config::BusSettings;
+use hermes_telemetry::Metrics;
+use hermes_types::envelope::Envelope;
+use hermes_types::ids::MessageId;
+
+/// What can go wrong talking to the broker.
+#[derive(Debug, thiserror::Error)]
+pub enum BusError {
+    #[error("RabbitMQ is not connected")]
+    NotConnected,
+    #[error("RabbitMQ error: {0}")]
+    Amqp(#[from] lapin::Error),
+    #[error("the broker refused the message for {queue} (nack: queue full or unavailable)")]
+    Nacked { queue: String },
+    #[error("no queue is bound for {queue}: the message was returned")]
+    Unroutable { queue: String },
+    #[error("no confirm from the broker within {0:?}")]
+    ConfirmTimeout(Duration),
+}
+
+struct Inner {
+    url: SecretString,
+    names: Names,
+    settings: BusSettings,
+    publish_conn: RwLock<Option<Connection>>,
+    publish_channel: RwLock<Option<Channel>>,
+    consume_conn: RwLock<Option<Connection>>,
+    generation: watch::Sender<u64>,
+    connected: AtomicBool,
+    window: Semaphore,
+    metrics: Metrics,
+}
+
+/// A handle on the broker, cheap to clone.
+#[derive(Clone)]
+pub struct Bus {
+    inner: Arc<Inner>,
+}
+
+const CONFIRM_TIMEOUT: Duration = Duration::from_secs(10);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+async fn open(url: &str, name: &str) -> Result<Connection, BusError> {
+    let props = ConnectionProperties::default().with_connection_name(name.to_string().into());
+    match tokio::time::timeout(CONNECT_TIMEOUT, Connection::connect(url, props)).await {
+        Ok(res) => Ok(res?),
+        Err(_) => Err(BusError::NotConnected),
+    }
+}
+
+/// Check that the broker accepts a connection (for `hermes doctor`); declares nothing.
+pub async fn probe(url: &SecretString) -> Result<(), BusError> {
+    let conn = open(url.expose_secret(), "hermes-doctor").await?;
+    let _ = conn.close(200, "probe".into()).await;
+    Ok(())
+}
+
+impl Bus {
+    /// Connect both sides and declare the topology. Fails if the broker cannot be reached.
+    pub async fn connect(
+        url: SecretString,
+        names: Names,
+        settings: BusSettings,
+        metrics: Metrics,
+    ) -> Result<Self, BusError> {
+        let window = Semaphore::new(settings.publish_window);
+        let bus = Bus {
+            inner: Arc::new(Inner {
+                url,
+                names,
+                settings,
+                publish_conn: RwLock::new(None),
+                publish_channel: RwLock::new(None),
+                consume_conn: RwLock::new(None),
+                generation: watch::channel(0).0,
+                connected: AtomicBool::new(false),
+                window,
+                metrics,
+            }),
+        };
+        bus.establish().await?;
+        Ok(bus)
+    }
+
+    /// One connection attempt: both connections, the confirm channel, the topology.
+    async fn establish(&self) -> Result<(), BusError> {
+        let i = &self.inner;
+        let url = i.url.expose_secret();
+        let ns = i.names.namespace().to_string();
+        let publish_conn = open(url, &format!("hermes-{ns}-publish")).await?;
+        let consume_conn = open(url, &format!("hermes-{ns}-consume")).await?;
+        let channel = publish_conn.create_channel().await?;
+        topology::declare(&channel, &i.names, &i.settings).await?;
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await?;
+        *i.publish_channel.write().await = Some(channel);
+        *i.publish_conn.write().await = Some(publish_conn);
+        *i.consume_conn.write().await = Some(consume_conn);
+        i.connected.store(true, Ordering::SeqCst);
+        i.metrics.bus_connected.set(1);
+        i.generation.send_modify(|g| *g += 1);
+        Ok(())
+    }
+
+    async fn healthy(&self) -> bool {
+        let i = &self.inner;
+        let p = i
+            .publish_conn
+            .read()
+            .await
+            .as_ref()
+            .is_some_and(|c| c.status().connected());
+        let c = i
+            .consume_conn
+            .read()
+            .await
+            .as_ref()
+            .is_some_and(|c| c.status().connected());
+        let ch = i
+            .publish_channel
+            .read()
+            .await
+            .as_ref()
+            .is_some_and(|c| c.status().connected());
+        p && c && ch
+    }
+
+    async fn drop_connections(&self) {
+        let i = &self.inner;
+        i.connected.store(false, Ordering::SeqCst);
+        i.metrics.bus_connected.set(0);
+        if let Some(ch) = i.publish_channel.write().await.take() {
+            let _ =
+                tokio::time::timeout(Duration::from_secs(1), ch.close(200, "closing".into())).await;
+        }
+        for slot in [&i.publish_conn, &i.consume_conn] {
+            if let Some(conn) = slot.write().await.take() {
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(1),
+                    conn.close(200, "reconnecting".into()),
+                )
+                .await;
+            }
+        }
+    }
+
+    /// Watch the connections; reconnect when lost; call `fatal` with the reason if that
+    /// takes longer than `HERMES_BUS_RECONNECT_SECS` (the process should then exit).
+    pub fn spawn_supervisor(
+        &self,
+        stop: CancellationToken,
+        fatal: impl FnOnce(String) + Send + 'static,
+    ) -> tokio::task::JoinHandle<()> {
+        let bus = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+                }
+                if bus.healthy().await {
+                    continue;
+                }
+                tracing::warn!("RabbitMQ connection lost; reconnecting");
+                bus.drop_connections().await;
+                let started = Instant::now();
+                let mut delay = Duration::from_millis(100);
+                loop {
+                    if stop.is_cancelled() {
+                        return;
+                    }
+                    match bus.establish().await {
+                        Ok(()) => {
+                            bus.inner.metrics.bus_reconnects.inc();
+                            tracing::info!(
+                                after_ms = started.elapsed().as_millis() as u64,
+                                "RabbitMQ reconnected"
+                            );
+                            break;
+                        }
+                        Err(e) => {
+                            bus.drop_connections().await;
+                            if started.elapsed() >= bus.inner.settings.reconnect_timeout {
+                                fatal(format!(
+                                    "RabbitMQ unreachable for {}s: {e}",
+                                    bus.inner.settings.reconnect_timeout.as_secs()
+                                ));
+                                return;
+                            }
+                            tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "RabbitMQ reconnect failed");
+                            tokio::select! {
+                                _ = stop.cancelled() => return,
+                                _ = tokio::time::sleep(delay) => {}
+                            }
+                            delay = (delay * 2).min(Duration::from_secs(5));
+                        }
+                    }
+                }
+            }
+        })
+    }
+
+    pub fn is_connected(&self) -> bool {
+        self.inner.connected.load(Ordering::SeqCst)
+    }
+
+    pub fn names(&self) -> &Names {
+        &self.inner.names
+    }
+
+    /// Publish an envelope to the queue of its kind and wait for the broker's confirm.
+    pub async fn publish(&self, env: &Envelope) -> Result<(), BusError> {
+        self.publish_outgoing(&Outgoing::from_envelope(env)).await
+    }
+
+    /// Publish an encoded message and wait for the broker's confirm.
+    pub async fn publish_outgoing(&self, msg: &Outgoing) -> Result<(), BusError> {
+        let queue = self.inner.names.queue(msg.stage);
+        let exchange = self.inner.names.work_exchange();
+        self.publish_to(&exchange, msg.stage.as_str(), &queue, msg)
+            .await
+    }
+
+    /// Publish to an explicit exchange and routing key (used by DLQ replay).
+    pub async fn publish_to(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        label: &str,
+        msg: &Outgoing,
+    ) -> Result<(), BusError> {
+        self.publish_with_headers(exchange, routing_key, label, msg, &[])
+            .await
+    }
+
+    /// Publish with extra AMQP headers (a parked message's failure reason) and wait for the
+    /// broker's confirm. `label` names the target queue in metrics and errors.
+    pub async fn publish_with_headers(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        label: &str,
+        msg: &Outgoing,
+        extra: &[(&str, &str)],
+    ) -> Result<(), BusError> {
+        let _permit = self
+            .inner
+            .window
+            .acquire()
+            .await
+            .expect("window semaphore is never closed");
+        let channel = self
+            .inner
+            .publish_channel
+            .read()
+            .await
+            .clone()
+            .ok_or(BusError::NotConnected)?;
+        let mut headers = FieldTable::default();
+        if let Some(tp) = &msg.traceparent {
+            headers.insert(
+                ShortString::from("traceparent".to_string()),
+                AMQPValue::LongString(tp.as_bytes().to_vec().into()),
+            );
+        }
+        for (name, value) in extra {
+            headers.insert(
+                ShortString::from(name.to_string()),
+                AMQPValue::LongString(value.as_bytes().to_vec().into()),
+            );
+        }
+        let props = BasicProperties::default()
+            .with_delivery_mode(2)
+            .with_content_type("application/json".to_string().into())
+            .with_message_id(msg.message_id.to_string().into())
+            .with_timestamp(chrono::Utc::now().timestamp() as u64)
+            .with_headers(headers);
+        let started = Instant::now();
+        let result = async {
+            let confirm = channel
+                .basic_publish(
+                    exchange.to_string().into(),
+                    routing_key.to_string().into(),
+                    BasicPublishOptions {
+                        mandatory: true,
+                        ..Default::default()
+                    },
+                    &msg.body,
+                    props,
+                )
+                .await?;
+            match tokio::time::timeout(CONFIRM_TIMEOUT, confirm).await {
+                Err(_) => Err(BusError::ConfirmTimeout(CONFIRM_TIMEOUT)),
+                Ok(Err(e)) => Err(BusError::Amqp(e)),
+                Ok(Ok(Confirmation::Ack(None))) => Ok(()),
+                Ok(Ok(Confirmation::Ack(Some(_)))) => Err(BusError::Unroutable {
+                    queue: label.to_string(),
+                }),
+                Ok(Ok(Confirmation::Nack(_))) => Err(BusError::Nacked {
+                    queue: label.to_string(),
+                }),
+                Ok(Ok(Confirmation::NotRequested)) => Ok(()),
+            }
+        }
+        .await;
+        let m = &self.inner.metrics;
+        m.bus_publish_duration
+            .observe(started.elapsed().as_secs_f64());
+        let outcome = match &result {
+            Ok(()) => "confirmed",
+            Err(BusError::Nacked { .. }) => "nacked",
+            Err(BusError::Unroutable { .. }) => "unroutable",
+            Err(_) => "error",
+        };
+        m.bus_published.with_label_values(&[label, outcome]).inc();
+        result
+    }
+
+    /// Open a fresh channel on the consuming connection (for consumers and inspections).
+    pub async fn channel(&self) -> Result<Channel, BusError> {
+        let conn = self.inner.consume_conn.read().await;
+        let conn = conn.as_ref().ok_or(BusError::NotConnected)?;
+        Ok(conn.create_channel().await?)
+    }
+
+    /// Messages ready and consumers attached, by passive declaration (no side effects).
+    pub async fn queue_stats(&self, queue: &str) -> Result<(u32, u32), BusError> {
+        let channel = self.channel().await?;
+        let q = channel
+            .queue_declare(
+                queue.to_string().into(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await;
+        let _ = channel.close(200, "done".into()).await;
+        let q = q?;
+        Ok((q.message_count(), q.consumer_count()))
+    }
+
+    /// Sample every queue's depth (work, parking and retry wait queues) and the work queues'
+    /// consumer counts into the metrics, every `every`.
+    pub fn spawn_queue_sampler(
+        &self,
+        every: Duration,
+        stop: CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        let bus = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let waiting = bus
+                    .names()
+                    .wait_queues(&bus.inner.settings.retry_delays)
+                    .into_iter()
+                    .map(|q| (q, false));
+                let queues: Vec<(String, bool)> = Stage::ALL
+                    .into_iter()
+                    .flat_map(|stage| {
+                        [
+                            (bus.names().queue(stage), true),
+                            (bus.names().parking(stage), false),
+                        ]
+                    })
+                    .chain(waiting)
+                    .collect();
+                for (queue, with_consumers) in queues {
+                    if let Ok((messages, consumers)) = bus.queue_stats(&queue).await {
+                        let m = &bus.inner.metrics;
+                        m.queue_messages
+                            .with_label_values(&[&queue])
+                            .set(i64::from(messages));
+                        if with_consumers {
+                            m.queue_consumers
+                                .with_label_values(&[&queue])
+                                .set(i64::from(consumers));
+                        }
+                    }
+                }
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(every) => {}
+                }
+            }
+        })
+    }
+
+    /// Consume `stage`'s queue until `stop`, running `handle` for each delivery with at most
+    /// `prefetch` in flight. The handler acks or nacks. On stop the consumer is cancelled and
+    /// in-flight handlers finish before this returns; after a reconnect it re-subscribes.
+    pub async fn consume<F, Fut>(
+        &self,
+        stage: Stage,
+        prefetch: u16,
+        stop: CancellationToken,
+        handle: F,
+    ) where
+        F: Fn(Delivery) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let handle = Arc::new(handle);
+        let queue = self.inner.names.queue(stage);
+        let mut generation = self.inner.generation.subscribe();
+        let mut in_flight = JoinSet::new();
+        let permits = Arc::new(Semaphore::new(usize::from(prefetch)));
+        'outer: loop {
+            if stop.is_cancelled() {
+                break;
+            }
+            let subscribed = async {
+                let channel = self.channel().await?;
+                channel
+                    .basic_qos(prefetch, BasicQosOptions::default())
+                    .await?;
+                let tag = format!("{}-{}", queue, MessageId::new());
+                let consumer = channel
+                    .basic_consume(
+                        queue.clone().into(),
+                        tag.clone().into(),
+                        BasicConsumeOptions::default(),
+                        FieldTable::default(),
+                    )
+                    .await?;
+                Ok::<_, BusError>((channel, consumer, tag))
+            }
+            .await;
+            let (channel, mut consumer, tag) = match subscribed {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(queue, error = %e, "cannot subscribe; waiting for the bus");
+                    generation.borrow_and_update();
+                    tokio::select! {
+                        _ = stop.cancelled() => break 'outer,
+                        _ = generation.changed() => {}
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    }
+                    continue;
+                }
+            };
+            tracing::info!(queue, prefetch, "consuming");
+            generation.borrow_and_update();
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => {
+                        let _ = channel.basic_cancel(tag.clone().into(), BasicCancelOptions::default()).await;
+                        break 'outer;
+                    }
+                    _ = generation.changed() => {
+                        tracing::info!(queue, "bus reconnected; re-subscribing");
+                        continue 'outer;
+                    }
+                    next = consumer.next() => match next {
+                        Some(Ok(delivery)) => {
+                            let permit = permits.clone().acquire_owned().await.expect("never closed");
+                            let handle = handle.clone();
+                            in_flight.spawn(async move {
+                                handle(delivery).await;
+                                drop(permit);
+                            });
+                            while in_flight.try_join_next().is_some() {}
+                        }
+                        Some(Err(e)) => {
+                            tracing::warn!(queue, error = %e, "consumer error; re-subscribing");
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                            continue 'outer;
+                        }
+                        None => {
+                            tracing::warn!(queue, "consumer stream ended; re-subscribing");
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                            continue 'outer;
+                        }
+                    }
+                }
+            }
+        }
+        while in_flight.try_join_next().is_some() {}
+        let pending = in_flight.len();
+        if pending > 0 {
+            tracing::info!(queue, pending, "stopping: finishing in-flight messages");
+        }
+        while in_flight.join_next().await.is_some() {}
+        tracing::info!(queue, "consumer stopped");
+    }
+
+    /// Close both connections (after consumers have stopped).
+    pub async fn close(&self) {
+        self.drop_connections().await;
+    }
+}
+
+/// How many times the broker has delivered this message before (quorum queues count it).
+pub fn delivery_count(d: &Delivery) -> u32 {
+    d.properties
+        .headers()
+        .as_ref()
+        .and_then(|h| h.inner().get("x-delivery-count").cloned())
+        .and_then(|v| match v {
+            AMQPValue::LongLongInt(n) => u32::try_from(n).ok(),
+            AMQPValue::LongInt(n) => u32::try_from(n).ok(),
+            AMQPValue::ShortInt(n) => u32::try_from(n).ok(),
+            _ => None,
+        })
+        .unwrap_or(0)
+}

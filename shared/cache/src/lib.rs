@@ -1,0 +1,93 @@
+//! Redis, for what may be lost (DESIGN §6): one lazily connected, auto-reconnecting
+//! multiplexed connection with short timeouts, and keys under the namespace.
+
+pub mod dedupe;
+pub mod history;
+pub mod rate_limit;
+pub mod run_events;
+pub mod soul;
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use secrecy::{ExposeSecret, SecretString};
+
+use hermes_config::Namespace;
+use hermes_telemetry::Metrics;
+
+/// How long any single Redis call may take before it counts as failed.
+pub const CALL_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// What can go wrong with Redis. Callers decide per use whether to fail open or closed.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error("REDIS_URL is invalid: {0}")]
+    Url(#[source] redis::RedisError),
+    #[error("redis {op} failed: {source}")]
+    Call {
+        op: &'static str,
+        #[source]
+        source: redis::RedisError,
+    },
+    #[error("stored value is not valid: {0}")]
+    Decode(#[from] serde_json::Error),
+}
+
+/// A handle on Redis, cheap to clone.
+#[derive(Clone)]
+pub struct Cache {
+    client: redis::Client,
+    conn: ConnectionManager,
+    ns: Namespace,
+    metrics: Metrics,
+}
+
+impl Cache {
+    /// Build the handle without connecting: Redis being down at start is not fatal.
+    pub fn new(url: &SecretString, ns: Namespace, metrics: Metrics) -> Result<Self, CacheError> {
+        let client = redis::Client::open(url.expose_secret()).map_err(CacheError::Url)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(CALL_TIMEOUT))
+            .set_response_timeout(Some(CALL_TIMEOUT))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(500));
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)
+            .map_err(CacheError::Url)?;
+        Ok(Self {
+            client,
+            conn,
+            ns,
+            metrics,
+        })
+    }
+
+    /// `{ns}:{suffix}`.
+    pub fn key(&self, suffix: impl std::fmt::Display) -> String {
+        format!("{}:{}", self.ns, suffix)
+    }
+
+    /// A clone of the multiplexed connection.
+    pub fn conn(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
+    /// The client, for dedicated connections (pub/sub).
+    pub fn client(&self) -> &redis::Client {
+        &self.client
+    }
+
+    /// Record a failed call in the metrics and wrap it.
+    pub fn failed(&self, op: &'static str, source: redis::RedisError) -> CacheError {
+        self.metrics.redis_errors.with_label_values(&[op]).inc();
+        CacheError::Call { op, source }
+    }
+
+    pub async fn ping(&self) -> Result<(), CacheError> {
+        let mut c = self.conn();
+        redis::cmd("PING")
+            .query_async::<String>(&mut c)
+            .await
+            .map_err(|e| self.failed("ping", e))?;
+        Ok(())
+    }
+}

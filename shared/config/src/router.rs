@@ -1,0 +1,170 @@
+//! The router's part of the configuration: prompts of the pipeline's fallbacks, the
+//! built-in persona, sessions, semantic recall, vision and tool gating (`[router]` in the
+//! TOML file), plus the keys it reads from the environment.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use secrecy::SecretString;
+use serde::Deserialize;
+use url::Url;
+
+use hermes_types::agent::Tone;
+use hermes_types::intent::Intent;
+
+/// `[router]`: everything has the seed's value as its default.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RouterSettings {
+    /// Sent to a sender with no activated channel; `{signup_url}` is filled in.
+    pub signup_prompt: String,
+    pub signup_url: String,
+    /// Sent when the user has no credit left; `{referral_code}` and `{upgrade_url}` are filled in.
+    pub upgrade_prompt: String,
+    pub upgrade_url: String,
+    /// Credits one answered message costs.
+    pub credits_per_message: u32,
+    /// A session with no message for this long is closed; the next message opens a new one.
+    pub session_idle_hours: u64,
+    /// Most turns of history sent to the model.
+    pub history_max_turns: usize,
+    /// The persona that answers when no internal agent is configured.
+    pub persona: PersonaSettings,
+    /// Logical model (in `[models]`) that answers messages with images.
+    pub vision_model: String,
+    pub recall: RecallSettings,
+    pub tool_gate: ToolGateSettings,
+}
+
+impl Default for RouterSettings {
+    fn default() -> Self {
+        Self {
+            signup_prompt: "Hi! I don't know this number yet. Sign up at {signup_url} and link \
+                            this chat to start talking to your agent."
+                .into(),
+            signup_url: "https://example.com/signup".into(),
+            upgrade_prompt: "You're out of credits. Upgrade at {upgrade_url}, or share your \
+                             referral code {referral_code} with a friend to earn more."
+                .into(),
+            upgrade_url: "https://example.com/upgrade".into(),
+            credits_per_message: 1,
+            session_idle_hours: 12,
+            history_max_turns: 20,
+            persona: PersonaSettings::default(),
+            vision_model: "claude-sonnet".into(),
+            recall: RecallSettings::default(),
+            tool_gate: ToolGateSettings::default(),
+        }
+    }
+}
+
+impl RouterSettings {
+    pub fn session_idle(&self) -> Duration {
+        Duration::from_secs(self.session_idle_hours * 3600)
+    }
+
+    pub(super) fn validate(
+        &self,
+        models: &BTreeMap<String, super::ModelSpec>,
+        problems: &mut Vec<String>,
+    ) {
+        if !models.contains_key(&self.vision_model) {
+            problems.push(format!(
+                "router.vision_model: {:?} is not in [models]",
+                self.vision_model
+            ));
+        }
+        if self.session_idle_hours == 0 {
+            problems.push("router.session_idle_hours must be above 0".into());
+        }
+        if self.recall.top_k == 0 {
+            problems.push("router.recall.top_k must be above 0".into());
+        }
+        if self.persona.name.trim().is_empty() {
+            problems.push("router.persona.name must not be empty".into());
+        }
+    }
+}
+
+/// The built-in persona (base layer of the soul) used when no internal agent is configured.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PersonaSettings {
+    pub name: String,
+    pub tone: Tone,
+    pub role_instructions: String,
+}
+
+impl Default for PersonaSettings {
+    fn default() -> Self {
+        Self {
+            name: "Hermes".into(),
+            tone: Tone::Friendly,
+            role_instructions: "You are a personal concierge: help the user find places, plan \
+                                bookings and keep track of their goals."
+                .into(),
+        }
+    }
+}
+
+/// `[router.recall]`: semantic recall over the user's memory facts.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RecallSettings {
+    /// Facts appended as `RELEVANT CONTEXT`.
+    pub top_k: usize,
+    /// Embedding model sent to the endpoint (HERMES_EMBEDDINGS_URL).
+    pub model: String,
+    /// Deadline of one embeddings call; recall is skipped (not the message) when it passes.
+    pub timeout_ms: u64,
+}
+
+impl Default for RecallSettings {
+    fn default() -> Self {
+        Self {
+            top_k: 10,
+            model: "text-embedding-3-small".into(),
+            timeout_ms: 3000,
+        }
+    }
+}
+
+/// `[router.tool_gate]`: which toolsets each message intent is offered. `"*"` means every
+/// toolset; an intent not listed gets every toolset; `trivial` gets none whatever is listed.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolGateSettings {
+    pub intents: BTreeMap<Intent, Vec<String>>,
+}
+
+impl Default for ToolGateSettings {
+    fn default() -> Self {
+        let sets = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        Self {
+            intents: BTreeMap::from([
+                (Intent::Trivial, Vec::new()),
+                (Intent::Time, sets(&["builtin"])),
+                (Intent::Venue, sets(&["venues", "maps", "search"])),
+                (Intent::Booking, sets(&["booking", "venues", "builtin"])),
+                (Intent::Nutrition, sets(&["nutrition"])),
+                (Intent::Fitness, sets(&["fitness", "nutrition"])),
+                (Intent::Search, sets(&["search", "web"])),
+                (Intent::General, sets(&["*"])),
+            ]),
+        }
+    }
+}
+
+/// The router's environment: the endpoint of semantic recall and the Fernet keys.
+#[derive(Clone, Debug, Default)]
+pub struct RouterSecrets {
+    /// Base URL of an OpenAI-compatible embeddings endpoint (`{url}/embeddings`); recall is
+    /// off without it.
+    pub embeddings_url: Option<Url>,
+    pub embeddings_api_key: Option<SecretString>,
+    /// Fernet keys of the session-history cache, newest first (the first encrypts, all
+    /// decrypt). Without them history is read from PostgreSQL on every message.
+    pub session_keys: Vec<SecretString>,
+    /// Fernet keys that encrypt agent webhook secrets at rest, newest first.
+    pub secret_keys: Vec<SecretString>,
+}

@@ -1,0 +1,426 @@
+//! Agents (seed 000): internal personas answered by the fleet's models and external
+//! runtimes woken by signed webhooks; created and changed by `hermes agents`, chosen for
+//! each run by the router's dispatch.
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::{Client, DbError, Transaction};
+use hermes_types::agent::{AgentKind, AgentStatus, EngagementMode, Tone};
+use hermes_types::model::{BackendOverride, Tier};
+
+/// One agent row (never the webhook secret, which stays encrypted in the database).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Agent {
+    pub id: Uuid,
+    pub workspace_id: Uuid,
+    pub profile_key: String,
+    pub kind: AgentKind,
+    pub display_name: String,
+    pub tone: Tone,
+    pub role: Option<String>,
+    pub role_instructions: Option<String>,
+    pub tier: Option<Tier>,
+    pub toolsets: Vec<String>,
+    pub capabilities: Vec<String>,
+    pub webhook_url: Option<String>,
+    /// Wakes also carry Standard Webhooks headers (`webhook-id`, `-timestamp`, `-signature`).
+    pub standard_webhooks: bool,
+    pub max_concurrent: i32,
+    pub status: AgentStatus,
+    pub engagement_mode: EngagementMode,
+    pub last_heartbeat_at: Option<DateTime<Utc>>,
+    pub last_dispatched_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    /// The backend and model this agent answers on first (`hermes agents set --backend`).
+    pub backend: Option<BackendOverride>,
+}
+
+const COLUMNS: &str = "a.id, a.workspace_id, a.profile_key, a.kind, a.display_name, a.tone, \
+    a.role, a.role_instructions, a.tier, a.toolsets, a.capabilities, a.webhook_url, \
+    a.standard_webhooks, a.max_concurrent, a.status, a.engagement_mode, a.last_heartbeat_at, a.last_dispatched_at, \
+    a.created_at, a.backend, a.backend_model";
+
+fn parse<T: std::str::FromStr<Err = String>>(
+    row: &tokio_postgres::Row,
+    col: &str,
+) -> Result<T, DbError> {
+    row.get::<_, String>(col).parse().map_err(DbError::Invalid)
+}
+
+fn agent_from(row: &tokio_postgres::Row) -> Result<Agent, DbError> {
+    Ok(Agent {
+        id: row.get("id"),
+        workspace_id: row.get("workspace_id"),
+        profile_key: row.get("profile_key"),
+        kind: parse(row, "kind")?,
+        display_name: row.get("display_name"),
+        tone: parse(row, "tone")?,
+        role: row.get("role"),
+        role_instructions: row.get("role_instructions"),
+        tier: row
+            .get::<_, Option<String>>("tier")
+            .map(|t| t.parse())
+            .transpose()
+            .map_err(DbError::Invalid)?,
+        toolsets: row.get("toolsets"),
+        capabilities: row.get("capabilities"),
+        webhook_url: row.get("webhook_url"),
+        standard_webhooks: row.get("standard_webhooks"),
+        max_concurrent: row.get("max_concurrent"),
+        status: parse(row, "status")?,
+        engagement_mode: parse(row, "engagement_mode")?,
+        last_heartbeat_at: row.get("last_heartbeat_at"),
+        last_dispatched_at: row.get("last_dispatched_at"),
+        created_at: row.get("created_at"),
+        backend: match (
+            row.get::<_, Option<String>>("backend"),
+            row.get::<_, Option<String>>("backend_model"),
+        ) {
+            (Some(b), Some(model)) => Some(BackendOverride {
+                backend: b.parse().map_err(DbError::Invalid)?,
+                model,
+            }),
+            _ => None,
+        },
+    })
+}
+
+/// An agent to create.
+pub struct NewAgent<'a> {
+    pub workspace: &'a str,
+    pub profile_key: &'a str,
+    pub kind: AgentKind,
+    pub display_name: &'a str,
+    pub tone: Tone,
+    pub role: Option<&'a str>,
+    pub role_instructions: Option<&'a str>,
+    pub tier: Option<Tier>,
+    pub toolsets: &'a [String],
+    pub capabilities: &'a [String],
+    pub webhook_url: Option<&'a str>,
+    /// The signing secret, already sealed with the secret keys.
+    pub webhook_secret_sealed: Option<&'a str>,
+    pub max_concurrent: i32,
+    pub engagement_mode: EngagementMode,
+}
+
+/// Create an agent; a profile key already taken in the workspace is an `Invalid` error.
+pub async fn create(client: &Client, a: &NewAgent<'_>) -> Result<Agent, DbError> {
+    let row = client
+        .query_opt(
+            &crate::stmt(
+                client,
+                "INSERT INTO agents (workspace_id, profile_key, kind, display_name, tone, role,
+                                 role_instructions, tier, toolsets, capabilities, webhook_url,
+                                 webhook_secret_enc, max_concurrent, engagement_mode)
+             SELECT w.id, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14
+             FROM workspaces w WHERE w.slug = $1
+             ON CONFLICT (workspace_id, profile_key) DO NOTHING
+             RETURNING id",
+            )
+            .await?,
+            &[
+                &a.workspace,
+                &a.profile_key,
+                &a.kind.as_str(),
+                &a.display_name,
+                &a.tone.as_str(),
+                &a.role,
+                &a.role_instructions,
+                &a.tier.map(Tier::as_str),
+                &a.toolsets,
+                &a.capabilities,
+                &a.webhook_url,
+                &a.webhook_secret_sealed,
+                &a.max_concurrent,
+                &a.engagement_mode.as_str(),
+            ],
+        )
+        .await?;
+    let Some(row) = row else {
+        let ws = client
+            .query_opt(
+                &crate::stmt(client, "SELECT 1 FROM workspaces WHERE slug = $1").await?,
+                &[&a.workspace],
+            )
+            .await?;
+        return Err(DbError::Invalid(match ws {
+            None => format!("no workspace {:?}", a.workspace),
+            Some(_) => format!(
+                "an agent with profile key {:?} already exists in workspace {:?}",
+                a.profile_key, a.workspace
+            ),
+        }));
+    };
+    get(client, row.get(0))
+        .await?
+        .ok_or_else(|| DbError::Invalid("agent vanished after insert".into()))
+}
+
+/// One agent by id.
+pub async fn get(client: &impl super::GenericClient, id: Uuid) -> Result<Option<Agent>, DbError> {
+    client
+        .query_opt(
+            &format!("SELECT {COLUMNS} FROM agents a WHERE a.id = $1"),
+            &[&id],
+        )
+        .await?
+        .map(|r| agent_from(&r))
+        .transpose()
+}
+
+/// One agent by its profile key in a workspace (by slug).
+pub async fn by_key(
+    client: &impl super::GenericClient,
+    workspace: &str,
+    profile_key: &str,
+) -> Result<Option<Agent>, DbError> {
+    client
+        .query_opt(
+            &format!(
+                "SELECT {COLUMNS} FROM agents a JOIN workspaces w ON w.id = a.workspace_id
+                 WHERE w.slug = $1 AND a.profile_key = $2"
+            ),
+            &[&workspace, &profile_key],
+        )
+        .await?
+        .map(|r| agent_from(&r))
+        .transpose()
+}
+
+/// One agent by its profile key in a workspace (by id).
+pub async fn by_key_in(
+    client: &impl super::GenericClient,
+    workspace_id: Uuid,
+    profile_key: &str,
+) -> Result<Option<Agent>, DbError> {
+    client
+        .query_opt(
+            &format!(
+                "SELECT {COLUMNS} FROM agents a WHERE a.workspace_id = $1 AND a.profile_key = $2"
+            ),
+            &[&workspace_id, &profile_key],
+        )
+        .await?
+        .map(|r| agent_from(&r))
+        .transpose()
+}
+
+/// Agents of a workspace with the number of runs each has open.
+pub async fn list(client: &Client, workspace: &str) -> Result<Vec<(Agent, i64)>, DbError> {
+    client
+        .query(
+            &format!(
+                "SELECT {COLUMNS}, (SELECT count(*) FROM agent_runs r WHERE r.agent_id = a.id
+                                     AND r.status NOT IN ('completed', 'failed')) AS open_runs
+                 FROM agents a JOIN workspaces w ON w.id = a.workspace_id
+                 WHERE w.slug = $1 ORDER BY a.profile_key"
+            ),
+            &[&workspace],
+        )
+        .await?
+        .iter()
+        .map(|r| Ok((agent_from(r)?, r.get("open_runs"))))
+        .collect()
+}
+
+/// Does the workspace have any agent at all? (None: the built-in persona answers.)
+pub async fn any(client: &impl super::GenericClient, workspace_id: Uuid) -> Result<bool, DbError> {
+    Ok(client
+        .query_one(
+            &crate::stmt(
+                client,
+                "SELECT EXISTS (SELECT 1 FROM agents WHERE workspace_id = $1)",
+            )
+            .await?,
+            &[&workspace_id],
+        )
+        .await?
+        .get(0))
+}
+
+/// Changes `hermes agents set` can make; `None` leaves a field alone.
+#[derive(Default)]
+pub struct AgentUpdate<'a> {
+    pub display_name: Option<&'a str>,
+    pub tone: Option<Tone>,
+    pub role_instructions: Option<&'a str>,
+    pub tier: Option<Tier>,
+    pub toolsets: Option<&'a [String]>,
+    pub capabilities: Option<&'a [String]>,
+    pub webhook_url: Option<&'a str>,
+    pub max_concurrent: Option<i32>,
+    pub status: Option<AgentStatus>,
+    pub engagement_mode: Option<EngagementMode>,
+    pub standard_webhooks: Option<bool>,
+}
+
+/// Apply `u` to the agent; false when there is no such agent.
+pub async fn update(client: &Client, id: Uuid, u: &AgentUpdate<'_>) -> Result<bool, DbError> {
+    let n = client
+        .execute(
+            &crate::stmt(
+                client,
+                "UPDATE agents SET display_name = COALESCE($2, display_name),
+                               tone = COALESCE($3, tone),
+                               role_instructions = COALESCE($4, role_instructions),
+                               tier = COALESCE($5, tier),
+                               toolsets = COALESCE($6, toolsets),
+                               capabilities = COALESCE($7, capabilities),
+                               webhook_url = COALESCE($8, webhook_url),
+                               max_concurrent = COALESCE($9, max_concurrent),
+                               status = COALESCE($10, status),
+                               engagement_mode = COALESCE($11, engagement_mode),
+                               standard_webhooks = COALESCE($12, standard_webhooks),
+                               updated_at = now()
+             WHERE id = $1",
+            )
+            .await?,
+            &[
+                &id,
+                &u.display_name,
+                &u.tone.map(Tone::as_str),
+                &u.role_instructions,
+                &u.tier.map(Tier::as_str),
+                &u.toolsets,
+                &u.capabilities,
+                &u.webhook_url,
+                &u.max_concurrent,
+                &u.status.map(AgentStatus::as_str),
+                &u.engagement_mode.map(EngagementMode::as_str),
+                &u.standard_webhooks,
+            ],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+/// Pin the agent to a backend and model (`None`: back to the tier's chain). Returns the
+/// previous setting, so a failed health check can restore it.
+pub async fn set_backend(
+    tx: &Transaction<'_>,
+    id: Uuid,
+    to: Option<&BackendOverride>,
+) -> Result<Option<BackendOverride>, DbError> {
+    let row = tx
+        .query_opt(
+            "SELECT backend, backend_model FROM agents WHERE id = $1 FOR UPDATE",
+            &[&id],
+        )
+        .await?
+        .ok_or_else(|| DbError::Invalid(format!("agent {id} does not exist")))?;
+    let previous = match (
+        row.get::<_, Option<String>>(0),
+        row.get::<_, Option<String>>(1),
+    ) {
+        (Some(b), Some(model)) => Some(BackendOverride {
+            backend: b.parse().map_err(DbError::Invalid)?,
+            model,
+        }),
+        _ => None,
+    };
+    tx.execute(
+        "UPDATE agents SET backend = $2, backend_model = $3, updated_at = now() WHERE id = $1",
+        &[
+            &id,
+            &to.map(|o| o.backend.as_str()),
+            &to.map(|o| o.model.as_str()),
+        ],
+    )
+    .await?;
+    Ok(previous)
+}
+
+/// Round robin: the eligible agent dispatched to longest ago, locked for this transaction.
+/// Eligible = ONLINE, capability match (no capabilities, `*`, or `capability`), and fewer open
+/// runs than `max_concurrent`. Rows another transaction is dispatching to are skipped, so
+/// concurrent messages spread over agents instead of queueing on one lock.
+pub async fn next_round_robin(
+    tx: &Transaction<'_>,
+    workspace_id: Uuid,
+    capability: &str,
+) -> Result<Option<Agent>, DbError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM agents a
+         WHERE a.workspace_id = $1 AND a.status = 'ONLINE'
+           AND (cardinality(a.capabilities) = 0 OR '*' = ANY (a.capabilities)
+                OR $2 = ANY (a.capabilities))
+           AND (SELECT count(*) FROM agent_runs r WHERE r.agent_id = a.id
+                  AND r.status NOT IN ('completed', 'failed')) < a.max_concurrent
+         ORDER BY a.last_dispatched_at ASC NULLS FIRST, a.profile_key
+         LIMIT 1 FOR UPDATE OF a SKIP LOCKED"
+    );
+    let row = tx
+        .query_opt(&crate::stmt(tx, &sql).await?, &[&workspace_id, &capability])
+        .await?;
+    row.map(|r| agent_from(&r)).transpose()
+}
+
+/// Lock an agent row for dispatch (assignment and mentions): an explicit choice ignores
+/// capacity, but the lock orders it against round robin's count of open runs.
+pub async fn lock(tx: &Transaction<'_>, id: Uuid) -> Result<Option<Agent>, DbError> {
+    tx.query_opt(
+        &format!("SELECT {COLUMNS} FROM agents a WHERE a.id = $1 FOR UPDATE OF a"),
+        &[&id],
+    )
+    .await?
+    .map(|r| agent_from(&r))
+    .transpose()
+}
+
+/// Remember that `id` was just dispatched to (round robin order).
+pub async fn mark_dispatched(tx: &Transaction<'_>, id: Uuid) -> Result<(), DbError> {
+    tx.execute(
+        &crate::stmt(
+            tx,
+            "UPDATE agents SET last_dispatched_at = clock_timestamp() WHERE id = $1",
+        )
+        .await?,
+        &[&id],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Record an activity event (the audit trail of runs and dispatch decisions).
+pub async fn record_activity(
+    tx: &Transaction<'_>,
+    run_id: Uuid,
+    agent_id: Option<Uuid>,
+    user_id: Option<Uuid>,
+    kind: &str,
+    data: &serde_json::Value,
+) -> Result<(), DbError> {
+    tx.execute(
+        &crate::stmt(
+            tx,
+            "INSERT INTO activity_events (run_id, agent_id, user_id, kind, data)
+         VALUES ($1, $2, $3, $4, $5)",
+        )
+        .await?,
+        &[&run_id, &agent_id, &user_id, &kind, data],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Owe an external agent a wake webhook for `run_id`; delivery fulfils the row.
+pub async fn owe_wake(
+    tx: &Transaction<'_>,
+    delivery_id: Uuid,
+    run_id: Uuid,
+    agent_id: Uuid,
+    event: &str,
+) -> Result<(), DbError> {
+    tx.execute(
+        &crate::stmt(
+            tx,
+            "INSERT INTO webhook_deliveries (id, run_id, agent_id, event) VALUES ($1, $2, $3, $4)",
+        )
+        .await?,
+        &[&delivery_id, &run_id, &agent_id, &event],
+    )
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,191 @@
+//! PostgreSQL, the truth (DESIGN §5): the connection pool, the schema-version check that
+//! keeps services off an older schema, idempotency records, and the outbox.
+
+pub mod agents;
+pub mod api_keys;
+pub mod credits;
+pub mod memory;
+pub mod migrate;
+pub mod outbox;
+pub mod runs;
+pub mod scratch;
+pub mod sessions;
+pub mod tool_registry;
+pub mod users;
+pub mod webhook_deliveries;
+pub mod workspaces;
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use secrecy::{ExposeSecret, SecretString};
+use tokio::sync::Notify;
+use tokio_postgres::NoTls;
+
+pub use deadpool_postgres::{GenericClient, Object as Client, Transaction};
+
+use hermes_types::ids::MessageId;
+
+/// What can go wrong with the database.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("DATABASE_URL is invalid: {0}")]
+    Url(#[source] tokio_postgres::Error),
+    #[error("cannot get a database connection: {}", pool_detail(.0))]
+    Pool(#[from] deadpool_postgres::PoolError),
+    #[error("database error: {}", pg_detail(.0))]
+    Query(#[from] tokio_postgres::Error),
+    #[error(
+        "database schema is at version {found}, this build needs {needed}: run `hermes migrate` first"
+    )]
+    SchemaTooOld { found: i64, needed: i64 },
+    #[error("migration {version} ({name}) was changed after it was applied (checksum mismatch)")]
+    MigrationChanged { version: i64, name: String },
+    /// A stored value this build cannot read, or a precondition the caller must fix.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// `sql` prepared once per pooled connection: hot statements then skip the parse and plan
+/// round trip that an unprepared query costs on every call.
+pub async fn stmt(c: &impl GenericClient, sql: &str) -> Result<tokio_postgres::Statement, DbError> {
+    Ok(c.prepare_cached(sql).await?)
+}
+
+/// The server's own message when there is one (tokio-postgres' Display says only "db error").
+fn pg_detail(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.severity(), db.message()),
+        None => e.to_string(),
+    }
+}
+
+fn pool_detail(e: &deadpool_postgres::PoolError) -> String {
+    match e {
+        deadpool_postgres::PoolError::Backend(pg) => pg_detail(pg),
+        other => other.to_string(),
+    }
+}
+
+/// The connection pool, cheap to clone.
+#[derive(Clone)]
+pub struct Db {
+    pool: Pool,
+    /// Shared: a `Db` is cloned into every context, request and message.
+    config: Arc<tokio_postgres::Config>,
+    relay: Arc<LocalRelay>,
+}
+
+/// The outbox relay running in this process, if any: stages that commit outbox rows wake
+/// it directly instead of through `NOTIFY`, whose commit-time lock serializes every
+/// committing transaction of the database (and holds it across the WAL flush).
+#[derive(Default)]
+pub struct LocalRelay {
+    running: AtomicBool,
+    wake: Notify,
+}
+
+impl LocalRelay {
+    /// Is a relay of this process publishing? (Else commits must `NOTIFY`.)
+    pub fn running(&self) -> bool {
+        self.running.load(Ordering::Acquire)
+    }
+
+    pub fn set_running(&self, on: bool) {
+        self.running.store(on, Ordering::Release);
+    }
+
+    /// Tell the relay rows were committed.
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    pub async fn woken(&self) {
+        self.wake.notified().await;
+    }
+}
+
+impl Db {
+    /// This process's outbox relay handle.
+    pub fn local_relay(&self) -> &LocalRelay {
+        &self.relay
+    }
+
+    /// Build a pool (lazy: no connection is made until first use).
+    pub fn new(url: &SecretString, size: usize) -> Result<Self, DbError> {
+        let mut config =
+            tokio_postgres::Config::from_str(url.expose_secret()).map_err(DbError::Url)?;
+        config.connect_timeout(Duration::from_secs(5));
+        if config.get_application_name().is_none() {
+            config.application_name("hermes");
+        }
+        let manager = Manager::from_config(
+            config.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(size)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(Duration::from_secs(10)))
+            .create_timeout(Some(Duration::from_secs(5)))
+            .recycle_timeout(Some(Duration::from_secs(5)))
+            .build()
+            .expect("pool configuration is valid");
+        Ok(Self {
+            pool,
+            config: Arc::new(config),
+            relay: Arc::default(),
+        })
+    }
+
+    pub async fn get(&self) -> Result<Client, DbError> {
+        Ok(self.pool.get().await?)
+    }
+
+    /// The parsed connection settings (for LISTEN connections and database creation).
+    pub fn pg_config(&self) -> &tokio_postgres::Config {
+        &self.config
+    }
+
+    /// Refuse to run against a schema older than this build's migrations.
+    pub async fn check_schema(&self) -> Result<i64, DbError> {
+        let client = self.get().await?;
+        let found = migrate::current_version(&client).await?;
+        let needed = migrate::latest_version();
+        if found < needed {
+            return Err(DbError::SchemaTooOld { found, needed });
+        }
+        Ok(found)
+    }
+
+    /// A cheap liveness query for readiness.
+    pub async fn ping(&self) -> Result<(), DbError> {
+        self.get().await?.simple_query("SELECT 1").await?;
+        Ok(())
+    }
+}
+
+/// Has `consumer` already processed `message_id`? A cheap pre-check before slow work.
+pub async fn already_processed(
+    client: &Client,
+    consumer: &str,
+    message_id: MessageId,
+) -> Result<bool, DbError> {
+    let row = client
+        .query_opt(
+            &stmt(
+                client,
+                "SELECT 1 FROM processed_messages WHERE consumer = $1 AND message_id = $2",
+            )
+            .await?,
+            &[&consumer, &message_id.as_uuid()],
+        )
+        .await?;
+    Ok(row.is_some())
+}

@@ -1,0 +1,321 @@
+//! AgentRun rows: created by the router, advanced by each stage in the same transaction as
+//! its other effects, closed by delivery. A closed run never changes again.
+
+use std::fmt;
+
+use super::{Client, DbError, Transaction};
+use hermes_types::agent::{CONTRACT_VERSION, Dispatch, EngagementMode};
+use hermes_types::ids::RunId;
+use hermes_types::model::{Outcome, Platform, Provenance, Tier, Usage};
+
+/// The lifecycle of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunStatus {
+    Routed,
+    AwaitingTools,
+    Completed,
+    Failed,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Routed => "routed",
+            RunStatus::AwaitingTools => "awaiting_tools",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Routed,
+            Self::AwaitingTools,
+            Self::Completed,
+            Self::Failed,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
+    }
+
+    pub fn is_final(self) -> bool {
+        matches!(self, RunStatus::Completed | RunStatus::Failed)
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the router knows when it creates a run.
+pub struct NewRun<'a> {
+    pub id: RunId,
+    pub platform: Platform,
+    pub sender_id: &'a str,
+    pub chat_id: &'a str,
+    pub external_message_id: Option<&'a str>,
+    pub tier: Tier,
+    pub input_text: Option<&'a str>,
+    pub metadata: Option<&'a serde_json::Value>,
+    pub api_key_id: Option<uuid::Uuid>,
+    pub traceparent: Option<&'a str>,
+}
+
+/// Insert the run; false when it already exists (a replay) or another run already holds
+/// the same platform message (a duplicate webhook).
+pub async fn create(tx: &Transaction<'_>, run: &NewRun<'_>) -> Result<bool, DbError> {
+    let n = tx
+        .execute(
+            &crate::stmt(tx, "INSERT INTO agent_runs (id, platform, sender_id, chat_id, external_message_id, status,
+                                     tier, input_text, metadata, api_key_id, traceparent)
+             VALUES ($1, $2, $3, $4, $5, 'routed', $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING").await?,
+            &[
+                &run.id.as_uuid(),
+                &run.platform.as_str(),
+                &run.sender_id,
+                &run.chat_id,
+                &run.external_message_id,
+                &run.tier.as_str(),
+                &run.input_text,
+                &run.metadata,
+                &run.api_key_id,
+                &run.traceparent,
+            ],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+/// The router's decision about a run, recorded in the transaction that created it.
+pub struct Routing<'a> {
+    pub user_id: uuid::Uuid,
+    pub agent_id: Option<uuid::Uuid>,
+    pub session_id: Option<uuid::Uuid>,
+    pub dispatch: Option<&'a Dispatch>,
+    pub engagement_mode: Option<EngagementMode>,
+    pub credits_charged: i64,
+    pub tier: Tier,
+    pub provenance: Option<&'a Provenance>,
+}
+
+/// Record who the run is for, which agent answers it, and how it was chosen.
+pub async fn set_routing(tx: &Transaction<'_>, id: RunId, r: &Routing<'_>) -> Result<(), DbError> {
+    let dispatch = r
+        .dispatch
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(|e| DbError::Invalid(e.to_string()))?;
+    let provenance = r.provenance.map(Provenance::to_meta);
+    tx.execute(
+        &crate::stmt(
+            tx,
+            "UPDATE agent_runs SET user_id = $2, agent_id = $3, session_id = $4, dispatch = $5,
+                engagement_mode = $6, contract_version = $7, credits_charged = $8, tier = $9,
+                provenance = $10, updated_at = now()
+         WHERE id = $1",
+        )
+        .await?,
+        &[
+            &id.as_uuid(),
+            &r.user_id,
+            &r.agent_id,
+            &r.session_id,
+            &dispatch,
+            &r.engagement_mode.map(EngagementMode::as_str),
+            &r.engagement_mode.map(|_| CONTRACT_VERSION),
+            &r.credits_charged,
+            &r.tier.as_str(),
+            &provenance,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Everything the router records about a routed run besides the run itself: its routing,
+/// the inbound interaction and the dispatch activity event (see [`create_routed`]).
+pub struct Routed<'a> {
+    pub routing: Routing<'a>,
+    /// The user's turn as logged in `interactions`, with its `meta`.
+    pub text: &'a str,
+    pub inbound_meta: &'a serde_json::Value,
+    /// The `activity_events` kind and data.
+    pub activity: &'a str,
+    pub activity_data: &'a serde_json::Value,
+}
+
+/// Create a routed run with its routing, its inbound interaction and its activity event in
+/// one statement. False (and nothing written) when the run exists already or another run
+/// holds the same platform message.
+pub async fn create_routed(
+    tx: &Transaction<'_>,
+    run: &NewRun<'_>,
+    r: &Routed<'_>,
+) -> Result<bool, DbError> {
+    let g = &r.routing;
+    let dispatch = g
+        .dispatch
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(|e| DbError::Invalid(e.to_string()))?;
+    let provenance = g.provenance.map(Provenance::to_meta);
+    let row = tx
+        .query_one(
+            &crate::stmt(
+                tx,
+                "WITH r AS (INSERT INTO agent_runs (id, platform, sender_id, chat_id,
+                                external_message_id, status, tier, input_text, metadata,
+                                api_key_id, traceparent, user_id, agent_id, session_id, dispatch,
+                                engagement_mode, contract_version, credits_charged, provenance)
+                            VALUES ($1, $2, $3, $4, $5, 'routed', $6, $7, $8, $9, $10, $11, $12,
+                                    $13, $14, $15, $16, $17, $18)
+                            ON CONFLICT DO NOTHING RETURNING id),
+                      i AS (INSERT INTO interactions (run_id, user_id, session_id, direction, text, meta)
+                            SELECT id, $11, $13, 'inbound', $19, $20 FROM r
+                            ON CONFLICT (run_id, direction) DO NOTHING),
+                      a AS (INSERT INTO activity_events (run_id, agent_id, user_id, kind, data)
+                            SELECT id, $12, $11, $21, $22 FROM r)
+                 SELECT count(*) FROM r",
+            )
+            .await?,
+            &[
+                &run.id.as_uuid(),
+                &run.platform.as_str(),
+                &run.sender_id,
+                &run.chat_id,
+                &run.external_message_id,
+                &g.tier.as_str(),
+                &run.input_text,
+                &run.metadata,
+                &run.api_key_id,
+                &run.traceparent,
+                &g.user_id,
+                &g.agent_id,
+                &g.session_id,
+                &dispatch,
+                &g.engagement_mode.map(EngagementMode::as_str),
+                &g.engagement_mode.map(|_| CONTRACT_VERSION),
+                &g.credits_charged,
+                &provenance,
+                &r.text,
+                r.inbound_meta,
+                &r.activity,
+                r.activity_data,
+            ],
+        )
+        .await?;
+    Ok(row.get::<_, i64>(0) == 1)
+}
+
+/// Move an open run to `status` (no effect on a closed run).
+pub async fn advance(tx: &Transaction<'_>, id: RunId, status: RunStatus) -> Result<(), DbError> {
+    tx.execute(
+        &crate::stmt(
+            tx,
+            "UPDATE agent_runs SET status = $2, updated_at = now()
+         WHERE id = $1 AND status NOT IN ('completed', 'failed')",
+        )
+        .await?,
+        &[&id.as_uuid(), &status.as_str()],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Close the run with its outcome. Returns false when it was already closed.
+pub async fn finish(tx: &Transaction<'_>, id: RunId, outcome: &Outcome) -> Result<bool, DbError> {
+    let n = match outcome {
+        Outcome::Answered {
+            text,
+            model,
+            usage,
+            tools_used,
+            ..
+        } => {
+            tx.execute(
+                &crate::stmt(
+                    tx,
+                    "UPDATE agent_runs SET status = 'completed', output_text = $2, model = $3,
+                        tokens_in = $4, tokens_out = $5, tools_used = $6, cost_micro_usd = $7,
+                        updated_at = now(), finished_at = now()
+                 WHERE id = $1 AND status NOT IN ('completed', 'failed')",
+                )
+                .await?,
+                &[
+                    &id.as_uuid(),
+                    text,
+                    model,
+                    &(usage.input_tokens as i64),
+                    &(usage.output_tokens as i64),
+                    tools_used,
+                    &(usage.cost_micro_usd as i64),
+                ],
+            )
+            .await?
+        }
+        Outcome::Failed { code, message } => {
+            tx.execute(
+                &crate::stmt(
+                    tx,
+                    "UPDATE agent_runs SET status = 'failed', error_code = $2, output_text = $3,
+                        updated_at = now(), finished_at = now()
+                 WHERE id = $1 AND status NOT IN ('completed', 'failed')",
+                )
+                .await?,
+                &[&id.as_uuid(), &code.as_str(), message],
+            )
+            .await?
+        }
+    };
+    Ok(n == 1)
+}
+
+/// A run as stored.
+#[derive(Clone, Debug)]
+pub struct RunRow {
+    pub id: RunId,
+    pub platform: Option<Platform>,
+    pub api_key_id: Option<uuid::Uuid>,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub finished_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub status: RunStatus,
+    pub output_text: Option<String>,
+    pub error_code: Option<String>,
+    pub model: Option<String>,
+    pub usage: Usage,
+    pub tools_used: Vec<String>,
+}
+
+pub async fn get(client: &Client, id: RunId) -> Result<Option<RunRow>, DbError> {
+    let row = client
+        .query_opt(
+            &crate::stmt(
+                client,
+                "SELECT status, output_text, error_code, model, tokens_in, tokens_out, tools_used,
+                    platform, api_key_id, created_at, finished_at, cost_micro_usd
+             FROM agent_runs WHERE id = $1",
+            )
+            .await?,
+            &[&id.as_uuid()],
+        )
+        .await?;
+    Ok(row.map(|r| RunRow {
+        id,
+        platform: Platform::parse(r.get(7)),
+        api_key_id: r.get(8),
+        created_at: r.get(9),
+        finished_at: r.get(10),
+        status: RunStatus::parse(r.get(0)).unwrap_or(RunStatus::Failed),
+        output_text: r.get(1),
+        error_code: r.get(2),
+        model: r.get(3),
+        usage: Usage {
+            input_tokens: r.get::<_, i64>(4) as u64,
+            output_tokens: r.get::<_, i64>(5) as u64,
+            cost_micro_usd: r.get::<_, i64>(11) as u64,
+        },
+        tools_used: r.get(6),
+    }))
+}

@@ -1,0 +1,573 @@
+//! Sessions and interactions (DESIGN §5, seed 001): one conversation per user, platform and
+//! channel, rolled over to a new session after the idle timeout; and every inbound and
+//! outbound message, the truth the Redis history cache is rebuilt from.
+
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use deadpool_postgres::GenericClient;
+use uuid::Uuid;
+
+use super::{DbError, Transaction};
+use hermes_types::model::{ChatMessage, Platform, Role};
+
+/// Keeps session locks apart from every other user of two-key advisory locks. Single-key
+/// locks (the migration lock) live in a separate key space and cannot collide with these.
+const SESSION_LOCK_CLASS: i32 = 0x5345_5353; // "SESS"
+
+/// The session a message belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Session {
+    /// The session's id (UUID v7, so ids sort by start time).
+    pub id: Uuid,
+    /// When the session's first message arrived.
+    pub started_at: DateTime<Utc>,
+    /// True when this message opened the session (the cached history starts empty).
+    pub is_new: bool,
+}
+
+/// The session of `user_id` on `platform` and `channel_id` at `now`: the latest one,
+/// with its activity moved to `now`, unless it has been idle longer than `idle`, in which
+/// case a new one is opened. `now` is a parameter so tests can move the clock.
+///
+/// Must run in a READ COMMITTED transaction (the default): after waiting for the scope's
+/// lock, the lookup has to see the session a concurrent transaction just committed.
+pub async fn current_or_start(
+    tx: &Transaction<'_>,
+    user_id: Uuid,
+    platform: Platform,
+    channel_id: &str,
+    now: DateTime<Utc>,
+    idle: Duration,
+) -> Result<Session, DbError> {
+    // Two first messages arriving together must not open two sessions. A row lock (SELECT
+    // … FOR UPDATE on the latest session) cannot prevent that: when there is no session
+    // yet, or the latest one has expired, there is no row that both would lock. So the
+    // scope itself is locked, with a transaction advisory lock released at commit. A hash
+    // collision between two scopes only makes them wait for each other, never merges them.
+    let scope = format!("{user_id}/{}/{channel_id}", platform.as_str());
+    tx.execute(
+        &crate::stmt(tx, "SELECT pg_advisory_xact_lock($1, hashtext($2))").await?,
+        &[&SESSION_LOCK_CLASS, &scope],
+    )
+    .await?;
+    current_or_start_locked(tx, user_id, platform, channel_id, now, idle).await
+}
+
+/// [`current_or_start`] for a caller whose transaction already holds the user's row lock
+/// (the router, after charging the credit): that lock serializes the user's messages, so
+/// the scope lock would only cost a round trip.
+pub async fn current_or_start_locked(
+    tx: &Transaction<'_>,
+    user_id: Uuid,
+    platform: Platform,
+    channel_id: &str,
+    now: DateTime<Utc>,
+    idle: Duration,
+) -> Result<Session, DbError> {
+    // Continue the latest session if it is still live, moving its activity on, in one
+    // round trip; an idle timeout too large for chrono means sessions never expire.
+    let cutoff = TimeDelta::from_std(idle)
+        .ok()
+        .and_then(|idle| now.checked_sub_signed(idle))
+        .unwrap_or(DateTime::<Utc>::MIN_UTC);
+    let continued = tx
+        .query_opt(
+            &crate::stmt(
+                tx,
+                "UPDATE sessions SET last_activity_at = GREATEST(last_activity_at, $4)
+                 WHERE id = (SELECT id FROM sessions
+                             WHERE user_id = $1 AND platform = $2 AND channel_id = $3
+                             ORDER BY last_activity_at DESC LIMIT 1)
+                   AND last_activity_at >= $5
+                 RETURNING id, started_at",
+            )
+            .await?,
+            &[&user_id, &platform.as_str(), &channel_id, &now, &cutoff],
+        )
+        .await?;
+    if let Some(row) = continued {
+        return Ok(Session {
+            id: row.get(0),
+            started_at: row.get(1),
+            is_new: false,
+        });
+    }
+    let id = Uuid::now_v7();
+    tx.execute(
+        &crate::stmt(
+            tx,
+            "INSERT INTO sessions (id, user_id, platform, channel_id, started_at, last_activity_at)
+         VALUES ($1, $2, $3, $4, $5, $5)",
+        )
+        .await?,
+        &[&id, &user_id, &platform.as_str(), &channel_id, &now],
+    )
+    .await?;
+    Ok(Session {
+        id,
+        started_at: now,
+        is_new: true,
+    })
+}
+
+/// Record activity on a session at `now` (when its answer is logged). Activity never moves
+/// backwards: replicas' clocks differ slightly and a late writer must not shorten a session.
+pub async fn touch(
+    client: &impl GenericClient,
+    session_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<(), DbError> {
+    client
+        .execute(
+            &crate::stmt(client, "UPDATE sessions SET last_activity_at = GREATEST(last_activity_at, $2) WHERE id = $1").await?,
+            &[&session_id, &now],
+        )
+        .await?;
+    Ok(())
+}
+
+/// The last `max_turns` messages of a session, oldest first, as chat turns: what the Redis
+/// history is rebuilt from after a miss.
+pub async fn history(
+    client: &impl GenericClient,
+    session_id: Uuid,
+    max_turns: usize,
+) -> Result<Vec<ChatMessage>, DbError> {
+    let limit = i64::try_from(max_turns).unwrap_or(i64::MAX);
+    // Ordered by id, not created_at: created_at is the transaction's start, and the id is
+    // the order the messages were actually logged in.
+    let rows = client
+        .query(
+            &crate::stmt(
+                client,
+                "SELECT direction, text FROM (
+                 SELECT id, direction, text FROM interactions
+                 WHERE session_id = $1 ORDER BY id DESC LIMIT $2
+             ) recent ORDER BY id",
+            )
+            .await?,
+            &[&session_id, &limit],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .filter_map(|r| {
+            let direction = Direction::parse(r.get(0))?;
+            Some(ChatMessage::text(direction.role(), r.get::<_, String>(1)))
+        })
+        .collect())
+}
+
+/// The user's last `limit` messages from sessions other than `current_session` (any
+/// platform), newest first, with when they were received: cross-session context, so the
+/// assistant can refer to what the user said elsewhere without replaying those histories.
+pub async fn recent_inbound_elsewhere(
+    client: &impl GenericClient,
+    user_id: Uuid,
+    current_session: Uuid,
+    limit: i64,
+) -> Result<Vec<(String, DateTime<Utc>)>, DbError> {
+    let rows = client
+        .query(
+            &crate::stmt(
+                client,
+                "SELECT text, created_at FROM interactions
+             WHERE user_id = $1 AND direction = 'inbound' AND session_id <> $2
+             ORDER BY created_at DESC, id DESC LIMIT $3",
+            )
+            .await?,
+            &[&user_id, &current_session, &limit.max(0)],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+/// Which way a logged message went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// From the user.
+    Inbound,
+    /// To the user.
+    Outbound,
+}
+
+impl Direction {
+    /// The value stored in `interactions.direction`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Inbound => "inbound",
+            Direction::Outbound => "outbound",
+        }
+    }
+
+    /// The direction stored as `s`.
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Inbound, Self::Outbound]
+            .into_iter()
+            .find(|d| d.as_str() == s)
+    }
+
+    /// Who wrote a message going this way, as a chat turn.
+    pub fn role(self) -> Role {
+        match self {
+            Direction::Inbound => Role::User,
+            Direction::Outbound => Role::Assistant,
+        }
+    }
+}
+
+/// Log one message of run `run_id`. Returns false when that run's message in that
+/// direction is already logged: a redelivered message must not appear twice in a history.
+pub async fn log_interaction(
+    tx: &Transaction<'_>,
+    run_id: Uuid,
+    user_id: Uuid,
+    session_id: Uuid,
+    direction: Direction,
+    text: &str,
+    meta: &serde_json::Value,
+) -> Result<bool, DbError> {
+    let n = tx
+        .execute(
+            &crate::stmt(
+                tx,
+                "INSERT INTO interactions (run_id, user_id, session_id, direction, text, meta)
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id, direction) DO NOTHING",
+            )
+            .await?,
+            &[
+                &run_id,
+                &user_id,
+                &session_id,
+                &direction.as_str(),
+                &text,
+                meta,
+            ],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Db;
+    use crate::scratch::{ScratchDb, insert_user};
+
+    const IDLE: Duration = Duration::from_secs(12 * 3600);
+
+    async fn with_db<F, Fut>(body: F)
+    where
+        F: FnOnce(Db) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        ScratchDb::with(body).await
+    }
+
+    async fn new_user(db: &Db) -> Uuid {
+        insert_user(db).await.unwrap()
+    }
+
+    async fn session_at(
+        db: &Db,
+        user: Uuid,
+        platform: Platform,
+        channel: &str,
+        now: DateTime<Utc>,
+    ) -> Session {
+        let mut client = db.get().await.unwrap();
+        let tx = client.transaction().await.unwrap();
+        let s = current_or_start(&tx, user, platform, channel, now, IDLE)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        s
+    }
+
+    async fn log(
+        db: &Db,
+        user: Uuid,
+        session: Uuid,
+        run: Uuid,
+        direction: Direction,
+        text: &str,
+    ) -> bool {
+        let mut client = db.get().await.unwrap();
+        let tx = client.transaction().await.unwrap();
+        let logged = log_interaction(
+            &tx,
+            run,
+            user,
+            session,
+            direction,
+            text,
+            &serde_json::json!({}),
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        logged
+    }
+
+    async fn last_activity(db: &Db, session: Uuid) -> DateTime<Utc> {
+        db.get()
+            .await
+            .unwrap()
+            .query_one(
+                "SELECT last_activity_at FROM sessions WHERE id = $1",
+                &[&session],
+            )
+            .await
+            .unwrap()
+            .get(0)
+    }
+
+    fn t0() -> DateTime<Utc> {
+        // Whole seconds: timestamptz keeps microseconds, and equality is checked below.
+        DateTime::from_timestamp(1_790_000_000, 0).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_session_continues_within_the_idle_timeout_and_rolls_over_after_it() {
+        with_db(|db| async move {
+            let user = new_user(&db).await;
+            let first = session_at(&db, user, Platform::Telegram, "c1", t0()).await;
+            assert!(first.is_new, "the first message starts a session");
+            assert_eq!(first.started_at, t0());
+
+            let later = t0() + TimeDelta::hours(11);
+            let same = session_at(&db, user, Platform::Telegram, "c1", later).await;
+            assert_eq!(same.id, first.id, "11 h later the session continues");
+            assert!(!same.is_new);
+            assert_eq!(same.started_at, t0());
+            assert_eq!(last_activity(&db, first.id).await, later);
+
+            // Exactly the idle timeout after the last activity still continues it.
+            let edge = later + TimeDelta::hours(12);
+            assert_eq!(
+                session_at(&db, user, Platform::Telegram, "c1", edge)
+                    .await
+                    .id,
+                first.id
+            );
+
+            let after = edge + TimeDelta::hours(12) + TimeDelta::seconds(1);
+            let next = session_at(&db, user, Platform::Telegram, "c1", after).await;
+            assert!(next.is_new, "12 h + 1 s of silence starts a new session");
+            assert_ne!(next.id, first.id);
+            assert_eq!(next.started_at, after);
+            assert_eq!(last_activity(&db, first.id).await, edge);
+
+            let again = session_at(&db, user, Platform::Telegram, "c1", after).await;
+            assert_eq!(again.id, next.id, "the newest session is the current one");
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn sessions_are_scoped_by_platform_and_channel() {
+        with_db(|db| async move {
+            let user = new_user(&db).await;
+            let tg = session_at(&db, user, Platform::Telegram, "c1", t0()).await;
+            let wa = session_at(&db, user, Platform::Whatsapp, "c1", t0()).await;
+            let tg2 = session_at(&db, user, Platform::Telegram, "c2", t0()).await;
+            let other_user = new_user(&db).await;
+            let theirs = session_at(&db, other_user, Platform::Telegram, "c1", t0()).await;
+            assert!(wa.is_new && tg2.is_new && theirs.is_new);
+            let ids = [tg.id, wa.id, tg2.id, theirs.id];
+            for (i, a) in ids.iter().enumerate() {
+                assert!(!ids[i + 1..].contains(a));
+            }
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn concurrent_first_messages_open_one_session() {
+        with_db(|db| async move {
+            let user = new_user(&db).await;
+            let start = |delay_ms: u64, hold_ms: u64| {
+                let db = db.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+                    let mut client = db.get().await.unwrap();
+                    let tx = client.transaction().await.unwrap();
+                    let s = current_or_start(&tx, user, Platform::Telegram, "c1", t0(), IDLE)
+                        .await
+                        .unwrap();
+                    // Hold the transaction open so the other one looks while this one's
+                    // session is not committed yet.
+                    tokio::time::sleep(Duration::from_millis(hold_ms)).await;
+                    tx.commit().await.unwrap();
+                    s
+                })
+            };
+            let a = start(0, 300);
+            let b = start(100, 0);
+            let (a, b) = (a.await.unwrap(), b.await.unwrap());
+            assert_eq!(a.id, b.id);
+            assert!(a.is_new && !b.is_new);
+            let n: i64 = db
+                .get()
+                .await
+                .unwrap()
+                .query_one("SELECT count(*) FROM sessions WHERE user_id = $1", &[&user])
+                .await
+                .unwrap()
+                .get(0);
+            assert_eq!(n, 1);
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn touch_moves_activity_forward_only() {
+        with_db(|db| async move {
+            let user = new_user(&db).await;
+            let s = session_at(&db, user, Platform::Api, "c", t0()).await;
+            let client = db.get().await.unwrap();
+            touch(&client, s.id, t0() + TimeDelta::minutes(5))
+                .await
+                .unwrap();
+            assert_eq!(last_activity(&db, s.id).await, t0() + TimeDelta::minutes(5));
+            touch(&client, s.id, t0()).await.unwrap();
+            assert_eq!(last_activity(&db, s.id).await, t0() + TimeDelta::minutes(5));
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn history_is_in_order_with_roles_and_keeps_the_last_turns() {
+        with_db(|db| async move {
+            let user = new_user(&db).await;
+            let s = session_at(&db, user, Platform::Telegram, "c1", t0()).await;
+            let other = session_at(&db, user, Platform::Whatsapp, "c1", t0()).await;
+            for i in 0..3 {
+                let run = Uuid::now_v7();
+                log(&db, user, s.id, run, Direction::Inbound, &format!("q{i}")).await;
+                log(&db, user, s.id, run, Direction::Outbound, &format!("a{i}")).await;
+            }
+            log(&db, user, other.id, Uuid::now_v7(), Direction::Inbound, "x").await;
+
+            let client = db.get().await.unwrap();
+            let all = history(&client, s.id, 100).await.unwrap();
+            let expected: Vec<ChatMessage> = (0..3)
+                .flat_map(|i| {
+                    [
+                        ChatMessage::text(Role::User, format!("q{i}")),
+                        ChatMessage::text(Role::Assistant, format!("a{i}")),
+                    ]
+                })
+                .collect();
+            assert_eq!(all, expected);
+            assert_eq!(
+                history(&client, s.id, 3).await.unwrap(),
+                expected[3..].to_vec()
+            );
+            assert!(history(&client, s.id, 0).await.unwrap().is_empty());
+            assert!(
+                history(&client, Uuid::now_v7(), 10)
+                    .await
+                    .unwrap()
+                    .is_empty()
+            );
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn recent_inbound_elsewhere_skips_the_current_session_and_respects_the_limit() {
+        with_db(|db| async move {
+            let user = new_user(&db).await;
+            let current = session_at(&db, user, Platform::Telegram, "c1", t0()).await;
+            let wa = session_at(&db, user, Platform::Whatsapp, "w1", t0()).await;
+            let old = session_at(&db, user, Platform::Rest, "r1", t0()).await;
+            let stranger = new_user(&db).await;
+            let theirs = session_at(&db, stranger, Platform::Whatsapp, "w1", t0()).await;
+
+            log(&db, user, old.id, Uuid::now_v7(), Direction::Inbound, "e1").await;
+            log(&db, user, wa.id, Uuid::now_v7(), Direction::Inbound, "e2").await;
+            log(
+                &db,
+                user,
+                wa.id,
+                Uuid::now_v7(),
+                Direction::Outbound,
+                "reply",
+            )
+            .await;
+            log(
+                &db,
+                user,
+                current.id,
+                Uuid::now_v7(),
+                Direction::Inbound,
+                "here",
+            )
+            .await;
+            log(&db, user, wa.id, Uuid::now_v7(), Direction::Inbound, "e3").await;
+            log(
+                &db,
+                stranger,
+                theirs.id,
+                Uuid::now_v7(),
+                Direction::Inbound,
+                "not yours",
+            )
+            .await;
+
+            let client = db.get().await.unwrap();
+            let texts =
+                |v: Vec<(String, DateTime<Utc>)>| v.into_iter().map(|(t, _)| t).collect::<Vec<_>>();
+            let all = recent_inbound_elsewhere(&client, user, current.id, 10)
+                .await
+                .unwrap();
+            assert!(all.windows(2).all(|w| w[0].1 >= w[1].1));
+            assert_eq!(texts(all), ["e3", "e2", "e1"]);
+            let two = recent_inbound_elsewhere(&client, user, current.id, 2)
+                .await
+                .unwrap();
+            assert_eq!(texts(two), ["e3", "e2"]);
+            assert!(
+                recent_inbound_elsewhere(&client, user, current.id, 0)
+                    .await
+                    .unwrap()
+                    .is_empty()
+            );
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn log_interaction_is_idempotent_per_run_and_direction() {
+        with_db(|db| async move {
+            let user = new_user(&db).await;
+            let s = session_at(&db, user, Platform::Telegram, "c1", t0()).await;
+            let run = Uuid::now_v7();
+            assert!(log(&db, user, s.id, run, Direction::Inbound, "hi").await);
+            assert!(!log(&db, user, s.id, run, Direction::Inbound, "hi again").await);
+            assert!(log(&db, user, s.id, run, Direction::Outbound, "hello").await);
+            assert!(!log(&db, user, s.id, run, Direction::Outbound, "hello").await);
+            let client = db.get().await.unwrap();
+            assert_eq!(
+                history(&client, s.id, 10).await.unwrap(),
+                [
+                    ChatMessage::text(Role::User, "hi"),
+                    ChatMessage::text(Role::Assistant, "hello"),
+                ]
+            );
+        })
+        .await;
+    }
+
+    #[test]
+    fn directions_round_trip_and_map_to_roles() {
+        for d in [Direction::Inbound, Direction::Outbound] {
+            assert_eq!(Direction::parse(d.as_str()), Some(d));
+        }
+        assert_eq!(Direction::parse("sideways"), None);
+        assert_eq!(Direction::Inbound.role(), Role::User);
+        assert_eq!(Direction::Outbound.role(), Role::Assistant);
+    }
+}

@@ -1,0 +1,282 @@
+//! Users and the channels that reach them: created by operators (`hermes users`,
+//! `hermes channels link`), resolved by the router for every message.
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::{Client, DbError, Transaction, credits};
+use hermes_types::model::{Platform, Tier};
+
+/// A user, as the router and the CLI see it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct User {
+    pub id: Uuid,
+    pub workspace_id: Uuid,
+    pub display_name: Option<String>,
+    pub tier: Tier,
+    pub credits: i64,
+    pub referral_code: String,
+    /// The agent this user is assigned to, if any.
+    pub agent_id: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A sender on a platform, resolved to its user.
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    pub user: User,
+    pub activated: bool,
+    /// The agent this channel is assigned to, if any (wins over the user's).
+    pub channel_agent_id: Option<Uuid>,
+}
+
+const USER_COLUMNS: &str = "u.id, u.workspace_id, u.display_name, u.tier, u.credits, u.referral_code, u.agent_id, u.created_at";
+
+fn user_from(row: &tokio_postgres::Row) -> Result<User, DbError> {
+    let tier: String = row.get("tier");
+    Ok(User {
+        id: row.get("id"),
+        workspace_id: row.get("workspace_id"),
+        display_name: row.get("display_name"),
+        tier: tier.parse().map_err(DbError::Invalid)?,
+        credits: row.get("credits"),
+        referral_code: row.get("referral_code"),
+        agent_id: row.get("agent_id"),
+        created_at: row.get("created_at"),
+    })
+}
+
+/// The user behind `sender_id` on `platform`, with the channel's activation flag, and in
+/// the same round trip the user's latest session on `chat_id` of that
+/// platform with its last activity (the router decides whether it is still live).
+pub async fn resolve_with_session(
+    client: &Client,
+    platform: Platform,
+    sender_id: &str,
+    chat_id: &str,
+) -> Result<Option<(Resolved, Option<(Uuid, DateTime<Utc>)>)>, DbError> {
+    let sql = format!(
+        "SELECT {USER_COLUMNS}, c.activated, c.agent_id AS channel_agent_id,
+                s.id AS session_id, s.last_activity_at
+         FROM user_channels c JOIN users u ON u.id = c.user_id
+         LEFT JOIN LATERAL (SELECT id, last_activity_at FROM sessions
+                            WHERE user_id = u.id AND platform = c.platform AND channel_id = $3
+                            ORDER BY last_activity_at DESC LIMIT 1) s ON true
+         WHERE c.platform = $1 AND c.sender_id = $2"
+    );
+    let row = client
+        .query_opt(
+            &crate::stmt(client, &sql).await?,
+            &[&platform.as_str(), &sender_id, &chat_id],
+        )
+        .await?;
+    row.map(|r| {
+        let session = r
+            .get::<_, Option<Uuid>>("session_id")
+            .map(|id| (id, r.get::<_, DateTime<Utc>>("last_activity_at")));
+        Ok((
+            Resolved {
+                user: user_from(&r)?,
+                activated: r.get("activated"),
+                channel_agent_id: r.get("channel_agent_id"),
+            },
+            session,
+        ))
+    })
+    .transpose()
+}
+
+/// A user to create.
+pub struct NewUser<'a> {
+    pub workspace: &'a str,
+    pub display_name: Option<&'a str>,
+    pub tier: Tier,
+    /// Opening balance, written as a `grant` ledger row.
+    pub credits: i64,
+}
+
+/// Create a user with a fresh referral code and its opening grant.
+pub async fn create(tx: &Transaction<'_>, new: &NewUser<'_>) -> Result<User, DbError> {
+    let workspace: Option<Uuid> = tx
+        .query_opt(
+            &crate::stmt(tx, "SELECT id FROM workspaces WHERE slug = $1").await?,
+            &[&new.workspace],
+        )
+        .await?
+        .map(|r| r.get(0));
+    let workspace =
+        workspace.ok_or_else(|| DbError::Invalid(format!("no workspace {:?}", new.workspace)))?;
+    let id = Uuid::now_v7();
+    let code = referral_code(id);
+    tx.execute(
+        &crate::stmt(
+            tx,
+            "INSERT INTO users (id, workspace_id, display_name, tier, referral_code)
+         VALUES ($1, $2, $3, $4, $5)",
+        )
+        .await?,
+        &[
+            &id,
+            &workspace,
+            &new.display_name,
+            &new.tier.as_str(),
+            &code,
+        ],
+    )
+    .await?;
+    if new.credits > 0 {
+        credits::adjust(
+            tx,
+            id,
+            new.credits,
+            credits::Reason::Grant,
+            Some("opening balance"),
+        )
+        .await?;
+    }
+    get(tx, id)
+        .await?
+        .ok_or_else(|| DbError::Invalid("user vanished after insert".into()))
+}
+
+/// A short, readable code derived from the id's random bits (unique by the index).
+fn referral_code(id: Uuid) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+    let bytes = id.as_bytes();
+    // The last 8 bytes of a v7 uuid are random; 8 symbols of 5 bits use 40 of them.
+    let mut bits = u64::from_be_bytes(bytes[8..16].try_into().unwrap_or([0; 8]));
+    let mut code = String::from("HRM-");
+    for _ in 0..8 {
+        code.push(ALPHABET[(bits & 31) as usize] as char);
+        bits >>= 5;
+    }
+    code
+}
+
+/// One user by id.
+pub async fn get(client: &impl super::GenericClient, id: Uuid) -> Result<Option<User>, DbError> {
+    client
+        .query_opt(
+            &format!("SELECT {USER_COLUMNS} FROM users u WHERE u.id = $1"),
+            &[&id],
+        )
+        .await?
+        .map(|r| user_from(&r))
+        .transpose()
+}
+
+/// A channel of a user, as listed by `hermes users show`.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Channel {
+    pub platform: String,
+    pub sender_id: String,
+    pub activated: bool,
+    pub agent_id: Option<Uuid>,
+}
+
+/// The channels linked to a user.
+pub async fn channels(client: &Client, user_id: Uuid) -> Result<Vec<Channel>, DbError> {
+    Ok(client
+        .query(
+            &crate::stmt(
+                client,
+                "SELECT platform, sender_id, activated, agent_id FROM user_channels
+             WHERE user_id = $1 ORDER BY platform, sender_id",
+            )
+            .await?,
+            &[&user_id],
+        )
+        .await?
+        .iter()
+        .map(|r| Channel {
+            platform: r.get(0),
+            sender_id: r.get(1),
+            activated: r.get(2),
+            agent_id: r.get(3),
+        })
+        .collect())
+}
+
+/// Link (or re-link) a platform sender to a user. Returns false when the sender already
+/// belongs to another user (an operator must unlink it there first).
+pub async fn link_channel(
+    client: &Client,
+    user_id: Uuid,
+    platform: Platform,
+    sender_id: &str,
+    activated: bool,
+    agent_id: Option<Uuid>,
+) -> Result<bool, DbError> {
+    let n = client
+        .execute(
+            &crate::stmt(
+                client,
+                "INSERT INTO user_channels (user_id, platform, sender_id, activated, agent_id)
+             VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (platform, sender_id) DO UPDATE
+                SET activated = EXCLUDED.activated, agent_id = EXCLUDED.agent_id
+                WHERE user_channels.user_id = EXCLUDED.user_id",
+            )
+            .await?,
+            &[
+                &user_id,
+                &platform.as_str(),
+                &sender_id,
+                &activated,
+                &agent_id,
+            ],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+/// Change a user's tier, name or assigned agent (`None` leaves a field as it is).
+pub async fn update(
+    client: &Client,
+    user_id: Uuid,
+    tier: Option<Tier>,
+    display_name: Option<&str>,
+    agent_id: Option<Option<Uuid>>,
+) -> Result<bool, DbError> {
+    let n = client
+        .execute(
+            &crate::stmt(
+                client,
+                "UPDATE users SET tier = COALESCE($2, tier),
+                              display_name = COALESCE($3, display_name),
+                              agent_id = CASE WHEN $4 THEN $5 ELSE agent_id END,
+                              updated_at = now()
+             WHERE id = $1",
+            )
+            .await?,
+            &[
+                &user_id,
+                &tier.map(Tier::as_str),
+                &display_name,
+                &agent_id.is_some(),
+                &agent_id.flatten(),
+            ],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn referral_codes_are_readable_and_differ() {
+        let a = referral_code(Uuid::now_v7());
+        let b = referral_code(Uuid::now_v7());
+        assert_eq!(a.len(), 12);
+        assert!(a.starts_with("HRM-"));
+        assert!(
+            a[4..]
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+        );
+        assert!(!a.contains('O') && !a.contains('0') && !a.contains('1') && !a.contains('I'));
+        assert_ne!(a, b);
+    }
+}

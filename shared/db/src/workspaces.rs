@@ -1,0 +1,109 @@
+//! Workspaces and their provider secrets (seed 002): a workspace value of a provider key
+//! overrides the global one, an empty value clears it. Values are stored as Fernet tokens
+//! under HERMES_SECRET_KEYS and only ever decrypted by the llm stage.
+
+use uuid::Uuid;
+
+use super::{DbError, GenericClient};
+use hermes_config::WorkspaceSecrets;
+use hermes_net::keyring::KeyRing;
+
+/// The id of the workspace with `slug`.
+pub async fn id_by_slug(client: &impl GenericClient, slug: &str) -> Result<Option<Uuid>, DbError> {
+    Ok(client
+        .query_opt("SELECT id FROM workspaces WHERE slug = $1", &[&slug])
+        .await?
+        .map(|r| r.get(0)))
+}
+
+/// Set (or, with an empty value, clear) one secret of a workspace. A value is sealed with
+/// `keys`; clearing stores no secret, so it needs none.
+pub async fn set_secret(
+    client: &impl GenericClient,
+    workspace: Uuid,
+    name: &str,
+    value: &str,
+    keys: Option<&KeyRing>,
+) -> Result<(), DbError> {
+    let stored = match (value.trim(), keys) {
+        ("", _) => String::new(),
+        (v, Some(keys)) => keys.seal(v.as_bytes()),
+        (_, None) => {
+            return Err(DbError::Invalid(
+                "HERMES_SECRET_KEYS is not set: it encrypts workspace secrets at rest".into(),
+            ));
+        }
+    };
+    client
+        .execute(
+            "INSERT INTO workspace_secrets (workspace_id, name, value_enc) VALUES ($1, $2, $3) \
+             ON CONFLICT (workspace_id, name) DO UPDATE SET value_enc = $3, updated_at = now()",
+            &[&workspace, &name, &stored],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Remove a secret: the global value applies again. True if there was one.
+pub async fn unset_secret(
+    client: &impl GenericClient,
+    workspace: Uuid,
+    name: &str,
+) -> Result<bool, DbError> {
+    Ok(client
+        .execute(
+            "DELETE FROM workspace_secrets WHERE workspace_id = $1 AND name = $2",
+            &[&workspace, &name],
+        )
+        .await?
+        == 1)
+}
+
+/// Names of a workspace's secrets and whether each clears (empty) or overrides.
+pub async fn secret_names(
+    client: &impl GenericClient,
+    workspace: Uuid,
+) -> Result<Vec<(String, bool)>, DbError> {
+    Ok(client
+        .query(
+            "SELECT name, value_enc = '' FROM workspace_secrets WHERE workspace_id = $1 ORDER BY name",
+            &[&workspace],
+        )
+        .await?
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect())
+}
+
+/// A workspace's secrets, decrypted. A token no key opens is an error naming the secret,
+/// never a silent fallback to the global key.
+pub async fn provider_secrets(
+    client: &impl GenericClient,
+    workspace: Uuid,
+    keys: Option<&KeyRing>,
+) -> Result<WorkspaceSecrets, DbError> {
+    let rows = client
+        .query(
+            "SELECT name, value_enc FROM workspace_secrets WHERE workspace_id = $1",
+            &[&workspace],
+        )
+        .await?;
+    let mut out = WorkspaceSecrets::new();
+    for r in rows {
+        let name: String = r.get(0);
+        let token: String = r.get(1);
+        let value = if token.is_empty() {
+            String::new()
+        } else {
+            let plain = keys.and_then(|k| k.open(&token)).ok_or_else(|| {
+                DbError::Invalid(format!(
+                    "workspace secret {name} cannot be decrypted with HERMES_SECRET_KEYS"
+                ))
+            })?;
+            String::from_utf8(plain)
+                .map_err(|_| DbError::Invalid(format!("workspace secret {name} is not text")))?
+        };
+        out.insert(name, value);
+    }
+    Ok(out)
+}

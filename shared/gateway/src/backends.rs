@@ -1,0 +1,168 @@
+//! Where each hop of a call goes: the agent's pinned backend first, then the tier's logical
+//! models, each on its own backend (`backend` in `[models]`) or the default provider, with
+//! the keys of the request's workspace (its secrets override the global ones; an empty
+//! value clears one). Workspace secrets are read from PostgreSQL and cached briefly, so a
+//! change applies within [`WORKSPACE_TTL`] without a restart.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hermes_config::{BackendKind, Config, WorkspaceSecrets};
+use hermes_db::workspaces;
+use hermes_net::keyring::KeyRing;
+use hermes_types::model::LlmRequest;
+use uuid::Uuid;
+
+use crate::chain::{Hop, Unusable};
+use crate::providers::{Backend, HttpClient};
+
+/// How long a workspace's secrets are trusted before they are read again.
+pub const WORKSPACE_TTL: Duration = Duration::from_secs(30);
+
+/// Builds the hops of calls; shared by every call of the process.
+#[derive(Clone)]
+pub struct Backends {
+    http: HttpClient,
+    config: Arc<Config>,
+    db: Option<hermes_db::Db>,
+    keys: Option<KeyRing>,
+    workspaces: Arc<Mutex<HashMap<Uuid, Loaded>>>,
+}
+
+/// A workspace's secrets and when they were read.
+type Loaded = (Instant, Arc<WorkspaceSecrets>);
+
+impl Backends {
+    /// Backends of `config`; workspace secrets come from `db` (none: global keys only).
+    pub fn new(config: Arc<Config>, db: Option<hermes_db::Db>) -> anyhow::Result<Self> {
+        let keys = KeyRing::new(&config.router.secret_keys);
+        Ok(Self {
+            http: HttpClient::new()?,
+            config,
+            db,
+            keys,
+            workspaces: Arc::default(),
+        })
+    }
+
+    /// Refuse to start without a usable default provider (one line naming the variables).
+    pub fn check(&self) -> anyhow::Result<BackendKind> {
+        self.config
+            .provider
+            .resolve(None)
+            .map(|r| r.kind)
+            .map_err(anyhow::Error::msg)
+    }
+
+    /// The backend `kind` with the workspace's key, for a health check.
+    pub fn pinned(
+        &self,
+        kind: BackendKind,
+        workspace: Option<&WorkspaceSecrets>,
+    ) -> Result<Backend, String> {
+        let resolved = self.config.provider.pinned(kind, workspace)?;
+        Ok(Backend::build(&self.http, resolved, &self.config.provider))
+    }
+
+    /// The hops of `req`, in order.
+    pub async fn hops(&self, req: &LlmRequest) -> Vec<Result<Hop, Unusable>> {
+        let secrets = match req.workspace {
+            Some(ws) => self.workspace_secrets(ws).await,
+            None => None,
+        };
+        let ws = secrets.as_deref();
+        let provider = &self.config.provider;
+        let mut hops = Vec::with_capacity(req.chain.len() + 1);
+        if let Some(o) = &req.backend {
+            let label = format!("agent:{}", o.backend);
+            // Priced when the pinned model is one of the model map's.
+            let prices = self
+                .config
+                .file
+                .models
+                .values()
+                .find(|m| m.id == o.model)
+                .cloned();
+            let max_tokens = prices.as_ref().map_or(1024, |p| p.max_output_tokens);
+            hops.push(match provider.pinned(o.backend, ws) {
+                Ok(r) => Ok(Hop {
+                    label,
+                    backend: Backend::build(&self.http, r, provider),
+                    model_id: o.model.clone(),
+                    max_tokens,
+                    prices,
+                }),
+                Err(why) => Err(Unusable { label, why }),
+            });
+        }
+        let default = provider.resolve(ws);
+        for name in &req.chain {
+            let Some(spec) = self.config.file.models.get(name) else {
+                hops.push(Err(Unusable {
+                    label: name.clone(),
+                    why: "not in [models]".into(),
+                }));
+                continue;
+            };
+            let resolved = match spec.backend {
+                Some(kind) => provider.pinned(kind, ws),
+                None => default.clone(),
+            };
+            hops.push(match resolved {
+                Ok(r) => {
+                    let pinned = spec.backend.is_some();
+                    let model_id = match (&provider.model_override, r.kind) {
+                        (_, BackendKind::Mock) => "mock".to_string(),
+                        (Some(m), _) if !pinned => m.clone(),
+                        _ => spec.id.clone(),
+                    };
+                    // The mock answers for free whatever model it stands in for.
+                    let prices = (r.kind != BackendKind::Mock).then(|| spec.clone());
+                    Ok(Hop {
+                        label: name.clone(),
+                        backend: Backend::build(&self.http, r, provider),
+                        model_id,
+                        max_tokens: spec.max_output_tokens,
+                        prices,
+                    })
+                }
+                Err(why) => Err(Unusable {
+                    label: name.clone(),
+                    why,
+                }),
+            });
+        }
+        hops
+    }
+
+    /// The workspace's provider secrets (cached; an unreadable store means global keys,
+    /// logged, rather than no answer).
+    async fn workspace_secrets(&self, ws: Uuid) -> Option<Arc<WorkspaceSecrets>> {
+        if let Some((at, s)) = self.workspaces.lock().unwrap().get(&ws)
+            && at.elapsed() < WORKSPACE_TTL
+        {
+            return Some(s.clone());
+        }
+        let db = self.db.as_ref()?;
+        let loaded = async {
+            let client = db.get().await?;
+            workspaces::provider_secrets(&client, ws, self.keys.as_ref()).await
+        }
+        .await;
+        match loaded {
+            Ok(s) => {
+                let s = Arc::new(s);
+                self.workspaces
+                    .lock()
+                    .unwrap()
+                    .insert(ws, (Instant::now(), s.clone()));
+                Some(s)
+            }
+            Err(e) => {
+                tracing::warn!(workspace = %ws, error = %e, "workspace secrets unreadable; using the global keys");
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,398 @@
+//! The one chokepoint every model call passes (seed 001's `llm_gateway.complete`), in
+//! order: the killswitch and global spend cap → the hops of the call → the response cache
+//! → the user's token budget → a call slot (bounded wait) → the failover chain → settle the
+//! budget, add the spend, cache the answer. Everything it does beyond waiting on providers
+//! is measured as `hermes_llm_overhead_seconds`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hermes_config::Config;
+use hermes_runtime::Ctx;
+use hermes_telemetry::Metrics;
+use hermes_types::model::{FailureCode, LlmRequest, Usage};
+use tokio::sync::Semaphore;
+use uuid::Uuid;
+
+use crate::backends::Backends;
+use crate::budget::{self, Budgets, Refusal};
+use crate::chain::{self, Ask, Limits};
+use crate::providers::{Completion, DeltaSink, ProviderError};
+use crate::response_cache::{self, Cached, ResponseCache};
+
+/// An answered call.
+pub struct Served {
+    pub completion: Completion,
+    /// The hop that answered (the logical model name, or `agent:<backend>`).
+    pub backend: String,
+    pub cache_hit: bool,
+    /// Time spent in the gateway beyond waiting for a slot and on providers.
+    pub overhead: Duration,
+}
+
+/// Why a call got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error("refused before any provider was asked: {}", .0.as_str())]
+    Refused(Refusal),
+    #[error("every model-call slot stayed busy for {0:?}")]
+    Capacity(Duration),
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+}
+
+impl GatewayError {
+    /// The failure code the caller is told.
+    pub fn code(&self) -> FailureCode {
+        match self {
+            GatewayError::Refused(Refusal::UserDaily | Refusal::UserMonthly) => {
+                FailureCode::BudgetExceeded
+            }
+            GatewayError::Refused(Refusal::BudgetUnavailable) => FailureCode::BudgetUnavailable,
+            GatewayError::Refused(Refusal::GlobalCap | Refusal::Killswitch) => {
+                FailureCode::SpendingPaused
+            }
+            GatewayError::Capacity(_) => FailureCode::Capacity,
+            GatewayError::Provider(e) if e.fails_over() => FailureCode::ProvidersUnavailable,
+            GatewayError::Provider(_) => FailureCode::ProviderRejected,
+        }
+    }
+
+    /// What the end user reads.
+    pub fn user_message(&self) -> String {
+        match self {
+            GatewayError::Refused(Refusal::UserDaily) => {
+                "You've reached today's usage limit for your plan. It resets at midnight UTC — \
+                 or upgrade for a bigger allowance."
+                    .into()
+            }
+            GatewayError::Refused(Refusal::UserMonthly) => {
+                "You've reached this month's usage limit for your plan. Upgrade for a bigger \
+                 allowance."
+                    .into()
+            }
+            GatewayError::Refused(Refusal::BudgetUnavailable) => {
+                "I can't check your usage allowance right now, so I can't answer. Please try \
+                 again in a minute."
+                    .into()
+            }
+            GatewayError::Refused(Refusal::GlobalCap | Refusal::Killswitch) => {
+                "I'm paused for maintenance right now. Please try again later.".into()
+            }
+            GatewayError::Capacity(_) => {
+                "I'm handling a lot of messages right now. Please try again in a moment.".into()
+            }
+            GatewayError::Provider(e) => format!("{} ({e})", crate::RETRY_MESSAGE),
+        }
+    }
+}
+
+/// Counts a call in `hermes_llm_in_flight` for as long as it holds a slot, including when
+/// its future is dropped mid-call (a stopping stage).
+struct InFlight<'a>(&'a prometheus::IntGauge);
+
+impl<'a> InFlight<'a> {
+    fn new(gauge: &'a prometheus::IntGauge) -> Self {
+        gauge.inc();
+        Self(gauge)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// The gateway of one process.
+#[derive(Clone)]
+pub struct Gateway {
+    config: Arc<Config>,
+    metrics: Metrics,
+    backends: Backends,
+    budgets: Budgets,
+    cache: Option<ResponseCache>,
+    slots: Arc<Semaphore>,
+}
+
+impl Gateway {
+    /// The gateway of `ctx`'s configuration. Fails, naming the variables, when no provider
+    /// is usable.
+    pub fn new(ctx: &Ctx) -> anyhow::Result<Self> {
+        let backends = Backends::new(ctx.config.clone(), Some(ctx.db.clone()))?;
+        backends.check()?;
+        Ok(Self::with_parts(
+            ctx.config.clone(),
+            ctx.metrics.clone(),
+            backends,
+            ctx.cache.clone(),
+        ))
+    }
+
+    /// A gateway over explicit parts (benchmarks and tests).
+    pub fn with_parts(
+        config: Arc<Config>,
+        metrics: Metrics,
+        backends: Backends,
+        cache: hermes_cache::Cache,
+    ) -> Self {
+        let llm = &config.file.llm;
+        let response_cache = llm
+            .cache
+            .enabled
+            .then(|| ResponseCache::new(cache.clone(), Duration::from_secs(llm.cache.ttl_secs)));
+        // Series whose labels are known now start at 0, so dashboards and rate() alerts see
+        // them before the first event: every refusal scope, and per tier its fallbacks and
+        // the cache hits of each model of its chain.
+        for scope in Refusal::ALL.iter().map(|r| r.as_str()).chain(["capacity"]) {
+            metrics.llm_budget_rejections.with_label_values(&[scope]);
+        }
+        for (tier, chain) in &config.file.tiers {
+            metrics.llm_fallbacks.with_label_values(&[tier.as_str()]);
+            for model in chain {
+                metrics
+                    .llm_cache_hits
+                    .with_label_values(&[model.as_str(), tier.as_str()]);
+            }
+        }
+        Self {
+            budgets: Budgets::new(cache, metrics.clone(), config.global_daily_budget_micro_usd),
+            slots: Arc::new(Semaphore::new(llm.max_concurrent)),
+            cache: response_cache,
+            backends,
+            metrics,
+            config,
+        }
+    }
+
+    pub fn budgets(&self) -> &Budgets {
+        &self.budgets
+    }
+
+    pub fn backends(&self) -> &Backends {
+        &self.backends
+    }
+
+    /// Answer `req`. `user` is charged against its tier's token budget (`None`: not
+    /// metered per user, as for API callers and memory extraction); `stream` receives text
+    /// as it arrives.
+    pub async fn complete(
+        &self,
+        req: &LlmRequest,
+        user: Option<Uuid>,
+        stream: Option<&dyn DeltaSink>,
+    ) -> Result<Served, GatewayError> {
+        let started = Instant::now();
+        let deadline = started + self.config.llm_timeout;
+        let tier = req.tier.as_str();
+        let mut waited = Duration::ZERO;
+        let mut provider_time = Duration::ZERO;
+        let result = self
+            .serve(req, user, stream, deadline, &mut waited, &mut provider_time)
+            .await;
+        if let Err(GatewayError::Refused(r)) = &result {
+            self.metrics
+                .llm_budget_rejections
+                .with_label_values(&[r.as_str()])
+                .inc();
+        }
+        if let Err(GatewayError::Capacity(_)) = &result {
+            self.metrics
+                .llm_budget_rejections
+                .with_label_values(&["capacity"])
+                .inc();
+        }
+        if let Ok(s) = &result
+            && s.cache_hit
+        {
+            self.metrics
+                .llm_cache_hits
+                .with_label_values(&[&s.backend, tier])
+                .inc();
+        }
+        let overhead = started
+            .elapsed()
+            .saturating_sub(waited)
+            .saturating_sub(provider_time);
+        self.metrics.llm_overhead.observe(overhead.as_secs_f64());
+        result.map(|s| Served { overhead, ..s })
+    }
+
+    async fn serve(
+        &self,
+        req: &LlmRequest,
+        user: Option<Uuid>,
+        stream: Option<&dyn DeltaSink>,
+        deadline: Instant,
+        waited: &mut Duration,
+        provider_time: &mut Duration,
+    ) -> Result<Served, GatewayError> {
+        let hops = self.backends.hops(req).await;
+        let cache_key = self.cache.as_ref().and_then(|_| {
+            response_cache::key(&hops, &req.messages, &req.params, !req.tools.is_empty())
+        });
+        // The three pre-call lookups go to Redis at once (one round trip on the multiplexed
+        // connection): the platform gate, the cache, and a speculative reservation that is
+        // released if the gate refuses or the cache answers.
+        let reserve = async {
+            match user.zip(self.config.file.llm.budget(req.tier)) {
+                Some((user, budget)) => {
+                    let cap = hops
+                        .iter()
+                        .filter_map(|h| h.as_ref().ok())
+                        .map(|h| h.max_tokens)
+                        .max()
+                        .unwrap_or(0);
+                    let cap = req.params.max_tokens.map_or(cap, |m| m.min(cap));
+                    let tokens = budget::estimate_tokens(&req.messages, &req.tools, cap);
+                    self.budgets.reserve(user, budget, tokens).await.map(Some)
+                }
+                None => Ok(None),
+            }
+        };
+        let lookup = async {
+            match (&self.cache, &cache_key) {
+                (Some(cache), Some(key)) => cache.get(key).await,
+                _ => None,
+            }
+        };
+        let (gate, hit, reservation) = tokio::join!(self.budgets.check_global(), lookup, reserve);
+        let release = |r: Result<Option<budget::Reservation>, Refusal>| async {
+            if let Ok(Some(r)) = r {
+                self.budgets.settle(r, 0).await;
+            }
+        };
+        if let Err(refusal) = gate {
+            release(reservation).await;
+            return Err(GatewayError::Refused(refusal));
+        }
+        if let Some(hit) = hit {
+            release(reservation).await;
+            if let (Some(sink), Some(text)) = (stream, hit.completion.text.as_deref()) {
+                sink.delta(text);
+            }
+            let mut completion = hit.completion;
+            completion.usage = Usage::default();
+            return Ok(Served {
+                completion,
+                backend: hit.backend,
+                cache_hit: true,
+                overhead: Duration::ZERO,
+            });
+        }
+        let reservation = reservation.map_err(GatewayError::Refused)?;
+        let wait_started = Instant::now();
+        let max_wait = self
+            .config
+            .file
+            .llm
+            .max_wait()
+            .min(deadline.saturating_duration_since(wait_started));
+        let permit = tokio::time::timeout(max_wait, self.slots.acquire()).await;
+        *waited = wait_started.elapsed();
+        self.metrics
+            .llm_semaphore_wait
+            .observe(waited.as_secs_f64());
+        let Ok(Ok(_permit)) = permit else {
+            if let Some(r) = reservation {
+                self.budgets.settle(r, 0).await;
+            }
+            return Err(GatewayError::Capacity(max_wait));
+        };
+        let in_flight = InFlight::new(&self.metrics.llm_in_flight);
+        let llm = &self.config.file.llm;
+        let answered = chain::call(
+            &hops,
+            &Ask {
+                tier: req.tier.as_str(),
+                messages: &req.messages,
+                tools: &req.tools,
+                params: &req.params,
+            },
+            &Limits {
+                deadline,
+                attempt_timeout: llm.attempt_timeout(),
+                first_token_timeout: llm.first_token_timeout(),
+                idle_timeout: llm.stream_idle_timeout(),
+                max_retry_after: llm.max_retry_after(),
+            },
+            stream,
+            &self.metrics,
+        )
+        .await;
+        drop(in_flight);
+        drop(_permit);
+        let answered = match answered {
+            Ok(a) => {
+                *provider_time = a.provider_time;
+                a
+            }
+            Err(f) => {
+                *provider_time = f.provider_time;
+                if let Some(r) = reservation {
+                    self.budgets.settle(r, 0).await;
+                }
+                return Err(GatewayError::Provider(f.error));
+            }
+        };
+        let usage = answered.completion.usage;
+        // Settle, count the spend and cache the answer at once: one round trip.
+        let settle = async {
+            if let Some(r) = reservation {
+                self.budgets.settle(r, usage.total()).await;
+            }
+        };
+        let store = async {
+            if let (Some(cache), Some(key)) = (&self.cache, &cache_key)
+                && answered.completion.tool_calls.is_empty()
+                && answered.completion.text.is_some()
+            {
+                cache
+                    .put(
+                        key,
+                        &Cached {
+                            completion: answered.completion.clone(),
+                            backend: answered.backend.clone(),
+                        },
+                    )
+                    .await;
+            }
+        };
+        tokio::join!(settle, self.budgets.add_spend(usage.cost_micro_usd), store);
+        Ok(Served {
+            completion: answered.completion,
+            backend: answered.backend,
+            cache_hit: false,
+            overhead: Duration::ZERO,
+        })
+    }
+}
+
+pub mod testing {
+    //! Test support for the crates that call the gateway (the llm and tools stages'
+    //! tests): a gateway over the mock provider and the local Redis. Production code
+    //! never calls it.
+    use super::*;
+
+    /// The configuration (mock forced, unique namespace) and its gateway.
+    pub fn mock(metrics: &Metrics) -> (Arc<Config>, Gateway) {
+        let ns = format!("t{}", &Uuid::now_v7().simple().to_string()[20..]);
+        let config = Arc::new(
+            Config::from_lookup(
+                &|k| match k {
+                    "HERMES_PROVIDER" => Some("mock".into()),
+                    "HERMES_NAMESPACE" => Some(ns.clone()),
+                    _ => std::env::var(k).ok(),
+                },
+                None,
+            )
+            .unwrap(),
+        );
+        let cache =
+            hermes_cache::Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone())
+                .unwrap();
+        let backends = Backends::new(config.clone(), None).unwrap();
+        let gateway = Gateway::with_parts(config.clone(), metrics.clone(), backends, cache);
+        (config, gateway)
+    }
+}

@@ -1,0 +1,14 @@
+//! hermes-net: talking to peers outside the fleet safely — the SSRF guard for URLs that
+//! come from users and models, HMAC and Standard Webhooks signing, credential redaction,
+//! the Fernet key ring for secrets at rest, and the classification of failed sends.
+
+pub mod failure;
+pub mod guard;
+pub mod keyring;
+pub mod redact;
+pub mod signing;
+
+/// Install the process-wide TLS crypto provider (ring) once, before any TLS client is built.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

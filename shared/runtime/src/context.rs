@@ -1,0 +1,84 @@
+//! The runtime context every service's `run(ctx)` receives: configuration and handles on
+//! PostgreSQL, RabbitMQ and Redis, the metrics, readiness, and the service's stop signal.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use tokio_util::sync::CancellationToken;
+
+use crate::admin::Readiness;
+use crate::shutdown::Fatal;
+use hermes_alerts::Alerts;
+use hermes_bus::{Bus, Names};
+use hermes_cache::Cache;
+use hermes_config::Config;
+use hermes_db::Db;
+use hermes_telemetry::Metrics;
+
+/// Handles shared by the services of one process. Cheap to clone.
+#[derive(Clone)]
+pub struct Ctx {
+    pub config: Arc<Config>,
+    pub db: Db,
+    pub bus: Bus,
+    pub cache: Cache,
+    pub metrics: Metrics,
+    /// Ops alerts (Slack / Discord), deduplicated through `cache`.
+    pub alerts: Alerts,
+    pub readiness: Readiness,
+    pub fatal: Fatal,
+    /// Cancelled when this service must stop taking new work.
+    pub stop: CancellationToken,
+}
+
+impl Ctx {
+    /// Connect to everything a service needs and check the schema version.
+    ///
+    /// The broker is retried for up to `HERMES_BUS_RECONNECT_SECS` (it may start after us
+    /// in compose or Kubernetes); a schema older than this build stops the process.
+    pub async fn connect(config: Config, metrics: Metrics) -> anyhow::Result<Self> {
+        let db = Db::new(&config.database_url, config.db_pool_size)?;
+        db.check_schema().await.context("PostgreSQL")?;
+        let names = Names::new(config.namespace.clone());
+        let started = Instant::now();
+        let bus = loop {
+            match Bus::connect(
+                config.amqp_url.clone(),
+                names.clone(),
+                config.bus.clone(),
+                metrics.clone(),
+            )
+            .await
+            {
+                Ok(bus) => break bus,
+                Err(e) if started.elapsed() < config.bus.reconnect_timeout => {
+                    tracing::warn!(error = %e, "RabbitMQ not reachable yet; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(e) => return Err(e).context("RabbitMQ"),
+            }
+        };
+        let cache = Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone())?;
+        let alerts = Alerts::new(&config.alerts, cache.clone(), metrics.clone());
+        Ok(Self {
+            config: Arc::new(config),
+            db,
+            bus,
+            cache,
+            metrics,
+            alerts,
+            readiness: Readiness::default(),
+            fatal: Fatal::new(),
+            stop: CancellationToken::new(),
+        })
+    }
+
+    /// The same context with another stop signal (the orchestrator stops services in order).
+    pub fn with_stop(&self, stop: CancellationToken) -> Self {
+        Self {
+            stop,
+            ..self.clone()
+        }
+    }
+}

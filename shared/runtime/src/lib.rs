@@ -1,0 +1,13 @@
+//! hermes-runtime: what a running service stands on — the context it is given (config and
+//! handles on PostgreSQL, RabbitMQ and Redis), the stage loop (prepare → commit → ack, with
+//! group commit), the outbox relay, the admin server (`/metrics`, `/healthz`, `/readyz`),
+//! the HTTP error type of the public surfaces, and shutdown.
+
+pub mod admin;
+pub mod context;
+pub mod http;
+pub mod relay;
+pub mod shutdown;
+pub mod stage;
+
+pub use context::Ctx;

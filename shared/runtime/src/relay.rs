@@ -1,0 +1,266 @@
+//! The outbox relay (docs/architecture.md, "the outbox"): publishes the rows stages commit
+//! to the `outbox` table with publisher confirms and marks them published.
+//!
+//! The relay claims rows with `FOR UPDATE SKIP LOCKED` (so any number of replicas share the
+//! work), wakes on `LISTEN hermes_outbox` (a trigger notifies on insert) or on this
+//! process's own commits, and polls as a backstop. Published rows and old idempotency
+//! records are swept periodically.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use hermes_bus::{Bus, Outgoing, Stage};
+use hermes_db::{Db, DbError, stmt};
+use hermes_telemetry::Metrics;
+use hermes_types::ids::MessageId;
+use tokio::sync::Notify;
+use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_util::sync::CancellationToken;
+
+/// Rows claimed per relay round.
+const BATCH: i64 = 256;
+/// Backstop poll when no notification arrives.
+const POLL: Duration = Duration::from_secs(1);
+/// Published outbox rows and processed-message records are kept this long.
+const RETENTION: &str = "3 days";
+
+/// Publishes outbox rows. One per process is enough; more are harmless.
+pub struct Relay {
+    db: Db,
+    bus: Bus,
+    metrics: Metrics,
+    wake: std::sync::Arc<Notify>,
+}
+
+impl Relay {
+    pub fn new(db: Db, bus: Bus, metrics: Metrics) -> Self {
+        Self {
+            db,
+            bus,
+            metrics,
+            wake: std::sync::Arc::new(Notify::new()),
+        }
+    }
+
+    /// Claim, publish and mark one batch. Returns how many rows were published and how
+    /// many failed to publish (they stay unpublished for the next round).
+    pub async fn publish_batch(&self) -> Result<(usize, usize), DbError> {
+        let mut client = self.db.get().await?;
+        let tx = client.transaction().await?;
+        let rows = tx
+            .query(
+                &stmt(
+                    &tx,
+                    "SELECT id, message_id, stage, traceparent, body FROM outbox
+                 WHERE published_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED",
+                )
+                .await?,
+                &[&BATCH],
+            )
+            .await?;
+        if rows.is_empty() {
+            return Ok((0, 0));
+        }
+        let mut publishes = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let id: i64 = row.get(0);
+            let stage_name: String = row.get(2);
+            let Some(stage) = Stage::parse(&stage_name) else {
+                tracing::error!(
+                    outbox_id = id,
+                    stage = stage_name,
+                    "outbox row names an unknown stage"
+                );
+                continue;
+            };
+            let msg = Outgoing {
+                stage,
+                message_id: MessageId::from(row.get::<_, uuid::Uuid>(1)),
+                traceparent: row.get(3),
+                body: row.get(4),
+            };
+            let bus = self.bus.clone();
+            publishes.push(async move { (id, bus.publish_outgoing(&msg).await) });
+        }
+        let results = futures_util::future::join_all(publishes).await;
+        let mut done = Vec::new();
+        let mut failed = Vec::new();
+        let mut last_error = String::new();
+        for (id, r) in results {
+            match r {
+                Ok(()) => done.push(id),
+                Err(e) => {
+                    last_error = e.to_string();
+                    failed.push(id);
+                }
+            }
+        }
+        if !done.is_empty() {
+            tx.execute(
+                &stmt(
+                    &tx,
+                    "UPDATE outbox SET published_at = now() WHERE id = ANY($1)",
+                )
+                .await?,
+                &[&done],
+            )
+            .await?;
+        }
+        if !failed.is_empty() {
+            tx.execute(
+                &stmt(
+                    &tx,
+                    "UPDATE outbox SET attempts = attempts + 1, last_error = $2 WHERE id = ANY($1)",
+                )
+                .await?,
+                &[&failed, &last_error],
+            )
+            .await?;
+            tracing::warn!(failed = failed.len(), error = %last_error, "outbox publish failed; will retry");
+        }
+        tx.commit().await?;
+        self.metrics.outbox_published.inc_by(done.len() as u64);
+        self.metrics
+            .outbox_publish_failures
+            .inc_by(failed.len() as u64);
+        Ok((done.len(), failed.len()))
+    }
+
+    /// Age in seconds of the oldest unpublished row (0 when none).
+    pub async fn lag(&self) -> Result<f64, DbError> {
+        let client = self.db.get().await?;
+        let row = client
+            .query_one(
+                &stmt(
+                    &client,
+                    "SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8
+                 FROM outbox WHERE published_at IS NULL",
+                )
+                .await?,
+                &[],
+            )
+            .await?;
+        Ok(row.get(0))
+    }
+
+    async fn sweep(&self) -> Result<(), DbError> {
+        let client = self.db.get().await?;
+        client
+            .execute(
+                &format!("DELETE FROM outbox WHERE published_at < now() - interval '{RETENTION}'"),
+                &[],
+            )
+            .await?;
+        client
+            .execute(
+                &format!("DELETE FROM processed_messages WHERE processed_at < now() - interval '{RETENTION}'"),
+                &[],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Keep a LISTEN connection open and turn notifications into wake-ups.
+    fn spawn_listener(&self, stop: CancellationToken) {
+        let cfg = self.db.pg_config().clone();
+        let wake = self.wake.clone();
+        tokio::spawn(async move {
+            while !stop.is_cancelled() {
+                match cfg.connect(NoTls).await {
+                    Ok((client, mut conn)) => {
+                        let mut messages =
+                            futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
+                        let listen = client.batch_execute("LISTEN hermes_outbox");
+                        // The connection must be driven for LISTEN to complete.
+                        let mut listen = std::pin::pin!(listen);
+                        let ok = loop {
+                            tokio::select! {
+                                r = &mut listen => break r.is_ok(),
+                                m = messages.next() => if m.is_none() { break false },
+                            }
+                        };
+                        if ok {
+                            wake.notify_one();
+                            loop {
+                                tokio::select! {
+                                    _ = stop.cancelled() => return,
+                                    m = messages.next() => match m {
+                                        Some(Ok(AsyncMessage::Notification(_))) => wake.notify_one(),
+                                        Some(Ok(_)) => {}
+                                        Some(Err(e)) => { tracing::warn!(error = %e, "outbox LISTEN connection failed"); break }
+                                        None => break,
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "cannot open outbox LISTEN connection"),
+                }
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        });
+    }
+
+    /// Run until `stop`, then publish what is left once more before returning.
+    pub async fn run(self, stop: CancellationToken) {
+        self.spawn_listener(stop.clone());
+        self.db.local_relay().set_running(true);
+        let mut last_sweep = std::time::Instant::now();
+        let mut last_lag = std::time::Instant::now() - Duration::from_secs(60);
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            let published = match self.publish_batch().await {
+                Ok((n, 0)) | Ok((n @ 1.., _)) => {
+                    backoff = Duration::from_millis(100);
+                    n
+                }
+                outcome => {
+                    // Nothing went out (database or bus down): back off instead of spinning.
+                    if let Err(e) = outcome {
+                        tracing::warn!(error = %e, "outbox relay round failed");
+                    }
+                    tokio::select! {
+                        _ = stop.cancelled() => break,
+                        _ = tokio::time::sleep(backoff) => {}
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    continue;
+                }
+            };
+            if last_lag.elapsed() >= Duration::from_secs(5) {
+                if let Ok(lag) = self.lag().await {
+                    self.metrics.outbox_lag.set(lag);
+                }
+                last_lag = std::time::Instant::now();
+            }
+            if last_sweep.elapsed() >= Duration::from_secs(600) {
+                if let Err(e) = self.sweep().await {
+                    tracing::warn!(error = %e, "outbox sweep failed");
+                }
+                last_sweep = std::time::Instant::now();
+            }
+            if published as i64 >= BATCH {
+                continue;
+            }
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = self.wake.notified() => {}
+                _ = self.db.local_relay().woken() => {}
+                _ = tokio::time::sleep(POLL) => {}
+            }
+        }
+        // From here on commits must NOTIFY again (another process's relay will take them).
+        self.db.local_relay().set_running(false);
+        // Final flush so what the stopping stages committed goes out with this process.
+        for _ in 0..10 {
+            match self.publish_batch().await {
+                Ok((0, _)) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        tracing::info!("outbox relay stopped");
+    }
+}

@@ -1,0 +1,462 @@
+//! The consume → process → commit → ack loop every queue-driven stage shares
+//! (DESIGN §3.1–3.4).
+//!
+//! For each delivery: decode the envelope (garbage is parked at once), skip it if this
+//! consumer already processed its id, run the handler's slow work outside any transaction
+//! (`prepare`), then in one transaction record the id, apply the handler's effects and
+//! write its next messages to the outbox (`commit`); only then ack. A transient failure
+//! requeues (the queue's delivery limit parks a message that keeps failing); a poison
+//! message is rejected straight to its parking queue. A failed send to a peer outside the
+//! fleet ([`StageError::Retry`]) waits in the stage's next wait queue and comes back with
+//! the same id and `attempt + 1`; when the schedule is used up, or the failure is permanent,
+//! it is parked with its failure reason in the headers. Either way the new copy is
+//! confirmed by the broker before the original is acked, so nothing is lost in between.
+//!
+//! A stage may group its commits ([`run_grouped`], `group_commit.rs`): the transaction is
+//! then shared with the other messages ready at the same moment, and redone per message
+//! when any of them cannot commit.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lapin::message::Delivery;
+use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
+use tracing::Instrument;
+
+use crate::context::Ctx;
+use hermes_alerts::AlertKind;
+use hermes_bus::{BusError, Outgoing, Stage, delay_label, delivery_count};
+use hermes_db::{Transaction, outbox};
+use hermes_net::failure::{FailureReason, scrub};
+use hermes_types::envelope::Envelope;
+
+mod group_commit;
+
+use group_commit::Committers;
+pub use group_commit::GroupCommit;
+
+/// The AMQP header naming why a parked message failed (a [`FailureReason`]).
+pub const FAILURE_REASON_HEADER: &str = "x-hermes-failure-reason";
+/// The AMQP header with the last error of a parked message, credentials scrubbed.
+pub const FAILURE_DETAIL_HEADER: &str = "x-hermes-failure-detail";
+
+/// Why a stage could not process a message.
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    /// Worth retrying (a dependency is down): the message is requeued.
+    #[error("transient: {0:#}")]
+    Transient(anyhow::Error),
+    /// Will never succeed (malformed payload): the message is parked now.
+    #[error("poison: {0:#}")]
+    Poison(anyhow::Error),
+    /// Already handled (a redelivery, or the same platform message under another id): the
+    /// transaction is rolled back and the message acked.
+    #[error("duplicate: {0}")]
+    Duplicate(&'static str),
+    /// A send to a peer outside the fleet failed: try again after the next delay of the
+    /// retry schedule, or park the message with `reason` (schedule used up, or permanent).
+    #[error("{reason}: {error:#}")]
+    Retry {
+        reason: FailureReason,
+        error: anyhow::Error,
+    },
+}
+
+impl From<hermes_db::DbError> for StageError {
+    fn from(e: hermes_db::DbError) -> Self {
+        StageError::Transient(e.into())
+    }
+}
+
+impl From<hermes_types::envelope::EnvelopeError> for StageError {
+    fn from(e: hermes_types::envelope::EnvelopeError) -> Self {
+        StageError::Poison(e.into())
+    }
+}
+
+/// One stage's business logic, split around the transaction.
+pub trait Handler: Send + Sync + 'static {
+    /// The queue this handler consumes.
+    const STAGE: Stage;
+    /// What `prepare` hands to `commit`.
+    type Prepared: Send;
+    /// What `commit` hands to `after_commit`.
+    type After: Send;
+    /// Look the message up in `processed_messages` before `prepare`. Worth its round trip
+    /// where `prepare` is slow or costly (model and tool calls, callbacks); a stage whose
+    /// `prepare` is only reads can skip it, since the commit records the id anyway and a
+    /// duplicate's transaction is rolled back there.
+    const PRECHECK_DUPLICATES: bool = true;
+
+    /// Slow work outside any transaction (model and tool calls). Skipped for duplicates.
+    fn prepare(
+        &self,
+        env: &Envelope,
+    ) -> impl Future<Output = Result<Self::Prepared, StageError>> + Send;
+
+    /// Effects inside the transaction; returns the messages to emit via the outbox.
+    fn commit(
+        &self,
+        env: &Envelope,
+        prepared: Self::Prepared,
+        tx: &Transaction<'_>,
+    ) -> impl Future<Output = Result<(Vec<Envelope>, Self::After), StageError>> + Send;
+
+    /// Side effects that must follow the commit (telling a waiting caller). Runs before
+    /// the ack; best effort, because the truth is already committed.
+    fn after_commit(&self, env: &Envelope, after: Self::After) -> impl Future<Output = ()> + Send {
+        let _ = (env, after);
+        async {}
+    }
+}
+
+enum Disposition {
+    Ack(&'static str),
+    Requeue,
+    Reject,
+}
+
+/// How a message's commit reaches its transaction.
+enum Commit<H: Handler> {
+    /// Its own transaction.
+    Alone,
+    /// A transaction shared with whichever other messages are ready ([`run_grouped`]).
+    Grouped(Committers<H>),
+}
+
+impl<H: Handler> Clone for Commit<H> {
+    fn clone(&self) -> Self {
+        match self {
+            Commit::Alone => Commit::Alone,
+            Commit::Grouped(c) => Commit::Grouped(c.clone()),
+        }
+    }
+}
+
+/// Consume `H::STAGE`'s queue until `ctx.stop`, finishing in-flight messages before returning.
+/// Each message commits in its own transaction.
+pub async fn run<H: Handler>(ctx: Ctx, handler: H) {
+    // Boxed: the consumer loop's future is large, and services hold several of them.
+    Box::pin(consume(ctx, Arc::new(handler), Commit::Alone)).await;
+}
+
+/// As [`run`], but messages ready at the same moment commit together in one transaction
+/// (up to `HERMES_COMMIT_GROUP` of them): fewer transactions for the same work, with each
+/// message still acked only after its effects committed. See [`GroupCommit`].
+pub async fn run_grouped<H: GroupCommit>(ctx: Ctx, handler: H) {
+    let handler = Arc::new(handler);
+    let group = ctx.config.bus.commit_group;
+    if group <= 1 {
+        return Box::pin(consume(ctx, handler, Commit::Alone)).await;
+    }
+    // A quarter of the pool commits; the rest serves `prepare`'s reads.
+    let workers = (ctx.config.db_pool_size / 4).max(1);
+    let (committers, mut workers) = group_commit::start(&ctx, handler.clone(), group, workers);
+    Box::pin(consume(ctx, handler, Commit::Grouped(committers))).await;
+    // Every handle is gone with the consumer: the committers finish what they hold and end.
+    while workers.join_next().await.is_some() {}
+}
+
+async fn consume<H: Handler>(ctx: Ctx, handler: Arc<H>, commit: Commit<H>) {
+    let queue = ctx.bus.names().queue(H::STAGE);
+    // The failure series start at 0, so alerts and rate() see them before the first failure.
+    let parking = ctx.bus.names().parking(H::STAGE);
+    ctx.metrics.parking_rejected.with_label_values(&[&parking]);
+    if H::STAGE.retries_later() {
+        for delay in &ctx.config.bus.retry_delays {
+            ctx.metrics
+                .delivery_retries
+                .with_label_values(&[H::STAGE.as_str(), &delay_label(*delay)]);
+        }
+    }
+    let prefetch = ctx.config.bus.prefetch;
+    let stop = ctx.stop.clone();
+    let bus = ctx.bus.clone();
+    // One shared context for every delivery instead of a clone of each of its handles.
+    let ctx = Arc::new(ctx);
+    bus.consume(H::STAGE, prefetch, stop, move |delivery| {
+        let ctx = ctx.clone();
+        let handler = handler.clone();
+        let queue = queue.clone();
+        let commit = commit.clone();
+        async move { process(&ctx, handler.as_ref(), &commit, &queue, delivery).await }
+    })
+    .await;
+}
+
+async fn process<H: Handler>(
+    ctx: &Ctx,
+    handler: &H,
+    commit: &Commit<H>,
+    queue: &str,
+    delivery: Delivery,
+) {
+    let started = Instant::now();
+    let stage = H::STAGE.as_str();
+    let (disposition, run_id) = match Envelope::from_slice(&delivery.data) {
+        Err(e) => {
+            tracing::error!(queue, error = %e, "undecodable message; parking it");
+            (Disposition::Reject, None)
+        }
+        Ok(env) => {
+            let span = tracing::info_span!(
+                "message",
+                stage,
+                run_id = %env.run_id,
+                message_id = %env.id,
+                trace_id = env.traceparent.as_ref().map(|t| t.trace_id().to_string()).unwrap_or_default(),
+            );
+            let run_id = env.run_id;
+            let d = handle(ctx, handler, commit, &env, delivery_count(&delivery))
+                .instrument(span)
+                .await;
+            (d, Some(run_id))
+        }
+    };
+    let outcome = match disposition {
+        Disposition::Ack(outcome) => {
+            if let Err(e) = delivery.acker.ack(BasicAckOptions::default()).await {
+                tracing::warn!(queue, ?run_id, error = %e, "ack failed; the message will be redelivered");
+            }
+            outcome
+        }
+        Disposition::Requeue => {
+            let _ = delivery
+                .acker
+                .nack(BasicNackOptions {
+                    requeue: true,
+                    multiple: false,
+                })
+                .await;
+            "requeued"
+        }
+        Disposition::Reject => {
+            let _ = delivery
+                .acker
+                .reject(BasicRejectOptions { requeue: false })
+                .await;
+            "rejected"
+        }
+    };
+    ctx.metrics
+        .bus_messages
+        .with_label_values(&[queue, outcome])
+        .inc();
+    ctx.metrics
+        .stage_duration
+        .with_label_values(&[stage])
+        .observe(started.elapsed().as_secs_f64());
+}
+
+async fn handle<H: Handler>(
+    ctx: &Ctx,
+    handler: &H,
+    commit: &Commit<H>,
+    env: &Envelope,
+    deliveries: u32,
+) -> Disposition {
+    let consumer = H::STAGE.as_str();
+    if H::PRECHECK_DUPLICATES {
+        match ctx.db.get().await {
+            Ok(client) => match hermes_db::already_processed(&client, consumer, env.id).await {
+                Ok(true) => {
+                    tracing::info!("duplicate message skipped");
+                    return Disposition::Ack("duplicate");
+                }
+                Ok(false) => {}
+                Err(e) => return transient(StageError::from(e), deliveries).await,
+            },
+            Err(e) => return transient(StageError::from(e), deliveries).await,
+        }
+    }
+    let prepared = match handler.prepare(env).await {
+        Ok(p) => p,
+        Err(e @ StageError::Transient(_)) => return transient(e, deliveries).await,
+        Err(StageError::Duplicate(why)) => {
+            tracing::info!(why, "duplicate message skipped");
+            return Disposition::Ack("duplicate");
+        }
+        Err(e @ StageError::Poison(_)) => {
+            tracing::error!(error = %e, "message cannot be processed; parking it");
+            return Disposition::Reject;
+        }
+        Err(StageError::Retry { reason, error }) => {
+            return retry_later(ctx, H::STAGE, env, reason, &error).await;
+        }
+    };
+    let committed = match commit {
+        Commit::Alone => commit_alone(handler, env, prepared, ctx, consumer).await,
+        Commit::Grouped(committers) => committers.commit(env, prepared).await,
+    };
+    match committed {
+        Ok(Some(after)) => {
+            handler.after_commit(env, after).await;
+            Disposition::Ack("acked")
+        }
+        Ok(None) => {
+            tracing::info!("duplicate message skipped at commit");
+            Disposition::Ack("duplicate")
+        }
+        Err(e @ StageError::Transient(_)) => transient(e, deliveries).await,
+        Err(StageError::Duplicate(why)) => {
+            tracing::info!(why, "duplicate message skipped at commit");
+            Disposition::Ack("duplicate")
+        }
+        Err(e @ StageError::Poison(_)) => {
+            tracing::error!(error = %e, "message cannot be processed; parking it");
+            Disposition::Reject
+        }
+        Err(StageError::Retry { reason, error }) => {
+            retry_later(ctx, H::STAGE, env, reason, &error).await
+        }
+    }
+}
+
+/// Send a failed message to wait for its next attempt, or park it with its reason. The
+/// original is acked only once the broker confirmed the copy; if the copy cannot be placed
+/// (broker trouble, parking queue full) the original is requeued and nothing is lost.
+async fn retry_later(
+    ctx: &Ctx,
+    stage: Stage,
+    env: &Envelope,
+    reason: FailureReason,
+    error: &anyhow::Error,
+) -> Disposition {
+    let detail = scrub(&format!("{error:#}"));
+    let delays: &[Duration] = if stage.retries_later() {
+        &ctx.config.bus.retry_delays
+    } else {
+        &[]
+    };
+    let next_delay = usize::try_from(env.attempt)
+        .ok()
+        .and_then(|i| delays.get(i))
+        .filter(|_| !reason.is_permanent());
+    let names = ctx.bus.names();
+    match next_delay {
+        Some(&delay) => {
+            let queue = names.wait(stage, delay);
+            let mut again = env.clone();
+            again.attempt += 1;
+            match ctx
+                .bus
+                .publish_to("", &queue, &queue, &Outgoing::from_envelope(&again))
+                .await
+            {
+                Ok(()) => {
+                    let label = delay_label(delay);
+                    ctx.metrics
+                        .delivery_retries
+                        .with_label_values(&[stage.as_str(), &label])
+                        .inc();
+                    tracing::warn!(%reason, error = %detail, attempt = again.attempt, delay = %label, "send failed; retrying later");
+                    Disposition::Ack("retry_scheduled")
+                }
+                Err(e) => {
+                    tracing::error!(%reason, error = %e, queue, "cannot schedule the retry; requeueing");
+                    pause_then_requeue().await
+                }
+            }
+        }
+        None => {
+            let queue = names.parking(stage);
+            let headers = [
+                (FAILURE_REASON_HEADER, reason.as_str()),
+                (FAILURE_DETAIL_HEADER, detail.as_str()),
+            ];
+            match ctx
+                .bus
+                .publish_with_headers(
+                    &names.dead_exchange(),
+                    stage.as_str(),
+                    &queue,
+                    &Outgoing::from_envelope(env),
+                    &headers,
+                )
+                .await
+            {
+                Ok(()) => {
+                    tracing::error!(%reason, error = %detail, attempt = env.attempt, queue, "send failed for good; message parked");
+                    Disposition::Ack("parked")
+                }
+                Err(e) => {
+                    if matches!(e, BusError::Nacked { .. }) {
+                        ctx.metrics
+                            .parking_rejected
+                            .with_label_values(&[&queue])
+                            .inc();
+                        ctx.alerts.raise(
+                            AlertKind::ParkingQueueFull,
+                            &queue,
+                            format!("parking queue {queue} is full and refused a message; it stays in its work queue until the parking queue is drained (`hermes dlq`)"),
+                        );
+                    }
+                    tracing::error!(alert = true, %reason, error = %e, queue, "cannot park the message (parking queue full?); it stays in its queue");
+                    pause_then_requeue().await
+                }
+            }
+        }
+    }
+}
+
+/// Requeue after a short pause so a full parking queue or a broker hiccup is not hammered.
+async fn pause_then_requeue() -> Disposition {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    Disposition::Requeue
+}
+
+/// Requeue after a pause that grows with the delivery count, so a dependency outage does
+/// not burn through the delivery limit in milliseconds.
+async fn transient(e: StageError, deliveries: u32) -> Disposition {
+    tracing::warn!(error = %e, deliveries, "processing failed; requeueing");
+    let pause = Duration::from_millis(200u64.saturating_mul(1 << deliveries.min(5)));
+    tokio::time::sleep(pause).await;
+    Disposition::Requeue
+}
+
+/// One message's effects, idempotency record and outbox rows in a transaction of its own.
+async fn commit_alone<H: Handler>(
+    handler: &H,
+    env: &Envelope,
+    prepared: H::Prepared,
+    ctx: &Ctx,
+    consumer: &str,
+) -> Result<Option<H::After>, StageError> {
+    let mut client = ctx.db.get().await?;
+    let tx = client
+        .transaction()
+        .await
+        .map_err(hermes_db::DbError::from)?;
+    let relay = ctx.db.local_relay();
+    let local = relay.running();
+    let Some((after, emitted)) = apply(handler, env, prepared, &tx, consumer, local).await? else {
+        return Ok(None);
+    };
+    tx.commit().await.map_err(hermes_db::DbError::from)?;
+    if local && emitted {
+        relay.wake();
+    }
+    Ok(Some(after))
+}
+
+/// Inside `tx`: the handler's effects, then the idempotency record and the outbox rows in
+/// one statement, last, so a duplicate (a concurrent redelivery waits there for the first to
+/// commit) is found after everything the handler wrote, which the caller then rolls back.
+/// `None`: processed already. Otherwise what `after_commit` gets, and whether the message
+/// emitted anything for the relay to publish.
+async fn apply<H: Handler>(
+    handler: &H,
+    env: &Envelope,
+    prepared: H::Prepared,
+    tx: &Transaction<'_>,
+    consumer: &str,
+    local_relay: bool,
+) -> Result<Option<(H::After, bool)>, StageError> {
+    let (next, after) = handler.commit(env, prepared, tx).await?;
+    let outgoing: Vec<Outgoing> = next.iter().map(Outgoing::from_envelope).collect();
+    if !outbox::record_processed(tx, consumer, env.id, &outgoing, local_relay).await? {
+        return Ok(None);
+    }
+    Ok(Some((after, !outgoing.is_empty())))
+}

@@ -1,0 +1,46 @@
+//! The kinds of ops alert: what the alerts crate posts and what `hermes_alerts_total{kind}`
+//! counts (every kind is pre-registered so a dashboard shows zeros, not gaps).
+
+use std::fmt;
+
+/// What is wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AlertKind {
+    /// A platform's circuit breaker opened: its sends are skipped for a while.
+    BreakerOpen,
+    /// A parking queue holds more messages than the threshold.
+    ParkingQueueGrowth,
+    /// A full parking queue refused a message (it stays in its work queue).
+    ParkingQueueFull,
+    /// `hermes killswitch on`: every model call is blocked.
+    KillswitchOn,
+    /// A soul cache entry could not be dropped: a stale soul may serve up to an hour.
+    SoulInvalidationFailed,
+}
+
+impl AlertKind {
+    /// Every kind, so each series of `hermes_alerts_total` exists from the start.
+    pub const ALL: [AlertKind; 5] = [
+        AlertKind::BreakerOpen,
+        AlertKind::ParkingQueueGrowth,
+        AlertKind::ParkingQueueFull,
+        AlertKind::KillswitchOn,
+        AlertKind::SoulInvalidationFailed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AlertKind::BreakerOpen => "breaker_open",
+            AlertKind::ParkingQueueGrowth => "parking_queue_growth",
+            AlertKind::ParkingQueueFull => "parking_queue_full",
+            AlertKind::KillswitchOn => "killswitch_on",
+            AlertKind::SoulInvalidationFailed => "soul_invalidation_failed",
+        }
+    }
+}
+
+impl fmt::Display for AlertKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -1,0 +1,602 @@
+//! The Prometheus metrics of the fleet, in one registry per process (per test fleet in
+//! tests, so parallel fleets never share counters). Names follow DESIGN §8.
+
+use std::sync::Arc;
+
+use prometheus::{
+    CounterVec, Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter,
+    IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+/// Every metric a Hermes process exports. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct Metrics(Arc<Inner>);
+
+/// The metric handles; see the README's metrics list for what each one means.
+pub struct Inner {
+    pub registry: Registry,
+    // HTTP (ingest and admin).
+    pub http_requests: IntCounterVec,
+    pub http_duration: HistogramVec,
+    pub ingest_messages: IntCounterVec,
+    // Bus.
+    pub bus_connected: IntGauge,
+    pub bus_reconnects: IntCounter,
+    pub bus_published: IntCounterVec,
+    pub bus_publish_duration: Histogram,
+    pub bus_messages: IntCounterVec,
+    pub queue_messages: IntGaugeVec,
+    pub queue_consumers: IntGaugeVec,
+    // Stages.
+    pub stage_duration: HistogramVec,
+    pub commit_batch_size: HistogramVec,
+    pub commit_batch_fallbacks: IntCounterVec,
+    pub runs: IntCounterVec,
+    // Outbox.
+    pub outbox_published: IntCounter,
+    pub outbox_publish_failures: IntCounter,
+    pub outbox_lag: Gauge,
+    // Redis.
+    pub redis_errors: IntCounterVec,
+    // LLM.
+    pub llm_calls: IntCounterVec,
+    pub llm_tokens: IntCounterVec,
+    pub llm_cost: CounterVec,
+    pub llm_cache_hits: IntCounterVec,
+    pub llm_errors: IntCounterVec,
+    pub llm_fallbacks: IntCounterVec,
+    pub llm_duration: HistogramVec,
+    pub llm_budget_rejections: IntCounterVec,
+    pub llm_budget_fail_open: IntCounter,
+    pub llm_semaphore_wait: Histogram,
+    pub llm_overhead: Histogram,
+    pub llm_in_flight: IntGauge,
+    pub llm_spend_cap: Gauge,
+    pub llm_spend_today: Gauge,
+    // Tools.
+    pub tool_calls: IntCounterVec,
+    pub tool_duration: HistogramVec,
+    pub tool_refusals: IntCounterVec,
+    pub mcp_server_up: IntGaugeVec,
+    // Delivery.
+    pub deliveries: IntCounterVec,
+    pub delivery_attempts: IntCounterVec,
+    pub delivery_breaker_open: IntGaugeVec,
+    pub delivery_retries: IntCounterVec,
+    pub parking_rejected: IntCounterVec,
+    pub delivery_rate_wait: HistogramVec,
+    /// Agent wake webhooks by outcome: delivered, retried, parked, refused.
+    pub webhook_deliveries: IntCounterVec,
+    // Router.
+    pub router_decisions: IntCounterVec,
+    pub credits: IntCounterVec,
+    pub soul_cache: IntCounterVec,
+    pub soul_load_duration: Histogram,
+    pub semantic_recall_skipped_trivial: IntCounter,
+    pub semantic_recall: IntCounterVec,
+    pub tool_schema_tokens_saved: IntCounter,
+    pub dispatches: IntCounterVec,
+    pub memory_extractions: IntCounterVec,
+    pub alerts: IntCounterVec,
+    // Process.
+    pub ready: GaugeVec,
+}
+
+impl std::ops::Deref for Metrics {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+fn counter_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let m = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
+    r.register(Box::new(m.clone()))
+        .expect("metric registered once");
+    m
+}
+
+fn histogram_vec(
+    r: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+    buckets: Vec<f64>,
+) -> HistogramVec {
+    let m = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels)
+        .expect("valid metric");
+    r.register(Box::new(m.clone()))
+        .expect("metric registered once");
+    m
+}
+
+fn gauge_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let m = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
+    r.register(Box::new(m.clone()))
+        .expect("metric registered once");
+    m
+}
+
+/// Buckets for overheads measured in tens of microseconds to seconds.
+const FINE: &[f64] = &[
+    0.00005, 0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1.0, 5.0,
+    15.0,
+];
+
+/// Buckets for things measured in milliseconds to a minute.
+const LATENCY: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0,
+];
+
+impl Metrics {
+    pub fn new() -> Self {
+        let r = Registry::new();
+        let lat = LATENCY.to_vec();
+        let http_requests = counter_vec(
+            &r,
+            "hermes_http_requests_total",
+            "HTTP requests served, by method, matched route and status code.",
+            &["method", "route", "status"],
+        );
+        let http_duration = histogram_vec(
+            &r,
+            "hermes_http_request_duration_seconds",
+            "Time to answer an HTTP request, by method and matched route.",
+            &["method", "route"],
+            lat.clone(),
+        );
+        let ingest_messages = counter_vec(
+            &r,
+            "hermes_ingest_messages_total",
+            "Inbound messages by platform and outcome (accepted, or the error code they were refused with).",
+            &["platform", "outcome"],
+        );
+        let bus_connected =
+            IntGauge::new("hermes_bus_connected", "1 while connected to RabbitMQ.").unwrap();
+        r.register(Box::new(bus_connected.clone())).unwrap();
+        let bus_reconnects = IntCounter::new(
+            "hermes_bus_reconnects_total",
+            "Successful reconnections to RabbitMQ after a lost connection.",
+        )
+        .unwrap();
+        r.register(Box::new(bus_reconnects.clone())).unwrap();
+        let bus_published = counter_vec(
+            &r,
+            "hermes_bus_published_total",
+            "Publishes by target queue and outcome (confirmed, nacked, unroutable, error).",
+            &["queue", "outcome"],
+        );
+        let bus_publish_duration = Histogram::with_opts(
+            HistogramOpts::new(
+                "hermes_bus_publish_duration_seconds",
+                "Time from publish to broker confirm.",
+            )
+            .buckets(lat.clone()),
+        )
+        .unwrap();
+        r.register(Box::new(bus_publish_duration.clone())).unwrap();
+        let bus_messages = counter_vec(
+            &r,
+            "hermes_bus_messages_total",
+            "Consumed messages by queue and outcome (acked, duplicate, requeued, rejected).",
+            &["queue", "outcome"],
+        );
+        let queue_messages = gauge_vec(
+            &r,
+            "hermes_queue_messages",
+            "Messages ready in each queue (work and parking), sampled.",
+            &["queue"],
+        );
+        let queue_consumers = gauge_vec(
+            &r,
+            "hermes_queue_consumers",
+            "Consumers attached to each work queue, sampled.",
+            &["queue"],
+        );
+        let stage_duration = histogram_vec(
+            &r,
+            "hermes_stage_duration_seconds",
+            "Time a stage spends on one message, from receipt to ack.",
+            &["stage"],
+            lat.clone(),
+        );
+        let commit_batch_size = histogram_vec(
+            &r,
+            "hermes_stage_commit_batch_size",
+            "Messages committed together in one transaction (group commit), by stage.",
+            &["stage"],
+            vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0],
+        );
+        let commit_batch_fallbacks = counter_vec(
+            &r,
+            "hermes_stage_commit_batch_fallbacks_total",
+            "Group commits rolled back (a duplicate, a failed message, a lock conflict) and redone one message at a time, by stage.",
+            &["stage"],
+        );
+        let runs = counter_vec(
+            &r,
+            "hermes_runs_total",
+            "Runs that reached a final status (completed, failed), by platform.",
+            &["platform", "status"],
+        );
+        let outbox_published = IntCounter::new(
+            "hermes_outbox_published_total",
+            "Outbox rows published and marked.",
+        )
+        .unwrap();
+        r.register(Box::new(outbox_published.clone())).unwrap();
+        let outbox_publish_failures = IntCounter::new(
+            "hermes_outbox_publish_failures_total",
+            "Outbox rows whose publish failed and will be retried.",
+        )
+        .unwrap();
+        r.register(Box::new(outbox_publish_failures.clone()))
+            .unwrap();
+        let outbox_lag = Gauge::new(
+            "hermes_outbox_lag_seconds",
+            "Age of the oldest unpublished outbox row (0 when none).",
+        )
+        .unwrap();
+        r.register(Box::new(outbox_lag.clone())).unwrap();
+        let redis_errors = counter_vec(
+            &r,
+            "hermes_redis_errors_total",
+            "Redis calls that failed or timed out, by operation.",
+            &["op"],
+        );
+        let llm_calls = counter_vec(
+            &r,
+            "hermes_llm_calls_total",
+            "Successful model completions by backend and tier.",
+            &["backend", "tier"],
+        );
+        let llm_tokens = counter_vec(
+            &r,
+            "hermes_llm_tokens_total",
+            "Tokens consumed by backend and direction (input, output).",
+            &["backend", "direction"],
+        );
+        let llm_cache_hits = counter_vec(
+            &r,
+            "hermes_llm_cache_hits_total",
+            "Model answers served from the response cache, by backend and tier.",
+            &["backend", "tier"],
+        );
+        let llm_errors = counter_vec(
+            &r,
+            "hermes_llm_errors_total",
+            "Failed model calls by backend and reason (rate_limited, server_error, timeout, connect, rejected, malformed).",
+            &["backend", "reason"],
+        );
+        let llm_fallbacks = counter_vec(
+            &r,
+            "hermes_llm_fallbacks_total",
+            "Times a failed backend handed the call to the next one of the chain, by tier.",
+            &["tier"],
+        );
+        let llm_duration = histogram_vec(
+            &r,
+            "hermes_llm_call_duration_seconds",
+            "Time of one model call by backend.",
+            &["backend"],
+            lat.clone(),
+        );
+        let llm_budget_rejections = counter_vec(
+            &r,
+            "hermes_llm_budget_rejections_total",
+            "Model calls refused before reaching a provider, by scope (user_daily, user_monthly, budget_unavailable, global_cap, killswitch, capacity).",
+            &["scope"],
+        );
+        let llm_budget_fail_open = IntCounter::new(
+            "hermes_llm_budget_fail_open_total",
+            "Model calls let through because the global spend cap could not be read (Redis down).",
+        )
+        .unwrap();
+        r.register(Box::new(llm_budget_fail_open.clone())).unwrap();
+        let llm_semaphore_wait = Histogram::with_opts(
+            HistogramOpts::new(
+                "hermes_llm_semaphore_wait_seconds",
+                "Time a model call waited for one of the process's call slots.",
+            )
+            .buckets(FINE.to_vec()),
+        )
+        .unwrap();
+        r.register(Box::new(llm_semaphore_wait.clone())).unwrap();
+        let llm_overhead = Histogram::with_opts(
+            HistogramOpts::new(
+                "hermes_llm_overhead_seconds",
+                "Time the llm gateway spent on a call beyond waiting on providers (budgets, cache, slots, encoding).",
+            )
+            .buckets(FINE.to_vec()),
+        )
+        .unwrap();
+        r.register(Box::new(llm_overhead.clone())).unwrap();
+        let llm_in_flight = IntGauge::new(
+            "hermes_llm_in_flight",
+            "Model calls holding a slot right now (at most [llm] max_concurrent per process).",
+        )
+        .unwrap();
+        r.register(Box::new(llm_in_flight.clone())).unwrap();
+        let llm_spend_cap = Gauge::new(
+            "hermes_llm_spend_cap_usd",
+            "LLM_GLOBAL_DAILY_BUDGET_USD in dollars; absent when no cap is set.",
+        )
+        .unwrap();
+        let llm_spend_today = Gauge::new(
+            "hermes_llm_spend_today_usd",
+            "Today's (UTC) platform-wide model spend in dollars, as last read or written by this process.",
+        )
+        .unwrap();
+        r.register(Box::new(llm_spend_today.clone())).unwrap();
+        let tool_calls = counter_vec(
+            &r,
+            "hermes_tool_calls_total",
+            "Tool calls by tool and outcome (ok, error, unknown_tool, timeout, refused).",
+            &["tool", "outcome"],
+        );
+        let tool_duration = histogram_vec(
+            &r,
+            "hermes_tool_duration_seconds",
+            "Time of one tool call by tool.",
+            &["tool"],
+            lat.clone(),
+        );
+        let tool_refusals = counter_vec(
+            &r,
+            "hermes_tool_refusals_total",
+            "Tool calls refused by the run's engagement-mode policy, never executed, by reason.",
+            &["reason"],
+        );
+        let mcp_server_up = gauge_vec(
+            &r,
+            "hermes_mcp_server_up",
+            "1 while this replica has a live session with the MCP server, else 0.",
+            &["server"],
+        );
+        let deliveries = counter_vec(
+            &r,
+            "hermes_deliveries_total",
+            "Replies handed to their destination, by platform and outcome.",
+            &["platform", "outcome"],
+        );
+        let webhook_deliveries = counter_vec(
+            &r,
+            "hermes_webhook_deliveries_total",
+            "Agent wake webhooks by outcome (delivered, retried, parked, refused).",
+            &["outcome"],
+        );
+        let delivery_attempts = counter_vec(
+            &r,
+            "hermes_delivery_attempts_total",
+            "Failed outbound send attempts (each in-call try), by platform and failure reason.",
+            &["platform", "reason"],
+        );
+        let delivery_breaker_open = gauge_vec(
+            &r,
+            "hermes_delivery_breaker_open",
+            "1 while the platform's circuit breaker is open (sends skipped), else 0.",
+            &["platform"],
+        );
+        let delivery_retries = counter_vec(
+            &r,
+            "hermes_delivery_retries_total",
+            "Messages sent to wait before a queued retry, by stage and delay (wait-queue label).",
+            &["stage", "delay"],
+        );
+        let parking_rejected = counter_vec(
+            &r,
+            "hermes_parking_rejected_total",
+            "Messages a full parking queue refused (they stay where they were), by queue.",
+            &["queue"],
+        );
+        let delivery_rate_wait = histogram_vec(
+            &r,
+            "hermes_delivery_rate_wait_seconds",
+            "Time a send waited at the outbound rate gate, by platform.",
+            &["platform"],
+            lat.clone(),
+        );
+        let llm_cost = CounterVec::new(
+            Opts::new(
+                "hermes_llm_cost_usd_total",
+                "Cost of successful model calls in US dollars, by backend and tier (failed attempts are not billed).",
+            ),
+            &["backend", "tier"],
+        )
+        .unwrap();
+        r.register(Box::new(llm_cost.clone())).unwrap();
+        let router_decisions = counter_vec(
+            &r,
+            "hermes_router_decisions_total",
+            "Inbound messages by what the router did: routed, external (an agent woken), signup, upgrade, duplicate.",
+            &["decision"],
+        );
+        let credits = counter_vec(
+            &r,
+            "hermes_credits_total",
+            "Credit movements made by the fleet, by reason (charge, refund).",
+            &["reason"],
+        );
+        let soul_cache = counter_vec(
+            &r,
+            "hermes_soul_cache_total",
+            "Soul base-prompt lookups by result: hit, miss, error (Redis down: built from PostgreSQL).",
+            &["result"],
+        );
+        let soul_load_duration = Histogram::with_opts(
+            HistogramOpts::new(
+                "hermes_soul_load_duration_seconds",
+                "Time to build the system prompt of one message, semantic recall included.",
+            )
+            .buckets(lat.clone()),
+        )
+        .unwrap();
+        r.register(Box::new(soul_load_duration.clone())).unwrap();
+        let semantic_recall_skipped_trivial = IntCounter::new(
+            "hermes_semantic_recall_skipped_trivial_total",
+            "Messages whose embedding and recall were skipped because they were trivial.",
+        )
+        .unwrap();
+        r.register(Box::new(semantic_recall_skipped_trivial.clone()))
+            .unwrap();
+        let semantic_recall = counter_vec(
+            &r,
+            "hermes_semantic_recall_total",
+            "Semantic recall attempts by result: used, empty, off (no endpoint), failed (message went on without it).",
+            &["result"],
+        );
+        let tool_schema_tokens_saved = IntCounter::new(
+            "hermes_tool_schema_tokens_saved_total",
+            "Estimated prompt tokens of tool schemas not sent because tool gating pruned them.",
+        )
+        .unwrap();
+        r.register(Box::new(tool_schema_tokens_saved.clone()))
+            .unwrap();
+        let dispatches = counter_vec(
+            &r,
+            "hermes_dispatches_total",
+            "Runs by how their agent was chosen (ASSIGNED, MENTION, ROUND_ROBIN, DEFAULT) and agent kind.",
+            &["mode", "kind"],
+        );
+        let memory_extractions = counter_vec(
+            &r,
+            "hermes_memory_extractions_total",
+            "Memory extraction after an exchange, by outcome (saved, none, failed).",
+            &["outcome"],
+        );
+        let alerts = counter_vec(
+            &r,
+            "hermes_alerts_total",
+            "Conditions that page ops, by kind (breaker_open, parking_queue_growth, parking_queue_full, killswitch_on, soul_invalidation_failed).",
+            &["kind"],
+        );
+        // Known kinds start at 0, so an alert on their increase sees the series before the first page.
+        for kind in crate::AlertKind::ALL.map(crate::AlertKind::as_str) {
+            alerts.with_label_values(&[kind]);
+        }
+        let ready = GaugeVec::new(
+            Opts::new(
+                "hermes_component_ready",
+                "1 when a component of this process is ready.",
+            ),
+            &["component"],
+        )
+        .unwrap();
+        r.register(Box::new(ready.clone())).unwrap();
+        Self(Arc::new(Inner {
+            registry: r,
+            http_requests,
+            http_duration,
+            ingest_messages,
+            bus_connected,
+            bus_reconnects,
+            bus_published,
+            bus_publish_duration,
+            bus_messages,
+            queue_messages,
+            queue_consumers,
+            stage_duration,
+            commit_batch_size,
+            commit_batch_fallbacks,
+            runs,
+            outbox_published,
+            outbox_publish_failures,
+            outbox_lag,
+            redis_errors,
+            llm_calls,
+            llm_tokens,
+            llm_cost,
+            llm_cache_hits,
+            llm_errors,
+            llm_fallbacks,
+            llm_duration,
+            llm_budget_rejections,
+            llm_budget_fail_open,
+            llm_semaphore_wait,
+            llm_overhead,
+            llm_in_flight,
+            llm_spend_cap,
+            llm_spend_today,
+            tool_calls,
+            tool_duration,
+            tool_refusals,
+            mcp_server_up,
+            router_decisions,
+            credits,
+            soul_cache,
+            soul_load_duration,
+            semantic_recall_skipped_trivial,
+            semantic_recall,
+            tool_schema_tokens_saved,
+            dispatches,
+            memory_extractions,
+            alerts,
+            deliveries,
+            delivery_attempts,
+            delivery_breaker_open,
+            delivery_retries,
+            parking_rejected,
+            delivery_rate_wait,
+            webhook_deliveries,
+            ready,
+        }))
+    }
+
+    /// Export the global daily spend cap as `hermes_llm_spend_cap_usd` (registered on the
+    /// first call only: without a cap the gauge stays absent, so "spend near the cap" alerts
+    /// have nothing to compare against rather than a misleading 0).
+    pub fn set_spend_cap_usd(&self, cap_usd: f64) {
+        // A second registration (a second Budgets in one process) is refused; the value is shared.
+        let _ = self.registry.register(Box::new(self.llm_spend_cap.clone()));
+        self.llm_spend_cap.set(cap_usd);
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut buf)
+            .expect("text encoding never fails");
+        String::from_utf8(buf).expect("prometheus text is UTF-8")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_prometheus_conventions() {
+        let m = Metrics::new();
+        m.llm_calls.with_label_values(&["mock", "free"]).inc();
+        m.http_requests
+            .with_label_values(&["GET", "/health", "200"])
+            .inc();
+        let text = m.render();
+        assert!(text.contains("hermes_llm_calls_total{backend=\"mock\",tier=\"free\"} 1"));
+        assert!(text.contains("hermes_http_requests_total"));
+        for family in m.registry.gather() {
+            assert!(family.name().starts_with("hermes_"), "{}", family.name());
+        }
+    }
+
+    #[test]
+    fn the_spend_cap_is_exported_only_once_set() {
+        let m = Metrics::new();
+        assert!(!m.render().contains("hermes_llm_spend_cap_usd"));
+        assert!(
+            m.render()
+                .contains("hermes_alerts_total{kind=\"soul_invalidation_failed\"} 0")
+        );
+        m.set_spend_cap_usd(250.5);
+        m.set_spend_cap_usd(250.5);
+        assert!(m.render().contains("hermes_llm_spend_cap_usd 250.5"));
+    }
+}
