@@ -1,0 +1,45 @@
+//! Work owed after a run: the wake of an external agent and a memory extraction.
+
+use serde::{Deserialize, Serialize};
+
+use super::*;
+use crate::envelope::{MessageKind, Payload};
+
+/// The wake signal owed to an external agent (seed 000, "the push direction"): delivery
+/// signs and POSTs it to the agent's webhook URL. The AgentRun row, created in the same
+/// transaction, is the source of truth; the wake is only a nudge.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AgentWake {
+    /// The `webhook_deliveries` row this wake fulfils (`X-Forge-Delivery`).
+    pub delivery_id: uuid::Uuid,
+    pub agent_id: uuid::Uuid,
+    pub profile_key: String,
+    /// `AGENT_ASSIGNED` for a new run.
+    pub event: String,
+    pub dispatch: crate::agent::Dispatch,
+    pub engagement_mode: crate::agent::EngagementMode,
+    pub contract_version: String,
+    /// Host-side tools the run may use (empty in restricted modes).
+    pub tool_allowlist: Vec<String>,
+    /// The message that caused the run, so the agent can answer without a round trip.
+    pub message: MessageEvent,
+}
+
+impl Payload for AgentWake {
+    const KIND: MessageKind = MessageKind::AgentWake;
+}
+
+/// One finished exchange to mine for facts about the user (seed 001 step 10,
+/// `memory_writer.extract_and_save`): sent by delivery after the answer is out, handled by
+/// the llm stage, so extraction never delays a reply.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MemoryExtract {
+    pub user_id: uuid::Uuid,
+    pub tier: Tier,
+    pub user_text: String,
+    pub answer: String,
+}
+
+impl Payload for MemoryExtract {
+    const KIND: MessageKind = MessageKind::MemoryExtract;
+}

@@ -1,0 +1,254 @@
+//! What a model call needs (the request, its tool policy and parameters) and what travels
+//! with it for bookkeeping (the exchange and its provenance); tool requests.
+
+use serde::{Deserialize, Serialize};
+
+use super::*;
+use crate::envelope::{MessageKind, Payload};
+
+/// A model call to make, with everything needed to make it (stages keep no state).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LlmRequest {
+    pub reply_to: ReplyTo,
+    pub tier: Tier,
+    /// Logical model names to try in order (the tier's failover chain).
+    pub chain: Vec<String>,
+    pub messages: Vec<ChatMessage>,
+    #[serde(default)]
+    pub tools: Vec<ToolSpec>,
+    /// 0 for the first call; 1 for the call after the (single) tool round.
+    #[serde(default)]
+    pub tool_round: u8,
+    /// Usage of the calls already made for this run, so the reply reports the total.
+    #[serde(default)]
+    pub usage_so_far: Usage,
+    #[serde(default)]
+    pub requested_model: Option<String>,
+    /// The router's bookkeeping for a known user (absent for the OpenAI-compatible API).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exchange: Option<Exchange>,
+    /// Sampling and output-shape parameters the caller set.
+    #[serde(default, skip_serializing_if = "CallParams::is_default")]
+    pub params: CallParams,
+    /// Stream answer text onto the run's event stream as it arrives (API callers).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stream: bool,
+    /// The agent's backend override (`hermes agents set … --backend`), tried before the
+    /// tier's chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<BackendOverride>,
+    /// The workspace whose provider secrets apply (absent: the global ones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<uuid::Uuid>,
+    /// What the run's tool calls may execute (its engagement mode and allowlist); every
+    /// later round of the run carries it unchanged.
+    #[serde(default, skip_serializing_if = "ToolPolicy::is_default")]
+    pub policy: ToolPolicy,
+}
+
+/// The host-tool policy of a run (seed 000's `runtime_policy`): in REVIEW, RESEARCH and
+/// DISCUSS runs the local-host toolsets (terminal, file patching, code execution, desktop)
+/// never execute; when an allowlist is present, only the local-host toolsets or tools it
+/// names may run. Other tools (web, memory, context) are not restricted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolPolicy {
+    pub engagement_mode: crate::agent::EngagementMode,
+    /// Local-host toolsets or tool names the run may use; absent: no list applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_allowlist: Option<Vec<String>>,
+}
+
+impl ToolPolicy {
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// The policy of a run started from a run under `self` that asks for `requested`: a
+    /// restricted mode stays restricted and allowlists only narrow, so a delegated run
+    /// never regains what its parent lacked.
+    pub fn inherit(&self, requested: &ToolPolicy) -> ToolPolicy {
+        use crate::agent::EngagementMode::Execute;
+        let engagement_mode = if self.engagement_mode != Execute {
+            self.engagement_mode
+        } else {
+            requested.engagement_mode
+        };
+        let tool_allowlist = match (&self.tool_allowlist, &requested.tool_allowlist) {
+            (None, None) => None,
+            (Some(a), None) | (None, Some(a)) => Some(a.clone()),
+            (Some(a), Some(b)) => Some(a.iter().filter(|x| b.contains(x)).cloned().collect()),
+        };
+        ToolPolicy {
+            engagement_mode,
+            tool_allowlist,
+        }
+    }
+}
+
+impl LlmRequest {
+    /// A first call of `chain` on `messages`: no tools, no exchange, default parameters.
+    pub fn new(
+        reply_to: ReplyTo,
+        tier: Tier,
+        chain: Vec<String>,
+        messages: Vec<ChatMessage>,
+    ) -> Self {
+        Self {
+            reply_to,
+            tier,
+            chain,
+            messages,
+            tools: Vec::new(),
+            tool_round: 0,
+            usage_so_far: Usage::default(),
+            requested_model: None,
+            exchange: None,
+            params: CallParams::default(),
+            stream: false,
+            backend: None,
+            workspace: None,
+            policy: ToolPolicy::default(),
+        }
+    }
+}
+
+/// An agent pinned to one backend and model at run time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackendOverride {
+    pub backend: crate::backend::BackendKind,
+    pub model: String,
+}
+
+/// Parameters of a model call that change its answer: all part of the response-cache key.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CallParams {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
+    /// Caller's cap on output tokens, never above the model's own cap.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Structured output: the answer must be JSON matching this schema.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<JsonSchemaFormat>,
+}
+
+impl CallParams {
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// OpenAI's `response_format: {"type": "json_schema", "json_schema": {name, schema, strict}}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JsonSchemaFormat {
+    pub name: String,
+    pub schema: serde_json::Value,
+    #[serde(default)]
+    pub strict: bool,
+}
+
+/// What the router knows about one exchange with a known user, carried through the stages
+/// so delivery can log the interaction with its provenance, extend the session history and
+/// refund the credit when no answer comes (seed 001 steps 9–10).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Exchange {
+    pub user_id: uuid::Uuid,
+    pub session_id: uuid::Uuid,
+    /// The tier the run was answered on (memory extraction uses its chain).
+    pub tier: Tier,
+    /// The user's turn as it entered the history.
+    pub user_text: String,
+    pub provenance: Provenance,
+}
+
+/// The provenance `meta` of an interaction (seed 001, "Monitoring Hermes"), filled in stage
+/// by stage.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Provenance {
+    pub soul_load_ms: u64,
+    pub semantic_recall_used: bool,
+    pub llm_backend: Option<String>,
+    pub llm_cache_hit: bool,
+    pub tools: Vec<String>,
+    pub tool_exec_ms: u64,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    /// Cost in millionths of a US dollar: integers, so sums never drift.
+    pub cost_micro_usd: u64,
+    pub intent: Option<String>,
+    pub schema_tokens_saved: u64,
+}
+
+impl Provenance {
+    /// The `meta` JSON of the interactions table, in the seed's field names.
+    pub fn to_meta(&self) -> serde_json::Value {
+        serde_json::json!({
+            "soul_load_ms": self.soul_load_ms,
+            "semantic_recall_used": self.semantic_recall_used,
+            "llm_backend": self.llm_backend,
+            "llm_cache_hit": self.llm_cache_hit,
+            "tools": self.tools.iter().map(|n| serde_json::json!({ "name": n })).collect::<Vec<_>>(),
+            "tool_exec_ms": self.tool_exec_ms,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            // Display only; the integer micro-dollars are the record.
+            "cost_usd": self.cost_micro_usd as f64 / 1_000_000.0,
+            "cost_micro_usd": self.cost_micro_usd,
+            "intent": self.intent,
+            "schema_tokens_saved": self.schema_tokens_saved,
+        })
+    }
+}
+
+impl Payload for LlmRequest {
+    const KIND: MessageKind = MessageKind::LlmRequest;
+}
+
+/// Tool calls to execute; `request` already ends with the assistant turn that asked for them.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ToolRequest {
+    pub request: LlmRequest,
+    pub calls: Vec<ToolCall>,
+}
+
+impl Payload for ToolRequest {
+    const KIND: MessageKind = MessageKind::ToolRequest;
+}
+
+#[cfg(test)]
+mod policy_tests {
+    use super::ToolPolicy;
+    use crate::agent::EngagementMode::{Execute, Review};
+
+    fn p(mode: crate::agent::EngagementMode, list: Option<&[&str]>) -> ToolPolicy {
+        ToolPolicy {
+            engagement_mode: mode,
+            tool_allowlist: list.map(|l| l.iter().map(|s| s.to_string()).collect()),
+        }
+    }
+
+    #[test]
+    fn a_started_run_never_regains_what_its_parent_lacked() {
+        assert_eq!(
+            p(Review, None).inherit(&p(Execute, None)).engagement_mode,
+            Review
+        );
+        assert_eq!(
+            p(Execute, None).inherit(&p(Review, None)).engagement_mode,
+            Review
+        );
+        let narrowed = p(Execute, Some(&["a", "b"])).inherit(&p(Execute, Some(&["b", "c"])));
+        assert_eq!(narrowed, p(Execute, Some(&["b"])));
+        assert_eq!(
+            p(Execute, Some(&["a"])).inherit(&p(Execute, None)),
+            p(Execute, Some(&["a"]))
+        );
+        assert!(p(Execute, None).inherit(&p(Execute, None)).is_default());
+    }
+}

@@ -1,0 +1,18 @@
+//! The domain payloads that travel between stages, and the small enums they use.
+//!
+//! These are the contract between services: the router never sees platform fields, the
+//! llm stage never sees HTTP, delivery never sees providers.
+
+mod chat;
+mod inbound;
+mod jobs;
+mod kinds;
+mod llm;
+mod reply;
+
+pub use chat::*;
+pub use inbound::*;
+pub use jobs::*;
+pub use kinds::*;
+pub use llm::*;
+pub use reply::*;

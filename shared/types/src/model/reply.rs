@@ -1,0 +1,153 @@
+//! How a run ends: the outcome and the reply delivery hands to whoever waits.
+
+use serde::{Deserialize, Serialize};
+
+use super::*;
+use crate::envelope::{MessageKind, Payload};
+
+/// Why a run ended without an answer. The caller sees the code; operators see the metric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureCode {
+    /// Every backend of the chain failed.
+    ProvidersUnavailable,
+    /// The request itself was refused by the provider (bad input, context too long).
+    ProviderRejected,
+    /// The request could not be processed (malformed after acceptance).
+    Invalid,
+    /// The user's daily or monthly token budget is spent.
+    BudgetExceeded,
+    /// The budgets could not be checked (Redis down): per-user budgets fail closed.
+    BudgetUnavailable,
+    /// Model calls are paused platform-wide: the global daily spend cap or the killswitch.
+    SpendingPaused,
+    /// Every model-call slot stayed busy for the whole bounded wait.
+    Capacity,
+}
+
+impl FailureCode {
+    pub const ALL: [FailureCode; 7] = [
+        FailureCode::ProvidersUnavailable,
+        FailureCode::ProviderRejected,
+        FailureCode::Invalid,
+        FailureCode::BudgetExceeded,
+        FailureCode::BudgetUnavailable,
+        FailureCode::SpendingPaused,
+        FailureCode::Capacity,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureCode::ProvidersUnavailable => "providers_unavailable",
+            FailureCode::ProviderRejected => "provider_rejected",
+            FailureCode::Invalid => "invalid",
+            FailureCode::BudgetExceeded => "budget_exceeded",
+            FailureCode::BudgetUnavailable => "budget_unavailable",
+            FailureCode::SpendingPaused => "spending_paused",
+            FailureCode::Capacity => "capacity",
+        }
+    }
+
+    /// The code stored as `s` (unknown codes read as providers unavailable).
+    pub fn parse(s: &str) -> FailureCode {
+        FailureCode::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .unwrap_or(FailureCode::ProvidersUnavailable)
+    }
+}
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Outcome {
+    Answered {
+        text: String,
+        model: String,
+        usage: Usage,
+        finish_reason: String,
+        #[serde(default)]
+        tools_used: Vec<String>,
+    },
+    Failed {
+        code: FailureCode,
+        /// A message fit for the end user.
+        message: String,
+    },
+}
+
+/// The final word on a run, for delivery to hand to whoever waits.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Reply {
+    pub reply_to: ReplyTo,
+    pub outcome: Outcome,
+    /// The exchange to log and add to history (absent for API callers and notices).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exchange: Option<Exchange>,
+}
+
+impl Reply {
+    /// A failed reply: the run ends with `code` and a message fit for the end user.
+    pub fn failed(reply_to: ReplyTo, code: FailureCode, message: impl Into<String>) -> Self {
+        Self {
+            reply_to,
+            outcome: Outcome::Failed {
+                code,
+                message: message.into(),
+            },
+            exchange: None,
+        }
+    }
+
+    /// A message from Hermes itself (signup prompt, upgrade prompt): answered without a model.
+    pub fn notice(reply_to: ReplyTo, reason: &'static str, text: impl Into<String>) -> Self {
+        Self {
+            reply_to,
+            outcome: Outcome::Answered {
+                text: text.into(),
+                model: "hermes".into(),
+                usage: Usage::default(),
+                finish_reason: reason.into(),
+                tools_used: Vec::new(),
+            },
+            exchange: None,
+        }
+    }
+}
+
+impl Payload for Reply {
+    const KIND: MessageKind = MessageKind::Reply;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiers_parse_by_their_config_names() {
+        for t in Tier::ALL {
+            assert_eq!(t.as_str().parse::<Tier>().unwrap(), t);
+        }
+        assert!("gold".parse::<Tier>().is_err());
+        assert_eq!(
+            serde_json::to_string(&Tier::VenueGrowth).unwrap(),
+            "\"venue-growth\""
+        );
+    }
+
+    #[test]
+    fn usage_adds_up() {
+        let mut u = Usage {
+            input_tokens: 3,
+            output_tokens: 4,
+            cost_micro_usd: 5,
+        };
+        u += Usage {
+            input_tokens: 10,
+            output_tokens: 1,
+            cost_micro_usd: 7,
+        };
+        assert_eq!(u.total(), 18);
+        assert_eq!(u.cost_micro_usd, 12);
+    }
+}
