@@ -10,4 +10,5 @@ pub mod intent;
 pub mod model;
 pub mod openai_wire;
 pub mod stage;
+pub mod sync;
 pub mod trace;
