@@ -12,3 +12,4 @@ pub mod openai_wire;
 pub mod stage;
 pub mod sync;
 pub mod trace;
+pub mod ttl_cache;
