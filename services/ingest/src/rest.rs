@@ -5,9 +5,8 @@
 //! Callers authenticate with a key made by `hermes api-keys create` (only its hash is
 //! stored) or with `API_SERVER_KEY`, which may read every run.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -22,6 +21,7 @@ use hermes_db::runs::{self, RunStatus};
 use hermes_runtime::http::ApiError;
 use hermes_types::ids::RunId;
 use hermes_types::model::{Inbound, Media, MediaKind, MessageEvent, Platform};
+use hermes_types::ttl_cache::TtlCache;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -40,22 +40,26 @@ pub enum Caller {
 /// Key lookups are cached briefly: a revoked key stops working within this long.
 const KEY_CACHE_TTL: Duration = Duration::from_secs(30);
 
-/// A short-lived cache of key hash → key.
-#[derive(Clone, Default)]
-pub struct KeyCache(Arc<Mutex<HashMap<String, CachedKey>>>);
+/// Keys remembered at once.
+const KEY_CACHE_SIZE: usize = 10_000;
 
-/// When a key was looked up, and what was found.
-type CachedKey = (Instant, Option<ApiKey>);
+/// A short-lived cache of key hash → key (or its absence).
+#[derive(Clone)]
+pub struct KeyCache(Arc<TtlCache<String, Option<ApiKey>>>);
+
+impl Default for KeyCache {
+    fn default() -> Self {
+        Self(Arc::new(TtlCache::new(KEY_CACHE_TTL, KEY_CACHE_SIZE)))
+    }
+}
 
 async fn resolve(app: &AppState, key: &str) -> Result<Option<Caller>, ApiError> {
     if crate::auth::ApiKey(app.ctx.config.api_server_key.clone()).is_operator_key(key) {
         return Ok(Some(Caller::Operator));
     }
     let hash = api_keys::hash(key);
-    if let Some((at, found)) = app.keys.0.lock().expect("key cache lock").get(&hash)
-        && at.elapsed() < KEY_CACHE_TTL
-    {
-        return Ok(found.clone().map(Caller::Key));
+    if let Some(found) = app.keys.0.get(&hash) {
+        return Ok(found.map(Caller::Key));
     }
     let client = app
         .ctx
@@ -66,11 +70,7 @@ async fn resolve(app: &AppState, key: &str) -> Result<Option<Caller>, ApiError> 
     let found = api_keys::find(&client, key)
         .await
         .map_err(|_| ApiError::unavailable("cannot check the key right now"))?;
-    let mut cache = app.keys.0.lock().expect("key cache lock");
-    if cache.len() > 10_000 {
-        cache.clear();
-    }
-    cache.insert(hash, (Instant::now(), found.clone()));
+    app.keys.0.insert(hash, found.clone());
     Ok(found.map(Caller::Key))
 }
 

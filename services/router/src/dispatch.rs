@@ -8,9 +8,8 @@ use hermes_db::users::Resolved;
 use hermes_db::{DbError, Transaction, agents};
 use hermes_types::agent::{AgentKind, AgentStatus, Dispatch, DispatchMode};
 use hermes_types::intent::Intent;
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use hermes_types::ttl_cache::TtlCache;
+use std::time::Duration;
 use uuid::Uuid;
 
 /// The chosen agent, or none (the built-in persona).
@@ -44,29 +43,30 @@ pub fn mentions(text: &str) -> Vec<String> {
 /// with the configured persona, and asking the database twice per message to learn that
 /// nothing changed is the router's most avoidable cost. A new agent is picked up within
 /// [`PRESENCE_TTL`].
-#[derive(Default)]
 pub struct Presence {
-    known: Mutex<HashMap<Uuid, (Instant, bool)>>,
+    known: TtlCache<Uuid, bool>,
 }
 
 /// How long "this workspace has (no) agents" is trusted.
 pub const PRESENCE_TTL: Duration = Duration::from_secs(2);
+/// Workspaces remembered at once (a bool each: the bound only guards against unbounded growth).
+const PRESENCE_CACHED_WORKSPACES: usize = 10_000;
+
+impl Default for Presence {
+    fn default() -> Self {
+        Self {
+            known: TtlCache::new(PRESENCE_TTL, PRESENCE_CACHED_WORKSPACES),
+        }
+    }
+}
 
 impl Presence {
     async fn has_agents(&self, tx: &Transaction<'_>, workspace: Uuid) -> Result<bool, DbError> {
-        if let Some((at, has)) = self
-            .known
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&workspace).copied())
-            && at.elapsed() < PRESENCE_TTL
-        {
+        if let Some(has) = self.known.get(&workspace) {
             return Ok(has);
         }
         let has = agents::any(tx, workspace).await?;
-        if let Ok(mut m) = self.known.lock() {
-            m.insert(workspace, (Instant::now(), has));
-        }
+        self.known.insert(workspace, has);
         Ok(has)
     }
 }

@@ -5,14 +5,14 @@
 //! Recall is an enrichment: when the endpoint is slow or down, or the database query
 //! fails, the message goes on without it ([`RecallOutcome::Failed`]), never stops.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use hermes_config::{RecallSettings, RouterSecrets};
 use hermes_db::Client;
 use hermes_db::memory::{self, Fact, Uuid};
 use hermes_gateway::embeddings::{EmbedError, Embedder};
+use hermes_types::ttl_cache::TtlCache;
 
 use crate::sanitize::{sanitize_key, sanitize_value};
 
@@ -97,36 +97,23 @@ pub const FACTS_TTL: Duration = Duration::from_secs(60);
 /// Users whose facts are kept (about 20 KB each with 20 facts of 256 dimensions).
 const FACTS_CACHED_USERS: usize = 10_000;
 
-/// When a user's facts were read, and the facts.
-type CachedFacts = (Instant, Arc<Vec<Fact>>);
-
 /// Recently read facts per user, bounded and short-lived.
-#[derive(Debug, Default)]
-struct FactsCache {
-    users: Mutex<HashMap<Uuid, CachedFacts>>,
+#[derive(Debug)]
+struct FactsCache(TtlCache<Uuid, Arc<Vec<Fact>>>);
+
+impl Default for FactsCache {
+    fn default() -> Self {
+        Self(TtlCache::new(FACTS_TTL, FACTS_CACHED_USERS))
+    }
 }
 
 impl FactsCache {
     fn get(&self, user: Uuid) -> Option<Arc<Vec<Fact>>> {
-        let users = self.users.lock().ok()?;
-        users
-            .get(&user)
-            .filter(|(at, _)| at.elapsed() < FACTS_TTL)
-            .map(|(_, f)| f.clone())
+        self.0.get(&user)
     }
 
     fn put(&self, user: Uuid, facts: Arc<Vec<Fact>>) {
-        let Ok(mut users) = self.users.lock() else {
-            return;
-        };
-        if users.len() >= FACTS_CACHED_USERS {
-            users.retain(|_, (at, _)| at.elapsed() < FACTS_TTL);
-            if users.len() >= FACTS_CACHED_USERS {
-                // Everyone is recent: start over rather than track an LRU order.
-                users.clear();
-            }
-        }
-        users.insert(user, (Instant::now(), facts));
+        self.0.insert(user, facts);
     }
 }
 
@@ -362,7 +349,7 @@ mod tests {
         for _ in 0..FACTS_CACHED_USERS {
             cache.put(Uuid::now_v7(), Arc::new(Vec::new()));
         }
-        let held = cache.users.lock().unwrap().len();
+        let held = cache.0.len();
         assert!(held <= FACTS_CACHED_USERS, "{held} users held");
     }
 }

@@ -10,6 +10,7 @@ use hermes_runtime::Ctx;
 use hermes_runtime::stage::{Handler, StageError};
 use hermes_types::envelope::Envelope;
 use hermes_types::model::{ChatMessage, ToolCall, ToolPolicy, ToolRequest};
+use hermes_types::sync;
 
 use crate::policy::{self, RefusalReason};
 use crate::registry::{Registry, ToolError};
@@ -27,7 +28,7 @@ impl ToolStage {
 
     async fn run_call(&self, policy: &ToolPolicy, call: &ToolCall) -> String {
         let started = Instant::now();
-        let registry = self.registry.read().expect("registry lock").clone();
+        let registry = sync::read(&self.registry).clone();
         let done = execute(&registry, policy, call).await;
         let m = &self.ctx.metrics;
         let label = if done.outcome == Outcome::UnknownTool {

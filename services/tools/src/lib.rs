@@ -16,6 +16,7 @@ use std::sync::{Arc, RwLock};
 use hermes_config::{FileConfig, McpServerSettings, ToolsSettings};
 use hermes_db::tool_registry;
 use hermes_runtime::{Ctx, stage};
+use hermes_types::sync;
 use tokio::sync::mpsc;
 
 pub use handler::{Executed, Outcome, ToolStage, execute};
@@ -114,7 +115,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     stage::run(ctx.clone(), ToolStage::new(ctx, registry.clone())).await;
     reloader.abort();
     publisher.abort();
-    registry.read().expect("registry lock").shutdown();
+    sync::read(&registry).shutdown();
     Ok(())
 }
 
@@ -155,7 +156,7 @@ async fn reload_loop(
         if let Err(e) = publish_all(&ctx, &new_registry, &file.mcp_servers, &gone).await {
             tracing::warn!(error = %e, "reloaded tools not published");
         }
-        *registry.write().expect("registry lock") = new_registry;
+        *sync::write(&registry) = new_registry;
         hub.shutdown();
         hub = new_hub;
         servers = file.mcp_servers;

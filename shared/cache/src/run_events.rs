@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Cache, CacheError};
 use hermes_types::ids::RunId;
 use hermes_types::model::Outcome;
+use hermes_types::sync;
 
 /// Streams are kept this long after their last event.
 const STREAM_TTL_SECS: i64 = 3600;
@@ -115,11 +116,7 @@ pub struct WaiterGuard {
 
 impl Drop for WaiterGuard {
     fn drop(&mut self) {
-        self.waiters
-            .map
-            .lock()
-            .expect("waiters lock")
-            .remove(&self.run);
+        sync::lock(&self.waiters.map).remove(&self.run);
     }
 }
 
@@ -127,10 +124,7 @@ impl Waiters {
     /// Register interest in `run` before anything can be published for it.
     pub fn register(&self, run: RunId) -> WaiterGuard {
         let notify = Arc::new(Notify::new());
-        self.map
-            .lock()
-            .expect("waiters lock")
-            .insert(run, notify.clone());
+        sync::lock(&self.map).insert(run, notify.clone());
         WaiterGuard {
             waiters: self.clone(),
             run,
@@ -139,7 +133,7 @@ impl Waiters {
     }
 
     fn wake(&self, run: RunId) {
-        if let Some(n) = self.map.lock().expect("waiters lock").get(&run) {
+        if let Some(n) = sync::lock(&self.map).get(&run) {
             n.notify_one();
         }
     }
@@ -162,7 +156,7 @@ impl Waiters {
                 match tokio::time::timeout(Duration::from_secs(2), subscribed).await {
                     Ok(Ok(mut pubsub)) => {
                         // Wake everyone once: events may have arrived while we were away.
-                        for n in waiters.map.lock().expect("waiters lock").values() {
+                        for n in sync::lock(&waiters.map).values() {
                             n.notify_one();
                         }
                         let mut messages = pubsub.on_message();

@@ -4,6 +4,7 @@
 pub mod agents;
 pub mod api_keys;
 pub mod credits;
+pub mod listen;
 pub mod memory;
 pub mod migrate;
 pub mod outbox;
@@ -26,6 +27,7 @@ use tokio::sync::Notify;
 use tokio_postgres::NoTls;
 
 pub use deadpool_postgres::{GenericClient, Object as Client, Transaction};
+pub use listen::{ListenEvent, listen};
 
 use hermes_types::ids::MessageId;
 

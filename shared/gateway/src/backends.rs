@@ -4,14 +4,14 @@
 //! value clears one). Workspace secrets are read from PostgreSQL and cached briefly, so a
 //! change applies within [`WORKSPACE_TTL`] without a restart.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use hermes_config::{BackendKind, Config, WorkspaceSecrets};
 use hermes_db::workspaces;
 use hermes_net::keyring::KeyRing;
 use hermes_types::model::LlmRequest;
+use hermes_types::ttl_cache::TtlCache;
 use uuid::Uuid;
 
 use crate::chain::{Hop, Unusable};
@@ -27,11 +27,11 @@ pub struct Backends {
     config: Arc<Config>,
     db: Option<hermes_db::Db>,
     keys: Option<KeyRing>,
-    workspaces: Arc<Mutex<HashMap<Uuid, Loaded>>>,
+    workspaces: Arc<TtlCache<Uuid, Arc<WorkspaceSecrets>>>,
 }
 
-/// A workspace's secrets and when they were read.
-type Loaded = (Instant, Arc<WorkspaceSecrets>);
+/// Workspaces whose secrets are remembered at once.
+const WORKSPACES_CACHED: usize = 10_000;
 
 impl Backends {
     /// Backends of `config`; workspace secrets come from `db` (none: global keys only).
@@ -42,7 +42,7 @@ impl Backends {
             config,
             db,
             keys,
-            workspaces: Arc::default(),
+            workspaces: Arc::new(TtlCache::new(WORKSPACE_TTL, WORKSPACES_CACHED)),
         })
     }
 
@@ -139,10 +139,8 @@ impl Backends {
     /// The workspace's provider secrets (cached; an unreadable store means global keys,
     /// logged, rather than no answer).
     async fn workspace_secrets(&self, ws: Uuid) -> Option<Arc<WorkspaceSecrets>> {
-        if let Some((at, s)) = self.workspaces.lock().unwrap().get(&ws)
-            && at.elapsed() < WORKSPACE_TTL
-        {
-            return Some(s.clone());
+        if let Some(s) = self.workspaces.get(&ws) {
+            return Some(s);
         }
         let db = self.db.as_ref()?;
         let loaded = async {
@@ -153,10 +151,7 @@ impl Backends {
         match loaded {
             Ok(s) => {
                 let s = Arc::new(s);
-                self.workspaces
-                    .lock()
-                    .unwrap()
-                    .insert(ws, (Instant::now(), s.clone()));
+                self.workspaces.insert(ws, s.clone());
                 Some(s)
             }
             Err(e) => {

@@ -8,13 +8,11 @@
 
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use hermes_bus::{Bus, Outgoing, Stage};
 use hermes_db::{Db, DbError, stmt};
 use hermes_telemetry::Metrics;
 use hermes_types::ids::MessageId;
 use tokio::sync::Notify;
-use tokio_postgres::{AsyncMessage, NoTls};
 use tokio_util::sync::CancellationToken;
 
 /// Rows claimed per relay round.
@@ -160,48 +158,11 @@ impl Relay {
         Ok(())
     }
 
-    /// Keep a LISTEN connection open and turn notifications into wake-ups.
+    /// Keep a LISTEN connection open and turn notifications into wake-ups; a (re)connection
+    /// wakes too, since rows committed while nobody listened sent their NOTIFY to no one.
     fn spawn_listener(&self, stop: CancellationToken) {
-        let cfg = self.db.pg_config().clone();
         let wake = self.wake.clone();
-        tokio::spawn(async move {
-            while !stop.is_cancelled() {
-                match cfg.connect(NoTls).await {
-                    Ok((client, mut conn)) => {
-                        let mut messages =
-                            futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
-                        let listen = client.batch_execute("LISTEN hermes_outbox");
-                        // The connection must be driven for LISTEN to complete.
-                        let mut listen = std::pin::pin!(listen);
-                        let ok = loop {
-                            tokio::select! {
-                                r = &mut listen => break r.is_ok(),
-                                m = messages.next() => if m.is_none() { break false },
-                            }
-                        };
-                        if ok {
-                            wake.notify_one();
-                            loop {
-                                tokio::select! {
-                                    _ = stop.cancelled() => return,
-                                    m = messages.next() => match m {
-                                        Some(Ok(AsyncMessage::Notification(_))) => wake.notify_one(),
-                                        Some(Ok(_)) => {}
-                                        Some(Err(e)) => { tracing::warn!(error = %e, "outbox LISTEN connection failed"); break }
-                                        None => break,
-                                    }
-                                }
-                            }
-                        }
-                    }
-                    Err(e) => tracing::warn!(error = %e, "cannot open outbox LISTEN connection"),
-                }
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                }
-            }
-        });
+        hermes_db::listen(&self.db, "hermes_outbox", stop, move |_| wake.notify_one());
     }
 
     /// Run until `stop`, then publish what is left once more before returning.

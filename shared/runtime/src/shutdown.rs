@@ -3,6 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use hermes_types::sync;
 use tokio_util::sync::CancellationToken;
 
 /// Raised by a component that cannot go on; the binary exits non-zero with the reason.
@@ -19,7 +20,7 @@ impl Fatal {
 
     /// Record the first fatal reason and wake whoever waits on [`Fatal::raised`].
     pub fn raise(&self, reason: impl Into<String>) {
-        let mut slot = self.reason.lock().expect("fatal lock not poisoned");
+        let mut slot = sync::lock(&self.reason);
         if slot.is_none() {
             *slot = Some(reason.into());
         }
@@ -27,7 +28,7 @@ impl Fatal {
     }
 
     pub fn reason(&self) -> Option<String> {
-        self.reason.lock().expect("fatal lock not poisoned").clone()
+        sync::lock(&self.reason).clone()
     }
 
     pub async fn raised(&self) {

@@ -10,4 +10,6 @@ pub mod intent;
 pub mod model;
 pub mod openai_wire;
 pub mod stage;
+pub mod sync;
 pub mod trace;
+pub mod ttl_cache;

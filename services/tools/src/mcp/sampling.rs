@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hermes_config::{AuditLevel, McpSamplingSettings};
+use hermes_types::sync;
 
 /// One sampling request in our terms.
 #[derive(Clone, Debug, Default)]
@@ -115,7 +116,7 @@ impl Sampler {
 
     /// Count a request in the sliding minute; false when `max_rpm` is reached.
     fn admit(&self, now: Instant) -> bool {
-        let mut recent = self.recent.lock().expect("sampling window lock");
+        let mut recent = sync::lock(&self.recent);
         while recent
             .front()
             .is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(60))

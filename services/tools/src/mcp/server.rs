@@ -16,6 +16,7 @@ use super::naming;
 use super::sampling::{Complete, Sampler};
 use crate::registry::ToolError;
 use hermes_net::redact::redact;
+use hermes_types::sync;
 
 /// What a registered name does on the server.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,18 +95,18 @@ impl McpServer {
     /// The registered tools (kept while the session is down: a dead or slow server never
     /// unregisters its tools; calls fail until it is back).
     pub fn registered(&self) -> Vec<Registered> {
-        self.tools.read().expect("tools lock").clone()
+        sync::read(&self.tools).clone()
     }
 
     pub(crate) fn attach(&self, session: Arc<McpConnection>) {
-        *self.session.write().expect("session lock") = Some(session);
-        self.breaker.lock().expect("breaker lock").reset();
+        *sync::write(&self.session) = Some(session);
+        sync::lock(&self.breaker).reset();
         self.up.set(1);
     }
 
     pub(crate) fn detach(&self) -> Option<Arc<McpConnection>> {
         self.up.set(0);
-        self.session.write().expect("session lock").take()
+        sync::write(&self.session).take()
     }
 
     /// Re-read the server's tool list through `session` and apply the filters. Returns the
@@ -141,7 +142,7 @@ impl McpServer {
             registered.push(self.utility(Utility::GetPrompt));
         }
         registered.sort_by(|a, b| a.spec.name.cmp(&b.spec.name));
-        let mut current = self.tools.write().expect("tools lock");
+        let mut current = sync::write(&self.tools);
         let changed = current.len() != registered.len()
             || current.iter().zip(&registered).any(|(a, b)| {
                 a.spec.name != b.spec.name
@@ -195,19 +196,14 @@ impl McpServer {
         action: &Action,
         arguments: &serde_json::Value,
     ) -> Result<String, ToolError> {
-        let session = self.session.read().expect("session lock").clone();
+        let session = sync::read(&self.session).clone();
         let Some(session) = session.filter(|s| !s.is_closed()) else {
             return Err(ToolError::Failed(format!(
                 "the MCP server {} is not connected right now (it is being restarted)",
                 self.name
             )));
         };
-        if !self
-            .breaker
-            .lock()
-            .expect("breaker lock")
-            .admit(Instant::now())
-        {
+        if !sync::lock(&self.breaker).admit(Instant::now()) {
             return Err(ToolError::Failed(format!(
                 "the MCP server {} failed repeatedly; calls are paused for a short while",
                 self.name
@@ -235,10 +231,7 @@ impl McpServer {
         };
         let result = tokio::time::timeout(timeout, call).await;
         let ok = matches!(result, Ok(Ok(_)));
-        self.breaker
-            .lock()
-            .expect("breaker lock")
-            .record(ok, Instant::now());
+        sync::lock(&self.breaker).record(ok, Instant::now());
         match result {
             Ok(Ok(Ok(text))) => Ok(text),
             Ok(Ok(Err(tool_error))) => Err(ToolError::Failed(redact(&tool_error, &self.secrets))),
