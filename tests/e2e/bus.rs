@@ -329,8 +329,6 @@ impl Handler for GroupProbe {
 
     async fn prepare(&self, env: &Envelope) -> Result<String, StageError> {
         let inbound: hermes_types::model::Inbound = env.payload()?;
-        // Every message of the burst is ready at about the same moment, so they group.
-        tokio::time::sleep(Duration::from_millis(300)).await;
         Ok(inbound.event.text.unwrap_or_default())
     }
 
@@ -363,7 +361,10 @@ impl stage::GroupCommit for GroupProbe {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grouped_commits_share_transactions_and_one_bad_message_spoils_none_of_the_others() {
     let mut env = TestEnv::new().await;
-    env.set("HERMES_COMMIT_GROUP", "16");
+    // The burst (22 deliveries) makes groups of 8, 8 and 6. Only the groups holding the poison
+    // and the duplicate are redone one by one: at most 16 messages, so at most 14 good ones
+    // alone and the group of 6 together, wherever the two land.
+    env.set("HERMES_COMMIT_GROUP", "8");
     let ctx = Ctx::connect(env.config(), Metrics::new()).await.unwrap();
     ctx.db
         .get()
@@ -374,6 +375,8 @@ async fn grouped_commits_share_transactions_and_one_bad_message_spoils_none_of_t
         )
         .await
         .unwrap();
+    // The committers wait for the whole burst, so grouping does not depend on timing.
+    stage::hold_for_burst(&env.ns, 22);
     let stop = CancellationToken::new();
     let consumer = tokio::spawn(stage::run_grouped(ctx.with_stop(stop.clone()), GroupProbe));
 
@@ -445,7 +448,7 @@ async fn grouped_commits_share_transactions_and_one_bad_message_spoils_none_of_t
         .commit_batch_fallbacks
         .with_label_values(&["webhooks"])
         .get();
-    assert!(fallbacks >= 1, "{fallbacks} groups redone");
+    assert!((1..=2).contains(&fallbacks), "{fallbacks} groups redone");
     let duplicates = ctx
         .metrics
         .bus_messages
