@@ -9,7 +9,7 @@ use std::time::Duration;
 use hermes::Service;
 use hermes_bus::{Bus, Stage};
 use hermes_db::agents::{self, AgentUpdate, NewAgent};
-use hermes_e2e::{TestEnv, eventually};
+use hermes_testkit::{TestEnv, eventually};
 use hermes_types::agent::{AgentKind, AgentStatus, EngagementMode, Tone};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
@@ -72,7 +72,7 @@ async fn message(bus: &Bus, text: &str) -> RunId {
     bus.publish(&Envelope::new(
         run,
         None,
-        &hermes_e2e::rest_inbound("forge-user", text),
+        &hermes_testkit::rest_inbound("forge-user", text),
     ))
     .await
     .unwrap();
@@ -342,7 +342,7 @@ async fn dlq(env: &TestEnv, args: &[&str]) -> std::process::Output {
 
 /// Run the real `hermes` binary with this test's environment.
 async fn hermes(env: &TestEnv, args: &[&str]) -> std::process::Output {
-    tokio::process::Command::new(hermes_e2e::hermes_bin())
+    tokio::process::Command::new(hermes_testkit::hermes_bin())
         .args(args)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())

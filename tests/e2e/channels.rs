@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use hermes::Service;
 use hermes_bus::{Bus, Stage};
-use hermes_e2e::{Fleet, TestEnv, drain};
+use hermes_testkit::{Fleet, TestEnv, drain};
 use hermes_types::model::{Inbound, MediaKind, Platform, Reply};
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
@@ -452,7 +452,7 @@ async fn a_broker_outage_answers_503_and_never_2xx() {
     assert!(r.headers().contains_key("retry-after"));
     // The platform retries after the outage: accepted then (the failed try was not remembered).
     proxy.set_down(false);
-    let r = hermes_e2e::eventually(Duration::from_secs(20), "ingest accepting again", || {
+    let r = hermes_testkit::eventually(Duration::from_secs(20), "ingest accepting again", || {
         let fleet = &fleet;
         let body = body.clone();
         async move {

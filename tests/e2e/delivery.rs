@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use hermes::Service;
 use hermes_bus::{Bus, Stage};
-use hermes_e2e::{TestEnv, eventually};
 use hermes_runtime::stage::{FAILURE_DETAIL_HEADER, FAILURE_REASON_HEADER};
+use hermes_testkit::{TestEnv, eventually};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 use hermes_types::model::{Outcome, Platform, Reply, ReplyTo, Usage};
@@ -808,7 +808,7 @@ async fn turning_the_killswitch_on_alerts_discord() {
         "HERMES_ALERT_DISCORD_URL",
         &format!("{}/discord", hook.uri()),
     );
-    let out = tokio::process::Command::new(hermes_e2e::hermes_bin())
+    let out = tokio::process::Command::new(hermes_testkit::hermes_bin())
         .args(["killswitch", "on", "--reason", "drill"])
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())

@@ -3,7 +3,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use hermes_e2e::{KEY, TestEnv, free_port, hermes_bin, openai_answer};
+use hermes_testkit::{KEY, TestEnv, free_port, hermes_bin, openai_answer};
 use serde_json::{Value, json};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use hermes::Service;
 use hermes_bus::Outgoing;
-use hermes_e2e::{TestEnv, api_inbound, eventually};
+use hermes_testkit::{TestEnv, api_inbound, eventually};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use hermes::Service;
 use hermes_db::api_keys;
-use hermes_e2e::{KEY, TestEnv, eventually};
+use hermes_testkit::{KEY, TestEnv, eventually};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};

@@ -8,8 +8,8 @@ use hermes::Service;
 use hermes_cache::Cache;
 use hermes_cache::soul;
 use hermes_db::{Db, agents, credits, memory};
-use hermes_e2e::{TestEnv, count, eventually};
 use hermes_telemetry::Metrics;
+use hermes_testkit::{TestEnv, count, eventually};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 use hermes_types::model::{Inbound, Platform};
@@ -21,7 +21,7 @@ use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 /// A REST-channel message from `sender`, as ingest would publish it.
 fn rest(sender: &str, text: &str) -> Inbound {
-    hermes_e2e::rest_inbound(sender, text)
+    hermes_testkit::rest_inbound(sender, text)
 }
 
 /// Publish a REST-channel message from `sender` to the router's queue.
@@ -812,7 +812,7 @@ async fn a_failing_embeddings_endpoint_or_a_lost_redis_never_stops_a_message() {
         // Nothing listens here: every Redis call fails fast.
         .set(
             "REDIS_URL",
-            &format!("redis://127.0.0.1:{}", hermes_e2e::free_port()),
+            &format!("redis://127.0.0.1:{}", hermes_testkit::free_port()),
         );
     let user = env.user(Platform::Rest, "degraded", 5).await;
     let db = env.db();
@@ -867,7 +867,7 @@ async fn facts_from_an_exchange_reach_memory_and_the_next_soul() {
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
         .and(body_string_contains("durable facts"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(hermes_e2e::openai_answer(
+        .respond_with(ResponseTemplate::new(200).set_body_json(hermes_testkit::openai_answer(
             r#"{"facts":[{"key":"diet","value":"vegetarian"},{"key":"pet_name","value":"Miso"}]}"#,
             40,
             12,
@@ -877,7 +877,8 @@ async fn facts_from_an_exchange_reach_memory_and_the_next_soul() {
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
         .respond_with(
-            ResponseTemplate::new(200).set_body_json(hermes_e2e::openai_answer("Noted!", 20, 2)),
+            ResponseTemplate::new(200)
+                .set_body_json(hermes_testkit::openai_answer("Noted!", 20, 2)),
         )
         .mount(&provider)
         .await;
@@ -932,7 +933,7 @@ async fn facts_from_an_exchange_reach_memory_and_the_next_soul() {
 
 /// Run the real `hermes` binary with this test's environment; (exit code, stdout, stderr).
 async fn cli(env: &TestEnv, args: &[&str]) -> (i32, String, String) {
-    let out = tokio::process::Command::new(hermes_e2e::hermes_bin())
+    let out = tokio::process::Command::new(hermes_testkit::hermes_bin())
         .args(args)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_e2e::{TestEnv, openai_answer, openai_tool_call};
+use hermes_testkit::{TestEnv, openai_answer, openai_tool_call};
 use serde_json::{Value, json};
 use wiremock::matchers::{body_string_contains, header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};

@@ -1,6 +1,7 @@
-//! The end-to-end harness: each test gets its own namespace (queues and Redis keys) and
-//! its own database cloned from a migrated template, and can start any set of services
-//! in-process on free ports, or the real binary.
+//! The Hermes test kit: each test gets its own namespace (queues and Redis keys) and its own
+//! database cloned from a migrated template, and can start any set of services in-process on
+//! free ports, or the real binary. The end-to-end tests (`tests/`) and any crate testing
+//! against the real servers use it.
 
 pub mod chaos;
 
@@ -539,7 +540,7 @@ pub fn free_port() -> u16 {
 /// installed in `tests/mcp/` by `scripts/test`) over stdio, with `extra` keys.
 pub fn everything_server_toml(extra: &str) -> String {
     let server = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+        .join("../../tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     assert!(
         server.exists(),
         "{} is missing: run `npm ci` in tests/mcp",
