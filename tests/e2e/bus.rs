@@ -66,7 +66,6 @@ async fn the_same_router_message_twice_creates_one_run() {
     assert!(metrics.contains(&duplicate), "{metrics}");
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 /// A handler whose dependency is always down.
@@ -152,7 +151,6 @@ async fn a_message_that_always_fails_is_parked_after_the_delivery_limit() {
     stop2.cancel();
     router2.await.unwrap().unwrap();
     ctx.bus.close().await;
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -237,13 +235,12 @@ async fn queue_arguments_match_the_design() {
         }
     }
     bus.close().await;
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fleet_reconnects_after_losing_the_broker() {
     let mut env = TestEnv::new().await;
-    let (proxy, target) = env.broker_behind_proxy().await;
+    let proxy = env.broker_behind_proxy().await;
     let fleet = env.start(&Service::ALL).await;
     assert_eq!(fleet.chat("before").await.status(), 200);
 
@@ -270,9 +267,6 @@ async fn the_fleet_reconnects_after_losing_the_broker() {
         "{metrics}"
     );
     fleet.stop().await.unwrap();
-    // Cleanup talks to the broker directly, not through the proxy.
-    env.broker_direct(target);
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -315,7 +309,6 @@ async fn one_platform_message_makes_one_run_even_past_the_redis_dedupe() {
     assert_eq!(emitted, 1, "the duplicate reaches no model");
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 /// A grouped handler that records which transaction committed each message, and refuses the
@@ -458,5 +451,4 @@ async fn grouped_commits_share_transactions_and_one_bad_message_spoils_none_of_t
     stop.cancel();
     consumer.await.unwrap();
     ctx.bus.close().await;
-    env.cleanup().await;
 }

@@ -196,6 +196,5 @@ async fn every_metric_of_the_dashboard_and_alerts_is_exported_and_promtool_clean
     );
 
     fleet.stop().await.unwrap();
-    env.cleanup().await;
     let _ = std::fs::remove_file(config);
 }

@@ -83,7 +83,6 @@ async fn bad_keys_and_bad_bodies_are_refused_and_nothing_is_published() {
         "{metrics}"
     );
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -108,7 +107,6 @@ async fn health_and_models_answer() {
         .unwrap();
     assert_eq!(models["data"][0]["id"], "hermes");
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -146,5 +144,4 @@ async fn beyond_its_in_flight_bound_ingest_sheds_with_503() {
     assert_eq!(first.await.unwrap(), 200);
     let fleet = std::sync::Arc::try_unwrap(fleet).ok().expect("only owner");
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }

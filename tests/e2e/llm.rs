@@ -197,7 +197,6 @@ async fn an_agent_moves_to_another_backend_at_run_time_with_its_workspace_key() 
     assert_eq!(got[1].0, "echo: and now?");
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -276,5 +275,4 @@ async fn the_killswitch_pauses_every_call_and_refunds_the_credit() {
     .await;
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }

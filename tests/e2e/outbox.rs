@@ -52,5 +52,4 @@ async fn an_unpublished_outbox_row_is_published_by_the_relay() {
         .get(0);
     assert_eq!(unpublished, 0);
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }

@@ -140,5 +140,4 @@ async fn a_rest_message_is_answered_by_callback_and_by_polling() {
             >= 1
     );
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }

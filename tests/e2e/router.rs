@@ -116,7 +116,6 @@ async fn an_unknown_sender_gets_the_signup_prompt_and_no_model_call() {
     );
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -196,7 +195,6 @@ async fn fifty_concurrent_messages_with_ten_credits_get_ten_answers_and_forty_up
     assert_eq!(meta["llm_backend"], "claude-haiku");
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -253,7 +251,6 @@ async fn a_failed_run_is_refunded_exactly_once() {
     assert_eq!((balance, sum), (3, 3));
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -339,7 +336,6 @@ async fn the_soul_is_cached_then_invalidated_when_memory_changes() {
     assert!(prompt.contains("diet: vegan"), "{prompt}");
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 /// A fake embeddings endpoint: each text maps to a fixed direction by its first word.
@@ -423,7 +419,6 @@ async fn semantic_recall_appends_the_closest_facts_and_skips_trivial_messages() 
     assert_eq!(embeddings.received_requests().await.unwrap().len(), 1);
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -513,7 +508,6 @@ async fn a_session_idle_for_twelve_hours_rolls_over_and_its_history_stays_behind
     );
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 async fn internal_agent(db: &Db, key: &str, max_concurrent: i32) -> Uuid {
@@ -644,7 +638,6 @@ async fn round_robin_is_fair_over_three_agents_and_respects_capacity() {
     );
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -752,7 +745,6 @@ async fn an_external_agent_is_owed_a_wake_in_the_runs_transaction() {
     assert_eq!(ring.open(&stored).unwrap(), b"whsec_test");
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -796,7 +788,6 @@ async fn a_crash_inside_the_routing_transaction_leaves_no_half_created_run() {
     assert_eq!(balance, 5, "no credit spent");
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -856,7 +847,6 @@ async fn a_failing_embeddings_endpoint_or_a_lost_redis_never_stops_a_message() {
     );
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -928,7 +918,6 @@ async fn facts_from_an_exchange_reach_memory_and_the_next_soul() {
     );
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 /// Run the real `hermes` binary with this test's environment; (exit code, stdout, stderr).
@@ -1068,7 +1057,6 @@ async fn operators_set_up_users_channels_and_agents_with_the_cli() {
     assert_eq!(listed[0]["agent"]["status"], "BUSY");
     assert_eq!(listed[0]["agent"]["max_concurrent"], 3);
     assert!(!out.contains("whsec_"), "the secret never lists: {out}");
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1157,6 +1145,5 @@ async fn a_review_run_carries_its_policy_and_is_not_offered_local_host_tools() {
     assert!(offered.contains(&"current_time"), "{offered:?}");
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
     let _ = std::fs::remove_file(file);
 }

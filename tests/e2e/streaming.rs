@@ -113,7 +113,6 @@ async fn a_streamed_answer_arrives_as_chunks_with_usage_and_done() {
     assert_eq!(row.get::<_, String>(1), "echo: hello streaming world");
     drop(client);
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -192,7 +191,6 @@ async fn sampling_parameters_reach_the_provider_and_its_stream_reaches_the_calle
     // Without a model in the request, the chunks name the configured API model.
     assert_eq!(last["model"], "hermes");
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -231,7 +229,6 @@ async fn a_run_that_outlasts_the_timeout_ends_the_stream_with_an_error() {
     );
     assert_eq!(data[2], "[DONE]");
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -280,7 +277,6 @@ async fn an_open_stream_holds_its_in_flight_slot_until_it_ends() {
     }
     assert!(freed, "the slot was not released after the stream ended");
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -320,5 +316,4 @@ async fn out_of_range_parameters_are_refused_before_anything_is_published() {
     assert_eq!(messages, 0, "refused requests must publish nothing");
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
