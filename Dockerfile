@@ -25,6 +25,7 @@ COPY shared/cache/Cargo.toml shared/cache/
 COPY shared/alerts/Cargo.toml shared/alerts/
 COPY shared/runtime/Cargo.toml shared/runtime/
 COPY shared/gateway/Cargo.toml shared/gateway/
+COPY shared/testkit/Cargo.toml shared/testkit/
 COPY services/ingest/Cargo.toml services/ingest/
 COPY services/router/Cargo.toml services/router/
 COPY services/llm/Cargo.toml services/llm/
@@ -35,7 +36,7 @@ COPY tests/Cargo.toml tests/
 # Empty crates in place of the workspace's: the build below compiles only the dependencies.
 # The workspace's own artifacts are then deleted, so the real sources are always rebuilt
 # (their files may be older than these stubs, and cargo compares modification times).
-RUN for crate in shared/types shared/config shared/telemetry shared/net shared/db shared/bus shared/cache shared/alerts shared/runtime shared/gateway \
+RUN for crate in shared/types shared/config shared/telemetry shared/net shared/db shared/bus shared/cache shared/alerts shared/runtime shared/gateway shared/testkit \
                  services/ingest services/router services/llm services/tools \
                  services/delivery services/hermes tests; do \
         mkdir -p "$crate/src" && touch "$crate/src/lib.rs"; \

@@ -9,7 +9,7 @@ use std::time::Duration;
 use hermes::Service;
 use hermes_bus::{Bus, Stage};
 use hermes_db::agents::{self, AgentUpdate, NewAgent};
-use hermes_e2e::{TestEnv, eventually};
+use hermes_testkit::{TestEnv, eventually};
 use hermes_types::agent::{AgentKind, AgentStatus, EngagementMode, Tone};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
@@ -72,7 +72,7 @@ async fn message(bus: &Bus, text: &str) -> RunId {
     bus.publish(&Envelope::new(
         run,
         None,
-        &hermes_e2e::rest_inbound("forge-user", text),
+        &hermes_testkit::rest_inbound("forge-user", text),
     ))
     .await
     .unwrap();
@@ -227,7 +227,6 @@ async fn an_external_agent_is_woken_with_a_signed_envelope_and_marked_online() {
 
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -296,7 +295,6 @@ async fn a_private_agent_url_is_refused_and_parked_without_a_request() {
     drop(ch);
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -332,7 +330,6 @@ async fn a_failing_agent_endpoint_is_retried_on_the_schedule_then_parked() {
 
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 /// Run `hermes dlq …` (the real binary) in this test's namespace.
@@ -342,7 +339,7 @@ async fn dlq(env: &TestEnv, args: &[&str]) -> std::process::Output {
 
 /// Run the real `hermes` binary with this test's environment.
 async fn hermes(env: &TestEnv, args: &[&str]) -> std::process::Output {
-    tokio::process::Command::new(hermes_e2e::hermes_bin())
+    tokio::process::Command::new(hermes_testkit::hermes_bin())
         .args(args)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -492,7 +489,6 @@ async fn hermes_dlq_lists_shows_replays_once_and_purges() {
 
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 /// The `webhook_deliveries` id of `run`'s wake.
@@ -595,5 +591,4 @@ async fn an_agent_created_with_the_cli_gets_standard_webhooks_its_secret_verifie
 
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use hermes::Service;
 use hermes_bus::{Bus, Stage};
-use hermes_e2e::{Fleet, TestEnv, drain};
+use hermes_testkit::{Fleet, TestEnv, drain};
 use hermes_types::model::{Inbound, MediaKind, Platform, Reply};
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
@@ -172,7 +172,6 @@ async fn telegram_messages_are_verified_normalized_and_deduped() {
     }
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 fn whatsapp_payload(messages: Value, statuses: Value) -> Vec<u8> {
@@ -322,7 +321,6 @@ async fn whatsapp_and_360dialog_route_messages_and_record_statuses() {
     );
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -367,7 +365,6 @@ async fn instagram_messages_are_signed_and_echoes_ignored() {
     assert_eq!(got[0].event.sender_id, "IGSID1");
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -394,7 +391,6 @@ async fn unconfigured_channels_answer_404() {
     .unwrap();
     assert_eq!(hs.status(), 404);
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -429,13 +425,12 @@ async fn a_sender_over_the_rate_is_slowed_down_once_and_still_answered_2xx() {
     ));
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_outage_answers_503_and_never_2xx() {
     let mut env = channel_env().await;
-    let (proxy, target) = env.broker_behind_proxy().await;
+    let proxy = env.broker_behind_proxy().await;
     env.set("HERMES_BUS_RECONNECT_SECS", "600");
     let fleet = env.start(&[Service::Ingest]).await;
     proxy.set_down(true);
@@ -452,7 +447,7 @@ async fn a_broker_outage_answers_503_and_never_2xx() {
     assert!(r.headers().contains_key("retry-after"));
     // The platform retries after the outage: accepted then (the failed try was not remembered).
     proxy.set_down(false);
-    let r = hermes_e2e::eventually(Duration::from_secs(20), "ingest accepting again", || {
+    let r = hermes_testkit::eventually(Duration::from_secs(20), "ingest accepting again", || {
         let fleet = &fleet;
         let body = body.clone();
         async move {
@@ -469,6 +464,4 @@ async fn a_broker_outage_answers_503_and_never_2xx() {
     .await;
     assert_eq!(r.json::<Value>().await.unwrap()["routed"], 1);
     fleet.stop().await.unwrap();
-    env.broker_direct(target);
-    env.cleanup().await;
 }

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use hermes::Service;
 use hermes_bus::{Bus, Stage};
-use hermes_e2e::{TestEnv, eventually};
 use hermes_runtime::stage::{FAILURE_DETAIL_HEADER, FAILURE_REASON_HEADER};
+use hermes_testkit::{TestEnv, eventually};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 use hermes_types::model::{Outcome, Platform, Reply, ReplyTo, Usage};
@@ -147,7 +147,6 @@ async fn a_failing_callback_waits_through_the_schedule_then_is_parked_with_its_r
         "{metrics}"
     );
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 const TG_TOKEN: &str = "123456:test-bot-token";
@@ -309,7 +308,6 @@ async fn each_platform_gets_the_request_its_api_expects_photos_included_and_long
         );
     }
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 
     // The WhatsApp Cloud API instead of 360dialog, by configuration.
     let cloud = MockServer::start().await;
@@ -341,7 +339,6 @@ async fn each_platform_gets_the_request_its_api_expects_photos_included_and_long
     .await;
     cloud.verify().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -444,7 +441,6 @@ async fn telegram_429_is_waited_400_is_parked_and_bad_formatting_goes_plain() {
         assert!(metrics.contains(line), "{line} in {metrics}");
     }
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 /// The value of a metric line starting with `series` (0 when absent).
@@ -533,7 +529,6 @@ async fn ten_failures_open_the_breaker_for_every_instance_and_a_success_closes_i
     assert_eq!(open, None);
     a.stop().await.unwrap();
     b.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -568,7 +563,6 @@ async fn a_burst_to_one_chat_is_spread_by_the_rate_gate() {
     let metrics = fleet.metrics().await;
     assert!(metrics.contains("hermes_delivery_rate_wait_seconds_count{platform=\"telegram\"} 4"));
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -608,7 +602,6 @@ async fn a_telegram_webhook_is_answered_in_the_chat() {
     assert_eq!(sent["chat_id"], "4242");
     assert_eq!(sent["text"], "echo: ping from telegram");
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -669,7 +662,6 @@ async fn a_growing_parking_queue_alerts_ops_once() {
         "{metrics}"
     );
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -728,7 +720,6 @@ async fn a_retry_after_a_half_sent_reply_sends_only_the_rest() {
         "{metrics}"
     );
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -792,7 +783,6 @@ async fn a_full_parking_queue_refuses_and_the_message_stays() {
         .await
         .unwrap();
     assert_eq!(waiting, 1, "the refused message stays in its work queue");
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -808,7 +798,7 @@ async fn turning_the_killswitch_on_alerts_discord() {
         "HERMES_ALERT_DISCORD_URL",
         &format!("{}/discord", hook.uri()),
     );
-    let out = tokio::process::Command::new(hermes_e2e::hermes_bin())
+    let out = tokio::process::Command::new(hermes_testkit::hermes_bin())
         .args(["killswitch", "on", "--reason", "drill"])
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -828,5 +818,4 @@ async fn turning_the_killswitch_on_alerts_discord() {
         content.starts_with("[hermes] killswitch_on:") && content.contains("drill"),
         "{content}"
     );
-    env.cleanup().await;
 }

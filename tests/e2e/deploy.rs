@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use hermes::Service;
-use hermes_e2e::{TestEnv, everything_server_toml, openai_answer, openai_tool_call};
+use hermes_testkit::{TestEnv, everything_server_toml, openai_answer, openai_tool_call};
 use serde_json::json;
 use wiremock::matchers::{body_string_contains, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -196,6 +196,5 @@ async fn every_metric_of_the_dashboard_and_alerts_is_exported_and_promtool_clean
     );
 
     fleet.stop().await.unwrap();
-    env.cleanup().await;
     let _ = std::fs::remove_file(config);
 }

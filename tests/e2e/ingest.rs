@@ -1,7 +1,7 @@
 //! Ingest refuses what it must refuse, with JSON errors, and publishes nothing for it.
 
 use hermes::Service;
-use hermes_e2e::{KEY, TestEnv};
+use hermes_testkit::{KEY, TestEnv};
 use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -83,7 +83,6 @@ async fn bad_keys_and_bad_bodies_are_refused_and_nothing_is_published() {
         "{metrics}"
     );
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -108,7 +107,6 @@ async fn health_and_models_answer() {
         .unwrap();
     assert_eq!(models["data"][0]["id"], "hermes");
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -120,7 +118,7 @@ async fn beyond_its_in_flight_bound_ingest_sheds_with_503() {
         .respond_with(
             ResponseTemplate::new(200)
                 .set_delay(std::time::Duration::from_millis(1500))
-                .set_body_json(hermes_e2e::openai_answer("slow", 1, 1)),
+                .set_body_json(hermes_testkit::openai_answer("slow", 1, 1)),
         )
         .mount(&provider)
         .await;
@@ -146,5 +144,4 @@ async fn beyond_its_in_flight_bound_ingest_sheds_with_503() {
     assert_eq!(first.await.unwrap(), 200);
     let fleet = std::sync::Arc::try_unwrap(fleet).ok().expect("only owner");
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }

@@ -3,7 +3,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use hermes_e2e::{KEY, TestEnv, free_port, hermes_bin, openai_answer};
+use hermes_testkit::{KEY, TestEnv, free_port, hermes_bin, openai_answer};
 use serde_json::{Value, json};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -90,7 +90,6 @@ async fn sigterm_finishes_the_message_in_flight_first() {
         .unwrap()
         .unwrap();
     assert!(status.success(), "clean exit after SIGTERM, got {status}");
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -117,7 +116,6 @@ async fn doctor_names_an_unreachable_rabbitmq_and_fails() {
         !stdout.contains("secretpw") && !stdout.contains(KEY),
         "secrets must not print: {stdout}"
     );
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -142,5 +140,4 @@ async fn a_service_refuses_to_run_on_an_older_schema() {
         err.contains("schema is at version 0") && err.contains("hermes migrate"),
         "{err}"
     );
-    env.cleanup().await;
 }

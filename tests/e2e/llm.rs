@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hermes::Service;
 use hermes_bus::Bus;
-use hermes_e2e::{TestEnv, eventually};
+use hermes_testkit::{TestEnv, eventually};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 use hermes_types::model::Platform;
@@ -20,7 +20,7 @@ const SECRET_KEYS: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 
 /// Run the real `hermes` binary with this test's environment and `stdin`.
 async fn cli(env: &TestEnv, args: &[&str], stdin: &str) -> (i32, String, String) {
-    let mut child = tokio::process::Command::new(hermes_e2e::hermes_bin())
+    let mut child = tokio::process::Command::new(hermes_testkit::hermes_bin())
         .args(args)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -42,7 +42,7 @@ async fn cli(env: &TestEnv, args: &[&str], stdin: &str) -> (i32, String, String)
 }
 
 async fn send(bus: &Bus, sender: &str, text: &str) {
-    let inbound = hermes_e2e::rest_inbound(sender, text);
+    let inbound = hermes_testkit::rest_inbound(sender, text);
     bus.publish(&Envelope::new(RunId::new(), None, &inbound))
         .await
         .unwrap();
@@ -197,7 +197,6 @@ async fn an_agent_moves_to_another_backend_at_run_time_with_its_workspace_key() 
     assert_eq!(got[1].0, "echo: and now?");
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -276,5 +275,4 @@ async fn the_killswitch_pauses_every_call_and_refunds_the_credit() {
     .await;
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }

@@ -12,5 +12,6 @@ mod outbox;
 mod rest;
 mod router;
 mod streaming;
+mod testkit;
 mod thin_path;
 mod tools;

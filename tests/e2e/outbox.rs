@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use hermes::Service;
 use hermes_bus::Outgoing;
-use hermes_e2e::{TestEnv, api_inbound, eventually};
+use hermes_testkit::{TestEnv, api_inbound, eventually};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 
@@ -52,5 +52,4 @@ async fn an_unpublished_outbox_row_is_published_by_the_relay() {
         .get(0);
     assert_eq!(unpublished, 0);
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }

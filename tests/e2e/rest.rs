@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use hermes::Service;
 use hermes_db::api_keys;
-use hermes_e2e::{KEY, TestEnv, eventually};
+use hermes_testkit::{KEY, TestEnv, eventually};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -140,5 +140,4 @@ async fn a_rest_message_is_answered_by_callback_and_by_polling() {
             >= 1
     );
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }

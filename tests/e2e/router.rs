@@ -8,8 +8,8 @@ use hermes::Service;
 use hermes_cache::Cache;
 use hermes_cache::soul;
 use hermes_db::{Db, agents, credits, memory};
-use hermes_e2e::{TestEnv, count, eventually};
 use hermes_telemetry::Metrics;
+use hermes_testkit::{TestEnv, count, eventually};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 use hermes_types::model::{Inbound, Platform};
@@ -21,7 +21,7 @@ use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 /// A REST-channel message from `sender`, as ingest would publish it.
 fn rest(sender: &str, text: &str) -> Inbound {
-    hermes_e2e::rest_inbound(sender, text)
+    hermes_testkit::rest_inbound(sender, text)
 }
 
 /// Publish a REST-channel message from `sender` to the router's queue.
@@ -116,7 +116,6 @@ async fn an_unknown_sender_gets_the_signup_prompt_and_no_model_call() {
     );
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -196,7 +195,6 @@ async fn fifty_concurrent_messages_with_ten_credits_get_ten_answers_and_forty_up
     assert_eq!(meta["llm_backend"], "claude-haiku");
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -253,7 +251,6 @@ async fn a_failed_run_is_refunded_exactly_once() {
     assert_eq!((balance, sum), (3, 3));
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -339,7 +336,6 @@ async fn the_soul_is_cached_then_invalidated_when_memory_changes() {
     assert!(prompt.contains("diet: vegan"), "{prompt}");
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 /// A fake embeddings endpoint: each text maps to a fixed direction by its first word.
@@ -423,7 +419,6 @@ async fn semantic_recall_appends_the_closest_facts_and_skips_trivial_messages() 
     assert_eq!(embeddings.received_requests().await.unwrap().len(), 1);
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -513,7 +508,6 @@ async fn a_session_idle_for_twelve_hours_rolls_over_and_its_history_stays_behind
     );
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 async fn internal_agent(db: &Db, key: &str, max_concurrent: i32) -> Uuid {
@@ -644,7 +638,6 @@ async fn round_robin_is_fair_over_three_agents_and_respects_capacity() {
     );
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -752,7 +745,6 @@ async fn an_external_agent_is_owed_a_wake_in_the_runs_transaction() {
     assert_eq!(ring.open(&stored).unwrap(), b"whsec_test");
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -796,7 +788,6 @@ async fn a_crash_inside_the_routing_transaction_leaves_no_half_created_run() {
     assert_eq!(balance, 5, "no credit spent");
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -812,7 +803,7 @@ async fn a_failing_embeddings_endpoint_or_a_lost_redis_never_stops_a_message() {
         // Nothing listens here: every Redis call fails fast.
         .set(
             "REDIS_URL",
-            &format!("redis://127.0.0.1:{}", hermes_e2e::free_port()),
+            &format!("redis://127.0.0.1:{}", hermes_testkit::free_port()),
         );
     let user = env.user(Platform::Rest, "degraded", 5).await;
     let db = env.db();
@@ -856,7 +847,6 @@ async fn a_failing_embeddings_endpoint_or_a_lost_redis_never_stops_a_message() {
     );
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -867,7 +857,7 @@ async fn facts_from_an_exchange_reach_memory_and_the_next_soul() {
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
         .and(body_string_contains("durable facts"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(hermes_e2e::openai_answer(
+        .respond_with(ResponseTemplate::new(200).set_body_json(hermes_testkit::openai_answer(
             r#"{"facts":[{"key":"diet","value":"vegetarian"},{"key":"pet_name","value":"Miso"}]}"#,
             40,
             12,
@@ -877,7 +867,8 @@ async fn facts_from_an_exchange_reach_memory_and_the_next_soul() {
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
         .respond_with(
-            ResponseTemplate::new(200).set_body_json(hermes_e2e::openai_answer("Noted!", 20, 2)),
+            ResponseTemplate::new(200)
+                .set_body_json(hermes_testkit::openai_answer("Noted!", 20, 2)),
         )
         .mount(&provider)
         .await;
@@ -927,12 +918,11 @@ async fn facts_from_an_exchange_reach_memory_and_the_next_soul() {
     );
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 /// Run the real `hermes` binary with this test's environment; (exit code, stdout, stderr).
 async fn cli(env: &TestEnv, args: &[&str]) -> (i32, String, String) {
-    let out = tokio::process::Command::new(hermes_e2e::hermes_bin())
+    let out = tokio::process::Command::new(hermes_testkit::hermes_bin())
         .args(args)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -1067,7 +1057,6 @@ async fn operators_set_up_users_channels_and_agents_with_the_cli() {
     assert_eq!(listed[0]["agent"]["status"], "BUSY");
     assert_eq!(listed[0]["agent"]["max_concurrent"], 3);
     assert!(!out.contains("whsec_"), "the secret never lists: {out}");
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1156,6 +1145,5 @@ async fn a_review_run_carries_its_policy_and_is_not_offered_local_host_tools() {
     assert!(offered.contains(&"current_time"), "{offered:?}");
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
     let _ = std::fs::remove_file(file);
 }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_e2e::{KEY, TestEnv};
+use hermes_testkit::{KEY, TestEnv};
 use serde_json::{Value, json};
 use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -20,7 +20,7 @@ fn sse_data(body: &str) -> Vec<String> {
 
 /// POST a streamed chat completion and read the whole SSE body as it arrives; returns the
 /// run id, the raw body and its `data:` payloads. The stream must end on its own.
-async fn stream(fleet: &hermes_e2e::Fleet, request: Value) -> (String, String, Vec<String>) {
+async fn stream(fleet: &hermes_testkit::Fleet, request: Value) -> (String, String, Vec<String>) {
     let mut resp = reqwest::Client::new()
         .post(fleet.url("/v1/chat/completions"))
         .bearer_auth(KEY)
@@ -113,7 +113,6 @@ async fn a_streamed_answer_arrives_as_chunks_with_usage_and_done() {
     assert_eq!(row.get::<_, String>(1), "echo: hello streaming world");
     drop(client);
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -192,7 +191,6 @@ async fn sampling_parameters_reach_the_provider_and_its_stream_reaches_the_calle
     // Without a model in the request, the chunks name the configured API model.
     assert_eq!(last["model"], "hermes");
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -202,7 +200,7 @@ async fn a_run_that_outlasts_the_timeout_ends_the_stream_with_an_error() {
         .respond_with(
             ResponseTemplate::new(200)
                 .set_delay(Duration::from_millis(2500))
-                .set_body_json(hermes_e2e::openai_answer("too late", 1, 2)),
+                .set_body_json(hermes_testkit::openai_answer("too late", 1, 2)),
         )
         .mount(&provider)
         .await;
@@ -231,7 +229,6 @@ async fn a_run_that_outlasts_the_timeout_ends_the_stream_with_an_error() {
     );
     assert_eq!(data[2], "[DONE]");
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -241,7 +238,7 @@ async fn an_open_stream_holds_its_in_flight_slot_until_it_ends() {
         .respond_with(
             ResponseTemplate::new(200)
                 .set_delay(Duration::from_millis(1500))
-                .set_body_json(hermes_e2e::openai_answer("slow", 1, 1)),
+                .set_body_json(hermes_testkit::openai_answer("slow", 1, 1)),
         )
         .mount(&provider)
         .await;
@@ -280,7 +277,6 @@ async fn an_open_stream_holds_its_in_flight_slot_until_it_ends() {
     }
     assert!(freed, "the slot was not released after the stream ended");
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -320,5 +316,4 @@ async fn out_of_range_parameters_are_refused_before_anything_is_published() {
     assert_eq!(messages, 0, "refused requests must publish nothing");
     bus.close().await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }

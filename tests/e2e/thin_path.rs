@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_e2e::{TestEnv, openai_answer, openai_tool_call};
+use hermes_testkit::{TestEnv, openai_answer, openai_tool_call};
 use serde_json::{Value, json};
 use wiremock::matchers::{body_string_contains, header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -52,7 +52,6 @@ async fn the_mock_answer_comes_back_with_usage() {
     );
     assert!(metrics.contains("hermes_runs_total{platform=\"api\",status=\"completed\"} 1"));
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -135,7 +134,6 @@ async fn a_tool_call_runs_and_its_result_reaches_the_second_model_call() {
         "{metrics}"
     );
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -163,5 +161,4 @@ async fn a_provider_that_keeps_failing_gives_a_clear_error_not_silence() {
         "{body}"
     );
     fleet.stop().await.unwrap();
-    env.cleanup().await;
 }

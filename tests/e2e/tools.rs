@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_e2e::{TestEnv, everything_server_toml, openai_answer, openai_tool_call};
+use hermes_testkit::{TestEnv, everything_server_toml, openai_answer, openai_tool_call};
 use serde_json::{Value, json};
 use wiremock::matchers::{body_string_contains, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -127,7 +127,6 @@ async fn a_model_calls_an_mcp_tool_and_its_result_reaches_the_second_call() {
         "{metrics}"
     );
     fleet.stop().await.unwrap();
-    env.cleanup().await;
     let _ = std::fs::remove_file(config);
 }
 
@@ -210,6 +209,5 @@ async fn tools_reload_rereads_the_configuration_file() {
     .unwrap();
     wait_for(&env, "mcp-everything", &[]).await;
     fleet.stop().await.unwrap();
-    env.cleanup().await;
     let _ = std::fs::remove_file(config);
 }

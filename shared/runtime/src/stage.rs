@@ -35,6 +35,8 @@ mod group_commit;
 
 use group_commit::Committers;
 pub use group_commit::GroupCommit;
+#[doc(hidden)]
+pub use group_commit::hold_for_burst;
 
 /// The AMQP header naming why a parked message failed (a [`FailureReason`]).
 pub const FAILURE_REASON_HEADER: &str = "x-hermes-failure-reason";

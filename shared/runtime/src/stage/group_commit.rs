@@ -16,6 +16,7 @@
 //! never deadlock each other.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio::task::JoinSet;
@@ -86,11 +87,18 @@ pub(super) fn start<H: GroupCommit>(
 ) -> (Committers<H>, JoinSet<()>) {
     let (queue, rx) = mpsc::channel::<Job<H>>(group.max(1) * workers.max(1) * 2);
     let rx = Arc::new(Mutex::new(rx));
+    let burst = Arc::new(AtomicUsize::new(held_burst(ctx.config.namespace.as_str())));
     let mut set = JoinSet::new();
     for _ in 0..workers.max(1) {
-        let (ctx, handler, rx) = (ctx.clone(), handler.clone(), rx.clone());
+        let (ctx, handler, rx, burst) = (ctx.clone(), handler.clone(), rx.clone(), burst.clone());
         set.spawn(async move {
-            while let Some(jobs) = take(&rx, group.max(1)).await {
+            while let Some(mut jobs) = take(&rx, group.max(1), &burst).await {
+                // Only a held burst is longer than a group.
+                while jobs.len() > group.max(1) {
+                    let rest = jobs.split_off(group.max(1));
+                    commit_group(&ctx, handler.as_ref(), jobs).await;
+                    jobs = rest;
+                }
                 commit_group(&ctx, handler.as_ref(), jobs).await;
             }
         });
@@ -98,11 +106,46 @@ pub(super) fn start<H: GroupCommit>(
     (Committers { queue }, set)
 }
 
-/// The next group: wait for one message, then take what else is already waiting.
-async fn take<H: Handler>(rx: &Mutex<mpsc::Receiver<Job<H>>>, group: usize) -> Option<Vec<Job<H>>> {
+/// Bursts that tests asked the committers of a namespace to wait for ([`hold_for_burst`]).
+static HELD: std::sync::Mutex<Vec<(String, usize)>> = std::sync::Mutex::new(Vec::new());
+
+/// Test hook: the committers started next in `namespace` take nothing until `messages`
+/// messages wait, then commit those in full groups. A committer otherwise never waits to fill
+/// a group (docs/architecture.md, "How a message travels"), so which messages share a
+/// transaction depends on timing, and a test asserting on grouping needs it certain.
+#[doc(hidden)]
+pub fn hold_for_burst(namespace: &str, messages: usize) {
+    if let Ok(mut held) = HELD.lock() {
+        held.push((namespace.to_string(), messages));
+    }
+}
+
+/// The burst held for `namespace` (0: none), consumed by the committers it was held for.
+fn held_burst(namespace: &str) -> usize {
+    let Ok(mut held) = HELD.lock() else { return 0 };
+    match held.iter().position(|(ns, _)| ns == namespace) {
+        Some(i) => held.swap_remove(i).1,
+        None => 0,
+    }
+}
+
+/// The next group: wait for one message, then take what else is already waiting (or, for a
+/// held burst, wait for the whole burst).
+async fn take<H: Handler>(
+    rx: &Mutex<mpsc::Receiver<Job<H>>>,
+    group: usize,
+    burst: &AtomicUsize,
+) -> Option<Vec<Job<H>>> {
     let mut rx = rx.lock().await;
     let first = rx.recv().await?;
     let mut jobs = vec![first];
+    let burst = burst.swap(0, Ordering::Relaxed);
+    while jobs.len() < burst {
+        match rx.recv().await {
+            Some(job) => jobs.push(job),
+            None => break,
+        }
+    }
     while jobs.len() < group {
         match rx.try_recv() {
             Ok(job) => jobs.push(job),

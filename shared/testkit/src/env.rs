@@ -1,0 +1,274 @@
+//! [`TestEnv`]: one test's namespace and database on the shared servers, removed on drop.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use hermes::{Listeners, Service};
+use hermes_bus::{Bus, Names};
+use hermes_config::{Config, Namespace};
+use hermes_db::Db;
+use hermes_telemetry::Metrics;
+use secrecy::SecretString;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+use crate::db::{admin_exec, env_or, template, url_with_db};
+use crate::{Fleet, KEY, chaos};
+
+/// One test's private corner of the shared servers.
+pub struct TestEnv {
+    pub ns: String,
+    pub db_name: String,
+    pub vars: HashMap<String, String>,
+    /// The broker itself, also when the test reaches it through a proxy: cleanup must not
+    /// depend on the proxy.
+    broker: String,
+}
+
+impl TestEnv {
+    /// A fresh namespace and database; variables default to an in-process mock fleet.
+    pub async fn new() -> Self {
+        hermes_net::install_crypto_provider();
+        let id = &uuid::Uuid::now_v7().simple().to_string()[20..];
+        let ns = format!("t{id}");
+        let db_name = format!("hermes_t{id}");
+        let tpl = template().await;
+        let mut last = None;
+        for _ in 0..50 {
+            match admin_exec(&format!("CREATE DATABASE {db_name} TEMPLATE {tpl}")).await {
+                Ok(()) => {
+                    last = None;
+                    break;
+                }
+                Err(e) => {
+                    last = Some(e);
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+        if let Some(e) = last {
+            panic!("cannot create test database: {e}");
+        }
+        let mut vars = HashMap::new();
+        vars.insert("DATABASE_URL".into(), url_with_db(&db_name));
+        let broker = env_or("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2f");
+        vars.insert("AMQP_URL".into(), broker.clone());
+        vars.insert(
+            "REDIS_URL".into(),
+            env_or("REDIS_URL", "redis://127.0.0.1:6379"),
+        );
+        vars.insert("HERMES_NAMESPACE".into(), ns.clone());
+        vars.insert("HERMES_PROVIDER".into(), "mock".into());
+        vars.insert("API_SERVER_KEY".into(), KEY.into());
+        vars.insert("HERMES_LOG_FORMAT".into(), "text".into());
+        // A backstop for a process killed before its cleanup runs on drop: every quorum queue
+        // holds open files on the broker, so leftovers must not pile up.
+        vars.insert("HERMES_QUEUE_EXPIRES_SECS".into(), "120".into());
+        vars.insert("HERMES_SHUTDOWN_GRACE_SECS".into(), "15".into());
+        vars.insert("HERMES_RUN_TIMEOUT_SECS".into(), "30".into());
+        vars.insert("HERMES_HTTP_ADDR".into(), "127.0.0.1:0".into());
+        vars.insert("HERMES_ADMIN_ADDR".into(), "127.0.0.1:0".into());
+        Self {
+            ns,
+            db_name,
+            vars,
+            broker,
+        }
+    }
+
+    pub fn set(&mut self, name: &str, value: &str) -> &mut Self {
+        self.vars.insert(name.into(), value.into());
+        self
+    }
+
+    pub fn config(&self) -> Config {
+        let vars = self.vars.clone();
+        Config::from_lookup(&move |k| vars.get(k).cloned(), None)
+            .expect("test configuration is valid")
+    }
+
+    /// Route this test's broker connections through a [`chaos::ChaosProxy`].
+    pub async fn broker_behind_proxy(&mut self) -> chaos::ChaosProxy {
+        let amqp = url::Url::parse(&self.vars["AMQP_URL"]).expect("AMQP_URL is a URL");
+        let target = format!(
+            "{}:{}",
+            amqp.host_str().unwrap_or("127.0.0.1"),
+            amqp.port().unwrap_or(5672)
+        );
+        let target = tokio::net::lookup_host(target)
+            .await
+            .unwrap()
+            .next()
+            .expect("broker address");
+        let proxy = chaos::ChaosProxy::start(target).await;
+        self.set(
+            "AMQP_URL",
+            &format!("amqp://guest:guest@{}/%2f", proxy.addr),
+        );
+        proxy
+    }
+
+    /// A pool on this test's database.
+    pub fn db(&self) -> Db {
+        Db::new(&SecretString::from(self.vars["DATABASE_URL"].clone()), 4).unwrap()
+    }
+
+    /// A user with `credits`, linked (activated) to `sender_id` on `platform`.
+    pub async fn user(
+        &self,
+        platform: hermes_types::model::Platform,
+        sender_id: &str,
+        credits: i64,
+    ) -> hermes_db::users::User {
+        use hermes_db::users;
+        let db = self.db();
+        let mut client = db.get().await.unwrap();
+        let tx = client.transaction().await.unwrap();
+        let user = users::create(
+            &tx,
+            &users::NewUser {
+                workspace: "default",
+                display_name: Some(sender_id),
+                tier: hermes_types::model::Tier::Free,
+                credits,
+            },
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        assert!(
+            users::link_channel(&client, user.id, platform, sender_id, true, None)
+                .await
+                .unwrap()
+        );
+        user
+    }
+
+    /// A bus handle on this test's namespace (declares the topology).
+    pub async fn bus(&self) -> Bus {
+        let c = self.config();
+        Bus::connect(
+            c.amqp_url.clone(),
+            Names::new(Namespace::parse(&self.ns).unwrap()),
+            c.bus.clone(),
+            Metrics::new(),
+        )
+        .await
+        .expect("RabbitMQ reachable for tests")
+    }
+
+    /// Start `services` in this process on free ports.
+    pub async fn start(&self, services: &[Service]) -> Fleet {
+        hermes_net::install_crypto_provider();
+        hermes_telemetry::init_tracing(hermes_config::LogFormat::Text);
+        let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let http_addr = http.local_addr().unwrap();
+        let admin_addr = admin.local_addr().unwrap();
+        let (tx, rx) = oneshot::channel::<()>();
+        let config = self.config();
+        let services = services.to_vec();
+        let handle = tokio::spawn(async move {
+            hermes::run(
+                config,
+                &services,
+                Listeners {
+                    http: Some(http),
+                    admin: Some(admin),
+                },
+                async {
+                    let _ = rx.await;
+                },
+            )
+            .await
+        });
+        let fleet = Fleet {
+            http: http_addr,
+            admin: admin_addr,
+            stop: Some(tx),
+            handle: Some(handle),
+        };
+        fleet.wait_ready().await;
+        fleet
+    }
+}
+
+/// What removing a test's corner takes, detached from the [`TestEnv`] being dropped.
+struct Leftovers {
+    ns: String,
+    db_name: String,
+    broker: String,
+    retry_delays: Vec<Duration>,
+}
+
+impl Leftovers {
+    /// Delete the namespace's queues and exchanges and drop the database.
+    async fn remove(self) {
+        use lapin::options::{ExchangeDeleteOptions, QueueDeleteOptions};
+        let props = lapin::ConnectionProperties::default();
+        if let (Ok(ns), Ok(conn)) = (
+            Namespace::parse(&self.ns),
+            lapin::Connection::connect(&self.broker, props).await,
+        ) {
+            let names = Names::new(ns);
+            if let Ok(ch) = conn.create_channel().await {
+                for stage in hermes_bus::Stage::ALL {
+                    for q in [names.queue(stage), names.parking(stage)] {
+                        let _ = ch
+                            .queue_delete(q.into(), QueueDeleteOptions::default())
+                            .await;
+                    }
+                }
+                for q in names.wait_queues(&self.retry_delays) {
+                    let _ = ch
+                        .queue_delete(q.into(), QueueDeleteOptions::default())
+                        .await;
+                }
+                for e in [names.work_exchange(), names.dead_exchange()] {
+                    let _ = ch
+                        .exchange_delete(e.into(), ExchangeDeleteOptions::default())
+                        .await;
+                }
+            }
+            let _ = conn.close(200, "test done".into()).await;
+        }
+        let _ = admin_exec(&format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.db_name
+        ))
+        .await;
+    }
+}
+
+/// The namespace's queues and exchanges are deleted and the database dropped, also when the
+/// test panicked: leftover quorum queues each hold files open on the shared broker, which
+/// stalls once hundreds pile up.
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        let retry_delays = Config::from_lookup(&|k| self.vars.get(k).cloned(), None)
+            .map(|c| c.bus.retry_delays.clone())
+            .unwrap_or_default();
+        let leftovers = Leftovers {
+            ns: self.ns.clone(),
+            db_name: self.db_name.clone(),
+            broker: self.broker.clone(),
+            retry_delays,
+        };
+        // Drop cannot await, and may run on the test's runtime, which cannot be blocked on:
+        // the removal gets a thread and a runtime of its own, and the test waits for it so
+        // that nothing is left when the process ends.
+        let removal =
+            std::thread::spawn(move || {
+                match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt.block_on(leftovers.remove()),
+                    Err(e) => eprintln!("test cleanup: no runtime: {e}"),
+                }
+            });
+        if removal.join().is_err() {
+            eprintln!("test cleanup of {} panicked", self.ns);
+        }
+    }
+}

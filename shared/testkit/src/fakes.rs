@@ -1,0 +1,85 @@
+//! Messages as the fleet's own stages would publish them, and answers as a model provider
+//! sends them.
+
+use hermes_bus::Bus;
+
+/// An inbound API message with one user turn, as ingest would publish it.
+pub fn api_inbound(text: &str) -> hermes_types::model::Inbound {
+    use hermes_types::model::{ChatMessage, Inbound, MessageEvent, Platform, Role};
+    Inbound {
+        event: MessageEvent {
+            platform: Platform::Api,
+            sender_id: "api".into(),
+            chat_id: "api".into(),
+            text: Some(text.into()),
+            media: Vec::new(),
+            external_message_id: None,
+            sender_name: None,
+            received_at: chrono::Utc::now(),
+            metadata: None,
+        },
+        conversation: vec![ChatMessage::text(Role::User, text)],
+        requested_model: None,
+        callback_url: None,
+        api_key_id: None,
+        params: Default::default(),
+        stream: false,
+    }
+}
+
+/// A REST-channel message from `sender`, as ingest would publish it to the router.
+pub fn rest_inbound(sender: &str, text: &str) -> hermes_types::model::Inbound {
+    use hermes_types::model::{MessageEvent, Platform};
+    let mut inbound = api_inbound(text);
+    inbound.event = MessageEvent {
+        platform: Platform::Rest,
+        sender_id: sender.into(),
+        chat_id: sender.into(),
+        ..inbound.event
+    };
+    // Channels send one message; the router supplies the history.
+    inbound.conversation = Vec::new();
+    inbound
+}
+
+/// A chat completions answer as an OpenAI-compatible provider sends it.
+pub fn openai_answer(text: &str, prompt_tokens: u64, completion_tokens: u64) -> serde_json::Value {
+    serde_json::json!({
+        "id": "chatcmpl-test", "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens}
+    })
+}
+
+/// A chat completions answer that asks for one tool call (`call_1`), with 30/9 tokens.
+pub fn openai_tool_call(tool: &str, arguments: &serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "id": "c1", "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": tool, "arguments": arguments.to_string()}}
+        ]}, "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": 30, "completion_tokens": 9, "total_tokens": 39}
+    })
+}
+
+/// Take every message waiting in `stage`'s queue (acking them), decoded.
+pub async fn drain(bus: &Bus, stage: hermes_bus::Stage) -> Vec<hermes_types::envelope::Envelope> {
+    use lapin::options::{BasicAckOptions, BasicGetOptions};
+    let ch = bus.channel().await.expect("channel");
+    let mut out = Vec::new();
+    while let Some(m) = ch
+        .basic_get(bus.names().queue(stage).into(), BasicGetOptions::default())
+        .await
+        .expect("basic.get")
+    {
+        out.push(hermes_types::envelope::Envelope::from_slice(&m.delivery.data).expect("envelope"));
+        m.delivery
+            .acker
+            .ack(BasicAckOptions::default())
+            .await
+            .expect("ack");
+    }
+    out
+}

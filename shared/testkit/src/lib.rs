@@ -1,0 +1,22 @@
+//! The Hermes test kit: each test gets its own namespace (queues and Redis keys) and its own
+//! database cloned from a migrated template, and can start any set of services in-process on
+//! free ports, or the real binary. The end-to-end tests (`tests/`) and any crate testing
+//! against the real servers use it.
+
+pub mod chaos;
+mod db;
+mod env;
+pub mod fakes;
+mod fleet;
+mod process;
+mod wait;
+
+pub use db::{count, pg_base};
+pub use env::TestEnv;
+pub use fakes::{api_inbound, drain, openai_answer, openai_tool_call, rest_inbound};
+pub use fleet::Fleet;
+pub use process::{everything_server_toml, free_port, hermes_bin};
+pub use wait::eventually;
+
+/// The Bearer key every test fleet uses.
+pub const KEY: &str = "test-key-0123456789abcdef";
