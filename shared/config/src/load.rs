@@ -110,11 +110,12 @@ fn read_provider(r: &mut Reader<'_>) -> Option<ProviderSettings> {
     let mut keys = BTreeMap::new();
     let mut base_urls = BTreeMap::new();
     for kind in BackendKind::ALL {
-        if let Some(key) = providers::key(kind).and_then(|var| r.get(var)) {
+        let (key_var, base_url_var) = providers::backend_vars(kind);
+        if let Some(key) = key_var.and_then(|var| r.get(var)) {
             keys.insert(kind, key);
         }
         // An invalid base URL leaves its problem; the configuration is refused for it.
-        if let Some(url) = providers::base_url(kind).and_then(|var| r.get(var)) {
+        if let Some(url) = base_url_var.and_then(|var| r.get(var)) {
             base_urls.insert(kind, url);
         }
     }

@@ -209,41 +209,26 @@ where
     })
 }
 
+/// A whole number parsed by `parse`, shown as written.
+const fn whole<T: Display>(parse: fn(&str, &str) -> Result<T, Vec<String>>) -> Kind<T> {
+    Kind {
+        parse,
+        show: display::<T>,
+    }
+}
+
 /// Any `u32`.
-pub(crate) const U32: Kind<u32> = Kind {
-    parse: from_str,
-    show: display,
-};
-
+pub(crate) const U32: Kind<u32> = whole(from_str);
 /// A `u32` of at least 1.
-pub(crate) const U32_POSITIVE: Kind<u32> = Kind {
-    parse: at_least::<u32, 1>,
-    show: display,
-};
-
+pub(crate) const U32_POSITIVE: Kind<u32> = whole(at_least::<u32, 1>);
 /// A `u16` of at least 1.
-pub(crate) const U16_POSITIVE: Kind<u16> = Kind {
-    parse: at_least::<u16, 1>,
-    show: display,
-};
-
+pub(crate) const U16_POSITIVE: Kind<u16> = whole(at_least::<u16, 1>);
 /// Any `usize`.
-pub(crate) const COUNT: Kind<usize> = Kind {
-    parse: from_str,
-    show: display,
-};
-
+pub(crate) const COUNT: Kind<usize> = whole(from_str);
 /// A `usize` of at least 1.
-pub(crate) const COUNT_POSITIVE: Kind<usize> = Kind {
-    parse: at_least::<usize, 1>,
-    show: display,
-};
-
+pub(crate) const COUNT_POSITIVE: Kind<usize> = whole(at_least::<usize, 1>);
 /// A `usize` of at least 2 (a pool that a listener and a worker share).
-pub(crate) const COUNT_TWO_OR_MORE: Kind<usize> = Kind {
-    parse: at_least::<usize, 2>,
-    show: display,
-};
+pub(crate) const COUNT_TWO_OR_MORE: Kind<usize> = whole(at_least::<usize, 2>);
 
 fn show_secs(d: &Duration) -> String {
     d.as_secs().to_string()

@@ -111,28 +111,22 @@ settings! {
     ]
 }
 
-/// The variable holding `backend`'s key (`None`: it needs none). Its name is the one
-/// `BackendKind::key_var` gives (a test holds the two together).
-pub fn key(backend: BackendKind) -> Option<&'static Var<SecretString>> {
+/// The variables of `backend`: the one holding its key (`None`: it needs none) and the one
+/// overriding its base URL (`None`: it has none). Their names are the ones
+/// `BackendKind::key_var` and `base_url_var` give (a test holds them together).
+pub fn backend_vars(
+    backend: BackendKind,
+) -> (
+    Option<&'static Var<SecretString>>,
+    Option<&'static Var<Url>>,
+) {
     match backend {
-        BackendKind::Hermes => Some(&HERMES_API_KEY),
-        BackendKind::Openrouter => Some(&OPENROUTER_API_KEY),
-        BackendKind::Anthropic => Some(&ANTHROPIC_API_KEY),
-        BackendKind::Gemini => Some(&GEMINI_API_KEY),
-        BackendKind::Openai => Some(&OPENAI_API_KEY),
-        BackendKind::Mock | BackendKind::Ollama => None,
-    }
-}
-
-/// The variable overriding `backend`'s base URL (`None`: it has none).
-pub fn base_url(backend: BackendKind) -> Option<&'static Var<Url>> {
-    match backend {
-        BackendKind::Hermes => Some(&HERMES_BASE_URL),
-        BackendKind::Openrouter => Some(&OPENROUTER_BASE_URL),
-        BackendKind::Anthropic => Some(&ANTHROPIC_BASE_URL),
-        BackendKind::Gemini => Some(&GEMINI_BASE_URL),
-        BackendKind::Openai => Some(&OPENAI_BASE_URL),
-        BackendKind::Ollama => Some(&OLLAMA_BASE_URL),
-        BackendKind::Mock => None,
+        BackendKind::Hermes => (Some(&HERMES_API_KEY), Some(&HERMES_BASE_URL)),
+        BackendKind::Openrouter => (Some(&OPENROUTER_API_KEY), Some(&OPENROUTER_BASE_URL)),
+        BackendKind::Anthropic => (Some(&ANTHROPIC_API_KEY), Some(&ANTHROPIC_BASE_URL)),
+        BackendKind::Gemini => (Some(&GEMINI_API_KEY), Some(&GEMINI_BASE_URL)),
+        BackendKind::Openai => (Some(&OPENAI_API_KEY), Some(&OPENAI_BASE_URL)),
+        BackendKind::Ollama => (None, Some(&OLLAMA_BASE_URL)),
+        BackendKind::Mock => (None, None),
     }
 }

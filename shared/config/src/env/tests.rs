@@ -58,11 +58,9 @@ fn names_are_declared_once() {
 #[test]
 fn backend_variables_match_the_backend_names() {
     for kind in BackendKind::ALL {
-        assert_eq!(providers::key(kind).map(|v| v.name()), kind.key_var());
-        assert_eq!(
-            providers::base_url(kind).map(|v| v.name()),
-            kind.base_url_var()
-        );
+        let (key, base_url) = providers::backend_vars(kind);
+        assert_eq!(key.map(|v| v.name()), kind.key_var());
+        assert_eq!(base_url.map(|v| v.name()), kind.base_url_var());
     }
 }
 
