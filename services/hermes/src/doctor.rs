@@ -119,6 +119,7 @@ pub async fn checks(config: &Config) -> Vec<Check> {
 /// Print the configuration and the checks; the number of failed checks.
 pub async fn run(config: &Config) -> usize {
     println!("Effective configuration (secrets masked):");
+    // One row per variable declared in `hermes_config::env`, masked by its declaration.
     for (name, value) in config.describe() {
         println!("  {name:<28} {value}");
     }

@@ -6,23 +6,10 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use hermes::{Listeners, Service};
-use hermes_config::{Config, ENV_VARS};
+use hermes_config::Config;
 use hermes_db::{Db, migrate};
 use hermes_runtime::shutdown;
 use hermes_telemetry::init_tracing;
-
-fn env_help() -> String {
-    let mut s = String::from(
-        "Environment (read once at start; `hermes doctor` shows the effective values):\n",
-    );
-    for v in ENV_VARS {
-        s.push_str(&format!(
-            "  {:<28} {} [default: {}]\n",
-            v.name, v.help, v.default
-        ));
-    }
-    s
-}
 
 #[derive(Parser)]
 #[command(
@@ -30,7 +17,7 @@ fn env_help() -> String {
     version,
     about = "Hermes: a message router and agent runtime, run as a queue-driven worker fleet",
     long_about = None,
-    after_long_help = env_help(),
+    after_long_help = hermes_config::env::cli_help(),
     after_help = "Run `hermes help <command>` for a command, `hermes --help` for every environment variable."
 )]
 struct Cli {

@@ -7,7 +7,9 @@ use std::time::Duration;
 use secrecy::SecretString;
 use url::Url;
 
-use super::{AllowRule, Reader};
+use crate::AllowRule;
+use crate::env::Reader;
+use crate::env::delivery::*;
 
 /// Telegram's Bot API.
 #[derive(Clone, Debug)]
@@ -87,196 +89,117 @@ pub struct AlertSettings {
     pub parking_threshold: u32,
 }
 
-impl Reader<'_> {
-    fn base_url(&mut self, name: &str) -> Url {
-        let raw = self
-            .raw(name)
-            .unwrap_or_else(|| Self::default_of(name).to_string());
-        match Url::parse(&raw) {
-            Ok(u) if matches!(u.scheme(), "http" | "https") => u,
-            _ => {
-                self.problems.push(format!("{name} must be an http(s) URL"));
-                Url::parse("http://invalid.invalid").expect("a valid URL")
-            }
-        }
-    }
-
-    fn millis_list(&mut self, name: &str) -> Vec<Duration> {
-        let value = self
-            .raw(name)
-            .unwrap_or_else(|| Self::default_of(name).to_string());
-        let parsed: Result<Vec<Duration>, _> = value
-            .split(',')
-            .map(|s| s.trim().parse::<u64>().map(Duration::from_millis))
-            .collect();
-        parsed.unwrap_or_else(|_| {
-            self.problems.push(format!(
-                "{name}={value:?} must be comma-separated milliseconds, e.g. 1000,3000,9000"
-            ));
-            Vec::new()
-        })
-    }
-
-    fn positive_f64(&mut self, name: &str) -> f64 {
-        match self.parsed::<f64>(name) {
-            Some(v) if v > 0.0 && v.is_finite() => v,
-            Some(v) => {
-                self.problems
-                    .push(format!("{name}={v} must be a positive number"));
-                1.0
-            }
-            None => 1.0,
-        }
-    }
-
-    /// 360dialog or the Cloud API: by `WHATSAPP_SENDER`, else by which credential is set.
-    fn whatsapp(&mut self) -> Option<WhatsappSender> {
-        let d360 = self.secret("D360_API_KEY");
-        let cloud = self.secret("WHATSAPP_ACCESS_TOKEN");
-        let choice = match self.raw("WHATSAPP_SENDER").as_deref() {
-            Some("360dialog") => "360dialog",
-            Some("cloud") => "cloud",
-            Some(other) => {
-                self.problems.push(format!(
-                    "WHATSAPP_SENDER={other:?} must be 360dialog or cloud"
-                ));
-                return None;
-            }
-            None => match (&d360, &cloud) {
-                (None, None) => return None,
-                (Some(_), None) => "360dialog",
-                (None, Some(_)) => "cloud",
-                (Some(_), Some(_)) => {
-                    self.problems.push(
-                        "both D360_API_KEY and WHATSAPP_ACCESS_TOKEN are set: choose one with WHATSAPP_SENDER=360dialog|cloud".into(),
-                    );
-                    return None;
-                }
-            },
-        };
-        if choice == "360dialog" {
-            let Some(api_key) = d360 else {
-                self.problems
-                    .push("WHATSAPP_SENDER=360dialog needs D360_API_KEY".into());
-                return None;
-            };
-            return Some(WhatsappSender::Dialog360 {
-                api_key,
-                base_url: self.base_url("D360_BASE_URL"),
-            });
-        }
-        match (cloud, self.raw("WHATSAPP_PHONE_NUMBER_ID")) {
-            (Some(access_token), Some(phone_number_id)) => Some(WhatsappSender::Cloud {
-                access_token,
-                phone_number_id,
-                base_url: self.base_url("WHATSAPP_API_BASE_URL"),
-            }),
-            _ => {
-                self.problems.push(
-                    "the WhatsApp Cloud API needs WHATSAPP_ACCESS_TOKEN and WHATSAPP_PHONE_NUMBER_ID"
-                        .into(),
+/// 360dialog or the Cloud API: by `WHATSAPP_SENDER`, else by which credential is set.
+fn read_whatsapp(r: &mut Reader<'_>) -> Option<WhatsappSender> {
+    let d360 = r.get(&D360_API_KEY);
+    let cloud = r.get(&WHATSAPP_ACCESS_TOKEN);
+    let choice = match r.get(&WHATSAPP_SENDER) {
+        Some(choice) => choice,
+        // Invalid: its problem is recorded, and no guess is made.
+        None if r.is_set(&WHATSAPP_SENDER) => return None,
+        None => match (&d360, &cloud) {
+            (None, None) => return None,
+            (Some(_), None) => "360dialog",
+            (None, Some(_)) => "cloud",
+            (Some(_), Some(_)) => {
+                r.problem(
+                    "both D360_API_KEY and WHATSAPP_ACCESS_TOKEN are set: choose one with WHATSAPP_SENDER=360dialog|cloud",
                 );
-                None
+                return None;
             }
+        },
+    };
+    if choice == "360dialog" {
+        let Some(api_key) = d360 else {
+            r.problem("WHATSAPP_SENDER=360dialog needs D360_API_KEY");
+            return None;
+        };
+        return Some(WhatsappSender::Dialog360 {
+            api_key,
+            base_url: r.get(&D360_BASE_URL)?,
+        });
+    }
+    match (cloud, r.get(&WHATSAPP_PHONE_NUMBER_ID)) {
+        (Some(access_token), Some(phone_number_id)) => Some(WhatsappSender::Cloud {
+            access_token,
+            phone_number_id,
+            base_url: r.get(&WHATSAPP_API_BASE_URL)?,
+        }),
+        _ => {
+            r.problem(
+                "the WhatsApp Cloud API needs WHATSAPP_ACCESS_TOKEN and WHATSAPP_PHONE_NUMBER_ID",
+            );
+            None
         }
     }
+}
 
-    pub(super) fn delivery(&mut self) -> DeliverySettings {
-        let telegram = self
-            .secret("TELEGRAM_BOT_TOKEN")
-            .map(|bot_token| TelegramSender {
+/// The delivery stage's settings; `None` only when a problem was recorded.
+pub(crate) fn read_delivery(r: &mut Reader<'_>) -> Option<DeliverySettings> {
+    // A sender's base URL is read only when its credential is set: an unused URL is not
+    // validated.
+    let telegram = match r.get(&TELEGRAM_BOT_TOKEN) {
+        Some(bot_token) => r
+            .get(&TELEGRAM_API_BASE_URL)
+            .map(|base_url| TelegramSender {
                 bot_token,
-                base_url: self.base_url("TELEGRAM_API_BASE_URL"),
-            });
-        let whatsapp = self.whatsapp();
-        let instagram = self
-            .secret("INSTAGRAM_ACCESS_TOKEN")
-            .map(|access_token| InstagramSender {
+                base_url,
+            }),
+        None => None,
+    };
+    let whatsapp = read_whatsapp(r);
+    let instagram = match r.get(&INSTAGRAM_ACCESS_TOKEN) {
+        Some(access_token) => r
+            .get(&INSTAGRAM_API_BASE_URL)
+            .map(|base_url| InstagramSender {
                 access_token,
-                base_url: self.base_url("INSTAGRAM_API_BASE_URL"),
-            });
-        let send_pauses = self.millis_list("HERMES_SEND_PAUSES_MS");
-        let max_retry_after =
-            Duration::from_secs(self.parsed("HERMES_MAX_RETRY_AFTER_SECS").unwrap_or(30));
-        let breaker = BreakerSettings {
-            threshold: self
-                .parsed::<u32>("HERMES_BREAKER_THRESHOLD")
-                .unwrap_or(10)
-                .max(1),
-            window: Duration::from_secs(
-                self.parsed::<u64>("HERMES_BREAKER_WINDOW_SECS")
-                    .unwrap_or(300)
-                    .max(1),
-            ),
-            open_for: Duration::from_secs(
-                self.parsed::<u64>("HERMES_BREAKER_OPEN_SECS")
-                    .unwrap_or(120)
-                    .max(1),
-            ),
-        };
-        let rate_gate = RateGateSettings {
-            chat_per_sec: self.positive_f64("HERMES_DELIVERY_CHAT_PER_SEC"),
-            chat_burst: self
-                .parsed::<u32>("HERMES_DELIVERY_CHAT_BURST")
-                .unwrap_or(1)
-                .max(1),
-            bot_per_sec: self.positive_f64("HERMES_DELIVERY_BOT_PER_SEC"),
-            max_wait: Duration::from_secs(
-                self.parsed::<u64>("HERMES_RATE_GATE_WAIT_SECS")
-                    .unwrap_or(30),
-            ),
-        };
-        let mut webhook_allow = Vec::new();
-        for entry in self
-            .raw("HERMES_WEBHOOK_ALLOW")
-            .unwrap_or_default()
-            .split(',')
-            .map(str::trim)
-            .filter(|e| !e.is_empty())
-        {
-            match entry.parse::<AllowRule>() {
-                Ok(rule) => webhook_allow.push(rule),
-                Err(e) => self.problems.push(format!("HERMES_WEBHOOK_ALLOW: {e}")),
-            }
-        }
-        DeliverySettings {
-            webhook_allow,
-            telegram,
-            whatsapp,
-            instagram,
-            send_pauses,
-            max_retry_after,
-            breaker,
-            rate_gate,
-        }
-    }
+                base_url,
+            }),
+        None => None,
+    };
+    let send_pauses = r.get(&HERMES_SEND_PAUSES_MS);
+    let max_retry_after = r.get(&HERMES_MAX_RETRY_AFTER_SECS);
+    let threshold = r.get(&HERMES_BREAKER_THRESHOLD);
+    let window = r.get(&HERMES_BREAKER_WINDOW_SECS);
+    let open_for = r.get(&HERMES_BREAKER_OPEN_SECS);
+    let chat_per_sec = r.get(&HERMES_DELIVERY_CHAT_PER_SEC);
+    let chat_burst = r.get(&HERMES_DELIVERY_CHAT_BURST);
+    let bot_per_sec = r.get(&HERMES_DELIVERY_BOT_PER_SEC);
+    let max_wait = r.get(&HERMES_RATE_GATE_WAIT_SECS);
+    let webhook_allow = r.get(&HERMES_WEBHOOK_ALLOW).unwrap_or_default();
+    Some(DeliverySettings {
+        telegram,
+        whatsapp,
+        instagram,
+        send_pauses: send_pauses?,
+        max_retry_after: max_retry_after?,
+        breaker: BreakerSettings {
+            threshold: threshold?,
+            window: window?,
+            open_for: open_for?,
+        },
+        rate_gate: RateGateSettings {
+            chat_per_sec: chat_per_sec?,
+            chat_burst: chat_burst?,
+            bot_per_sec: bot_per_sec?,
+            max_wait: max_wait?,
+        },
+        webhook_allow,
+    })
+}
 
-    pub(super) fn alerts(&mut self) -> AlertSettings {
-        let mut webhook = |name: &str| {
-            let s = self.secret(name)?;
-            match Url::parse(secrecy::ExposeSecret::expose_secret(&s)) {
-                Ok(u) if matches!(u.scheme(), "http" | "https") => Some(s),
-                _ => {
-                    self.problems.push(format!("{name} must be an http(s) URL"));
-                    None
-                }
-            }
-        };
-        let slack_url = webhook("HERMES_ALERT_SLACK_URL");
-        let discord_url = webhook("HERMES_ALERT_DISCORD_URL");
-        AlertSettings {
-            slack_url,
-            discord_url,
-            dedupe_window: Duration::from_secs(
-                self.parsed::<u64>("HERMES_ALERT_DEDUPE_SECS")
-                    .unwrap_or(300)
-                    .max(1),
-            ),
-            parking_threshold: self
-                .parsed::<u32>("HERMES_ALERT_PARKING_ABOVE")
-                .unwrap_or(100),
-        }
-    }
+/// Where ops alerts go; `None` only when a problem was recorded.
+pub(crate) fn read_alerts(r: &mut Reader<'_>) -> Option<AlertSettings> {
+    let slack_url = r.get(&HERMES_ALERT_SLACK_URL);
+    let discord_url = r.get(&HERMES_ALERT_DISCORD_URL);
+    let dedupe_window = r.get(&HERMES_ALERT_DEDUPE_SECS);
+    let parking_threshold = r.get(&HERMES_ALERT_PARKING_ABOVE);
+    Some(AlertSettings {
+        slack_url,
+        discord_url,
+        dedupe_window: dedupe_window?,
+        parking_threshold: parking_threshold?,
+    })
 }
 
 impl DeliverySettings {

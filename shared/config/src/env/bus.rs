@@ -1,0 +1,55 @@
+//! The bus: consumer concurrency, group commit, the delivery limit that parks poison,
+//! publisher confirms, reconnects, queue expiry and the queued retries.
+
+use std::time::Duration;
+
+use super::Unset::{Means, Value};
+use super::{kinds, settings};
+
+settings! {
+    /// RabbitMQ and the stage loop.
+    SETTINGS = [
+        HERMES_PREFETCH: u16 {
+            kind: kinds::U16_POSITIVE,
+            unset: Value("32"),
+            secret: false,
+            help: "unacknowledged messages per consumer (its concurrency)",
+        },
+        HERMES_COMMIT_GROUP: usize {
+            kind: kinds::COUNT_POSITIVE,
+            unset: Value("16"),
+            secret: false,
+            help: "most messages the router commits in one PostgreSQL transaction (group commit); `1` commits each alone",
+        },
+        HERMES_DELIVERY_LIMIT: u32 {
+            kind: kinds::U32_POSITIVE,
+            unset: Value("5"),
+            secret: false,
+            help: "deliveries of one message before it is parked in its `.dead` queue",
+        },
+        HERMES_PUBLISH_WINDOW: usize {
+            kind: kinds::COUNT_POSITIVE,
+            unset: Value("512"),
+            secret: false,
+            help: "publishes awaiting broker confirms at once",
+        },
+        HERMES_BUS_RECONNECT_SECS: Duration {
+            kind: kinds::SECS,
+            unset: Value("60"),
+            secret: false,
+            help: "how long to try to reconnect to RabbitMQ before exiting non-zero",
+        },
+        HERMES_QUEUE_EXPIRES_SECS: Duration {
+            kind: kinds::SECS_ABOVE_ZERO,
+            unset: Means("(never)"),
+            secret: false,
+            help: "delete queues unused this long (for throw-away namespaces such as tests)",
+        },
+        HERMES_DELIVERY_RETRY_DELAYS: Vec<Duration> {
+            kind: kinds::SECS_LIST,
+            unset: Value("60,300,1500"),
+            secret: false,
+            help: "seconds a failed delivery or agent webhook waits before each queued retry (one wait queue per delay); after the last it is parked",
+        },
+    ]
+}

@@ -1,0 +1,92 @@
+//! Ingest: the API key, how long and how much it accepts, the channel webhook secrets that
+//! open each route, and the per-sender inbound rate.
+
+use secrecy::SecretString;
+use std::time::Duration;
+
+use super::Unset::{Means, Value};
+use super::{kinds, settings};
+
+settings! {
+    /// The front door.
+    SETTINGS = [
+        API_SERVER_KEY: SecretString {
+            kind: kinds::STRONG_KEY,
+            unset: Means("(none)"),
+            secret: true,
+            help: "Bearer key of the HTTP API, at least 16 characters; required unless ingest binds to loopback",
+        },
+        HERMES_RUN_TIMEOUT_SECS: Duration {
+            kind: kinds::SECS,
+            unset: Value("120"),
+            secret: false,
+            help: "how long an API caller waits for its run's answer before 504",
+        },
+        HERMES_MAX_BODY_BYTES: usize {
+            kind: kinds::COUNT,
+            unset: Value("1048576"),
+            secret: false,
+            help: "largest accepted request body; larger is 413",
+        },
+        HERMES_MAX_IN_FLIGHT: usize {
+            kind: kinds::COUNT_POSITIVE,
+            unset: Value("1024"),
+            secret: false,
+            help: "HTTP requests ingest handles at once; beyond, it answers 503 with `Retry-After` instead of queueing (health checks are never shed)",
+        },
+        TELEGRAM_WEBHOOK_SECRET: SecretString {
+            kind: kinds::SECRET,
+            unset: Means("(none: route off)"),
+            secret: true,
+            help: "secret Telegram sends in `X-Telegram-Bot-Api-Secret-Token`; enables `POST /webhooks/telegram`",
+        },
+        WHATSAPP_VERIFY_TOKEN: SecretString {
+            kind: kinds::SECRET,
+            unset: Means("(none: route off)"),
+            secret: true,
+            help: "token of Meta's subscription handshake; enables `GET /webhooks/whatsapp`",
+        },
+        WHATSAPP_APP_SECRET: SecretString {
+            kind: kinds::SECRET,
+            unset: Means("(none: route off)"),
+            secret: true,
+            help: "app secret that signs `X-Hub-Signature-256`; enables `POST /webhooks/whatsapp`",
+        },
+        D360_WEBHOOK_TOKEN: SecretString {
+            kind: kinds::SECRET,
+            unset: Means("(none: route off)"),
+            secret: true,
+            help: "shared token 360dialog sends (header or path segment); enables `POST /webhooks/360dialog`",
+        },
+        D360_WEBHOOK_TOKEN_HEADER: String {
+            kind: kinds::HEADER_NAME,
+            unset: Value("x-hermes-webhook-token"),
+            secret: false,
+            help: "header carrying `D360_WEBHOOK_TOKEN` (or use `POST /webhooks/360dialog/<token>`)",
+        },
+        INSTAGRAM_VERIFY_TOKEN: SecretString {
+            kind: kinds::SECRET,
+            unset: Means("(none: route off)"),
+            secret: true,
+            help: "token of Meta's subscription handshake; enables `GET /webhooks/instagram`",
+        },
+        INSTAGRAM_APP_SECRET: SecretString {
+            kind: kinds::SECRET,
+            unset: Means("(none: route off)"),
+            secret: true,
+            help: "app secret that signs `X-Hub-Signature-256`; enables `POST /webhooks/instagram`",
+        },
+        HERMES_INBOUND_PER_MINUTE: u32 {
+            kind: kinds::U32_POSITIVE,
+            unset: Value("20"),
+            secret: false,
+            help: "messages one sender may send per minute before being slowed down (per platform in `[ingest.rate_limits]`)",
+        },
+        HERMES_INBOUND_BURST: u32 {
+            kind: kinds::U32_POSITIVE,
+            unset: Value("10"),
+            secret: false,
+            help: "messages one sender may send at once before the per-minute rate applies",
+        },
+    ]
+}

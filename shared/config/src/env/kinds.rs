@@ -1,0 +1,357 @@
+//! The kinds of value a variable holds: how its text is parsed (with the problem texts
+//! operators see) and how the result is shown by `hermes doctor`. Kinds holding a
+//! credential show it masked.
+
+use std::fmt::Display;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use secrecy::{ExposeSecret, SecretString};
+use url::Url;
+
+use super::Kind;
+use crate::{AllowRule, BackendKind, LogFormat, Namespace, Price, mask_url};
+
+/// How a set secret is shown.
+const MASKED: &str = "******** (set)";
+
+fn masked(_: &SecretString) -> String {
+    MASKED.into()
+}
+
+fn display<T: Display>(v: &T) -> String {
+    v.to_string()
+}
+
+fn from_str<T: FromStr>(name: &str, value: &str) -> Result<T, Vec<String>>
+where
+    T::Err: Display,
+{
+    value
+        .parse()
+        .map_err(|e| vec![format!("{name}={value:?} is invalid: {e}")])
+}
+
+fn join<T>(items: &[T], each: impl Fn(&T) -> String) -> String {
+    items.iter().map(each).collect::<Vec<_>>().join(",")
+}
+
+/// A connection URL with one of `schemes`; it may carry a password, so it shows masked.
+fn url_of(name: &str, value: &str, schemes: &[&str]) -> Result<SecretString, Vec<String>> {
+    match Url::parse(value) {
+        Ok(u) if schemes.contains(&u.scheme()) => Ok(SecretString::from(value.to_string())),
+        Ok(u) => Err(vec![format!(
+            "{name} has scheme {:?}; expected {}",
+            u.scheme(),
+            schemes.join(" or ")
+        )]),
+        Err(e) => Err(vec![format!(
+            "{name} is not a URL ({e}): {}",
+            mask_url(value)
+        )]),
+    }
+}
+
+fn show_url(u: &SecretString) -> String {
+    mask_url(u.expose_secret())
+}
+
+/// A PostgreSQL URL.
+pub(crate) const POSTGRES_URL: Kind<SecretString> = Kind {
+    parse: |n, v| url_of(n, v, &["postgres", "postgresql"]),
+    show: show_url,
+};
+
+/// A RabbitMQ URL.
+pub(crate) const AMQP_URL: Kind<SecretString> = Kind {
+    parse: |n, v| url_of(n, v, &["amqp", "amqps"]),
+    show: show_url,
+};
+
+/// A Redis URL.
+pub(crate) const REDIS_URL: Kind<SecretString> = Kind {
+    parse: |n, v| url_of(n, v, &["redis", "rediss"]),
+    show: show_url,
+};
+
+/// An http(s) URL that is not secret (base URLs of providers and channels).
+pub(crate) const HTTP_URL: Kind<Url> = Kind {
+    parse: |name, value| match Url::parse(value) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") => Ok(u),
+        _ => Err(vec![format!("{name} must be an http(s) URL")]),
+    },
+    show: display,
+};
+
+/// An http(s) URL that is itself a credential (an incoming-webhook URL).
+pub(crate) const SECRET_HTTP_URL: Kind<SecretString> = Kind {
+    parse: |name, value| match Url::parse(value) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") => {
+            Ok(SecretString::from(value.to_string()))
+        }
+        _ => Err(vec![format!("{name} must be an http(s) URL")]),
+    },
+    show: masked,
+};
+
+/// A secret of any form.
+pub(crate) const SECRET: Kind<SecretString> = Kind {
+    parse: |_, value| Ok(SecretString::from(value.to_string())),
+    show: masked,
+};
+
+/// A key callers present: at least 16 characters, so it cannot be guessed by trying.
+pub(crate) const STRONG_KEY: Kind<SecretString> = Kind {
+    parse: |name, value| {
+        if value.chars().count() < 16 {
+            Err(vec![format!("{name} is shorter than 16 characters")])
+        } else {
+            Ok(SecretString::from(value.to_string()))
+        }
+    },
+    show: masked,
+};
+
+/// Comma-separated Fernet keys, newest first. A malformed key is named by its position,
+/// never by its value.
+pub(crate) const FERNET_KEYS: Kind<Vec<SecretString>> = Kind {
+    parse: |name, value| {
+        let mut keys = Vec::new();
+        let mut problems = Vec::new();
+        for (i, key) in value.split(',').map(str::trim).enumerate() {
+            if fernet::Fernet::new(key).is_none() {
+                problems.push(format!(
+                    "{name}: key {} is not a Fernet key (32 bytes, URL-safe base64)",
+                    i + 1
+                ));
+            } else {
+                keys.push(SecretString::from(key.to_string()));
+            }
+        }
+        if problems.is_empty() {
+            Ok(keys)
+        } else {
+            Err(problems)
+        }
+    },
+    show: |keys| {
+        let n = keys.len();
+        format!("******** ({n} key{})", if n == 1 { "" } else { "s" })
+    },
+};
+
+/// Free text that is not secret.
+pub(crate) const TEXT: Kind<String> = Kind {
+    parse: |_, value| Ok(value.to_string()),
+    show: Clone::clone,
+};
+
+/// A filesystem path.
+pub(crate) const PATH: Kind<PathBuf> = Kind {
+    parse: |_, value| Ok(PathBuf::from(value)),
+    show: |p| p.display().to_string(),
+};
+
+/// An address to listen on.
+pub(crate) const SOCKET_ADDR: Kind<SocketAddr> = Kind {
+    parse: from_str,
+    show: display,
+};
+
+/// The namespace (its parser names the variable itself).
+pub(crate) const NAMESPACE: Kind<Namespace> = Kind {
+    parse: |_, value| Namespace::parse(value).map_err(|e| vec![e]),
+    show: display,
+};
+
+/// `json` or `text`.
+pub(crate) const LOG_FORMAT: Kind<LogFormat> = Kind {
+    parse: |name, value| match value {
+        "json" => Ok(LogFormat::Json),
+        "text" => Ok(LogFormat::Text),
+        other => Err(vec![format!("{name}={other:?} must be json or text")]),
+    },
+    show: |f| format!("{f:?}").to_lowercase(),
+};
+
+/// A model backend by name.
+pub(crate) const BACKEND: Kind<BackendKind> = Kind {
+    parse: |name, value| {
+        value
+            .parse::<BackendKind>()
+            .map_err(|e| vec![format!("{name}: {e}")])
+    },
+    show: display,
+};
+
+/// Dollars as an exact decimal, kept in micro-dollars.
+pub(crate) const DOLLARS: Kind<u64> = Kind {
+    parse: |name, value| {
+        Price::parse(value)
+            .map(|p| p.0)
+            .map_err(|e| vec![format!("{name}: {e}")])
+    },
+    show: |m| format!("{}.{:06}", m / 1_000_000, m % 1_000_000),
+};
+
+/// A whole number, raised to `MIN` when below it (a zero there would stall the fleet).
+fn at_least<T, const MIN: u64>(name: &str, value: &str) -> Result<T, Vec<String>>
+where
+    T: FromStr + TryFrom<u64> + Ord,
+    T::Err: Display,
+{
+    let n = from_str::<T>(name, value)?;
+    Ok(match T::try_from(MIN) {
+        Ok(min) => n.max(min),
+        Err(_) => n,
+    })
+}
+
+/// A whole number parsed by `parse`, shown as written.
+const fn whole<T: Display>(parse: fn(&str, &str) -> Result<T, Vec<String>>) -> Kind<T> {
+    Kind {
+        parse,
+        show: display::<T>,
+    }
+}
+
+/// Any `u32`.
+pub(crate) const U32: Kind<u32> = whole(from_str);
+/// A `u32` of at least 1.
+pub(crate) const U32_POSITIVE: Kind<u32> = whole(at_least::<u32, 1>);
+/// A `u16` of at least 1.
+pub(crate) const U16_POSITIVE: Kind<u16> = whole(at_least::<u16, 1>);
+/// Any `usize`.
+pub(crate) const COUNT: Kind<usize> = whole(from_str);
+/// A `usize` of at least 1.
+pub(crate) const COUNT_POSITIVE: Kind<usize> = whole(at_least::<usize, 1>);
+/// A `usize` of at least 2 (a pool that a listener and a worker share).
+pub(crate) const COUNT_TWO_OR_MORE: Kind<usize> = whole(at_least::<usize, 2>);
+
+fn show_secs(d: &Duration) -> String {
+    d.as_secs().to_string()
+}
+
+/// Whole seconds.
+pub(crate) const SECS: Kind<Duration> = Kind {
+    parse: |name, value| from_str::<u64>(name, value).map(Duration::from_secs),
+    show: show_secs,
+};
+
+/// Whole seconds, raised to 1 when 0.
+pub(crate) const SECS_POSITIVE: Kind<Duration> = Kind {
+    parse: |name, value| at_least::<u64, 1>(name, value).map(Duration::from_secs),
+    show: show_secs,
+};
+
+/// Whole seconds above 0, refused when 0.
+pub(crate) const SECS_ABOVE_ZERO: Kind<Duration> = Kind {
+    parse: |name, value| match value.parse::<u64>() {
+        Ok(s) if s > 0 => Ok(Duration::from_secs(s)),
+        _ => Err(vec![format!(
+            "{name}={value:?} must be a positive number of seconds"
+        )]),
+    },
+    show: show_secs,
+};
+
+/// Comma-separated positive whole seconds, e.g. `60,300,1500`.
+pub(crate) const SECS_LIST: Kind<Vec<Duration>> = Kind {
+    parse: |name, value| {
+        value
+            .split(',')
+            .map(|s| match s.trim().parse::<u64>() {
+                Ok(n) if n > 0 => Ok(Duration::from_secs(n)),
+                _ => Err(()),
+            })
+            .collect::<Result<Vec<_>, ()>>()
+            .map_err(|()| {
+                vec![format!(
+                    "{name}={value:?} must be comma-separated positive seconds, e.g. 60,300,1500"
+                )]
+            })
+    },
+    show: |d| join(d, |d| d.as_secs().to_string()),
+};
+
+/// Comma-separated milliseconds, e.g. `1000,3000,9000`.
+pub(crate) const MILLIS_LIST: Kind<Vec<Duration>> = Kind {
+    parse: |name, value| {
+        value
+            .split(',')
+            .map(|s| s.trim().parse::<u64>().map(Duration::from_millis))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| {
+                vec![format!(
+                    "{name}={value:?} must be comma-separated milliseconds, e.g. 1000,3000,9000"
+                )]
+            })
+    },
+    show: |d| join(d, |d| d.as_millis().to_string()),
+};
+
+/// A finite number above 0.
+pub(crate) const POSITIVE_RATE: Kind<f64> = Kind {
+    parse: |name, value| match from_str::<f64>(name, value)? {
+        v if v > 0.0 && v.is_finite() => Ok(v),
+        v => Err(vec![format!("{name}={v} must be a positive number")]),
+    },
+    show: display,
+};
+
+/// An HTTP header name, lower-cased.
+pub(crate) const HEADER_NAME: Kind<String> = Kind {
+    parse: |name, value| {
+        let header = value.to_ascii_lowercase();
+        if header
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            Ok(header)
+        } else {
+            Err(vec![format!("{name} is not a valid header name")])
+        }
+    },
+    show: Clone::clone,
+};
+
+/// Comma-separated host names or CIDR ranges; blanks between commas are skipped.
+pub(crate) const ALLOW_LIST: Kind<Vec<AllowRule>> = Kind {
+    parse: |name, value| {
+        let mut rules = Vec::new();
+        let mut problems = Vec::new();
+        for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            match entry.parse::<AllowRule>() {
+                Ok(rule) => rules.push(rule),
+                Err(e) => problems.push(format!("{name}: {e}")),
+            }
+        }
+        if problems.is_empty() {
+            Ok(rules)
+        } else {
+            Err(problems)
+        }
+    },
+    show: |rules| join(rules, ToString::to_string),
+};
+
+/// One of a fixed set of words.
+pub(crate) fn one_of(
+    name: &str,
+    value: &str,
+    words: &[&'static str],
+) -> Result<&'static str, Vec<String>> {
+    words
+        .iter()
+        .find(|w| **w == value)
+        .copied()
+        .ok_or_else(|| vec![format!("{name}={value:?} must be {}", words.join(" or "))])
+}
+
+/// `360dialog` or `cloud`.
+pub(crate) const WHATSAPP_API: Kind<&'static str> = Kind {
+    parse: |name, value| one_of(name, value, &["360dialog", "cloud"]),
+    show: |w| w.to_string(),
+};

@@ -1,0 +1,190 @@
+//! Assembling a [`Config`] from the declared environment variables and the TOML file. Every
+//! variable is read (so every problem is found) before any is required; a configuration
+//! with a problem is refused as a whole (`docs/architecture.md` §6).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::env::{Reader, bus, ingest, process, providers, router};
+use crate::{
+    BackendKind, BusSettings, ChannelSecrets, Config, ConfigError, FileConfig, ProviderSettings,
+    RateLimit, RouterSecrets,
+};
+
+impl Config {
+    /// Read the configuration from the process environment and `config_path` (or `HERMES_CONFIG`).
+    pub fn from_env(config_path: Option<&Path>) -> Result<Self, ConfigError> {
+        Self::from_lookup(&|name| std::env::var(name).ok(), config_path)
+    }
+
+    /// Read the configuration from any variable lookup (tests pass a map).
+    pub fn from_lookup(
+        env: &dyn Fn(&str) -> Option<String>,
+        config_path: Option<&Path>,
+    ) -> Result<Self, ConfigError> {
+        let mut r = Reader::new(env);
+
+        let database_url = r.get(&process::DATABASE_URL);
+        let amqp_url = r.get(&process::AMQP_URL);
+        let redis_url = r.get(&process::REDIS_URL);
+        let namespace = r.get(&process::HERMES_NAMESPACE);
+        let http_addr = r.get(&process::HERMES_HTTP_ADDR);
+        let admin_addr = r.get(&process::HERMES_ADMIN_ADDR);
+        let log_format = r.get(&process::HERMES_LOG_FORMAT);
+        let shutdown_grace = r.get(&process::HERMES_SHUTDOWN_GRACE_SECS);
+        let db_pool_size = r.get(&process::HERMES_DB_POOL_SIZE);
+        let api_server_key = r.get(&ingest::API_SERVER_KEY);
+        let run_timeout = r.get(&ingest::HERMES_RUN_TIMEOUT_SECS);
+        let max_body_bytes = r.get(&ingest::HERMES_MAX_BODY_BYTES);
+        let max_in_flight = r.get(&ingest::HERMES_MAX_IN_FLIGHT);
+        let provider = read_provider(&mut r);
+        let global_daily_budget_micro_usd = r.get(&providers::LLM_GLOBAL_DAILY_BUDGET_USD);
+        let llm_timeout = r.get(&providers::HERMES_LLM_TIMEOUT_SECS);
+        let bus = read_bus(&mut r);
+        let channels = read_channels(&mut r);
+        let inbound_per_minute = r.get(&ingest::HERMES_INBOUND_PER_MINUTE);
+        let inbound_burst = r.get(&ingest::HERMES_INBOUND_BURST);
+        let router = RouterSecrets {
+            embeddings_url: r.get(&router::HERMES_EMBEDDINGS_URL),
+            embeddings_api_key: r.get(&router::HERMES_EMBEDDINGS_API_KEY),
+            session_keys: r.get(&router::HERMES_SESSION_KEYS).unwrap_or_default(),
+            secret_keys: r.get(&router::HERMES_SECRET_KEYS).unwrap_or_default(),
+        };
+        let delivery = crate::delivery::read_delivery(&mut r);
+        let alerts = crate::delivery::read_alerts(&mut r);
+
+        // `--config` wins over the variable; doctor shows whichever was used.
+        let from_env = r.get(&process::HERMES_CONFIG);
+        let config_path = config_path.map(Path::to_path_buf).or(from_env);
+        if let Some(path) = &config_path {
+            r.show_as(&process::HERMES_CONFIG, path.display().to_string());
+        }
+        let file = read_file(config_path.as_deref(), &mut r.problems);
+
+        // Every `?` below only meets a `None` that left a problem behind.
+        let config = (|| {
+            Some(Config {
+                database_url: database_url?,
+                amqp_url: amqp_url?,
+                redis_url: redis_url?,
+                namespace: namespace?,
+                http_addr: http_addr?,
+                admin_addr: admin_addr?,
+                log_format: log_format?,
+                api_server_key,
+                provider: provider?,
+                global_daily_budget_micro_usd,
+                llm_timeout: llm_timeout?,
+                run_timeout: run_timeout?,
+                max_body_bytes: max_body_bytes?,
+                max_in_flight: max_in_flight?,
+                shutdown_grace: shutdown_grace?,
+                db_pool_size: db_pool_size?,
+                bus: bus?,
+                channels: channels?,
+                inbound_rate: RateLimit {
+                    per_minute: inbound_per_minute?,
+                    burst: inbound_burst?,
+                },
+                router,
+                delivery: delivery?,
+                alerts: alerts?,
+                file,
+                config_path,
+                shown: std::mem::take(&mut r.shown),
+            })
+        })();
+        match config {
+            Some(config) if r.problems.is_empty() => Ok(config),
+            _ => Err(ConfigError {
+                problems: r.problems,
+            }),
+        }
+    }
+}
+
+/// The forced backend, the model override, and every backend's key and base URL.
+fn read_provider(r: &mut Reader<'_>) -> Option<ProviderSettings> {
+    let forced = r.get(&providers::HERMES_PROVIDER);
+    let model_override = r.get(&providers::HERMES_MODEL);
+    let mut keys = BTreeMap::new();
+    let mut base_urls = BTreeMap::new();
+    for kind in BackendKind::ALL {
+        let (key_var, base_url_var) = providers::backend_vars(kind);
+        if let Some(key) = key_var.and_then(|var| r.get(var)) {
+            keys.insert(kind, key);
+        }
+        // An invalid base URL leaves its problem; the configuration is refused for it.
+        if let Some(url) = base_url_var.and_then(|var| r.get(var)) {
+            base_urls.insert(kind, url);
+        }
+    }
+    let anthropic_version = r.get(&providers::ANTHROPIC_VERSION);
+    Some(ProviderSettings {
+        forced,
+        model_override,
+        keys,
+        base_urls,
+        anthropic_version: anthropic_version?,
+    })
+}
+
+fn read_bus(r: &mut Reader<'_>) -> Option<BusSettings> {
+    let prefetch = r.get(&bus::HERMES_PREFETCH);
+    let commit_group = r.get(&bus::HERMES_COMMIT_GROUP);
+    let delivery_limit = r.get(&bus::HERMES_DELIVERY_LIMIT);
+    let publish_window = r.get(&bus::HERMES_PUBLISH_WINDOW);
+    let reconnect_timeout = r.get(&bus::HERMES_BUS_RECONNECT_SECS);
+    let queue_expires = r.get(&bus::HERMES_QUEUE_EXPIRES_SECS);
+    let retry_delays = r.get(&bus::HERMES_DELIVERY_RETRY_DELAYS);
+    Some(BusSettings {
+        prefetch: prefetch?,
+        commit_group: commit_group?,
+        delivery_limit: delivery_limit?,
+        publish_window: publish_window?,
+        reconnect_timeout: reconnect_timeout?,
+        queue_expires,
+        retry_delays: retry_delays?,
+    })
+}
+
+fn read_channels(r: &mut Reader<'_>) -> Option<ChannelSecrets> {
+    let telegram_webhook_secret = r.get(&ingest::TELEGRAM_WEBHOOK_SECRET);
+    let whatsapp_verify_token = r.get(&ingest::WHATSAPP_VERIFY_TOKEN);
+    let whatsapp_app_secret = r.get(&ingest::WHATSAPP_APP_SECRET);
+    let d360_webhook_token = r.get(&ingest::D360_WEBHOOK_TOKEN);
+    let d360_token_header = r.get(&ingest::D360_WEBHOOK_TOKEN_HEADER);
+    let instagram_verify_token = r.get(&ingest::INSTAGRAM_VERIFY_TOKEN);
+    let instagram_app_secret = r.get(&ingest::INSTAGRAM_APP_SECRET);
+    Some(ChannelSecrets {
+        telegram_webhook_secret,
+        whatsapp_verify_token,
+        whatsapp_app_secret,
+        d360_webhook_token,
+        d360_token_header: d360_token_header?,
+        instagram_verify_token,
+        instagram_app_secret,
+    })
+}
+
+/// The TOML file at `path` (the built-in defaults without one), validated.
+fn read_file(path: Option<&Path>, problems: &mut Vec<String>) -> FileConfig {
+    let file = match path {
+        Some(path) => match std::fs::read_to_string(path) {
+            Ok(text) => match toml::from_str::<FileConfig>(&text) {
+                Ok(f) => f,
+                Err(e) => {
+                    problems.push(format!("{}: {}", path.display(), e.to_string().trim()));
+                    FileConfig::default()
+                }
+            },
+            Err(e) => {
+                problems.push(format!("cannot read config file {}: {e}", path.display()));
+                FileConfig::default()
+            }
+        },
+        None => FileConfig::default(),
+    };
+    file.validate(problems);
+    file
+}

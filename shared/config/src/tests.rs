@@ -1,0 +1,227 @@
+//! The existing configuration tests, moved out of `lib.rs` unchanged.
+
+use super::*;
+use std::collections::HashMap;
+use std::time::Duration;
+
+use hermes_types::model::Tier;
+use secrecy::ExposeSecret;
+
+fn load(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    let map: HashMap<String, String> = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Config::from_lookup(&move |k| map.get(k).cloned(), None)
+}
+
+#[test]
+fn defaults_point_at_local_servers() {
+    let c = load(&[]).unwrap();
+    assert_eq!(c.namespace.as_str(), "hermes");
+    assert_eq!(c.http_addr.to_string(), "0.0.0.0:8080");
+    assert_eq!(c.admin_addr.to_string(), "0.0.0.0:9090");
+    assert_eq!(
+        c.amqp_url.expose_secret(),
+        "amqp://guest:guest@127.0.0.1:5672/%2f"
+    );
+    assert_eq!(c.redis_url.expose_secret(), "redis://127.0.0.1:6379");
+    assert_eq!(c.log_format, LogFormat::Json);
+    assert_eq!(c.llm_timeout, Duration::from_secs(45));
+    assert_eq!(c.file.tiers[&Tier::Starter], vec!["claude-haiku", "ollama"]);
+}
+
+#[test]
+fn every_problem_is_reported_on_its_own_line() {
+    let err = load(&[
+        ("HERMES_NAMESPACE", "Bad Name"),
+        ("HERMES_HTTP_ADDR", "nowhere"),
+        ("HERMES_LOG_FORMAT", "xml"),
+        ("API_SERVER_KEY", "k3y-x"),
+        ("HERMES_PROVIDER", "telepathy"),
+        ("AMQP_URL", "http://x"),
+    ])
+    .unwrap_err();
+    assert_eq!(err.problems.len(), 6, "{err}");
+    let text = err.to_string();
+    assert!(text.contains("HERMES_NAMESPACE"));
+    assert!(text.contains("HERMES_HTTP_ADDR"));
+    assert!(text.contains("telepathy"));
+    assert!(!text.contains("k3y-x"), "secret values never print: {text}");
+}
+
+#[test]
+fn the_webhook_allowlist_takes_hosts_and_ranges() {
+    let c = load(&[(
+        "HERMES_WEBHOOK_ALLOW",
+        " agents.internal, 10.20.0.0/16 ,127.0.0.1",
+    )])
+    .unwrap();
+    let shown: Vec<String> = c
+        .delivery
+        .webhook_allow
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(shown, ["agents.internal", "10.20.0.0/16", "127.0.0.1/32"]);
+    assert!(load(&[]).unwrap().delivery.webhook_allow.is_empty());
+    let err = load(&[("HERMES_WEBHOOK_ALLOW", "10.0.0.1/8")]).unwrap_err();
+    assert!(err.to_string().contains("HERMES_WEBHOOK_ALLOW"), "{err}");
+}
+
+#[test]
+fn ingest_needs_a_key_unless_on_loopback() {
+    let c = load(&[]).unwrap();
+    assert!(c.check_ingest().is_err());
+    let c = load(&[("HERMES_HTTP_ADDR", "127.0.0.1:8080")]).unwrap();
+    assert!(c.check_ingest().is_ok());
+    let c = load(&[("API_SERVER_KEY", "0123456789abcdef")]).unwrap();
+    assert!(c.check_ingest().is_ok());
+}
+
+#[test]
+fn provider_resolution_refuses_to_guess() {
+    let c = load(&[]).unwrap();
+    assert!(
+        c.check_llm()
+            .unwrap_err()
+            .to_string()
+            .contains("OPENAI_API_KEY")
+    );
+    let c = load(&[("HERMES_PROVIDER", "mock")]).unwrap();
+    assert_eq!(c.provider.resolve(None).unwrap().kind, BackendKind::Mock);
+    let c = load(&[("OPENAI_API_KEY", "sk-test")]).unwrap();
+    assert_eq!(c.provider.resolve(None).unwrap().kind, BackendKind::Openai);
+    let c = load(&[("HERMES_PROVIDER", "openai")]).unwrap();
+    assert!(c.check_llm().is_err());
+    let c = load(&[("HERMES_PROVIDER", "claude")]).unwrap_err();
+    assert!(c.to_string().contains("HERMES_PROVIDER"), "{c}");
+    // Key priority across the environment, and every base URL overridable.
+    let c = load(&[
+        ("OPENAI_API_KEY", "sk-o"),
+        ("GEMINI_API_KEY", "g"),
+        ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/anthropic"),
+    ])
+    .unwrap();
+    assert_eq!(c.provider.resolve(None).unwrap().kind, BackendKind::Gemini);
+    assert_eq!(
+        c.provider.base_url(BackendKind::Anthropic).as_str(),
+        "http://127.0.0.1:9/anthropic"
+    );
+    assert!(load(&[("GEMINI_BASE_URL", "ftp://x")]).is_err());
+}
+
+#[test]
+fn whatsapp_is_sent_through_the_configured_api() {
+    let c = load(&[]).unwrap();
+    assert!(c.delivery.configured().is_empty());
+    let c = load(&[("D360_API_KEY", "k")]).unwrap();
+    assert!(matches!(
+        c.delivery.whatsapp,
+        Some(WhatsappSender::Dialog360 { .. })
+    ));
+    let c = load(&[
+        ("WHATSAPP_ACCESS_TOKEN", "t"),
+        ("WHATSAPP_PHONE_NUMBER_ID", "123"),
+    ])
+    .unwrap();
+    assert!(matches!(
+        c.delivery.whatsapp,
+        Some(WhatsappSender::Cloud { ref phone_number_id, .. }) if phone_number_id == "123"
+    ));
+    assert!(load(&[("WHATSAPP_ACCESS_TOKEN", "t")]).is_err());
+    let both = [
+        ("D360_API_KEY", "k"),
+        ("WHATSAPP_ACCESS_TOKEN", "t"),
+        ("WHATSAPP_PHONE_NUMBER_ID", "123"),
+    ];
+    assert!(load(&both).is_err());
+    let mut chosen = both.to_vec();
+    chosen.push(("WHATSAPP_SENDER", "cloud"));
+    assert!(matches!(
+        load(&chosen).unwrap().delivery.whatsapp,
+        Some(WhatsappSender::Cloud { .. })
+    ));
+    let c = load(&[
+        ("TELEGRAM_BOT_TOKEN", "123:abc"),
+        ("INSTAGRAM_ACCESS_TOKEN", "x"),
+    ])
+    .unwrap();
+    assert_eq!(c.delivery.configured(), ["telegram", "instagram"]);
+    let text = format!("{:?}", c.describe());
+    assert!(!text.contains("123:abc"));
+}
+
+#[test]
+fn retry_delays_are_whole_seconds() {
+    let c = load(&[]).unwrap();
+    let secs: Vec<u64> = c.bus.retry_delays.iter().map(|d| d.as_secs()).collect();
+    assert_eq!(secs, [60, 300, 1500]);
+    let c = load(&[("HERMES_DELIVERY_RETRY_DELAYS", "1, 2")]).unwrap();
+    assert_eq!(c.bus.retry_delays.len(), 2);
+    for bad in ["0", "1,x", "-5", "1,,2"] {
+        assert!(
+            load(&[("HERMES_DELIVERY_RETRY_DELAYS", bad)]).is_err(),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn the_global_budget_is_exact_money() {
+    let c = load(&[("LLM_GLOBAL_DAILY_BUDGET_USD", "250.05")]).unwrap();
+    assert_eq!(c.global_daily_budget_micro_usd, Some(250_050_000));
+    assert!(load(&[("LLM_GLOBAL_DAILY_BUDGET_USD", "-1")]).is_err());
+}
+
+#[test]
+fn secrets_are_masked_in_descriptions_and_debug() {
+    let c = load(&[
+        ("DATABASE_URL", "postgres://app:hunter2@db:5432/hermes"),
+        ("API_SERVER_KEY", "super-secret-key-123"),
+        ("OPENAI_API_KEY", "sk-live-abcdef"),
+    ])
+    .unwrap();
+    let text = format!("{:?}{:?}", c.describe(), c);
+    for secret in ["hunter2", "super-secret-key-123", "sk-live-abcdef"] {
+        assert!(!text.contains(secret), "{secret} leaked");
+    }
+    assert!(text.contains("postgres://app:***@db:5432/hermes"));
+}
+
+#[test]
+fn the_toml_file_is_validated() {
+    let dir = std::env::temp_dir().join(format!("hermes-cfg-{}", uuid::Uuid::now_v7()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("hermes.toml");
+    std::fs::write(
+            &path,
+            "[tiers]\nfree=['tiny']\nstarter=['tiny']\npro=['nope']\nvenue-growth=['tiny']\n[models.tiny]\nid='t'\nmax_output_tokens=10\n[router]\nvision_model='tiny'\n",
+        )
+        .unwrap();
+    let err = Config::from_lookup(&|_| None, Some(&path)).unwrap_err();
+    assert_eq!(err.problems.len(), 1, "{err}");
+    assert!(err.problems[0].contains("\"nope\""));
+
+    std::fs::write(&path, "[tiers]\ngold=['x']\n").unwrap();
+    let err = Config::from_lookup(&|_| None, Some(&path)).unwrap_err();
+    assert!(err.to_string().contains("gold"), "{err}");
+
+    let err = Config::from_lookup(&|_| None, Some(&dir.join("missing.toml"))).unwrap_err();
+    assert!(err.to_string().contains("cannot read config file"));
+}
+
+#[test]
+fn prices_are_exact_decimals_and_costs_round_half_up() {
+    assert_eq!(Price::parse("0.80"), Ok(Price(800_000)));
+    assert_eq!(Price::parse("15"), Ok(Price(15_000_000)));
+    assert_eq!(Price::parse(".5"), Ok(Price(500_000)));
+    for bad in ["", ".", "-1", "1e3", "0.1234567", "abc", "1.2.3"] {
+        assert!(Price::parse(bad).is_err(), "{bad}");
+    }
+    let haiku = &FileConfig::default().models["claude-haiku"];
+    // 20 input and 2 output tokens: 20 × $0.80 + 2 × $4.00 per million = 24 micro-dollars.
+    assert_eq!(haiku.cost_micro_usd(20, 2), 24);
+    assert_eq!(haiku.cost_micro_usd(1, 0), 1); // 0.8 rounds up
+    assert_eq!(haiku.cost_micro_usd(1_000_000, 1_000_000), 4_800_000);
+}
