@@ -124,9 +124,7 @@ async fn beyond_its_in_flight_bound_ingest_sheds_with_503() {
         .await;
     let mut env = TestEnv::new().await;
     env.set("HERMES_MAX_IN_FLIGHT", "1")
-        .set("HERMES_PROVIDER", "openai")
-        .set("OPENAI_API_KEY", "sk-test")
-        .set("OPENAI_BASE_URL", &provider.uri());
+        .openai_mock(&provider.uri());
     let fleet = std::sync::Arc::new(env.start(&Service::ALL).await);
     let first = {
         let fleet = fleet.clone();

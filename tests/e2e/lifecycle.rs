@@ -3,7 +3,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use hermes_testkit::{KEY, TestEnv, free_port, hermes_bin, openai_answer};
+use hermes_testkit::{KEY, TestEnv, free_port, openai_answer};
 use serde_json::{Value, json};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -21,16 +21,12 @@ async fn sigterm_finishes_the_message_in_flight_first() {
         .await;
     let mut env = TestEnv::new().await;
     let (http, admin) = (free_port(), free_port());
-    env.set("HERMES_PROVIDER", "openai")
-        .set("OPENAI_API_KEY", "sk-test")
-        .set("OPENAI_BASE_URL", &provider.uri())
+    env.openai_mock(&provider.uri())
         .set("HERMES_HTTP_ADDR", &format!("127.0.0.1:{http}"))
         .set("HERMES_ADMIN_ADDR", &format!("127.0.0.1:{admin}"));
-    let mut child = tokio::process::Command::new(hermes_bin())
+    let mut child = env
+        .command()
         .arg("all")
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(&env.vars)
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
@@ -99,14 +95,7 @@ async fn doctor_names_an_unreachable_rabbitmq_and_fails() {
         "AMQP_URL",
         &format!("amqp://guest:secretpw@127.0.0.1:{}/%2f", free_port()),
     );
-    let out = tokio::process::Command::new(hermes_bin())
-        .arg("doctor")
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(&env.vars)
-        .output()
-        .await
-        .unwrap();
+    let out = env.command().arg("doctor").output().await.unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("[FAIL] RabbitMQ"), "{stdout}");

@@ -152,9 +152,7 @@ async fn sampling_parameters_reach_the_provider_and_its_stream_reaches_the_calle
         .mount(&provider)
         .await;
     let mut env = TestEnv::new().await;
-    env.set("HERMES_PROVIDER", "openai")
-        .set("OPENAI_API_KEY", "sk-test")
-        .set("OPENAI_BASE_URL", &format!("{}/v1", provider.uri()));
+    env.openai_mock(&format!("{}/v1", provider.uri()));
     let fleet = env.start(&Service::ALL).await;
     let (_, body, data) = stream(
         &fleet,
@@ -205,9 +203,7 @@ async fn a_run_that_outlasts_the_timeout_ends_the_stream_with_an_error() {
         .mount(&provider)
         .await;
     let mut env = TestEnv::new().await;
-    env.set("HERMES_PROVIDER", "openai")
-        .set("OPENAI_API_KEY", "sk-test")
-        .set("OPENAI_BASE_URL", &format!("{}/v1", provider.uri()))
+    env.openai_mock(&format!("{}/v1", provider.uri()))
         .set("HERMES_RUN_TIMEOUT_SECS", "1");
     let fleet = env.start(&Service::ALL).await;
     let (run_id, body, data) = stream(
@@ -244,9 +240,7 @@ async fn an_open_stream_holds_its_in_flight_slot_until_it_ends() {
         .await;
     let mut env = TestEnv::new().await;
     env.set("HERMES_MAX_IN_FLIGHT", "1")
-        .set("HERMES_PROVIDER", "openai")
-        .set("OPENAI_API_KEY", "sk-test")
-        .set("OPENAI_BASE_URL", &format!("{}/v1", provider.uri()));
+        .openai_mock(&format!("{}/v1", provider.uri()));
     let fleet = env.start(&Service::ALL).await;
     let open = reqwest::Client::new()
         .post(fleet.url("/v1/chat/completions"))

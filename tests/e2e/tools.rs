@@ -51,9 +51,7 @@ async fn a_model_calls_an_mcp_tool_and_its_result_reaches_the_second_call() {
 
     let mut env = TestEnv::new().await;
     let config = mcp_config(&env.ns);
-    env.set("HERMES_PROVIDER", "openai")
-        .set("OPENAI_API_KEY", "sk-test-provider")
-        .set("OPENAI_BASE_URL", &format!("{}/v1", provider.uri()))
+    env.openai_mock(&format!("{}/v1", provider.uri()))
         .set("HERMES_MODEL", "gpt-test")
         .set("HERMES_CONFIG", config.to_str().unwrap());
     let fleet = env.start(&Service::ALL).await;

@@ -12,8 +12,9 @@ mod process;
 mod wait;
 
 pub use db::{count, pg_base};
+pub use env::OPENAI_KEY;
 pub use env::TestEnv;
-pub use fakes::{api_inbound, drain, openai_answer, openai_tool_call, rest_inbound};
+pub use fakes::{api_inbound, drain, metric, openai_answer, openai_tool_call, rest_inbound, send};
 pub use fleet::Fleet;
 pub use process::{everything_server_toml, free_port, hermes_bin};
 pub use wait::eventually;
