@@ -3,6 +3,7 @@
 //! free ports, or the real binary. The end-to-end tests (`tests/`) and any crate testing
 //! against the real servers use it.
 
+mod builder;
 pub mod chaos;
 mod db;
 mod env;
@@ -11,6 +12,7 @@ mod fleet;
 mod process;
 mod wait;
 
+pub use builder::{TestFleet, TestFleetBuilder};
 pub use db::{count, pg_base};
 pub use env::OPENAI_KEY;
 pub use env::TestEnv;
