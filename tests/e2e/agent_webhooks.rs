@@ -457,7 +457,17 @@ async fn hermes_dlq_lists_shows_replays_once_and_purges() {
         },
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Once the replayed wake is acked it cannot be delivered again.
+    let acked = format!(
+        "hermes_bus_messages_total{{outcome=\"acked\",queue=\"{}.webhooks\"}}",
+        env.ns
+    );
+    eventually(
+        Duration::from_secs(15),
+        "the replayed wake acked",
+        || async { (metric(&fleet.metrics().await, &acked)? >= 1.0).then_some(()) },
+    )
+    .await;
     let got = agent_api.received_requests().await.unwrap();
     assert_eq!(got.len(), 1, "delivered exactly once");
     assert_eq!(

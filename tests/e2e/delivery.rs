@@ -507,7 +507,22 @@ async fn ten_failures_open_the_breaker_for_every_instance_and_a_success_closes_i
         .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
         .mount(&api)
         .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let open_key = format!("{}:breaker:telegram:open", env.ns);
+    let redis = redis::Client::open(env.vars["REDIS_URL"].as_str()).unwrap();
+    let mut c = redis.get_multiplexed_async_connection().await.unwrap();
+    eventually(Duration::from_secs(10), "the open period to end", || {
+        let mut c = c.clone();
+        let open_key = open_key.clone();
+        async move {
+            let open: bool = redis::cmd("EXISTS")
+                .arg(&open_key)
+                .query_async(&mut c)
+                .await
+                .ok()?;
+            (!open).then_some(())
+        }
+    })
+    .await;
     bus.publish(&reply(Platform::Telegram, "e0", None, "x"))
         .await
         .unwrap();
@@ -517,10 +532,8 @@ async fn ten_failures_open_the_breaker_for_every_instance_and_a_success_closes_i
         (n >= 1.0).then_some(())
     })
     .await;
-    let redis = redis::Client::open(env.vars["REDIS_URL"].as_str()).unwrap();
-    let mut c = redis.get_multiplexed_async_connection().await.unwrap();
     let open: Option<String> = redis::cmd("GET")
-        .arg(format!("{}:breaker:telegram:open", env.ns))
+        .arg(&open_key)
         .query_async(&mut c)
         .await
         .unwrap();
@@ -644,8 +657,15 @@ async fn a_growing_parking_queue_alerts_ops_once() {
         text.contains("parking_queue_growth") && text.contains(&queue),
         "{text}"
     );
-    // Checked every 5 s, posted once per dedupe window.
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    // Checked every 5 s, posted once per dedupe window: wait for the next check to raise
+    // it again (counted even when deduplicated).
+    let raised = "hermes_alerts_total{kind=\"parking_queue_growth\"}";
+    eventually(
+        Duration::from_secs(20),
+        "the alert raised again",
+        || async { (metric0(&fleet.metrics().await, raised) >= 2.0).then_some(()) },
+    )
+    .await;
     let posts = peer
         .received_requests()
         .await

@@ -130,7 +130,13 @@ async fn beyond_its_in_flight_bound_ingest_sheds_with_503() {
         let fleet = fleet.clone();
         tokio::spawn(async move { fleet.chat("hold the only slot").await.status() })
     };
-    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    // The first request holds the slot while its (slow) model call is in flight.
+    hermes_testkit::eventually(
+        std::time::Duration::from_secs(20),
+        "the first model call in flight",
+        || async { (!provider.received_requests().await?.is_empty()).then_some(()) },
+    )
+    .await;
     let shed = fleet.chat("one too many").await;
     assert_eq!(shed.status(), 503);
     assert!(shed.headers().contains_key("retry-after"));

@@ -3,7 +3,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use hermes_testkit::{KEY, TestEnv, free_port, openai_answer};
+use hermes_testkit::{KEY, TestEnv, eventually, free_port, openai_answer};
 use serde_json::{Value, json};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -32,18 +32,13 @@ async fn sigterm_finishes_the_message_in_flight_first() {
         .spawn()
         .unwrap();
     let ready = format!("http://127.0.0.1:{admin}/readyz");
-    let mut up = false;
-    for _ in 0..300 {
-        if reqwest::get(&ready)
+    eventually(Duration::from_secs(15), "hermes all ready", || async {
+        reqwest::get(&ready)
             .await
             .is_ok_and(|r| r.status().is_success())
-        {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(up, "hermes all did not become ready");
+            .then_some(())
+    })
+    .await;
 
     let request = tokio::spawn(async move {
         reqwest::Client::new()
@@ -54,7 +49,10 @@ async fn sigterm_finishes_the_message_in_flight_first() {
             .await
     });
     // Let the message reach the (slow) provider, then ask the process to stop.
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    eventually(Duration::from_secs(15), "the model call", || async {
+        (!provider.received_requests().await?.is_empty()).then_some(())
+    })
+    .await;
     assert_eq!(
         provider.received_requests().await.unwrap().len(),
         1,
@@ -68,11 +66,14 @@ async fn sigterm_finishes_the_message_in_flight_first() {
             .unwrap()
             .success()
     );
-    // Readiness goes off at once so no new traffic is routed here.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    if let Ok(r) = reqwest::get(&ready).await {
-        assert_eq!(r.status(), 503);
-    }
+    // Readiness goes off at once so no new traffic is routed here (or the server is gone).
+    eventually(Duration::from_secs(2), "readiness off", || async {
+        match reqwest::get(&ready).await {
+            Ok(r) => (r.status() == 503).then_some(()),
+            Err(_) => Some(()),
+        }
+    })
+    .await;
 
     let resp = request
         .await

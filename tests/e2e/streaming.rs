@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_testkit::{KEY, TestEnv, TestFleet};
+use hermes_testkit::{KEY, TestEnv, TestFleet, eventually};
 use serde_json::{Value, json};
 use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -262,17 +262,12 @@ async fn an_open_stream_holds_its_in_flight_slot_until_it_ends() {
         .unwrap();
     assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
     // Once the stream has ended, the slot is free again.
-    let mut freed = false;
-    for _ in 0..50 {
+    eventually(Duration::from_secs(5), "the slot released", || async {
         let resp = reqwest::get(fleet.url("/v1/models")).await.unwrap();
         // /v1/models sits behind the same bound (and answers 401 without a key when free).
-        if resp.status() != 503 {
-            freed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(freed, "the slot was not released after the stream ended");
+        (resp.status() != 503).then_some(())
+    })
+    .await;
     fleet.stop().await.unwrap();
 }
 
