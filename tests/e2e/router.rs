@@ -9,7 +9,7 @@ use hermes_cache::Cache;
 use hermes_cache::soul;
 use hermes_db::{Db, agents, credits, memory};
 use hermes_telemetry::Metrics;
-use hermes_testkit::{TestEnv, count, eventually, send};
+use hermes_testkit::{StageHarness, TestEnv, count, eventually, send};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 use hermes_types::model::{Inbound, Platform};
@@ -109,6 +109,39 @@ async fn an_unknown_sender_gets_the_signup_prompt_and_no_model_call() {
     );
     bus.close().await;
     fleet.stop().await.unwrap();
+}
+
+/// The same decision as above, taken by the router's handler alone (the stage harness): no
+/// broker, no other stage, only what one message's commit writes and emits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_router_alone_answers_an_unknown_sender_with_the_signup_prompt() {
+    let harness = StageHarness::new(TestEnv::new().await, |ctx| {
+        hermes_router::pipeline::Router::new(ctx).expect("the router is configured")
+    })
+    .await;
+    let msg = Envelope::new(RunId::new(), None, &rest("stranger", "hello?"));
+    let (emitted, ()) = harness.handle(&msg).await.unwrap();
+    assert_eq!(emitted.len(), 1, "one reply, no model call");
+    assert_eq!(emitted[0].kind.stage(), hermes_bus::Stage::Delivery);
+    assert!(
+        emitted[0].payload.to_string().contains("Sign up"),
+        "{}",
+        emitted[0].payload
+    );
+    let db = harness.env().db();
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM credit_ledger", &[]).await,
+        0
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM agent_runs WHERE id = $1",
+            &[&msg.run_id.as_uuid()],
+        )
+        .await,
+        1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,7 @@ mod db;
 mod env;
 pub mod fakes;
 mod fleet;
+mod harness;
 mod process;
 mod wait;
 
@@ -18,6 +19,7 @@ pub use env::OPENAI_KEY;
 pub use env::TestEnv;
 pub use fakes::{api_inbound, drain, metric, openai_answer, openai_tool_call, rest_inbound, send};
 pub use fleet::Fleet;
+pub use harness::StageHarness;
 pub use process::{everything_server_toml, free_port, hermes_bin};
 pub use wait::eventually;
 
