@@ -9,7 +9,7 @@ use std::time::Duration;
 use hermes::Service;
 use hermes_bus::{Bus, Stage};
 use hermes_db::agents::{self, AgentUpdate, NewAgent};
-use hermes_testkit::{TestEnv, eventually};
+use hermes_testkit::{TestEnv, eventually, metric};
 use hermes_types::agent::{AgentKind, AgentStatus, EngagementMode, Tone};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
@@ -129,11 +129,12 @@ async fn node_verify(req: &Request, secret: &str) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn metric(text: &str, outcome: &str) -> Option<f64> {
-    let prefix = format!("hermes_webhook_deliveries_total{{outcome=\"{outcome}\"}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|v| v.trim().parse().ok())
+/// `hermes_webhook_deliveries_total` for `outcome`, if exported.
+fn deliveries(text: &str, outcome: &str) -> Option<f64> {
+    metric(
+        text,
+        &format!("hermes_webhook_deliveries_total{{outcome=\"{outcome}\"}}"),
+    )
 }
 
 /// How many messages `stage`'s parking queue holds.
@@ -222,7 +223,7 @@ async fn an_external_agent_is_woken_with_a_signed_envelope_and_marked_online() {
         .unwrap();
     assert_eq!(row.get::<_, String>(0), "ONLINE");
     assert!(row.get::<_, bool>(1), "last_heartbeat_at bumped");
-    assert_eq!(metric(&fleet.metrics().await, "delivered"), Some(1.0));
+    assert_eq!(deliveries(&fleet.metrics().await, "delivered"), Some(1.0));
     assert_eq!(agent_api.received_requests().await.unwrap().len(), 1);
 
     bus.close().await;
@@ -283,7 +284,7 @@ async fn a_private_agent_url_is_refused_and_parked_without_a_request() {
         agent_api.received_requests().await.unwrap().is_empty(),
         "a refused URL is never connected to"
     );
-    assert_eq!(metric(&fleet.metrics().await, "refused"), Some(1.0));
+    assert_eq!(deliveries(&fleet.metrics().await, "refused"), Some(1.0));
     let c = env.db().get().await.unwrap();
     let status: String = c
         .query_one("SELECT status FROM agents WHERE id = $1", &[&agent])
@@ -324,9 +325,9 @@ async fn a_failing_agent_endpoint_is_retried_on_the_schedule_then_parked() {
     assert!(error.unwrap().contains("service_unavailable"));
     assert_eq!(agent_api.received_requests().await.unwrap().len(), 12);
     let m = fleet.metrics().await;
-    assert_eq!(metric(&m, "retried"), Some(2.0));
-    assert_eq!(metric(&m, "parked"), Some(1.0));
-    assert_eq!(metric(&m, "delivered"), Some(0.0));
+    assert_eq!(deliveries(&m, "retried"), Some(2.0));
+    assert_eq!(deliveries(&m, "parked"), Some(1.0));
+    assert_eq!(deliveries(&m, "delivered"), Some(0.0));
 
     bus.close().await;
     fleet.stop().await.unwrap();
@@ -339,14 +340,7 @@ async fn dlq(env: &TestEnv, args: &[&str]) -> std::process::Output {
 
 /// Run the real `hermes` binary with this test's environment.
 async fn hermes(env: &TestEnv, args: &[&str]) -> std::process::Output {
-    tokio::process::Command::new(hermes_testkit::hermes_bin())
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(&env.vars)
-        .output()
-        .await
-        .unwrap()
+    env.command().args(args).output().await.unwrap()
 }
 
 fn stdout_json(out: &std::process::Output) -> Value {
@@ -463,7 +457,17 @@ async fn hermes_dlq_lists_shows_replays_once_and_purges() {
         },
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Once the replayed wake is acked it cannot be delivered again.
+    let acked = format!(
+        "hermes_bus_messages_total{{outcome=\"acked\",queue=\"{}.webhooks\"}}",
+        env.ns
+    );
+    eventually(
+        Duration::from_secs(15),
+        "the replayed wake acked",
+        || async { (metric(&fleet.metrics().await, &acked)? >= 1.0).then_some(()) },
+    )
+    .await;
     let got = agent_api.received_requests().await.unwrap();
     assert_eq!(got.len(), 1, "delivered exactly once");
     assert_eq!(

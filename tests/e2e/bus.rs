@@ -47,8 +47,17 @@ async fn the_same_router_message_twice_creates_one_run() {
     )
     .await;
     assert_eq!(processed, 1);
-    // Give a second (duplicate) delivery time to be processed wrongly, if it were going to be.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Once the second delivery is acked as a duplicate, nothing more can come of it.
+    let duplicate = format!(
+        "hermes_bus_messages_total{{outcome=\"duplicate\",queue=\"{}.router\"}} 1",
+        env.ns
+    );
+    eventually(
+        Duration::from_secs(15),
+        "the second delivery acked as a duplicate",
+        || async { fleet.metrics().await.contains(&duplicate).then_some(()) },
+    )
+    .await;
     let runs = count(
         &db,
         "SELECT count(*) FROM agent_runs WHERE id = $1",
@@ -59,10 +68,6 @@ async fn the_same_router_message_twice_creates_one_run() {
     let emitted = count(&db, "SELECT count(*) FROM outbox WHERE stage = 'llm'", &[]).await;
     assert_eq!(emitted, 1, "one llm request, not two");
     let metrics = fleet.metrics().await;
-    let duplicate = format!(
-        "hermes_bus_messages_total{{outcome=\"duplicate\",queue=\"{}.router\"}} 1",
-        env.ns
-    );
     assert!(metrics.contains(&duplicate), "{metrics}");
     bus.close().await;
     fleet.stop().await.unwrap();

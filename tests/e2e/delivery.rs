@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use hermes::Service;
 use hermes_bus::{Bus, Stage};
 use hermes_runtime::stage::{FAILURE_DETAIL_HEADER, FAILURE_REASON_HEADER};
-use hermes_testkit::{TestEnv, eventually};
+use hermes_testkit::{TestEnv, eventually, metric};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 use hermes_types::model::{Outcome, Platform, Reply, ReplyTo, Usage};
@@ -443,11 +443,9 @@ async fn telegram_429_is_waited_400_is_parked_and_bad_formatting_goes_plain() {
     fleet.stop().await.unwrap();
 }
 
-/// The value of a metric line starting with `series` (0 when absent).
-fn metric(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series).map(|v| v.trim().parse().unwrap()))
-        .unwrap_or(0.0)
+/// The value of `series` in a Prometheus exposition, 0 while it has no sample yet.
+fn metric0(text: &str, series: &str) -> f64 {
+    metric(text, series).unwrap_or(0.0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -471,10 +469,10 @@ async fn ten_failures_open_the_breaker_for_every_instance_and_a_success_closes_i
     }
     // Ten sends, two tries each, then the breaker is open.
     eventually(Duration::from_secs(20), "the breaker to open", || async {
-        let open = metric(
+        let open = metric0(
             &a.metrics().await,
             "hermes_delivery_breaker_open{platform=\"telegram\"}",
-        ) + metric(
+        ) + metric0(
             &b.metrics().await,
             "hermes_delivery_breaker_open{platform=\"telegram\"}",
         );
@@ -492,12 +490,12 @@ async fn ten_failures_open_the_breaker_for_every_instance_and_a_success_closes_i
     }
     let skipped = "hermes_delivery_attempts_total{platform=\"telegram\",reason=\"breaker_open\"}";
     eventually(Duration::from_secs(10), "four skipped sends", || async {
-        let n = metric(&a.metrics().await, skipped) + metric(&b.metrics().await, skipped);
+        let n = metric0(&a.metrics().await, skipped) + metric0(&b.metrics().await, skipped);
         (n >= 4.0).then_some(())
     })
     .await;
     assert_eq!(api.received_requests().await.unwrap().len(), tried);
-    let wa = metric(
+    let wa = metric0(
         &a.metrics().await,
         "hermes_delivery_breaker_open{platform=\"whatsapp\"}",
     );
@@ -509,20 +507,33 @@ async fn ten_failures_open_the_breaker_for_every_instance_and_a_success_closes_i
         .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
         .mount(&api)
         .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let open_key = format!("{}:breaker:telegram:open", env.ns);
+    let redis = redis::Client::open(env.vars["REDIS_URL"].as_str()).unwrap();
+    let mut c = redis.get_multiplexed_async_connection().await.unwrap();
+    eventually(Duration::from_secs(10), "the open period to end", || {
+        let mut c = c.clone();
+        let open_key = open_key.clone();
+        async move {
+            let open: bool = redis::cmd("EXISTS")
+                .arg(&open_key)
+                .query_async(&mut c)
+                .await
+                .ok()?;
+            (!open).then_some(())
+        }
+    })
+    .await;
     bus.publish(&reply(Platform::Telegram, "e0", None, "x"))
         .await
         .unwrap();
     eventually(Duration::from_secs(10), "the breaker to close", || async {
         let sent = "hermes_deliveries_total{outcome=\"sent\",platform=\"telegram\"}";
-        let n = metric(&a.metrics().await, sent) + metric(&b.metrics().await, sent);
+        let n = metric0(&a.metrics().await, sent) + metric0(&b.metrics().await, sent);
         (n >= 1.0).then_some(())
     })
     .await;
-    let redis = redis::Client::open(env.vars["REDIS_URL"].as_str()).unwrap();
-    let mut c = redis.get_multiplexed_async_connection().await.unwrap();
     let open: Option<String> = redis::cmd("GET")
-        .arg(format!("{}:breaker:telegram:open", env.ns))
+        .arg(&open_key)
         .query_async(&mut c)
         .await
         .unwrap();
@@ -646,8 +657,15 @@ async fn a_growing_parking_queue_alerts_ops_once() {
         text.contains("parking_queue_growth") && text.contains(&queue),
         "{text}"
     );
-    // Checked every 5 s, posted once per dedupe window.
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    // Checked every 5 s, posted once per dedupe window: wait for the next check to raise
+    // it again (counted even when deduplicated).
+    let raised = "hermes_alerts_total{kind=\"parking_queue_growth\"}";
+    eventually(
+        Duration::from_secs(20),
+        "the alert raised again",
+        || async { (metric0(&fleet.metrics().await, raised) >= 2.0).then_some(()) },
+    )
+    .await;
     let posts = peer
         .received_requests()
         .await
@@ -765,12 +783,12 @@ async fn a_full_parking_queue_refuses_and_the_message_stays() {
     bus.publish(&refused).await.unwrap();
     let rejected = format!("hermes_parking_rejected_total{{queue=\"{parking}\"}}");
     eventually(Duration::from_secs(20), "the refused parking", || async {
-        (metric(&fleet.metrics().await, &rejected) >= 1.0).then_some(())
+        (metric0(&fleet.metrics().await, &rejected) >= 1.0).then_some(())
     })
     .await;
     let metrics = fleet.metrics().await;
     assert!(
-        metric(&metrics, "hermes_alerts_total{kind=\"parking_queue_full\"}") >= 1.0,
+        metric0(&metrics, "hermes_alerts_total{kind=\"parking_queue_full\"}") >= 1.0,
         "{metrics}"
     );
     // Nothing was dropped: the parking queue still holds its 5,000 and the refused message
@@ -798,11 +816,9 @@ async fn turning_the_killswitch_on_alerts_discord() {
         "HERMES_ALERT_DISCORD_URL",
         &format!("{}/discord", hook.uri()),
     );
-    let out = tokio::process::Command::new(hermes_testkit::hermes_bin())
+    let out = env
+        .command()
         .args(["killswitch", "on", "--reason", "drill"])
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(&env.vars)
         .output()
         .await
         .unwrap();

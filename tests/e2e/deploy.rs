@@ -148,9 +148,7 @@ async fn every_metric_of_the_dashboard_and_alerts_is_exported_and_promtool_clean
     toml.push_str(&everything_server_toml("timeout = 10"));
     let config = std::env::temp_dir().join(format!("{}-deploy.toml", env.ns));
     std::fs::write(&config, toml).unwrap();
-    env.set("HERMES_PROVIDER", "openai")
-        .set("OPENAI_API_KEY", "sk-test-provider")
-        .set("OPENAI_BASE_URL", &format!("{}/v1", provider.uri()))
+    env.openai_mock(&format!("{}/v1", provider.uri()))
         .set("HERMES_MODEL", "gpt-test")
         .set("HERMES_CONFIG", config.to_str().unwrap())
         .set("LLM_GLOBAL_DAILY_BUDGET_USD", "100.00");

@@ -124,15 +124,19 @@ async fn beyond_its_in_flight_bound_ingest_sheds_with_503() {
         .await;
     let mut env = TestEnv::new().await;
     env.set("HERMES_MAX_IN_FLIGHT", "1")
-        .set("HERMES_PROVIDER", "openai")
-        .set("OPENAI_API_KEY", "sk-test")
-        .set("OPENAI_BASE_URL", &provider.uri());
+        .openai_mock(&provider.uri());
     let fleet = std::sync::Arc::new(env.start(&Service::ALL).await);
     let first = {
         let fleet = fleet.clone();
         tokio::spawn(async move { fleet.chat("hold the only slot").await.status() })
     };
-    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    // The first request holds the slot while its (slow) model call is in flight.
+    hermes_testkit::eventually(
+        std::time::Duration::from_secs(20),
+        "the first model call in flight",
+        || async { (!provider.received_requests().await?.is_empty()).then_some(()) },
+    )
+    .await;
     let shed = fleet.chat("one too many").await;
     assert_eq!(shed.status(), 503);
     assert!(shed.headers().contains_key("retry-after"));

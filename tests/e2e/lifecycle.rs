@@ -3,7 +3,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use hermes_testkit::{KEY, TestEnv, free_port, hermes_bin, openai_answer};
+use hermes_testkit::{KEY, TestEnv, eventually, free_port, openai_answer};
 use serde_json::{Value, json};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -21,33 +21,24 @@ async fn sigterm_finishes_the_message_in_flight_first() {
         .await;
     let mut env = TestEnv::new().await;
     let (http, admin) = (free_port(), free_port());
-    env.set("HERMES_PROVIDER", "openai")
-        .set("OPENAI_API_KEY", "sk-test")
-        .set("OPENAI_BASE_URL", &provider.uri())
+    env.openai_mock(&provider.uri())
         .set("HERMES_HTTP_ADDR", &format!("127.0.0.1:{http}"))
         .set("HERMES_ADMIN_ADDR", &format!("127.0.0.1:{admin}"));
-    let mut child = tokio::process::Command::new(hermes_bin())
+    let mut child = env
+        .command()
         .arg("all")
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(&env.vars)
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
     let ready = format!("http://127.0.0.1:{admin}/readyz");
-    let mut up = false;
-    for _ in 0..300 {
-        if reqwest::get(&ready)
+    eventually(Duration::from_secs(15), "hermes all ready", || async {
+        reqwest::get(&ready)
             .await
             .is_ok_and(|r| r.status().is_success())
-        {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(up, "hermes all did not become ready");
+            .then_some(())
+    })
+    .await;
 
     let request = tokio::spawn(async move {
         reqwest::Client::new()
@@ -58,7 +49,10 @@ async fn sigterm_finishes_the_message_in_flight_first() {
             .await
     });
     // Let the message reach the (slow) provider, then ask the process to stop.
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    eventually(Duration::from_secs(15), "the model call", || async {
+        (!provider.received_requests().await?.is_empty()).then_some(())
+    })
+    .await;
     assert_eq!(
         provider.received_requests().await.unwrap().len(),
         1,
@@ -72,11 +66,14 @@ async fn sigterm_finishes_the_message_in_flight_first() {
             .unwrap()
             .success()
     );
-    // Readiness goes off at once so no new traffic is routed here.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    if let Ok(r) = reqwest::get(&ready).await {
-        assert_eq!(r.status(), 503);
-    }
+    // Readiness goes off at once so no new traffic is routed here (or the server is gone).
+    eventually(Duration::from_secs(2), "readiness off", || async {
+        match reqwest::get(&ready).await {
+            Ok(r) => (r.status() == 503).then_some(()),
+            Err(_) => Some(()),
+        }
+    })
+    .await;
 
     let resp = request
         .await
@@ -99,14 +96,7 @@ async fn doctor_names_an_unreachable_rabbitmq_and_fails() {
         "AMQP_URL",
         &format!("amqp://guest:secretpw@127.0.0.1:{}/%2f", free_port()),
     );
-    let out = tokio::process::Command::new(hermes_bin())
-        .arg("doctor")
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(&env.vars)
-        .output()
-        .await
-        .unwrap();
+    let out = env.command().arg("doctor").output().await.unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("[FAIL] RabbitMQ"), "{stdout}");

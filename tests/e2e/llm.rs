@@ -2,51 +2,16 @@
 //! whole fleet: moving an agent to another backend at run time (health-checked, rolled back
 //! on failure) with a workspace-level key, and the killswitch with its refund.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_bus::Bus;
-use hermes_testkit::{TestEnv, eventually};
-use hermes_types::envelope::Envelope;
-use hermes_types::ids::RunId;
+use hermes_testkit::{TestEnv, eventually, send};
 use hermes_types::model::Platform;
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
 use wiremock::matchers::{header, method, path, path_regex};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const SECRET_KEYS: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
-
-/// Run the real `hermes` binary with this test's environment and `stdin`.
-async fn cli(env: &TestEnv, args: &[&str], stdin: &str) -> (i32, String, String) {
-    let mut child = tokio::process::Command::new(hermes_testkit::hermes_bin())
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(&env.vars)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    input.write_all(stdin.as_bytes()).await.unwrap();
-    drop(input);
-    let out = child.wait_with_output().await.unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-async fn send(bus: &Bus, sender: &str, text: &str) {
-    let inbound = hermes_testkit::rest_inbound(sender, text);
-    bus.publish(&Envelope::new(RunId::new(), None, &inbound))
-        .await
-        .unwrap();
-}
 
 /// The answers the user got, oldest first: (text, meta).
 async fn answers(env: &TestEnv, n: i64) -> Vec<(String, Value)> {
@@ -71,14 +36,14 @@ async fn an_agent_moves_to_another_backend_at_run_time_with_its_workspace_key() 
     let mut env = TestEnv::new().await;
     env.set("HERMES_SECRET_KEYS", SECRET_KEYS)
         .set("GEMINI_BASE_URL", &gemini.uri());
-    let (code, _, err) = cli(
-        &env,
-        &[
-            "agents", "create", "mizu", "--name", "Mizu", "--tone", "hype",
-        ],
-        "",
-    )
-    .await;
+    let (code, _, err) = env
+        .hermes_with_stdin(
+            &[
+                "agents", "create", "mizu", "--name", "Mizu", "--tone", "hype",
+            ],
+            "",
+        )
+        .await;
     assert_eq!(code, 0, "{err}");
 
     // No Gemini key anywhere yet: the switch is refused and nothing changes.
@@ -91,27 +56,26 @@ async fn an_agent_moves_to_another_backend_at_run_time_with_its_workspace_key() 
         "--model",
         "gemini-2.5-flash",
     ];
-    let (code, _, err) = cli(&env, &move_args, "").await;
+    let (code, _, err) = env.hermes_with_stdin(&move_args, "").await;
     assert_eq!(code, 1);
     assert!(err.contains("GEMINI_API_KEY"), "{err}");
 
     // The workspace gets its own key, which the health check and the calls must use.
-    let (code, out, err) = cli(
-        &env,
-        &["workspaces", "secret", "set", "GEMINI_API_KEY"],
-        "ws-gemini-key\n",
-    )
-    .await;
+    let (code, out, err) = env
+        .hermes_with_stdin(
+            &["workspaces", "secret", "set", "GEMINI_API_KEY"],
+            "ws-gemini-key\n",
+        )
+        .await;
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("GEMINI_API_KEY set"), "{out}");
-    let (code, _, err) = cli(
-        &env,
-        &["workspaces", "secret", "clear", "ANTHROPIC_API_KEY"],
-        "",
-    )
-    .await;
+    let (code, _, err) = env
+        .hermes_with_stdin(&["workspaces", "secret", "clear", "ANTHROPIC_API_KEY"], "")
+        .await;
     assert_eq!(code, 0, "{err}");
-    let (_, listed, _) = cli(&env, &["workspaces", "secret", "list"], "").await;
+    let (_, listed, _) = env
+        .hermes_with_stdin(&["workspaces", "secret", "list"], "")
+        .await;
     assert!(listed.contains("GEMINI_API_KEY") && !listed.contains("ws-gemini-key"));
     assert!(
         listed
@@ -119,7 +83,9 @@ async fn an_agent_moves_to_another_backend_at_run_time_with_its_workspace_key() 
             .any(|l| l.starts_with("ANTHROPIC_API_KEY") && l.contains("cleared")),
         "{listed}"
     );
-    let (code, _, err) = cli(&env, &["workspaces", "secret", "set", "SOME_TOKEN"], "x").await;
+    let (code, _, err) = env
+        .hermes_with_stdin(&["workspaces", "secret", "set", "SOME_TOKEN"], "x")
+        .await;
     assert_eq!(code, 1);
     assert!(err.contains("is not a provider key"), "{err}");
 
@@ -130,13 +96,15 @@ async fn an_agent_moves_to_another_backend_at_run_time_with_its_workspace_key() 
         .up_to_n_times(1)
         .mount(&gemini)
         .await;
-    let (code, _, err) = cli(&env, &move_args, "").await;
+    let (code, _, err) = env.hermes_with_stdin(&move_args, "").await;
     assert_eq!(code, 1);
     assert!(
         err.contains("rolled back") && err.contains("tier's chain"),
         "{err}"
     );
-    let (_, shown, _) = cli(&env, &["agents", "show", "mizu", "--json"], "").await;
+    let (_, shown, _) = env
+        .hermes_with_stdin(&["agents", "show", "mizu", "--json"], "")
+        .await;
     assert_eq!(
         serde_json::from_str::<Value>(&shown).unwrap()["backend"],
         Value::Null
@@ -149,7 +117,7 @@ async fn an_agent_moves_to_another_backend_at_run_time_with_its_workspace_key() 
         .respond_with(ResponseTemplate::new(200).set_body_json(json!({"models": []})))
         .mount(&gemini)
         .await;
-    let (code, out, err) = cli(&env, &move_args, "").await;
+    let (code, out, err) = env.hermes_with_stdin(&move_args, "").await;
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("gemini (gemini-2.5-flash)"), "{out}");
 
@@ -190,7 +158,9 @@ async fn an_agent_moves_to_another_backend_at_run_time_with_its_workspace_key() 
     );
 
     // Back to the tier's chain (the mock) for the next message, no restart.
-    let (code, _, err) = cli(&env, &["agents", "set", "mizu", "--backend", "none"], "").await;
+    let (code, _, err) = env
+        .hermes_with_stdin(&["agents", "set", "mizu", "--backend", "none"], "")
+        .await;
     assert_eq!(code, 0, "{err}");
     send(&bus, "ana", "and now?").await;
     let got = answers(&env, 2).await;
@@ -203,10 +173,12 @@ async fn an_agent_moves_to_another_backend_at_run_time_with_its_workspace_key() 
 async fn the_killswitch_pauses_every_call_and_refunds_the_credit() {
     let env = TestEnv::new().await;
     let user = env.user(Platform::Rest, "bo", 3).await;
-    let (code, out, err) = cli(&env, &["killswitch", "on", "--reason", "drill"], "").await;
+    let (code, out, err) = env
+        .hermes_with_stdin(&["killswitch", "on", "--reason", "drill"], "")
+        .await;
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("killswitch ON"), "{out}");
-    let (_, status, _) = cli(&env, &["killswitch", "status"], "").await;
+    let (_, status, _) = env.hermes_with_stdin(&["killswitch", "status"], "").await;
     assert!(
         status.contains("ON since") && status.contains("drill"),
         "{status}"
@@ -255,7 +227,7 @@ async fn the_killswitch_pauses_every_call_and_refunds_the_credit() {
             .contains("hermes_llm_budget_rejections_total{scope=\"killswitch\"} 1")
     );
 
-    let (code, out, _) = cli(&env, &["killswitch", "off"], "").await;
+    let (code, out, _) = env.hermes_with_stdin(&["killswitch", "off"], "").await;
     assert_eq!(code, 0);
     assert!(out.contains("killswitch OFF"), "{out}");
     send(&bus, "bo", "back?").await;

@@ -9,7 +9,7 @@ use hermes_cache::Cache;
 use hermes_cache::soul;
 use hermes_db::{Db, agents, credits, memory};
 use hermes_telemetry::Metrics;
-use hermes_testkit::{TestEnv, count, eventually};
+use hermes_testkit::{StageHarness, TestEnv, count, eventually, send};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 use hermes_types::model::{Inbound, Platform};
@@ -22,13 +22,6 @@ use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 /// A REST-channel message from `sender`, as ingest would publish it.
 fn rest(sender: &str, text: &str) -> Inbound {
     hermes_testkit::rest_inbound(sender, text)
-}
-
-/// Publish a REST-channel message from `sender` to the router's queue.
-async fn send(bus: &hermes_bus::Bus, sender: &str, text: &str) {
-    bus.publish(&Envelope::new(RunId::new(), None, &rest(sender, text)))
-        .await
-        .unwrap();
 }
 
 /// The llm requests the router emitted, oldest first, as JSON payloads.
@@ -116,6 +109,39 @@ async fn an_unknown_sender_gets_the_signup_prompt_and_no_model_call() {
     );
     bus.close().await;
     fleet.stop().await.unwrap();
+}
+
+/// The same decision as above, taken by the router's handler alone (the stage harness): no
+/// broker, no other stage, only what one message's commit writes and emits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_router_alone_answers_an_unknown_sender_with_the_signup_prompt() {
+    let harness = StageHarness::new(TestEnv::new().await, |ctx| {
+        hermes_router::pipeline::Router::new(ctx).expect("the router is configured")
+    })
+    .await;
+    let msg = Envelope::new(RunId::new(), None, &rest("stranger", "hello?"));
+    let (emitted, ()) = harness.handle(&msg).await.unwrap();
+    assert_eq!(emitted.len(), 1, "one reply, no model call");
+    assert_eq!(emitted[0].kind.stage(), hermes_bus::Stage::Delivery);
+    assert!(
+        emitted[0].payload.to_string().contains("Sign up"),
+        "{}",
+        emitted[0].payload
+    );
+    let db = harness.env().db();
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM credit_ledger", &[]).await,
+        0
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM agent_runs WHERE id = $1",
+            &[&msg.run_id.as_uuid()],
+        )
+        .await,
+        1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -206,9 +232,7 @@ async fn a_failed_run_is_refunded_exactly_once() {
         .mount(&provider)
         .await;
     let mut env = TestEnv::new().await;
-    env.set("HERMES_PROVIDER", "openai")
-        .set("OPENAI_API_KEY", "sk-test")
-        .set("OPENAI_BASE_URL", &provider.uri());
+    env.openai_mock(&provider.uri());
     let user = env.user(Platform::Rest, "unlucky", 3).await;
     let fleet = env.start(&Service::ALL).await;
     let bus = env.bus().await;
@@ -873,9 +897,7 @@ async fn facts_from_an_exchange_reach_memory_and_the_next_soul() {
         .mount(&provider)
         .await;
     let mut env = TestEnv::new().await;
-    env.set("HERMES_PROVIDER", "openai")
-        .set("OPENAI_API_KEY", "sk-test")
-        .set("OPENAI_BASE_URL", &provider.uri());
+    env.openai_mock(&provider.uri());
     let user = env.user(Platform::Rest, "memorable", 5).await;
     let fleet = env.start(&Service::ALL).await;
     let bus = env.bus().await;
@@ -920,29 +942,11 @@ async fn facts_from_an_exchange_reach_memory_and_the_next_soul() {
     fleet.stop().await.unwrap();
 }
 
-/// Run the real `hermes` binary with this test's environment; (exit code, stdout, stderr).
-async fn cli(env: &TestEnv, args: &[&str]) -> (i32, String, String) {
-    let out = tokio::process::Command::new(hermes_testkit::hermes_bin())
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(&env.vars)
-        .output()
-        .await
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operators_set_up_users_channels_and_agents_with_the_cli() {
     let mut env = TestEnv::new().await;
-    let (code, out, err) = cli(
-        &env,
-        &[
+    let (code, out, err) = env
+        .hermes(&[
             "users",
             "create",
             "--name",
@@ -950,17 +954,15 @@ async fn operators_set_up_users_channels_and_agents_with_the_cli() {
             "--credits",
             "5",
             "--json",
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert_eq!(code, 0, "{err}");
     let user: Value = serde_json::from_str(&out).unwrap();
     let id = user["id"].as_str().unwrap().to_string();
     assert_eq!(user["credits"], 5);
 
-    let (code, _, err) = cli(
-        &env,
-        &[
+    let (code, _, err) = env
+        .hermes(&[
             "channels",
             "link",
             &id,
@@ -968,13 +970,11 @@ async fn operators_set_up_users_channels_and_agents_with_the_cli() {
             "telegram",
             "--sender-id",
             "42",
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert_eq!(code, 0, "{err}");
-    let (code, _, err) = cli(
-        &env,
-        &[
+    let (code, _, err) = env
+        .hermes(&[
             "channels",
             "link",
             &id,
@@ -982,24 +982,27 @@ async fn operators_set_up_users_channels_and_agents_with_the_cli() {
             "sms",
             "--sender-id",
             "1",
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert_eq!(code, 1);
     assert!(
         err.contains("--platform must be telegram, whatsapp, instagram or rest"),
         "{err}"
     );
 
-    let (code, _, err) = cli(&env, &["users", "credit", &id, "-2", "--note", "goodwill"]).await;
+    let (code, _, err) = env
+        .hermes(&["users", "credit", &id, "-2", "--note", "goodwill"])
+        .await;
     assert_eq!(code, 0, "{err}");
-    let (code, _, err) = cli(&env, &["users", "credit", &id, "-99"]).await;
+    let (code, _, err) = env.hermes(&["users", "credit", &id, "-99"]).await;
     assert_eq!(code, 1);
     assert!(err.contains("the balance is 3"), "{err}");
-    let (code, _, err) = cli(&env, &["users", "remember", &id, "diet", "vegan"]).await;
+    let (code, _, err) = env
+        .hermes(&["users", "remember", &id, "diet", "vegan"])
+        .await;
     assert_eq!(code, 0, "{err}");
 
-    let (code, out, err) = cli(&env, &["users", "show", &id, "--json"]).await;
+    let (code, out, err) = env.hermes(&["users", "show", &id, "--json"]).await;
     assert_eq!(code, 0, "{err}");
     let shown: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(shown["user"]["credits"], 3);
@@ -1024,22 +1027,21 @@ async fn operators_set_up_users_channels_and_agents_with_the_cli() {
         "--webhook-url",
         "https://agents.example/forge",
     ];
-    let (code, _, err) = cli(&env, &external).await;
+    let (code, _, err) = env.hermes(&external).await;
     assert_eq!(code, 1);
     assert!(err.contains("HERMES_SECRET_KEYS is not set"), "{err}");
     env.set(
         "HERMES_SECRET_KEYS",
         "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
     );
-    let (code, out, err) = cli(&env, &external).await;
+    let (code, out, err) = env.hermes(&external).await;
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("webhook signing secret: whsec_"), "{out}");
-    let (code, _, err) = cli(&env, &external).await;
+    let (code, _, err) = env.hermes(&external).await;
     assert_eq!(code, 1);
     assert!(err.contains("already exists"), "{err}");
-    let (code, _, err) = cli(
-        &env,
-        &[
+    let (code, _, err) = env
+        .hermes(&[
             "agents",
             "set",
             "victor",
@@ -1047,11 +1049,10 @@ async fn operators_set_up_users_channels_and_agents_with_the_cli() {
             "BUSY",
             "--max-concurrent",
             "3",
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert_eq!(code, 0, "{err}");
-    let (code, out, _) = cli(&env, &["agents", "list", "--json"]).await;
+    let (code, out, _) = env.hermes(&["agents", "list", "--json"]).await;
     assert_eq!(code, 0);
     let listed: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(listed[0]["agent"]["status"], "BUSY");

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_testkit::{KEY, TestEnv};
+use hermes_testkit::{KEY, TestEnv, TestFleet, eventually};
 use serde_json::{Value, json};
 use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -151,11 +151,10 @@ async fn sampling_parameters_reach_the_provider_and_its_stream_reaches_the_calle
         .expect(1)
         .mount(&provider)
         .await;
-    let mut env = TestEnv::new().await;
-    env.set("HERMES_PROVIDER", "openai")
-        .set("OPENAI_API_KEY", "sk-test")
-        .set("OPENAI_BASE_URL", &format!("{}/v1", provider.uri()));
-    let fleet = env.start(&Service::ALL).await;
+    let fleet = TestFleet::builder()
+        .openai_mock(&format!("{}/v1", provider.uri()))
+        .start()
+        .await;
     let (_, body, data) = stream(
         &fleet,
         json!({
@@ -204,12 +203,11 @@ async fn a_run_that_outlasts_the_timeout_ends_the_stream_with_an_error() {
         )
         .mount(&provider)
         .await;
-    let mut env = TestEnv::new().await;
-    env.set("HERMES_PROVIDER", "openai")
-        .set("OPENAI_API_KEY", "sk-test")
-        .set("OPENAI_BASE_URL", &format!("{}/v1", provider.uri()))
-        .set("HERMES_RUN_TIMEOUT_SECS", "1");
-    let fleet = env.start(&Service::ALL).await;
+    let fleet = TestFleet::builder()
+        .openai_mock(&format!("{}/v1", provider.uri()))
+        .set("HERMES_RUN_TIMEOUT_SECS", "1")
+        .start()
+        .await;
     let (run_id, body, data) = stream(
         &fleet,
         json!({"messages": [{"role": "user", "content": "hi"}], "stream": true}),
@@ -242,12 +240,11 @@ async fn an_open_stream_holds_its_in_flight_slot_until_it_ends() {
         )
         .mount(&provider)
         .await;
-    let mut env = TestEnv::new().await;
-    env.set("HERMES_MAX_IN_FLIGHT", "1")
-        .set("HERMES_PROVIDER", "openai")
-        .set("OPENAI_API_KEY", "sk-test")
-        .set("OPENAI_BASE_URL", &format!("{}/v1", provider.uri()));
-    let fleet = env.start(&Service::ALL).await;
+    let fleet = TestFleet::builder()
+        .set("HERMES_MAX_IN_FLIGHT", "1")
+        .openai_mock(&format!("{}/v1", provider.uri()))
+        .start()
+        .await;
     let open = reqwest::Client::new()
         .post(fleet.url("/v1/chat/completions"))
         .bearer_auth(KEY)
@@ -265,17 +262,12 @@ async fn an_open_stream_holds_its_in_flight_slot_until_it_ends() {
         .unwrap();
     assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
     // Once the stream has ended, the slot is free again.
-    let mut freed = false;
-    for _ in 0..50 {
+    eventually(Duration::from_secs(5), "the slot released", || async {
         let resp = reqwest::get(fleet.url("/v1/models")).await.unwrap();
         // /v1/models sits behind the same bound (and answers 401 without a key when free).
-        if resp.status() != 503 {
-            freed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(freed, "the slot was not released after the stream ended");
+        (resp.status() != 503).then_some(())
+    })
+    .await;
     fleet.stop().await.unwrap();
 }
 

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_testkit::{TestEnv, everything_server_toml, openai_answer, openai_tool_call};
+use hermes_testkit::{
+    TestEnv, count, eventually, everything_server_toml, openai_answer, openai_tool_call,
+};
 use serde_json::{Value, json};
 use wiremock::matchers::{body_string_contains, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -51,32 +53,27 @@ async fn a_model_calls_an_mcp_tool_and_its_result_reaches_the_second_call() {
 
     let mut env = TestEnv::new().await;
     let config = mcp_config(&env.ns);
-    env.set("HERMES_PROVIDER", "openai")
-        .set("OPENAI_API_KEY", "sk-test-provider")
-        .set("OPENAI_BASE_URL", &format!("{}/v1", provider.uri()))
+    env.openai_mock(&format!("{}/v1", provider.uri()))
         .set("HERMES_MODEL", "gpt-test")
         .set("HERMES_CONFIG", config.to_str().unwrap());
     let fleet = env.start(&Service::ALL).await;
     // The tools stage publishes once its servers have been discovered; the router reads
     // the registry at the first message, so the message waits for the publication.
-    let client = env.db().get().await.unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while client
-        .query_opt(
-            "SELECT 1 FROM tool_registry WHERE name = 'mcp_everything_get_sum'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .is_none()
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "MCP tools never published"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    drop(client);
+    let db = env.db();
+    eventually(
+        Duration::from_secs(30),
+        "the MCP tools published",
+        || async {
+            let published = count(
+                &db,
+                "SELECT count(*) FROM tool_registry WHERE name = 'mcp_everything_get_sum'",
+                &[],
+            )
+            .await;
+            (published > 0).then_some(())
+        },
+    )
+    .await;
     let resp = fleet.chat("please add two and forty for me").await;
     assert_eq!(resp.status(), 200);
     let body: Value = resp.json().await.unwrap();
@@ -153,18 +150,11 @@ async fn registered(env: &TestEnv, toolset: &str) -> Vec<String> {
 }
 
 async fn wait_for(env: &TestEnv, toolset: &str, expected: &[&str]) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let names = registered(env, toolset).await;
-        if names == expected {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{toolset}: {names:?}, expected {expected:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let what = format!("{toolset} to register {expected:?}");
+    eventually(Duration::from_secs(30), &what, || async {
+        (registered(env, toolset).await == expected).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -193,6 +183,8 @@ async fn tools_reload_rereads_the_configuration_file() {
     )
     .await
     .unwrap();
+    // A refused reload changes nothing and signals nothing outside the replica's log, so
+    // there is no condition to wait on: this checks an absence after a grace period.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
         registered(&env, "mcp-everything").await,

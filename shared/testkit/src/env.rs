@@ -15,6 +15,9 @@ use tokio::sync::oneshot;
 use crate::db::{admin_exec, env_or, template, url_with_db};
 use crate::{Fleet, KEY, chaos};
 
+/// The API key the OpenAI-compatible fake of [`TestEnv::openai_mock`] is called with.
+pub const OPENAI_KEY: &str = "sk-test-provider";
+
 /// One test's private corner of the shared servers.
 pub struct TestEnv {
     pub ns: String,
@@ -81,6 +84,15 @@ impl TestEnv {
         self
     }
 
+    /// Call models through the OpenAI-compatible fake at `base_url` (a wiremock server's
+    /// address, with `/v1` when its mocks match that prefix), with [`OPENAI_KEY`].
+    pub fn openai_mock(&mut self, base_url: &str) -> &mut Self {
+        self.set("HERMES_PROVIDER", "openai")
+            .set("OPENAI_API_KEY", OPENAI_KEY)
+            .set("OPENAI_BASE_URL", base_url)
+    }
+
+    /// This test's configuration, as the services would read it from the environment.
     pub fn config(&self) -> Config {
         let vars = self.vars.clone();
         Config::from_lookup(&move |k| vars.get(k).cloned(), None)

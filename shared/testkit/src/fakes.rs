@@ -2,6 +2,8 @@
 //! sends them.
 
 use hermes_bus::Bus;
+use hermes_types::envelope::Envelope;
+use hermes_types::ids::RunId;
 
 /// An inbound API message with one user turn, as ingest would publish it.
 pub fn api_inbound(text: &str) -> hermes_types::model::Inbound {
@@ -65,7 +67,7 @@ pub fn openai_tool_call(tool: &str, arguments: &serde_json::Value) -> serde_json
 }
 
 /// Take every message waiting in `stage`'s queue (acking them), decoded.
-pub async fn drain(bus: &Bus, stage: hermes_bus::Stage) -> Vec<hermes_types::envelope::Envelope> {
+pub async fn drain(bus: &Bus, stage: hermes_bus::Stage) -> Vec<Envelope> {
     use lapin::options::{BasicAckOptions, BasicGetOptions};
     let ch = bus.channel().await.expect("channel");
     let mut out = Vec::new();
@@ -74,7 +76,7 @@ pub async fn drain(bus: &Bus, stage: hermes_bus::Stage) -> Vec<hermes_types::env
         .await
         .expect("basic.get")
     {
-        out.push(hermes_types::envelope::Envelope::from_slice(&m.delivery.data).expect("envelope"));
+        out.push(Envelope::from_slice(&m.delivery.data).expect("envelope"));
         m.delivery
             .acker
             .ack(BasicAckOptions::default())
@@ -82,4 +84,23 @@ pub async fn drain(bus: &Bus, stage: hermes_bus::Stage) -> Vec<hermes_types::env
             .expect("ack");
     }
     out
+}
+
+/// Publish a REST-channel message from `sender` to the router's queue, as ingest would.
+pub async fn send(bus: &Bus, sender: &str, text: &str) -> RunId {
+    let run = RunId::new();
+    bus.publish(&Envelope::new(run, None, &rest_inbound(sender, text)))
+        .await
+        .expect("the router's queue takes the message");
+    run
+}
+
+/// The value of the series `series` (name and labels, as exported) in a Prometheus text
+/// exposition, if it is there.
+pub fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|line| {
+        line.strip_prefix(series)
+            .filter(|rest| rest.starts_with(' '))
+            .and_then(|v| v.trim().parse().ok())
+    })
 }

@@ -3,18 +3,23 @@
 //! free ports, or the real binary. The end-to-end tests (`tests/`) and any crate testing
 //! against the real servers use it.
 
+mod builder;
 pub mod chaos;
 mod db;
 mod env;
 pub mod fakes;
 mod fleet;
+mod harness;
 mod process;
 mod wait;
 
+pub use builder::{TestFleet, TestFleetBuilder};
 pub use db::{count, pg_base};
+pub use env::OPENAI_KEY;
 pub use env::TestEnv;
-pub use fakes::{api_inbound, drain, openai_answer, openai_tool_call, rest_inbound};
+pub use fakes::{api_inbound, drain, metric, openai_answer, openai_tool_call, rest_inbound, send};
 pub use fleet::Fleet;
+pub use harness::StageHarness;
 pub use process::{everything_server_toml, free_port, hermes_bin};
 pub use wait::eventually;
 
