@@ -182,29 +182,23 @@ impl AgentWebhookStage {
                     ),
                 )
             })?;
-        let pinned = self.guard.resolve(&url).await.map_err(|e| {
-            let reason = match e {
-                GuardError::Refused { .. } => FailureReason::AddressRefused,
-                GuardError::NoHost => FailureReason::InvalidRecipient,
-                // DNS trouble may pass: try again on the schedule.
-                GuardError::Resolve { .. } | GuardError::NoAddress(_) => {
-                    FailureReason::NetworkTimeout
-                }
-            };
-            Failed::before_sending(reason, e.into())
-        })?;
-        // A client per wake because the DNS pin is a client setting; no proxy (it would
-        // resolve the name itself, after the check) and no redirects (each would need the
-        // same check, and a wake has nowhere else to go).
-        let mut builder = reqwest::Client::builder()
-            .timeout(HTTP_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .user_agent(USER_AGENT);
-        if let Some((name, addrs)) = &pinned {
-            builder = builder.resolve_to_addrs(name, addrs);
-        }
-        let client = builder.build().map_err(|e| {
+        // No redirects: a wake has nowhere else to go.
+        let builder = self
+            .guard
+            .client_builder(&url, USER_AGENT)
+            .await
+            .map_err(|e| {
+                let reason = match e {
+                    GuardError::Refused { .. } => FailureReason::AddressRefused,
+                    GuardError::NoHost => FailureReason::InvalidRecipient,
+                    // DNS trouble may pass: try again on the schedule.
+                    GuardError::Resolve { .. } | GuardError::NoAddress(_) => {
+                        FailureReason::NetworkTimeout
+                    }
+                };
+                Failed::before_sending(reason, e.into())
+            })?;
+        let client = builder.timeout(HTTP_TIMEOUT).build().map_err(|e| {
             Failed::before_sending(FailureReason::NetworkTimeout, anyhow!("HTTP client: {e}"))
         })?;
         let body = serde_json::to_vec(&wake_body(env, wake, target))

@@ -50,9 +50,8 @@ pub struct DeliveryStage {
 impl DeliveryStage {
     pub fn new(ctx: Ctx) -> anyhow::Result<Self> {
         let settings = &ctx.config.delivery;
-        let http = reqwest::Client::builder()
+        let http = hermes_net::http::client_builder(hermes_net::http::USER_AGENT)
             .timeout(HTTP_TIMEOUT)
-            .user_agent(concat!("hermes/", env!("CARGO_PKG_VERSION")))
             .build()?;
         let policy = RetryPolicy {
             pauses: settings.send_pauses.clone(),

@@ -1,7 +1,8 @@
 //! The outbound rate gate: a burst of replies to one chat is spread out instead of earning
-//! a flood ban. Two token buckets in Redis, shared by every replica — one per platform and
-//! chat, one per platform's bot / number / account — kept as GCRA "theoretical arrival
-//! times", so a send reserves its slot and learns at once how long to wait. Telegram allows
+//! a flood ban. Two buckets in Redis, shared by every replica — one per platform and chat,
+//! one per platform's bot / number / account — reserved together with
+//! [`RateLimiter::reserve`] (not the admit-or-refuse `take` ingest uses: every reply must go,
+//! only later), so a send reserves its slot and learns at once how long to wait. Telegram allows
 //! about 1 message a second per chat and 30 per bot; the defaults stay under that (and
 //! under WhatsApp's and Instagram's pair limits). A wait longer than the configured bound
 //! is refused (the send is retried later); Redis down lets sends through unthrottled.
@@ -9,35 +10,10 @@
 use std::time::Duration;
 
 use hermes_cache::Cache;
+use hermes_cache::rate_limit::{Pace, RateLimiter};
 use hermes_config::RateGateSettings;
 use hermes_telemetry::Metrics;
 use hermes_types::model::Platform;
-use redis::Script;
-
-/// KEYS: chat bucket, bot bucket. ARGV: chat interval ms, chat burst, bot interval ms,
-/// bot burst (1), longest wait ms. Returns the wait in ms, or -1 if it would exceed the
-/// bound (nothing reserved then).
-const RESERVE: &str = r#"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local wait = 0
-local tats = {}
-for i = 1, 2 do
-  local interval = tonumber(ARGV[2 * i - 1])
-  local burst = tonumber(ARGV[2 * i])
-  local tat = tonumber(redis.call('GET', KEYS[i]) or now)
-  if tat < now then tat = now end
-  local new_tat = tat + interval
-  local w = new_tat - now - burst * interval
-  if w > wait then wait = w end
-  tats[i] = new_tat
-end
-if wait > tonumber(ARGV[5]) then return -1 end
-for i = 1, 2 do
-  redis.call('SET', KEYS[i], tats[i], 'PX', tats[i] - now + 1000)
-end
-return wait
-"#;
 
 /// Why a send may not go now.
 #[derive(Debug, thiserror::Error)]
@@ -51,7 +27,7 @@ pub struct TooBusy {
 /// The gate of every platform.
 #[derive(Clone)]
 pub struct RateGate {
-    cache: Cache,
+    limiter: RateLimiter,
     settings: RateGateSettings,
     metrics: Metrics,
 }
@@ -59,7 +35,7 @@ pub struct RateGate {
 impl RateGate {
     pub fn new(cache: Cache, settings: RateGateSettings, metrics: Metrics) -> Self {
         Self {
-            cache,
+            limiter: RateLimiter::new(cache),
             settings,
             metrics,
         }
@@ -67,36 +43,33 @@ impl RateGate {
 
     /// Wait until one more message may go to `chat_id` on `platform`.
     pub async fn pass(&self, platform: Platform, chat_id: &str) -> Result<Duration, TooBusy> {
-        let chat = self
-            .cache
-            .key(format!("rate:out:{}:chat:{chat_id}", platform.as_str()));
-        let bot = self
-            .cache
-            .key(format!("rate:out:{}:bot", platform.as_str()));
+        let chat = format!("rate:out:{}:chat:{chat_id}", platform.as_str());
+        let bot = format!("rate:out:{}:bot", platform.as_str());
         let s = &self.settings;
-        let interval = |per_sec: f64| (1000.0 / per_sec).ceil().max(1.0) as u64;
-        let mut c = self.cache.conn();
-        let reserved: Result<i64, _> = Script::new(RESERVE)
-            .key(&chat)
-            .key(&bot)
-            .arg(interval(s.chat_per_sec))
-            .arg(s.chat_burst)
-            .arg(interval(s.bot_per_sec))
-            .arg(1)
-            .arg(u64::try_from(s.max_wait.as_millis()).unwrap_or(u64::MAX))
-            .invoke_async(&mut c)
-            .await;
-        let wait = match reserved {
-            Ok(ms) if ms < 0 => {
+        let interval =
+            |per_sec: f64| Duration::from_millis((1000.0 / per_sec).ceil().max(1.0) as u64);
+        let paces = [
+            Pace {
+                name: &chat,
+                interval: interval(s.chat_per_sec),
+                burst: s.chat_burst,
+            },
+            Pace {
+                name: &bot,
+                interval: interval(s.bot_per_sec),
+                burst: 1,
+            },
+        ];
+        let wait = match self.limiter.reserve(&paces, s.max_wait).await {
+            Ok(Some(wait)) => wait,
+            Ok(None) => {
                 return Err(TooBusy {
                     platform: platform.as_str(),
                     chat: chat_id.to_string(),
                     bound: s.max_wait,
                 });
             }
-            Ok(ms) => Duration::from_millis(ms as u64),
             Err(e) => {
-                let e = self.cache.failed("rate_gate", e);
                 tracing::warn!(error = %e, "outbound rate gate unavailable; sending unthrottled");
                 Duration::ZERO
             }

@@ -42,11 +42,8 @@ pub struct Alerts {
 
 impl Alerts {
     pub fn new(settings: &AlertSettings, cache: Cache, metrics: Metrics) -> Self {
-        // Idempotent; CLI commands may build alerts before anything else touched TLS.
-        hermes_net::install_crypto_provider();
-        let http = reqwest::Client::builder()
+        let http = hermes_net::http::client_builder(hermes_net::http::USER_AGENT)
             .timeout(POST_TIMEOUT)
-            .user_agent(concat!("hermes/", env!("CARGO_PKG_VERSION")))
             .build()
             .expect("a TLS backend is installed");
         Self {

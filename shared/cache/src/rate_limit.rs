@@ -1,7 +1,15 @@
-//! Token buckets in Redis, shared by every replica: per-sender inbound limits in ingest and
-//! (later) per-chat outbound gates in delivery. The bucket lives in one hash and is updated
-//! atomically by a script that reads the server's clock, so replicas with skewed clocks
-//! agree.
+//! Rate limits in Redis, shared by every replica. Each limit is one atomic script that reads
+//! the server's clock, so replicas with skewed clocks agree. There are two, because the two
+//! callers need different answers:
+//!
+//! - [`RateLimiter::take`] **admits or refuses now** (a token bucket): ingest answers a sender
+//!   over its limit with 429 and `Retry-After`, and a refused message must cost nothing, so
+//!   nothing is taken when it is refused. It can also check a dedupe key in the same round
+//!   trip.
+//! - [`RateLimiter::reserve`] **books a slot in the future** (GCRA "theoretical arrival
+//!   times"): delivery must send every reply, only spread out, so a send reserves its slot in
+//!   several buckets at once (the chat and the bot) and learns how long to wait; only a wait
+//!   beyond a bound is refused, and then nothing is reserved.
 
 use std::time::Duration;
 
@@ -52,11 +60,45 @@ redis.call('PEXPIRE', KEYS[1], math.ceil(cap / per_ms) + 1000)
 return wait
 ";
 
-/// Token buckets under `{ns}:rl:`.
+/// KEYS: the buckets. ARGV: interval ms and burst of each bucket in turn, then the longest
+/// wait ms. Returns the wait in ms, or -1 if it would exceed the bound (nothing reserved then).
+const RESERVE: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local wait = 0
+local tats = {}
+for i = 1, #KEYS do
+  local interval = tonumber(ARGV[2 * i - 1])
+  local burst = tonumber(ARGV[2 * i])
+  local tat = tonumber(redis.call('GET', KEYS[i]) or now)
+  if tat < now then tat = now end
+  local new_tat = tat + interval
+  local w = new_tat - now - burst * interval
+  if w > wait then wait = w end
+  tats[i] = new_tat
+end
+if wait > tonumber(ARGV[2 * #KEYS + 1]) then return -1 end
+for i = 1, #KEYS do
+  redis.call('SET', KEYS[i], tats[i], 'PX', tats[i] - now + 1000)
+end
+return wait
+"#;
+
+/// One bucket of a [`RateLimiter::reserve`]: its key (under the namespace), the time between
+/// two sends, and how many may go back to back.
+#[derive(Clone, Copy, Debug)]
+pub struct Pace<'a> {
+    pub name: &'a str,
+    pub interval: Duration,
+    pub burst: u32,
+}
+
+/// Token buckets under `{ns}:rl:`, and paced reservations.
 #[derive(Clone)]
 pub struct RateLimiter {
     cache: Cache,
     script: Script,
+    reserve: Script,
 }
 
 impl RateLimiter {
@@ -64,7 +106,31 @@ impl RateLimiter {
         Self {
             cache,
             script: Script::new(SCRIPT),
+            reserve: Script::new(RESERVE),
         }
+    }
+
+    /// Reserve the next slot in every bucket of `paces` at once and return how long to wait
+    /// for it; `None` (nothing reserved) when that wait would exceed `max_wait`.
+    pub async fn reserve(
+        &self,
+        paces: &[Pace<'_>],
+        max_wait: Duration,
+    ) -> Result<Option<Duration>, CacheError> {
+        let mut invocation = self.reserve.prepare_invoke();
+        for pace in paces {
+            invocation
+                .key(self.cache.key(pace.name))
+                .arg(u64::try_from(pace.interval.as_millis()).unwrap_or(u64::MAX))
+                .arg(pace.burst);
+        }
+        invocation.arg(u64::try_from(max_wait.as_millis()).unwrap_or(u64::MAX));
+        let mut c = self.cache.conn();
+        let wait_ms: i64 = invocation
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| self.cache.failed("rate_gate", e))?;
+        Ok(u64::try_from(wait_ms).ok().map(Duration::from_millis))
     }
 
     /// Take one token from the bucket `name` with `limit`.

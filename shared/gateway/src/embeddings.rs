@@ -92,12 +92,11 @@ struct Inner {
 }
 
 /// The HTTP client embeddings calls use, built like the other outbound clients of the
-/// fleet. TLS needs the process-wide provider ([`hermes_net::install_crypto_provider`]) first.
+/// fleet.
 pub fn http_client() -> Result<reqwest::Client, EmbedError> {
-    reqwest::Client::builder()
+    hermes_net::http::client_builder(hermes_net::http::USER_AGENT)
         .connect_timeout(Duration::from_secs(5))
         .pool_idle_timeout(Duration::from_secs(90))
-        .user_agent(concat!("hermes/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(EmbedError::Client)
 }

@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod backend;
+pub mod data_url;
 pub mod envelope;
 pub mod ids;
 pub mod intent;

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use hermes_config::HttpFetchSettings;
 use hermes_net::guard::{AddressPolicy, GuardError, shown};
+use hermes_net::http::describe;
 use hermes_types::model::ToolSpec;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, LOCATION};
 use serde_json::json;
@@ -49,10 +50,6 @@ pub struct HttpFetch {
 impl HttpFetch {
     /// The tool as `[tools.http_fetch]` configures it.
     pub fn new(settings: &HttpFetchSettings) -> Self {
-        // reqwest is built without a default crypto provider and panics when it finds none;
-        // the binary installs one at start, and doing it here too (it is idempotent) keeps
-        // the tool from ever panicking in a process that did not.
-        hermes_net::install_crypto_provider();
         Self {
             policy: AddressPolicy::new(settings.allow_rules(), "[tools.http_fetch] allow_hosts"),
             max_bytes: settings.max_bytes,
@@ -113,21 +110,14 @@ impl HttpFetch {
 
     /// One GET, with no redirect followed, connected only to addresses the policy accepted.
     async fn get_once(&self, url: &Url) -> Result<reqwest::Response, ToolError> {
-        let pinned = self.policy.resolve(url).await.map_err(|e| match e {
-            GuardError::NoHost => ToolError::InvalidArguments(e.to_string()),
-            _ => ToolError::Failed(e.to_string()),
-        })?;
-        // A client per request because the DNS pin is a client setting; it also means no
-        // pooled connection from an earlier fetch is ever reused for another name.
-        let mut builder = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            // A proxy would resolve the name itself, after our check: that is the rebinding
-            // hole this tool exists to close.
-            .no_proxy()
-            .user_agent(USER_AGENT);
-        if let Some((name, addrs)) = &pinned {
-            builder = builder.resolve_to_addrs(name, addrs);
-        }
+        let builder = self
+            .policy
+            .client_builder(url, USER_AGENT)
+            .await
+            .map_err(|e| match e {
+                GuardError::NoHost => ToolError::InvalidArguments(e.to_string()),
+                _ => ToolError::Failed(e.to_string()),
+            })?;
         let client = builder.build().map_err(|e| {
             ToolError::Failed(format!("cannot build an HTTP client: {}", describe(e)))
         })?;
@@ -271,28 +261,6 @@ fn check_url(url: &Url) -> Result<(), String> {
         return Err("the URL has no host".into());
     }
     Ok(())
-}
-
-/// A reqwest error as text: its kind and causes, without the URL (the caller adds a shown
-/// one) and never a header, since reqwest errors do not carry them.
-fn describe(e: reqwest::Error) -> String {
-    let e = e.without_url();
-    let mut text = if e.is_timeout() {
-        "timed out".to_string()
-    } else if e.is_connect() {
-        "could not connect".to_string()
-    } else if e.is_body() || e.is_decode() {
-        "the body could not be read".to_string()
-    } else {
-        "the request failed".to_string()
-    };
-    let mut source = std::error::Error::source(&e);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// Whether a `Content-Type` is text the model can read.
@@ -461,7 +429,6 @@ mod tests {
 
     /// A server with `GET /page` answering `template`.
     async fn server_with(template: ResponseTemplate) -> MockServer {
-        hermes_net::install_crypto_provider();
         let server = MockServer::start().await;
         Mock::given(method("GET"))
             .and(path("/page"))

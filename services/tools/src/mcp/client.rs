@@ -184,8 +184,7 @@ pub async fn connect(
                     .map_err(|_| McpError::Config(format!("value of header {k:?}")))?;
                 headers.insert(name, value);
             }
-            hermes_net::install_crypto_provider();
-            let client = reqwest::Client::builder()
+            let client = hermes_net::http::client_builder(hermes_net::http::USER_AGENT)
                 .connect_timeout(settings.connect_deadline())
                 .build()
                 .map_err(|e| McpError::Spawn(e.to_string()))?;

@@ -187,17 +187,7 @@ fn image_block(img: &ImageRef) -> Value {
 /// The media type (if the URL names one) and base64 payload of a `data:…;base64,…` URL;
 /// `None` for other URLs, including non-base64 data URLs.
 fn parse_data_url(url: &str) -> Option<(Option<String>, &str)> {
-    let rest = url
-        .get(..5)
-        .filter(|p| p.eq_ignore_ascii_case("data:"))
-        .map(|_| &url[5..])?;
-    let (meta, data) = rest.split_once(',')?;
-    let mut parts = meta.split(';');
-    let mime = parts.next().unwrap_or_default().trim();
-    if !parts.any(|p| p.trim().eq_ignore_ascii_case("base64")) {
-        return None;
-    }
-    Some(((!mime.is_empty()).then(|| mime.to_string()), data))
+    hermes_types::data_url::parse_base64(url).map(|d| (d.mime.map(str::to_owned), d.data))
 }
 
 /// The image type of a base64 payload by its magic bytes, for data URLs that name none

@@ -246,10 +246,7 @@ fn image_part(image: &ImageRef) -> Value {
 /// `data:<mime>;base64,<data>` → (mime if given, data). Only base64 data URLs qualify:
 /// `inlineData` takes base64 bytes.
 fn parse_data_url(url: &str) -> Option<(Option<&str>, &str)> {
-    let rest = url.strip_prefix("data:")?;
-    let (meta, data) = rest.split_once(',')?;
-    let mime = meta.strip_suffix(";base64")?;
-    Some(((!mime.is_empty()).then_some(mime), data))
+    hermes_types::data_url::parse_base64(url).map(|d| (d.mime, d.data))
 }
 
 /// A tool result as a `functionResponse` part. Gemini matches results by function name,

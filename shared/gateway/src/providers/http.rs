@@ -46,12 +46,9 @@ pub struct HttpClient {
 
 impl HttpClient {
     pub fn new() -> anyhow::Result<Self> {
-        // Idempotent; tests and benchmarks build clients without going through main.
-        hermes_net::install_crypto_provider();
-        let inner = reqwest::Client::builder()
+        let inner = hermes_net::http::client_builder(hermes_net::http::USER_AGENT)
             .connect_timeout(Duration::from_secs(5))
             .pool_idle_timeout(Duration::from_secs(90))
-            .user_agent(concat!("hermes/", env!("CARGO_PKG_VERSION")))
             .build()?;
         Ok(Self { inner })
     }
