@@ -74,12 +74,73 @@ impl Refusal {
     }
 }
 
-/// Tokens held for a call in flight; reconcile or release it exactly once.
-#[derive(Debug)]
+/// Tokens held for a call in flight. [`Reservation::settle`] ends it at the real usage; one
+/// dropped unsettled (an early return, a `?`, a cancelled or panicking call) releases itself
+/// in a spawned task, so a reservation is never leaked.
+#[must_use = "a reservation is released when dropped; settle it at the real usage"]
 pub struct Reservation {
     daily_key: String,
     monthly_key: String,
     tokens: u64,
+    /// Who gives the tokens back; `None` once settled.
+    budgets: Option<Budgets>,
+}
+
+impl Reservation {
+    /// The tokens held.
+    pub fn tokens(&self) -> u64 {
+        self.tokens
+    }
+
+    /// End the reservation at the real usage (`0` releases it: failed calls cost nothing).
+    pub async fn settle(mut self, used_tokens: u64) {
+        if let Some(budgets) = self.budgets.take() {
+            budgets
+                .reconcile(&self.daily_key, &self.monthly_key, self.tokens, used_tokens)
+                .await;
+        }
+    }
+
+    /// Give every held token back.
+    pub async fn release(self) {
+        self.settle(0).await;
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let Some(budgets) = self.budgets.take() else {
+            return;
+        };
+        let (daily, monthly) = (
+            std::mem::take(&mut self.daily_key),
+            std::mem::take(&mut self.monthly_key),
+        );
+        let tokens = self.tokens;
+        // Releasing is Redis work, which Drop cannot await: it runs on its own task.
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move { budgets.reconcile(&daily, &monthly, tokens, 0).await });
+            }
+            // No runtime (a process shutting down): the keys expire with their window, and
+            // until then the user is held to the worst case, never more.
+            Err(_) => tracing::warn!(
+                tokens,
+                "budget reservation dropped outside a runtime; not released"
+            ),
+        }
+    }
+}
+
+impl std::fmt::Debug for Reservation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reservation")
+            .field("daily_key", &self.daily_key)
+            .field("monthly_key", &self.monthly_key)
+            .field("tokens", &self.tokens)
+            .field("settled", &self.budgets.is_none())
+            .finish()
+    }
 }
 
 /// The killswitch as stored: who turned it on, when and why.
@@ -212,6 +273,7 @@ impl Budgets {
                 daily_key,
                 monthly_key,
                 tokens,
+                budgets: Some(self.clone()),
             }),
             Ok(0) => Err(Refusal::UserDaily),
             Ok(_) => Err(Refusal::UserMonthly),
@@ -223,23 +285,23 @@ impl Budgets {
         }
     }
 
-    /// Settle a reservation at the real usage (`0` releases it: failed calls cost nothing).
-    pub async fn settle(&self, r: Reservation, used_tokens: u64) {
-        let delta = used_tokens as i64 - r.tokens as i64;
+    /// Move a reservation of `reserved` tokens to the real usage on both windows.
+    async fn reconcile(&self, daily_key: &str, monthly_key: &str, reserved: u64, used_tokens: u64) {
+        let delta = used_tokens as i64 - reserved as i64;
         if delta == 0 {
             return;
         }
         let mut c = self.cache.conn();
         let done: Result<(i64, i64), _> = redis::pipe()
             .atomic()
-            .incr(&r.daily_key, delta)
-            .incr(&r.monthly_key, delta)
+            .incr(daily_key, delta)
+            .incr(monthly_key, delta)
             .query_async(&mut c)
             .await;
         if let Err(e) = done {
             // The reservation then stands: the user is held to the worst case, never more.
             let e = self.cache.failed("llm_budget_settle", e);
-            tracing::warn!(error = %e, reserved = r.tokens, used = used_tokens, "budget not reconciled");
+            tracing::warn!(error = %e, reserved, used = used_tokens, "budget not reconciled");
         }
     }
 
