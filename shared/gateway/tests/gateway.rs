@@ -67,6 +67,8 @@ struct Fleet {
     ollama: MockServer,
     gateway: Gateway,
     metrics: Metrics,
+    /// The gateway's Redis, to read and plant keys as an operator's older build left them.
+    cache: Cache,
     _dir: TempDir,
 }
 
@@ -119,8 +121,9 @@ async fn fleet(extra_toml: &str, env: &[(&str, &str)]) -> Fleet {
     let metrics = Metrics::new();
     let cache = Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone()).unwrap();
     let backends = Backends::new(config.clone(), None).unwrap();
-    let gateway = Gateway::with_parts(config, metrics.clone(), backends, cache);
+    let gateway = Gateway::with_parts(config, metrics.clone(), backends, cache.clone());
     Fleet {
+        cache,
         openai,
         anthropic,
         gemini,
@@ -1043,4 +1046,43 @@ async fn a_call_cancelled_mid_flight_releases_its_reservation() {
     call.abort();
     assert!(call.await.is_err_and(|e| e.is_cancelled()));
     budget_reaches(&f, user, (0, 0)).await;
+}
+
+#[tokio::test]
+async fn spend_is_counted_in_integer_micro_dollars_and_an_old_dollar_key_carries_over() {
+    use redis::AsyncCommands;
+    let f = fleet(
+        "[llm.cache]\nenabled = false\n",
+        &[("LLM_GLOBAL_DAILY_BUDGET_USD", "0.002")],
+    )
+    .await;
+    let key = f.cache.key(format_args!(
+        "llm:spend:{}",
+        chrono::Utc::now().format("%Y-%m-%d")
+    ));
+    let mut redis = f.cache.conn();
+    // What a build before the switch to integers left: dollars by INCRBYFLOAT.
+    let () = redis.set(&key, "0.00105").await.unwrap();
+    let status = f.gateway.budgets().status().await.unwrap();
+    assert!((status.spent_today_usd - 0.00105).abs() < 1e-9);
+    // 1000 × $0.15/M + 1500 × $0.60/M = 1,050 µ$, on top of the 1,050 µ$ already spent.
+    on_openai(&f, openai_ok("pricey", 1000, 1500)).await;
+    f.gateway.complete(&free("one"), None, None).await.unwrap();
+    let stored: String = redis.get(&key).await.unwrap();
+    assert_eq!(stored, "2100", "integer micro-dollars");
+    let ttl: i64 = redis.ttl(&key).await.unwrap();
+    assert!(ttl > 0, "the day's key still expires");
+    let err = f
+        .gateway
+        .complete(&free("two"), None, None)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(
+        err.code(),
+        FailureCode::SpendingPaused,
+        "over the $0.002 cap"
+    );
+    let status = f.gateway.budgets().status().await.unwrap();
+    assert!((status.spent_today_usd - 0.0021).abs() < 1e-9);
 }
