@@ -6,7 +6,9 @@
 //!   reservation. Redis down → the call is refused (fail **closed**): nobody spends
 //!   unmetered.
 //! - **Global daily spend cap** (`LLM_GLOBAL_DAILY_BUDGET_USD`): every call's cost is added
-//!   with `INCRBYFLOAT` to a per-UTC-day key; at or above the cap every call is refused
+//!   with `INCRBY` to a per-UTC-day key, `{ns}:llm:spend:{YYYY-MM-DD}`, holding integer
+//!   micro-dollars (money is never summed in floats; dollars appear only at the edges:
+//!   gauges, logs, `hermes killswitch status`); at or above the cap every call is refused
 //!   until midnight. Redis down → calls go through (fail **open**), counted and logged: an
 //!   outage of the cache must not stop the product.
 //! - **Killswitch** (`hermes killswitch on|off|status`): one key that blocks every model
@@ -37,6 +39,26 @@ redis.call('EXPIRE', KEYS[1], ARGV[4])
 redis.call('INCRBY', KEYS[2], n)
 redis.call('EXPIRE', KEYS[2], ARGV[5])
 return 1
+",
+    )
+});
+
+/// Add ARGV[1] micro-dollars to today's spend (KEYS[1]), refresh its expiry (ARGV[2]) and
+/// return the new total. Builds before the switch to integers kept this key in dollars by
+/// `INCRBYFLOAT` ("0.00105"): such a value is read as that old format and rewritten in
+/// micro-dollars first, so an upgrade in the middle of a day keeps the day's spend (plain
+/// `INCRBY` would refuse the value and stop counting until midnight).
+static ADD_SPEND: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r"
+local v = redis.call('GET', KEYS[1])
+if v and not string.match(v, '^%d+$') then
+  local usd = tonumber(v) or 0
+  redis.call('SET', KEYS[1], string.format('%d', math.floor(usd * 1000000 + 0.5)))
+end
+local total = redis.call('INCRBY', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return total
 ",
     )
 });
@@ -74,12 +96,73 @@ impl Refusal {
     }
 }
 
-/// Tokens held for a call in flight; reconcile or release it exactly once.
-#[derive(Debug)]
+/// Tokens held for a call in flight. [`Reservation::settle`] ends it at the real usage; one
+/// dropped unsettled (an early return, a `?`, a cancelled or panicking call) releases itself
+/// in a spawned task, so a reservation is never leaked.
+#[must_use = "a reservation is released when dropped; settle it at the real usage"]
 pub struct Reservation {
     daily_key: String,
     monthly_key: String,
     tokens: u64,
+    /// Who gives the tokens back; `None` once settled.
+    budgets: Option<Budgets>,
+}
+
+impl Reservation {
+    /// The tokens held.
+    pub fn tokens(&self) -> u64 {
+        self.tokens
+    }
+
+    /// End the reservation at the real usage (`0` releases it: failed calls cost nothing).
+    pub async fn settle(mut self, used_tokens: u64) {
+        if let Some(budgets) = self.budgets.take() {
+            budgets
+                .reconcile(&self.daily_key, &self.monthly_key, self.tokens, used_tokens)
+                .await;
+        }
+    }
+
+    /// Give every held token back.
+    pub async fn release(self) {
+        self.settle(0).await;
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let Some(budgets) = self.budgets.take() else {
+            return;
+        };
+        let (daily, monthly) = (
+            std::mem::take(&mut self.daily_key),
+            std::mem::take(&mut self.monthly_key),
+        );
+        let tokens = self.tokens;
+        // Releasing is Redis work, which Drop cannot await: it runs on its own task.
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move { budgets.reconcile(&daily, &monthly, tokens, 0).await });
+            }
+            // No runtime (a process shutting down): the keys expire with their window, and
+            // until then the user is held to the worst case, never more.
+            Err(_) => tracing::warn!(
+                tokens,
+                "budget reservation dropped outside a runtime; not released"
+            ),
+        }
+    }
+}
+
+impl std::fmt::Debug for Reservation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reservation")
+            .field("daily_key", &self.daily_key)
+            .field("monthly_key", &self.monthly_key)
+            .field("tokens", &self.tokens)
+            .field("settled", &self.budgets.is_none())
+            .finish()
+    }
 }
 
 /// The killswitch as stored: who turned it on, when and why.
@@ -137,7 +220,7 @@ impl Budgets {
         match read {
             Ok((Some(_), _)) => Err(Refusal::Killswitch),
             Ok((None, spent)) => {
-                let spent = spent.as_deref().and_then(usd_to_micro).unwrap_or(0);
+                let spent = spent.as_deref().and_then(spent_micro).unwrap_or(0);
                 self.metrics.llm_spend_today.set(micro_to_dollars(spent));
                 let over = self.cap_micro_usd.is_some_and(|cap| spent >= cap);
                 if over {
@@ -160,23 +243,23 @@ impl Budgets {
         if cost_micro_usd == 0 {
             return;
         }
-        let key = self.spend_key(Utc::now());
-        let amount = micro_to_usd(cost_micro_usd);
         let mut c = self.cache.conn();
-        let done: Result<(f64, i64), _> = redis::pipe()
-            .atomic()
-            .cmd("INCRBYFLOAT")
-            .arg(&key)
-            .arg(&amount)
-            .expire(&key, 2 * DAY_SECS)
-            .query_async(&mut c)
+        let done: Result<u64, _> = ADD_SPEND
+            .key(self.spend_key(Utc::now()))
+            .arg(cost_micro_usd)
+            .arg(2 * DAY_SECS)
+            .invoke_async(&mut c)
             .await;
         match done {
-            Ok((total_usd, _)) => self.metrics.llm_spend_today.set(total_usd),
+            Ok(total_micro_usd) => self
+                .metrics
+                .llm_spend_today
+                .set(micro_to_dollars(total_micro_usd)),
             Err(e) => {
                 let e = self.cache.failed("llm_spend_add", e);
                 self.metrics.llm_budget_fail_open.inc();
-                tracing::warn!(error = %e, cost_usd = %amount, "spend not recorded in the global counter");
+                let cost_usd = micro_to_usd(cost_micro_usd);
+                tracing::warn!(error = %e, %cost_usd, "spend not recorded in the global counter");
             }
         }
     }
@@ -212,6 +295,7 @@ impl Budgets {
                 daily_key,
                 monthly_key,
                 tokens,
+                budgets: Some(self.clone()),
             }),
             Ok(0) => Err(Refusal::UserDaily),
             Ok(_) => Err(Refusal::UserMonthly),
@@ -223,23 +307,23 @@ impl Budgets {
         }
     }
 
-    /// Settle a reservation at the real usage (`0` releases it: failed calls cost nothing).
-    pub async fn settle(&self, r: Reservation, used_tokens: u64) {
-        let delta = used_tokens as i64 - r.tokens as i64;
+    /// Move a reservation of `reserved` tokens to the real usage on both windows.
+    async fn reconcile(&self, daily_key: &str, monthly_key: &str, reserved: u64, used_tokens: u64) {
+        let delta = used_tokens as i64 - reserved as i64;
         if delta == 0 {
             return;
         }
         let mut c = self.cache.conn();
         let done: Result<(i64, i64), _> = redis::pipe()
             .atomic()
-            .incr(&r.daily_key, delta)
-            .incr(&r.monthly_key, delta)
+            .incr(daily_key, delta)
+            .incr(monthly_key, delta)
             .query_async(&mut c)
             .await;
         if let Err(e) = done {
             // The reservation then stands: the user is held to the worst case, never more.
             let e = self.cache.failed("llm_budget_settle", e);
-            tracing::warn!(error = %e, reserved = r.tokens, used = used_tokens, "budget not reconciled");
+            tracing::warn!(error = %e, reserved, used = used_tokens, "budget not reconciled");
         }
     }
 
@@ -281,7 +365,7 @@ impl Budgets {
             .map_err(|e| self.cache.failed("llm_killswitch", e))?;
         Ok(SpendStatus {
             killswitch: ks.map(|s| serde_json::from_str(&s)).transpose()?,
-            spent_today_usd: spent.and_then(|s| s.parse().ok()).unwrap_or(0.0),
+            spent_today_usd: micro_to_dollars(spent.as_deref().and_then(spent_micro).unwrap_or(0)),
             cap_micro_usd: self.cap_micro_usd,
         })
     }
@@ -307,7 +391,7 @@ impl Budgets {
     }
 }
 
-/// Micro-dollars as the exact decimal string INCRBYFLOAT is given ("0.000024").
+/// Micro-dollars as an exact decimal string of dollars ("0.000024"), for logs.
 fn micro_to_usd(micro: u64) -> String {
     format!("{}.{:06}", micro / 1_000_000, micro % 1_000_000)
 }
@@ -317,7 +401,18 @@ fn micro_to_dollars(micro: u64) -> f64 {
     micro as f64 / 1_000_000.0
 }
 
-/// A Redis float total back to micro-dollars (rounded to the nearest).
+/// Today's spend as stored: integer micro-dollars, or a dollar float written by a build
+/// before the switch to integers (read as that old format and converted). Anything else
+/// is `None`, which the callers read as nothing spent: the day starts fresh. (An old total
+/// of exactly whole dollars, "2", cannot be told from micro-dollars; it reads low on the day
+/// of the upgrade only.)
+fn spent_micro(s: &str) -> Option<u64> {
+    let s = s.trim();
+    s.parse::<u64>().ok().or_else(|| usd_to_micro(s))
+}
+
+/// A dollar float (the old format of the spend key) as micro-dollars, rounded to the
+/// nearest.
 fn usd_to_micro(s: &str) -> Option<u64> {
     let v: f64 = s.trim().parse().ok()?;
     (v.is_finite() && v >= 0.0).then(|| (v * 1_000_000.0).round() as u64)
@@ -358,6 +453,18 @@ mod tests {
         assert_eq!(usd_to_micro("3.000001"), Some(3_000_001));
         assert_eq!(usd_to_micro("250"), Some(250_000_000));
         assert_eq!(usd_to_micro("nan"), None);
+    }
+
+    #[test]
+    fn spend_is_read_as_integer_micro_dollars_or_the_old_dollar_float() {
+        assert_eq!(spent_micro("2100"), Some(2100));
+        assert_eq!(
+            spent_micro("0.00105"),
+            Some(1050),
+            "a key from an older build"
+        );
+        assert_eq!(spent_micro("3"), Some(3), "an integer is micro-dollars");
+        assert_eq!(spent_micro("garbage"), None);
     }
 
     #[test]

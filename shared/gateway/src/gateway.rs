@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use crate::backends::Backends;
 use crate::budget::{self, Budgets, Refusal};
-use crate::chain::{self, Ask, Limits};
+use crate::chain::{self, Ask, Hop, Limits, Unusable};
 use crate::providers::{Completion, DeltaSink, ProviderError};
 use crate::response_cache::{self, Cached, ResponseCache};
 
@@ -257,30 +257,51 @@ impl Gateway {
             }
         };
         let (gate, hit, reservation) = tokio::join!(self.budgets.check_global(), lookup, reserve);
-        let release = |r: Result<Option<budget::Reservation>, Refusal>| async {
-            if let Ok(Some(r)) = r {
-                self.budgets.settle(r, 0).await;
+        // From here the reservation ends in `finish` on every path; an early exit (a panic, a
+        // dropped future) releases it on drop.
+        let (reservation, over_budget) = match reservation {
+            Ok(r) => (r, None),
+            Err(refusal) => (None, Some(refusal)),
+        };
+        // The platform gate refuses first; a cached answer needs no budget.
+        let outcome = match (gate, hit, over_budget) {
+            (Err(refusal), _, _) => Err(GatewayError::Refused(refusal)),
+            (Ok(()), Some(hit), _) => Ok(Self::from_cache(hit, stream)),
+            (Ok(()), None, Some(refusal)) => Err(GatewayError::Refused(refusal)),
+            (Ok(()), None, None) => {
+                self.call_chain(&hops, req, stream, deadline, waited, provider_time)
+                    .await
             }
         };
-        if let Err(refusal) = gate {
-            release(reservation).await;
-            return Err(GatewayError::Refused(refusal));
+        self.finish(outcome, reservation, cache_key.as_deref())
+            .await
+    }
+
+    /// A cached answer, free of charge; a streamed caller gets it as one delta.
+    fn from_cache(hit: Cached, stream: Option<&dyn DeltaSink>) -> Served {
+        if let (Some(sink), Some(text)) = (stream, hit.completion.text.as_deref()) {
+            sink.delta(text);
         }
-        if let Some(hit) = hit {
-            release(reservation).await;
-            if let (Some(sink), Some(text)) = (stream, hit.completion.text.as_deref()) {
-                sink.delta(text);
-            }
-            let mut completion = hit.completion;
-            completion.usage = Usage::default();
-            return Ok(Served {
-                completion,
-                backend: hit.backend,
-                cache_hit: true,
-                overhead: Duration::ZERO,
-            });
+        let mut completion = hit.completion;
+        completion.usage = Usage::default();
+        Served {
+            completion,
+            backend: hit.backend,
+            cache_hit: true,
+            overhead: Duration::ZERO,
         }
-        let reservation = reservation.map_err(GatewayError::Refused)?;
+    }
+
+    /// Wait for a call slot (bounded), then walk the failover chain.
+    async fn call_chain(
+        &self,
+        hops: &[Result<Hop, Unusable>],
+        req: &LlmRequest,
+        stream: Option<&dyn DeltaSink>,
+        deadline: Instant,
+        waited: &mut Duration,
+        provider_time: &mut Duration,
+    ) -> Result<Served, GatewayError> {
         let wait_started = Instant::now();
         let max_wait = self
             .config
@@ -294,15 +315,12 @@ impl Gateway {
             .llm_semaphore_wait
             .observe(waited.as_secs_f64());
         let Ok(Ok(_permit)) = permit else {
-            if let Some(r) = reservation {
-                self.budgets.settle(r, 0).await;
-            }
             return Err(GatewayError::Capacity(max_wait));
         };
         let in_flight = InFlight::new(&self.metrics.llm_in_flight);
         let llm = &self.config.file.llm;
         let answered = chain::call(
-            &hops,
+            hops,
             &Ask {
                 tier: req.tier.as_str(),
                 messages: &req.messages,
@@ -322,49 +340,57 @@ impl Gateway {
         .await;
         drop(in_flight);
         drop(_permit);
-        let answered = match answered {
+        match answered {
             Ok(a) => {
                 *provider_time = a.provider_time;
-                a
+                Ok(Served {
+                    completion: a.completion,
+                    backend: a.backend,
+                    cache_hit: false,
+                    overhead: Duration::ZERO,
+                })
             }
             Err(f) => {
                 *provider_time = f.provider_time;
-                if let Some(r) = reservation {
-                    self.budgets.settle(r, 0).await;
-                }
-                return Err(GatewayError::Provider(f.error));
+                Err(GatewayError::Provider(f.error))
             }
-        };
-        let usage = answered.completion.usage;
-        // Settle, count the spend and cache the answer at once: one round trip.
+        }
+    }
+
+    /// The one place a call's reservation ends: settled at the real usage of a fresh
+    /// answer, released (0 tokens) on every other outcome. The spend and the cache store of
+    /// a fresh answer go in the same round trip.
+    async fn finish(
+        &self,
+        outcome: Result<Served, GatewayError>,
+        reservation: Option<budget::Reservation>,
+        cache_key: Option<&str>,
+    ) -> Result<Served, GatewayError> {
+        let fresh = outcome.as_ref().ok().filter(|s| !s.cache_hit);
+        let usage = fresh.map(|s| s.completion.usage).unwrap_or_default();
         let settle = async {
             if let Some(r) = reservation {
-                self.budgets.settle(r, usage.total()).await;
+                r.settle(usage.total()).await;
             }
         };
         let store = async {
-            if let (Some(cache), Some(key)) = (&self.cache, &cache_key)
-                && answered.completion.tool_calls.is_empty()
-                && answered.completion.text.is_some()
+            if let (Some(cache), Some(key), Some(served)) = (&self.cache, cache_key, fresh)
+                && served.completion.tool_calls.is_empty()
+                && served.completion.text.is_some()
             {
                 cache
                     .put(
                         key,
                         &Cached {
-                            completion: answered.completion.clone(),
-                            backend: answered.backend.clone(),
+                            completion: served.completion.clone(),
+                            backend: served.backend.clone(),
                         },
                     )
                     .await;
             }
         };
         tokio::join!(settle, self.budgets.add_spend(usage.cost_micro_usd), store);
-        Ok(Served {
-            completion: answered.completion,
-            backend: answered.backend,
-            cache_hit: false,
-            overhead: Duration::ZERO,
-        })
+        outcome
     }
 }
 

@@ -67,6 +67,8 @@ struct Fleet {
     ollama: MockServer,
     gateway: Gateway,
     metrics: Metrics,
+    /// The gateway's Redis, to read and plant keys as an operator's older build left them.
+    cache: Cache,
     _dir: TempDir,
 }
 
@@ -119,8 +121,9 @@ async fn fleet(extra_toml: &str, env: &[(&str, &str)]) -> Fleet {
     let metrics = Metrics::new();
     let cache = Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone()).unwrap();
     let backends = Backends::new(config.clone(), None).unwrap();
-    let gateway = Gateway::with_parts(config, metrics.clone(), backends, cache);
+    let gateway = Gateway::with_parts(config, metrics.clone(), backends, cache.clone());
     Fleet {
+        cache,
         openai,
         anthropic,
         gemini,
@@ -945,4 +948,141 @@ async fn calls_beyond_the_slots_wait_then_get_a_capacity_reply() {
     assert!(f.metrics.llm_semaphore_wait.get_sample_count() >= 2);
     assert_eq!(f.metrics.llm_in_flight.get(), 0, "every slot given back");
     assert!(f.metrics.llm_overhead.get_sample_count() >= 2);
+}
+
+/// Poll `used` until it reads `want` (a release spawned from a drop lands a moment later).
+async fn budget_reaches(f: &Fleet, user: Uuid, want: (u64, u64)) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let used = f.gateway.budgets().used(user).await.unwrap();
+        if used == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "budget stuck at {used:?}, want {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_capacity_refusal_releases_the_reservation() {
+    let f = fleet(
+        "[llm]\nmax_concurrent = 1\nmax_wait_ms = 200\n[llm.cache]\nenabled = false\n\
+         [llm.budgets.free]\ndaily_tokens = 100000\nmonthly_tokens = 1000000\n",
+        &[],
+    )
+    .await;
+    on_openai(
+        &f,
+        openai_ok("slow", 1, 1).set_delay(Duration::from_millis(800)),
+    )
+    .await;
+    let user = Uuid::now_v7();
+    let (ra, rb) = (free("a"), free("b"));
+    let (a, b) = tokio::join!(
+        f.gateway.complete(&ra, Some(user), None),
+        f.gateway.complete(&rb, Some(user), None)
+    );
+    let refused = [&a, &b]
+        .iter()
+        .filter(|r| matches!(r, Err(GatewayError::Capacity(_))))
+        .count();
+    assert_eq!(refused, 1);
+    assert_eq!(
+        f.gateway.budgets().used(user).await.unwrap(),
+        (2, 2),
+        "only the answered call's 2 real tokens stay; the refused call's reservation is back"
+    );
+}
+
+#[tokio::test]
+async fn a_reservation_dropped_unsettled_releases_itself() {
+    let f = fleet("", &[]).await;
+    let user = Uuid::now_v7();
+    let budget = hermes_config::TierBudget {
+        daily_tokens: 1000,
+        monthly_tokens: 10_000,
+    };
+    let held = f
+        .gateway
+        .budgets()
+        .reserve(user, budget, 300)
+        .await
+        .unwrap();
+    assert_eq!(held.tokens(), 300);
+    assert_eq!(f.gateway.budgets().used(user).await.unwrap(), (300, 300));
+    drop(held);
+    budget_reaches(&f, user, (0, 0)).await;
+}
+
+#[tokio::test]
+async fn a_call_cancelled_mid_flight_releases_its_reservation() {
+    let f = fleet(
+        "[llm.cache]\nenabled = false\n\
+         [llm.budgets.free]\ndaily_tokens = 100000\nmonthly_tokens = 1000000\n",
+        &[],
+    )
+    .await;
+    on_openai(
+        &f,
+        openai_ok("never read", 1, 1).set_delay(Duration::from_secs(30)),
+    )
+    .await;
+    let user = Uuid::now_v7();
+    let gateway = f.gateway.clone();
+    let call = tokio::spawn(async move { gateway.complete(&free("q"), Some(user), None).await });
+    // The provider has the request, so the reservation is held.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while hits(&f.openai).await == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the call never reached the provider"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_ne!(f.gateway.budgets().used(user).await.unwrap(), (0, 0));
+    call.abort();
+    assert!(call.await.is_err_and(|e| e.is_cancelled()));
+    budget_reaches(&f, user, (0, 0)).await;
+}
+
+#[tokio::test]
+async fn spend_is_counted_in_integer_micro_dollars_and_an_old_dollar_key_carries_over() {
+    use redis::AsyncCommands;
+    let f = fleet(
+        "[llm.cache]\nenabled = false\n",
+        &[("LLM_GLOBAL_DAILY_BUDGET_USD", "0.002")],
+    )
+    .await;
+    let key = f.cache.key(format_args!(
+        "llm:spend:{}",
+        chrono::Utc::now().format("%Y-%m-%d")
+    ));
+    let mut redis = f.cache.conn();
+    // What a build before the switch to integers left: dollars by INCRBYFLOAT.
+    let () = redis.set(&key, "0.00105").await.unwrap();
+    let status = f.gateway.budgets().status().await.unwrap();
+    assert!((status.spent_today_usd - 0.00105).abs() < 1e-9);
+    // 1000 × $0.15/M + 1500 × $0.60/M = 1,050 µ$, on top of the 1,050 µ$ already spent.
+    on_openai(&f, openai_ok("pricey", 1000, 1500)).await;
+    f.gateway.complete(&free("one"), None, None).await.unwrap();
+    let stored: String = redis.get(&key).await.unwrap();
+    assert_eq!(stored, "2100", "integer micro-dollars");
+    let ttl: i64 = redis.ttl(&key).await.unwrap();
+    assert!(ttl > 0, "the day's key still expires");
+    let err = f
+        .gateway
+        .complete(&free("two"), None, None)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(
+        err.code(),
+        FailureCode::SpendingPaused,
+        "over the $0.002 cap"
+    );
+    let status = f.gateway.budgets().status().await.unwrap();
+    assert!((status.spent_today_usd - 0.0021).abs() < 1e-9);
 }
