@@ -1,4 +1,4 @@
-//! Signed agent webhooks: a message for an external agent wakes it with seed 000's signed
+//! Signed agent webhooks: a message for an external agent wakes it with the signed
 //! envelope (checked by an independent Node.js verifier), a 2xx marks it reachable, a
 //! private address is refused, a failing endpoint is retried on the schedule then parked;
 //! and `hermes dlq` lists, shows, replays and purges parking queues.

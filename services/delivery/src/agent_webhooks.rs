@@ -1,4 +1,4 @@
-//! The webhooks stage: wakes external agent runtimes (seed 000's push direction).
+//! The webhooks stage: wakes external agent runtimes (docs/agents.md, "Signed agent webhooks").
 //!
 //! Consumes `{ns}.webhooks`, where the router's outbox puts one `agent_wake` per
 //! `webhook_deliveries` row. The agent's `webhook_url` is resolved and refused if it
@@ -241,7 +241,7 @@ impl AgentWebhookStage {
     }
 }
 
-/// The JSON a woken agent receives (seed 000): what happened, to whom, in which workspace,
+/// The JSON a woken agent receives (docs/agents.md): what happened, to whom, in which workspace,
 /// for which run, how it was chosen, and the run's engagement contract.
 fn wake_body(env: &Envelope, wake: &AgentWake, target: &WakeTarget) -> Value {
     let restricted = wake.engagement_mode != EngagementMode::Execute;

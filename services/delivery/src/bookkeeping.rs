@@ -1,4 +1,4 @@
-//! The router's bookkeeping contract for a finished exchange (seed 001 steps 9–10), done
+//! The router's bookkeeping contract for a finished exchange (docs/models-and-budgets.md, steps 9–10 of the routing pipeline), done
 //! where the run closes: the answer is logged as an interaction with its provenance `meta`,
 //! the session's activity moves on, a failed run's credit is refunded (once, whoever
 //! retries), and memory extraction is queued so it never delays the reply. The session

@@ -1,9 +1,9 @@
-//! The per-platform circuit breaker (seed 001, "channel delivery"), kept in Redis so every
+//! The per-platform circuit breaker (docs/channels.md, "Circuit breakers"), kept in Redis so every
 //! delivery replica sees the same state: `threshold` consecutive failed sends within a
 //! sliding `window` open it for `open_for`; while open, sends to that platform are not
 //! attempted (they go to the queued retry as `breaker_open`); the first success closes it.
 //! Each transition is one Lua script, so two replicas failing at once count both failures
-//! and open it once. Redis down reads as closed (DESIGN §6): sends are attempted.
+//! and open it once. Redis down reads as closed (docs/architecture.md §5): sends are attempted.
 
 use std::time::Duration;
 

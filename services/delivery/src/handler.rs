@@ -32,7 +32,7 @@ use crate::retry_policy::{RetryPolicy, SendFailure};
 use crate::senders::{Senders, how_to_enable};
 use crate::sent_parts::SentParts;
 
-/// Every outbound request's deadline (seed 001: a shared client with a 10 s timeout).
+/// Every outbound request's deadline (docs/channels.md: a shared client with a 10 s timeout).
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub struct DeliveryStage {

@@ -1,4 +1,4 @@
-//! The in-call retry of one outbound HTTP request (seed 001, "Outbound delivery"): tries
+//! The in-call retry of one outbound HTTP request (docs/channels.md, "In-call retries"): tries
 //! at 0 s, 1 s, 3 s and 9 s with jitter; a 429 waits what `Retry-After` asks (bounded);
 //! 5xx and network failures are tried again; permanent 4xx are not. What still fails comes
 //! back classified, for the queued retry schedule (`StageError::Retry`) to take over.

@@ -1,5 +1,5 @@
 //! `hermes agents`: internal personas answered by the fleet's models, and external agent
-//! runtimes woken by signed webhooks (seed 000). An external agent's signing secret is
+//! runtimes woken by signed webhooks (docs/agents.md). An external agent's signing secret is
 //! generated here, printed once, and stored sealed with HERMES_SECRET_KEYS.
 
 use anyhow::{Context, bail};

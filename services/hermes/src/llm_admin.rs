@@ -1,6 +1,6 @@
 //! Operator controls of model spending: `hermes killswitch on|off|status` (every model call
 //! of every replica blocked at once, through Redis) and `hermes workspaces secret …`
-//! (workspace-level provider keys that override the global ones, seed 002).
+//! (workspace-level provider keys that override the global ones, docs/models-and-budgets.md).
 
 use std::io::Read;
 

@@ -1,4 +1,4 @@
-//! Memory extraction (seed 001 step 10, `memory_writer.extract_and_save`): after an
+//! Memory extraction (docs/models-and-budgets.md, step 10 of the routing pipeline, `memory_writer.extract_and_save`): after an
 //! answered exchange of a known user, delivery sends a [`MemoryExtract`]; this stage asks
 //! the tier's model chain for the durable facts the user stated about themselves and
 //! saves them in `user_memory`, so the soul and semantic recall know them next time.

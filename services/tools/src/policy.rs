@@ -1,4 +1,4 @@
-//! The engagement-mode policy of a run applied to one tool call (seed 000): local-host
+//! The engagement-mode policy of a run applied to one tool call (docs/agents.md): local-host
 //! toolsets never execute in REVIEW, RESEARCH and DISCUSS runs, and a run's allowlist admits
 //! only the local-host toolsets or tools it names. A refusal is answered to the model as a
 //! structured result, never executed.

@@ -1,4 +1,4 @@
-//! Ops alerts (seed 001, "alerting"): conditions that need a person are posted to Slack
+//! Ops alerts (docs/operations.md, "Ops alerts"): conditions that need a person are posted to Slack
 //! and/or Discord incoming webhooks, fire-and-forget with a short timeout, at most once per
 //! kind and subject per dedupe window across every replica (a Redis `SET NX`), and counted
 //! in `hermes_alerts_total{kind}` whether or not a webhook is configured. Redis down means

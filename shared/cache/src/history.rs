@@ -1,4 +1,4 @@
-//! Session history cache (DESIGN §6, seed 001): the recent turns of one conversation, kept
+//! Session history cache (docs/architecture.md §10): the recent turns of one conversation, kept
 //! in Redis per channel scope (`{ns}:session:{platform}:channel:{channel_id}`) so the router
 //! does not read PostgreSQL on every message.
 //!
@@ -68,7 +68,7 @@ impl HistoryCipher {
 }
 
 /// Which conversation a history belongs to: one per platform and channel, so a user's
-/// WhatsApp and Telegram conversations never leak into each other (seed 001).
+/// WhatsApp and Telegram conversations never leak into each other (docs/models-and-budgets.md).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SessionScope {
     /// The platform the conversation happens on.

@@ -1,4 +1,4 @@
-//! The soul cache (seed 001, "Soul loading"): the router caches each user's base system
+//! The soul cache (docs/models-and-budgets.md, the routing pipeline): the router caches each user's base system
 //! prompt as `soul:{user_id}:base` for [`SOUL_TTL`]; whoever changes what the base is
 //! built from (the router, the CLI, the llm stage's memory extraction) drops it with
 //! [`invalidate`]. It lives here, not in the router, so stages that must not depend on
@@ -21,7 +21,7 @@ pub trait StaleSoulAlarm {
 /// How long a cached base prompt may serve (seed: `SOUL_TTL = 3600`); also how long a
 /// stale soul can serve when [`invalidate`] fails.
 pub const SOUL_TTL: Duration = Duration::from_secs(3600);
-/// Pauses between the tries of an invalidation (three tries in all, seed 001).
+/// Pauses between the tries of an invalidation (three tries in all, docs/models-and-budgets.md).
 const INVALIDATE_BACKOFF: [Duration; 2] = [Duration::from_millis(500), Duration::from_millis(1000)];
 
 /// The Redis key of a user's cached base prompt.

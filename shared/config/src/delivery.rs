@@ -41,7 +41,7 @@ pub struct InstagramSender {
     pub base_url: Url,
 }
 
-/// The per-platform circuit breaker (seed 001: 10 failures in 5 minutes open it for 2).
+/// The per-platform circuit breaker (docs/channels.md: 10 failures in 5 minutes open it for 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BreakerSettings {
     pub threshold: u32,

@@ -1,5 +1,5 @@
 //! The llm stage's part of the configuration: which backends exist and how the provider is
-//! chosen from the keys present (seed 002's priority, with workspace overrides), and the
+//! chosen from the keys present (the priority of docs/models-and-budgets.md, with workspace overrides), and the
 //! `[llm]` table: backpressure, per-attempt timeouts, the response cache and token budgets.
 
 use std::collections::BTreeMap;
@@ -13,7 +13,7 @@ pub use hermes_types::backend::BackendKind;
 use hermes_types::model::Tier;
 
 /// Workspace-level provider secrets: a value overrides the global key of the same name,
-/// an empty value clears it for that workspace (seed 002, "force Gemini dispatch").
+/// an empty value clears it for that workspace (docs/models-and-budgets.md, workspace keys).
 pub type WorkspaceSecrets = BTreeMap<String, String>;
 
 /// The provider a call resolves to, with what it needs to authenticate.

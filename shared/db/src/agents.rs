@@ -1,4 +1,4 @@
-//! Agents (seed 000): internal personas answered by the fleet's models and external
+//! Agents (docs/agents.md): internal personas answered by the fleet's models and external
 //! runtimes woken by signed webhooks; created and changed by `hermes agents`, chosen for
 //! each run by the router's dispatch.
 

@@ -1,4 +1,4 @@
-//! PostgreSQL, the truth (DESIGN §5): the connection pool, the schema-version check that
+//! PostgreSQL, the truth (docs/architecture.md §9): the connection pool, the schema-version check that
 //! keeps services off an older schema, idempotency records, and the outbox.
 
 pub mod agents;

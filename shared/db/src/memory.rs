@@ -1,6 +1,6 @@
 //! The user's memory (`user_memory`): structural keys, one value each, that the soul shows
 //! in full, and free facts, several per key, with embeddings as `real[]` that semantic
-//! recall ranks in the router (stock PostgreSQL has no pgvector, DESIGN §5).
+//! recall ranks in the router (stock PostgreSQL has no pgvector, docs/architecture.md §9).
 //!
 //! Whether a key is structural is decided here, from [`STRUCTURAL_KEYS`] and
 //! [`FITNESS_KEYS`], never by the caller, so a key cannot be both a structural value and
@@ -13,7 +13,7 @@ use super::DbError;
 /// The user id type of this module, re-exported so callers need no `uuid` dependency.
 pub use uuid::Uuid;
 
-/// The structural keys of the soul's user-facts layer (seed 001): one value per user each,
+/// The structural keys of the soul's user-facts layer (docs/models-and-budgets.md): one value per user each,
 /// replaced rather than accumulated.
 pub const STRUCTURAL_KEYS: [&str; 16] = [
     "name",

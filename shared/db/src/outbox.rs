@@ -1,4 +1,4 @@
-//! The transactional outbox (DESIGN §3.2): stages insert their next messages in the same
+//! The transactional outbox (docs/architecture.md §2): stages insert their next messages in the same
 //! transaction as their effects; the relay publishes them with confirms and marks them.
 //!
 //! The relay that publishes them lives in the runtime crate (the `relay` module).

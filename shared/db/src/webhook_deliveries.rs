@@ -1,6 +1,6 @@
 //! Wake webhooks owed to external agents (`webhook_deliveries`, written by the router):
 //! what delivery needs to send one, and the record of every attempt. A delivered wake also
-//! marks its agent reachable (seed 000: the heartbeat is implicit).
+//! marks its agent reachable (docs/agents.md: the heartbeat is implicit).
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -131,7 +131,7 @@ pub async fn record_failure(
     Ok(())
 }
 
-/// Record the delivering attempt and mark the agent reachable (seed 000's
+/// Record the delivering attempt and mark the agent reachable (docs/agents.md
 /// `recordAgentReachable`: `last_heartbeat_at` bumped, OFFLINE → ONLINE; BUSY stays BUSY,
 /// since the agent chose it), in the caller's transaction.
 pub async fn record_delivered(

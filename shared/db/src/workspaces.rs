@@ -1,4 +1,4 @@
-//! Workspaces and their provider secrets (seed 002): a workspace value of a provider key
+//! Workspaces and their provider secrets (docs/models-and-budgets.md): a workspace value of a provider key
 //! overrides the global one, an empty value clears it. Values are stored as Fernet tokens
 //! under HERMES_SECRET_KEYS and only ever decrypted by the llm stage.
 

@@ -1,4 +1,4 @@
-//! Spending limits at the one chokepoint every model call passes (seed 001, "Backpressure"):
+//! Spending limits at the one chokepoint every model call passes (docs/models-and-budgets.md, the gateway):
 //!
 //! - **Per-user token budgets** (daily and monthly, by tier): a call reserves its worst case
 //!   (estimated input + output cap) before it starts, atomically against both windows in

@@ -1,4 +1,4 @@
-//! The one chokepoint every model call passes (seed 001's `llm_gateway.complete`), in
+//! The one chokepoint every model call passes (docs/models-and-budgets.md, the gateway), in
 //! order: the killswitch and global spend cap → the hops of the call → the response cache
 //! → the user's token budget → a call slot (bounded wait) → the failover chain → settle the
 //! budget, add the spend, cache the answer. Everything it does beyond waiting on providers

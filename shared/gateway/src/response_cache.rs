@@ -1,4 +1,4 @@
-//! The response cache of tool-free calls (seed 001: "keyed by backend + system prompt +
+//! The response cache of tool-free calls (docs/models-and-budgets.md: "keyed by backend + system prompt +
 //! messages, tool-free calls only"). The key is a SHA-256 over everything that changes the
 //! answer: every hop's backend, model and output cap, the whole conversation (system
 //! blocks included) and the sampling and response-format parameters. A hit costs nothing

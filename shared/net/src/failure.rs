@@ -1,4 +1,4 @@
-//! Why an outbound send failed (seed 001, "Failure reasons"), classified once from what
+//! Why an outbound send failed (docs/channels.md, "Failure reasons"), classified once from what
 //! the peer answered so the retry schedule, the breaker, the parking header and the
 //! metrics all speak the same words.
 

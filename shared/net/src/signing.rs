@@ -1,6 +1,6 @@
 //! HMAC-SHA256 webhook signatures, both directions: the `sha256=<hex>` tags Meta sends
 //! (checked by ingest) and the signed wake webhooks Hermes sends to agent runtimes
-//! (seed 000: `X-Forge-*` headers; Standard Webhooks headers for agents that ask).
+//! (docs/agents.md: `X-Forge-*` headers; Standard Webhooks headers for agents that ask).
 //!
 //! Forge signatures key the HMAC with the secret's bytes as written. Standard Webhooks
 //! secrets are `whsec_<base64>` and the key is the decoded bytes; a secret without that

@@ -1,4 +1,4 @@
-//! Telemetry (DESIGN §8): structured logs with the run id on every line, and the Prometheus
+//! Telemetry (docs/architecture.md §12): structured logs with the run id on every line, and the Prometheus
 //! metrics of the whole fleet (served by the runtime crate's admin server).
 
 mod alert_kind;

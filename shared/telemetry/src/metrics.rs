@@ -1,5 +1,5 @@
 //! The Prometheus metrics of the fleet, in one registry per process (per test fleet in
-//! tests, so parallel fleets never share counters). Names follow DESIGN §8.
+//! tests, so parallel fleets never share counters). Names follow docs/architecture.md §12.
 
 use std::sync::Arc;
 

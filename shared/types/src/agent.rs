@@ -1,4 +1,4 @@
-//! The vocabulary of agents and their dispatch (seed 000): kinds, tones, presence,
+//! The vocabulary of agents and their dispatch (docs/agents.md): kinds, tones, presence,
 //! engagement modes and how a run's agent was chosen. Stored as text in PostgreSQL, so each
 //! enum has one spelling shared by the database, the CLI and the wire.
 
@@ -86,7 +86,7 @@ pub enum AgentStatus {
 }
 spelled!(AgentStatus { Online => "ONLINE", Busy => "BUSY", Offline => "OFFLINE" });
 
-/// What a run may do (seed 000): EXECUTE may use local host tools; the others may not.
+/// What a run may do (docs/agents.md): EXECUTE may use local host tools; the others may not.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum EngagementMode {

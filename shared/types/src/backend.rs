@@ -37,7 +37,7 @@ impl BackendKind {
         BackendKind::Ollama,
     ];
 
-    /// The keyed backends in seed 002's priority: the first whose key is present wins.
+    /// The keyed backends in the priority of docs/models-and-budgets.md: the first whose key is present wins.
     pub const KEY_PRIORITY: [BackendKind; 5] = [
         BackendKind::Hermes,
         BackendKind::Openrouter,

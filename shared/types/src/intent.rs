@@ -51,7 +51,7 @@ impl Intent {
     }
 }
 
-/// What the user wants done with an image (seed 001 step 5).
+/// What the user wants done with an image (docs/models-and-budgets.md, step 5 of the routing pipeline).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ImageIntent {

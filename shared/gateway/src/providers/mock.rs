@@ -1,4 +1,4 @@
-//! The built-in demo provider (DESIGN §7): answers `echo: <last user message>` and reports
+//! The built-in demo provider (docs/models-and-budgets.md, choosing the provider): answers `echo: <last user message>` and reports
 //! usage as word counts. Chosen only explicitly (`HERMES_PROVIDER=mock`).
 
 use hermes_config::BackendKind;

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::*;
 use crate::envelope::{MessageKind, Payload};
 
-/// The wake signal owed to an external agent (seed 000, "the push direction"): delivery
+/// The wake signal owed to an external agent (docs/agents.md, "Signed agent webhooks"): delivery
 /// signs and POSTs it to the agent's webhook URL. The AgentRun row, created in the same
 /// transaction, is the source of truth; the wake is only a nudge.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -29,7 +29,7 @@ impl Payload for AgentWake {
     const KIND: MessageKind = MessageKind::AgentWake;
 }
 
-/// One finished exchange to mine for facts about the user (seed 001 step 10,
+/// One finished exchange to mine for facts about the user (docs/models-and-budgets.md, step 10 of the routing pipeline,
 /// `memory_writer.extract_and_save`): sent by delivery after the answer is out, handled by
 /// the llm stage, so extraction never delays a reply.
 #[derive(Clone, Debug, Serialize, Deserialize)]

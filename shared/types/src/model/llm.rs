@@ -46,7 +46,7 @@ pub struct LlmRequest {
     pub policy: ToolPolicy,
 }
 
-/// The host-tool policy of a run (seed 000's `runtime_policy`): in REVIEW, RESEARCH and
+/// The host-tool policy of a run (docs/agents.md, "Engagement modes": the `runtime_policy`): in REVIEW, RESEARCH and
 /// DISCUSS runs the local-host toolsets (terminal, file patching, code execution, desktop)
 /// never execute; when an allowlist is present, only the local-host toolsets or tools it
 /// names may run. Other tools (web, memory, context) are not restricted.
@@ -154,7 +154,7 @@ pub struct JsonSchemaFormat {
 
 /// What the router knows about one exchange with a known user, carried through the stages
 /// so delivery can log the interaction with its provenance, extend the session history and
-/// refund the credit when no answer comes (seed 001 steps 9–10).
+/// refund the credit when no answer comes (docs/models-and-budgets.md, steps 9–10 of the routing pipeline).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Exchange {
     pub user_id: uuid::Uuid,
@@ -166,7 +166,7 @@ pub struct Exchange {
     pub provenance: Provenance,
 }
 
-/// The provenance `meta` of an interaction (seed 001, "Monitoring Hermes"), filled in stage
+/// The provenance `meta` of an interaction (docs/models-and-budgets.md, step 9 of the routing pipeline), filled in stage
 /// by stage.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
