@@ -52,6 +52,24 @@ pub fn user_turn(event: &MessageEvent, text: &str) -> ChatMessage {
     turn
 }
 
+/// The model's conversation for a routed message: the system blocks, then the session's
+/// history, then the user's turn.
+pub fn conversation(
+    system: Vec<String>,
+    history: Vec<ChatMessage>,
+    user_turn: ChatMessage,
+) -> Vec<ChatMessage> {
+    let mut messages = Vec::with_capacity(history.len() + system.len() + 1);
+    messages.extend(
+        system
+            .into_iter()
+            .map(|block| ChatMessage::text(Role::System, block)),
+    );
+    messages.extend(history);
+    messages.push(user_turn);
+    messages
+}
+
 /// The turns of an API caller: its own conversation, or the one message as a user turn.
 pub fn api_turns(inbound: &Inbound) -> Vec<ChatMessage> {
     if !inbound.conversation.is_empty() {
@@ -110,5 +128,28 @@ mod tests {
         let e = event(None, vec![media(MediaKind::Image, None)]);
         assert!(!has_image(&e));
         assert_eq!(user_text(&e), "[image attached]");
+    }
+
+    #[test]
+    fn the_conversation_is_system_then_history_then_the_users_turn() {
+        let history = vec![
+            ChatMessage::text(Role::User, "earlier"),
+            ChatMessage::text(Role::Assistant, "reply"),
+        ];
+        let turn = ChatMessage::text(Role::User, "now");
+        let all = conversation(vec!["persona".into(), "base".into()], history, turn);
+        let roles: Vec<Role> = all.iter().map(|m| m.role).collect();
+        assert_eq!(
+            roles,
+            [
+                Role::System,
+                Role::System,
+                Role::User,
+                Role::Assistant,
+                Role::User
+            ]
+        );
+        assert_eq!(all[0].content.as_deref(), Some("persona"));
+        assert_eq!(all[4].content.as_deref(), Some("now"));
     }
 }

@@ -2,7 +2,12 @@
 //! decision tree"). `prepare` does the reads and the slow work outside any transaction
 //! (steps 1, 3–7); `commit` makes the decision durable in one transaction: the run, the
 //! credit (step 2), the session, the dispatch, the inbound interaction, and the next
-//! message (step 8 onwards runs in the llm stage, or in an external agent).
+//! message (step 8 onwards runs in the llm stage, or in an external agent). The commit of
+//! a known user's message is in [`route`], as named steps; the OpenAI-compatible API's
+//! messages are in [`api`].
+
+mod api;
+mod route;
 
 use std::time::Instant;
 
@@ -10,23 +15,18 @@ use anyhow::anyhow;
 use chrono::{DateTime, Utc};
 use hermes_bus::Stage;
 use hermes_cache::history::{HistoryCipher, HistoryStore, SessionScope};
-use hermes_config::local_host_toolsets;
 use hermes_db::users::{self, Resolved};
-use hermes_db::{Transaction, agents, credits, runs, sessions};
+use hermes_db::{Transaction, runs, sessions};
 use hermes_runtime::Ctx;
 use hermes_runtime::stage::{GroupCommit, Handler, StageError};
-use hermes_types::agent::{AgentKind, CONTRACT_VERSION, EngagementMode};
 use hermes_types::envelope::Envelope;
 use hermes_types::intent::Intent;
-use hermes_types::model::{
-    AgentWake, ChatMessage, Exchange, Inbound, LlmRequest, Platform, Provenance, Reply, Role,
-    ToolPolicy, ToolSpec,
-};
+use hermes_types::model::{ChatMessage, Inbound, Platform, Provenance, Reply, Tier, ToolSpec};
 
 use crate::dispatch;
 use crate::messages;
 use crate::recall::{Recall, RecallOutcome};
-use crate::soul::{self, Persona, Soul};
+use crate::soul::Soul;
 use crate::tool_gate;
 use crate::tools::ToolCatalog;
 use crate::{intent, trivial};
@@ -238,6 +238,28 @@ impl GroupCommit for Router {
     }
 }
 
+/// The run row of a message as first written; the one place a `NewRun` is built.
+fn new_run<'a>(
+    env: &'a Envelope,
+    inbound: &'a Inbound,
+    tier: Tier,
+    input_text: Option<&'a str>,
+) -> runs::NewRun<'a> {
+    let event = &inbound.event;
+    runs::NewRun {
+        id: env.run_id,
+        platform: event.platform,
+        sender_id: &event.sender_id,
+        chat_id: &event.chat_id,
+        external_message_id: event.external_message_id.as_deref(),
+        tier,
+        input_text,
+        metadata: event.metadata.as_ref(),
+        api_key_id: inbound.api_key_id,
+        traceparent: env.traceparent.as_ref().map(|t| t.as_str()),
+    }
+}
+
 impl Router {
     /// Create the run row; false when it exists already (a redelivery, or a duplicate
     /// webhook that slipped past ingest's fast check).
@@ -245,27 +267,11 @@ impl Router {
         &self,
         env: &Envelope,
         inbound: &Inbound,
-        tier: hermes_types::model::Tier,
+        tier: Tier,
         input_text: Option<&str>,
         tx: &Transaction<'_>,
     ) -> Result<bool, StageError> {
-        let event = &inbound.event;
-        let created = runs::create(
-            tx,
-            &runs::NewRun {
-                id: env.run_id,
-                platform: event.platform,
-                sender_id: &event.sender_id,
-                chat_id: &event.chat_id,
-                external_message_id: event.external_message_id.as_deref(),
-                tier,
-                input_text,
-                metadata: event.metadata.as_ref(),
-                api_key_id: inbound.api_key_id,
-                traceparent: env.traceparent.as_ref().map(|t| t.as_str()),
-            },
-        )
-        .await?;
+        let created = runs::create(tx, &new_run(env, inbound, tier, input_text)).await?;
         if !created {
             tracing::info!("run already exists for this message; nothing to route");
             self.decided("duplicate");
@@ -288,10 +294,7 @@ impl Router {
         tx: &Transaction<'_>,
     ) -> Result<Vec<Envelope>, StageError> {
         let text = inbound.event.text.as_deref();
-        if !self
-            .create_run(env, &inbound, hermes_types::model::Tier::Free, text, tx)
-            .await?
-        {
+        if !self.create_run(env, &inbound, Tier::Free, text, tx).await? {
             return Ok(Vec::new());
         }
         let settings = &self.ctx.config.file.router;
@@ -307,238 +310,15 @@ impl Router {
         ))])
     }
 
-    async fn commit_route(
-        &self,
-        env: &Envelope,
-        r: Routed,
-        tx: &Transaction<'_>,
-    ) -> Result<Vec<Envelope>, StageError> {
-        let settings = &self.ctx.config.file.router;
-        let user = &r.who.user;
-        let run_id = env.run_id.as_uuid();
-
-        // 2. Credits, under the user's row lock: concurrent messages never double-spend. The
-        // run row is written last, with everything known; if it turns out to be a duplicate
-        // the whole transaction (this charge included) is rolled back.
-        let cost = i64::from(settings.credits_per_message);
-        let charged = match credits::charge(tx, user.id, run_id, cost).await? {
-            credits::Charge::Insufficient { balance } => {
-                if !self
-                    .create_run(env, &r.inbound, user.tier, Some(&r.text), tx)
-                    .await?
-                {
-                    return Err(StageError::Duplicate("the run exists already"));
-                }
-                tracing::info!(balance, "out of credits: upgrade prompt");
-                runs::set_routing(
-                    tx,
-                    env.run_id,
-                    &runs::Routing {
-                        user_id: user.id,
-                        agent_id: None,
-                        session_id: None,
-                        dispatch: None,
-                        engagement_mode: None,
-                        credits_charged: 0,
-                        tier: user.tier,
-                        provenance: None,
-                    },
-                )
-                .await?;
-                self.decided("upgrade");
-                let prompt = settings
-                    .upgrade_prompt
-                    .replace("{referral_code}", &user.referral_code)
-                    .replace("{upgrade_url}", &settings.upgrade_url);
-                return Ok(vec![env.follow(&Reply::notice(
-                    r.inbound.reply_to(),
-                    "credits_exhausted",
-                    prompt,
-                ))]);
-            }
-            credits::Charge::Charged { .. } => cost,
-            credits::Charge::AlreadyCharged => cost,
-        };
+    /// The tier's chain of logical models.
+    fn tier_chain(&self, tier: Tier) -> Vec<String> {
         self.ctx
-            .metrics
-            .credits
-            .with_label_values(&["charge"])
-            .inc_by(cost as u64);
-
-        // 4 (for real): the session (the charge above holds the user's row lock, which
-        // serializes this user's messages); a rollover since `prepare` empties the history.
-        let event = &r.inbound.event;
-        let session = sessions::current_or_start_locked(
-            tx,
-            user.id,
-            event.platform,
-            &event.chat_id,
-            r.now,
-            settings.session_idle(),
-        )
-        .await?;
-        let history = if r.session_seen == Some(session.id) {
-            r.history
-        } else {
-            Vec::new()
-        };
-
-        // Dispatch: assignment, mention, round robin, or the default persona.
-        let chosen = dispatch::choose(tx, &self.presence, &r.who, &r.text, r.intent).await?;
-        self.ctx
-            .metrics
-            .dispatches
-            .with_label_values(&[chosen.dispatch.mode.as_str(), dispatch::kind_label(&chosen)])
-            .inc();
-        let agent = chosen.agent.as_ref();
-        let tier = agent.and_then(|a| a.tier).unwrap_or(user.tier);
-        let mode = agent.map(|a| a.engagement_mode).unwrap_or_default();
-
-        // The run's routing, its inbound interaction and the activity event: one statement.
-        let intent_meta = serde_json::json!({ "intent": r.provenance.intent });
-        let dispatch_data =
-            serde_json::json!({ "dispatch": chosen.dispatch, "engagement_mode": mode });
-        let routing = runs::Routing {
-            user_id: user.id,
-            agent_id: agent.map(|a| a.id),
-            session_id: Some(session.id),
-            dispatch: Some(&chosen.dispatch),
-            engagement_mode: Some(mode),
-            credits_charged: charged,
-            tier,
-            provenance: Some(&r.provenance),
-        };
-        let event = &r.inbound.event;
-        let created = runs::create_routed(
-            tx,
-            &runs::NewRun {
-                id: env.run_id,
-                platform: event.platform,
-                sender_id: &event.sender_id,
-                chat_id: &event.chat_id,
-                external_message_id: event.external_message_id.as_deref(),
-                tier,
-                input_text: Some(&r.text),
-                metadata: event.metadata.as_ref(),
-                api_key_id: r.inbound.api_key_id,
-                traceparent: env.traceparent.as_ref().map(|t| t.as_str()),
-            },
-            &runs::Routed {
-                routing,
-                text: &r.text,
-                inbound_meta: &intent_meta,
-                activity: "run.dispatched",
-                activity_data: &dispatch_data,
-            },
-        )
-        .await?;
-        if !created {
-            // A redelivery, or the same platform message under another run id: roll back
-            // the charge, the session touch and the dispatch with it.
-            self.decided("duplicate");
-            return Err(StageError::Duplicate("the run exists already"));
-        }
-
-        if let Some(a) = agent.filter(|a| a.kind == AgentKind::External) {
-            // External runtime: owe it a signed wake; the run is its inbox entry.
-            let delivery_id = uuid::Uuid::now_v7();
-            agents::owe_wake(tx, delivery_id, run_id, a.id, "AGENT_ASSIGNED").await?;
-            tracing::info!(agent = a.profile_key, "run dispatched to an external agent");
-            self.decided("external");
-            let wake = AgentWake {
-                delivery_id,
-                agent_id: a.id,
-                profile_key: a.profile_key.clone(),
-                event: "AGENT_ASSIGNED".into(),
-                dispatch: chosen.dispatch.clone(),
-                engagement_mode: mode,
-                contract_version: CONTRACT_VERSION.into(),
-                tool_allowlist: host_tool_allowlist(mode, &r.tools),
-                message: r.inbound.event.clone(),
-            };
-            return Ok(vec![env.follow(&wake)]);
-        }
-
-        // 8. Model choice: the tier's chain, or the vision model for images.
-        let chain = if r.vision {
-            vec![settings.vision_model.clone()]
-        } else {
-            self.ctx
-                .config
-                .file
-                .tiers
-                .get(&tier)
-                .cloned()
-                .unwrap_or_default()
-        };
-        let persona = match agent {
-            Some(a) => Persona {
-                name: a.display_name.clone(),
-                tone: a.tone,
-                role_instructions: a.role_instructions.clone(),
-            },
-            None => Persona {
-                name: settings.persona.name.clone(),
-                tone: settings.persona.tone,
-                role_instructions: Some(settings.persona.role_instructions.clone()),
-            },
-        };
-        let tools = match agent {
-            Some(a) if !a.toolsets.is_empty() => r
-                .tools
-                .into_iter()
-                .filter(|t| a.toolsets.contains(&t.toolset))
-                .collect(),
-            _ => r.tools,
-        };
-        // Local-host toolsets are not even offered in restricted modes (the tools stage
-        // refuses their calls anyway).
-        let tools = if mode == EngagementMode::Execute {
-            tools
-        } else {
-            let local = local_host_toolsets(&self.ctx.config.file.mcp_servers);
-            tools
-                .into_iter()
-                .filter(|t| !local.contains(&t.toolset))
-                .collect()
-        };
-        let system = soul::compose(&persona, &r.base, r.recall_block.as_deref());
-        let mut messages = Vec::with_capacity(history.len() + system.len() + 1);
-        messages.extend(
-            system
-                .into_iter()
-                .map(|block| ChatMessage::text(Role::System, block)),
-        );
-        messages.extend(history);
-        messages.push(r.user_turn);
-        tracing::info!(
-            tier = tier.as_str(),
-            tools = tools.len(),
-            dispatch = chosen.dispatch.mode.as_str(),
-            "run routed"
-        );
-        self.decided("routed");
-        let request = LlmRequest {
-            tools,
-            requested_model: r.inbound.requested_model.clone(),
-            exchange: Some(Exchange {
-                user_id: user.id,
-                session_id: session.id,
-                tier,
-                user_text: r.text,
-                provenance: r.provenance,
-            }),
-            // An agent moved to another backend at run time answers there first.
-            backend: agent.and_then(|a| a.backend.clone()),
-            workspace: agent.map(|a| a.workspace_id),
-            // The agent's engagement mode governs what its tool calls may execute.
-            policy: ToolPolicy {
-                engagement_mode: mode,
-                tool_allowlist: None,
-            },
-            ..LlmRequest::new(r.inbound.reply_to(), tier, chain, messages)
-        };
-        Ok(vec![env.follow(&request)])
+            .config
+            .file
+            .tiers
+            .get(&tier)
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Recall for this message, or why not; returns the block and whether recall ran.
@@ -591,153 +371,5 @@ impl Router {
             store.save(&scope, &rebuilt).await;
         }
         Ok(rebuilt)
-    }
-
-    async fn prepare_api(&self, inbound: Inbound) -> Result<Decision, StageError> {
-        let messages = messages::api_turns(&inbound);
-        let has_user_text = messages.iter().any(|m| {
-            m.role == Role::User && m.content.as_deref().is_some_and(|c| !c.trim().is_empty())
-        });
-        if !has_user_text {
-            return Err(StageError::Poison(anyhow!(
-                "inbound message has no user text or media"
-            )));
-        }
-        let client = self.ctx.db.get().await?;
-        let tools = self.tools.tools(&client).await?;
-        Ok(Decision::Api {
-            inbound,
-            messages,
-            tools,
-        })
-    }
-
-    async fn commit_api(
-        &self,
-        env: &Envelope,
-        inbound: Inbound,
-        messages: Vec<ChatMessage>,
-        tools: Vec<ToolSpec>,
-        tx: &Transaction<'_>,
-    ) -> Result<Vec<Envelope>, StageError> {
-        let tier = self.ctx.config.file.api.tier;
-        let input_text = messages
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::User)
-            .and_then(|m| m.content.clone());
-        if !self
-            .create_run(env, &inbound, tier, input_text.as_deref(), tx)
-            .await?
-        {
-            return Ok(Vec::new());
-        }
-        tracing::info!(tier = tier.as_str(), tools = tools.len(), "run routed");
-        self.decided("routed");
-        let chain = self
-            .ctx
-            .config
-            .file
-            .tiers
-            .get(&tier)
-            .cloned()
-            .unwrap_or_default();
-        let request = api_request(inbound, tier, chain, messages, tools);
-        Ok(vec![env.follow(&request)])
-    }
-}
-
-/// The model call for an OpenAI-compatible API message: the caller's own conversation,
-/// and its sampling parameters and streaming choice passed through unchanged (ingest
-/// validated them), because they are the caller's to set, not the router's.
-fn api_request(
-    inbound: Inbound,
-    tier: hermes_types::model::Tier,
-    chain: Vec<String>,
-    messages: Vec<ChatMessage>,
-    tools: Vec<ToolSpec>,
-) -> LlmRequest {
-    // API callers have no agent: the tier's chain and the global provider secrets apply.
-    LlmRequest {
-        tools,
-        requested_model: inbound.requested_model.clone(),
-        params: inbound.params.clone(),
-        stream: inbound.stream,
-        ..LlmRequest::new(inbound.reply_to(), tier, chain, messages)
-    }
-}
-
-/// Host-side toolsets a run may use (seed 000): none in the restricted modes; in EXECUTE,
-/// the toolsets of the tools it was offered.
-fn host_tool_allowlist(mode: EngagementMode, tools: &[ToolSpec]) -> Vec<String> {
-    if mode != EngagementMode::Execute {
-        return Vec::new();
-    }
-    let mut sets: Vec<String> = tools.iter().map(|t| t.toolset.clone()).collect();
-    sets.sort();
-    sets.dedup();
-    sets
-}
-
-#[cfg(test)]
-mod tests {
-    use hermes_types::model::{CallParams, JsonSchemaFormat, MessageEvent, Tier};
-    use serde_json::json;
-
-    use super::*;
-
-    fn api_inbound(params: CallParams, stream: bool) -> Inbound {
-        Inbound {
-            event: MessageEvent {
-                platform: Platform::Api,
-                sender_id: "api".into(),
-                chat_id: "run".into(),
-                text: Some("hi".into()),
-                media: Vec::new(),
-                external_message_id: None,
-                sender_name: None,
-                received_at: Utc::now(),
-                metadata: None,
-            },
-            conversation: vec![ChatMessage::text(Role::User, "hi")],
-            requested_model: Some("gpt-x".into()),
-            callback_url: None,
-            api_key_id: None,
-            params,
-            stream,
-        }
-    }
-
-    #[test]
-    fn the_callers_parameters_reach_the_model_call() {
-        let params = CallParams {
-            temperature: Some(0.2),
-            top_p: Some(0.9),
-            stop: vec!["END".into()],
-            max_tokens: Some(64),
-            response_format: Some(JsonSchemaFormat {
-                name: "answer".into(),
-                schema: json!({"type": "object"}),
-                strict: true,
-            }),
-        };
-        // Through JSON, as the message crosses the broker between ingest and the router.
-        let wire = serde_json::to_vec(&api_inbound(params.clone(), true)).unwrap();
-        let inbound: Inbound = serde_json::from_slice(&wire).unwrap();
-        let messages = messages::api_turns(&inbound);
-        let request = api_request(inbound, Tier::Free, vec!["m".into()], messages, Vec::new());
-        assert_eq!(request.params, params);
-        assert!(request.stream);
-        assert_eq!(request.requested_model.as_deref(), Some("gpt-x"));
-        assert!(request.exchange.is_none() && request.backend.is_none());
-    }
-
-    #[test]
-    fn defaults_stay_off_the_wire() {
-        let inbound = api_inbound(CallParams::default(), false);
-        let v = serde_json::to_value(&inbound).unwrap();
-        assert!(v.get("params").is_none() && v.get("stream").is_none());
-        let request = api_request(inbound, Tier::Free, Vec::new(), Vec::new(), Vec::new());
-        assert!(request.params.is_default() && !request.stream);
     }
 }

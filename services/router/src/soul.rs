@@ -7,6 +7,8 @@
 use chrono::{DateTime, Utc};
 use hermes_cache::Cache;
 use hermes_cache::soul::{SOUL_TTL, cache_key};
+use hermes_config::PersonaSettings;
+use hermes_db::agents::Agent;
 use hermes_db::{Client, DbError, memory, sessions};
 use hermes_telemetry::Metrics;
 use hermes_types::agent::Tone;
@@ -28,6 +30,22 @@ pub struct Persona {
 }
 
 impl Persona {
+    /// The persona of the dispatched agent, or the configured default when none was chosen.
+    pub fn of(agent: Option<&Agent>, default: &PersonaSettings) -> Self {
+        match agent {
+            Some(a) => Persona {
+                name: a.display_name.clone(),
+                tone: a.tone,
+                role_instructions: a.role_instructions.clone(),
+            },
+            None => Persona {
+                name: default.name.clone(),
+                tone: default.tone,
+                role_instructions: Some(default.role_instructions.clone()),
+            },
+        }
+    }
+
     /// The first layer of the system prompt.
     pub fn render(&self) -> String {
         let mut s = format!(

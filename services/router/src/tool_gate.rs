@@ -7,6 +7,7 @@
 use std::io;
 
 use hermes_config::ToolGateSettings;
+use hermes_types::agent::EngagementMode;
 use hermes_types::intent::Intent;
 use hermes_types::model::ToolSpec;
 
@@ -58,6 +59,23 @@ pub fn gate(intent: Intent, tools: &[ToolSpec], settings: &ToolGateSettings) -> 
         tools: kept,
         schema_tokens_saved: saved,
     }
+}
+
+/// The gated tools a run is offered once its agent is known: only the agent's toolsets
+/// when it names any (`agent_toolsets` empty: no restriction), and no `local_host` toolset
+/// outside [`EngagementMode::Execute`] (the tools stage refuses their calls anyway, so
+/// offering them would only invite refused calls).
+pub fn offered_to(
+    tools: Vec<ToolSpec>,
+    agent_toolsets: &[String],
+    mode: EngagementMode,
+    local_host: &[String],
+) -> Vec<ToolSpec> {
+    tools
+        .into_iter()
+        .filter(|t| agent_toolsets.is_empty() || agent_toolsets.contains(&t.toolset))
+        .filter(|t| mode == EngagementMode::Execute || !local_host.contains(&t.toolset))
+        .collect()
 }
 
 /// Estimated prompt tokens of one tool's schema: the bytes of its name, description and
@@ -248,5 +266,37 @@ mod tests {
             toolset: String::new(),
         };
         assert_eq!(schema_tokens(&accented), 2 + PER_TOOL_OVERHEAD_TOKENS);
+    }
+
+    #[test]
+    fn an_agent_and_a_restricted_mode_narrow_the_offered_tools() {
+        let tools = vec![tool("a", "web"), tool("b", "files"), tool("c", "shell")];
+        let names = |t: Vec<ToolSpec>| t.into_iter().map(|t| t.name).collect::<Vec<_>>();
+        let local = vec!["shell".to_string()];
+        assert_eq!(
+            names(offered_to(
+                tools.clone(),
+                &[],
+                EngagementMode::Execute,
+                &local
+            )),
+            ["a", "b", "c"],
+            "no agent toolsets and EXECUTE: everything gated in"
+        );
+        assert_eq!(
+            names(offered_to(
+                tools.clone(),
+                &[],
+                EngagementMode::Review,
+                &local
+            )),
+            ["a", "b"],
+            "local-host toolsets only in EXECUTE"
+        );
+        let only = ["files".to_string(), "shell".to_string()];
+        assert_eq!(
+            names(offered_to(tools, &only, EngagementMode::Execute, &local)),
+            ["b", "c"]
+        );
     }
 }

@@ -1,0 +1,307 @@
+//! The commit of a known user's message (`docs/architecture.md`, "How a message travels",
+//! step 4), as named steps: charge the credit or answer with the upgrade prompt, continue
+//! the session, choose who answers, record the routed run, then wake the external agent or
+//! build the model call.
+
+use hermes_config::local_host_toolsets;
+use hermes_db::agents::{self, Agent};
+use hermes_db::{Transaction, credits, runs, sessions};
+use hermes_runtime::stage::StageError;
+use hermes_types::agent::{AgentKind, CONTRACT_VERSION, EngagementMode};
+use hermes_types::envelope::Envelope;
+use hermes_types::model::{AgentWake, Exchange, LlmRequest, Reply, Tier, ToolPolicy, ToolSpec};
+
+use super::{Routed, Router, new_run};
+use crate::soul::{self, Persona};
+use crate::{dispatch, messages, tool_gate};
+
+/// Who answers a routed message and on what terms, settled in `commit` under the user's
+/// row lock.
+struct Assignment {
+    chosen: dispatch::Chosen,
+    session: uuid::Uuid,
+    tier: Tier,
+    mode: EngagementMode,
+    credits_charged: i64,
+}
+
+impl Assignment {
+    fn agent(&self) -> Option<&Agent> {
+        self.chosen.agent.as_ref()
+    }
+}
+
+impl Router {
+    /// A known user's message, in order: charge the credit (or answer with the upgrade
+    /// prompt), continue the session, choose who answers, record the routed run, then wake
+    /// the external agent or ask the model.
+    pub(super) async fn commit_route(
+        &self,
+        env: &Envelope,
+        r: Routed,
+        tx: &Transaction<'_>,
+    ) -> Result<Vec<Envelope>, StageError> {
+        let credits_charged = match self.charge_credit(env, &r, tx).await? {
+            Ok(cost) => cost,
+            Err(balance) => return self.commit_upgrade_prompt(env, &r, balance, tx).await,
+        };
+        let session = self.continue_session(&r, tx).await?;
+        let chosen = self.choose_agent(&r, tx).await?;
+        let agent = chosen.agent.as_ref();
+        let assignment = Assignment {
+            tier: agent.and_then(|a| a.tier).unwrap_or(r.who.user.tier),
+            mode: agent.map(|a| a.engagement_mode).unwrap_or_default(),
+            chosen,
+            session,
+            credits_charged,
+        };
+        self.record_routed_run(env, &r, &assignment, tx).await?;
+        if let Some(a) = assignment.agent().filter(|a| a.kind == AgentKind::External) {
+            return Ok(vec![
+                self.wake_external_agent(env, &r, a, &assignment, tx)
+                    .await?,
+            ]);
+        }
+        Ok(vec![env.follow(&self.model_request(r, &assignment))])
+    }
+
+    /// Step 2, the credit, under the user's row lock so concurrent messages never
+    /// double-spend: the cost charged, or the balance that falls short. The run row is
+    /// written last, with everything known; if it turns out to be a duplicate the whole
+    /// transaction (this charge included) is rolled back.
+    async fn charge_credit(
+        &self,
+        env: &Envelope,
+        r: &Routed,
+        tx: &Transaction<'_>,
+    ) -> Result<Result<i64, i64>, StageError> {
+        let cost = i64::from(self.ctx.config.file.router.credits_per_message);
+        match credits::charge(tx, r.who.user.id, env.run_id.as_uuid(), cost).await? {
+            credits::Charge::Insufficient { balance } => return Ok(Err(balance)),
+            credits::Charge::Charged { .. } | credits::Charge::AlreadyCharged => {}
+        }
+        self.ctx
+            .metrics
+            .credits
+            .with_label_values(&["charge"])
+            .inc_by(cost as u64);
+        Ok(Ok(cost))
+    }
+
+    /// Out of credits: the run is recorded uncharged and the user gets the upgrade prompt.
+    async fn commit_upgrade_prompt(
+        &self,
+        env: &Envelope,
+        r: &Routed,
+        balance: i64,
+        tx: &Transaction<'_>,
+    ) -> Result<Vec<Envelope>, StageError> {
+        let settings = &self.ctx.config.file.router;
+        let user = &r.who.user;
+        if !self
+            .create_run(env, &r.inbound, user.tier, Some(&r.text), tx)
+            .await?
+        {
+            return Err(StageError::Duplicate("the run exists already"));
+        }
+        tracing::info!(balance, "out of credits: upgrade prompt");
+        runs::set_routing(
+            tx,
+            env.run_id,
+            &runs::Routing {
+                user_id: user.id,
+                agent_id: None,
+                session_id: None,
+                dispatch: None,
+                engagement_mode: None,
+                credits_charged: 0,
+                tier: user.tier,
+                provenance: None,
+            },
+        )
+        .await?;
+        self.decided("upgrade");
+        let prompt = settings
+            .upgrade_prompt
+            .replace("{referral_code}", &user.referral_code)
+            .replace("{upgrade_url}", &settings.upgrade_url);
+        Ok(vec![env.follow(&Reply::notice(
+            r.inbound.reply_to(),
+            "credits_exhausted",
+            prompt,
+        ))])
+    }
+
+    /// Step 4 for real: the session this message belongs to. The charge holds the user's
+    /// row lock, which serializes this user's messages.
+    async fn continue_session(
+        &self,
+        r: &Routed,
+        tx: &Transaction<'_>,
+    ) -> Result<uuid::Uuid, StageError> {
+        let event = &r.inbound.event;
+        let session = sessions::current_or_start_locked(
+            tx,
+            r.who.user.id,
+            event.platform,
+            &event.chat_id,
+            r.now,
+            self.ctx.config.file.router.session_idle(),
+        )
+        .await?;
+        Ok(session.id)
+    }
+
+    /// Dispatch: assignment, mention, round robin, or the default persona.
+    async fn choose_agent(
+        &self,
+        r: &Routed,
+        tx: &Transaction<'_>,
+    ) -> Result<dispatch::Chosen, StageError> {
+        let chosen = dispatch::choose(tx, &self.presence, &r.who, &r.text, r.intent).await?;
+        self.ctx
+            .metrics
+            .dispatches
+            .with_label_values(&[chosen.dispatch.mode.as_str(), dispatch::kind_label(&chosen)])
+            .inc();
+        Ok(chosen)
+    }
+
+    /// The run row with its routing, its inbound interaction and the activity event, in
+    /// one statement. A run that exists already (a redelivery, or the same platform message
+    /// under another run id) is a duplicate: the charge, the session touch and the dispatch
+    /// roll back with it.
+    async fn record_routed_run(
+        &self,
+        env: &Envelope,
+        r: &Routed,
+        a: &Assignment,
+        tx: &Transaction<'_>,
+    ) -> Result<(), StageError> {
+        let agent = a.agent();
+        let intent_meta = serde_json::json!({ "intent": r.provenance.intent });
+        let dispatch_data =
+            serde_json::json!({ "dispatch": a.chosen.dispatch, "engagement_mode": a.mode });
+        let routing = runs::Routing {
+            user_id: r.who.user.id,
+            agent_id: agent.map(|a| a.id),
+            session_id: Some(a.session),
+            dispatch: Some(&a.chosen.dispatch),
+            engagement_mode: Some(a.mode),
+            credits_charged: a.credits_charged,
+            tier: a.tier,
+            provenance: Some(&r.provenance),
+        };
+        let created = runs::create_routed(
+            tx,
+            &new_run(env, &r.inbound, a.tier, Some(&r.text)),
+            &runs::Routed {
+                routing,
+                text: &r.text,
+                inbound_meta: &intent_meta,
+                activity: "run.dispatched",
+                activity_data: &dispatch_data,
+            },
+        )
+        .await?;
+        if !created {
+            self.decided("duplicate");
+            return Err(StageError::Duplicate("the run exists already"));
+        }
+        Ok(())
+    }
+
+    /// An external runtime answers: owe it a signed wake; the run is its inbox entry.
+    async fn wake_external_agent(
+        &self,
+        env: &Envelope,
+        r: &Routed,
+        agent: &Agent,
+        a: &Assignment,
+        tx: &Transaction<'_>,
+    ) -> Result<Envelope, StageError> {
+        let delivery_id = uuid::Uuid::now_v7();
+        let run_id = env.run_id.as_uuid();
+        agents::owe_wake(tx, delivery_id, run_id, agent.id, "AGENT_ASSIGNED").await?;
+        tracing::info!(
+            agent = agent.profile_key,
+            "run dispatched to an external agent"
+        );
+        self.decided("external");
+        Ok(env.follow(&AgentWake {
+            delivery_id,
+            agent_id: agent.id,
+            profile_key: agent.profile_key.clone(),
+            event: "AGENT_ASSIGNED".into(),
+            dispatch: a.chosen.dispatch.clone(),
+            engagement_mode: a.mode,
+            contract_version: CONTRACT_VERSION.into(),
+            tool_allowlist: host_tool_allowlist(a.mode, &r.tools),
+            message: r.inbound.event.clone(),
+        }))
+    }
+
+    /// Step 8 onwards goes to the llm stage: the model chain, the persona's system prompt
+    /// over the session's history, and the tools this agent and mode are offered.
+    fn model_request(&self, r: Routed, a: &Assignment) -> LlmRequest {
+        let settings = &self.ctx.config.file.router;
+        let agent = a.agent();
+        // Step 8, the model choice: the vision model for images, else the tier's chain.
+        let chain = if r.vision {
+            vec![settings.vision_model.clone()]
+        } else {
+            self.tier_chain(a.tier)
+        };
+        let persona = Persona::of(agent, &settings.persona);
+        let local = local_host_toolsets(&self.ctx.config.file.mcp_servers);
+        let agent_toolsets = agent.map(|a| a.toolsets.as_slice()).unwrap_or_default();
+        let tools = tool_gate::offered_to(r.tools, agent_toolsets, a.mode, &local);
+        // A session that rolled over since `prepare` starts with no history.
+        let history = if r.session_seen == Some(a.session) {
+            r.history
+        } else {
+            Vec::new()
+        };
+        let system = soul::compose(&persona, &r.base, r.recall_block.as_deref());
+        let messages = messages::conversation(system, history, r.user_turn);
+        tracing::info!(
+            tier = a.tier.as_str(),
+            tools = tools.len(),
+            dispatch = a.chosen.dispatch.mode.as_str(),
+            "run routed"
+        );
+        self.decided("routed");
+        LlmRequest {
+            tools,
+            requested_model: r.inbound.requested_model.clone(),
+            exchange: Some(Exchange {
+                user_id: r.who.user.id,
+                session_id: a.session,
+                tier: a.tier,
+                user_text: r.text,
+                provenance: r.provenance,
+            }),
+            // An agent moved to another backend at run time answers there first.
+            backend: agent.and_then(|a| a.backend.clone()),
+            workspace: agent.map(|a| a.workspace_id),
+            // The agent's engagement mode governs what its tool calls may execute.
+            policy: ToolPolicy {
+                engagement_mode: a.mode,
+                tool_allowlist: None,
+            },
+            ..LlmRequest::new(r.inbound.reply_to(), a.tier, chain, messages)
+        }
+    }
+}
+
+/// Host-side toolsets a run may use (seed 000): none in the restricted modes; in EXECUTE,
+/// the toolsets of the tools it was offered.
+fn host_tool_allowlist(mode: EngagementMode, tools: &[ToolSpec]) -> Vec<String> {
+    if mode != EngagementMode::Execute {
+        return Vec::new();
+    }
+    let mut sets: Vec<String> = tools.iter().map(|t| t.toolset.clone()).collect();
+    sets.sort();
+    sets.dedup();
+    sets
+}
