@@ -1,4 +1,4 @@
-//! Agent dispatch (seed 000): who answers this run. An explicit assignment of the channel
+//! Agent dispatch (docs/agents.md): who answers this run. An explicit assignment of the channel
 //! or the user wins; then an `@profileKey` mention in the text; then round robin among the
 //! eligible agents. A workspace with no agents answers with the configured persona. The
 //! decision is recorded on the run as `dispatch { mode, chosen, reason }`.

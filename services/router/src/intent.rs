@@ -1,4 +1,4 @@
-//! Keyword classifiers for what a message is about (seed 001, steps 5 and 7): the text
+//! Keyword classifiers for what a message is about (docs/models-and-budgets.md, steps 5 and 7 of the routing pipeline): the text
 //! intent that decides which toolsets the model is offered, and the image intent that
 //! picks the vision pipeline. They run on every message, so they are plain word matching
 //! over one lower-cased copy of the text: no allocation per rule, no regex.

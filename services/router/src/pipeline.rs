@@ -1,4 +1,4 @@
-//! The routing pipeline for one inbound message, top to bottom (seed 001, "The routing
+//! The routing pipeline for one inbound message, top to bottom (docs/models-and-budgets.md, "The routing
 //! decision tree"). `prepare` does the reads and the slow work outside any transaction
 //! (steps 1, 3–7); `commit` makes the decision durable in one transaction: the run, the
 //! credit (step 2), the session, the dispatch, the inbound interaction, and the next

@@ -1,4 +1,4 @@
-//! Sanitizing of user-editable text before it is interpolated into a prompt (seed 001,
+//! Sanitizing of user-editable text before it is interpolated into a prompt (docs/models-and-budgets.md,
 //! "soul loading"): memory keys and values, persona fields, anything a user can set that
 //! the model later reads as part of its system prompt. This module owns the list of
 //! prompt-injection patterns and the rules that match them.

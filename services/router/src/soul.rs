@@ -215,7 +215,7 @@ pub fn relative(now: DateTime<Utc>, at: DateTime<Utc>) -> String {
 /// The system prompt as stacked blocks, in order: persona, the cached base (memory,
 /// context, insights), and the recall block of this message. Each block travels as its own
 /// system message, which the Anthropic and Gemini adapters send as separate system blocks
-/// (seed 002, `system_blocks`); empty layers are left out.
+/// (docs/models-and-budgets.md, system blocks); empty layers are left out.
 pub fn compose(persona: &Persona, base: &str, recall: Option<&str>) -> Vec<String> {
     let mut blocks = vec![persona.render()];
     if !base.trim().is_empty() {

@@ -1,4 +1,4 @@
-//! Tool gating (seed 001, step 7): prunes the tool schemas offered to the model to the
+//! Tool gating (docs/models-and-budgets.md, step 7 of the routing pipeline): prunes the tool schemas offered to the model to the
 //! toolsets the message's intent needs, and estimates the prompt tokens that saves (the
 //! seed's "~2,100 tokens saved per trivial message"). The rules come from
 //! `[router.tool_gate]` ([`ToolGateSettings`]): `"*"` means every toolset, an intent not

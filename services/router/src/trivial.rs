@@ -1,4 +1,4 @@
-//! Recognizes trivial messages (seed 001, soul loading and tool gating): greetings,
+//! Recognizes trivial messages (docs/models-and-budgets.md, soul loading and tool gating): greetings,
 //! acknowledgements, thanks, goodbyes, a lone emoji, empty text. A trivial message skips
 //! semantic recall and is offered no tools, which is where the token savings come from.
 //!

@@ -294,7 +294,7 @@ impl Router {
     }
 }
 
-/// Host-side toolsets a run may use (seed 000): none in the restricted modes; in EXECUTE,
+/// Host-side toolsets a run may use (docs/agents.md): none in the restricted modes; in EXECUTE,
 /// the toolsets of the tools it was offered.
 fn host_tool_allowlist(mode: EngagementMode, tools: &[ToolSpec]) -> Vec<String> {
     if mode != EngagementMode::Execute {
