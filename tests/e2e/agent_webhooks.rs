@@ -12,7 +12,7 @@ use hermes_db::agents::{self, AgentUpdate, NewAgent};
 use hermes_testkit::{TestEnv, eventually, metric};
 use hermes_types::agent::{AgentKind, AgentStatus, EngagementMode, Tone};
 use hermes_types::envelope::Envelope;
-use hermes_types::ids::RunId;
+use hermes_types::ids::{AgentId, RunId};
 use hermes_types::model::Platform;
 use lapin::options::BasicGetOptions;
 use lapin::types::AMQPValue;
@@ -27,7 +27,7 @@ const SECRET_KEYS: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 const AGENT_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 /// An OFFLINE external agent `victor` at `url`, assigned to a REST user `forge-user`.
-async fn external_agent(env: &TestEnv, url: &str, standard: bool) -> Uuid {
+async fn external_agent(env: &TestEnv, url: &str, standard: bool) -> AgentId {
     let db = env.db();
     let user = env.user(Platform::Rest, "forge-user", 5).await;
     let c = db.get().await.unwrap();
@@ -558,7 +558,7 @@ async fn an_agent_created_with_the_cli_gets_standard_webhooks_its_secret_verifie
 
     let user = env.user(Platform::Rest, "forge-user", 5).await;
     let c = env.db().get().await.unwrap();
-    let agent: Uuid = created["agent"]["id"].as_str().unwrap().parse().unwrap();
+    let agent: AgentId = created["agent"]["id"].as_str().unwrap().parse().unwrap();
     hermes_db::users::update(&c, user.id, None, None, Some(Some(agent)))
         .await
         .unwrap();

@@ -11,7 +11,7 @@ use hermes_db::{Db, agents, credits, memory};
 use hermes_telemetry::Metrics;
 use hermes_testkit::{StageHarness, TestEnv, count, eventually, send};
 use hermes_types::envelope::Envelope;
-use hermes_types::ids::RunId;
+use hermes_types::ids::{AgentId, RunId};
 use hermes_types::model::{Inbound, Platform};
 use secrecy::SecretString;
 use serde_json::{Value, json};
@@ -269,7 +269,7 @@ async fn a_failed_run_is_refunded_exactly_once() {
     // Any further refund of the run (a retry, a replayed reply) changes nothing.
     let mut c = db.get().await.unwrap();
     let tx = c.transaction().await.unwrap();
-    assert!(!credits::refund(&tx, run.as_uuid()).await.unwrap());
+    assert!(!credits::refund(&tx, run).await.unwrap());
     tx.commit().await.unwrap();
     let (balance, sum) = credits::audit(&c, user.id).await.unwrap();
     assert_eq!((balance, sum), (3, 3));
@@ -534,7 +534,7 @@ async fn a_session_idle_for_twelve_hours_rolls_over_and_its_history_stays_behind
     fleet.stop().await.unwrap();
 }
 
-async fn internal_agent(db: &Db, key: &str, max_concurrent: i32) -> Uuid {
+async fn internal_agent(db: &Db, key: &str, max_concurrent: i32) -> AgentId {
     let c = db.get().await.unwrap();
     agents::create(
         &c,
@@ -746,7 +746,7 @@ async fn an_external_agent_is_owed_a_wake_in_the_runs_transaction() {
         )
         .await
         .unwrap();
-    assert_eq!(run_row.get::<_, Uuid>(0), victor.id);
+    assert_eq!(run_row.get::<_, AgentId>(0), victor.id);
     assert_eq!(run_row.get::<_, String>(1), "REVIEW");
     assert_eq!(
         run_row.get::<_, String>(2),

@@ -210,7 +210,7 @@ impl AgentWebhookStage {
             .send(
                 || {
                     let signing = WakeSigning {
-                        event: &wake.event,
+                        event: wake.event.as_str(),
                         delivery_id: &delivery_id,
                         timestamp: Utc::now().timestamp(),
                         standard: target.standard_webhooks,
@@ -364,19 +364,18 @@ impl Handler for AgentWebhookStage {
 #[cfg(test)]
 mod tests {
     use hermes_types::agent::{Dispatch, DispatchMode};
-    use hermes_types::ids::RunId;
+    use hermes_types::ids::{AgentId, DeliveryId, RunId, WorkspaceId};
     use hermes_types::model::{MessageEvent, Platform};
-    use uuid::Uuid;
 
     use super::*;
 
     #[test]
     fn the_wake_body_carries_seed_000s_envelope() {
         let wake = AgentWake {
-            delivery_id: Uuid::now_v7(),
-            agent_id: Uuid::now_v7(),
+            delivery_id: DeliveryId::new(),
+            agent_id: AgentId::new(),
             profile_key: "victor".into(),
-            event: "AGENT_ASSIGNED".into(),
+            event: hermes_types::agent::WakeEvent::AgentAssigned,
             dispatch: Dispatch {
                 mode: DispatchMode::RoundRobin,
                 chosen: "victor".into(),
@@ -404,7 +403,7 @@ mod tests {
             webhook_url: None,
             secret_sealed: None,
             standard_webhooks: false,
-            workspace_id: Uuid::now_v7(),
+            workspace_id: WorkspaceId::new(),
             workspace_slug: "axiom".into(),
             workspace_name: "Axiom".into(),
         };

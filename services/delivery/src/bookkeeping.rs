@@ -41,7 +41,7 @@ impl Bookkeeping {
         let Some(x) = &reply.exchange else {
             return Ok(Vec::new());
         };
-        let run_id = env.run_id.as_uuid();
+        let run_id = env.run_id;
         match &reply.outcome {
             Outcome::Answered { text, .. } => {
                 let logged = sessions::log_interaction(

@@ -17,6 +17,7 @@ use hermes_config::{BackendKind, Config, ModelSpec, Price};
 use hermes_gateway::Gateway;
 use hermes_gateway::backends::Backends;
 use hermes_telemetry::Metrics;
+use hermes_types::ids::UserId;
 use hermes_types::model::{ChatMessage, LlmRequest, Platform, ReplyTo, Role, Tier};
 use serde_json::{Value, json};
 
@@ -154,8 +155,7 @@ pub async fn llm(mut config: Config, args: LlmBench) -> anyhow::Result<()> {
     let cache = Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone())?;
     let backends = Backends::new(config.clone(), None)?;
     let gateway = Gateway::with_parts(config.clone(), metrics.clone(), backends, cache.clone());
-    let users: Arc<Vec<uuid::Uuid>> =
-        Arc::new((0..args.users).map(|_| uuid::Uuid::now_v7()).collect());
+    let users: Arc<Vec<UserId>> = Arc::new((0..args.users).map(|_| UserId::new()).collect());
 
     // Warm up connections (HTTP pool, Redis) before measuring.
     for i in 0..200u64 {

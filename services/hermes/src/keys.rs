@@ -26,7 +26,7 @@ pub enum KeysCommand {
         json: bool,
     },
     /// Revoke a key by id; it stops working within 30 seconds.
-    Revoke { id: uuid::Uuid },
+    Revoke { id: hermes_types::ids::ApiKeyId },
 }
 
 fn check_callback(url: &str) -> anyhow::Result<()> {

@@ -10,6 +10,7 @@ use hermes_config::Config;
 use hermes_db::{Db, agents, credits, memory, users};
 use hermes_gateway::budget::Budgets;
 use hermes_telemetry::Metrics;
+use hermes_types::ids::{AgentId, UserId};
 use hermes_types::model::{Platform, Tier};
 use serde_json::json;
 use uuid::Uuid;
@@ -39,14 +40,14 @@ pub enum UsersCommand {
     /// Show a user: profile, balance, channels, memory and the last ledger rows.
     Show {
         /// The user's id.
-        id: Uuid,
+        id: UserId,
         #[arg(long)]
         json: bool,
     },
     /// Add (or with a negative amount, take) credits; every movement is a ledger row.
     Credit {
         /// The user's id.
-        id: Uuid,
+        id: UserId,
         /// Credits to add; negative to take (never below zero).
         #[arg(allow_hyphen_values = true)]
         amount: i64,
@@ -59,7 +60,7 @@ pub enum UsersCommand {
     /// Change a user's tier, name or agent (drops the cached soul).
     Set {
         /// The user's id.
-        id: Uuid,
+        id: UserId,
         /// free, starter, pro or venue-growth.
         #[arg(long)]
         tier: Option<Tier>,
@@ -75,7 +76,7 @@ pub enum UsersCommand {
     /// Set a memory value (a structural key such as diet, or a free fact) and drop the cached soul.
     Remember {
         /// The user's id.
-        id: Uuid,
+        id: UserId,
         /// A structural key (diet, favorite_areas, calorie_target, …) or a fact's label.
         key: String,
         /// The value (sanitized before it reaches a prompt).
@@ -88,7 +89,7 @@ pub enum ChannelsCommand {
     /// Link a platform sender to a user so its messages are answered.
     Link {
         /// The user's id.
-        user: Uuid,
+        user: UserId,
         /// telegram, whatsapp, instagram or rest.
         #[arg(long)]
         platform: String,
@@ -108,7 +109,7 @@ pub enum ChannelsCommand {
     },
 }
 
-async fn agent_id(db: &Db, workspace: &str, key: &str) -> anyhow::Result<Uuid> {
+async fn agent_id(db: &Db, workspace: &str, key: &str) -> anyhow::Result<AgentId> {
     let client = db.get().await?;
     agents::by_key(&client, workspace, key)
         .await?
@@ -123,7 +124,7 @@ async fn connect(config: &Config) -> anyhow::Result<Db> {
 }
 
 /// Drop the user's cached soul; a failure is reported, not fatal (it expires within the hour).
-async fn invalidate_soul(config: &Config, user: Uuid) {
+async fn invalidate_soul(config: &Config, user: UserId) {
     let metrics = Metrics::new();
     match Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone()) {
         Ok(cache) => {
@@ -138,7 +139,7 @@ async fn invalidate_soul(config: &Config, user: Uuid) {
 
 /// The user's token use against their tier's budget (`null` when Redis cannot be read; a
 /// tier without a budget shows `null` limits).
-async fn token_budget(config: &Config, user: Uuid, tier: Tier) -> serde_json::Value {
+async fn token_budget(config: &Config, user: UserId, tier: Tier) -> serde_json::Value {
     let metrics = Metrics::new();
     let Ok(cache) = Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone()) else {
         return serde_json::Value::Null;

@@ -12,11 +12,12 @@
 //! transaction; [`MemoryWriter::commit`] only writes; [`MemoryWriter::after_commit`] drops
 //! the user's cached soul once facts are in, because the soul is built from them.
 
+use hermes_types::ids::UserId;
 use std::collections::HashSet;
 
 use hermes_cache::soul;
 use hermes_config::Config;
-use hermes_db::memory::{self, FITNESS_KEYS, STRUCTURAL_KEYS, Source, Uuid};
+use hermes_db::memory::{self, FITNESS_KEYS, STRUCTURAL_KEYS, Source};
 use hermes_db::{DbError, GenericClient, Transaction};
 use hermes_gateway::embeddings::Embedder;
 use hermes_runtime::Ctx;
@@ -52,7 +53,7 @@ pub struct ExtractedFact {
 
 /// What [`MemoryWriter::prepare`] hands to [`MemoryWriter::commit`].
 pub struct Extracted {
-    user_id: Uuid,
+    user_id: UserId,
     /// The facts with their embeddings (non-structural facts, when an endpoint is
     /// configured and answered), or `None` when the model call failed.
     facts: Option<Vec<(ExtractedFact, Option<Vec<f32>>)>>,
@@ -62,7 +63,7 @@ pub struct Extracted {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Memorized {
     /// This many facts were new and saved for the user.
-    Saved { user_id: Uuid, count: usize },
+    Saved { user_id: UserId, count: usize },
     /// Nothing durable, nothing new, or the user is gone.
     Nothing,
     /// The model could not be asked; the exchange is not mined (best effort).
@@ -147,7 +148,7 @@ impl MemoryWriter {
     /// `facts` without those the user already has: saves paid embeddings calls for facts
     /// repeated in every exchange. Best effort: the check in `commit` is the one that
     /// counts, so a database hiccup here only costs an embedding.
-    async fn drop_known(&self, user_id: Uuid, facts: Vec<ExtractedFact>) -> Vec<ExtractedFact> {
+    async fn drop_known(&self, user_id: UserId, facts: Vec<ExtractedFact>) -> Vec<ExtractedFact> {
         if facts.is_empty() {
             return facts;
         }
@@ -427,7 +428,7 @@ fn identity(fact: &ExtractedFact) -> (String, String) {
 /// The identities of the rows the user already has under the keys of `facts`.
 async fn known(
     client: &impl GenericClient,
-    user_id: Uuid,
+    user_id: UserId,
     facts: &[ExtractedFact],
 ) -> Result<HashSet<(String, String)>, DbError> {
     let keys: Vec<&str> = facts.iter().map(|f| f.key.as_str()).collect();

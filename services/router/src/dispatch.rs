@@ -7,10 +7,10 @@ use hermes_db::agents::Agent;
 use hermes_db::users::Resolved;
 use hermes_db::{DbError, Transaction, agents};
 use hermes_types::agent::{AgentKind, AgentStatus, Dispatch, DispatchMode};
+use hermes_types::ids::WorkspaceId;
 use hermes_types::intent::Intent;
 use hermes_types::ttl_cache::TtlCache;
 use std::time::Duration;
-use uuid::Uuid;
 
 /// The chosen agent, or none (the built-in persona).
 pub struct Chosen {
@@ -44,7 +44,7 @@ pub fn mentions(text: &str) -> Vec<String> {
 /// nothing changed is the router's most avoidable cost. A new agent is picked up within
 /// [`PRESENCE_TTL`].
 pub struct Presence {
-    known: TtlCache<Uuid, bool>,
+    known: TtlCache<WorkspaceId, bool>,
 }
 
 /// How long "this workspace has (no) agents" is trusted.
@@ -61,7 +61,11 @@ impl Default for Presence {
 }
 
 impl Presence {
-    async fn has_agents(&self, tx: &Transaction<'_>, workspace: Uuid) -> Result<bool, DbError> {
+    async fn has_agents(
+        &self,
+        tx: &Transaction<'_>,
+        workspace: WorkspaceId,
+    ) -> Result<bool, DbError> {
         if let Some(has) = self.known.get(&workspace) {
             return Ok(has);
         }

@@ -9,6 +9,7 @@
 mod api;
 mod route;
 
+use hermes_types::ids::SessionId;
 use std::time::Instant;
 
 use anyhow::anyhow;
@@ -92,7 +93,7 @@ pub struct Routed {
     intent: Intent,
     vision: bool,
     /// The session the history below belongs to (None: a new session starts).
-    session_seen: Option<uuid::Uuid>,
+    session_seen: Option<SessionId>,
     now: DateTime<Utc>,
     base: String,
     recall_block: Option<String>,
@@ -232,7 +233,7 @@ impl GroupCommit for Router {
     /// A known user's commit starts with the charge, which locks the user's row.
     fn lock_key(decision: &Decision) -> Option<uuid::Uuid> {
         match decision {
-            Decision::Route(r) => Some(r.who.user.id),
+            Decision::Route(r) => Some(r.who.user.id.as_uuid()),
             Decision::Api { .. } | Decision::Signup { .. } => None,
         }
     }
@@ -357,7 +358,7 @@ impl Router {
         &self,
         client: &hermes_db::Client,
         event: &hermes_types::model::MessageEvent,
-        session: uuid::Uuid,
+        session: SessionId,
     ) -> Result<Vec<ChatMessage>, StageError> {
         let max = self.ctx.config.file.router.history_max_turns;
         let scope = SessionScope::new(event.platform, event.chat_id.clone());

@@ -5,12 +5,13 @@
 //! Recall is an enrichment: when the endpoint is slow or down, or the database query
 //! fails, the message goes on without it ([`RecallOutcome::Failed`]), never stops.
 
+use hermes_types::ids::UserId;
 use std::sync::Arc;
 use std::time::Duration;
 
 use hermes_config::{RecallSettings, RouterSecrets};
 use hermes_db::Client;
-use hermes_db::memory::{self, Fact, Uuid};
+use hermes_db::memory::{self, Fact};
 use hermes_gateway::embeddings::{EmbedError, Embedder};
 use hermes_types::ttl_cache::TtlCache;
 
@@ -99,7 +100,7 @@ const FACTS_CACHED_USERS: usize = 10_000;
 
 /// Recently read facts per user, bounded and short-lived.
 #[derive(Debug)]
-struct FactsCache(TtlCache<Uuid, Arc<Vec<Fact>>>);
+struct FactsCache(TtlCache<UserId, Arc<Vec<Fact>>>);
 
 impl Default for FactsCache {
     fn default() -> Self {
@@ -108,11 +109,11 @@ impl Default for FactsCache {
 }
 
 impl FactsCache {
-    fn get(&self, user: Uuid) -> Option<Arc<Vec<Fact>>> {
+    fn get(&self, user: UserId) -> Option<Arc<Vec<Fact>>> {
         self.0.get(&user)
     }
 
-    fn put(&self, user: Uuid, facts: Arc<Vec<Fact>>) {
+    fn put(&self, user: UserId, facts: Arc<Vec<Fact>>) {
         self.0.insert(user, facts);
     }
 }
@@ -152,7 +153,7 @@ impl Recall {
     }
 
     /// The `RELEVANT CONTEXT` block for `text` from `user_id`'s facts.
-    pub async fn recall(&self, client: &Client, user_id: Uuid, text: &str) -> RecallOutcome {
+    pub async fn recall(&self, client: &Client, user_id: UserId, text: &str) -> RecallOutcome {
         let Some(embedder) = &self.embedder else {
             return RecallOutcome::Off;
         };
@@ -338,16 +339,16 @@ mod tests {
     #[test]
     fn facts_are_reused_per_user_and_the_cache_stays_bounded() {
         let cache = FactsCache::default();
-        let ana = Uuid::now_v7();
+        let ana = UserId::new();
         assert!(cache.get(ana).is_none());
         cache.put(ana, Arc::new(vec![fact(1, "likes", "sushi", &[1.0])]));
         assert_eq!(cache.get(ana).unwrap()[0].value, "sushi");
         assert!(
-            cache.get(Uuid::now_v7()).is_none(),
+            cache.get(UserId::new()).is_none(),
             "another user's facts are not shared"
         );
         for _ in 0..FACTS_CACHED_USERS {
-            cache.put(Uuid::now_v7(), Arc::new(Vec::new()));
+            cache.put(UserId::new(), Arc::new(Vec::new()));
         }
         let held = cache.0.len();
         assert!(held <= FACTS_CACHED_USERS, "{held} users held");

@@ -12,6 +12,7 @@ use hermes_db::agents::Agent;
 use hermes_db::{Client, DbError, memory, sessions};
 use hermes_telemetry::Metrics;
 use hermes_types::agent::Tone;
+use hermes_types::ids::{SessionId, UserId};
 use redis::AsyncCommands;
 use uuid::Uuid;
 
@@ -85,8 +86,8 @@ impl Soul {
     pub async fn base(
         &self,
         client: &Client,
-        user_id: Uuid,
-        current_session: Option<Uuid>,
+        user_id: UserId,
+        current_session: Option<SessionId>,
         now: DateTime<Utc>,
     ) -> Result<String, DbError> {
         let key = cache_key(&self.cache, user_id);
@@ -118,8 +119,8 @@ impl Soul {
 /// Build the user-specific base from PostgreSQL.
 pub async fn build_base(
     client: &Client,
-    user_id: Uuid,
-    current_session: Option<Uuid>,
+    user_id: UserId,
+    current_session: Option<SessionId>,
     now: DateTime<Utc>,
 ) -> Result<String, DbError> {
     let entries = memory::structural(client, user_id).await?;
@@ -128,7 +129,7 @@ pub async fn build_base(
         .partition(|e| memory::FITNESS_KEYS.contains(&e.key.as_str()));
     // Without a live session every earlier message is from another session; the nil id
     // matches none.
-    let current = current_session.unwrap_or(Uuid::nil());
+    let current = current_session.unwrap_or(SessionId::from(Uuid::nil()));
     let recent =
         sessions::recent_inbound_elsewhere(client, user_id, current, CROSS_SESSION_MESSAGES)
             .await?;

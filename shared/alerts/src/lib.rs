@@ -4,6 +4,7 @@
 //! in `hermes_alerts_total{kind}` whether or not a webhook is configured. Redis down means
 //! the alert is sent anyway: a duplicate page beats a silent one.
 
+use hermes_types::ids::UserId;
 use std::time::Duration;
 
 use redis::AsyncCommands;
@@ -15,7 +16,6 @@ use hermes_cache::soul::{SOUL_TTL, StaleSoulAlarm};
 use hermes_config::AlertSettings;
 pub use hermes_telemetry::AlertKind;
 use hermes_telemetry::Metrics;
-use uuid::Uuid;
 
 /// How long one webhook post may take.
 const POST_TIMEOUT: Duration = Duration::from_secs(5);
@@ -132,7 +132,7 @@ impl Alerts {
 }
 
 impl StaleSoulAlarm for Alerts {
-    async fn soul_stale(&self, user_id: Uuid, error: &str) {
+    async fn soul_stale(&self, user_id: UserId, error: &str) {
         self.send(
             AlertKind::SoulInvalidationFailed,
             &user_id.to_string(),

@@ -10,9 +10,9 @@ use hermes_cache::Cache;
 use hermes_cache::soul::{cache_key, invalidate};
 use hermes_config::{AlertSettings, Namespace};
 use hermes_telemetry::Metrics;
+use hermes_types::ids::UserId;
 use redis::AsyncCommands;
 use std::time::Duration;
-use uuid::Uuid;
 
 fn alerts(cache: &Cache, metrics: &Metrics) -> Alerts {
     let settings = AlertSettings {
@@ -38,7 +38,7 @@ async fn the_key_is_namespaced_and_invalidation_deletes_it() {
     let metrics = Metrics::new();
     let cache = cache(&redis_url(), metrics.clone());
     let alerts = alerts(&cache, &metrics);
-    let user = Uuid::now_v7();
+    let user = UserId::new();
     let key = cache_key(&cache, user);
     assert_eq!(key, cache.key(format!("soul:{user}:base")));
 
@@ -70,7 +70,7 @@ async fn redis_down_retries_then_alerts() {
     let cache = cache(&format!("redis://127.0.0.1:{port}"), metrics.clone());
     let alerts = alerts(&cache, &metrics);
     let started = Instant::now();
-    assert!(!invalidate(&cache, &alerts, Uuid::now_v7()).await);
+    assert!(!invalidate(&cache, &alerts, UserId::new()).await);
     // Both pauses were taken: three tries, not one.
     assert!(started.elapsed() >= Duration::from_millis(1500));
     assert_eq!(

@@ -4,10 +4,10 @@
 //! [`invalidate`]. It lives here, not in the router, so stages that must not depend on
 //! the router crate can invalidate too.
 
+use hermes_types::ids::UserId;
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use uuid::Uuid;
 
 use super::Cache;
 
@@ -15,7 +15,7 @@ use super::Cache;
 /// depends on this crate, implements it).
 pub trait StaleSoulAlarm {
     /// Raise the alarm: `user_id`'s stale soul may serve for up to [`SOUL_TTL`].
-    fn soul_stale(&self, user_id: Uuid, error: &str) -> impl Future<Output = ()> + Send;
+    fn soul_stale(&self, user_id: UserId, error: &str) -> impl Future<Output = ()> + Send;
 }
 
 /// How long a cached base prompt may serve (seed: `SOUL_TTL = 3600`); also how long a
@@ -25,14 +25,14 @@ pub const SOUL_TTL: Duration = Duration::from_secs(3600);
 const INVALIDATE_BACKOFF: [Duration; 2] = [Duration::from_millis(500), Duration::from_millis(1000)];
 
 /// The Redis key of a user's cached base prompt.
-pub fn cache_key(cache: &Cache, user_id: Uuid) -> String {
+pub fn cache_key(cache: &Cache, user_id: UserId) -> String {
     cache.key(format!("soul:{user_id}:base"))
 }
 
 /// Drop the user's cached base after their memory or profile changed: three tries with
 /// 0.5 s and 1 s pauses; when all fail, alert ops (a stale soul serves for up to
 /// [`SOUL_TTL`]). Returns whether the key is gone (a key that was not cached counts).
-pub async fn invalidate(cache: &Cache, alerts: &impl StaleSoulAlarm, user_id: Uuid) -> bool {
+pub async fn invalidate(cache: &Cache, alerts: &impl StaleSoulAlarm, user_id: UserId) -> bool {
     let key = cache_key(cache, user_id);
     let mut last_error = None;
     for attempt in 0..=INVALIDATE_BACKOFF.len() {

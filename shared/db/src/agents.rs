@@ -3,17 +3,17 @@
 //! each run by the router's dispatch.
 
 use chrono::{DateTime, Utc};
-use uuid::Uuid;
+use hermes_types::ids::{AgentId, DeliveryId, RunId, UserId, WorkspaceId};
 
 use super::{Client, DbError, Transaction};
-use hermes_types::agent::{AgentKind, AgentStatus, EngagementMode, Tone};
+use hermes_types::agent::{AgentKind, AgentStatus, EngagementMode, Tone, WakeEvent};
 use hermes_types::model::{BackendOverride, Tier};
 
 /// One agent row (never the webhook secret, which stays encrypted in the database).
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Agent {
-    pub id: Uuid,
-    pub workspace_id: Uuid,
+    pub id: AgentId,
+    pub workspace_id: WorkspaceId,
     pub profile_key: String,
     pub kind: AgentKind,
     pub display_name: String,
@@ -159,7 +159,10 @@ pub async fn create(client: &Client, a: &NewAgent<'_>) -> Result<Agent, DbError>
 }
 
 /// One agent by id.
-pub async fn get(client: &impl super::GenericClient, id: Uuid) -> Result<Option<Agent>, DbError> {
+pub async fn get(
+    client: &impl super::GenericClient,
+    id: AgentId,
+) -> Result<Option<Agent>, DbError> {
     client
         .query_opt(
             &format!("SELECT {COLUMNS} FROM agents a WHERE a.id = $1"),
@@ -192,7 +195,7 @@ pub async fn by_key(
 /// One agent by its profile key in a workspace (by id).
 pub async fn by_key_in(
     client: &impl super::GenericClient,
-    workspace_id: Uuid,
+    workspace_id: WorkspaceId,
     profile_key: &str,
 ) -> Result<Option<Agent>, DbError> {
     client
@@ -226,7 +229,10 @@ pub async fn list(client: &Client, workspace: &str) -> Result<Vec<(Agent, i64)>,
 }
 
 /// Does the workspace have any agent at all? (None: the built-in persona answers.)
-pub async fn any(client: &impl super::GenericClient, workspace_id: Uuid) -> Result<bool, DbError> {
+pub async fn any(
+    client: &impl super::GenericClient,
+    workspace_id: WorkspaceId,
+) -> Result<bool, DbError> {
     Ok(client
         .query_one(
             &crate::stmt(
@@ -257,7 +263,7 @@ pub struct AgentUpdate<'a> {
 }
 
 /// Apply `u` to the agent; false when there is no such agent.
-pub async fn update(client: &Client, id: Uuid, u: &AgentUpdate<'_>) -> Result<bool, DbError> {
+pub async fn update(client: &Client, id: AgentId, u: &AgentUpdate<'_>) -> Result<bool, DbError> {
     let n = client
         .execute(
             &crate::stmt(
@@ -300,7 +306,7 @@ pub async fn update(client: &Client, id: Uuid, u: &AgentUpdate<'_>) -> Result<bo
 /// previous setting, so a failed health check can restore it.
 pub async fn set_backend(
     tx: &Transaction<'_>,
-    id: Uuid,
+    id: AgentId,
     to: Option<&BackendOverride>,
 ) -> Result<Option<BackendOverride>, DbError> {
     let row = tx
@@ -338,7 +344,7 @@ pub async fn set_backend(
 /// concurrent messages spread over agents instead of queueing on one lock.
 pub async fn next_round_robin(
     tx: &Transaction<'_>,
-    workspace_id: Uuid,
+    workspace_id: WorkspaceId,
     capability: &str,
 ) -> Result<Option<Agent>, DbError> {
     let sql = format!(
@@ -359,7 +365,7 @@ pub async fn next_round_robin(
 
 /// Lock an agent row for dispatch (assignment and mentions): an explicit choice ignores
 /// capacity, but the lock orders it against round robin's count of open runs.
-pub async fn lock(tx: &Transaction<'_>, id: Uuid) -> Result<Option<Agent>, DbError> {
+pub async fn lock(tx: &Transaction<'_>, id: AgentId) -> Result<Option<Agent>, DbError> {
     tx.query_opt(
         &format!("SELECT {COLUMNS} FROM agents a WHERE a.id = $1 FOR UPDATE OF a"),
         &[&id],
@@ -370,7 +376,7 @@ pub async fn lock(tx: &Transaction<'_>, id: Uuid) -> Result<Option<Agent>, DbErr
 }
 
 /// Remember that `id` was just dispatched to (round robin order).
-pub async fn mark_dispatched(tx: &Transaction<'_>, id: Uuid) -> Result<(), DbError> {
+pub async fn mark_dispatched(tx: &Transaction<'_>, id: AgentId) -> Result<(), DbError> {
     tx.execute(
         &crate::stmt(
             tx,
@@ -386,9 +392,9 @@ pub async fn mark_dispatched(tx: &Transaction<'_>, id: Uuid) -> Result<(), DbErr
 /// Record an activity event (the audit trail of runs and dispatch decisions).
 pub async fn record_activity(
     tx: &Transaction<'_>,
-    run_id: Uuid,
-    agent_id: Option<Uuid>,
-    user_id: Option<Uuid>,
+    run_id: RunId,
+    agent_id: Option<AgentId>,
+    user_id: Option<UserId>,
     kind: &str,
     data: &serde_json::Value,
 ) -> Result<(), DbError> {
@@ -408,10 +414,10 @@ pub async fn record_activity(
 /// Owe an external agent a wake webhook for `run_id`; delivery fulfils the row.
 pub async fn owe_wake(
     tx: &Transaction<'_>,
-    delivery_id: Uuid,
-    run_id: Uuid,
-    agent_id: Uuid,
-    event: &str,
+    delivery_id: DeliveryId,
+    run_id: RunId,
+    agent_id: AgentId,
+    event: WakeEvent,
 ) -> Result<(), DbError> {
     tx.execute(
         &crate::stmt(
@@ -419,7 +425,7 @@ pub async fn owe_wake(
             "INSERT INTO webhook_deliveries (id, run_id, agent_id, event) VALUES ($1, $2, $3, $4)",
         )
         .await?,
-        &[&delivery_id, &run_id, &agent_id, &event],
+        &[&delivery_id, &run_id, &agent_id, &event.as_str()],
     )
     .await?;
     Ok(())

@@ -1,16 +1,16 @@
 //! Keys of the REST channel. Only a SHA-256 of each key is stored; the key itself is shown
 //! once, at creation. A key may carry the callback URL its runs' answers are POSTed to.
 
+use hermes_types::ids::ApiKeyId;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
-use uuid::Uuid;
 
 use super::{Client, DbError};
 
 /// A key as stored (without the key).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ApiKey {
-    pub id: Uuid,
+    pub id: ApiKeyId,
     pub name: String,
     pub prefix: String,
     pub callback_url: Option<String>,
@@ -37,7 +37,7 @@ pub async fn create(
     callback_url: Option<&str>,
 ) -> Result<(ApiKey, String), DbError> {
     let key = generate();
-    let id = Uuid::now_v7();
+    let id = ApiKeyId::new();
     let prefix = key[..7].to_string();
     let row = client
         .query_one(
@@ -93,7 +93,7 @@ pub async fn list(client: &Client) -> Result<Vec<ApiKey>, DbError> {
 }
 
 /// Revoke a key; false when no live key has that id.
-pub async fn revoke(client: &Client, id: Uuid) -> Result<bool, DbError> {
+pub async fn revoke(client: &Client, id: ApiKeyId) -> Result<bool, DbError> {
     let n = client
         .execute(
             "UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL",

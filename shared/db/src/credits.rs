@@ -3,7 +3,7 @@
 //! (`SELECT … FOR UPDATE`), so the balance never goes below zero and never double-spends;
 //! a run is charged once and refunded once (unique index `credit_ledger_once`).
 
-use uuid::Uuid;
+use hermes_types::ids::{RunId, UserId};
 
 use super::{DbError, Transaction};
 
@@ -38,7 +38,7 @@ pub enum Charge {
     AlreadyCharged,
 }
 
-async fn lock_balance(tx: &Transaction<'_>, user_id: Uuid) -> Result<i64, DbError> {
+async fn lock_balance(tx: &Transaction<'_>, user_id: UserId) -> Result<i64, DbError> {
     tx.query_opt(
         &crate::stmt(tx, "SELECT credits FROM users WHERE id = $1 FOR UPDATE").await?,
         &[&user_id],
@@ -50,8 +50,8 @@ async fn lock_balance(tx: &Transaction<'_>, user_id: Uuid) -> Result<i64, DbErro
 
 async fn record(
     tx: &Transaction<'_>,
-    user_id: Uuid,
-    run_id: Option<Uuid>,
+    user_id: UserId,
+    run_id: Option<RunId>,
     reason: Reason,
     delta: i64,
     note: Option<&str>,
@@ -85,8 +85,8 @@ async fn record(
 /// deduction and its ledger row in one statement (one round trip on the hot path).
 pub async fn charge(
     tx: &Transaction<'_>,
-    user_id: Uuid,
-    run_id: Uuid,
+    user_id: UserId,
+    run_id: RunId,
     amount: i64,
 ) -> Result<Charge, DbError> {
     let row = tx
@@ -120,7 +120,7 @@ pub async fn charge(
 
 /// Give back what `run_id` was charged. True when this call refunded; false when the run was
 /// never charged or was refunded already — so any number of retries refunds once.
-pub async fn refund(tx: &Transaction<'_>, run_id: Uuid) -> Result<bool, DbError> {
+pub async fn refund(tx: &Transaction<'_>, run_id: RunId) -> Result<bool, DbError> {
     let Some(row) = tx
         .query_opt(
             &crate::stmt(
@@ -134,7 +134,7 @@ pub async fn refund(tx: &Transaction<'_>, run_id: Uuid) -> Result<bool, DbError>
     else {
         return Ok(false);
     };
-    let (user_id, amount): (Uuid, i64) = (row.get(0), row.get(1));
+    let (user_id, amount): (UserId, i64) = (row.get(0), row.get(1));
     // The user lock serializes concurrent refunds of one run; the check after it sees the
     // other's committed row, and the unique index backs it up.
     lock_balance(tx, user_id).await?;
@@ -159,7 +159,7 @@ pub async fn refund(tx: &Transaction<'_>, run_id: Uuid) -> Result<bool, DbError>
 /// take the balance below zero is refused.
 pub async fn adjust(
     tx: &Transaction<'_>,
-    user_id: Uuid,
+    user_id: UserId,
     delta: i64,
     reason: Reason,
     note: Option<&str>,
@@ -177,7 +177,7 @@ pub async fn adjust(
 /// The balance and the sum of the user's ledger: equal unless something bypassed the ledger.
 pub async fn audit(
     client: &impl super::GenericClient,
-    user_id: Uuid,
+    user_id: UserId,
 ) -> Result<(i64, i64), DbError> {
     let row = client
         .query_one(

@@ -7,6 +7,7 @@
 //! a fact (the soul would show it twice).
 
 use deadpool_postgres::GenericClient;
+use hermes_types::ids::UserId;
 
 use super::DbError;
 
@@ -91,7 +92,7 @@ pub struct Fact {
 /// The user's structural values, ordered by key.
 pub async fn structural(
     client: &impl GenericClient,
-    user_id: Uuid,
+    user_id: UserId,
 ) -> Result<Vec<MemoryEntry>, DbError> {
     let rows = client
         .query(
@@ -117,7 +118,7 @@ pub async fn structural(
 /// without an embedding (recall cannot see it; use [`add_fact`] to make it recallable).
 pub async fn set(
     client: &impl GenericClient,
-    user_id: Uuid,
+    user_id: UserId,
     key: &str,
     value: &str,
     source: Source,
@@ -135,7 +136,7 @@ pub async fn set(
 /// never needs them). An empty embedding is stored as none.
 pub async fn add_fact(
     client: &impl GenericClient,
-    user_id: Uuid,
+    user_id: UserId,
     key: &str,
     value: &str,
     embedding: Option<&[f32]>,
@@ -150,7 +151,7 @@ pub async fn add_fact(
 
 async fn upsert_structural(
     client: &impl GenericClient,
-    user_id: Uuid,
+    user_id: UserId,
     key: &str,
     value: &str,
     source: Source,
@@ -174,7 +175,7 @@ async fn upsert_structural(
 
 async fn insert_fact(
     client: &impl GenericClient,
-    user_id: Uuid,
+    user_id: UserId,
     key: &str,
     value: &str,
     embedding: Option<&[f32]>,
@@ -199,7 +200,7 @@ async fn insert_fact(
 /// The user's facts that have an embedding, newest first, at most [`MAX_RECALL_FACTS`].
 pub async fn facts_with_embeddings(
     client: &impl GenericClient,
-    user_id: Uuid,
+    user_id: UserId,
 ) -> Result<Vec<Fact>, DbError> {
     // Rows written by hand could hold NULL elements or a 2-D array, which do not decode
     // as Vec<f32>; they are skipped here so one bad row cannot switch recall off.
@@ -230,7 +231,11 @@ pub async fn facts_with_embeddings(
 
 /// Forget every row of `key` (the structural value or all facts of that key); returns how
 /// many rows went.
-pub async fn delete(client: &impl GenericClient, user_id: Uuid, key: &str) -> Result<u64, DbError> {
+pub async fn delete(
+    client: &impl GenericClient,
+    user_id: UserId,
+    key: &str,
+) -> Result<u64, DbError> {
     Ok(client
         .execute(
             &crate::stmt(
@@ -253,7 +258,7 @@ mod tests {
     /// dropped afterwards, also when `body` panics.
     async fn with_user<F, Fut>(body: F)
     where
-        F: FnOnce(Client, Uuid) -> Fut,
+        F: FnOnce(Client, UserId) -> Fut,
         Fut: Future<Output = ()>,
     {
         ScratchDb::with(|db| async move {

@@ -1,11 +1,11 @@
 //! AgentRun rows: created by the router, advanced by each stage in the same transaction as
 //! its other effects, closed by delivery. A closed run never changes again.
 
+use hermes_types::ids::{AgentId, ApiKeyId, RunId, SessionId, UserId};
 use std::fmt;
 
 use super::{Client, DbError, Transaction};
 use hermes_types::agent::{CONTRACT_VERSION, Dispatch, EngagementMode};
-use hermes_types::ids::RunId;
 use hermes_types::model::{Outcome, Platform, Provenance, Tier, Usage};
 
 /// The lifecycle of a run.
@@ -59,7 +59,7 @@ pub struct NewRun<'a> {
     pub tier: Tier,
     pub input_text: Option<&'a str>,
     pub metadata: Option<&'a serde_json::Value>,
-    pub api_key_id: Option<uuid::Uuid>,
+    pub api_key_id: Option<ApiKeyId>,
     pub traceparent: Option<&'a str>,
 }
 
@@ -90,9 +90,9 @@ pub async fn create(tx: &Transaction<'_>, run: &NewRun<'_>) -> Result<bool, DbEr
 
 /// The router's decision about a run, recorded in the transaction that created it.
 pub struct Routing<'a> {
-    pub user_id: uuid::Uuid,
-    pub agent_id: Option<uuid::Uuid>,
-    pub session_id: Option<uuid::Uuid>,
+    pub user_id: UserId,
+    pub agent_id: Option<AgentId>,
+    pub session_id: Option<SessionId>,
     pub dispatch: Option<&'a Dispatch>,
     pub engagement_mode: Option<EngagementMode>,
     pub credits_charged: i64,
@@ -277,7 +277,7 @@ pub async fn finish(tx: &Transaction<'_>, id: RunId, outcome: &Outcome) -> Resul
 pub struct RunRow {
     pub id: RunId,
     pub platform: Option<Platform>,
-    pub api_key_id: Option<uuid::Uuid>,
+    pub api_key_id: Option<ApiKeyId>,
     pub created_at: chrono::DateTime<chrono::Utc>,
     pub finished_at: Option<chrono::DateTime<chrono::Utc>>,
     pub status: RunStatus,

@@ -86,7 +86,7 @@ impl ScratchDb {
 
 /// A bare user in the default workspace (for tests that need a row to hang memory or
 /// sessions on).
-pub async fn insert_user(db: &Db) -> Result<uuid::Uuid, DbError> {
+pub async fn insert_user(db: &Db) -> Result<hermes_types::ids::UserId, DbError> {
     Ok(db
         .get()
         .await?

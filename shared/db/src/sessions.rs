@@ -2,11 +2,11 @@
 //! channel, rolled over to a new session after the idle timeout; and every inbound and
 //! outbound message, the truth the Redis history cache is rebuilt from.
 
+use hermes_types::ids::{RunId, SessionId, UserId};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use deadpool_postgres::GenericClient;
-use uuid::Uuid;
 
 use super::{DbError, Transaction};
 use hermes_types::model::{ChatMessage, Platform, Role};
@@ -19,7 +19,7 @@ const SESSION_LOCK_CLASS: i32 = 0x5345_5353; // "SESS"
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Session {
     /// The session's id (UUID v7, so ids sort by start time).
-    pub id: Uuid,
+    pub id: SessionId,
     /// When the session's first message arrived.
     pub started_at: DateTime<Utc>,
     /// True when this message opened the session (the cached history starts empty).
@@ -34,7 +34,7 @@ pub struct Session {
 /// lock, the lookup has to see the session a concurrent transaction just committed.
 pub async fn current_or_start(
     tx: &Transaction<'_>,
-    user_id: Uuid,
+    user_id: UserId,
     platform: Platform,
     channel_id: &str,
     now: DateTime<Utc>,
@@ -59,7 +59,7 @@ pub async fn current_or_start(
 /// the scope lock would only cost a round trip.
 pub async fn current_or_start_locked(
     tx: &Transaction<'_>,
-    user_id: Uuid,
+    user_id: UserId,
     platform: Platform,
     channel_id: &str,
     now: DateTime<Utc>,
@@ -93,7 +93,7 @@ pub async fn current_or_start_locked(
             is_new: false,
         });
     }
-    let id = Uuid::now_v7();
+    let id = SessionId::new();
     tx.execute(
         &crate::stmt(
             tx,
@@ -115,7 +115,7 @@ pub async fn current_or_start_locked(
 /// backwards: replicas' clocks differ slightly and a late writer must not shorten a session.
 pub async fn touch(
     client: &impl GenericClient,
-    session_id: Uuid,
+    session_id: SessionId,
     now: DateTime<Utc>,
 ) -> Result<(), DbError> {
     client
@@ -131,7 +131,7 @@ pub async fn touch(
 /// history is rebuilt from after a miss.
 pub async fn history(
     client: &impl GenericClient,
-    session_id: Uuid,
+    session_id: SessionId,
     max_turns: usize,
 ) -> Result<Vec<ChatMessage>, DbError> {
     let limit = i64::try_from(max_turns).unwrap_or(i64::MAX);
@@ -164,8 +164,8 @@ pub async fn history(
 /// assistant can refer to what the user said elsewhere without replaying those histories.
 pub async fn recent_inbound_elsewhere(
     client: &impl GenericClient,
-    user_id: Uuid,
-    current_session: Uuid,
+    user_id: UserId,
+    current_session: SessionId,
     limit: i64,
 ) -> Result<Vec<(String, DateTime<Utc>)>, DbError> {
     let rows = client
@@ -221,9 +221,9 @@ impl Direction {
 /// direction is already logged: a redelivered message must not appear twice in a history.
 pub async fn log_interaction(
     tx: &Transaction<'_>,
-    run_id: Uuid,
-    user_id: Uuid,
-    session_id: Uuid,
+    run_id: RunId,
+    user_id: UserId,
+    session_id: SessionId,
     direction: Direction,
     text: &str,
     meta: &serde_json::Value,
@@ -265,13 +265,13 @@ mod tests {
         ScratchDb::with(body).await
     }
 
-    async fn new_user(db: &Db) -> Uuid {
+    async fn new_user(db: &Db) -> UserId {
         insert_user(db).await.unwrap()
     }
 
     async fn session_at(
         db: &Db,
-        user: Uuid,
+        user: UserId,
         platform: Platform,
         channel: &str,
         now: DateTime<Utc>,
@@ -287,9 +287,9 @@ mod tests {
 
     async fn log(
         db: &Db,
-        user: Uuid,
-        session: Uuid,
-        run: Uuid,
+        user: UserId,
+        session: SessionId,
+        run: RunId,
         direction: Direction,
         text: &str,
     ) -> bool {
@@ -310,7 +310,7 @@ mod tests {
         logged
     }
 
-    async fn last_activity(db: &Db, session: Uuid) -> DateTime<Utc> {
+    async fn last_activity(db: &Db, session: SessionId) -> DateTime<Utc> {
         db.get()
             .await
             .unwrap()
@@ -444,11 +444,11 @@ mod tests {
             let s = session_at(&db, user, Platform::Telegram, "c1", t0()).await;
             let other = session_at(&db, user, Platform::Whatsapp, "c1", t0()).await;
             for i in 0..3 {
-                let run = Uuid::now_v7();
+                let run = RunId::new();
                 log(&db, user, s.id, run, Direction::Inbound, &format!("q{i}")).await;
                 log(&db, user, s.id, run, Direction::Outbound, &format!("a{i}")).await;
             }
-            log(&db, user, other.id, Uuid::now_v7(), Direction::Inbound, "x").await;
+            log(&db, user, other.id, RunId::new(), Direction::Inbound, "x").await;
 
             let client = db.get().await.unwrap();
             let all = history(&client, s.id, 100).await.unwrap();
@@ -467,7 +467,7 @@ mod tests {
             );
             assert!(history(&client, s.id, 0).await.unwrap().is_empty());
             assert!(
-                history(&client, Uuid::now_v7(), 10)
+                history(&client, SessionId::new(), 10)
                     .await
                     .unwrap()
                     .is_empty()
@@ -486,32 +486,24 @@ mod tests {
             let stranger = new_user(&db).await;
             let theirs = session_at(&db, stranger, Platform::Whatsapp, "w1", t0()).await;
 
-            log(&db, user, old.id, Uuid::now_v7(), Direction::Inbound, "e1").await;
-            log(&db, user, wa.id, Uuid::now_v7(), Direction::Inbound, "e2").await;
-            log(
-                &db,
-                user,
-                wa.id,
-                Uuid::now_v7(),
-                Direction::Outbound,
-                "reply",
-            )
-            .await;
+            log(&db, user, old.id, RunId::new(), Direction::Inbound, "e1").await;
+            log(&db, user, wa.id, RunId::new(), Direction::Inbound, "e2").await;
+            log(&db, user, wa.id, RunId::new(), Direction::Outbound, "reply").await;
             log(
                 &db,
                 user,
                 current.id,
-                Uuid::now_v7(),
+                RunId::new(),
                 Direction::Inbound,
                 "here",
             )
             .await;
-            log(&db, user, wa.id, Uuid::now_v7(), Direction::Inbound, "e3").await;
+            log(&db, user, wa.id, RunId::new(), Direction::Inbound, "e3").await;
             log(
                 &db,
                 stranger,
                 theirs.id,
-                Uuid::now_v7(),
+                RunId::new(),
                 Direction::Inbound,
                 "not yours",
             )
@@ -544,7 +536,7 @@ mod tests {
         with_db(|db| async move {
             let user = new_user(&db).await;
             let s = session_at(&db, user, Platform::Telegram, "c1", t0()).await;
-            let run = Uuid::now_v7();
+            let run = RunId::new();
             assert!(log(&db, user, s.id, run, Direction::Inbound, "hi").await);
             assert!(!log(&db, user, s.id, run, Direction::Inbound, "hi again").await);
             assert!(log(&db, user, s.id, run, Direction::Outbound, "hello").await);

@@ -2,7 +2,7 @@
 //! `hermes channels link`), resolved by the router for every message.
 
 use chrono::{DateTime, Utc};
-use uuid::Uuid;
+use hermes_types::ids::{AgentId, SessionId, UserId, WorkspaceId};
 
 use super::{Client, DbError, Transaction, credits};
 use hermes_types::model::{Platform, Tier};
@@ -10,14 +10,14 @@ use hermes_types::model::{Platform, Tier};
 /// A user, as the router and the CLI see it.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct User {
-    pub id: Uuid,
-    pub workspace_id: Uuid,
+    pub id: UserId,
+    pub workspace_id: WorkspaceId,
     pub display_name: Option<String>,
     pub tier: Tier,
     pub credits: i64,
     pub referral_code: String,
     /// The agent this user is assigned to, if any.
-    pub agent_id: Option<Uuid>,
+    pub agent_id: Option<AgentId>,
     pub created_at: DateTime<Utc>,
 }
 
@@ -27,7 +27,7 @@ pub struct Resolved {
     pub user: User,
     pub activated: bool,
     /// The agent this channel is assigned to, if any (wins over the user's).
-    pub channel_agent_id: Option<Uuid>,
+    pub channel_agent_id: Option<AgentId>,
 }
 
 const USER_COLUMNS: &str = "u.id, u.workspace_id, u.display_name, u.tier, u.credits, u.referral_code, u.agent_id, u.created_at";
@@ -54,7 +54,7 @@ pub async fn resolve_with_session(
     platform: Platform,
     sender_id: &str,
     chat_id: &str,
-) -> Result<Option<(Resolved, Option<(Uuid, DateTime<Utc>)>)>, DbError> {
+) -> Result<Option<(Resolved, Option<(SessionId, DateTime<Utc>)>)>, DbError> {
     let sql = format!(
         "SELECT {USER_COLUMNS}, c.activated, c.agent_id AS channel_agent_id,
                 s.id AS session_id, s.last_activity_at
@@ -72,7 +72,7 @@ pub async fn resolve_with_session(
         .await?;
     row.map(|r| {
         let session = r
-            .get::<_, Option<Uuid>>("session_id")
+            .get::<_, Option<SessionId>>("session_id")
             .map(|id| (id, r.get::<_, DateTime<Utc>>("last_activity_at")));
         Ok((
             Resolved {
@@ -97,7 +97,7 @@ pub struct NewUser<'a> {
 
 /// Create a user with a fresh referral code and its opening grant.
 pub async fn create(tx: &Transaction<'_>, new: &NewUser<'_>) -> Result<User, DbError> {
-    let workspace: Option<Uuid> = tx
+    let workspace: Option<WorkspaceId> = tx
         .query_opt(
             &crate::stmt(tx, "SELECT id FROM workspaces WHERE slug = $1").await?,
             &[&new.workspace],
@@ -106,7 +106,7 @@ pub async fn create(tx: &Transaction<'_>, new: &NewUser<'_>) -> Result<User, DbE
         .map(|r| r.get(0));
     let workspace =
         workspace.ok_or_else(|| DbError::Invalid(format!("no workspace {:?}", new.workspace)))?;
-    let id = Uuid::now_v7();
+    let id = UserId::new();
     let code = referral_code(id);
     tx.execute(
         &crate::stmt(
@@ -140,9 +140,9 @@ pub async fn create(tx: &Transaction<'_>, new: &NewUser<'_>) -> Result<User, DbE
 }
 
 /// A short, readable code derived from the id's random bits (unique by the index).
-fn referral_code(id: Uuid) -> String {
+fn referral_code(id: UserId) -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
-    let bytes = id.as_bytes();
+    let bytes = id.as_uuid().into_bytes();
     // The last 8 bytes of a v7 uuid are random; 8 symbols of 5 bits use 40 of them.
     let mut bits = u64::from_be_bytes(bytes[8..16].try_into().unwrap_or([0; 8]));
     let mut code = String::from("HRM-");
@@ -154,7 +154,7 @@ fn referral_code(id: Uuid) -> String {
 }
 
 /// One user by id.
-pub async fn get(client: &impl super::GenericClient, id: Uuid) -> Result<Option<User>, DbError> {
+pub async fn get(client: &impl super::GenericClient, id: UserId) -> Result<Option<User>, DbError> {
     client
         .query_opt(
             &format!("SELECT {USER_COLUMNS} FROM users u WHERE u.id = $1"),
@@ -171,11 +171,11 @@ pub struct Channel {
     pub platform: String,
     pub sender_id: String,
     pub activated: bool,
-    pub agent_id: Option<Uuid>,
+    pub agent_id: Option<AgentId>,
 }
 
 /// The channels linked to a user.
-pub async fn channels(client: &Client, user_id: Uuid) -> Result<Vec<Channel>, DbError> {
+pub async fn channels(client: &Client, user_id: UserId) -> Result<Vec<Channel>, DbError> {
     Ok(client
         .query(
             &crate::stmt(
@@ -201,11 +201,11 @@ pub async fn channels(client: &Client, user_id: Uuid) -> Result<Vec<Channel>, Db
 /// belongs to another user (an operator must unlink it there first).
 pub async fn link_channel(
     client: &Client,
-    user_id: Uuid,
+    user_id: UserId,
     platform: Platform,
     sender_id: &str,
     activated: bool,
-    agent_id: Option<Uuid>,
+    agent_id: Option<AgentId>,
 ) -> Result<bool, DbError> {
     let n = client
         .execute(
@@ -233,10 +233,10 @@ pub async fn link_channel(
 /// Change a user's tier, name or assigned agent (`None` leaves a field as it is).
 pub async fn update(
     client: &Client,
-    user_id: Uuid,
+    user_id: UserId,
     tier: Option<Tier>,
     display_name: Option<&str>,
-    agent_id: Option<Option<Uuid>>,
+    agent_id: Option<Option<AgentId>>,
 ) -> Result<bool, DbError> {
     let n = client
         .execute(
@@ -267,8 +267,8 @@ mod tests {
 
     #[test]
     fn referral_codes_are_readable_and_differ() {
-        let a = referral_code(Uuid::now_v7());
-        let b = referral_code(Uuid::now_v7());
+        let a = referral_code(UserId::new());
+        let b = referral_code(UserId::new());
         assert_eq!(a.len(), 12);
         assert!(a.starts_with("HRM-"));
         assert!(

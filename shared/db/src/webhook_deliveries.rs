@@ -3,7 +3,7 @@
 //! marks its agent reachable (docs/agents.md: the heartbeat is implicit).
 
 use chrono::{DateTime, Utc};
-use uuid::Uuid;
+use hermes_types::ids::{AgentId, DeliveryId, WorkspaceId};
 
 use super::{DbError, GenericClient, Transaction};
 
@@ -42,18 +42,21 @@ impl WakeStatus {
 pub struct WakeTarget {
     pub status: WakeStatus,
     pub attempts: i32,
-    pub agent_id: Uuid,
+    pub agent_id: AgentId,
     pub webhook_url: Option<String>,
     /// The Fernet token of the agent's signing secret.
     pub secret_sealed: Option<String>,
     pub standard_webhooks: bool,
-    pub workspace_id: Uuid,
+    pub workspace_id: WorkspaceId,
     pub workspace_slug: String,
     pub workspace_name: String,
 }
 
 /// The wake `id` and its agent; `None` when there is no such row.
-pub async fn target(client: &impl GenericClient, id: Uuid) -> Result<Option<WakeTarget>, DbError> {
+pub async fn target(
+    client: &impl GenericClient,
+    id: DeliveryId,
+) -> Result<Option<WakeTarget>, DbError> {
     let row = client
         .query_opt(
             &super::stmt(
@@ -100,7 +103,7 @@ pub struct FailedAttempt<'a> {
 /// Record a failed attempt: still pending with its next attempt time, or failed for good.
 pub async fn record_failure(
     client: &impl GenericClient,
-    id: Uuid,
+    id: DeliveryId,
     a: &FailedAttempt<'_>,
 ) -> Result<(), DbError> {
     let status = if a.next_attempt_at.is_some() {
@@ -136,7 +139,7 @@ pub async fn record_failure(
 /// since the agent chose it), in the caller's transaction.
 pub async fn record_delivered(
     tx: &Transaction<'_>,
-    id: Uuid,
+    id: DeliveryId,
     tries: i32,
     status_code: i32,
 ) -> Result<(), DbError> {

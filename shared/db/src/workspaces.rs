@@ -2,14 +2,17 @@
 //! overrides the global one, an empty value clears it. Values are stored as Fernet tokens
 //! under HERMES_SECRET_KEYS and only ever decrypted by the llm stage.
 
-use uuid::Uuid;
+use hermes_types::ids::WorkspaceId;
 
 use super::{DbError, GenericClient};
 use hermes_config::WorkspaceSecrets;
 use hermes_net::keyring::KeyRing;
 
 /// The id of the workspace with `slug`.
-pub async fn id_by_slug(client: &impl GenericClient, slug: &str) -> Result<Option<Uuid>, DbError> {
+pub async fn id_by_slug(
+    client: &impl GenericClient,
+    slug: &str,
+) -> Result<Option<WorkspaceId>, DbError> {
     Ok(client
         .query_opt("SELECT id FROM workspaces WHERE slug = $1", &[&slug])
         .await?
@@ -20,7 +23,7 @@ pub async fn id_by_slug(client: &impl GenericClient, slug: &str) -> Result<Optio
 /// `keys`; clearing stores no secret, so it needs none.
 pub async fn set_secret(
     client: &impl GenericClient,
-    workspace: Uuid,
+    workspace: WorkspaceId,
     name: &str,
     value: &str,
     keys: Option<&KeyRing>,
@@ -47,7 +50,7 @@ pub async fn set_secret(
 /// Remove a secret: the global value applies again. True if there was one.
 pub async fn unset_secret(
     client: &impl GenericClient,
-    workspace: Uuid,
+    workspace: WorkspaceId,
     name: &str,
 ) -> Result<bool, DbError> {
     Ok(client
@@ -62,7 +65,7 @@ pub async fn unset_secret(
 /// Names of a workspace's secrets and whether each clears (empty) or overrides.
 pub async fn secret_names(
     client: &impl GenericClient,
-    workspace: Uuid,
+    workspace: WorkspaceId,
 ) -> Result<Vec<(String, bool)>, DbError> {
     Ok(client
         .query(
@@ -79,7 +82,7 @@ pub async fn secret_names(
 /// never a silent fallback to the global key.
 pub async fn provider_secrets(
     client: &impl GenericClient,
-    workspace: Uuid,
+    workspace: WorkspaceId,
     keys: Option<&KeyRing>,
 ) -> Result<WorkspaceSecrets, DbError> {
     let rows = client

@@ -10,9 +10,9 @@ use std::time::Duration;
 use hermes_config::{BackendKind, Config, WorkspaceSecrets};
 use hermes_db::workspaces;
 use hermes_net::keyring::KeyRing;
+use hermes_types::ids::WorkspaceId;
 use hermes_types::model::LlmRequest;
 use hermes_types::ttl_cache::TtlCache;
-use uuid::Uuid;
 
 use crate::chain::{Hop, Unusable};
 use crate::providers::{Backend, HttpClient};
@@ -27,7 +27,7 @@ pub struct Backends {
     config: Arc<Config>,
     db: Option<hermes_db::Db>,
     keys: Option<KeyRing>,
-    workspaces: Arc<TtlCache<Uuid, Arc<WorkspaceSecrets>>>,
+    workspaces: Arc<TtlCache<WorkspaceId, Arc<WorkspaceSecrets>>>,
 }
 
 /// Workspaces whose secrets are remembered at once.
@@ -138,7 +138,7 @@ impl Backends {
 
     /// The workspace's provider secrets (cached; an unreadable store means global keys,
     /// logged, rather than no answer).
-    async fn workspace_secrets(&self, ws: Uuid) -> Option<Arc<WorkspaceSecrets>> {
+    async fn workspace_secrets(&self, ws: WorkspaceId) -> Option<Arc<WorkspaceSecrets>> {
         if let Some(s) = self.workspaces.get(&ws) {
             return Some(s);
         }

@@ -14,6 +14,7 @@
 //! - **Killswitch** (`hermes killswitch on|off|status`): one key that blocks every model
 //!   call of every replica at once, read together with the spend in one round trip.
 
+use hermes_types::ids::UserId;
 use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
@@ -22,7 +23,6 @@ use hermes_config::TierBudget;
 use hermes_telemetry::Metrics;
 use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 /// Reserve `n` tokens against both windows or neither. Returns 1 when reserved, 0 when the
 /// daily window would overflow, -1 for the monthly one.
@@ -267,7 +267,7 @@ impl Budgets {
     /// Reserve `tokens` of `user`'s budget for one call (fail closed).
     pub async fn reserve(
         &self,
-        user: Uuid,
+        user: UserId,
         budget: TierBudget,
         tokens: u64,
     ) -> Result<Reservation, Refusal> {
@@ -372,7 +372,7 @@ impl Budgets {
 
     /// Tokens used (or held by calls in flight) by `user` today and this month, for
     /// `hermes users show`.
-    pub async fn used(&self, user: Uuid) -> Result<(u64, u64), CacheError> {
+    pub async fn used(&self, user: UserId) -> Result<(u64, u64), CacheError> {
         let now = Utc::now();
         let keys = [
             self.cache.key(format_args!(

@@ -4,6 +4,7 @@
 //! budget, add the spend, cache the answer. Everything it does beyond waiting on providers
 //! is measured as `hermes_llm_overhead_seconds`.
 
+use hermes_types::ids::UserId;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -179,7 +180,7 @@ impl Gateway {
     pub async fn complete(
         &self,
         req: &LlmRequest,
-        user: Option<Uuid>,
+        user: Option<UserId>,
         stream: Option<&dyn DeltaSink>,
     ) -> Result<Served, GatewayError> {
         let started = Instant::now();
@@ -221,7 +222,7 @@ impl Gateway {
     async fn serve(
         &self,
         req: &LlmRequest,
-        user: Option<Uuid>,
+        user: Option<UserId>,
         stream: Option<&dyn DeltaSink>,
         deadline: Instant,
         waited: &mut Duration,

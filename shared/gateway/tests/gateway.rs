@@ -14,6 +14,7 @@ use hermes_gateway::backends::Backends;
 use hermes_gateway::gateway::GatewayError;
 use hermes_gateway::providers::{DeltaSink, ProviderError};
 use hermes_telemetry::Metrics;
+use hermes_types::ids::UserId;
 use hermes_types::model::{
     ChatMessage, FailureCode, LlmRequest, Platform, ReplyTo, Role, Tier, ToolSpec,
 };
@@ -413,7 +414,7 @@ async fn a_stream_cut_after_some_tokens_fails_without_failover_or_billing() {
     )
     .await;
     on_anthropic(&f, anthropic_ok("never", 1, 1)).await;
-    let user = Uuid::now_v7();
+    let user = UserId::new();
     let sink = Collect::default();
     let mut req = free("hi");
     req.stream = true;
@@ -747,7 +748,7 @@ async fn a_repeated_tool_free_call_is_served_from_the_cache_for_free() {
     )
     .await;
     on_openai(&f, openai_ok("cached answer", 40, 10)).await;
-    let user = Uuid::now_v7();
+    let user = UserId::new();
     let first = f
         .gateway
         .complete(&free("same"), Some(user), None)
@@ -824,7 +825,7 @@ async fn a_hundred_concurrent_calls_against_a_budget_that_fits_ten() {
         openai_ok("ok", 3, 2).set_delay(Duration::from_millis(300)),
     )
     .await;
-    let user = Uuid::now_v7();
+    let user = UserId::new();
     let gateway = Arc::new(f.gateway.clone());
     let calls = (0..100).map(|_| {
         let g = gateway.clone();
@@ -865,7 +866,7 @@ async fn with_redis_down_per_user_budgets_deny_and_the_global_cap_allows() {
     on_openai(&f, openai_ok("still answering", 3, 2)).await;
     let err = f
         .gateway
-        .complete(&free("hi"), Some(Uuid::now_v7()), None)
+        .complete(&free("hi"), Some(UserId::new()), None)
         .await
         .err()
         .unwrap();
@@ -951,7 +952,7 @@ async fn calls_beyond_the_slots_wait_then_get_a_capacity_reply() {
 }
 
 /// Poll `used` until it reads `want` (a release spawned from a drop lands a moment later).
-async fn budget_reaches(f: &Fleet, user: Uuid, want: (u64, u64)) {
+async fn budget_reaches(f: &Fleet, user: UserId, want: (u64, u64)) {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let used = f.gateway.budgets().used(user).await.unwrap();
@@ -979,7 +980,7 @@ async fn a_capacity_refusal_releases_the_reservation() {
         openai_ok("slow", 1, 1).set_delay(Duration::from_millis(800)),
     )
     .await;
-    let user = Uuid::now_v7();
+    let user = UserId::new();
     let (ra, rb) = (free("a"), free("b"));
     let (a, b) = tokio::join!(
         f.gateway.complete(&ra, Some(user), None),
@@ -1000,7 +1001,7 @@ async fn a_capacity_refusal_releases_the_reservation() {
 #[tokio::test]
 async fn a_reservation_dropped_unsettled_releases_itself() {
     let f = fleet("", &[]).await;
-    let user = Uuid::now_v7();
+    let user = UserId::new();
     let budget = hermes_config::TierBudget {
         daily_tokens: 1000,
         monthly_tokens: 10_000,
@@ -1030,7 +1031,7 @@ async fn a_call_cancelled_mid_flight_releases_its_reservation() {
         openai_ok("never read", 1, 1).set_delay(Duration::from_secs(30)),
     )
     .await;
-    let user = Uuid::now_v7();
+    let user = UserId::new();
     let gateway = f.gateway.clone();
     let call = tokio::spawn(async move { gateway.complete(&free("q"), Some(user), None).await });
     // The provider has the request, so the reservation is held.

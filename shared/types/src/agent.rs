@@ -116,6 +116,15 @@ pub enum DispatchMode {
 }
 spelled!(DispatchMode { Assigned => "ASSIGNED", Mention => "MENTION", RoundRobin => "ROUND_ROBIN", Default => "DEFAULT" });
 
+/// Why an external agent is woken: the `X-Forge-Event` header and the envelope's `kind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum WakeEvent {
+    /// A new run was assigned to the agent.
+    AgentAssigned,
+}
+spelled!(WakeEvent { AgentAssigned => "AGENT_ASSIGNED" });
+
 /// The dispatch record of a run: `{ mode, chosen, reason }`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Dispatch {

@@ -4,8 +4,13 @@
 use std::fmt;
 use std::str::FromStr;
 
+use bytes::BytesMut;
+use postgres_types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
+
+/// What a failed conversion to or from a PostgreSQL value reports.
+type SqlError = Box<dyn std::error::Error + Sync + Send>;
 
 macro_rules! uuid_id {
     ($(#[$doc:meta])* $name:ident) => {
@@ -50,6 +55,29 @@ macro_rules! uuid_id {
                 Self(u)
             }
         }
+
+        // Stored as PostgreSQL `uuid`, so rows and parameters carry the typed id.
+        impl ToSql for $name {
+            fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, SqlError> {
+                self.0.to_sql(ty, out)
+            }
+
+            fn accepts(ty: &Type) -> bool {
+                <Uuid as ToSql>::accepts(ty)
+            }
+
+            to_sql_checked!();
+        }
+
+        impl<'a> FromSql<'a> for $name {
+            fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<Self, SqlError> {
+                Uuid::from_sql(ty, raw).map(Self)
+            }
+
+            fn accepts(ty: &Type) -> bool {
+                <Uuid as FromSql>::accepts(ty)
+            }
+        }
     };
 }
 
@@ -60,6 +88,30 @@ uuid_id!(
 uuid_id!(
     /// One bus message; the idempotency key every consumer records.
     MessageId
+);
+uuid_id!(
+    /// A person known to the router (`users`), whichever channels they write from.
+    UserId
+);
+uuid_id!(
+    /// One conversation window of a user (`sessions`); a new one starts after a quiet spell.
+    SessionId
+);
+uuid_id!(
+    /// An agent (`agents`): the fleet's own persona or an external agent runtime.
+    AgentId
+);
+uuid_id!(
+    /// A tenant (`workspaces`): its agents, keys and provider secrets belong together.
+    WorkspaceId
+);
+uuid_id!(
+    /// An API key of the REST channel (`api_keys`).
+    ApiKeyId
+);
+uuid_id!(
+    /// One signed wake owed to an external agent (`webhook_deliveries`).
+    DeliveryId
 );
 
 #[cfg(test)]

@@ -4,6 +4,7 @@ use super::*;
 use hermes_db::memory::MemoryEntry;
 use hermes_db::scratch::{ScratchDb, insert_user};
 use hermes_telemetry::Metrics;
+use hermes_types::ids::UserId;
 use hermes_types::model::Tier;
 
 fn fact(key: &str, value: &str) -> ExtractedFact {
@@ -126,7 +127,7 @@ fn the_prompt_names_every_structural_key_and_the_json_shape() {
 #[test]
 fn the_exchange_is_bounded() {
     let job = MemoryExtract {
-        user_id: Uuid::nil(),
+        user_id: UserId::from(uuid::Uuid::nil()),
         tier: Tier::Free,
         user_text: "u".repeat(10_000),
         answer: "a".repeat(10_000),
@@ -151,7 +152,7 @@ async fn the_mock_provider_yields_no_facts() {
     let metrics = Metrics::new();
     let (config, gateway) = hermes_gateway::gateway::testing::mock(&metrics);
     let job = MemoryExtract {
-        user_id: Uuid::nil(),
+        user_id: UserId::from(uuid::Uuid::nil()),
         tier: Tier::Free,
         user_text: "I'm vegan and I live in Lisbon".into(),
         answer: "Noted!".into(),
@@ -173,7 +174,7 @@ async fn an_empty_message_makes_no_call() {
     let metrics = Metrics::new();
     let (config, gateway) = hermes_gateway::gateway::testing::mock(&metrics);
     let job = MemoryExtract {
-        user_id: Uuid::nil(),
+        user_id: UserId::from(uuid::Uuid::nil()),
         tier: Tier::Free,
         user_text: "  ".into(),
         answer: "Hi!".into(),
@@ -259,7 +260,7 @@ async fn save_stores_new_facts_once_and_skips_gone_users() {
         assert!(rows.iter().all(|r| r.get::<_, String>(0) == "extracted"));
 
         let stranger = Extracted {
-            user_id: Uuid::now_v7(),
+            user_id: UserId::new(),
             facts: Some(vec![(fact("diet", "vegan"), None)]),
         };
         assert_eq!(save(&client, stranger).await.unwrap(), Memorized::Nothing);

@@ -7,8 +7,9 @@ use hermes_config::local_host_toolsets;
 use hermes_db::agents::{self, Agent};
 use hermes_db::{Transaction, credits, runs, sessions};
 use hermes_runtime::stage::StageError;
-use hermes_types::agent::{AgentKind, CONTRACT_VERSION, EngagementMode};
+use hermes_types::agent::{AgentKind, CONTRACT_VERSION, EngagementMode, WakeEvent};
 use hermes_types::envelope::Envelope;
+use hermes_types::ids::{DeliveryId, SessionId};
 use hermes_types::model::{AgentWake, Exchange, LlmRequest, Reply, Tier, ToolPolicy, ToolSpec};
 
 use super::{Routed, Router, new_run};
@@ -19,7 +20,7 @@ use crate::{dispatch, messages, tool_gate};
 /// row lock.
 struct Assignment {
     chosen: dispatch::Chosen,
-    session: uuid::Uuid,
+    session: SessionId,
     tier: Tier,
     mode: EngagementMode,
     credits_charged: i64,
@@ -76,7 +77,7 @@ impl Router {
         tx: &Transaction<'_>,
     ) -> Result<Result<i64, i64>, StageError> {
         let cost = i64::from(self.ctx.config.file.router.credits_per_message);
-        match credits::charge(tx, r.who.user.id, env.run_id.as_uuid(), cost).await? {
+        match credits::charge(tx, r.who.user.id, env.run_id, cost).await? {
             credits::Charge::Insufficient { balance } => return Ok(Err(balance)),
             credits::Charge::Charged { .. } | credits::Charge::AlreadyCharged => {}
         }
@@ -138,7 +139,7 @@ impl Router {
         &self,
         r: &Routed,
         tx: &Transaction<'_>,
-    ) -> Result<uuid::Uuid, StageError> {
+    ) -> Result<SessionId, StageError> {
         let event = &r.inbound.event;
         let session = sessions::current_or_start_locked(
             tx,
@@ -220,9 +221,9 @@ impl Router {
         a: &Assignment,
         tx: &Transaction<'_>,
     ) -> Result<Envelope, StageError> {
-        let delivery_id = uuid::Uuid::now_v7();
-        let run_id = env.run_id.as_uuid();
-        agents::owe_wake(tx, delivery_id, run_id, agent.id, "AGENT_ASSIGNED").await?;
+        let delivery_id = DeliveryId::new();
+        let run_id = env.run_id;
+        agents::owe_wake(tx, delivery_id, run_id, agent.id, WakeEvent::AgentAssigned).await?;
         tracing::info!(
             agent = agent.profile_key,
             "run dispatched to an external agent"
@@ -232,7 +233,7 @@ impl Router {
             delivery_id,
             agent_id: agent.id,
             profile_key: agent.profile_key.clone(),
-            event: "AGENT_ASSIGNED".into(),
+            event: WakeEvent::AgentAssigned,
             dispatch: a.chosen.dispatch.clone(),
             engagement_mode: a.mode,
             contract_version: CONTRACT_VERSION.into(),

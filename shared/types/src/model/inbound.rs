@@ -1,5 +1,6 @@
 //! One inbound message from any channel, normalized, and where its answer goes.
 
+use crate::ids::ApiKeyId;
 use serde::{Deserialize, Serialize};
 
 use super::*;
@@ -79,7 +80,7 @@ pub struct Inbound {
     pub callback_url: Option<String>,
     /// REST channel: the key that sent it (only that key may read the run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api_key_id: Option<uuid::Uuid>,
+    pub api_key_id: Option<ApiKeyId>,
     /// OpenAI-compatible API: the caller's sampling and output-shape parameters, passed
     /// through to the model call (channels leave them at the defaults).
     #[serde(default, skip_serializing_if = "CallParams::is_default")]

@@ -1,5 +1,6 @@
 //! Work owed after a run: the wake of an external agent and a memory extraction.
 
+use crate::ids::{AgentId, DeliveryId, UserId};
 use serde::{Deserialize, Serialize};
 
 use super::*;
@@ -11,11 +12,10 @@ use crate::envelope::{MessageKind, Payload};
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct AgentWake {
     /// The `webhook_deliveries` row this wake fulfils (`X-Forge-Delivery`).
-    pub delivery_id: uuid::Uuid,
-    pub agent_id: uuid::Uuid,
+    pub delivery_id: DeliveryId,
+    pub agent_id: AgentId,
     pub profile_key: String,
-    /// `AGENT_ASSIGNED` for a new run.
-    pub event: String,
+    pub event: crate::agent::WakeEvent,
     pub dispatch: crate::agent::Dispatch,
     pub engagement_mode: crate::agent::EngagementMode,
     pub contract_version: String,
@@ -34,7 +34,7 @@ impl Payload for AgentWake {
 /// the llm stage, so extraction never delays a reply.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MemoryExtract {
-    pub user_id: uuid::Uuid,
+    pub user_id: UserId,
     pub tier: Tier,
     pub user_text: String,
     pub answer: String,

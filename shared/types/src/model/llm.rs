@@ -1,6 +1,7 @@
 //! What a model call needs (the request, its tool policy and parameters) and what travels
 //! with it for bookkeeping (the exchange and its provenance); tool requests.
 
+use crate::ids::{SessionId, UserId, WorkspaceId};
 use serde::{Deserialize, Serialize};
 
 use super::*;
@@ -39,7 +40,7 @@ pub struct LlmRequest {
     pub backend: Option<BackendOverride>,
     /// The workspace whose provider secrets apply (absent: the global ones).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workspace: Option<uuid::Uuid>,
+    pub workspace: Option<WorkspaceId>,
     /// What the run's tool calls may execute (its engagement mode and allowlist); every
     /// later round of the run carries it unchanged.
     #[serde(default, skip_serializing_if = "ToolPolicy::is_default")]
@@ -157,8 +158,8 @@ pub struct JsonSchemaFormat {
 /// refund the credit when no answer comes (docs/models-and-budgets.md, steps 9–10 of the routing pipeline).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Exchange {
-    pub user_id: uuid::Uuid,
-    pub session_id: uuid::Uuid,
+    pub user_id: UserId,
+    pub session_id: SessionId,
     /// The tier the run was answered on (memory extraction uses its chain).
     pub tier: Tier,
     /// The user's turn as it entered the history.
