@@ -3,6 +3,7 @@
 //! streaming, tools, billing, the response cache, budgets and their races, the global cap,
 //! the killswitch, the call-slot semaphore and the overall deadline.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -14,11 +15,11 @@ use hermes_gateway::backends::Backends;
 use hermes_gateway::gateway::GatewayError;
 use hermes_gateway::providers::{DeltaSink, ProviderError};
 use hermes_telemetry::Metrics;
-use hermes_types::ids::UserId;
 use hermes_types::model::{
     ChatMessage, FailureCode, LlmRequest, Platform, ReplyTo, Role, Tier, ToolSpec,
 };
 use serde_json::{Value, json};
+use hermes_types::ids::UserId;
 use uuid::Uuid;
 use wiremock::matchers::{method, path, path_regex};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
@@ -951,20 +952,26 @@ async fn calls_beyond_the_slots_wait_then_get_a_capacity_reply() {
     assert!(f.metrics.llm_overhead.get_sample_count() >= 2);
 }
 
-/// Poll `used` until it reads `want` (a release spawned from a drop lands a moment later).
-async fn budget_reaches(f: &Fleet, user: UserId, want: (u64, u64)) {
+/// Wait until `ready` holds, polling; fails after 5 s naming `what`.
+async fn eventually<F, Fut>(what: &str, mut ready: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
     let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let used = f.gateway.budgets().used(user).await.unwrap();
-        if used == want {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "budget stuck at {used:?}, want {want:?}"
-        );
+    while !ready().await {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// Wait until `user`'s budget reads `want` (a release spawned from a drop lands a moment
+/// later).
+async fn budget_reaches(f: &Fleet, user: UserId, want: (u64, u64)) {
+    eventually("the budget is released", || async {
+        f.gateway.budgets().used(user).await.unwrap() == want
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -1035,14 +1042,10 @@ async fn a_call_cancelled_mid_flight_releases_its_reservation() {
     let gateway = f.gateway.clone();
     let call = tokio::spawn(async move { gateway.complete(&free("q"), Some(user), None).await });
     // The provider has the request, so the reservation is held.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while hits(&f.openai).await == 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the call never reached the provider"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually("the call reaches the provider", || async {
+        hits(&f.openai).await > 0
+    })
+    .await;
     assert_ne!(f.gateway.budgets().used(user).await.unwrap(), (0, 0));
     call.abort();
     assert!(call.await.is_err_and(|e| e.is_cancelled()));

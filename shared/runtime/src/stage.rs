@@ -267,25 +267,16 @@ async fn handle<H: Handler>(
                     return Disposition::Ack("duplicate");
                 }
                 Ok(false) => {}
-                Err(e) => return transient(StageError::from(e), deliveries).await,
+                Err(e) => {
+                    return dispose::<H>(ctx, env, e.into(), deliveries, Phase::Prepare).await;
+                }
             },
-            Err(e) => return transient(StageError::from(e), deliveries).await,
+            Err(e) => return dispose::<H>(ctx, env, e.into(), deliveries, Phase::Prepare).await,
         }
     }
     let prepared = match handler.prepare(env).await {
         Ok(p) => p,
-        Err(e @ StageError::Transient(_)) => return transient(e, deliveries).await,
-        Err(StageError::Duplicate(why)) => {
-            tracing::info!(why, "duplicate message skipped");
-            return Disposition::Ack("duplicate");
-        }
-        Err(e @ StageError::Poison(_)) => {
-            tracing::error!(error = %e, "message cannot be processed; parking it");
-            return Disposition::Reject;
-        }
-        Err(StageError::Retry { reason, error }) => {
-            return retry_later(ctx, H::STAGE, env, reason, &error).await;
-        }
+        Err(e) => return dispose::<H>(ctx, env, e, deliveries, Phase::Prepare).await,
     };
     let committed = match commit {
         Commit::Alone => commit_alone(handler, env, prepared, ctx, consumer).await,
@@ -300,16 +291,44 @@ async fn handle<H: Handler>(
             tracing::info!("duplicate message skipped at commit");
             Disposition::Ack("duplicate")
         }
-        Err(e @ StageError::Transient(_)) => transient(e, deliveries).await,
-        Err(StageError::Duplicate(why)) => {
-            tracing::info!(why, "duplicate message skipped at commit");
+        // Alone or grouped, a commit's error maps like any other.
+        Err(e) => dispose::<H>(ctx, env, e, deliveries, Phase::Commit).await,
+    }
+}
+
+/// Where a message's handling failed; only the log line differs.
+#[derive(Clone, Copy)]
+enum Phase {
+    /// The duplicate check or `prepare`.
+    Prepare,
+    /// `commit`, in its own transaction or in a group's.
+    Commit,
+}
+
+/// The one place a [`StageError`] becomes what happens to its message: a transient failure
+/// is requeued after a pause, a duplicate acked, poison parked at once, and a failed send
+/// to an outside peer scheduled for a later attempt or parked with its reason.
+async fn dispose<H: Handler>(
+    ctx: &Ctx,
+    env: &Envelope,
+    error: StageError,
+    deliveries: u32,
+    phase: Phase,
+) -> Disposition {
+    match error {
+        e @ StageError::Transient(_) => transient(e, deliveries).await,
+        StageError::Duplicate(why) => {
+            match phase {
+                Phase::Prepare => tracing::info!(why, "duplicate message skipped"),
+                Phase::Commit => tracing::info!(why, "duplicate message skipped at commit"),
+            }
             Disposition::Ack("duplicate")
         }
-        Err(e @ StageError::Poison(_)) => {
+        e @ StageError::Poison(_) => {
             tracing::error!(error = %e, "message cannot be processed; parking it");
             Disposition::Reject
         }
-        Err(StageError::Retry { reason, error }) => {
+        StageError::Retry { reason, error } => {
             retry_later(ctx, H::STAGE, env, reason, &error).await
         }
     }
