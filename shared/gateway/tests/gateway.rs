@@ -15,11 +15,11 @@ use hermes_gateway::backends::Backends;
 use hermes_gateway::gateway::GatewayError;
 use hermes_gateway::providers::{DeltaSink, ProviderError};
 use hermes_telemetry::Metrics;
+use hermes_types::ids::UserId;
 use hermes_types::model::{
     ChatMessage, FailureCode, LlmRequest, Platform, ReplyTo, Role, Tier, ToolSpec,
 };
 use serde_json::{Value, json};
-use hermes_types::ids::UserId;
 use uuid::Uuid;
 use wiremock::matchers::{method, path, path_regex};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
