@@ -1,5 +1,5 @@
 //! The consume → process → commit → ack loop every queue-driven stage shares
-//! (DESIGN §3.1–3.4).
+//! (docs/architecture.md §1–§4).
 //!
 //! For each delivery: decode the envelope (garbage is parked at once), skip it if this
 //! consumer already processed its id, run the handler's slow work outside any transaction
