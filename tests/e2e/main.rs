@@ -5,6 +5,7 @@ mod bus;
 mod channels;
 mod delivery;
 mod deploy;
+mod docs;
 mod ingest;
 mod lifecycle;
 mod llm;
