@@ -10,7 +10,7 @@ use hermes_cache::rate_limit::Verdict;
 use hermes_runtime::http::ApiError;
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
-use hermes_types::model::{Inbound, Reply};
+use hermes_types::model::{FinishReason, Inbound, Reply};
 use hermes_types::trace::TraceParent;
 use redis::AsyncCommands;
 
@@ -130,7 +130,7 @@ async fn slow_down_once(app: &AppState, inbound: &Inbound, traceparent: Option<T
     if !matches!(first, Ok(true)) {
         return;
     }
-    let reply = Reply::notice(inbound.reply_to(), "rate_limited", SLOW_DOWN);
+    let reply = Reply::notice(inbound.reply_to(), FinishReason::RateLimited, SLOW_DOWN);
     let env = Envelope::new(RunId::new(), traceparent, &reply);
     if let Err(e) = app.ctx.bus.publish(&env).await {
         tracing::warn!(error = %e, "cannot queue the slow-down reply");

@@ -120,7 +120,7 @@ async fn handle(
             run,
             &model_name,
             &text,
-            &finish_reason,
+            finish_reason.as_str(),
             usage,
         ))
         .into_response(),

@@ -234,7 +234,7 @@ impl Answer {
             let unseen = unseen.to_string();
             out.extend(self.delta(&unseen));
         }
-        out.push(self.choice(json!({}), Some(&finish_reason)));
+        out.push(self.choice(json!({}), Some(finish_reason.as_str())));
         if self.include_usage {
             out.push(self.usage(usage));
         }

@@ -61,7 +61,7 @@ pub(crate) async fn from_row(ctx: &Ctx, run: RunId) -> Option<Outcome> {
             text: row.output_text.unwrap_or_default(),
             model: row.model.unwrap_or_default(),
             usage: row.usage,
-            finish_reason: "stop".into(),
+            finish_reason: hermes_types::model::FinishReason::Stop,
             tools_used: row.tools_used,
         }),
         RunStatus::Failed => Some(Outcome::Failed {

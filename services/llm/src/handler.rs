@@ -174,7 +174,7 @@ impl LlmStage {
                             .clone()
                             .unwrap_or_else(|| "tools".into()),
                         usage: request.usage_so_far,
-                        finish_reason: "tool_fallback".into(),
+                        finish_reason: hermes_types::model::FinishReason::ToolFallback,
                         tools_used: tools_used(&request),
                     },
                 }

@@ -22,7 +22,9 @@ use hermes_runtime::Ctx;
 use hermes_runtime::stage::{GroupCommit, Handler, StageError};
 use hermes_types::envelope::Envelope;
 use hermes_types::intent::Intent;
-use hermes_types::model::{ChatMessage, Inbound, Platform, Provenance, Reply, Tier, ToolSpec};
+use hermes_types::model::{
+    ChatMessage, FinishReason, Inbound, Platform, Provenance, Reply, Tier, ToolSpec,
+};
 
 use crate::dispatch;
 use crate::messages;
@@ -306,7 +308,7 @@ impl Router {
         self.decided("signup");
         Ok(vec![env.follow(&Reply::notice(
             inbound.reply_to(),
-            "signup_required",
+            FinishReason::SignupRequired,
             prompt,
         ))])
     }

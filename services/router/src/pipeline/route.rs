@@ -10,7 +10,9 @@ use hermes_runtime::stage::StageError;
 use hermes_types::agent::{AgentKind, CONTRACT_VERSION, EngagementMode, WakeEvent};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::{DeliveryId, SessionId};
-use hermes_types::model::{AgentWake, Exchange, LlmRequest, Reply, Tier, ToolPolicy, ToolSpec};
+use hermes_types::model::{
+    AgentWake, Exchange, FinishReason, LlmRequest, Reply, Tier, ToolPolicy, ToolSpec,
+};
 
 use super::{Routed, Router, new_run};
 use crate::soul::{self, Persona};
@@ -128,7 +130,7 @@ impl Router {
             .replace("{upgrade_url}", &settings.upgrade_url);
         Ok(vec![env.follow(&Reply::notice(
             r.inbound.reply_to(),
-            "credits_exhausted",
+            FinishReason::CreditsExhausted,
             prompt,
         ))])
     }

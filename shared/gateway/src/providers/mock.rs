@@ -74,7 +74,7 @@ impl Mock {
             },
             text: Some(text),
             tool_calls: Vec::new(),
-            finish_reason: "stop".into(),
+            finish_reason: hermes_types::model::FinishReason::Stop,
         }
     }
 }

@@ -14,7 +14,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use hermes_config::{BackendKind, ProviderSettings, Resolved};
-use hermes_types::model::{CallParams, ChatMessage, ToolCall, ToolSpec, Usage};
+use hermes_types::model::{CallParams, ChatMessage, FinishReason, ToolCall, ToolSpec, Usage};
 
 pub use anthropic::Anthropic;
 pub use gemini::Gemini;
@@ -49,7 +49,7 @@ pub struct Completion {
     /// Input and output tokens as the provider reported them (thinking billed as output);
     /// the cost is filled in by the chain, which knows the model's prices.
     pub usage: Usage,
-    pub finish_reason: String,
+    pub finish_reason: FinishReason,
 }
 
 /// Receives the text of a streamed answer as it arrives.

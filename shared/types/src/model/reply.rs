@@ -57,6 +57,90 @@ impl FailureCode {
     }
 }
 
+/// Why an answer ended, in the words API callers are shown (OpenAI's `finish_reason`, plus
+/// the reasons Hermes gives its own notices). A provider's reason we have no name for is
+/// kept as it came (`Other`), so nothing a caller saw before is lost.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum FinishReason {
+    /// The model finished its answer.
+    Stop,
+    /// The output token limit cut the answer.
+    Length,
+    /// The model asked for tools.
+    ToolCalls,
+    /// The provider withheld or cut the answer for its content.
+    ContentFilter,
+    /// The tool round's second call failed; the answer is the tools' raw output.
+    ToolFallback,
+    /// A notice: the sender is not a known, active user.
+    SignupRequired,
+    /// A notice: the user has no credits left.
+    CreditsExhausted,
+    /// A notice: the sender writes faster than the inbound rate allows.
+    RateLimited,
+    /// A provider's own reason, passed through.
+    Other(String),
+}
+
+impl FinishReason {
+    const NAMED: [(FinishReason, &'static str); 8] = [
+        (FinishReason::Stop, "stop"),
+        (FinishReason::Length, "length"),
+        (FinishReason::ToolCalls, "tool_calls"),
+        (FinishReason::ContentFilter, "content_filter"),
+        (FinishReason::ToolFallback, "tool_fallback"),
+        (FinishReason::SignupRequired, "signup_required"),
+        (FinishReason::CreditsExhausted, "credits_exhausted"),
+        (FinishReason::RateLimited, "rate_limited"),
+    ];
+
+    /// The spelling on the wire.
+    pub fn as_str(&self) -> &str {
+        match self {
+            FinishReason::Other(s) => s,
+            named => Self::NAMED
+                .iter()
+                .find(|(r, _)| r == named)
+                .map_or("stop", |(_, s)| s),
+        }
+    }
+}
+
+impl From<&str> for FinishReason {
+    fn from(s: &str) -> Self {
+        Self::NAMED
+            .iter()
+            .find(|(_, name)| *name == s)
+            .map_or_else(|| FinishReason::Other(s.to_owned()), |(r, _)| r.clone())
+    }
+}
+
+impl From<String> for FinishReason {
+    fn from(s: String) -> Self {
+        FinishReason::from(s.as_str())
+    }
+}
+
+impl From<FinishReason> for String {
+    fn from(r: FinishReason) -> Self {
+        r.as_str().to_owned()
+    }
+}
+
+/// A reason equals its spelling, so `finish_reason == "stop"` reads as it did.
+impl PartialEq<&str> for FinishReason {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl std::fmt::Display for FinishReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// How a run ended.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
@@ -65,7 +149,7 @@ pub enum Outcome {
         text: String,
         model: String,
         usage: Usage,
-        finish_reason: String,
+        finish_reason: FinishReason,
         #[serde(default)]
         tools_used: Vec<String>,
     },
@@ -100,14 +184,14 @@ impl Reply {
     }
 
     /// A message from Hermes itself (signup prompt, upgrade prompt): answered without a model.
-    pub fn notice(reply_to: ReplyTo, reason: &'static str, text: impl Into<String>) -> Self {
+    pub fn notice(reply_to: ReplyTo, reason: FinishReason, text: impl Into<String>) -> Self {
         Self {
             reply_to,
             outcome: Outcome::Answered {
                 text: text.into(),
                 model: "hermes".into(),
                 usage: Usage::default(),
-                finish_reason: reason.into(),
+                finish_reason: reason,
                 tools_used: Vec::new(),
             },
             exchange: None,
@@ -122,6 +206,21 @@ impl Payload for Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn finish_reasons_keep_their_spelling_named_or_not() {
+        for (reason, text) in FinishReason::NAMED {
+            assert_eq!(reason.as_str(), text);
+            assert_eq!(FinishReason::from(text), reason);
+            assert_eq!(serde_json::to_value(&reason).unwrap(), text);
+        }
+        let other: FinishReason = serde_json::from_str("\"malformed_function_call\"").unwrap();
+        assert_eq!(other, FinishReason::Other("malformed_function_call".into()));
+        assert_eq!(
+            serde_json::to_string(&other).unwrap(),
+            "\"malformed_function_call\""
+        );
+    }
 
     #[test]
     fn tiers_parse_by_their_config_names() {

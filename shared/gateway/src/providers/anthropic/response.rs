@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::providers::http;
 use crate::providers::{Completion, ProviderError};
+use hermes_types::model::FinishReason;
 
 #[derive(Deserialize)]
 struct WireMessage {
@@ -78,15 +79,14 @@ impl WireUsage {
 }
 
 /// Anthropic's stop reason in the OpenAI words the rest of Hermes uses.
-pub(super) fn finish_reason(stop_reason: Option<&str>) -> String {
-    match stop_reason {
+pub(super) fn finish_reason(stop_reason: Option<&str>) -> FinishReason {
+    FinishReason::from(match stop_reason {
         None | Some("end_turn" | "stop_sequence") => "stop",
         Some("max_tokens") => "length",
         Some("tool_use") => "tool_calls",
         Some("refusal") => "content_filter",
         Some(other) => other,
-    }
-    .to_string()
+    })
 }
 
 /// The failure a `{"type":"error"}` body delivered with a 200 means: the status Anthropic

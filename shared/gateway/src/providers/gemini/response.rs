@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use crate::providers::http::{self, RejectReason};
 use crate::providers::{Completion, ProviderError};
+use hermes_types::model::FinishReason;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -107,11 +108,11 @@ impl WireUsage {
 }
 
 /// Our finish reason for Gemini's `finishReason`.
-fn finish_reason(raw: Option<&str>, has_calls: bool) -> String {
+fn finish_reason(raw: Option<&str>, has_calls: bool) -> FinishReason {
     match raw {
-        None | Some("STOP") if has_calls => "tool_calls".into(),
-        None | Some("STOP") => "stop".into(),
-        Some("MAX_TOKENS") => "length".into(),
+        None | Some("STOP") if has_calls => FinishReason::ToolCalls,
+        None | Some("STOP") => FinishReason::Stop,
+        Some("MAX_TOKENS") => FinishReason::Length,
         Some(
             "SAFETY"
             | "RECITATION"
@@ -120,8 +121,8 @@ fn finish_reason(raw: Option<&str>, has_calls: bool) -> String {
             | "SPII"
             | "IMAGE_SAFETY"
             | "IMAGE_PROHIBITED_CONTENT",
-        ) => "content_filter".into(),
-        Some(other) => other.to_ascii_lowercase(),
+        ) => FinishReason::ContentFilter,
+        Some(other) => FinishReason::from(other.to_ascii_lowercase()),
     }
 }
 

@@ -6,6 +6,7 @@ use hermes_types::openai_wire::WireToolCall;
 use serde::Deserialize;
 
 use crate::providers::{Completion, ProviderError};
+use hermes_types::model::FinishReason;
 
 #[derive(Deserialize)]
 struct WireResponse {
@@ -79,7 +80,9 @@ pub fn parse_response(text: &str) -> Result<Completion, ProviderError> {
         text: choice.message.content.filter(|t| !t.is_empty()),
         tool_calls,
         usage: wire.usage.unwrap_or_default().normalize(),
-        finish_reason: choice.finish_reason.unwrap_or_else(|| "stop".into()),
+        finish_reason: choice
+            .finish_reason
+            .map_or(FinishReason::Stop, FinishReason::from),
     })
 }
 

@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use super::response::{WireUsage, tool_call};
 use crate::providers::{Completion, DeltaSink, ProviderError};
+use hermes_types::model::FinishReason;
 
 #[derive(Deserialize)]
 struct WireChunk {
@@ -114,7 +115,9 @@ impl StreamAcc {
             text: Some(self.text).filter(|t| !t.is_empty()),
             tool_calls,
             usage: self.usage,
-            finish_reason: self.finish_reason.unwrap_or_else(|| "stop".into()),
+            finish_reason: self
+                .finish_reason
+                .map_or(FinishReason::Stop, FinishReason::from),
         })
     }
 }
