@@ -538,25 +538,8 @@ async fn a_review_run_cannot_execute_a_local_host_tool_and_an_allowlist_admits_o
 
 /// Our model path over the built-in mock provider (it answers `echo: <last user turn>`).
 fn mock_llm() -> Arc<dyn Complete> {
-    use hermes_config::Config;
-    let ns = format!("t{}", std::process::id());
-    let config = Arc::new(
-        Config::from_lookup(
-            &|k| match k {
-                "HERMES_PROVIDER" => Some("mock".into()),
-                "HERMES_NAMESPACE" => Some(ns.clone()),
-                _ => std::env::var(k).ok(),
-            },
-            None,
-        )
-        .unwrap(),
-    );
-    let metrics = hermes_telemetry::Metrics::new();
-    let cache =
-        hermes_cache::Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone())
-            .unwrap();
-    let backends = hermes_gateway::backends::Backends::new(config.clone(), None).unwrap();
-    let gateway = hermes_gateway::Gateway::with_parts(config.clone(), metrics, backends, cache);
+    let (config, gateway) =
+        hermes_gateway::gateway::testing::mock(&hermes_telemetry::Metrics::new());
     Arc::new(GatewaySampling::new(gateway, config))
 }
 
