@@ -183,9 +183,15 @@ async fn tools_reload_rereads_the_configuration_file() {
     )
     .await
     .unwrap();
-    // A refused reload changes nothing and signals nothing outside the replica's log, so
-    // there is no condition to wait on: this checks an absence after a grace period.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The replica counts the refusal; only then is the absence of a change meaningful.
+    eventually(Duration::from_secs(10), "the reload refused", || async {
+        fleet
+            .metrics()
+            .await
+            .contains("hermes_tools_reloads_total{outcome=\"invalid\"} 1")
+            .then_some(())
+    })
+    .await;
     assert_eq!(
         registered(&env, "mcp-everything").await,
         ["mcp_everything_get_sum"]

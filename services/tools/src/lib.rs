@@ -80,6 +80,9 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             .tool_refusals
             .with_label_values(&[reason.as_str()]);
     }
+    for outcome in RELOAD_OUTCOMES {
+        ctx.metrics.tools_reloads.with_label_values(&[outcome]);
+    }
     let (changes_tx, changes) = mpsc::unbounded_channel();
     let file = ctx.config.file.clone();
     // MCP sampling goes through the same gateway as every model call; without a usable
@@ -119,6 +122,9 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What became of a reload request (the `outcome` of `hermes_tools_reloads_total`).
+const RELOAD_OUTCOMES: [&str; 3] = ["applied", "invalid", "no_config_file"];
+
 /// Apply each reload request: re-read the file; when it is valid, start the new servers,
 /// publish, swap the registry, then stop the old servers. An invalid file changes nothing.
 async fn reload_loop(
@@ -135,6 +141,7 @@ async fn reload_loop(
             tracing::warn!(
                 "tools reload asked, but this replica was started without a configuration file"
             );
+            reloaded(&ctx, "no_config_file");
             continue;
         };
         let file = match FileConfig::reread(path) {
@@ -144,6 +151,7 @@ async fn reload_loop(
                     problems = problems.join("; "),
                     "tools reload refused: the configuration is invalid; keeping the current one"
                 );
+                reloaded(&ctx, "invalid");
                 continue;
             }
         };
@@ -161,7 +169,15 @@ async fn reload_loop(
         hub = new_hub;
         servers = file.mcp_servers;
         tracing::info!(servers = servers.len(), "tools configuration reloaded");
+        reloaded(&ctx, "applied");
     }
+}
+
+fn reloaded(ctx: &Ctx, outcome: &str) {
+    ctx.metrics
+        .tools_reloads
+        .with_label_values(&[outcome])
+        .inc();
 }
 
 /// Publish each MCP toolset whose tools changed after start (`list_changed`, a restart

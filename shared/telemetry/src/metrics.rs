@@ -57,6 +57,7 @@ pub struct Inner {
     pub tool_calls: IntCounterVec,
     pub tool_duration: HistogramVec,
     pub tool_refusals: IntCounterVec,
+    pub tools_reloads: IntCounterVec,
     pub mcp_server_up: IntGaugeVec,
     // Delivery.
     pub deliveries: IntCounterVec,
@@ -348,6 +349,12 @@ impl Metrics {
             "Tool calls refused by the run's engagement-mode policy, never executed, by reason.",
             &["reason"],
         );
+        let tools_reloads = counter_vec(
+            &r,
+            "hermes_tools_reloads_total",
+            "`hermes tools reload` requests this replica handled, by outcome (applied, invalid, no_config_file).",
+            &["outcome"],
+        );
         let mcp_server_up = gauge_vec(
             &r,
             "hermes_mcp_server_up",
@@ -521,6 +528,7 @@ impl Metrics {
             tool_calls,
             tool_duration,
             tool_refusals,
+            tools_reloads,
             mcp_server_up,
             router_decisions,
             credits,
