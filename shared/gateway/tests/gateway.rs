@@ -959,9 +959,10 @@ where
     Fut: Future<Output = bool>,
 {
     let deadline = Instant::now() + Duration::from_secs(5);
+    let mut poll = tokio::time::interval(Duration::from_millis(10));
     while !ready().await {
         assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        poll.tick().await;
     }
 }
 
