@@ -70,9 +70,7 @@ pub async fn send(req: RequestBuilder, timeout: Duration) -> Result<Response, Pr
         .headers()
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(Duration::from_secs_f64);
+        .and_then(seconds);
     let body = tokio::time::timeout(timeout, resp.text())
         .await
         .ok()
@@ -140,9 +138,13 @@ fn body_retry_delay(body: &str) -> Option<Duration> {
         .as_array()?
         .iter()
         .find_map(|d| d.get("retryDelay")?.as_str())
-        .and_then(|s| s.trim().strip_suffix('s')?.parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(Duration::from_secs_f64)
+        .and_then(|s| seconds(s.trim().strip_suffix('s')?))
+}
+
+/// A wait a peer asked for, in (possibly fractional) seconds. `None` for what is not a
+/// number, negative, or too large for a `Duration`: a peer's header must never panic us.
+fn seconds(text: &str) -> Option<Duration> {
+    Duration::try_from_secs_f64(text.trim().parse::<f64>().ok()?).ok()
 }
 
 /// Tell a context-window overflow and a content-policy refusal from other bad requests,
@@ -190,6 +192,26 @@ pub fn error_message(body: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_wait_too_long_for_a_duration_is_ignored_not_a_panic() {
+        use super::{body_retry_delay, seconds};
+        use std::time::Duration;
+        assert_eq!(seconds(" 2.5 "), Some(Duration::from_millis(2500)));
+        for bad in ["1e300", "-1", "NaN", "inf", "soon", ""] {
+            assert_eq!(seconds(bad), None, "{bad}");
+        }
+        let body = |d: &str| {
+            format!(
+                r#"{{"error":{{"details":[{{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"{d}"}}]}}}}"#
+            )
+        };
+        assert_eq!(
+            body_retry_delay(&body("29s")),
+            Some(Duration::from_secs(29))
+        );
+        assert_eq!(body_retry_delay(&body("1e300s")), None);
+    }
+
     use super::*;
 
     #[test]
