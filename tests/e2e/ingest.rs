@@ -149,3 +149,90 @@ async fn beyond_its_in_flight_bound_ingest_sheds_with_503() {
     let fleet = std::sync::Arc::try_unwrap(fleet).ok().expect("only owner");
     fleet.stop().await.unwrap();
 }
+
+/// A run that ended in PostgreSQL while its final event never reached Redis (a lost append,
+/// a Redis restart) is still answered: the waiter reads the run row, not only the stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_gets_the_answer_of_a_run_whose_final_event_never_reached_redis() {
+    let (status, body) = answered_from_the_row(false).await;
+    assert_eq!(status, 200);
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        body["choices"][0]["message"]["content"],
+        "answered from the row"
+    );
+}
+
+/// The same for a streamed caller: the stream ends with the row's answer, not a timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_caller_gets_the_answer_of_a_run_whose_final_event_never_reached_redis() {
+    let (status, body) = answered_from_the_row(true).await;
+    assert_eq!(status, 200);
+    assert!(body.contains("answered from the row"), "{body}");
+    assert!(!body.contains("run_timeout"), "{body}");
+    assert!(body.trim_end().ends_with("data: [DONE]"), "{body}");
+}
+
+/// Ingest alone takes a chat completion; the test then closes the run in PostgreSQL as the
+/// stages would, without the Redis append. The caller's status and body.
+async fn answered_from_the_row(stream: bool) -> (u16, String) {
+    use hermes_bus::Stage;
+    use hermes_db::runs::{self, NewRun};
+    use hermes_testkit::{drain, eventually};
+    use hermes_types::model::{FinishReason, Outcome, Platform, Tier, Usage};
+    use std::time::Duration;
+
+    let mut env = TestEnv::new().await;
+    // Long enough that only the row can answer before the caller would be told it timed out.
+    env.set("HERMES_RUN_TIMEOUT_SECS", "60");
+    // Ingest alone: no stage will ever append the run's final event.
+    let fleet = env.start(&[Service::Ingest]).await;
+    let url = fleet.url("/v1/chat/completions");
+    let request =
+        serde_json::json!({"messages": [{"role": "user", "content": "hi"}], "stream": stream});
+    let caller = tokio::spawn(async move {
+        let resp = reqwest::Client::new()
+            .post(url)
+            .bearer_auth(KEY)
+            .json(&request)
+            .send()
+            .await
+            .unwrap();
+        (resp.status().as_u16(), resp.text().await.unwrap())
+    });
+    let bus = env.bus().await;
+    let accepted = eventually(Duration::from_secs(30), "the message published", || async {
+        drain(&bus, Stage::Router).await.into_iter().next()
+    })
+    .await;
+    // What the stages would have written to PostgreSQL, without the Redis append.
+    let db = env.db();
+    let mut client = db.get().await.unwrap();
+    let tx = client.transaction().await.unwrap();
+    let new = NewRun {
+        id: accepted.run_id,
+        platform: Platform::Api,
+        sender_id: "api",
+        chat_id: "api",
+        external_message_id: None,
+        tier: Tier::Free,
+        input_text: Some("hi"),
+        metadata: None,
+        api_key_id: None,
+        traceparent: None,
+    };
+    assert!(runs::create(&tx, &new).await.unwrap());
+    let outcome = Outcome::Answered {
+        text: "answered from the row".into(),
+        model: "mock".into(),
+        usage: Usage::default(),
+        finish_reason: FinishReason::Stop,
+        tools_used: Vec::new(),
+    };
+    assert!(runs::finish(&tx, accepted.run_id, &outcome).await.unwrap());
+    tx.commit().await.unwrap();
+    let answer = caller.await.unwrap();
+    bus.close().await;
+    fleet.stop().await.unwrap();
+    answer
+}

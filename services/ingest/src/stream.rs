@@ -62,6 +62,7 @@ pub fn respond(
         answer: Answer::new(run, model, include_usage),
         pending: VecDeque::new(),
         ended: false,
+        quiet: wait::QuietTicks::default(),
     };
     reader.pending.push_back(reader.answer.start());
     let body = futures_util::stream::unfold(reader, |mut r| async move {
@@ -99,6 +100,7 @@ struct Reader {
     pending: VecDeque<String>,
     /// The last payload has been produced.
     ended: bool,
+    quiet: wait::QuietTicks,
 }
 
 impl Reader {
@@ -128,6 +130,10 @@ impl Reader {
         }
         let now = Instant::now();
         if now >= self.deadline {
+            // The row may hold an outcome whose final event never reached the stream.
+            if let Some(outcome) = wait::from_row(&self.ctx, self.run).await {
+                return self.end(outcome);
+            }
             let message = format!(
                 "no answer within {}s; the run {} goes on",
                 self.timeout.as_secs(),
@@ -138,9 +144,12 @@ impl Reader {
             self.ended = true;
             return;
         }
-        tokio::select! {
-            _ = self.guard.notify.notified() => {}
-            _ = tokio::time::sleep(wait::BACKSTOP.min(self.deadline - now)) => {}
+        let quiet_tick = tokio::select! {
+            _ = self.guard.notify.notified() => false,
+            _ = tokio::time::sleep(wait::BACKSTOP.min(self.deadline - now)) => true,
+        };
+        if quiet_tick && let Some(outcome) = self.quiet.tick(&self.ctx, self.run).await {
+            self.end(outcome);
         }
     }
 

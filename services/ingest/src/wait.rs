@@ -1,6 +1,8 @@
 //! Waiting for a run's outcome on behalf of an HTTP caller: read the run's event stream
-//! when woken (or on a backstop tick); when Redis is unavailable, read the run row in
-//! PostgreSQL instead, which delivery closes with the same outcome.
+//! when woken (or on a backstop tick). The run row in PostgreSQL, which delivery closes with
+//! the same outcome, is the truth behind the stream (docs/architecture.md §5): it is read
+//! when Redis is unavailable, every few backstop ticks that bring no final event (a lost
+//! append, a Redis restart), and once more before the caller is told the run timed out.
 
 use std::time::{Duration, Instant};
 
@@ -12,6 +14,9 @@ use hermes_types::model::{FailureCode, Outcome};
 
 /// Backstop poll when no wake-up arrives (a lost pub/sub message costs at most this).
 pub(crate) const BACKSTOP: Duration = Duration::from_millis(500);
+/// Every this many backstop ticks without a final event, the run row is read too: a final
+/// event that never reached the stream costs a caller at most this many ticks.
+const ROW_EVERY_TICKS: u32 = 4;
 
 /// Wait until the run ends or `timeout` passes (`None`).
 pub async fn outcome(
@@ -23,6 +28,7 @@ pub async fn outcome(
 ) -> Option<Outcome> {
     let deadline = Instant::now() + timeout;
     let mut last = "0".to_string();
+    let mut quiet = QuietTicks::default();
     loop {
         match events.read_after(run, &last).await {
             Ok(batch) => {
@@ -42,11 +48,32 @@ pub async fn outcome(
         }
         let now = Instant::now();
         if now >= deadline {
-            return None;
+            return from_row(ctx, run).await;
         }
         tokio::select! {
             _ = guard.notify.notified() => {}
-            _ = tokio::time::sleep(BACKSTOP.min(deadline - now)) => {}
+            _ = tokio::time::sleep(BACKSTOP.min(deadline - now)) => {
+                if let Some(o) = quiet.tick(ctx, run).await {
+                    return Some(o);
+                }
+            }
+        }
+    }
+}
+
+/// Backstop ticks that brought no final event; every [`ROW_EVERY_TICKS`] of them the run
+/// row is read, in case the final event never reaches the stream.
+#[derive(Default)]
+pub(crate) struct QuietTicks(u32);
+
+impl QuietTicks {
+    /// Count one quiet tick; the run's outcome when this tick read a closed row.
+    pub(crate) async fn tick(&mut self, ctx: &Ctx, run: RunId) -> Option<Outcome> {
+        self.0 += 1;
+        if self.0.is_multiple_of(ROW_EVERY_TICKS) {
+            from_row(ctx, run).await
+        } else {
+            None
         }
     }
 }
