@@ -9,7 +9,7 @@ use hermes_cache::Cache;
 use hermes_cache::soul;
 use hermes_db::{Db, agents, credits, memory};
 use hermes_telemetry::Metrics;
-use hermes_testkit::{StageHarness, TestEnv, count, eventually, send};
+use hermes_testkit::{StageHarness, TestEnv, count, eventually, free_port, send};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::{AgentId, RunId};
 use hermes_types::model::{Inbound, Platform};
@@ -115,7 +115,13 @@ async fn an_unknown_sender_gets_the_signup_prompt_and_no_model_call() {
 /// broker, no other stage, only what one message's commit writes and emits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_router_alone_answers_an_unknown_sender_with_the_signup_prompt() {
-    let harness = StageHarness::new(TestEnv::new().await, |ctx| {
+    let mut env = TestEnv::new().await;
+    // No broker answers here: the harness must not need one.
+    env.set(
+        "AMQP_URL",
+        &format!("amqp://guest:guest@127.0.0.1:{}/%2f", free_port()),
+    );
+    let harness = StageHarness::new(env, |ctx| {
         hermes_router::pipeline::Router::new(ctx).expect("the router is configured")
     })
     .await;
@@ -830,10 +836,7 @@ async fn a_failing_embeddings_endpoint_or_a_lost_redis_never_stops_a_message() {
     let mut env = TestEnv::new().await;
     env.set("HERMES_EMBEDDINGS_URL", &embeddings.uri())
         // Nothing listens here: every Redis call fails fast.
-        .set(
-            "REDIS_URL",
-            &format!("redis://127.0.0.1:{}", hermes_testkit::free_port()),
-        );
+        .set("REDIS_URL", &format!("redis://127.0.0.1:{}", free_port()));
     let user = env.user(Platform::Rest, "degraded", 5).await;
     let db = env.db();
     {

@@ -99,8 +99,21 @@ impl Bus {
         settings: BusSettings,
         metrics: Metrics,
     ) -> Result<Self, BusError> {
+        let bus = Self::unconnected(url, names, settings, metrics);
+        bus.establish().await?;
+        Ok(bus)
+    }
+
+    /// A handle that has not connected: every publish fails with [`BusError::NotConnected`]
+    /// until a supervisor connects it. For driving a stage's handler without a broker.
+    pub fn unconnected(
+        url: SecretString,
+        names: Names,
+        settings: BusSettings,
+        metrics: Metrics,
+    ) -> Self {
         let window = Semaphore::new(settings.publish_window);
-        let bus = Bus {
+        Bus {
             inner: Arc::new(Inner {
                 url,
                 names,
@@ -113,9 +126,7 @@ impl Bus {
                 window,
                 metrics,
             }),
-        };
-        bus.establish().await?;
-        Ok(bus)
+        }
     }
 
     /// One connection attempt: both connections, the confirm channel, the topology.

@@ -59,6 +59,25 @@ impl Ctx {
                 Err(e) => return Err(e).context("RabbitMQ"),
             }
         };
+        Self::assemble(config, metrics, db, bus)
+    }
+
+    /// A context whose bus handle never connects (publishes fail with `NotConnected`), for
+    /// driving a stage's `prepare` and `commit` directly, with no broker at all.
+    pub async fn without_broker(config: Config, metrics: Metrics) -> anyhow::Result<Self> {
+        let db = Db::new(&config.database_url, config.db_pool_size)?;
+        db.check_schema().await.context("PostgreSQL")?;
+        let bus = Bus::unconnected(
+            config.amqp_url.clone(),
+            Names::new(config.namespace.clone()),
+            config.bus.clone(),
+            metrics.clone(),
+        );
+        Self::assemble(config, metrics, db, bus)
+    }
+
+    /// The rest of a context around its database and bus handles.
+    fn assemble(config: Config, metrics: Metrics, db: Db, bus: Bus) -> anyhow::Result<Self> {
         let cache = Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone())?;
         let alerts = Alerts::new(&config.alerts, cache.clone(), metrics.clone());
         Ok(Self {

@@ -22,12 +22,12 @@ pub struct StageHarness<H> {
 }
 
 impl<H: Handler> StageHarness<H> {
-    /// Connect a context to `env` (the bus handle is there because a context holds one; the
-    /// harness publishes nothing) and build the handler from it.
+    /// A context on `env`'s database and Redis whose bus never connects (the harness
+    /// publishes nothing, so no broker is needed), and the handler built from it.
     pub async fn new(env: TestEnv, handler: impl FnOnce(Ctx) -> H) -> Self {
-        let ctx = Ctx::connect(env.config(), Metrics::new())
+        let ctx = Ctx::without_broker(env.config(), Metrics::new())
             .await
-            .expect("the test servers are reachable");
+            .expect("PostgreSQL is reachable");
         Self {
             handler: handler(ctx.clone()),
             ctx,
