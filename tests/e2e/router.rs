@@ -126,7 +126,8 @@ async fn the_router_alone_answers_an_unknown_sender_with_the_signup_prompt() {
     })
     .await;
     let msg = Envelope::new(RunId::new(), None, &rest("stranger", "hello?"));
-    let (emitted, ()) = harness.handle(&msg).await.unwrap();
+    let (emitted, decided) = harness.handle(&msg).await.unwrap();
+    assert_eq!(decided, "signup");
     assert_eq!(emitted.len(), 1, "one reply, no model call");
     assert_eq!(emitted[0].kind.stage(), hermes_bus::Stage::Delivery);
     assert!(

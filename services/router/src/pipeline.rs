@@ -44,6 +44,10 @@ pub struct Router {
     presence: dispatch::Presence,
 }
 
+/// The routing decision a commit took (`routed`, `external`, `upgrade`, `signup`,
+/// `duplicate`), counted after the commit holds.
+type Decided = &'static str;
+
 impl Router {
     /// The router as configured. Fails when the embeddings client cannot be built.
     pub fn new(ctx: Ctx) -> anyhow::Result<Self> {
@@ -108,7 +112,7 @@ pub struct Routed {
 impl Handler for Router {
     const STAGE: Stage = Stage::Router;
     type Prepared = Decision;
-    type After = ();
+    type After = Decided;
     // `prepare` only reads; the commit's idempotency record catches a duplicate.
     const PRECHECK_DUPLICATES: bool = false;
 
@@ -217,17 +221,27 @@ impl Handler for Router {
         env: &Envelope,
         decision: Decision,
         tx: &Transaction<'_>,
-    ) -> Result<(Vec<Envelope>, ()), StageError> {
-        let out = match decision {
+    ) -> Result<(Vec<Envelope>, Decided), StageError> {
+        match decision {
             Decision::Api {
                 inbound,
                 messages,
                 tools,
-            } => self.commit_api(env, inbound, messages, tools, tx).await?,
-            Decision::Signup { inbound } => self.commit_signup(env, inbound, tx).await?,
-            Decision::Route(r) => self.commit_route(env, *r, tx).await?,
-        };
-        Ok((out, ()))
+            } => self.commit_api(env, inbound, messages, tools, tx).await,
+            Decision::Signup { inbound } => self.commit_signup(env, inbound, tx).await,
+            Decision::Route(r) => self.commit_route(env, *r, tx).await,
+        }
+    }
+
+    /// Counted once the commit holds: a group that is rolled back and redone message by
+    /// message must not count its decisions twice.
+    async fn after_commit(&self, _env: &Envelope, decided: Decided) {
+        self.decided(decided);
+    }
+
+    /// A platform message routed already under another run (a lost dedupe key).
+    fn on_duplicate(&self, _env: &Envelope, _why: &'static str) {
+        self.decided("duplicate");
     }
 }
 
@@ -277,11 +291,11 @@ impl Router {
         let created = runs::create(tx, &new_run(env, inbound, tier, input_text)).await?;
         if !created {
             tracing::info!("run already exists for this message; nothing to route");
-            self.decided("duplicate");
         }
         Ok(created)
     }
 
+    /// Count a routing decision in `hermes_router_decisions_total`.
     fn decided(&self, decision: &str) {
         self.ctx
             .metrics
@@ -295,22 +309,18 @@ impl Router {
         env: &Envelope,
         inbound: Inbound,
         tx: &Transaction<'_>,
-    ) -> Result<Vec<Envelope>, StageError> {
+    ) -> Result<(Vec<Envelope>, Decided), StageError> {
         let text = inbound.event.text.as_deref();
         if !self.create_run(env, &inbound, Tier::Free, text, tx).await? {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), "duplicate"));
         }
         let settings = &self.ctx.config.file.router;
         let prompt = settings
             .signup_prompt
             .replace("{signup_url}", &settings.signup_url);
         tracing::info!("unknown or inactive sender: signup prompt");
-        self.decided("signup");
-        Ok(vec![env.follow(&Reply::notice(
-            inbound.reply_to(),
-            FinishReason::SignupRequired,
-            prompt,
-        ))])
+        let notice = Reply::notice(inbound.reply_to(), FinishReason::SignupRequired, prompt);
+        Ok((vec![env.follow(&notice)], "signup"))
     }
 
     /// The tier's chain of logical models.

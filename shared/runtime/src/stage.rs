@@ -105,6 +105,12 @@ pub trait Handler: Send + Sync + 'static {
         tx: &Transaction<'_>,
     ) -> impl Future<Output = Result<(Vec<Envelope>, Self::After), StageError>> + Send;
 
+    /// Told once a message's commit found it a duplicate (`StageError::Duplicate`), after any
+    /// group retry: the final word on it, e.g. to count it once.
+    fn on_duplicate(&self, env: &Envelope, why: &'static str) {
+        let _ = (env, why);
+    }
+
     /// Side effects that must follow the commit (telling a waiting caller). Runs before
     /// the ack; best effort, because the truth is already committed.
     fn after_commit(&self, env: &Envelope, after: Self::After) -> impl Future<Output = ()> + Send {
@@ -268,15 +274,17 @@ async fn handle<H: Handler>(
                 }
                 Ok(false) => {}
                 Err(e) => {
-                    return dispose::<H>(ctx, env, e.into(), deliveries, Phase::Prepare).await;
+                    return dispose(ctx, handler, env, e.into(), deliveries, Phase::Prepare).await;
                 }
             },
-            Err(e) => return dispose::<H>(ctx, env, e.into(), deliveries, Phase::Prepare).await,
+            Err(e) => {
+                return dispose(ctx, handler, env, e.into(), deliveries, Phase::Prepare).await;
+            }
         }
     }
     let prepared = match handler.prepare(env).await {
         Ok(p) => p,
-        Err(e) => return dispose::<H>(ctx, env, e, deliveries, Phase::Prepare).await,
+        Err(e) => return dispose(ctx, handler, env, e, deliveries, Phase::Prepare).await,
     };
     let committed = match commit {
         Commit::Alone => commit_alone(handler, env, prepared, ctx, consumer).await,
@@ -292,7 +300,7 @@ async fn handle<H: Handler>(
             Disposition::Ack("duplicate")
         }
         // Alone or grouped, a commit's error maps like any other.
-        Err(e) => dispose::<H>(ctx, env, e, deliveries, Phase::Commit).await,
+        Err(e) => dispose(ctx, handler, env, e, deliveries, Phase::Commit).await,
     }
 }
 
@@ -310,6 +318,7 @@ enum Phase {
 /// to an outside peer scheduled for a later attempt or parked with its reason.
 async fn dispose<H: Handler>(
     ctx: &Ctx,
+    handler: &H,
     env: &Envelope,
     error: StageError,
     deliveries: u32,
@@ -318,6 +327,7 @@ async fn dispose<H: Handler>(
     match error {
         e @ StageError::Transient(_) => transient(e, deliveries).await,
         StageError::Duplicate(why) => {
+            handler.on_duplicate(env, why);
             match phase {
                 Phase::Prepare => tracing::info!(why, "duplicate message skipped"),
                 Phase::Commit => tracing::info!(why, "duplicate message skipped at commit"),

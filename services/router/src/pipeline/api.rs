@@ -7,7 +7,7 @@ use hermes_runtime::stage::StageError;
 use hermes_types::envelope::Envelope;
 use hermes_types::model::{ChatMessage, Inbound, LlmRequest, Role, Tier, ToolSpec};
 
-use super::{Decision, Router};
+use super::{Decided, Decision, Router};
 use crate::messages;
 
 impl Router {
@@ -37,7 +37,7 @@ impl Router {
         messages: Vec<ChatMessage>,
         tools: Vec<ToolSpec>,
         tx: &Transaction<'_>,
-    ) -> Result<Vec<Envelope>, StageError> {
+    ) -> Result<(Vec<Envelope>, Decided), StageError> {
         let tier = self.ctx.config.file.api.tier;
         let input_text = messages
             .iter()
@@ -48,13 +48,12 @@ impl Router {
             .create_run(env, &inbound, tier, input_text.as_deref(), tx)
             .await?
         {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), "duplicate"));
         }
         tracing::info!(tier = tier.as_str(), tools = tools.len(), "run routed");
-        self.decided("routed");
         let chain = self.tier_chain(tier);
         let request = api_request(inbound, tier, chain, messages, tools);
-        Ok(vec![env.follow(&request)])
+        Ok((vec![env.follow(&request)], "routed"))
     }
 }
 

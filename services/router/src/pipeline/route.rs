@@ -14,7 +14,7 @@ use hermes_types::model::{
     AgentWake, Exchange, FinishReason, LlmRequest, Reply, Tier, ToolPolicy, ToolSpec,
 };
 
-use super::{Routed, Router, new_run};
+use super::{Decided, Routed, Router, new_run};
 use crate::soul::{self, Persona};
 use crate::{dispatch, messages, tool_gate};
 
@@ -43,10 +43,13 @@ impl Router {
         env: &Envelope,
         r: Routed,
         tx: &Transaction<'_>,
-    ) -> Result<Vec<Envelope>, StageError> {
+    ) -> Result<(Vec<Envelope>, Decided), StageError> {
         let credits_charged = match self.charge_credit(env, &r, tx).await? {
             Ok(cost) => cost,
-            Err(balance) => return self.commit_upgrade_prompt(env, &r, balance, tx).await,
+            Err(balance) => {
+                let prompt = self.commit_upgrade_prompt(env, &r, balance, tx).await?;
+                return Ok((prompt, "upgrade"));
+            }
         };
         let session = self.continue_session(&r, tx).await?;
         let chosen = self.choose_agent(&r, tx).await?;
@@ -60,12 +63,15 @@ impl Router {
         };
         self.record_routed_run(env, &r, &assignment, tx).await?;
         if let Some(a) = assignment.agent().filter(|a| a.kind == AgentKind::External) {
-            return Ok(vec![
-                self.wake_external_agent(env, &r, a, &assignment, tx)
-                    .await?,
-            ]);
+            let wake = self
+                .wake_external_agent(env, &r, a, &assignment, tx)
+                .await?;
+            return Ok((vec![wake], "external"));
         }
-        Ok(vec![env.follow(&self.model_request(r, &assignment))])
+        Ok((
+            vec![env.follow(&self.model_request(r, &assignment))],
+            "routed",
+        ))
     }
 
     /// Step 2, the credit, under the user's row lock so concurrent messages never
@@ -123,7 +129,6 @@ impl Router {
             },
         )
         .await?;
-        self.decided("upgrade");
         let prompt = settings
             .upgrade_prompt
             .replace("{referral_code}", &user.referral_code)
@@ -208,7 +213,6 @@ impl Router {
         )
         .await?;
         if !created {
-            self.decided("duplicate");
             return Err(StageError::Duplicate("the run exists already"));
         }
         Ok(())
@@ -230,7 +234,6 @@ impl Router {
             agent = agent.profile_key,
             "run dispatched to an external agent"
         );
-        self.decided("external");
         Ok(env.follow(&AgentWake {
             delivery_id,
             agent_id: agent.id,
@@ -273,7 +276,6 @@ impl Router {
             dispatch = a.chosen.dispatch.mode.as_str(),
             "run routed"
         );
-        self.decided("routed");
         LlmRequest {
             tools,
             requested_model: r.inbound.requested_model.clone(),
