@@ -312,6 +312,13 @@ async fn one_platform_message_makes_one_run_even_past_the_redis_dedupe() {
     assert_eq!(runs, 1);
     let emitted = count(&db, "SELECT count(*) FROM outbox WHERE stage = 'llm'", &[]).await;
     assert_eq!(emitted, 1, "the duplicate reaches no model");
+    // One credit charged and counted, however the two commits were grouped and redone.
+    assert!(
+        fleet
+            .metrics()
+            .await
+            .contains("hermes_credits_total{reason=\"charge\"} 1")
+    );
     bus.close().await;
     fleet.stop().await.unwrap();
 }

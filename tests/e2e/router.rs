@@ -127,7 +127,8 @@ async fn the_router_alone_answers_an_unknown_sender_with_the_signup_prompt() {
     .await;
     let msg = Envelope::new(RunId::new(), None, &rest("stranger", "hello?"));
     let (emitted, decided) = harness.handle(&msg).await.unwrap();
-    assert_eq!(decided, "signup");
+    assert_eq!(decided.decision, "signup");
+    assert_eq!(decided.credits_charged, 0);
     assert_eq!(emitted.len(), 1, "one reply, no model call");
     assert_eq!(emitted[0].kind.stage(), hermes_bus::Stage::Delivery);
     assert!(

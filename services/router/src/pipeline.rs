@@ -44,9 +44,24 @@ pub struct Router {
     presence: dispatch::Presence,
 }
 
-/// The routing decision a commit took (`routed`, `external`, `upgrade`, `signup`,
-/// `duplicate`), counted after the commit holds.
-type Decided = &'static str;
+/// What one message's commit decided, counted only once the commit holds: a commit group
+/// that is rolled back and redone message by message must not count anything twice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decided {
+    /// `routed`, `external`, `upgrade`, `signup` or `duplicate`.
+    pub decision: &'static str,
+    /// Credits the commit charged (0 when none).
+    pub credits_charged: i64,
+}
+
+impl Decided {
+    fn uncharged(decision: &'static str) -> Self {
+        Self {
+            decision,
+            credits_charged: 0,
+        }
+    }
+}
 
 impl Router {
     /// The router as configured. Fails when the embeddings client cannot be built.
@@ -236,7 +251,14 @@ impl Handler for Router {
     /// Counted once the commit holds: a group that is rolled back and redone message by
     /// message must not count its decisions twice.
     async fn after_commit(&self, _env: &Envelope, decided: Decided) {
-        self.decided(decided);
+        self.decided(decided.decision);
+        if decided.credits_charged > 0 {
+            self.ctx
+                .metrics
+                .credits
+                .with_label_values(&["charge"])
+                .inc_by(decided.credits_charged as u64);
+        }
     }
 
     /// A platform message routed already under another run (a lost dedupe key).
@@ -312,7 +334,7 @@ impl Router {
     ) -> Result<(Vec<Envelope>, Decided), StageError> {
         let text = inbound.event.text.as_deref();
         if !self.create_run(env, &inbound, Tier::Free, text, tx).await? {
-            return Ok((Vec::new(), "duplicate"));
+            return Ok((Vec::new(), Decided::uncharged("duplicate")));
         }
         let settings = &self.ctx.config.file.router;
         let prompt = settings
@@ -320,7 +342,7 @@ impl Router {
             .replace("{signup_url}", &settings.signup_url);
         tracing::info!("unknown or inactive sender: signup prompt");
         let notice = Reply::notice(inbound.reply_to(), FinishReason::SignupRequired, prompt);
-        Ok((vec![env.follow(&notice)], "signup"))
+        Ok((vec![env.follow(&notice)], Decided::uncharged("signup")))
     }
 
     /// The tier's chain of logical models.

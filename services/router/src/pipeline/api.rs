@@ -48,12 +48,12 @@ impl Router {
             .create_run(env, &inbound, tier, input_text.as_deref(), tx)
             .await?
         {
-            return Ok((Vec::new(), "duplicate"));
+            return Ok((Vec::new(), Decided::uncharged("duplicate")));
         }
         tracing::info!(tier = tier.as_str(), tools = tools.len(), "run routed");
         let chain = self.tier_chain(tier);
         let request = api_request(inbound, tier, chain, messages, tools);
-        Ok((vec![env.follow(&request)], "routed"))
+        Ok((vec![env.follow(&request)], Decided::uncharged("routed")))
     }
 }
 

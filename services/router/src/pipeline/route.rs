@@ -48,7 +48,7 @@ impl Router {
             Ok(cost) => cost,
             Err(balance) => {
                 let prompt = self.commit_upgrade_prompt(env, &r, balance, tx).await?;
-                return Ok((prompt, "upgrade"));
+                return Ok((prompt, Decided::uncharged("upgrade")));
             }
         };
         let session = self.continue_session(&r, tx).await?;
@@ -66,11 +66,19 @@ impl Router {
             let wake = self
                 .wake_external_agent(env, &r, a, &assignment, tx)
                 .await?;
-            return Ok((vec![wake], "external"));
+            let decided = Decided {
+                decision: "external",
+                credits_charged,
+            };
+            return Ok((vec![wake], decided));
         }
+        let decided = Decided {
+            decision: "routed",
+            credits_charged,
+        };
         Ok((
             vec![env.follow(&self.model_request(r, &assignment))],
-            "routed",
+            decided,
         ))
     }
 
@@ -89,11 +97,6 @@ impl Router {
             credits::Charge::Insufficient { balance } => return Ok(Err(balance)),
             credits::Charge::Charged { .. } | credits::Charge::AlreadyCharged => {}
         }
-        self.ctx
-            .metrics
-            .credits
-            .with_label_values(&["charge"])
-            .inc_by(cost as u64);
         Ok(Ok(cost))
     }
 
