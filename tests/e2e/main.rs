@@ -6,6 +6,7 @@ mod channels;
 mod delivery;
 mod deploy;
 mod docs;
+mod faults;
 mod ingest;
 mod lifecycle;
 mod llm;

@@ -18,6 +18,32 @@ use crate::{Fleet, KEY, chaos};
 /// The API key the OpenAI-compatible fake of [`TestEnv::openai_mock`] is called with.
 pub const OPENAI_KEY: &str = "sk-test-provider";
 
+/// A server a test can put behind a [`chaos::ChaosProxy`] ([`TestEnv::behind_proxy`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Server {
+    Postgres,
+    Redis,
+    Broker,
+}
+
+impl Server {
+    fn var(self) -> &'static str {
+        match self {
+            Server::Postgres => "DATABASE_URL",
+            Server::Redis => "REDIS_URL",
+            Server::Broker => "AMQP_URL",
+        }
+    }
+
+    fn default_port(self) -> u16 {
+        match self {
+            Server::Postgres => 5432,
+            Server::Redis => 6379,
+            Server::Broker => 5672,
+        }
+    }
+}
+
 /// One test's private corner of the shared servers.
 pub struct TestEnv {
     pub ns: String,
@@ -101,23 +127,39 @@ impl TestEnv {
 
     /// Route this test's broker connections through a [`chaos::ChaosProxy`].
     pub async fn broker_behind_proxy(&mut self) -> chaos::ChaosProxy {
-        let amqp = url::Url::parse(&self.vars["AMQP_URL"]).expect("AMQP_URL is a URL");
+        self.behind_proxy(Server::Broker).await
+    }
+
+    /// Route this test's connections to `server` through a [`chaos::ChaosProxy`], so the test
+    /// can take it away from the fleet without touching the server other tests share. The
+    /// test's own handles made before this call ([`TestEnv::db`] after it goes through the
+    /// proxy too; [`TestEnv::direct_db`] never does).
+    pub async fn behind_proxy(&mut self, server: Server) -> chaos::ChaosProxy {
+        let var = server.var();
+        let mut url = url::Url::parse(&self.vars[var]).expect("server URL is a URL");
         let target = format!(
             "{}:{}",
-            amqp.host_str().unwrap_or("127.0.0.1"),
-            amqp.port().unwrap_or(5672)
+            url.host_str().unwrap_or("127.0.0.1"),
+            url.port().unwrap_or(server.default_port())
         );
         let target = tokio::net::lookup_host(target)
             .await
             .unwrap()
             .next()
-            .expect("broker address");
+            .expect("server address");
         let proxy = chaos::ChaosProxy::start(target).await;
-        self.set(
-            "AMQP_URL",
-            &format!("amqp://guest:guest@{}/%2f", proxy.addr),
-        );
+        url.set_ip_host(proxy.addr.ip())
+            .expect("URL takes an IP host");
+        url.set_port(Some(proxy.addr.port()))
+            .expect("URL takes a port");
+        self.set(var, url.as_str());
         proxy
+    }
+
+    /// A pool on this test's database that never goes through a proxy (to read the truth
+    /// while the fleet's way to PostgreSQL is cut).
+    pub fn direct_db(&self) -> Db {
+        Db::new(&SecretString::from(url_with_db(&self.db_name)), 4).unwrap()
     }
 
     /// A pool on this test's database.

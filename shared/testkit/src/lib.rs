@@ -10,16 +10,18 @@ mod env;
 pub mod fakes;
 mod fleet;
 mod harness;
+mod killable;
 mod process;
 mod wait;
 
 pub use builder::{TestFleet, TestFleetBuilder};
 pub use db::{count, pg_base};
 pub use env::OPENAI_KEY;
-pub use env::TestEnv;
+pub use env::{Server, TestEnv};
 pub use fakes::{api_inbound, drain, metric, openai_answer, openai_tool_call, rest_inbound, send};
 pub use fleet::Fleet;
 pub use harness::StageHarness;
+pub use killable::KillableFleet;
 pub use process::{everything_server_toml, free_port, hermes_bin};
 pub use wait::eventually;
 
