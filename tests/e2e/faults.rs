@@ -162,6 +162,8 @@ async fn a_ledgered_run_through_kills_stops_and_outages_loses_and_doubles_nothin
         .set("TELEGRAM_BOT_TOKEN", TG_TOKEN)
         .set("TELEGRAM_API_BASE_URL", &api.uri())
         .set("HERMES_SEND_PAUSES_MS", "10,10,10")
+        // A reply held back by a chat's pace waits seconds, not minutes, for its next try.
+        .set("HERMES_DELIVERY_RETRY_DELAYS", "1,2,5,10")
         // The grace of a stop is short: what does not finish in it is handed back.
         .set("HERMES_SHUTDOWN_GRACE_SECS", "5")
         // Each user sends a burst; the per-sender limit has tests of its own.
