@@ -13,6 +13,7 @@ mod llm;
 mod outbox;
 mod rest;
 mod router;
+mod shutdown;
 mod streaming;
 mod testkit;
 mod thin_path;

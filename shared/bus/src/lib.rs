@@ -453,6 +453,10 @@ impl Bus {
         let mut generation = self.inner.generation.subscribe();
         let mut in_flight = JoinSet::new();
         let permits = Arc::new(Semaphore::new(usize::from(prefetch)));
+        // The channel the in-flight deliveries came on. It must outlive them: dropping it
+        // closes it, and the broker would hand their messages to another replica while they
+        // still run here (a second model call, a second send). Kept until they finished.
+        let mut current: Option<Channel> = None;
         'outer: loop {
             if stop.is_cancelled() {
                 break;
@@ -489,6 +493,8 @@ impl Bus {
             };
             tracing::info!(queue, prefetch, "consuming");
             generation.borrow_and_update();
+            // A re-subscription replaces a channel that is already gone with its connection.
+            current = Some(channel.clone());
             loop {
                 tokio::select! {
                     _ = stop.cancelled() => {
@@ -529,6 +535,9 @@ impl Bus {
             tracing::info!(queue, pending, "stopping: finishing in-flight messages");
         }
         while in_flight.join_next().await.is_some() {}
+        if let Some(channel) = current.take() {
+            let _ = channel.close(200, "consumer stopped".into()).await;
+        }
         tracing::info!(queue, "consumer stopped");
     }
 

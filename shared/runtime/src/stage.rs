@@ -223,12 +223,23 @@ async fn process<H: Handler>(
         }
     };
     let outcome = match disposition {
-        Disposition::Ack(outcome) => {
-            if let Err(e) = delivery.acker.ack(BasicAckOptions::default()).await {
-                tracing::warn!(queue, ?run_id, error = %e, "ack failed; the message will be redelivered");
+        Disposition::Ack(outcome) => match delivery.acker.ack(BasicAckOptions::default()).await {
+            Ok(true) => outcome,
+            // The channel went away first: the broker redelivers the message, and the
+            // idempotency record makes that copy a duplicate.
+            Ok(false) => {
+                tracing::warn!(
+                    queue,
+                    ?run_id,
+                    "ack not sent (channel closed); the message will be redelivered"
+                );
+                "ack_lost"
             }
-            outcome
-        }
+            Err(e) => {
+                tracing::warn!(queue, ?run_id, error = %e, "ack failed; the message will be redelivered");
+                "ack_lost"
+            }
+        },
         Disposition::Requeue => {
             let _ = delivery
                 .acker

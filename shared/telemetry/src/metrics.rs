@@ -180,7 +180,7 @@ impl Metrics {
         let bus_messages = counter_vec(
             &r,
             "hermes_bus_messages_total",
-            "Consumed messages by queue and outcome (acked, duplicate, requeued, rejected).",
+            "Consumed messages by queue and outcome (acked, duplicate, requeued, rejected, parked, retry_scheduled; ack_lost when the ack could not be sent and the broker will redeliver).",
             &["queue", "outcome"],
         );
         let queue_messages = gauge_vec(

@@ -1,0 +1,79 @@
+//! Stopping a consumer hands nothing back that is still being worked on: the messages in
+//! flight finish and are acked on the channel they came on (docs/architecture.md, graceful
+//! shutdown), so no other replica gets them while they still run here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use hermes_bus::Stage;
+use hermes_testkit::{TestEnv, send};
+use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
+use lapin::types::FieldTable;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_consumer_keeps_its_channel_until_the_message_in_flight_is_acked() {
+    let env = TestEnv::new().await;
+    let bus = env.bus().await;
+    let observer = env.bus().await;
+    let queue = bus.names().queue(Stage::Router);
+    send(&bus, "u1", "in flight during a stop").await;
+
+    let started = Arc::new(Notify::new());
+    let release = Arc::new(Notify::new());
+    let stop = CancellationToken::new();
+    let consumer = {
+        let (bus, stop) = (bus.clone(), stop.clone());
+        let (started, release) = (started.clone(), release.clone());
+        tokio::spawn(async move {
+            bus.consume(Stage::Router, 1, stop, move |delivery| {
+                let (started, release) = (started.clone(), release.clone());
+                async move {
+                    started.notify_one();
+                    release.notified().await;
+                    let sent = delivery.acker.ack(BasicAckOptions::default()).await;
+                    assert!(sent.expect("ack sent"), "the ack reached the channel");
+                }
+            })
+            .await
+        })
+    };
+    started.notified().await;
+    // A second replica consumes the same queue.
+    let channel = observer.channel().await.unwrap();
+    channel
+        .basic_qos(1, BasicQosOptions::default())
+        .await
+        .unwrap();
+    let mut replica = channel
+        .basic_consume(
+            queue.clone().into(),
+            "replica".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    stop.cancel();
+    // While the first consumer still works on the message, the replica must not get it
+    // (before the fix it arrived within milliseconds of the stop). A correct consumer never
+    // fails this, however slow the machine.
+    let redelivered = tokio::time::timeout(Duration::from_secs(2), replica.next()).await;
+    assert!(
+        redelivered.is_err(),
+        "the message in flight was handed to another replica during the stop"
+    );
+    release.notify_one();
+    consumer.await.unwrap();
+    // The consumer closed its channel after the ack, so the broker has processed it.
+    let (ready, _) = observer.queue_stats(&queue).await.unwrap();
+    assert_eq!(
+        ready, 0,
+        "the message went back to the queue instead of being acked"
+    );
+    let _ = channel.close(200, "done".into()).await;
+    bus.close().await;
+    observer.close().await;
+}
