@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use hermes::Service;
 use hermes_bus::Stage;
-use hermes_testkit::{KillableFleet, Server, TestEnv, count, eventually};
+use hermes_testkit::{KillableFleet, Server, TestEnv, count};
 use hermes_types::model::Platform;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
