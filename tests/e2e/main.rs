@@ -10,6 +10,7 @@ mod faults;
 mod ingest;
 mod lifecycle;
 mod llm;
+mod outage;
 mod outbox;
 mod rest;
 mod router;

@@ -141,6 +141,10 @@ pub struct Config {
     pub max_in_flight: usize,
     pub shutdown_grace: Duration,
     pub db_pool_size: usize,
+    /// `statement_timeout` of the services' pooled connections.
+    pub db_statement_timeout: Duration,
+    /// `idle_in_transaction_session_timeout` of the services' pooled connections.
+    pub db_idle_in_tx_timeout: Duration,
     pub bus: BusSettings,
     pub channels: ChannelSecrets,
     /// Default per-sender inbound limit (platforms may override in the file).

@@ -33,6 +33,8 @@ impl Config {
         let log_format = r.get(&process::HERMES_LOG_FORMAT);
         let shutdown_grace = r.get(&process::HERMES_SHUTDOWN_GRACE_SECS);
         let db_pool_size = r.get(&process::HERMES_DB_POOL_SIZE);
+        let db_statement_timeout = r.get(&process::HERMES_DB_STATEMENT_TIMEOUT_SECS);
+        let db_idle_in_tx_timeout = r.get(&process::HERMES_DB_IDLE_IN_TX_TIMEOUT_SECS);
         let api_server_key = r.get(&ingest::API_SERVER_KEY);
         let run_timeout = r.get(&ingest::HERMES_RUN_TIMEOUT_SECS);
         let max_body_bytes = r.get(&ingest::HERMES_MAX_BODY_BYTES);
@@ -80,6 +82,8 @@ impl Config {
                 max_in_flight: max_in_flight?,
                 shutdown_grace: shutdown_grace?,
                 db_pool_size: db_pool_size?,
+                db_statement_timeout: db_statement_timeout?,
+                db_idle_in_tx_timeout: db_idle_in_tx_timeout?,
                 bus: bus?,
                 channels: channels?,
                 inbound_rate: RateLimit {

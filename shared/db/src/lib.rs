@@ -51,6 +51,56 @@ pub enum DbError {
     Invalid(String),
 }
 
+impl DbError {
+    /// Is PostgreSQL (or the way to it) unavailable, rather than this statement wrong? A
+    /// connection that cannot be made or was lost, a pool with nothing to give, a server
+    /// starting up, shutting down or out of connections. Constraint violations, bad SQL and
+    /// statement timeouts are not: they belong to the message that caused them
+    /// (docs/architecture.md, poison and outages).
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            DbError::Pool(deadpool_postgres::PoolError::Backend(e)) | DbError::Query(e) => {
+                pg_unavailable(e)
+            }
+            DbError::Pool(_) => true,
+            _ => false,
+        }
+    }
+}
+
+fn pg_unavailable(e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    if e.is_closed() {
+        return true;
+    }
+    match e.code() {
+        Some(code) => {
+            code.code().starts_with("08")
+                || [
+                    SqlState::ADMIN_SHUTDOWN,
+                    SqlState::CRASH_SHUTDOWN,
+                    SqlState::CANNOT_CONNECT_NOW,
+                    SqlState::TOO_MANY_CONNECTIONS,
+                ]
+                .contains(code)
+        }
+        // No server error: the socket (refused, reset, timed out) is an outage; a value
+        // that does not convert is a bug of ours, not one.
+        None => {
+            let text = e.to_string();
+            [
+                "error connecting",
+                "error communicating",
+                "timeout waiting",
+                "connection closed",
+            ]
+            .iter()
+            .any(|p| text.starts_with(p))
+                || std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
+        }
+    }
+}
+
 /// `sql` prepared once per pooled connection: hot statements then skip the parse and plan
 /// round trip that an unprepared query costs on every call.
 pub async fn stmt(c: &impl GenericClient, sql: &str) -> Result<tokio_postgres::Statement, DbError> {
@@ -70,6 +120,13 @@ fn pool_detail(e: &deadpool_postgres::PoolError) -> String {
         deadpool_postgres::PoolError::Backend(pg) => pg_detail(pg),
         other => other.to_string(),
     }
+}
+
+/// Server-side bounds on a pooled session.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionLimits {
+    pub statement: Duration,
+    pub idle_in_transaction: Duration,
 }
 
 /// The connection pool, cheap to clone.
@@ -118,8 +175,28 @@ impl Db {
 
     /// Build a pool (lazy: no connection is made until first use).
     pub fn new(url: &SecretString, size: usize) -> Result<Self, DbError> {
+        Self::with_limits(url, size, None)
+    }
+
+    /// A pool whose sessions carry a `statement_timeout` and an
+    /// `idle_in_transaction_session_timeout` (the services' pools; operator commands such as
+    /// `hermes migrate` run unbounded).
+    pub fn with_limits(
+        url: &SecretString,
+        size: usize,
+        limits: Option<SessionLimits>,
+    ) -> Result<Self, DbError> {
         let mut config =
             tokio_postgres::Config::from_str(url.expose_secret()).map_err(DbError::Url)?;
+        if let Some(l) = limits {
+            let mut options = config.get_options().unwrap_or_default().to_string();
+            options.push_str(&format!(
+                " -c statement_timeout={} -c idle_in_transaction_session_timeout={}",
+                l.statement.as_millis(),
+                l.idle_in_transaction.as_millis()
+            ));
+            config.options(options.trim());
+        }
         config.connect_timeout(Duration::from_secs(5));
         if config.get_application_name().is_none() {
             config.application_name("hermes");

@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 
 use crate::admin::Readiness;
+use crate::outages::Outages;
 use crate::shutdown::Fatal;
 use hermes_alerts::Alerts;
 use hermes_bus::{Bus, Names};
@@ -15,6 +16,18 @@ use hermes_cache::Cache;
 use hermes_config::Config;
 use hermes_db::Db;
 use hermes_telemetry::Metrics;
+
+/// The services' pool: every session bounded by the configured statement and idle timeouts.
+fn service_pool(config: &Config) -> Result<Db, hermes_db::DbError> {
+    Db::with_limits(
+        &config.database_url,
+        config.db_pool_size,
+        Some(hermes_db::SessionLimits {
+            statement: config.db_statement_timeout,
+            idle_in_transaction: config.db_idle_in_tx_timeout,
+        }),
+    )
+}
 
 /// Handles shared by the services of one process. Cheap to clone.
 #[derive(Clone)]
@@ -28,6 +41,8 @@ pub struct Ctx {
     pub alerts: Alerts,
     pub readiness: Readiness,
     pub fatal: Fatal,
+    /// Which dependencies are down; stages hold their messages while one is.
+    pub outages: Outages,
     /// Cancelled when this service must stop taking new work.
     pub stop: CancellationToken,
 }
@@ -38,7 +53,7 @@ impl Ctx {
     /// The broker is retried for up to `HERMES_BUS_RECONNECT_SECS` (it may start after us
     /// in compose or Kubernetes); a schema older than this build stops the process.
     pub async fn connect(config: Config, metrics: Metrics) -> anyhow::Result<Self> {
-        let db = Db::new(&config.database_url, config.db_pool_size)?;
+        let db = service_pool(&config)?;
         db.check_schema().await.context("PostgreSQL")?;
         let names = Names::new(config.namespace.clone());
         let started = Instant::now();
@@ -65,7 +80,7 @@ impl Ctx {
     /// A context whose bus handle never connects (publishes fail with `NotConnected`), for
     /// driving a stage's `prepare` and `commit` directly, with no broker at all.
     pub async fn without_broker(config: Config, metrics: Metrics) -> anyhow::Result<Self> {
-        let db = Db::new(&config.database_url, config.db_pool_size)?;
+        let db = service_pool(&config)?;
         db.check_schema().await.context("PostgreSQL")?;
         let bus = Bus::unconnected(
             config.amqp_url.clone(),
@@ -80,6 +95,7 @@ impl Ctx {
     fn assemble(config: Config, metrics: Metrics, db: Db, bus: Bus) -> anyhow::Result<Self> {
         let cache = Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone())?;
         let alerts = Alerts::new(&config.alerts, cache.clone(), metrics.clone());
+        let outages = Outages::new(db.clone(), metrics.clone(), alerts.clone());
         Ok(Self {
             config: Arc::new(config),
             db,
@@ -89,6 +105,7 @@ impl Ctx {
             alerts,
             readiness: Readiness::default(),
             fatal: Fatal::new(),
+            outages,
             stop: CancellationToken::new(),
         })
     }

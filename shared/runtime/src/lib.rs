@@ -6,6 +6,7 @@
 pub mod admin;
 pub mod context;
 pub mod http;
+pub mod outages;
 pub mod relay;
 pub mod shutdown;
 pub mod stage;

@@ -25,6 +25,7 @@ use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
 use tracing::Instrument;
 
 use crate::context::Ctx;
+use crate::outages::Dependency;
 use hermes_alerts::AlertKind;
 use hermes_bus::{BusError, Outgoing, Stage, delay_label, delivery_count};
 use hermes_db::{Transaction, outbox};
@@ -46,9 +47,18 @@ pub const FAILURE_DETAIL_HEADER: &str = "x-hermes-failure-detail";
 /// Why a stage could not process a message.
 #[derive(Debug, thiserror::Error)]
 pub enum StageError {
-    /// Worth retrying (a dependency is down): the message is requeued.
+    /// Worth retrying (a failure of this message that may pass): the message is requeued
+    /// after a pause, and the queue's delivery limit parks it if it keeps failing.
     #[error("transient: {0:#}")]
     Transient(anyhow::Error),
+    /// A dependency is down, which is not the message's fault: the message is held unacked
+    /// (spending none of its delivery budget) until the dependency is back, then processed
+    /// again (`outages.rs`).
+    #[error("{dependency} unavailable: {error:#}")]
+    Unavailable {
+        dependency: Dependency,
+        error: anyhow::Error,
+    },
     /// Will never succeed (malformed payload): the message is parked now.
     #[error("poison: {0:#}")]
     Poison(anyhow::Error),
@@ -67,7 +77,14 @@ pub enum StageError {
 
 impl From<hermes_db::DbError> for StageError {
     fn from(e: hermes_db::DbError) -> Self {
-        StageError::Transient(e.into())
+        if e.is_unavailable() {
+            StageError::Unavailable {
+                dependency: Dependency::Postgres,
+                error: e.into(),
+            }
+        } else {
+            StageError::Transient(e.into())
+        }
     }
 }
 
@@ -123,6 +140,8 @@ enum Disposition {
     Ack(&'static str),
     Requeue,
     Reject,
+    /// Keep the message unacked until `Dependency` is back, then process it again.
+    Hold(Dependency),
 }
 
 /// How a message's commit reaches its transaction.
@@ -216,7 +235,7 @@ async fn process<H: Handler>(
                 trace_id = env.traceparent.as_ref().map(|t| t.trace_id().to_string()).unwrap_or_default(),
             );
             let run_id = env.run_id;
-            let d = handle(ctx, handler, commit, &env, delivery_count(&delivery))
+            let d = handle_held(ctx, handler, commit, &env, delivery_count(&delivery))
                 .instrument(span)
                 .await;
             (d, Some(run_id))
@@ -240,7 +259,8 @@ async fn process<H: Handler>(
                 "ack_lost"
             }
         },
-        Disposition::Requeue => {
+        // `handle_held` resolves a hold itself; one left over is handed back like a requeue.
+        Disposition::Requeue | Disposition::Hold(_) => {
             let _ = delivery
                 .acker
                 .nack(BasicNackOptions {
@@ -266,6 +286,48 @@ async fn process<H: Handler>(
         .stage_duration
         .with_label_values(&[stage])
         .observe(started.elapsed().as_secs_f64());
+}
+
+/// [`handle`], holding the message while a dependency it needs is down: it waits for the
+/// dependency before it starts and after each outage, and goes back to the queue (handed
+/// back, not failed) only if the stage stops meanwhile.
+async fn handle_held<H: Handler>(
+    ctx: &Ctx,
+    handler: &H,
+    commit: &Commit<H>,
+    env: &Envelope,
+    deliveries: u32,
+) -> Disposition {
+    loop {
+        if !ctx.outages.is_up(Dependency::Postgres)
+            && !hold(ctx, H::STAGE, Dependency::Postgres).await
+        {
+            return Disposition::Requeue;
+        }
+        match handle(ctx, handler, commit, env, deliveries).await {
+            Disposition::Hold(dependency) => {
+                if !hold(ctx, H::STAGE, dependency).await {
+                    return Disposition::Requeue;
+                }
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Wait, counted as held, until `dependency` is up; `false` when the stage stops first.
+async fn hold(ctx: &Ctx, stage: Stage, dependency: Dependency) -> bool {
+    let held = ctx
+        .metrics
+        .held_messages
+        .with_label_values(&[stage.as_str(), dependency.as_str()]);
+    held.inc();
+    let up = ctx.outages.wait_up(dependency, &ctx.stop).await;
+    held.dec();
+    if !up {
+        tracing::info!(%dependency, "stopping while the dependency is down: handing the message back");
+    }
+    up
 }
 
 async fn handle<H: Handler>(
@@ -337,6 +399,11 @@ async fn dispose<H: Handler>(
 ) -> Disposition {
     match error {
         e @ StageError::Transient(_) => transient(e, deliveries).await,
+        StageError::Unavailable { dependency, error } => {
+            tracing::warn!(%dependency, error = %format!("{error:#}"), "dependency unavailable; holding the message");
+            ctx.outages.report_down(dependency);
+            Disposition::Hold(dependency)
+        }
         StageError::Duplicate(why) => {
             handler.on_duplicate(env, why);
             match phase {

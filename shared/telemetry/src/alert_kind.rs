@@ -16,16 +16,19 @@ pub enum AlertKind {
     KillswitchOn,
     /// A soul cache entry could not be dropped: a stale soul may serve up to an hour.
     SoulInvalidationFailed,
+    /// A dependency (PostgreSQL) has been unreachable for a while: stages hold their messages.
+    DependencyDown,
 }
 
 impl AlertKind {
     /// Every kind, so each series of `hermes_alerts_total` exists from the start.
-    pub const ALL: [AlertKind; 5] = [
+    pub const ALL: [AlertKind; 6] = [
         AlertKind::BreakerOpen,
         AlertKind::ParkingQueueGrowth,
         AlertKind::ParkingQueueFull,
         AlertKind::KillswitchOn,
         AlertKind::SoulInvalidationFailed,
+        AlertKind::DependencyDown,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -35,6 +38,7 @@ impl AlertKind {
             AlertKind::ParkingQueueFull => "parking_queue_full",
             AlertKind::KillswitchOn => "killswitch_on",
             AlertKind::SoulInvalidationFailed => "soul_invalidation_failed",
+            AlertKind::DependencyDown => "dependency_down",
         }
     }
 }

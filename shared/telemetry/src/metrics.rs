@@ -32,6 +32,9 @@ pub struct Inner {
     pub commit_batch_size: HistogramVec,
     pub commit_batch_fallbacks: IntCounterVec,
     pub runs: IntCounterVec,
+    pub held_messages: IntGaugeVec,
+    pub dependency_up: IntGaugeVec,
+    pub dependency_outages: IntCounterVec,
     // Outbox.
     pub outbox_published: IntCounter,
     pub outbox_publish_failures: IntCounter,
@@ -240,6 +243,24 @@ impl Metrics {
         )
         .unwrap();
         r.register(Box::new(outbox_lag.clone())).unwrap();
+        let held_messages = gauge_vec(
+            &r,
+            "hermes_stage_held_messages",
+            "Messages a stage holds unacked while a dependency they need is down (docs/operations.md).",
+            &["stage", "dependency"],
+        );
+        let dependency_up = gauge_vec(
+            &r,
+            "hermes_dependency_up",
+            "1 while this process reaches the dependency, 0 while it is down and probed.",
+            &["dependency"],
+        );
+        let dependency_outages = counter_vec(
+            &r,
+            "hermes_dependency_outages_total",
+            "Outages of a dependency seen by this process (each holds messages until it is back).",
+            &["dependency"],
+        );
         let redis_errors = counter_vec(
             &r,
             "hermes_redis_errors_total",
@@ -507,6 +528,9 @@ impl Metrics {
             commit_batch_size,
             commit_batch_fallbacks,
             runs,
+            held_messages,
+            dependency_up,
+            dependency_outages,
             outbox_published,
             outbox_publish_failures,
             outbox_lag,

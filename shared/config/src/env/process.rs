@@ -73,6 +73,18 @@ settings! {
             secret: false,
             help: "PostgreSQL connections per process (at least 2)",
         },
+        HERMES_DB_STATEMENT_TIMEOUT_SECS: Duration {
+            kind: kinds::SECS_ABOVE_ZERO,
+            unset: Value("30"),
+            secret: false,
+            help: "services' PostgreSQL `statement_timeout`: a statement running longer is cancelled (a failure of its message, not an outage)",
+        },
+        HERMES_DB_IDLE_IN_TX_TIMEOUT_SECS: Duration {
+            kind: kinds::SECS_ABOVE_ZERO,
+            unset: Value("60"),
+            secret: false,
+            help: "services' PostgreSQL `idle_in_transaction_session_timeout`: a transaction left idle this long is ended by the server, releasing its locks",
+        },
     ]
 }
 
