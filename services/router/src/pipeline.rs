@@ -10,6 +10,7 @@ mod api;
 mod route;
 
 use hermes_types::ids::SessionId;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::anyhow;
@@ -33,6 +34,7 @@ use crate::soul::Soul;
 use crate::tool_gate;
 use crate::tools::ToolCatalog;
 use crate::{intent, trivial};
+use hermes_db::memory::Fact;
 
 /// The router's stage handler.
 pub struct Router {
@@ -164,7 +166,9 @@ impl Handler for Router {
             .map(|(id, _)| id);
 
         // 3 and 4 side by side (the queries pipeline on one connection): the soul's cached
-        // base and the session history; semantic recall (skipped for trivial messages).
+        // base, the session history, and the facts semantic recall ranks (skipped for
+        // trivial messages); the ranking's embeddings call comes once the connection is
+        // back in the pool.
         let started = Instant::now();
         let session_side = async {
             let base = self
@@ -177,8 +181,8 @@ impl Handler for Router {
             };
             Ok::<_, StageError>((base, history))
         };
-        let (session_side, (recall_block, recall_used)) =
-            tokio::join!(session_side, self.recall_for(&client, &who, &text));
+        let (session_side, recall_facts) =
+            tokio::join!(session_side, self.recall_facts(&client, &who, &text));
         let (base, history) = session_side?;
         let soul_load = started.elapsed();
         self.ctx
@@ -198,6 +202,8 @@ impl Handler for Router {
 
         // 7. Gate the tools by intent.
         let catalog = self.tools.tools(&client).await?;
+        drop(client);
+        let (recall_block, recall_used) = self.recall_rank(recall_facts, &text).await;
         let gated = tool_gate::gate(intent, &catalog, &self.ctx.config.file.router.tool_gate);
         self.ctx
             .metrics
@@ -356,19 +362,34 @@ impl Router {
             .unwrap_or_default()
     }
 
-    /// Recall for this message, or why not; returns the block and whether recall ran.
-    async fn recall_for(
+    /// Recall's facts for this message (on the connection), or why there is nothing to rank.
+    async fn recall_facts(
         &self,
         client: &hermes_db::Client,
         who: &Resolved,
         text: &str,
+    ) -> Result<Arc<Vec<Fact>>, RecallOutcome> {
+        if trivial::is_trivial(text) {
+            self.ctx.metrics.semantic_recall_skipped_trivial.inc();
+            return Err(RecallOutcome::Skipped);
+        }
+        self.recall.facts(client, who.user.id, text).await
+    }
+
+    /// Rank the facts against the message (no connection held); returns the block and
+    /// whether recall ran.
+    async fn recall_rank(
+        &self,
+        facts: Result<Arc<Vec<Fact>>, RecallOutcome>,
+        text: &str,
     ) -> (Option<String>, bool) {
         let m = &self.ctx.metrics;
-        if trivial::is_trivial(text) {
-            m.semantic_recall_skipped_trivial.inc();
-            return (None, false);
-        }
-        match self.recall.recall(client, who.user.id, text).await {
+        let outcome = match facts {
+            Ok(facts) => self.recall.rank(&facts, text).await,
+            Err(outcome) => outcome,
+        };
+        match outcome {
+            RecallOutcome::Skipped => (None, false),
             RecallOutcome::Used(block) => {
                 let label = if block.is_some() { "used" } else { "empty" };
                 m.semantic_recall.with_label_values(&[label]).inc();

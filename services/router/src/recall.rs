@@ -87,6 +87,8 @@ pub enum RecallOutcome {
     Used(Option<String>),
     /// No embeddings endpoint is configured.
     Off,
+    /// A trivial message ("ok", "thanks"): recall is not worth its embeddings call.
+    Skipped,
     /// Embedding or the database failed; the message goes on without recall.
     Failed(String),
 }
@@ -152,13 +154,21 @@ impl Recall {
         self.embedder.is_some()
     }
 
-    /// The `RELEVANT CONTEXT` block for `text` from `user_id`'s facts.
-    pub async fn recall(&self, client: &Client, user_id: UserId, text: &str) -> RecallOutcome {
-        let Some(embedder) = &self.embedder else {
-            return RecallOutcome::Off;
-        };
+    /// Recall's first step, on the caller's connection: `user_id`'s facts (cached), or the
+    /// outcome when there is nothing to rank. The second step, [`Recall::rank`], calls the
+    /// embeddings endpoint and takes no connection, so none is held across that call (a slow
+    /// endpoint must not drain the pool; docs/architecture.md, poison and outages).
+    pub async fn facts(
+        &self,
+        client: &Client,
+        user_id: UserId,
+        text: &str,
+    ) -> Result<Arc<Vec<Fact>>, RecallOutcome> {
+        if self.embedder.is_none() {
+            return Err(RecallOutcome::Off);
+        }
         if text.trim().is_empty() || self.top_k == 0 {
-            return RecallOutcome::Used(None);
+            return Err(RecallOutcome::Used(None));
         }
         // Facts first: the query is local and cheap, and a user with no fact saves the
         // paid, slower embeddings call.
@@ -170,17 +180,25 @@ impl Recall {
                     self.facts.put(user_id, facts.clone());
                     facts
                 }
-                Err(e) => return RecallOutcome::Failed(format!("loading facts: {e}")),
+                Err(e) => return Err(RecallOutcome::Failed(format!("loading facts: {e}"))),
             },
         };
         if facts.is_empty() {
-            return RecallOutcome::Used(None);
+            return Err(RecallOutcome::Used(None));
         }
+        Ok(facts)
+    }
+
+    /// Recall's second step: embed `text` and keep the facts closest to it.
+    pub async fn rank(&self, facts: &[Fact], text: &str) -> RecallOutcome {
+        let Some(embedder) = &self.embedder else {
+            return RecallOutcome::Off;
+        };
         let query = match embedder.embed(text).await {
             Ok(q) => q,
             Err(e) => return RecallOutcome::Failed(format!("embedding the message: {e}")),
         };
-        RecallOutcome::Used(relevant_context_block(&top_k(&query, &facts, self.top_k)))
+        RecallOutcome::Used(relevant_context_block(&top_k(&query, facts, self.top_k)))
     }
 }
 
