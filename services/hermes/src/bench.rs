@@ -76,6 +76,7 @@ async fn drain(
         reconnect_timeout: Duration::from_secs(10),
         queue_expires,
         retry_delays: Vec::new(),
+        inbound_delay: Duration::from_secs(30),
     };
     let bus = Bus::connect(
         amqp_url.to_string().into(),

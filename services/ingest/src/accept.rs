@@ -3,6 +3,12 @@
 //! broker confirm, and only then remember its id. Redis trouble never refuses a message:
 //! dedupe and rate limits fail open (counted), the router's unique index still guarantees
 //! one run per platform message.
+//!
+//! A chat message acknowledged to its platform is never dropped for rate reasons
+//! (docs/channels.md, inbound rate limits): over the sender's rate it goes to the router's
+//! slow lane, a wait queue it leaves after `HERMES_INBOUND_DELAY_SECS`, and is answered
+//! then. A try the broker refused (503) gives its token back, so a platform retrying
+//! through an outage does not use up the sender's rate.
 
 use std::time::Duration;
 
@@ -10,7 +16,8 @@ use hermes_cache::rate_limit::Verdict;
 use hermes_runtime::http::ApiError;
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
-use hermes_types::model::{FinishReason, Inbound, Reply};
+use hermes_types::model::{FinishReason, Inbound, Platform, Reply};
+use hermes_types::stage::{Outgoing, Stage};
 use hermes_types::trace::TraceParent;
 use redis::AsyncCommands;
 
@@ -27,7 +34,11 @@ pub enum Accepted {
     Routed(RunId),
     /// The platform delivered this message before; nothing new was created.
     Duplicate,
-    /// The sender is over their rate; the message was not routed.
+    /// A chat sender is over their rate: the message waits in the router's slow lane as
+    /// this run and is routed after `HERMES_INBOUND_DELAY_SECS`.
+    Delayed(RunId),
+    /// An API or REST caller is over their rate; the message was not routed (they are
+    /// answered 429 and retry).
     RateLimited { retry_after: Duration },
 }
 
@@ -60,16 +71,24 @@ pub async fn accept(
             return Ok(Accepted::Duplicate);
         }
         Ok(Verdict::Limited { retry_after }) => {
-            m.ingest_messages
-                .with_label_values(&[platform.as_str(), "rate_limited"])
-                .inc();
             tracing::info!(
                 platform = platform.as_str(),
                 retry_after_ms = retry_after.as_millis() as u64,
                 "sender over the inbound rate"
             );
+            if !is_chat(platform) {
+                m.ingest_messages
+                    .with_label_values(&[platform.as_str(), "rate_limited"])
+                    .inc();
+                return Ok(Accepted::RateLimited { retry_after });
+            }
+            let run = slow_lane(app, &inbound, traceparent.clone()).await?;
+            remember(app, &inbound).await;
+            m.ingest_messages
+                .with_label_values(&[platform.as_str(), "delayed"])
+                .inc();
             slow_down_once(app, &inbound, traceparent).await;
-            return Ok(Accepted::RateLimited { retry_after });
+            return Ok(Accepted::Delayed(run));
         }
         Err(e) => {
             tracing::warn!(error = %e, "dedupe and rate limit unavailable; letting the message through")
@@ -86,15 +105,14 @@ pub async fn accept(
             .with_label_values(&[platform.as_str(), "unavailable"])
             .inc();
         tracing::error!(%run, error = %e, "inbound message not accepted by the broker");
-        return Err(ApiError::unavailable(
-            "the message could not be queued; retry shortly",
-        ));
+        // The try is refused: its token goes back, or the platform's retries through an
+        // outage would use up the sender's rate and be slowed down afterwards.
+        if let Err(e) = app.limiter.give_back(&bucket, limit).await {
+            tracing::warn!(error = %e, "cannot give the refused try's rate token back");
+        }
+        return Err(unavailable());
     }
-    if let Some(id) = &event.external_message_id
-        && let Err(e) = app.dedupe.remember(platform, id).await
-    {
-        tracing::warn!(error = %e, "cannot remember the message id; a redelivery will be caught by the router");
-    }
+    remember(app, &inbound).await;
     m.ingest_messages
         .with_label_values(&[platform.as_str(), "accepted"])
         .inc();
@@ -103,14 +121,62 @@ pub async fn accept(
     Ok(Accepted::Routed(run))
 }
 
+fn unavailable() -> ApiError {
+    ApiError::unavailable("the message could not be queued; retry shortly")
+}
+
+/// Chat platforms must be answered 2xx or they retry (and Telegram holds the bot's later
+/// updates meanwhile); API and REST callers can be told 429.
+fn is_chat(platform: Platform) -> bool {
+    !matches!(platform, Platform::Rest | Platform::Api)
+}
+
+/// Remember the platform's id of an accepted message, so its redelivery is a duplicate.
+async fn remember(app: &AppState, inbound: &Inbound) {
+    let event = &inbound.event;
+    if let Some(id) = &event.external_message_id
+        && let Err(e) = app.dedupe.remember(event.platform, id).await
+    {
+        tracing::warn!(error = %e, "cannot remember the message id; a redelivery will be caught by the router");
+    }
+}
+
+/// Queue `inbound` in the router's slow lane (confirmed by the broker, or 503).
+async fn slow_lane(
+    app: &AppState,
+    inbound: &Inbound,
+    traceparent: Option<TraceParent>,
+) -> Result<RunId, ApiError> {
+    let run = RunId::new();
+    let envelope = Envelope::new(
+        run,
+        Some(traceparent.unwrap_or_else(TraceParent::generate)),
+        inbound,
+    );
+    let bus = &app.ctx.bus;
+    let lane = bus
+        .names()
+        .wait(Stage::Router, app.ctx.config.bus.inbound_delay);
+    if let Err(e) = bus
+        .publish_to("", &lane, &lane, &Outgoing::from_envelope(&envelope))
+        .await
+    {
+        app.ctx
+            .metrics
+            .ingest_messages
+            .with_label_values(&[inbound.event.platform.as_str(), "unavailable"])
+            .inc();
+        tracing::error!(%run, error = %e, "delayed message not accepted by the broker");
+        return Err(unavailable());
+    }
+    Ok(run)
+}
+
 /// Tell a chat sender to slow down, once per minute per sender (the platform is still
 /// answered 2xx so it does not retry). The REST channel answers 429 instead.
 async fn slow_down_once(app: &AppState, inbound: &Inbound, traceparent: Option<TraceParent>) {
     let platform = inbound.event.platform;
-    if matches!(
-        platform,
-        hermes_types::model::Platform::Rest | hermes_types::model::Platform::Api
-    ) {
+    if !is_chat(platform) {
         return;
     }
     let key = app.ctx.cache.key(format_args!(

@@ -225,7 +225,8 @@ pub async fn post_message(
         stream: false,
     };
     match accept::accept(&app, inbound, None).await {
-        Ok(Accepted::Routed(run)) => (
+        // A REST caller over its rate is answered 429 (below), never delayed.
+        Ok(Accepted::Routed(run) | Accepted::Delayed(run)) => (
             StatusCode::ACCEPTED,
             Json(json!({ "run_id": run, "status": "accepted", "poll": format!("/v1/runs/{run}") })),
         )

@@ -77,7 +77,7 @@ fn traceparent(headers: &HeaderMap) -> Option<TraceParent> {
 
 /// Accept every event of one webhook call; 503 if any could not be queued.
 async fn accept_all(app: &AppState, events: Vec<MessageEvent>, headers: &HeaderMap) -> Response {
-    let mut routed = 0usize;
+    let (mut routed, mut delayed) = (0usize, 0usize);
     for event in events {
         let inbound = Inbound {
             event,
@@ -90,11 +90,12 @@ async fn accept_all(app: &AppState, events: Vec<MessageEvent>, headers: &HeaderM
         };
         match accept::accept(app, inbound, traceparent(headers)).await {
             Ok(Accepted::Routed(_)) => routed += 1,
+            Ok(Accepted::Delayed(_)) => delayed += 1,
             Ok(Accepted::Duplicate | Accepted::RateLimited { .. }) => {}
             Err(e) => return e.into_response(),
         }
     }
-    Json(json!({ "ok": true, "routed": routed })).into_response()
+    Json(json!({ "ok": true, "routed": routed, "delayed": delayed })).into_response()
 }
 
 /// The raw body, or the refusal (with its metric reason) for one too large or unreadable.

@@ -401,7 +401,7 @@ impl Bus {
             loop {
                 let waiting = bus
                     .names()
-                    .wait_queues(&bus.inner.settings.retry_delays)
+                    .wait_queues(&bus.inner.settings)
                     .into_iter()
                     .map(|q| (q, false));
                 let queues: Vec<(String, bool)> = Stage::ALL

@@ -71,12 +71,17 @@ impl Names {
         format!("{}.{}.retry.{}", self.ns, stage, delay_label(delay))
     }
 
-    /// Every wait queue of the installation, for the given delays.
-    pub fn wait_queues(&self, delays: &[Duration]) -> Vec<String> {
+    /// Every wait queue of the installation: the retry queues of the stages that retry
+    /// later, and the router's slow lane.
+    pub fn wait_queues(&self, settings: &BusSettings) -> Vec<String> {
         Stage::ALL
             .into_iter()
-            .filter(|s| s.retries_later())
-            .flat_map(|s| delays.iter().map(move |d| self.wait(s, *d)))
+            .flat_map(|s| {
+                settings
+                    .wait_delays(s)
+                    .into_iter()
+                    .map(move |d| self.wait(s, d))
+            })
             .collect()
     }
 }
@@ -235,17 +240,15 @@ pub async fn declare(
                 FieldTable::default(),
             )
             .await?;
-        if stage.retries_later() {
-            // Published to through the default exchange by name; no binding needed.
-            for delay in &settings.retry_delays {
-                channel
-                    .queue_declare(
-                        short(&names.wait(stage, *delay)),
-                        queue_opts,
-                        wait_queue_args(names, settings, stage, *delay),
-                    )
-                    .await?;
-            }
+        // Published to through the default exchange by name; no binding needed.
+        for delay in settings.wait_delays(stage) {
+            channel
+                .queue_declare(
+                    short(&names.wait(stage, delay)),
+                    queue_opts,
+                    wait_queue_args(names, settings, stage, delay),
+                )
+                .await?;
         }
     }
     Ok(())
@@ -270,11 +273,24 @@ mod tests {
         assert_eq!(delay_label(Duration::from_secs(1)), "1s");
         assert_eq!(delay_label(Duration::from_secs(90)), "90s");
         assert_eq!(delay_label(Duration::from_secs(7200)), "2h");
-        let all = names.wait_queues(&[mins(1), mins(5)]);
-        assert_eq!(all.len(), 4, "{all:?}");
+        let settings = BusSettings {
+            prefetch: 1,
+            commit_group: 1,
+            delivery_limit: 5,
+            publish_window: 1,
+            reconnect_timeout: Duration::from_secs(1),
+            queue_expires: None,
+            retry_delays: vec![mins(1), mins(5)],
+            inbound_delay: Duration::from_secs(30),
+        };
+        let all = names.wait_queues(&settings);
+        assert_eq!(all.len(), 5, "{all:?}");
         assert!(
-            all.iter()
-                .all(|q| q.contains(".delivery.") || q.contains(".webhooks."))
+            all.contains(&"hermes.router.retry.30s".to_string()),
+            "{all:?}"
         );
+        assert!(all.iter().all(|q| q.contains(".delivery.")
+            || q.contains(".webhooks.")
+            || q.contains(".router.")));
     }
 }

@@ -86,6 +86,16 @@ return wait
 
 /// One bucket of a [`RateLimiter::reserve`]: its key (under the namespace), the time between
 /// two sends, and how many may go back to back.
+/// Give one token back to a bucket (up to its capacity): the action it paid for did not
+/// happen (ingest could not queue the message).
+const GIVE_BACK: &str = r"
+local tokens = tonumber(redis.call('HGET', KEYS[1], 'tokens'))
+if tokens == nil then return 0 end
+tokens = math.min(tonumber(ARGV[1]), tokens + 1)
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens))
+return 1
+";
+
 #[derive(Clone, Copy, Debug)]
 pub struct Pace<'a> {
     pub name: &'a str,
@@ -99,6 +109,7 @@ pub struct RateLimiter {
     cache: Cache,
     script: Script,
     reserve: Script,
+    give_back: Script,
 }
 
 impl RateLimiter {
@@ -107,6 +118,7 @@ impl RateLimiter {
             cache,
             script: Script::new(SCRIPT),
             reserve: Script::new(RESERVE),
+            give_back: Script::new(GIVE_BACK),
         }
     }
 
@@ -131,6 +143,21 @@ impl RateLimiter {
             .await
             .map_err(|e| self.cache.failed("rate_gate", e))?;
         Ok(u64::try_from(wait_ms).ok().map(Duration::from_millis))
+    }
+
+    /// Return the token a [`RateLimiter::take`] of `name` took, when what it paid for did
+    /// not happen: a refused try must not use up the sender's rate.
+    pub async fn give_back(&self, name: &str, limit: RateLimit) -> Result<(), CacheError> {
+        let key = self.cache.key(format_args!("rl:{name}"));
+        let mut c = self.cache.conn();
+        let _: i64 = self
+            .give_back
+            .key(&key)
+            .arg(limit.burst)
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| self.cache.failed("rate_limit", e))?;
+        Ok(())
     }
 
     /// Take one token from the bucket `name` with `limit`.

@@ -98,6 +98,21 @@ pub struct BusSettings {
     /// Waits before each queued retry of the stages that retry later (delivery, webhooks);
     /// after the last one a failing message is parked.
     pub retry_delays: Vec<Duration>,
+    /// How long a chat message over its sender's inbound rate waits before it is routed
+    /// (the router's one wait queue, its slow lane).
+    pub inbound_delay: Duration,
+}
+
+impl BusSettings {
+    /// The delays of `stage`'s wait queues (one queue per delay).
+    pub fn wait_delays(&self, stage: hermes_types::stage::Stage) -> Vec<Duration> {
+        use hermes_types::stage::Stage;
+        match stage {
+            Stage::Delivery | Stage::Webhooks => self.retry_delays.clone(),
+            Stage::Router => vec![self.inbound_delay],
+            Stage::Llm | Stage::Tools => Vec::new(),
+        }
+    }
 }
 
 /// The secrets that enable and verify each channel's webhook routes. A route whose secret

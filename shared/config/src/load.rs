@@ -141,6 +141,7 @@ fn read_bus(r: &mut Reader<'_>) -> Option<BusSettings> {
     let reconnect_timeout = r.get(&bus::HERMES_BUS_RECONNECT_SECS);
     let queue_expires = r.get(&bus::HERMES_QUEUE_EXPIRES_SECS);
     let retry_delays = r.get(&bus::HERMES_DELIVERY_RETRY_DELAYS);
+    let inbound_delay = r.get(&bus::HERMES_INBOUND_DELAY_SECS);
     Some(BusSettings {
         prefetch: prefetch?,
         commit_group: commit_group?,
@@ -149,6 +150,7 @@ fn read_bus(r: &mut Reader<'_>) -> Option<BusSettings> {
         reconnect_timeout: reconnect_timeout?,
         queue_expires,
         retry_delays: retry_delays?,
+        inbound_delay: inbound_delay?,
     })
 }
 

@@ -268,7 +268,8 @@ struct Leftovers {
     ns: String,
     db_name: String,
     broker: String,
-    retry_delays: Vec<Duration>,
+    /// The namespace's wait queues (retry queues and the router's slow lane).
+    wait_queues: Vec<String>,
 }
 
 impl Leftovers {
@@ -289,7 +290,7 @@ impl Leftovers {
                             .await;
                     }
                 }
-                for q in names.wait_queues(&self.retry_delays) {
+                for q in self.wait_queues {
                     let _ = ch
                         .queue_delete(q.into(), QueueDeleteOptions::default())
                         .await;
@@ -315,14 +316,19 @@ impl Leftovers {
 /// stalls once hundreds pile up.
 impl Drop for TestEnv {
     fn drop(&mut self) {
-        let retry_delays = Config::from_lookup(&|k| self.vars.get(k).cloned(), None)
-            .map(|c| c.bus.retry_delays.clone())
-            .unwrap_or_default();
+        let ns = Namespace::parse(&self.ns);
+        let wait_queues = match (
+            Config::from_lookup(&|k| self.vars.get(k).cloned(), None),
+            ns,
+        ) {
+            (Ok(c), Ok(ns)) => Names::new(ns).wait_queues(&c.bus),
+            _ => Vec::new(),
+        };
         let leftovers = Leftovers {
             ns: self.ns.clone(),
             db_name: self.db_name.clone(),
             broker: self.broker.clone(),
-            retry_delays,
+            wait_queues,
         };
         // Drop cannot await, and may run on the test's runtime, which cannot be blocked on:
         // the removal gets a thread and a runtime of its own, and the test waits for it so

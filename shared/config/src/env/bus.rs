@@ -51,5 +51,11 @@ settings! {
             secret: false,
             help: "seconds a failed delivery or agent webhook waits before each queued retry (one wait queue per delay); after the last it is parked",
         },
+        HERMES_INBOUND_DELAY_SECS: Duration {
+            kind: kinds::SECS_ABOVE_ZERO,
+            unset: Value("30"),
+            secret: false,
+            help: "how long a chat message over its sender's inbound rate waits (in the router's slow lane) before it is routed; it is delayed, never dropped",
+        },
     ]
 }
