@@ -123,7 +123,7 @@ async fn fleet(extra_toml: &str, env: &[(&str, &str)]) -> Fleet {
     let metrics = Metrics::new();
     let cache = Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone()).unwrap();
     let backends = Backends::new(config.clone(), None).unwrap();
-    let gateway = Gateway::with_parts(config, metrics.clone(), backends, cache.clone());
+    let gateway = Gateway::with_parts(config, metrics.clone(), backends, cache.clone(), None);
     Fleet {
         cache,
         openai,
