@@ -131,7 +131,14 @@ impl Budgets {
     /// Redis has forgotten the killswitch or the day's spend (a restart, a new day): tell it
     /// what PostgreSQL says, and answer that.
     async fn seed_global(&self, day: NaiveDate) -> Option<(Option<Killswitch>, u64)> {
-        let (killswitch, spent) = self.ledger_global_memo(day).await?;
+        // Read afresh, not from the memo: the seed stays in Redis for the rest of the day.
+        let (killswitch, spent) = match self.ledger_global(day).await {
+            Ok(read) => read?,
+            Err(e) => {
+                tracing::warn!(error = %e, "killswitch and spend unreadable in PostgreSQL");
+                return None;
+            }
+        };
         self.fell_back(Fallback::Killswitch);
         let mut pipe = redis::pipe();
         match &killswitch {
