@@ -170,10 +170,7 @@ pub async fn killswitch(c: &impl GenericClient) -> Result<Option<KillswitchOn>, 
 }
 
 /// Turn the killswitch on (again: the reason and time are replaced).
-pub async fn killswitch_on(
-    c: &impl GenericClient,
-    on: &KillswitchOn,
-) -> Result<(), DbError> {
+pub async fn killswitch_on(c: &impl GenericClient, on: &KillswitchOn) -> Result<(), DbError> {
     c.execute(
         &stmt(
             c,

@@ -206,7 +206,11 @@ async fn with_redis_cut_a_user_under_budget_is_answered_and_one_over_is_refused(
         .err()
         .expect("950 + 103 is over the day's 1,000");
     assert_eq!(refused.code(), FailureCode::BudgetExceeded);
-    assert_eq!(s.hits().await, 2, "the refused call never reached the model");
+    assert_eq!(
+        s.hits().await,
+        2,
+        "the refused call never reached the model"
+    );
     assert!(fallbacks(&metrics, "reserve") >= 2);
     // The answered call's usage is durable, and readable without Redis.
     assert_eq!(gateway.budgets().used(fresh).await.unwrap(), (950, 950));
@@ -223,10 +227,7 @@ async fn with_redis_cut_a_user_under_budget_is_answered_and_one_over_is_refused(
     })
     .await;
     let refused = gateway.complete(&ask(), Some(fresh), None).await.err();
-    assert_eq!(
-        refused.map(|e| e.code()),
-        Some(FailureCode::BudgetExceeded)
-    );
+    assert_eq!(refused.map(|e| e.code()), Some(FailureCode::BudgetExceeded));
 }
 
 #[tokio::test]
@@ -284,9 +285,11 @@ async fn an_on_killswitch_stays_on_through_a_redis_restart_and_an_outage() {
     assert_eq!(s.hits().await, 0);
 
     redis.set_down(false);
-    eventually(Duration::from_secs(10), "the killswitch goes off", || async {
-        operator.budgets().killswitch_off().await.ok()
-    })
+    eventually(
+        Duration::from_secs(10),
+        "the killswitch goes off",
+        || async { operator.budgets().killswitch_off().await.ok() },
+    )
     .await;
     // Every replica sees it within a second (one that read PostgreSQL during the outage
     // reuses that answer for at most a second).
@@ -318,9 +321,11 @@ async fn the_reservation_of_a_call_that_failed_while_redis_was_cut_is_released()
     redis.set_down(true);
     assert!(call.await.unwrap().is_err(), "the model refused the call");
     redis.set_down(false);
-    eventually(Duration::from_secs(10), "the failed call's hold is gone", || async {
-        (gateway.budgets().used(user).await.ok() == Some((0, 0))).then_some(())
-    })
+    eventually(
+        Duration::from_secs(10),
+        "the failed call's hold is gone",
+        || async { (gateway.budgets().used(user).await.ok() == Some((0, 0))).then_some(()) },
+    )
     .await;
 }
 

@@ -166,11 +166,12 @@ impl Budgets {
         let day = Utc::now().date_naive();
         let mut c = self.cache.conn();
         let keys = [self.killswitch_key(), self.known_key(), self.spend_key(day)];
-        let read: Result<(Option<String>, Option<String>, Option<String>), _> =
-            c.mget(&keys).await;
+        let read: Result<(Option<String>, Option<String>, Option<String>), _> = c.mget(&keys).await;
         let (on, spent) = match read {
             Ok((Some(_), _, spent)) => (true, spent.as_deref().and_then(spent_micro)),
-            Ok((None, known, spent)) if self.db.is_some() && (known.is_none() || spent.is_none()) => {
+            Ok((None, known, spent))
+                if self.db.is_some() && (known.is_none() || spent.is_none()) =>
+            {
                 match self.seed_global(day).await {
                     Some((killswitch, spent)) => (killswitch.is_some(), Some(spent)),
                     None if known.is_none() => (
@@ -180,7 +181,10 @@ impl Budgets {
                     None => (false, spent.as_deref().and_then(spent_micro)),
                 }
             }
-            Ok((None, _, spent)) => (false, Some(spent.as_deref().and_then(spent_micro).unwrap_or(0))),
+            Ok((None, _, spent)) => (
+                false,
+                Some(spent.as_deref().and_then(spent_micro).unwrap_or(0)),
+            ),
             Err(e) => {
                 let e = self.cache.failed("llm_global_check", e);
                 match self.ledger_global_memo(day).await {
@@ -320,10 +324,11 @@ impl Budgets {
         let day = Utc::now().date_naive();
         let mut c = self.cache.conn();
         let keys = [self.killswitch_key(), self.known_key(), self.spend_key(day)];
-        let read: Result<(Option<String>, Option<String>, Option<String>), _> =
-            c.mget(&keys).await;
+        let read: Result<(Option<String>, Option<String>, Option<String>), _> = c.mget(&keys).await;
         let redis_error = match read {
-            Ok((ks, known, spent)) if self.db.is_none() || (known.is_some() && spent.is_some()) || ks.is_some() => {
+            Ok((ks, known, spent))
+                if self.db.is_none() || (known.is_some() && spent.is_some()) || ks.is_some() =>
+            {
                 return Ok(SpendStatus {
                     killswitch: ks.map(|s| serde_json::from_str(&s)).transpose()?,
                     spent_today_usd: micro_to_dollars(
@@ -344,7 +349,9 @@ impl Budgets {
                     cap_micro_usd: self.cap_micro_usd,
                 })
             }
-            Ok(None) => Err(redis_error.expect("without a database Redis answered or failed").into()),
+            Ok(None) => Err(redis_error
+                .expect("without a database Redis answered or failed")
+                .into()),
             Err(e) => Err(e.into()),
         }
     }

@@ -254,8 +254,10 @@ impl Budgets {
     /// `user`'s day, month and holds keys for the day `day`.
     fn keys(&self, user: UserId, day: NaiveDate) -> [String; 3] {
         [
-            self.cache
-                .key(format_args!("llm:budget:{user}:d:{}", day.format("%Y-%m-%d"))),
+            self.cache.key(format_args!(
+                "llm:budget:{user}:d:{}",
+                day.format("%Y-%m-%d")
+            )),
             self.cache
                 .key(format_args!("llm:budget:{user}:m:{}", day.format("%Y-%m"))),
             self.cache.key(format_args!("llm:budget:{user}:held")),
@@ -323,7 +325,10 @@ impl Budgets {
         let member = hold_member(tokens);
         let mut seeded = false;
         loop {
-            match self.reserve_in_redis(user, day, budget, tokens, &member).await {
+            match self
+                .reserve_in_redis(user, day, budget, tokens, &member)
+                .await
+            {
                 Ok(scripts::RESERVED) => {
                     return Ok(Reservation {
                         user,
@@ -427,7 +432,8 @@ impl Budgets {
         if used_tokens > 0
             && let Some(db) = &self.db
         {
-            let added = async { ledger::add_tokens(&db.get().await?, r.user, r.day, used_tokens).await };
+            let added =
+                async { ledger::add_tokens(&db.get().await?, r.user, r.day, used_tokens).await };
             match added.await {
                 Ok(t) => totals = t,
                 Err(e) => tracing::error!(user = %r.user, used = used_tokens, error = %e,
