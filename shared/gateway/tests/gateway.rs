@@ -855,7 +855,9 @@ async fn a_hundred_concurrent_calls_against_a_budget_that_fits_ten() {
 }
 
 #[tokio::test]
-async fn with_redis_down_per_user_budgets_deny_and_the_global_cap_allows() {
+async fn without_a_database_and_with_redis_down_per_user_budgets_deny_and_the_global_cap_allows() {
+    // A gateway built without PostgreSQL keeps budgets in Redis alone; with a database
+    // they fall back to it (tests/budget_durable.rs).
     let f = fleet(
         "[llm.cache]\nenabled = false\n",
         &[

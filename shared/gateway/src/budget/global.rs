@@ -242,14 +242,19 @@ impl Budgets {
             .invoke_async(&mut c)
             .await;
         match done {
-            Ok(total_micro_usd) => self
-                .metrics
-                .llm_spend_today
-                .set(micro_to_dollars(total_micro_usd)),
+            Ok(total_micro_usd) => {
+                self.metrics
+                    .llm_spend_today
+                    .set(micro_to_dollars(total_micro_usd));
+                if self.spend_stale.swap(false, Ordering::AcqRel) {
+                    self.raise_spend(day).await;
+                }
+            }
             Err(e) => {
                 let e = self.cache.failed("llm_spend_add", e);
                 if durable {
                     self.fell_back(Fallback::Spend);
+                    self.spend_stale.store(true, Ordering::Release);
                     self.metrics.llm_spend_today.set(micro_to_dollars(total));
                 } else {
                     self.metrics.llm_budget_fail_open.inc();
@@ -257,6 +262,26 @@ impl Budgets {
                     tracing::warn!(error = %e, %cost_usd, "spend not recorded in the global counter");
                 }
             }
+        }
+    }
+
+    /// Raise today's spend in Redis to PostgreSQL's total (costs this process recorded only
+    /// in PostgreSQL while Redis was away); on failure, try again after the next cost.
+    async fn raise_spend(&self, day: NaiveDate) {
+        let Ok(Some((_, total))) = self.ledger_global(day).await else {
+            self.spend_stale.store(true, Ordering::Release);
+            return;
+        };
+        let mut c = self.cache.conn();
+        let raised: Result<i64, _> = scripts::RAISE_SPEND
+            .key(self.spend_key(day))
+            .arg(total)
+            .arg(2 * DAY_SECS)
+            .invoke_async(&mut c)
+            .await;
+        if let Err(e) = raised {
+            self.cache.failed("llm_spend_add", e);
+            self.spend_stale.store(true, Ordering::Release);
         }
     }
 

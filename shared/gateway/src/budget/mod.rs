@@ -214,6 +214,9 @@ pub struct Budgets {
     stale: Arc<Mutex<HashSet<UserId>>>,
     /// The killswitch as PostgreSQL last said, read at most once a second while Redis is down.
     memo: Arc<Mutex<Option<global::Memo>>>,
+    /// A cost of this process reached PostgreSQL but not Redis: the day's key is raised to
+    /// PostgreSQL's total after the next cost that reaches Redis.
+    spend_stale: Arc<AtomicBool>,
     /// The last killswitch state this process read from anywhere: when neither Redis nor
     /// PostgreSQL can be read, an on killswitch stays on.
     last_on: Arc<AtomicBool>,
@@ -240,6 +243,7 @@ impl Budgets {
             local: Arc::default(),
             stale: Arc::default(),
             memo: Arc::default(),
+            spend_stale: Arc::default(),
             last_on: Arc::default(),
         }
     }
@@ -482,19 +486,23 @@ impl Budgets {
             .arg(Utc::now().timestamp_millis())
             .invoke_async(&mut c)
             .await;
-        let cache_error = match read {
+        // Held in Redis (when it answered) or in this process.
+        let held = match read {
             Ok((Some(d), Some(m), held)) => return Ok((d + held, m + held)),
             Ok((_, _, held)) if self.db.is_none() => return Ok((held, held)),
-            Ok(_) => None,
-            Err(e) => Some(self.cache.failed("llm_budget_read", e)),
+            Ok((_, _, held)) => held,
+            Err(e) if self.db.is_none() => {
+                return Err(self.cache.failed("llm_budget_read", e).into());
+            }
+            Err(e) => {
+                self.cache.failed("llm_budget_read", e);
+                0
+            }
         };
-        if self.db.is_none() {
-            return Err(BudgetReadError::Cache(cache_error.expect("an error")));
-        }
         let t = self.ledger_used(user, day).await?;
         self.fell_back(Fallback::Used);
-        let local = self.local.held(user);
-        Ok((t.day + local, t.month + local))
+        let held = held + self.local.held(user);
+        Ok((t.day + held, t.month + held))
     }
 }
 

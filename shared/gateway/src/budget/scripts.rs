@@ -53,10 +53,9 @@ return 1
 });
 
 /// KEYS: day, month, holds. ARGV: the hold's member, tokens used, day total, month total,
-/// day ttl, month ttl. End a hold: drop it and add the used tokens to both windows, never
-/// leaving a window below its total from PostgreSQL (which already has this usage): a key
-/// Redis forgot, or one that missed settles while this process could not reach Redis, is
-/// brought up to the truth. Without PostgreSQL the totals are the used tokens.
+/// day ttl, month ttl. End a hold: drop it and add the used tokens to both windows; a window
+/// key Redis forgot (a restart during the call) is set to its total from PostgreSQL, which
+/// already has this usage. (Without PostgreSQL the totals are the used tokens.)
 pub(super) static SETTLE: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(
         r"
@@ -64,10 +63,12 @@ redis.call('ZREM', KEYS[3], ARGV[1])
 local n = tonumber(ARGV[2])
 if n > 0 then
   for i = 1, 2 do
-    local v = tonumber(ARGV[2 + i])
-    local cur = redis.call('GET', KEYS[i])
-    if cur and tonumber(cur) + n > v then v = tonumber(cur) + n end
-    redis.call('SET', KEYS[i], string.format('%d', v), 'EX', ARGV[4 + i])
+    if redis.call('EXISTS', KEYS[i]) == 1 then
+      redis.call('INCRBY', KEYS[i], n)
+    else
+      redis.call('SET', KEYS[i], ARGV[2 + i])
+    end
+    redis.call('EXPIRE', KEYS[i], ARGV[4 + i])
   end
 end
 return 1
@@ -90,23 +91,40 @@ return {redis.call('GET', KEYS[1]), redis.call('GET', KEYS[2]), held}
 });
 
 /// Add ARGV[1] micro-dollars to today's spend (KEYS[1]), refresh its expiry (ARGV[2]) and
-/// return the new total, never below ARGV[3] (the day's total in PostgreSQL, which already
-/// has this cost; the cost itself without PostgreSQL). Builds before the switch to integers
-/// kept this key in dollars by `INCRBYFLOAT` ("0.00105"): such a value is read as that old
-/// format, so an upgrade in the middle of a day keeps the day's spend.
+/// return the new total; a key Redis forgot is set to ARGV[3] (the day's total in PostgreSQL,
+/// which already has this cost; the cost itself without PostgreSQL). Builds before the switch
+/// to integers kept this key in dollars by `INCRBYFLOAT` ("0.00105"): such a value is read as
+/// that old format and rewritten in micro-dollars first, so an upgrade in the middle of a day
+/// keeps the day's spend.
 pub(super) static ADD_SPEND: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(
         r"
-local total = tonumber(ARGV[3])
 local v = redis.call('GET', KEYS[1])
-if v then
-  local cur
-  if string.match(v, '^%d+$') then cur = tonumber(v)
-  else cur = math.floor((tonumber(v) or 0) * 1000000 + 0.5) end
-  if cur + tonumber(ARGV[1]) > total then total = cur + tonumber(ARGV[1]) end
+if not v then
+  redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[2])
+  return tonumber(ARGV[3])
 end
-redis.call('SET', KEYS[1], string.format('%d', total), 'EX', ARGV[2])
+if not string.match(v, '^%d+$') then
+  local usd = tonumber(v) or 0
+  redis.call('SET', KEYS[1], string.format('%d', math.floor(usd * 1000000 + 0.5)))
+end
+local total = redis.call('INCRBY', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[2])
 return total
+",
+    )
+});
+
+/// KEYS[1]: today's spend. ARGV: the day's total in PostgreSQL, ttl. Raise the key to the
+/// total (never lower it), after costs this process could not add while Redis was away.
+pub(super) static RAISE_SPEND: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r"
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+if tonumber(ARGV[1]) > cur then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+end
+return 1
 ",
     )
 });
