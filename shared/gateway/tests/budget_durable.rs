@@ -348,3 +348,34 @@ async fn a_reservation_of_a_killed_process_ends_with_its_lease() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn concurrent_calls_are_metered_exactly_in_redis_and_in_postgresql() {
+    let s = setup().await;
+    // 103 tokens reserved per call against a day of 1,000: nine fit.
+    s.answer(ok(3, 2).set_delay(Duration::from_millis(300)))
+        .await;
+    let (gateway, _) = s.gateway();
+    let user = UserId::new();
+    let calls = (0..40).map(|_| {
+        let g = gateway.clone();
+        tokio::spawn(async move { g.complete(&ask(), Some(user), None).await })
+    });
+    let results = futures_util::future::join_all(calls).await;
+    let answered = results.iter().filter(|r| matches!(r, Ok(Ok(_)))).count();
+    assert_eq!(answered, 9);
+    assert_eq!(gateway.budgets().used(user).await.unwrap(), (45, 45));
+    let db = s.env.direct_db();
+    let row = hermes_db::budgets::tokens_used(
+        &db.get().await.unwrap(),
+        user,
+        chrono::Utc::now().date_naive(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (row.day, row.month),
+        (45, 45),
+        "every settle reached PostgreSQL once"
+    );
+}
