@@ -154,7 +154,13 @@ pub async fn llm(mut config: Config, args: LlmBench) -> anyhow::Result<()> {
     let metrics = Metrics::new();
     let cache = Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone())?;
     let backends = Backends::new(config.clone(), None)?;
-    let gateway = Gateway::with_parts(config.clone(), metrics.clone(), backends, cache.clone());
+    let gateway = Gateway::with_parts(
+        config.clone(),
+        metrics.clone(),
+        backends,
+        cache.clone(),
+        None,
+    );
     let users: Arc<Vec<UserId>> = Arc::new((0..args.users).map(|_| UserId::new()).collect());
 
     // Warm up connections (HTTP pool, Redis) before measuring.

@@ -1,5 +1,6 @@
 //! Operator controls of model spending: `hermes killswitch on|off|status` (every model call
-//! of every replica blocked at once, through Redis) and `hermes workspaces secret …`
+//! of every replica blocked at once; kept in PostgreSQL, so it survives a Redis restart, and
+//! in Redis, where every call reads it: docs/operations.md) and `hermes workspaces secret …`
 //! (workspace-level provider keys that override the global ones, docs/models-and-budgets.md).
 
 use std::io::Read;
@@ -32,13 +33,22 @@ pub async fn killswitch(config: &Config, cmd: KillswitchCommand) -> anyhow::Resu
     let metrics = Metrics::new();
     let cache = Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone())?;
     let alerts = Alerts::new(&config.alerts, cache.clone(), metrics.clone());
-    let budgets = Budgets::new(cache, metrics, config.global_daily_budget_micro_usd);
+    let db = Db::new(&config.database_url, 1)?;
+    if let Err(e) = db.check_schema().await {
+        // Go on: with PostgreSQL away `on` still stops the fleet through Redis (and says
+        // it is not durable), and `status` reads Redis.
+        eprintln!("warning: {e}");
+    }
+    let budgets = Budgets::new(cache, Some(db), metrics, config);
     match cmd {
         KillswitchCommand::On { reason } => {
-            budgets
-                .killswitch_on(&reason)
-                .await
-                .context("Redis (the killswitch lives there)")?;
+            let done = budgets.killswitch_on(&reason).await;
+            if let Err(e) = &done {
+                // Redis is written even when PostgreSQL is not: the fleet may be stopped
+                // already, but the switch is not durable until this command succeeds.
+                eprintln!("killswitch not on everywhere ({e}); run the command again");
+            }
+            done.context("the killswitch is kept in PostgreSQL and Redis")?;
             alerts
                 .send(
                     AlertKind::KillswitchOn,
@@ -49,14 +59,20 @@ pub async fn killswitch(config: &Config, cmd: KillswitchCommand) -> anyhow::Resu
             println!("killswitch ON: every model call is blocked until `hermes killswitch off`");
         }
         KillswitchCommand::Off => {
-            let was = budgets.killswitch_off().await.context("Redis")?;
+            let was = budgets
+                .killswitch_off()
+                .await
+                .context("the killswitch is kept in PostgreSQL and Redis")?;
             println!(
                 "killswitch OFF{}",
                 if was { "" } else { " (it was not on)" }
             );
         }
         KillswitchCommand::Status => {
-            let s = budgets.status().await.context("Redis")?;
+            let s = budgets
+                .status()
+                .await
+                .context("neither Redis nor PostgreSQL answered")?;
             match &s.killswitch {
                 Some(k) => println!("killswitch ON since {} ({})", k.on_since, k.reason),
                 None => println!("killswitch off"),

@@ -137,14 +137,14 @@ async fn invalidate_soul(config: &Config, user: UserId) {
     }
 }
 
-/// The user's token use against their tier's budget (`null` when Redis cannot be read; a
-/// tier without a budget shows `null` limits).
-async fn token_budget(config: &Config, user: UserId, tier: Tier) -> serde_json::Value {
+/// The user's token use against their tier's budget, from Redis or else PostgreSQL (`null`
+/// when neither can be read; a tier without a budget shows `null` limits).
+async fn token_budget(config: &Config, db: &Db, user: UserId, tier: Tier) -> serde_json::Value {
     let metrics = Metrics::new();
     let Ok(cache) = Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone()) else {
         return serde_json::Value::Null;
     };
-    let budgets = Budgets::new(cache, metrics, config.global_daily_budget_micro_usd);
+    let budgets = Budgets::new(cache, Some(db.clone()), metrics, config);
     match budgets.used(user).await {
         Ok((today, month)) => {
             let limit = config.file.llm.budget(tier);
@@ -244,7 +244,7 @@ pub async fn run(config: &Config, cmd: UsersCommand) -> anyhow::Result<()> {
                 .iter()
                 .map(|e| (e.key.clone(), json!(e.value)))
                 .collect();
-            let tokens = token_budget(config, id, user.tier).await;
+            let tokens = token_budget(config, &db, id, user.tier).await;
             if json {
                 println!(
                     "{}",

@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod api_keys;
+pub mod budgets;
 pub mod credits;
 pub mod listen;
 pub mod memory;

@@ -56,6 +56,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0008_webhook_attempts",
         sql: include_str!("../../../migrations/0008_webhook_attempts.sql"),
     },
+    Migration {
+        version: 9,
+        name: "0009_budgets",
+        sql: include_str!("../../../migrations/0009_budgets.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

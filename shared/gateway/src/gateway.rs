@@ -127,15 +127,18 @@ impl Gateway {
             ctx.metrics.clone(),
             backends,
             ctx.cache.clone(),
+            Some(ctx.db.clone()),
         ))
     }
 
-    /// A gateway over explicit parts (benchmarks and tests).
+    /// A gateway over explicit parts (benchmarks and tests). Without `db` budgets, spend and
+    /// the killswitch live in Redis alone (docs/models-and-budgets.md, where budgets live).
     pub fn with_parts(
         config: Arc<Config>,
         metrics: Metrics,
         backends: Backends,
         cache: hermes_cache::Cache,
+        db: Option<hermes_db::Db>,
     ) -> Self {
         let llm = &config.file.llm;
         let response_cache = llm
@@ -157,7 +160,7 @@ impl Gateway {
             }
         }
         Self {
-            budgets: Budgets::new(cache, metrics.clone(), config.global_daily_budget_micro_usd),
+            budgets: Budgets::new(cache, db, metrics.clone(), &config),
             slots: Arc::new(Semaphore::new(llm.max_concurrent)),
             cache: response_cache,
             backends,
@@ -419,7 +422,7 @@ pub mod testing {
             hermes_cache::Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone())
                 .unwrap();
         let backends = Backends::new(config.clone(), None).unwrap();
-        let gateway = Gateway::with_parts(config.clone(), metrics.clone(), backends, cache);
+        let gateway = Gateway::with_parts(config.clone(), metrics.clone(), backends, cache, None);
         (config, gateway)
     }
 }

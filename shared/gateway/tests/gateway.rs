@@ -123,7 +123,7 @@ async fn fleet(extra_toml: &str, env: &[(&str, &str)]) -> Fleet {
     let metrics = Metrics::new();
     let cache = Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone()).unwrap();
     let backends = Backends::new(config.clone(), None).unwrap();
-    let gateway = Gateway::with_parts(config, metrics.clone(), backends, cache.clone());
+    let gateway = Gateway::with_parts(config, metrics.clone(), backends, cache.clone(), None);
     Fleet {
         cache,
         openai,
@@ -855,7 +855,9 @@ async fn a_hundred_concurrent_calls_against_a_budget_that_fits_ten() {
 }
 
 #[tokio::test]
-async fn with_redis_down_per_user_budgets_deny_and_the_global_cap_allows() {
+async fn without_a_database_and_with_redis_down_per_user_budgets_deny_and_the_global_cap_allows() {
+    // A gateway built without PostgreSQL keeps budgets in Redis alone; with a database
+    // they fall back to it (tests/budget_durable.rs).
     let f = fleet(
         "[llm.cache]\nenabled = false\n",
         &[

@@ -51,6 +51,7 @@ pub struct Inner {
     pub llm_duration: HistogramVec,
     pub llm_budget_rejections: IntCounterVec,
     pub llm_budget_fail_open: IntCounter,
+    pub budget_fallback: IntCounterVec,
     pub llm_semaphore_wait: Histogram,
     pub llm_overhead: Histogram,
     pub llm_in_flight: IntGauge,
@@ -316,6 +317,12 @@ impl Metrics {
         )
         .unwrap();
         r.register(Box::new(llm_budget_fail_open.clone())).unwrap();
+        let budget_fallback = counter_vec(
+            &r,
+            "hermes_budget_fallback_total",
+            "Budget, spend and killswitch reads and writes served by PostgreSQL because Redis failed or had forgotten, by what (reserve, settle, spend, killswitch, used).",
+            &["what"],
+        );
         let llm_semaphore_wait = Histogram::with_opts(
             HistogramOpts::new(
                 "hermes_llm_semaphore_wait_seconds",
@@ -544,6 +551,7 @@ impl Metrics {
             llm_duration,
             llm_budget_rejections,
             llm_budget_fail_open,
+            budget_fallback,
             llm_semaphore_wait,
             llm_overhead,
             llm_in_flight,
