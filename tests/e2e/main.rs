@@ -4,6 +4,7 @@ mod agent_webhooks;
 mod bus;
 mod channels;
 mod delivery;
+mod delivery_copies;
 mod deploy;
 mod docs;
 mod faults;

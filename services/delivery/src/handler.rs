@@ -29,7 +29,7 @@ use crate::bookkeeping::Bookkeeping;
 use crate::breaker::Breakers;
 use crate::rate_gate::RateGate;
 use crate::retry_policy::{RetryPolicy, SendFailure};
-use crate::senders::{Senders, how_to_enable};
+use crate::senders::{Sender, Senders, how_to_enable};
 use crate::sent_parts::SentParts;
 
 /// Every outbound request's deadline (docs/channels.md: a shared client with a 10 s timeout).
@@ -140,7 +140,23 @@ impl DeliveryStage {
                 ),
             });
         }
-        // Parts a previous attempt of this message already delivered are not sent twice.
+        // One copy of this reply sends at a time; parts an earlier attempt or copy already
+        // delivered are not sent twice.
+        let lease = self.sent.lease(env.id).await;
+        let sent = self.send_parts(env, sender, to, text).await;
+        self.sent.release(lease).await;
+        sent
+    }
+
+    /// The parts of `text` not yet sent, each through the rate gate and the sender.
+    async fn send_parts(
+        &self,
+        env: &Envelope,
+        sender: &Sender,
+        to: &ReplyTo,
+        text: &str,
+    ) -> Result<(), StageError> {
+        let platform = to.platform;
         let already = self.sent.sent(env.id).await;
         for (index, part) in sender.parts(text).iter().enumerate() {
             if already.contains(&index) {

@@ -1,0 +1,98 @@
+//! Two copies of one reply at work at the same moment (the relay and an eager publish both
+//! placed it, or a redelivery while the first copy still sends) reach the chat once: a copy
+//! takes the reply's send lease first, and the other waits for it and then skips what was
+//! sent (docs/channels.md, sending a reply).
+
+use std::time::Duration;
+
+use hermes::Service;
+use hermes_bus::Outgoing;
+use hermes_testkit::{TestEnv, count, eventually};
+use hermes_types::envelope::Envelope;
+use hermes_types::ids::RunId;
+use hermes_types::model::{Outcome, Platform, Reply, ReplyTo, Usage};
+use serde_json::json;
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const TG_TOKEN: &str = "123456:copies-bot-token";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_copies_of_a_reply_processed_together_send_it_once() {
+    let api = MockServer::start().await;
+    // A slow platform: the first copy is still sending when the second looks.
+    Mock::given(method("POST"))
+        .and(path(format!("/bot{TG_TOKEN}/sendMessage")))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"ok": true}))
+                .set_delay(Duration::from_millis(1500)),
+        )
+        .mount(&api)
+        .await;
+    let mut env = TestEnv::new().await;
+    env.set("TELEGRAM_BOT_TOKEN", TG_TOKEN)
+        .set("TELEGRAM_API_BASE_URL", &api.uri())
+        .set("HERMES_PREFETCH", "8");
+    let fleet = env.start(&[Service::Delivery]).await;
+    let bus = env.bus().await;
+    let reply = Reply {
+        reply_to: ReplyTo {
+            platform: Platform::Telegram,
+            chat_id: "4242".into(),
+            callback_url: None,
+        },
+        outcome: Outcome::Answered {
+            text: "once, please".into(),
+            model: "mock".into(),
+            usage: Usage::default(),
+            finish_reason: "stop".into(),
+            tools_used: Vec::new(),
+        },
+        exchange: None,
+    };
+    let env_msg = Envelope::new(RunId::new(), None, &reply);
+    // The same envelope twice, back to back: both are in flight together (prefetch 8).
+    let copy = Outgoing::from_envelope(&env_msg);
+    for _ in 0..2 {
+        bus.publish_outgoing(&copy).await.unwrap();
+    }
+    let db = env.db();
+    eventually(Duration::from_secs(30), "both copies handled", || async {
+        let n = count(
+            &db,
+            "SELECT count(*) FROM processed_messages WHERE message_id = $1",
+            &[&env_msg.id.as_uuid()],
+        )
+        .await;
+        let (ready, _) = bus
+            .queue_stats(&bus.names().queue(hermes_bus::Stage::Delivery))
+            .await
+            .ok()?;
+        (n == 1 && ready == 0).then_some(())
+    })
+    .await;
+    // Both copies are done when the queue is empty and nothing is unacked: wait for the
+    // second copy's acknowledgement through the metrics.
+    eventually(Duration::from_secs(30), "the second copy acked", || async {
+        let m = fleet.metrics().await;
+        let acked: f64 = ["acked", "duplicate"]
+            .iter()
+            .filter_map(|o| {
+                hermes_testkit::metric(
+                    &m,
+                    &format!(
+                        "hermes_bus_messages_total{{outcome=\"{o}\",queue=\"{}\"}}",
+                        bus.names().queue(hermes_bus::Stage::Delivery)
+                    ),
+                )
+            })
+            .sum();
+        (acked >= 2.0).then_some(())
+    })
+    .await;
+    let sends = api.received_requests().await.unwrap().len();
+    assert_eq!(sends, 1, "the reply reached the chat {sends} times");
+    bus.close().await;
+    fleet.stop().await.unwrap();
+}
