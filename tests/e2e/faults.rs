@@ -315,12 +315,6 @@ async fn a_ledgered_run_through_kills_stops_and_outages_loses_and_doubles_nothin
         "ledger (settled: {settled}): {ledger:#?}, {} tries refused and sent again",
         progress.refused.load(Ordering::SeqCst)
     );
-    let bm = reqwest::get(format!("http://{}/metrics", b.admin))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
     for (t, text) in chat.sends.lock().unwrap().iter() {
         if ledger
             .doubled
