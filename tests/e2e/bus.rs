@@ -127,13 +127,15 @@ async fn a_message_that_always_fails_is_parked_after_the_delivery_limit() {
         .await
         .unwrap();
     assert_eq!(work, 0);
-    // Initial delivery + 2 redeliveries, then the broker dead-letters it.
-    let requeued = ctx
-        .metrics
-        .bus_messages
-        .with_label_values(&[&ctx.bus.names().queue(Stage::Webhooks), "requeued"])
-        .get();
-    assert_eq!(requeued, 3);
+    // Initial delivery and 2 redeliveries; the last one the broker allows is parked by the
+    // stage itself (so its run ends), not dead-lettered by the broker behind its back.
+    let counted = |outcome: &str| {
+        ctx.metrics
+            .bus_messages
+            .with_label_values(&[&ctx.bus.names().queue(Stage::Webhooks), outcome])
+            .get()
+    };
+    assert_eq!((counted("requeued"), counted("rejected")), (2, 1));
     stop.cancel();
     consumer.await.unwrap();
 

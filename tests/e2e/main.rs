@@ -15,6 +15,7 @@ mod outage;
 mod outbox;
 mod rest;
 mod router;
+mod runs_closed;
 mod shutdown;
 mod streaming;
 mod testkit;

@@ -38,10 +38,19 @@ impl Bookkeeping {
         env: &Envelope,
         reply: &Reply,
     ) -> Result<Vec<Envelope>, DbError> {
+        let run_id = env.run_id;
+        // A failed run is refunded whoever sent the failure (the llm stage, or a parked
+        // message's reply, which may not carry the exchange).
+        if let Outcome::Failed { .. } = &reply.outcome {
+            if credits::refund(tx, run_id).await? {
+                self.metrics.credits.with_label_values(&["refund"]).inc();
+                tracing::info!("credit refunded: the run ended without an answer");
+            }
+            return Ok(Vec::new());
+        }
         let Some(x) = &reply.exchange else {
             return Ok(Vec::new());
         };
-        let run_id = env.run_id;
         match &reply.outcome {
             Outcome::Answered { text, .. } => {
                 let logged = sessions::log_interaction(
@@ -65,13 +74,7 @@ impl Bookkeeping {
                     answer: text.clone(),
                 })])
             }
-            Outcome::Failed { .. } => {
-                if credits::refund(tx, run_id).await? {
-                    self.metrics.credits.with_label_values(&["refund"]).inc();
-                    tracing::info!("credit refunded: the run ended without an answer");
-                }
-                Ok(Vec::new())
-            }
+            Outcome::Failed { .. } => Ok(Vec::new()),
         }
     }
 

@@ -5,7 +5,7 @@
 //! One file per step of the pipeline (`pipeline.rs` reads top to bottom): `sanitize`,
 //! `trivial` and `intent` classify and clean text; `soul` and `recall` build the system
 //! prompt; `messages` the turns; `tool_gate` and `tools` the tools offered; `dispatch`
-//! the agent.
+//! the agent; `sweeper` ends runs left open too long.
 
 pub mod dispatch;
 pub mod intent;
@@ -14,6 +14,7 @@ pub mod pipeline;
 pub mod recall;
 pub mod sanitize;
 pub mod soul;
+pub mod sweeper;
 pub mod tool_gate;
 mod tools;
 pub mod trivial;
@@ -25,7 +26,9 @@ pub use pipeline::Router;
 /// Run the router until `ctx.stop`.
 pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let router = Router::new(ctx.clone())?;
+    let sweeper = tokio::spawn(sweeper::run(ctx.clone()));
     // Its commits are a few short statements each: group them (HERMES_COMMIT_GROUP).
     stage::run_grouped(ctx, router).await;
+    let _ = sweeper.await;
     Ok(())
 }

@@ -156,6 +156,8 @@ pub struct Config {
     pub max_in_flight: usize,
     pub shutdown_grace: Duration,
     pub db_pool_size: usize,
+    /// How long a run may stay open before the router's sweeper ends it.
+    pub run_stuck_after: Duration,
     /// `statement_timeout` of the services' pooled connections.
     pub db_statement_timeout: Duration,
     /// `idle_in_transaction_session_timeout` of the services' pooled connections.

@@ -33,6 +33,7 @@ impl Config {
         let log_format = r.get(&process::HERMES_LOG_FORMAT);
         let shutdown_grace = r.get(&process::HERMES_SHUTDOWN_GRACE_SECS);
         let db_pool_size = r.get(&process::HERMES_DB_POOL_SIZE);
+        let run_stuck_after = r.get(&router::HERMES_RUN_STUCK_AFTER_SECS);
         let db_statement_timeout = r.get(&process::HERMES_DB_STATEMENT_TIMEOUT_SECS);
         let db_idle_in_tx_timeout = r.get(&process::HERMES_DB_IDLE_IN_TX_TIMEOUT_SECS);
         let api_server_key = r.get(&ingest::API_SERVER_KEY);
@@ -82,6 +83,7 @@ impl Config {
                 max_in_flight: max_in_flight?,
                 shutdown_grace: shutdown_grace?,
                 db_pool_size: db_pool_size?,
+                run_stuck_after: run_stuck_after?,
                 db_statement_timeout: db_statement_timeout?,
                 db_idle_in_tx_timeout: db_idle_in_tx_timeout?,
                 bus: bus?,

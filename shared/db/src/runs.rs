@@ -319,3 +319,45 @@ pub async fn get(client: &Client, id: RunId) -> Result<Option<RunRow>, DbError> 
         tools_used: r.get(6),
     }))
 }
+
+/// A run the sweeper closed, with where its failure reply goes.
+#[derive(Clone, Debug)]
+pub struct SweptRun {
+    pub id: RunId,
+    pub platform: Option<Platform>,
+    pub chat_id: Option<String>,
+}
+
+/// Close as failed (`error_code = 'stuck'`, `message` as its output) at most `limit` runs
+/// still open `older_than` after they were created. Rows another sweeper holds are skipped,
+/// so several replicas sweep without closing a run twice.
+pub async fn sweep_stuck(
+    tx: &Transaction<'_>,
+    older_than: std::time::Duration,
+    limit: i64,
+    message: &str,
+) -> Result<Vec<SweptRun>, DbError> {
+    let rows = tx
+        .query(
+            "UPDATE agent_runs SET status = 'failed', error_code = 'stuck', output_text = $3,
+                 updated_at = now(), finished_at = now()
+             WHERE id IN (
+                 SELECT id FROM agent_runs
+                 WHERE status NOT IN ('completed', 'failed')
+                   AND created_at < now() - make_interval(secs => $1)
+                 ORDER BY created_at
+                 LIMIT $2
+                 FOR UPDATE SKIP LOCKED)
+             RETURNING id, platform, chat_id",
+            &[&older_than.as_secs_f64(), &limit, &message],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| SweptRun {
+            id: RunId::from(r.get::<_, uuid::Uuid>(0)),
+            platform: Platform::parse(r.get(1)),
+            chat_id: r.get(2),
+        })
+        .collect())
+}

@@ -33,6 +33,7 @@ use hermes_net::failure::{FailureReason, scrub};
 use hermes_types::envelope::Envelope;
 
 mod group_commit;
+mod park;
 
 use group_commit::Committers;
 pub use group_commit::GroupCommit;
@@ -398,6 +399,14 @@ async fn dispose<H: Handler>(
     phase: Phase,
 ) -> Disposition {
     match error {
+        // The broker parks a message past its delivery limit without telling anyone; on the
+        // last delivery it allows (`x-delivery-count` = the limit) it is parked here instead,
+        // so its run ends (`park.rs`).
+        e @ StageError::Transient(_) if deliveries >= ctx.config.bus.delivery_limit => {
+            tracing::error!(error = %e, deliveries, "message failed on its own too often; parking it");
+            park::end_run(ctx, env).await;
+            Disposition::Reject
+        }
         e @ StageError::Transient(_) => transient(e, deliveries).await,
         StageError::Unavailable { dependency, error } => {
             tracing::warn!(%dependency, error = %format!("{error:#}"), "dependency unavailable; holding the message");
@@ -414,6 +423,7 @@ async fn dispose<H: Handler>(
         }
         e @ StageError::Poison(_) => {
             tracing::error!(error = %e, "message cannot be processed; parking it");
+            park::end_run(ctx, env).await;
             Disposition::Reject
         }
         StageError::Retry { reason, error } => {
@@ -487,6 +497,7 @@ async fn retry_later(
             {
                 Ok(()) => {
                     tracing::error!(%reason, error = %detail, attempt = env.attempt, queue, "send failed for good; message parked");
+                    park::end_run(ctx, env).await;
                     Disposition::Ack("parked")
                 }
                 Err(e) => {

@@ -32,6 +32,7 @@ pub struct Inner {
     pub commit_batch_size: HistogramVec,
     pub commit_batch_fallbacks: IntCounterVec,
     pub runs: IntCounterVec,
+    pub runs_swept: IntCounter,
     pub held_messages: IntGaugeVec,
     pub dependency_up: IntGaugeVec,
     pub dependency_outages: IntCounterVec,
@@ -244,6 +245,12 @@ impl Metrics {
         )
         .unwrap();
         r.register(Box::new(outbox_lag.clone())).unwrap();
+        let runs_swept = IntCounter::new(
+            "hermes_runs_swept_total",
+            "Runs still open past HERMES_RUN_STUCK_AFTER_SECS that the router's sweeper ended (failed, refunded).",
+        )
+        .unwrap();
+        r.register(Box::new(runs_swept.clone())).unwrap();
         let held_messages = gauge_vec(
             &r,
             "hermes_stage_held_messages",
@@ -535,6 +542,7 @@ impl Metrics {
             commit_batch_size,
             commit_batch_fallbacks,
             runs,
+            runs_swept,
             held_messages,
             dependency_up,
             dependency_outages,

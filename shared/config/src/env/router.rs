@@ -1,10 +1,12 @@
 //! The router: the embeddings endpoint of semantic recall and the Fernet keyrings of the
-//! session-history cache and of agent webhook secrets.
+//! session-history cache and of agent webhook secrets; the bound of the stuck-run sweeper.
+
+use std::time::Duration;
 
 use secrecy::SecretString;
 use url::Url;
 
-use super::Unset::Means;
+use super::Unset::{Means, Value};
 use super::{kinds, settings};
 
 settings! {
@@ -33,6 +35,12 @@ settings! {
             unset: Means("(none: external agents cannot be created)"),
             secret: true,
             help: "comma-separated Fernet keys that seal agent webhook secrets at rest, newest first; needed to create external agents",
+        },
+        HERMES_RUN_STUCK_AFTER_SECS: Duration {
+            kind: kinds::SECS_ABOVE_ZERO,
+            unset: Value("900"),
+            secret: false,
+            help: "a run still open this long after it was created is ended by the router's sweeper: failed, refunded, its chat told",
         },
     ]
 }

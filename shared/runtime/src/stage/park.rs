@@ -1,0 +1,92 @@
+//! A parked message ends its run (docs/architecture.md, poison is parked): the run is not
+//! left open with its caller waiting, its credit spent and an agent's slot taken. A message
+//! parked on its way to an answer (router, llm, tools) sends the run a failure reply through
+//! the delivery stage, which closes the run as failed, refunds its credit once and tells the
+//! caller or chat, like any failed run. A reply or wake that could not be delivered closes its
+//! run here, as failed, with its refund: there is nobody left to tell.
+//!
+//! The failure reply's id is derived from the parked message's, so parking two copies of one
+//! message sends one reply. If the run cannot be ended now (PostgreSQL or the broker away),
+//! the stuck-run sweeper ends it later.
+
+use hermes_db::{credits, runs};
+use hermes_types::envelope::{Envelope, MessageKind};
+use hermes_types::ids::MessageId;
+use hermes_types::model::{FailureCode, Inbound, LlmRequest, Outcome, Reply, ToolRequest};
+
+use crate::context::Ctx;
+
+/// What the user is told when their message could not be processed.
+pub const PARKED_TEXT: &str =
+    "Sorry, something went wrong with this message and I couldn't answer it. Please try again.";
+
+/// Bits flipped in a parked message's id to name its failure reply (stable, so two copies
+/// of one parked message make one reply).
+const FAILURE_REPLY_ID: u128 = 0x7061_726b_6564_2d72_6570_6c79_0000_0001;
+
+/// End `env`'s run because `env` was parked. Best effort: a run this cannot end is left to
+/// the sweeper, and the message is parked either way.
+pub(super) async fn end_run(ctx: &Ctx, env: &Envelope) {
+    let result = match env.kind {
+        MessageKind::Inbound => match env.payload::<Inbound>() {
+            Ok(inbound) => {
+                reply(
+                    ctx,
+                    env,
+                    Reply::failed(inbound.reply_to(), FailureCode::Invalid, PARKED_TEXT),
+                )
+                .await
+            }
+            Err(e) => Err(e.into()),
+        },
+        MessageKind::LlmRequest => match env.payload::<LlmRequest>() {
+            Ok(req) => reply(ctx, env, failed(req)).await,
+            Err(e) => Err(e.into()),
+        },
+        MessageKind::ToolRequest => match env.payload::<ToolRequest>() {
+            Ok(tr) => reply(ctx, env, failed(tr.request)).await,
+            Err(e) => Err(e.into()),
+        },
+        MessageKind::Reply | MessageKind::AgentWake => close(ctx, env).await,
+        // Memory extraction follows a closed run: nothing is open.
+        MessageKind::MemoryExtract => Ok(()),
+    };
+    if let Err(e) = result {
+        tracing::error!(error = %format!("{e:#}"), "cannot end the parked message's run now; the stuck-run sweeper will");
+    }
+}
+
+fn failed(req: LlmRequest) -> Reply {
+    Reply {
+        exchange: req.exchange,
+        ..Reply::failed(req.reply_to, FailureCode::Invalid, PARKED_TEXT)
+    }
+}
+
+/// Queue the run's failure reply for the delivery stage (confirmed by the broker).
+async fn reply(ctx: &Ctx, parked: &Envelope, reply: Reply) -> anyhow::Result<()> {
+    let mut env = parked.follow(&reply);
+    env.id = MessageId::from(uuid::Uuid::from_u128(
+        parked.id.as_uuid().as_u128() ^ FAILURE_REPLY_ID,
+    ));
+    ctx.bus.publish(&env).await?;
+    tracing::warn!(run_id = %parked.run_id, "message parked: its run gets a failure reply");
+    Ok(())
+}
+
+/// Close the run as failed and refund it, when its reply (or wake) is what was parked.
+async fn close(ctx: &Ctx, env: &Envelope) -> anyhow::Result<()> {
+    let mut client = ctx.db.get().await?;
+    let tx = client.transaction().await?;
+    let outcome = Outcome::Failed {
+        code: FailureCode::Invalid,
+        message: PARKED_TEXT.into(),
+    };
+    let closed = runs::finish(&tx, env.run_id, &outcome).await?;
+    let refunded = closed && credits::refund(&tx, env.run_id).await?;
+    tx.commit().await?;
+    if closed {
+        tracing::warn!(run_id = %env.run_id, refunded, "undeliverable message parked: its run closed as failed");
+    }
+    Ok(())
+}
