@@ -77,3 +77,50 @@ async fn a_stopped_consumer_keeps_its_channel_until_the_message_in_flight_is_ack
     bus.close().await;
     observer.close().await;
 }
+
+/// What is still running when the grace ends is stopped and handed back to its queue, not
+/// cut off after the connections closed nor left running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_still_running_when_the_grace_ends_is_handed_back_to_its_queue() {
+    let provider = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(
+            wiremock::ResponseTemplate::new(200)
+                .set_delay(Duration::from_secs(60))
+                .set_body_json(hermes_testkit::openai_answer("too late", 1, 2)),
+        )
+        .mount(&provider)
+        .await;
+    let mut env = TestEnv::new().await;
+    env.openai_mock(&provider.uri())
+        .set("HERMES_SHUTDOWN_GRACE_SECS", "1");
+    env.user(hermes_types::model::Platform::Rest, "anyone", 5)
+        .await;
+    let fleet = env
+        .start(&[hermes::Service::Router, hermes::Service::Llm])
+        .await;
+    let bus = env.bus().await;
+    hermes_testkit::send(&bus, "anyone", "take forever").await;
+    hermes_testkit::eventually(Duration::from_secs(30), "the model call", || async {
+        (!provider.received_requests().await?.is_empty()).then_some(())
+    })
+    .await;
+    fleet.stop().await.unwrap();
+    let (ready, consumers) = bus
+        .queue_stats(&bus.names().queue(Stage::Llm))
+        .await
+        .unwrap();
+    assert_eq!(
+        (ready, consumers),
+        (1, 0),
+        "the model call's message is back in its queue"
+    );
+    let replies = hermes_testkit::count(
+        &env.db(),
+        "SELECT count(*) FROM outbox WHERE stage = 'delivery'",
+        &[],
+    )
+    .await;
+    assert_eq!(replies, 0, "nothing was committed for it");
+    bus.close().await;
+}

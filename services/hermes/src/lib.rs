@@ -179,11 +179,18 @@ pub async fn run(
     };
     let mut error: Option<anyhow::Error> = ctx.fatal.reason().map(anyhow::Error::msg);
 
+    // The drain, in order and bounded (docs/operations.md, stopping): ingest stops taking
+    // requests and gets at most a third of the grace for the ones in flight (their answers
+    // come from the stages, which keep working meanwhile); then the stages stop consuming and
+    // finish what they hold by the end of the grace. What is still running then is aborted
+    // at its next await, before the connections close, so its messages go back to their
+    // queues unacked and no half-finished work runs on after the hand-back.
     ctx.readiness.set_stopping();
-    let deadline = Instant::now() + grace;
+    let started = Instant::now();
+    let deadline = started + grace;
     intake.cancel();
     if let Some((s, h)) = ingest {
-        collect(s, h, deadline, &mut error).await;
+        collect(s, h, started + grace / 3, &mut error).await;
     }
     workers.cancel();
     for (s, h) in stages {
@@ -219,6 +226,7 @@ async fn collect(
     error: &mut Option<anyhow::Error>,
 ) {
     let left = deadline.saturating_duration_since(Instant::now());
+    let abort = h.abort_handle();
     match tokio::time::timeout(left, h).await {
         Ok(Ok(Ok(()))) => {}
         Ok(Ok(Err(e))) => {
@@ -229,9 +237,10 @@ async fn collect(
             error.get_or_insert(anyhow::anyhow!("{} service panicked: {join}", s.as_str()));
         }
         Err(_) => {
+            abort.abort();
             tracing::warn!(
                 service = s.as_str(),
-                "shutdown grace exceeded; abandoning in-flight work (it will be redelivered)"
+                "shutdown grace exceeded; in-flight work stopped and handed back to its queue"
             );
         }
     }

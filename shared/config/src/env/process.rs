@@ -63,9 +63,9 @@ settings! {
         },
         HERMES_SHUTDOWN_GRACE_SECS: Duration {
             kind: kinds::SECS,
-            unset: Value("30"),
+            unset: Value("60"),
             secret: false,
-            help: "how long SIGTERM waits for in-flight work before exiting",
+            help: "how long SIGTERM waits for in-flight work (ingest's requests get a third of it); longer than one model call (`HERMES_LLM_TIMEOUT_SECS`), and what is still running then is handed back to its queue",
         },
         HERMES_DB_POOL_SIZE: usize {
             kind: kinds::COUNT_TWO_OR_MORE,
