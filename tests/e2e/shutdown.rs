@@ -100,7 +100,7 @@ async fn work_still_running_when_the_grace_ends_is_handed_back_to_its_queue() {
         .start(&[hermes::Service::Router, hermes::Service::Llm])
         .await;
     let bus = env.bus().await;
-    hermes_testkit::send(&bus, "anyone", "take forever").await;
+    send(&bus, "anyone", "take forever").await;
     hermes_testkit::eventually(Duration::from_secs(30), "the model call", || async {
         (!provider.received_requests().await?.is_empty()).then_some(())
     })
