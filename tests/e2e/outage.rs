@@ -102,3 +102,30 @@ async fn an_unreachable_server_is_an_outage_and_a_broken_statement_is_not() {
     };
     assert!(refused.is_unavailable(), "{refused}");
 }
+
+/// A broker that stops taking messages without closing anything (a memory or disk alarm
+/// blocks publishers) fails a publish after HERMES_PUBLISH_TIMEOUT_SECS instead of hanging
+/// ingest and the relay with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_to_a_stalled_broker_fails_within_its_bound() {
+    let mut env = TestEnv::new().await;
+    let proxy = env.broker_behind_proxy().await;
+    env.set("HERMES_PUBLISH_TIMEOUT_SECS", "1");
+    let bus = env.bus().await;
+    send(&bus, "before", "the broker takes this").await;
+    proxy.set_stalled(true);
+    let msg = hermes_types::envelope::Envelope::new(
+        hermes_types::ids::RunId::new(),
+        None,
+        &hermes_testkit::api_inbound("stalled"),
+    );
+    // Bounded here too, so a hang fails the test instead of stalling the suite.
+    let result = tokio::time::timeout(Duration::from_secs(30), bus.publish(&msg))
+        .await
+        .expect("the publish returned");
+    assert!(
+        matches!(result, Err(hermes_bus::BusError::PublishTimeout(_))),
+        "{result:?}"
+    );
+    proxy.set_stalled(false);
+}

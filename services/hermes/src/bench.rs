@@ -77,6 +77,7 @@ async fn drain(
         queue_expires,
         retry_delays: Vec::new(),
         inbound_delay: Duration::from_secs(30),
+        publish_timeout: Duration::from_secs(10),
     };
     let bus = Bus::connect(
         amqp_url.to_string().into(),

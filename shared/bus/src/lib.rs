@@ -50,8 +50,10 @@ pub enum BusError {
     Nacked { queue: String },
     #[error("no queue is bound for {queue}: the message was returned")]
     Unroutable { queue: String },
-    #[error("no confirm from the broker within {0:?}")]
-    ConfirmTimeout(Duration),
+    #[error(
+        "the broker did not take and confirm the message within {0:?} (HERMES_PUBLISH_TIMEOUT_SECS)"
+    )]
+    PublishTimeout(Duration),
 }
 
 struct Inner {
@@ -73,7 +75,6 @@ pub struct Bus {
     inner: Arc<Inner>,
 }
 
-const CONFIRM_TIMEOUT: Duration = Duration::from_secs(10);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 async fn open(url: &str, name: &str) -> Result<Connection, BusError> {
@@ -324,7 +325,8 @@ impl Bus {
             .with_timestamp(chrono::Utc::now().timestamp() as u64)
             .with_headers(headers);
         let started = Instant::now();
-        let result = async {
+        let timeout = self.inner.settings.publish_timeout;
+        let publish = async {
             let confirm = channel
                 .basic_publish(
                     exchange.to_string().into(),
@@ -337,20 +339,24 @@ impl Bus {
                     props,
                 )
                 .await?;
-            match tokio::time::timeout(CONFIRM_TIMEOUT, confirm).await {
-                Err(_) => Err(BusError::ConfirmTimeout(CONFIRM_TIMEOUT)),
-                Ok(Err(e)) => Err(BusError::Amqp(e)),
-                Ok(Ok(Confirmation::Ack(None))) => Ok(()),
-                Ok(Ok(Confirmation::Ack(Some(_)))) => Err(BusError::Unroutable {
+            match confirm.await {
+                Err(e) => Err(BusError::Amqp(e)),
+                Ok(Confirmation::Ack(None)) => Ok(()),
+                Ok(Confirmation::Ack(Some(_))) => Err(BusError::Unroutable {
                     queue: label.to_string(),
                 }),
-                Ok(Ok(Confirmation::Nack(_))) => Err(BusError::Nacked {
+                Ok(Confirmation::Nack(_)) => Err(BusError::Nacked {
                     queue: label.to_string(),
                 }),
-                Ok(Ok(Confirmation::NotRequested)) => Ok(()),
+                Ok(Confirmation::NotRequested) => Ok(()),
             }
-        }
-        .await;
+        };
+        // The whole publish is bounded, not only the confirm: a broker that blocks
+        // publishers (a memory or disk alarm) holds `basic_publish` itself.
+        let result = match tokio::time::timeout(timeout, publish).await {
+            Ok(r) => r,
+            Err(_) => Err(BusError::PublishTimeout(timeout)),
+        };
         let m = &self.inner.metrics;
         m.bus_publish_duration
             .observe(started.elapsed().as_secs_f64());
@@ -358,6 +364,7 @@ impl Bus {
             Ok(()) => "confirmed",
             Err(BusError::Nacked { .. }) => "nacked",
             Err(BusError::Unroutable { .. }) => "unroutable",
+            Err(BusError::PublishTimeout(_)) => "timeout",
             Err(_) => "error",
         };
         m.bus_published.with_label_values(&[label, outcome]).inc();

@@ -282,6 +282,7 @@ mod tests {
             queue_expires: None,
             retry_delays: vec![mins(1), mins(5)],
             inbound_delay: Duration::from_secs(30),
+            publish_timeout: Duration::from_secs(10),
         };
         let all = names.wait_queues(&settings);
         assert_eq!(all.len(), 5, "{all:?}");

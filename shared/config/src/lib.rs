@@ -101,6 +101,8 @@ pub struct BusSettings {
     /// How long a chat message over its sender's inbound rate waits before it is routed
     /// (the router's one wait queue, its slow lane).
     pub inbound_delay: Duration,
+    /// Bound of one publish, the broker's confirm included.
+    pub publish_timeout: Duration,
 }
 
 impl BusSettings {

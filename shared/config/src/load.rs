@@ -144,6 +144,7 @@ fn read_bus(r: &mut Reader<'_>) -> Option<BusSettings> {
     let queue_expires = r.get(&bus::HERMES_QUEUE_EXPIRES_SECS);
     let retry_delays = r.get(&bus::HERMES_DELIVERY_RETRY_DELAYS);
     let inbound_delay = r.get(&bus::HERMES_INBOUND_DELAY_SECS);
+    let publish_timeout = r.get(&bus::HERMES_PUBLISH_TIMEOUT_SECS);
     Some(BusSettings {
         prefetch: prefetch?,
         commit_group: commit_group?,
@@ -153,6 +154,7 @@ fn read_bus(r: &mut Reader<'_>) -> Option<BusSettings> {
         queue_expires,
         retry_delays: retry_delays?,
         inbound_delay: inbound_delay?,
+        publish_timeout: publish_timeout?,
     })
 }
 

@@ -1,5 +1,6 @@
 //! A TCP proxy that can cut every connection through it, to take a server away from the
-//! fleet mid-test without touching the server other tests share.
+//! fleet mid-test without touching the server other tests share, or stall them (connections
+//! stay open, nothing goes through: a server under a memory alarm, a black-holed network).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -12,7 +13,30 @@ pub struct ChaosProxy {
     pub addr: SocketAddr,
     current: Arc<Mutex<CancellationToken>>,
     down: Arc<std::sync::atomic::AtomicBool>,
+    stalled: tokio::sync::watch::Sender<bool>,
     stop: CancellationToken,
+}
+
+/// Copy `from` to `to`, holding every byte while the proxy is stalled.
+async fn forward(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut stalled: tokio::sync::watch::Receiver<bool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if stalled.wait_for(|s| !*s).await.is_err() {
+            return;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
 }
 
 impl ChaosProxy {
@@ -22,10 +46,11 @@ impl ChaosProxy {
         let current = Arc::new(Mutex::new(CancellationToken::new()));
         let down = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let stop = CancellationToken::new();
-        let (cur, st, dn) = (current.clone(), stop.clone(), down.clone());
+        let (stalled, _) = tokio::sync::watch::channel(false);
+        let (cur, st, dn, stall) = (current.clone(), stop.clone(), down.clone(), stalled.clone());
         tokio::spawn(async move {
             loop {
-                let (mut inbound, _) = tokio::select! {
+                let (inbound, _) = tokio::select! {
                     _ = st.cancelled() => return,
                     a = listener.accept() => match a { Ok(a) => a, Err(_) => continue },
                 };
@@ -33,13 +58,17 @@ impl ChaosProxy {
                     continue; // dropping the socket refuses the connection
                 }
                 let cut = cur.lock().unwrap().clone();
+                let stall = stall.subscribe();
                 tokio::spawn(async move {
-                    let Ok(mut outbound) = TcpStream::connect(target).await else {
+                    let Ok(outbound) = TcpStream::connect(target).await else {
                         return;
                     };
+                    let (in_r, in_w) = inbound.into_split();
+                    let (out_r, out_w) = outbound.into_split();
                     tokio::select! {
                         _ = cut.cancelled() => {}
-                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = forward(in_r, out_w, stall.clone()) => {}
+                        _ = forward(out_r, in_w, stall) => {}
                     }
                 });
             }
@@ -48,6 +77,7 @@ impl ChaosProxy {
             addr,
             current,
             down,
+            stalled,
             stop,
         }
     }
@@ -58,6 +88,11 @@ impl ChaosProxy {
         if down {
             self.cut();
         }
+    }
+
+    /// Hold every byte in both directions without closing anything, or let them flow again.
+    pub fn set_stalled(&self, stalled: bool) {
+        self.stalled.send_replace(stalled);
     }
 
     /// Drop every connection open through the proxy; new ones go through again.

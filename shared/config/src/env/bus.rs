@@ -51,6 +51,12 @@ settings! {
             secret: false,
             help: "seconds a failed delivery or agent webhook waits before each queued retry (one wait queue per delay); after the last it is parked",
         },
+        HERMES_PUBLISH_TIMEOUT_SECS: Duration {
+            kind: kinds::SECS_ABOVE_ZERO,
+            unset: Value("10"),
+            secret: false,
+            help: "bound of one publish, from handing the message to the broker to its confirm: a broker that blocks publishers (memory or disk alarm) makes it fail instead of hanging ingest and the relay",
+        },
         HERMES_INBOUND_DELAY_SECS: Duration {
             kind: kinds::SECS_ABOVE_ZERO,
             unset: Value("30"),
