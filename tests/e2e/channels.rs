@@ -492,3 +492,44 @@ async fn a_broker_outage_answers_503_and_never_2xx() {
     );
     fleet.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_message_of_a_large_meta_batch_is_routed_and_a_3_mb_body_accepted() {
+    let mut env = channel_env().await;
+    // One sender, 150 messages: the batch, not the rate limit, is under test.
+    env.set("HERMES_INBOUND_BURST", "1000")
+        .set("HERMES_INBOUND_PER_MINUTE", "1000");
+    let fleet = env.start(&[Service::Ingest]).await;
+    let bus = env.bus().await;
+    let signed = |body: &[u8]| vec![("x-hub-signature-256", sign(WA_APP_SECRET, body))];
+
+    // 150 messages and 120 statuses in one body: all messages routed, statuses apart.
+    let messages: Vec<Value> = (0..150)
+        .map(|i| json!({"from": "15551234567", "id": format!("wamid.batch{i}"), "timestamp": "1760000000",
+                        "type": "text", "text": {"body": format!("m{i}")}}))
+        .collect();
+    let statuses: Vec<Value> = (0..120)
+        .map(|i| {
+            json!({"id": format!("wamid.sent{i}"), "status": "delivered", "timestamp": "1760000000",
+                        "recipient_id": "15551234567"})
+        })
+        .collect();
+    let big = whatsapp_payload(json!(messages), json!(statuses));
+    let r = post(&fleet, "/webhooks/whatsapp", &signed(&big), big.clone()).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.json::<Value>().await.unwrap()["routed"], 150);
+    assert_eq!(routed(&bus).await.len(), 150, "every message routed");
+
+    // A body near Meta's 3 MB (this environment's general limit is 64 KB): accepted.
+    let long = "x".repeat(2_500_000);
+    let heavy = whatsapp_payload(
+        json!([{"from": "15551234567", "id": "wamid.heavy", "timestamp": "1760000000",
+                "type": "text", "text": {"body": long}}]),
+        json!([]),
+    );
+    let r = post(&fleet, "/webhooks/whatsapp", &signed(&heavy), heavy.clone()).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(routed(&bus).await.len(), 1);
+    bus.close().await;
+    fleet.stop().await.unwrap();
+}

@@ -39,7 +39,7 @@ async fn handle(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = body_or_error(&app.ctx.config, body)?;
+    let body = body_or_error(app.ctx.config.max_body_bytes, body)?;
     let request = openai::parse(&body)?;
     let run = RunId::new();
     let traceparent = headers

@@ -32,7 +32,6 @@ use futures_util::StreamExt;
 use hermes_cache::dedupe::Dedupe;
 use hermes_cache::rate_limit::RateLimiter;
 use hermes_cache::run_events::{RunEvents, Waiters};
-use hermes_config::Config;
 use hermes_runtime::Ctx;
 use hermes_runtime::http::{ApiError, track};
 use serde_json::json;
@@ -80,17 +79,14 @@ impl std::ops::Deref for AppState {
 
 /// The request body, or the JSON error for one that is too large or unreadable.
 pub(crate) fn body_or_error(
-    config: &Config,
+    limit: usize,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Bytes, ApiError> {
     body.map_err(|r| match r.status() {
         StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "body_too_large",
-            format!(
-                "request body is larger than {} bytes",
-                config.max_body_bytes
-            ),
+            format!("request body is larger than {limit} bytes"),
         ),
         status => ApiError::new(status, "invalid_body", r.body_text()),
     })
@@ -187,15 +183,20 @@ pub fn app(state: AppState) -> Router {
         ));
     let webhooks = Router::new()
         .route("/webhooks/telegram", post(webhooks::telegram))
-        .route(
-            "/webhooks/whatsapp",
-            get(webhooks::whatsapp_handshake).post(webhooks::whatsapp),
-        )
-        .route("/webhooks/360dialog", post(webhooks::d360_header))
-        .route("/webhooks/360dialog/{token}", post(webhooks::d360_path))
-        .route(
-            "/webhooks/instagram",
-            get(webhooks::instagram_handshake).post(webhooks::instagram),
+        .merge(
+            // Meta's webhooks carry up to 3 MB: their routes take what Meta sends.
+            Router::new()
+                .route(
+                    "/webhooks/whatsapp",
+                    get(webhooks::whatsapp_handshake).post(webhooks::whatsapp),
+                )
+                .route("/webhooks/360dialog", post(webhooks::d360_header))
+                .route("/webhooks/360dialog/{token}", post(webhooks::d360_path))
+                .route(
+                    "/webhooks/instagram",
+                    get(webhooks::instagram_handshake).post(webhooks::instagram),
+                )
+                .layer(DefaultBodyLimit::max(state.ctx.config.meta_max_body_bytes)),
         );
     let slots = Arc::new(Semaphore::new(state.ctx.config.max_in_flight));
     let bounded = api

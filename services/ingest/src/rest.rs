@@ -194,7 +194,7 @@ pub async fn post_message(
             .inc();
         e.into_response()
     };
-    let body = match body_or_error(&app.ctx.config, body) {
+    let body = match body_or_error(app.ctx.config.max_body_bytes, body) {
         Ok(b) => b,
         Err(e) => return refuse(e),
     };

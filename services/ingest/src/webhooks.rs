@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::accept::{self, Accepted};
-use crate::channels::{instagram, telegram, verify, whatsapp};
+use crate::channels::{ParseError, instagram, telegram, verify, whatsapp};
 use crate::{AppState, body_or_error};
 
 fn refused(app: &AppState, platform: Platform, reason: &'static str, e: ApiError) -> Response {
@@ -56,6 +56,23 @@ fn bad_signature(app: &AppState, platform: Platform) -> Response {
             "signature or token is missing or wrong",
         ),
     )
+}
+
+/// A body that did not parse (400), or one with more items than any platform sends (413).
+fn unparsed(app: &AppState, platform: Platform, e: ParseError) -> Response {
+    if let ParseError::TooMany(_) = e {
+        return refused(
+            app,
+            platform,
+            e.reason(),
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_many_items",
+                e.to_string(),
+            ),
+        );
+    }
+    malformed(app, platform, e)
 }
 
 fn malformed(app: &AppState, platform: Platform, e: impl std::fmt::Display) -> Response {
@@ -101,9 +118,15 @@ async fn accept_all(app: &AppState, events: Vec<MessageEvent>, headers: &HeaderM
 /// The raw body, or the refusal (with its metric reason) for one too large or unreadable.
 fn body(
     app: &AppState,
+    platform: Platform,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Bytes, (&'static str, ApiError)> {
-    body_or_error(&app.ctx.config, body).map_err(|e| {
+    let c = &app.ctx.config;
+    let limit = match platform {
+        Platform::Whatsapp | Platform::Instagram => c.meta_max_body_bytes,
+        _ => c.max_body_bytes,
+    };
+    body_or_error(limit, body).map_err(|e| {
         let reason = if e.status == StatusCode::PAYLOAD_TOO_LARGE {
             "too_large"
         } else {
@@ -125,7 +148,8 @@ fn hub_signed_body(
     let Some(secret) = secret else {
         return Err(Box::new(not_configured(app, platform)));
     };
-    let raw = body(app, raw).map_err(|(reason, e)| Box::new(refused(app, platform, reason, e)))?;
+    let raw = body(app, platform, raw)
+        .map_err(|(reason, e)| Box::new(refused(app, platform, reason, e)))?;
     let signature = headers
         .get("x-hub-signature-256")
         .and_then(|v| v.to_str().ok());
@@ -151,7 +175,7 @@ pub async fn telegram(
     if !verify::token_matches(secret.expose_secret(), given) {
         return bad_signature(&app, p);
     }
-    let raw = match body(&app, raw) {
+    let raw = match body(&app, p, raw) {
         Ok(b) => b,
         Err((reason, e)) => return refused(&app, p, reason, e),
     };
@@ -225,7 +249,7 @@ async fn whatsapp_payload(app: &AppState, headers: &HeaderMap, raw: &[u8]) -> Re
     let p = Platform::Whatsapp;
     let batch = match whatsapp::parse(raw) {
         Ok(b) => b,
-        Err(e) => return malformed(app, p, e),
+        Err(e) => return unparsed(app, p, e),
     };
     if !batch.statuses.is_empty() {
         if let Err(e) = crate::statuses::record(&app.ctx, &batch.statuses).await {
@@ -289,7 +313,7 @@ async fn d360(
         Some(false) => return bad_signature(&app, p),
         Some(true) => {}
     }
-    let raw = match body(&app, raw) {
+    let raw = match body(&app, p, raw) {
         Ok(b) => b,
         Err((reason, e)) => return refused(&app, p, reason, e),
     };
@@ -328,7 +352,7 @@ pub async fn instagram(
         Err(refusal) => return *refusal,
     };
     match instagram::parse(&raw) {
-        Err(e) => malformed(&app, p, e),
+        Err(e) => unparsed(&app, p, e),
         Ok(events) => accept_all(&app, events, &headers).await,
     }
 }

@@ -155,6 +155,8 @@ pub struct Config {
     pub llm_timeout: Duration,
     pub run_timeout: Duration,
     pub max_body_bytes: usize,
+    /// The body limit of Meta's webhook routes (WhatsApp, 360dialog, Instagram).
+    pub meta_max_body_bytes: usize,
     pub max_in_flight: usize,
     pub shutdown_grace: Duration,
     pub db_pool_size: usize,

@@ -39,6 +39,7 @@ impl Config {
         let api_server_key = r.get(&ingest::API_SERVER_KEY);
         let run_timeout = r.get(&ingest::HERMES_RUN_TIMEOUT_SECS);
         let max_body_bytes = r.get(&ingest::HERMES_MAX_BODY_BYTES);
+        let meta_max_body_bytes = r.get(&ingest::HERMES_META_MAX_BODY_BYTES);
         let max_in_flight = r.get(&ingest::HERMES_MAX_IN_FLIGHT);
         let provider = read_provider(&mut r);
         let global_daily_budget_micro_usd = r.get(&providers::LLM_GLOBAL_DAILY_BUDGET_USD);
@@ -80,6 +81,7 @@ impl Config {
                 llm_timeout: llm_timeout?,
                 run_timeout: run_timeout?,
                 max_body_bytes: max_body_bytes?,
+                meta_max_body_bytes: meta_max_body_bytes?,
                 max_in_flight: max_in_flight?,
                 shutdown_grace: shutdown_grace?,
                 db_pool_size: db_pool_size?,

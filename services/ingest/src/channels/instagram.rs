@@ -10,8 +10,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::{
-    MAX_EVENTS, ParseError, decode, from_unix_millis, lenient_i64, lenient_id, short_field,
-    text_field,
+    MAX_ATTACHMENTS, MAX_ITEMS, ParseError, decode, from_unix_millis, lenient_i64, lenient_id,
+    short_field, text_field,
 };
 
 /// Parses one webhook body into the messages to route, in body order. `Err` when it is not
@@ -30,14 +30,13 @@ pub fn parse(body: &[u8]) -> Result<Vec<MessageEvent>, ParseError> {
             super::truncate_utf8(object, 64)
         )));
     }
+    let items: usize = raw.entry.iter().map(|e| e.messaging.len()).sum();
+    if items > MAX_ITEMS {
+        return Err(ParseError::TooMany(items));
+    }
     let mut out = Vec::new();
-    let mut budget = MAX_EVENTS;
     for entry in raw.entry {
         for item in entry.messaging {
-            if budget == 0 {
-                return Ok(out);
-            }
-            budget -= 1;
             let Ok(item) = serde_json::from_value::<RawMessaging>(item) else {
                 continue;
             };
@@ -74,7 +73,7 @@ fn event(item: RawMessaging, entry_time: Option<i64>) -> Option<MessageEvent> {
                 mime_type: None,
             })
         })
-        .take(MAX_EVENTS)
+        .take(MAX_ATTACHMENTS)
         .collect();
     let text = text_field(m.text);
     if text.is_none() && media.is_empty() {
@@ -345,16 +344,22 @@ mod tests {
     }
 
     #[test]
-    fn at_most_max_events_per_body() {
-        let items: Vec<Value> = (0..150)
-            .map(|i| json!({"sender": {"id": "1"}, "message": {"mid": format!("m{i}"), "text": "x"}}))
-            .collect();
-        let body = json!({"object": "instagram", "entry": [{"messaging": items}]});
+    fn every_item_of_a_large_body_is_parsed_and_beyond_the_bound_refused() {
+        let items = |n: usize| -> Vec<Value> {
+            (0..n)
+                .map(|i| json!({"sender": {"id": "1"}, "message": {"mid": format!("m{i}"), "text": "x"}}))
+                .collect()
+        };
+        let body = json!({"object": "instagram", "entry": [{"messaging": items(150)}]});
         let e = events(&body.to_string());
-        assert_eq!(e.len(), MAX_EVENTS);
-        let before = Utc::now();
-        assert!(e[0].received_at <= before);
+        assert_eq!(e.len(), 150);
+        assert!(e[0].received_at <= Utc::now());
         assert_eq!(e[0].metadata, None);
+        let body = json!({"object": "instagram", "entry": [{"messaging": items(MAX_ITEMS + 1)}]});
+        assert!(matches!(
+            parse(body.to_string().as_bytes()),
+            Err(ParseError::TooMany(_))
+        ));
     }
 
     #[test]

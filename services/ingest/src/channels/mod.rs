@@ -5,8 +5,9 @@
 //! clocks except as a fallback for a missing timestamp, no configuration. Every function is
 //! total over its input (fuzzed in `fuzz/`): untrusted bytes give `Err` or an empty result,
 //! never a panic. Sizes are bounded: message text is cut at [`MAX_TEXT_BYTES`] on a char
-//! boundary, other strings (ids, names, URLs, MIME types) at [`MAX_FIELD_BYTES`], and at most
-//! [`MAX_EVENTS`] items of one body are looked at.
+//! boundary, other strings (ids, names, URLs, MIME types) at [`MAX_FIELD_BYTES`]. A body with
+//! more than [`MAX_ITEMS`] messages (or as many statuses) is refused whole
+//! ([`ParseError::TooMany`]): nothing of a verified body is acknowledged and then dropped.
 //!
 //! - [`telegram::parse`]: one Bot API `Update` → at most one [`MessageEvent`].
 //! - [`whatsapp::parse`]: one Cloud API webhook → messages and delivery statuses.
@@ -29,9 +30,12 @@ use serde_json::Value;
 pub const MAX_TEXT_BYTES: usize = 64 * 1024;
 /// Ids, names, URLs and MIME types longer than this many bytes are cut (at a char boundary).
 pub const MAX_FIELD_BYTES: usize = 4 * 1024;
-/// At most this many items (messages, statuses, messaging entries) of one body are handled;
-/// the rest are ignored.
-pub const MAX_EVENTS: usize = 100;
+/// The most messages, and separately the most statuses, one body may carry: well above what
+/// a platform puts in one webhook (Meta's bodies stop at 3 MB, about 10,000 of the smallest
+/// items), so only a body no platform sends is refused.
+pub const MAX_ITEMS: usize = 20_000;
+/// The most attachments one message may carry.
+pub const MAX_ATTACHMENTS: usize = 100;
 
 /// Why a webhook body could not be parsed. Both variants are a 400 for the sender and the
 /// `malformed` reason on the rejection metric.
@@ -43,6 +47,9 @@ pub enum ParseError {
     /// JSON, but not the shape this platform sends.
     #[error("{0}")]
     Shape(String),
+    /// More items than [`MAX_ITEMS`]: refused whole (413), never truncated.
+    #[error("{0} items in one body; at most {MAX_ITEMS} are accepted")]
+    TooMany(usize),
 }
 
 impl ParseError {
@@ -50,6 +57,7 @@ impl ParseError {
     pub fn reason(&self) -> &'static str {
         match self {
             ParseError::Json(_) | ParseError::Shape(_) => "malformed",
+            ParseError::TooMany(_) => "too_large",
         }
     }
 }

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{
-    MAX_EVENTS, ParseError, decode, from_unix_seconds, lenient_i64, location_text, short_field,
+    MAX_ITEMS, ParseError, decode, from_unix_seconds, lenient_i64, location_text, short_field,
     text_field,
 };
 
@@ -25,7 +25,7 @@ pub struct Batch {
     /// Delivery receipts of messages we sent.
     pub statuses: Vec<StatusUpdate>,
     /// Items not routed: unknown message types, items that did not parse, non-`messages`
-    /// changes, and everything past the first [`MAX_EVENTS`] items.
+    /// changes.
     pub ignored: usize,
 }
 
@@ -91,20 +91,21 @@ pub fn parse(body: &[u8]) -> Result<Batch, ParseError> {
         )));
     }
     let mut batch = Batch::default();
-    let mut budget = MAX_EVENTS;
+    let (mut messages, mut statuses) = (0usize, 0usize);
     for change in raw.entry.into_iter().flat_map(|e| e.changes) {
         let is_messages = change.field.as_deref().is_none_or(|f| f == "messages");
         let Some(value) = change.value.filter(|_| is_messages) else {
             batch.ignored += 1;
             continue;
         };
+        // Messages and statuses each have their own bound, checked before any work.
+        messages += value.messages.len();
+        statuses += value.statuses.len();
+        if messages.max(statuses) > MAX_ITEMS {
+            return Err(ParseError::TooMany(messages.max(statuses)));
+        }
         let phone_number_id = value.metadata.and_then(|m| short_field(m.phone_number_id));
         for item in value.messages {
-            if budget == 0 {
-                batch.ignored += 1;
-                continue;
-            }
-            budget -= 1;
             match serde_json::from_value::<RawMessage>(item) {
                 Ok(m) => match event(m, &value.contacts, phone_number_id.as_deref()) {
                     Some(e) => batch.messages.push(e),
@@ -114,11 +115,6 @@ pub fn parse(body: &[u8]) -> Result<Batch, ParseError> {
             }
         }
         for item in value.statuses {
-            if budget == 0 {
-                batch.ignored += 1;
-                continue;
-            }
-            budget -= 1;
             match serde_json::from_value::<RawStatus>(item)
                 .ok()
                 .and_then(status)

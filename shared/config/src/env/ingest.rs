@@ -28,6 +28,12 @@ settings! {
             secret: false,
             help: "largest accepted request body; larger is 413",
         },
+        HERMES_META_MAX_BODY_BYTES: usize {
+            kind: kinds::COUNT,
+            unset: Value("4194304"),
+            secret: false,
+            help: "largest accepted body on the WhatsApp, 360dialog and Instagram webhook routes (Meta sends up to 3 MB); larger is 413",
+        },
         HERMES_MAX_IN_FLIGHT: usize {
             kind: kinds::COUNT_POSITIVE,
             unset: Value("1024"),

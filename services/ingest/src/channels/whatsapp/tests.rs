@@ -310,20 +310,33 @@ fn very_long_text_is_cut_and_timestamps_are_lenient() {
 }
 
 #[test]
-fn at_most_max_events_per_body() {
+fn every_message_and_status_of_a_large_body_is_parsed() {
     let msgs: Vec<Value> = (0..150)
         .map(|i| json!({"from": "1", "id": format!("w{i}"), "type": "text", "text": {"body": "x"}}))
         .collect();
-    let statuses: Vec<Value> = (0..10)
+    let statuses: Vec<Value> = (0..120)
         .map(|i| json!({"id": format!("s{i}"), "status": "read"}))
         .collect();
     let body =
         json!({"entry": [{"changes": [{"value": {"messages": msgs, "statuses": statuses}}]}]});
     let b = batch(&body.to_string());
-    assert_eq!(b.messages.len(), MAX_EVENTS);
-    assert_eq!(b.statuses.len(), 0);
-    assert_eq!(b.ignored, 60);
-    assert_eq!(b.messages[99].external_message_id.as_deref(), Some("w99"));
+    assert_eq!(
+        (b.messages.len(), b.statuses.len(), b.ignored),
+        (150, 120, 0)
+    );
+    assert_eq!(b.messages[149].external_message_id.as_deref(), Some("w149"));
+}
+
+#[test]
+fn a_body_beyond_the_bound_is_refused_whole_not_truncated() {
+    let statuses: Vec<Value> = (0..=MAX_ITEMS)
+        .map(|i| json!({"id": format!("s{i}"), "status": "read"}))
+        .collect();
+    let body = json!({"entry": [{"changes": [{"value": {"statuses": statuses}}]}]});
+    match parse(body.to_string().as_bytes()) {
+        Err(ParseError::TooMany(n)) => assert_eq!(n, MAX_ITEMS + 1),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
