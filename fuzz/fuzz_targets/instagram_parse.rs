@@ -1,17 +1,19 @@
 //! Any bytes as an Instagram Messaging webhook body: never panics, and the result is bounded.
 #![no_main]
 
-use hermes_ingest::channels::{MAX_EVENTS, MAX_FIELD_BYTES, MAX_TEXT_BYTES, instagram};
+use hermes_ingest::channels::{
+    MAX_ATTACHMENTS, MAX_FIELD_BYTES, MAX_ITEMS, MAX_TEXT_BYTES, instagram,
+};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(events) = instagram::parse(data) {
-        assert!(events.len() <= MAX_EVENTS);
+        assert!(events.len() <= MAX_ITEMS);
         for e in &events {
             assert!(e.text.is_some() || !e.media.is_empty());
             assert!(e.text.as_ref().is_none_or(|t| t.len() <= MAX_TEXT_BYTES));
             assert!(e.sender_id.len() <= MAX_FIELD_BYTES && !e.sender_id.is_empty());
-            assert!(e.media.len() <= MAX_EVENTS);
+            assert!(e.media.len() <= MAX_ATTACHMENTS);
         }
     }
 });

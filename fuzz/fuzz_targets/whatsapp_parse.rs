@@ -1,12 +1,12 @@
 //! Any bytes as a WhatsApp Cloud API webhook body: never panics, and the batch is bounded.
 #![no_main]
 
-use hermes_ingest::channels::{MAX_EVENTS, MAX_FIELD_BYTES, MAX_TEXT_BYTES, whatsapp};
+use hermes_ingest::channels::{MAX_FIELD_BYTES, MAX_ITEMS, MAX_TEXT_BYTES, whatsapp};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(batch) = whatsapp::parse(data) {
-        assert!(batch.messages.len() + batch.statuses.len() <= MAX_EVENTS);
+        assert!(batch.messages.len() <= MAX_ITEMS && batch.statuses.len() <= MAX_ITEMS);
         for e in &batch.messages {
             assert!(e.text.is_some() || !e.media.is_empty());
             assert!(e.text.as_ref().is_none_or(|t| t.len() <= MAX_TEXT_BYTES));
