@@ -407,6 +407,20 @@ async fn hermes_dlq_lists_shows_replays_once_and_purges() {
     let reply = rows.iter().find(|r| r["kind"] == "reply").unwrap();
     assert_eq!(reply["id"], json!(orphan.id));
     assert_eq!(reply["reason"], "no_sender", "{reply}");
+    // Looking does not count as a failed delivery: listed again and again, a parked message
+    // keeps its headers and a zero count (a delivery limit on parking queues would
+    // otherwise drop it after so many looks).
+    for _ in 0..3 {
+        stdout_json(&dlq(&env, &["list", "--json"]).await);
+    }
+    let again = stdout_json(&dlq(&env, &["list", "--json"]).await);
+    let again = again.as_array().unwrap();
+    assert_eq!(again.len(), 2, "{again:?}");
+    for row in again {
+        assert_eq!(row["returned"], 0, "{row}");
+    }
+    let reply_again = again.iter().find(|r| r["kind"] == "reply").unwrap();
+    assert_eq!(reply_again["reason"], "no_sender");
     let text = dlq(&env, &["list", "--queue", "webhooks"]).await;
     let text = String::from_utf8(text.stdout).unwrap();
     assert!(

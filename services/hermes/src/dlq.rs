@@ -6,6 +6,13 @@
 //! the work queue (same message id, so the consumer's idempotency still holds; attempt reset
 //! to 0, so the retry schedule applies again); a purged one is acked; every other one is
 //! returned untouched. A failure returns whatever was not yet settled, so nothing is lost.
+//!
+//! Returning a message is not a `nack` with requeue: a quorum queue counts each one as a
+//! failed delivery, and a broker with a delivery limit on parking queues (RabbitMQ 4 sets 20
+//! by default) would drop a message after twenty looks. The command publishes an identical
+//! copy (body, properties, failure headers, message id) back to the parking queue, waits for
+//! the broker's confirm, and only then acks the original. Every message is taken before any
+//! is returned, so one pass keeps their order.
 
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
@@ -18,8 +25,10 @@ use hermes_config::Config;
 use hermes_runtime::stage::{FAILURE_DETAIL_HEADER, FAILURE_REASON_HEADER};
 use hermes_telemetry::Metrics;
 use hermes_types::envelope::Envelope;
+use lapin::Channel;
+use lapin::Confirmation;
 use lapin::message::BasicGetMessage;
-use lapin::options::{BasicAckOptions, BasicGetOptions, BasicNackOptions};
+use lapin::options::{BasicAckOptions, BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use serde_json::{Value, json};
 
@@ -84,6 +93,9 @@ struct Parked {
     reason: String,
     detail: Option<String>,
     parked_at: Option<DateTime<Utc>>,
+    /// Times the parking queue delivered it and had it returned (0 when only looked at by
+    /// this command, which returns copies).
+    returned: u32,
     envelope: Option<Envelope>,
     raw: Vec<u8>,
 }
@@ -130,6 +142,7 @@ impl Parked {
             reason,
             detail: header(&headers, FAILURE_DETAIL_HEADER),
             parked_at,
+            returned: hermes_bus::delivery_count(&m.delivery),
             envelope,
             raw: m.delivery.data.clone(),
         }
@@ -149,6 +162,7 @@ impl Parked {
             "kind": self.kind,
             "run_id": self.run,
             "attempt": self.attempt,
+            "returned": self.returned,
             "reason": self.reason,
             "detail": self.detail,
             "parked_at": self.parked_at,
@@ -313,6 +327,7 @@ struct Request {
 
 async fn act(bus: &Bus, names: &Names, r: &Request) -> anyhow::Result<()> {
     let ch = bus.channel().await?;
+    let back = Returner::open(bus).await?;
     // Take every message (held unacked) so each is looked at once.
     let mut held: Vec<(Parked, BasicGetMessage)> = Vec::new();
     for &stage in &r.stages {
@@ -327,30 +342,76 @@ async fn act(bus: &Bus, names: &Names, r: &Request) -> anyhow::Result<()> {
     }
     let (chosen, others): (Vec<_>, Vec<_>) =
         held.into_iter().partition(|(p, _)| r.matcher.matches(p));
-    for (_, m) in &others {
-        give_back(m).await?;
-    }
-    let outcome = settle(bus, names, chosen, &r.action, &r.filter, r.yes, r.now).await;
+    back.all(&others).await?;
+    let outcome = settle(
+        bus, names, &back, chosen, &r.action, &r.filter, r.yes, r.now,
+    )
+    .await;
     let _ = ch.close(200, "done".into()).await;
+    let _ = back.ch.close(200, "done".into()).await;
     outcome
 }
 
-/// Return a message to its parking queue, untouched.
-async fn give_back(m: &BasicGetMessage) -> anyhow::Result<()> {
-    m.delivery
-        .acker
-        .nack(BasicNackOptions {
-            requeue: true,
-            ..Default::default()
-        })
-        .await
-        .context("cannot return a message to its parking queue")?;
-    Ok(())
+/// Returns messages to their parking queue as confirmed copies (see the module doc).
+struct Returner {
+    ch: Channel,
 }
 
+impl Returner {
+    async fn open(bus: &Bus) -> anyhow::Result<Self> {
+        let ch = bus.channel().await?;
+        ch.confirm_select(ConfirmSelectOptions::default()).await?;
+        Ok(Self { ch })
+    }
+
+    /// Put an identical copy of `m` at the tail of `queue`, then ack the original.
+    async fn give_back(&self, queue: &str, m: &BasicGetMessage) -> anyhow::Result<()> {
+        let mut props = m.delivery.properties.clone();
+        // The broker's count of the original's deliveries does not belong to the copy.
+        if let Some(h) = props.headers().clone() {
+            let mut h = h.inner().clone();
+            h.remove("x-delivery-count");
+            props = props.with_headers(FieldTable::from(h));
+        }
+        let confirm = self
+            .ch
+            .basic_publish(
+                "".into(),
+                queue.to_string().into(),
+                BasicPublishOptions::default(),
+                &m.delivery.data,
+                props,
+            )
+            .await
+            .context("cannot return a message to its parking queue")?
+            .await
+            .context("cannot return a message to its parking queue")?;
+        if let Confirmation::Nack(_) = confirm {
+            bail!(
+                "{queue} refused the returned copy; the original stays held until this command exits, then goes back by itself"
+            );
+        }
+        m.delivery
+            .acker
+            .ack(BasicAckOptions::default())
+            .await
+            .context("the copy is back in the parking queue but the original could not be acked; it may show twice")?;
+        Ok(())
+    }
+
+    async fn all(&self, held: &[(Parked, BasicGetMessage)]) -> anyhow::Result<()> {
+        for (p, m) in held {
+            self.give_back(&p.queue, m).await?;
+        }
+        Ok(())
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // one call site; the pieces of one request
 async fn settle(
     bus: &Bus,
     names: &Names,
+    back: &Returner,
     chosen: Vec<(Parked, BasicGetMessage)>,
     action: &Action,
     filter: &Filter,
@@ -360,11 +421,11 @@ async fn settle(
     match action {
         Action::List => {
             print_list(&chosen, filter.json, now);
-            give_back_all(&chosen).await
+            back.all(&chosen).await
         }
         Action::Show => {
             let Some((p, _)) = chosen.first() else {
-                give_back_all(&chosen).await?;
+                back.all(&chosen).await?;
                 bail!(
                     "no parked message with id {}",
                     filter.id.as_deref().unwrap_or("?")
@@ -380,12 +441,12 @@ async fn settle(
             } else {
                 println!("{}", serde_json::to_string_pretty(&v)?);
             }
-            give_back_all(&chosen).await
+            back.all(&chosen).await
         }
         Action::Purge => {
             if !yes {
                 let n = chosen.len();
-                give_back_all(&chosen).await?;
+                back.all(&chosen).await?;
                 bail!("{n} message(s) match; nothing deleted: add --yes to purge them");
             }
             for (_, m) in &chosen {
@@ -394,15 +455,8 @@ async fn settle(
             report(filter.json, "purged", chosen.len());
             Ok(())
         }
-        Action::Replay => replay(bus, names, chosen, filter.json).await,
+        Action::Replay => replay(bus, names, back, chosen, filter.json).await,
     }
-}
-
-async fn give_back_all(held: &[(Parked, BasicGetMessage)]) -> anyhow::Result<()> {
-    for (_, m) in held {
-        give_back(m).await?;
-    }
-    Ok(())
 }
 
 fn report(json: bool, what: &str, n: usize) {
@@ -417,6 +471,7 @@ fn report(json: bool, what: &str, n: usize) {
 async fn replay(
     bus: &Bus,
     names: &Names,
+    back: &Returner,
     chosen: Vec<(Parked, BasicGetMessage)>,
     json: bool,
 ) -> anyhow::Result<()> {
@@ -447,9 +502,9 @@ async fn replay(
         };
         if let Err(e) = published {
             // Nothing is lost: this one and the rest go back where they were.
-            give_back(&m).await?;
-            for (_, rest) in iter {
-                give_back(&rest).await?;
+            back.give_back(&p.queue, &m).await?;
+            for (rest_p, rest) in iter {
+                back.give_back(&rest_p.queue, &rest).await?;
             }
             if progress {
                 eprintln!();
