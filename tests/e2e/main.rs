@@ -21,3 +21,4 @@ mod streaming;
 mod testkit;
 mod thin_path;
 mod tools;
+mod topology;

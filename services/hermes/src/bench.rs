@@ -78,6 +78,7 @@ async fn drain(
         retry_delays: Vec::new(),
         inbound_delay: Duration::from_secs(30),
         publish_timeout: Duration::from_secs(10),
+        wait_queue_max_length: 100_000,
     };
     let bus = Bus::connect(
         amqp_url.to_string().into(),

@@ -137,8 +137,8 @@ impl Bus {
         let ns = i.names.namespace().to_string();
         let publish_conn = open(url, &format!("hermes-{ns}-publish")).await?;
         let consume_conn = open(url, &format!("hermes-{ns}-consume")).await?;
+        topology::declare(&publish_conn, &i.names, &i.settings).await?;
         let channel = publish_conn.create_channel().await?;
-        topology::declare(&channel, &i.names, &i.settings).await?;
         channel
             .confirm_select(ConfirmSelectOptions::default())
             .await?;

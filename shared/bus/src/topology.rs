@@ -5,13 +5,16 @@
 //! its parking queue `{ns}.<stage>.dead`. The stages that retry later (delivery, webhooks)
 //! also get one wait queue per retry delay, `{ns}.<stage>.retry.<label>`: a message waits
 //! there for the queue's TTL, then dead-letters back to the work exchange under its stage's
-//! routing key. Declarations are idempotent and run at start and after every reconnect.
+//! routing key. Declarations are idempotent and run at start and after every reconnect. A
+//! wait queue holds at most `HERMES_WAIT_QUEUE_MAX_LENGTH` messages and refuses more (the
+//! stage then keeps the message in its work queue), so a flood of failing sends cannot fill
+//! the broker's disk.
 
 use std::time::Duration;
 
 use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
-use lapin::{Channel, ExchangeKind};
+use lapin::{Connection, ExchangeKind};
 
 use hermes_config::{BusSettings, Namespace};
 use hermes_types::stage::Stage;
@@ -171,6 +174,10 @@ pub fn wait_queue_args(
         long_string("at-least-once"),
     );
     t.insert(short("x-overflow"), long_string("reject-publish"));
+    t.insert(
+        short("x-max-length"),
+        AMQPValue::LongLongInt(i64::from(settings.wait_queue_max_length)),
+    );
     if let Some(expires) = settings.queue_expires {
         // Nobody consumes a wait queue, so "unused" would start at declaration: keep it
         // at least long enough for its own delay to pass.
@@ -185,10 +192,11 @@ pub fn wait_queue_args(
 
 /// Declare every exchange, queue and binding of the installation (idempotent).
 pub async fn declare(
-    channel: &Channel,
+    conn: &Connection,
     names: &Names,
     settings: &BusSettings,
 ) -> lapin::Result<()> {
+    let channel = conn.create_channel().await?;
     let durable = ExchangeDeclareOptions {
         durable: true,
         ..Default::default()
@@ -242,16 +250,53 @@ pub async fn declare(
             .await?;
         // Published to through the default exchange by name; no binding needed.
         for delay in settings.wait_delays(stage) {
-            channel
-                .queue_declare(
-                    short(&names.wait(stage, delay)),
-                    queue_opts,
-                    wait_queue_args(names, settings, stage, delay),
-                )
-                .await?;
+            let args = wait_queue_args(names, settings, stage, delay);
+            declare_wait_queue(conn, &names.wait(stage, delay), args).await?;
         }
     }
+    let _ = channel.close(200, "declared".into()).await;
     Ok(())
+}
+
+/// Does `queue` exist (a passive declaration, on a channel of its own)?
+async fn exists(conn: &Connection, queue: &str) -> bool {
+    let Ok(ch) = conn.create_channel().await else {
+        return false;
+    };
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..Default::default()
+    };
+    let found = ch
+        .queue_declare(short(queue), passive, FieldTable::default())
+        .await
+        .is_ok();
+    let _ = ch.close(200, "looked".into()).await;
+    found
+}
+
+/// Declare a wait queue. One an older build declared (before the length cap) cannot be
+/// redeclared with other arguments: the broker refuses. It is then kept as it is, with a
+/// warning, rather than deleted: a replica of the older build may be publishing a retry into
+/// it at that very moment, and quorum queues cannot be deleted only-if-empty. Operators drain
+/// and delete it to get the cap (docs/operations.md, changing the bus on a live install).
+async fn declare_wait_queue(conn: &Connection, queue: &str, args: FieldTable) -> lapin::Result<()> {
+    let opts = QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    let ch = conn.create_channel().await?;
+    let declared = ch.queue_declare(short(queue), opts, args).await;
+    let _ = ch.close(200, "declared".into()).await;
+    match declared {
+        Ok(_) => Ok(()),
+        // It exists, so the broker refused its arguments.
+        Err(e) if exists(conn, queue).await => {
+            tracing::warn!(queue, error = %e, "wait queue declared by an older build with other arguments: kept as it is (no length cap) until drained and deleted");
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]
@@ -283,6 +328,7 @@ mod tests {
             retry_delays: vec![mins(1), mins(5)],
             inbound_delay: Duration::from_secs(30),
             publish_timeout: Duration::from_secs(10),
+            wait_queue_max_length: 100_000,
         };
         let all = names.wait_queues(&settings);
         assert_eq!(all.len(), 5, "{all:?}");

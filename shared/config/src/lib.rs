@@ -103,6 +103,8 @@ pub struct BusSettings {
     pub inbound_delay: Duration,
     /// Bound of one publish, the broker's confirm included.
     pub publish_timeout: Duration,
+    /// Most messages one retry wait queue holds.
+    pub wait_queue_max_length: u32,
 }
 
 impl BusSettings {

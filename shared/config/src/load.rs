@@ -147,6 +147,7 @@ fn read_bus(r: &mut Reader<'_>) -> Option<BusSettings> {
     let retry_delays = r.get(&bus::HERMES_DELIVERY_RETRY_DELAYS);
     let inbound_delay = r.get(&bus::HERMES_INBOUND_DELAY_SECS);
     let publish_timeout = r.get(&bus::HERMES_PUBLISH_TIMEOUT_SECS);
+    let wait_queue_max_length = r.get(&bus::HERMES_WAIT_QUEUE_MAX_LENGTH);
     Some(BusSettings {
         prefetch: prefetch?,
         commit_group: commit_group?,
@@ -157,6 +158,7 @@ fn read_bus(r: &mut Reader<'_>) -> Option<BusSettings> {
         retry_delays: retry_delays?,
         inbound_delay: inbound_delay?,
         publish_timeout: publish_timeout?,
+        wait_queue_max_length: wait_queue_max_length?,
     })
 }
 

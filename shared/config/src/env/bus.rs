@@ -51,6 +51,12 @@ settings! {
             secret: false,
             help: "seconds a failed delivery or agent webhook waits before each queued retry (one wait queue per delay); after the last it is parked",
         },
+        HERMES_WAIT_QUEUE_MAX_LENGTH: u32 {
+            kind: kinds::U32_POSITIVE,
+            unset: Value("100000"),
+            secret: false,
+            help: "most messages one retry wait queue holds; beyond it the broker refuses and the failing message stays in its work queue (a flood cannot fill the broker's disk)",
+        },
         HERMES_PUBLISH_TIMEOUT_SECS: Duration {
             kind: kinds::SECS_ABOVE_ZERO,
             unset: Value("10"),
