@@ -60,6 +60,7 @@ pub fn respond(
         timeout,
         last: "0".into(),
         answer: Answer::new(run, model, include_usage),
+        attempts: Attempts::default(),
         pending: VecDeque::new(),
         ended: false,
         quiet: wait::QuietTicks::default(),
@@ -96,6 +97,8 @@ struct Reader {
     /// The last stream entry read ("0": none yet).
     last: String,
     answer: Answer,
+    /// Which processing of each model call the caller follows.
+    attempts: Attempts,
     /// Payloads produced but not yet sent.
     pending: VecDeque<String>,
     /// The last payload has been produced.
@@ -112,7 +115,17 @@ impl Reader {
                 for (id, event) in batch {
                     self.last = id;
                     match event {
-                        RunEvent::Delta { text } => self.pending.extend(self.answer.delta(&text)),
+                        RunEvent::Delta {
+                            text,
+                            round,
+                            attempt,
+                        } => {
+                            if self.attempts.admit(round, attempt) {
+                                self.pending.extend(self.answer.delta(&text));
+                            } else {
+                                self.answer.superseded = true;
+                            }
+                        }
                         RunEvent::Final { outcome } => return self.end(outcome),
                     }
                 }
@@ -159,6 +172,31 @@ impl Reader {
     }
 }
 
+/// The first processing of each model call round a caller saw deltas from. A model call
+/// redelivered after a crash streams again under a new attempt; its deltas are dropped, so
+/// the caller never sees two attempts interleaved ("HelHello wor…"), and the final answer's
+/// remainder comes at the end (see [`Answer::end`]).
+#[derive(Default)]
+struct Attempts {
+    followed: std::collections::HashMap<u8, String>,
+}
+
+impl Attempts {
+    /// Forward this delta? Deltas without an attempt (an older llm build) always pass.
+    fn admit(&mut self, round: u8, attempt: Option<String>) -> bool {
+        let Some(attempt) = attempt else {
+            return true;
+        };
+        match self.followed.get(&round) {
+            None => {
+                self.followed.insert(round, attempt);
+                true
+            }
+            Some(first) => *first == attempt,
+        }
+    }
+}
+
 /// Turns one run's events into `chat.completion.chunk` payloads (no I/O, so it can be
 /// tested on its own).
 struct Answer {
@@ -169,6 +207,9 @@ struct Answer {
     include_usage: bool,
     /// The text sent so far.
     streamed: String,
+    /// Deltas of a later attempt were dropped: the answer that ends the run may not continue
+    /// what was streamed.
+    superseded: bool,
 }
 
 impl Answer {
@@ -179,6 +220,7 @@ impl Answer {
             created: chrono::Utc::now().timestamp(),
             include_usage,
             streamed: String::new(),
+            superseded: false,
         }
     }
 
@@ -233,14 +275,19 @@ impl Answer {
         // streaming when Redis fails mid-answer. The caller gets the part it has not seen.
         // (After a tool round the streamed text also holds the first call's words and is no
         // prefix of the answer, which then has been streamed already.)
+        // When an attempt that streamed died and another answered, the answer may not
+        // continue the first attempt's words: then it follows them whole, after a blank
+        // line, rather than be lost.
         let unseen = if self.streamed.is_empty() {
-            text.as_str()
+            text.clone()
         } else {
-            text.strip_prefix(self.streamed.as_str())
-                .unwrap_or_default()
+            match text.strip_prefix(self.streamed.as_str()) {
+                Some(rest) => rest.to_string(),
+                None if self.superseded => format!("\n\n{text}"),
+                None => String::new(),
+            }
         };
         if !unseen.is_empty() {
-            let unseen = unseen.to_string();
             out.extend(self.delta(&unseen));
         }
         out.push(self.choice(json!({}), Some(finish_reason.as_str())));
@@ -364,6 +411,54 @@ mod tests {
         out.extend(a.delta("It is noon."));
         out.extend(a.end(answered("It is noon.")));
         assert_eq!(content(&parsed(&out)), "Let me check. It is noon.");
+    }
+
+    /// Two processings of one model call write into one run's stream; the caller follows
+    /// the first of each round and never sees them interleaved.
+    #[test]
+    fn deltas_of_a_second_attempt_never_interleave_with_the_first() {
+        let mut attempts = Attempts::default();
+        let mut a = Answer::new(RunId::new(), "hermes".into(), false);
+        let events = [
+            (0, "first", "Hel"),
+            (0, "second", "Hel"),
+            (0, "first", "lo wor"),
+            (0, "second", "lo wor"),
+            (0, "second", "ld"),
+        ];
+        let mut out = Vec::new();
+        for (round, attempt, text) in events {
+            if attempts.admit(round, Some(attempt.to_string())) {
+                out.extend(a.delta(text));
+            } else {
+                a.superseded = true;
+            }
+        }
+        // The first attempt died after "Hello wor"; the second's answer continues it.
+        out.extend(a.end(answered("Hello world")));
+        assert_eq!(content(&parsed(&out)), "Hello world");
+    }
+
+    #[test]
+    fn a_later_round_is_a_continuation_not_another_attempt() {
+        let mut attempts = Attempts::default();
+        assert!(attempts.admit(0, Some("a".into())));
+        assert!(attempts.admit(1, Some("b".into())), "the call after the tool round");
+        assert!(!attempts.admit(1, Some("c".into())), "a redelivery of that call");
+        assert!(attempts.admit(1, None), "an older llm build's deltas pass");
+    }
+
+    #[test]
+    fn an_answer_that_does_not_continue_a_dead_attempt_follows_it_whole() {
+        let mut attempts = Attempts::default();
+        let mut a = Answer::new(RunId::new(), "hermes".into(), false);
+        let mut out = Vec::new();
+        assert!(attempts.admit(0, Some("first".into())));
+        out.extend(a.delta("Sure, the"));
+        assert!(!attempts.admit(0, Some("second".into())));
+        a.superseded = true;
+        out.extend(a.end(answered("Of course: noon.")));
+        assert_eq!(content(&parsed(&out)), "Sure, the\n\nOf course: noon.");
     }
 
     #[test]

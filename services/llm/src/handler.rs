@@ -69,7 +69,7 @@ impl Handler for LlmStage {
         let request: LlmRequest = env.payload()?;
         let user = request.exchange.as_ref().map(|x| x.user_id);
         let result = if request.stream {
-            let stream = RunStream::start(&self.ctx, env.run_id);
+            let stream = RunStream::start(&self.ctx, env.run_id, request.tool_round);
             let result = self.gateway.complete(&request, user, Some(&stream)).await;
             // Every delta is on the run's stream before the final event can be.
             stream.finish().await;

@@ -17,17 +17,25 @@ pub struct RunStream {
 }
 
 impl RunStream {
-    /// Start appending the deltas of `run` to its event stream.
-    pub fn start(ctx: &Ctx, run: RunId) -> Self {
+    /// Start appending the deltas of `run`'s model call of `round` to its event stream,
+    /// tagged with a token of this processing: a redelivery of the same call streams under
+    /// another, and readers keep to the first.
+    pub fn start(ctx: &Ctx, run: RunId, round: u8) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();
         let events = RunEvents::new(ctx.cache.clone());
+        let attempt = uuid::Uuid::now_v7().simple().to_string();
         let task = tokio::spawn(async move {
             let mut failed = false;
             while let Some(text) = rx.recv().await {
                 if failed {
                     continue;
                 }
-                if let Err(e) = events.append(run, &RunEvent::Delta { text }).await {
+                let delta = RunEvent::Delta {
+                    text,
+                    round,
+                    attempt: Some(attempt.clone()),
+                };
+                if let Err(e) = events.append(run, &delta).await {
                     // The caller still gets the whole answer in the final event.
                     tracing::warn!(%run, error = %e, "stream delta not delivered; the rest is sent at the end");
                     failed = true;

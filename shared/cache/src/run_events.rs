@@ -29,8 +29,17 @@ const STREAM_MAX_LEN: usize = 2000;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum RunEvent {
-    /// A piece of streamed answer text.
-    Delta { text: String },
+    /// A piece of streamed answer text, from one processing (`attempt`) of one model call
+    /// (`round`: 0, or 1 after the tool round). A redelivered model call streams again under
+    /// a new attempt; readers follow the first attempt of each round and drop the others, so
+    /// two attempts never interleave (docs/api.md, streaming).
+    Delta {
+        text: String,
+        #[serde(default)]
+        round: u8,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        attempt: Option<String>,
+    },
     /// The run ended: no more events follow.
     Final { outcome: Outcome },
 }
