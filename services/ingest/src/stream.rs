@@ -443,8 +443,14 @@ mod tests {
     fn a_later_round_is_a_continuation_not_another_attempt() {
         let mut attempts = Attempts::default();
         assert!(attempts.admit(0, Some("a".into())));
-        assert!(attempts.admit(1, Some("b".into())), "the call after the tool round");
-        assert!(!attempts.admit(1, Some("c".into())), "a redelivery of that call");
+        assert!(
+            attempts.admit(1, Some("b".into())),
+            "the call after the tool round"
+        );
+        assert!(
+            !attempts.admit(1, Some("c".into())),
+            "a redelivery of that call"
+        );
         assert!(attempts.admit(1, None), "an older llm build's deltas pass");
     }
 
