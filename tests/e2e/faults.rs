@@ -418,3 +418,37 @@ impl Ledger {
         }
     }
 }
+
+/// The standalone harness (`hermes bench faults`, separate processes) runs a short ledgered
+/// load through a `kill -9` and a SIGTERM and finds that its ledger adds up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_standalone_harness_runs_a_short_ledgered_load() {
+    let env = TestEnv::new().await;
+    let out = env
+        .command()
+        .args([
+            "bench",
+            "faults",
+            "--messages",
+            "120",
+            "--rate",
+            "60",
+            "--users",
+            "10",
+            "--fault",
+            "kill9,sigterm",
+            "--count",
+            "1",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("the ledger adds up"), "{stdout}");
+    assert!(
+        stdout.contains("messages 120 | answered 120 | lost 0"),
+        "{stdout}"
+    );
+}

@@ -90,6 +90,9 @@ enum BenchCommand {
     Router(hermes::bench_router::RouterBench),
     /// The llm gateway alone at a fixed call rate against a zero-latency fake provider: overhead p50/p99, memory.
     Llm(hermes::bench_llm::LlmBench),
+    /// The fleet as separate processes under kills, stops and server outages, with a ledger
+    /// that must add up (docs/faults.md).
+    Faults(hermes::bench_faults::FaultsBench),
 }
 
 fn load(path: Option<&std::path::Path>) -> Result<Config, ExitCode> {
@@ -166,6 +169,12 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Command::Bench(BenchCommand::Router(args)) => {
             return admin("bench router", path, |c| async move {
                 hermes::bench_router::router(c, args).await
+            })
+            .await;
+        }
+        Command::Bench(BenchCommand::Faults(args)) => {
+            return admin("bench faults", path, |c| async move {
+                hermes::bench_faults::faults(c, args).await
             })
             .await;
         }

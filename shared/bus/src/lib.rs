@@ -548,6 +548,29 @@ impl Bus {
         tracing::info!(queue, "consumer stopped");
     }
 
+    /// Delete every queue and exchange of this namespace (a bench's or a harness's own, once
+    /// done: each quorum queue costs the broker files and CPU).
+    pub async fn delete_topology(&self) -> Result<(), BusError> {
+        use lapin::options::{ExchangeDeleteOptions, QueueDeleteOptions};
+        let ch = self.channel().await?;
+        let names = &self.inner.names;
+        let mut queues: Vec<String> = Stage::ALL
+            .into_iter()
+            .flat_map(|s| [names.queue(s), names.parking(s)])
+            .collect();
+        queues.extend(names.wait_queues(&self.inner.settings));
+        for q in queues {
+            ch.queue_delete(q.into(), QueueDeleteOptions::default())
+                .await?;
+        }
+        for e in [names.work_exchange(), names.dead_exchange()] {
+            ch.exchange_delete(e.into(), ExchangeDeleteOptions::default())
+                .await?;
+        }
+        let _ = ch.close(200, "deleted".into()).await;
+        Ok(())
+    }
+
     /// Close both connections (after consumers have stopped).
     pub async fn close(&self) {
         self.drop_connections().await;

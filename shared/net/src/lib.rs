@@ -3,6 +3,7 @@
 //! Webhooks signing, credential redaction, the Fernet key ring for secrets at rest, and the
 //! classification of failed sends.
 
+pub mod chaos;
 pub mod failure;
 pub mod guard;
 pub mod http;

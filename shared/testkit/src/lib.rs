@@ -4,7 +4,7 @@
 //! against the real servers use it.
 
 mod builder;
-pub mod chaos;
+pub use hermes_net::chaos;
 mod db;
 mod env;
 pub mod fakes;

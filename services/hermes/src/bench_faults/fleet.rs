@@ -1,0 +1,176 @@
+//! The fleet under test as separate `hermes` processes (this very binary), each with its own
+//! admin port and log file, that a fault kills (`kill -9`), stops (SIGTERM) and restarts as
+//! Kubernetes would.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use tokio::process::{Child, Command};
+
+/// One process of the fleet.
+pub struct Proc {
+    pub service: &'static str,
+    pub admin: u16,
+    child: Option<Child>,
+    log: PathBuf,
+    /// Times it was started (the first start included).
+    pub starts: u32,
+}
+
+/// The running fleet.
+pub struct Fleet {
+    pub procs: Vec<Proc>,
+    env: Vec<(String, String)>,
+}
+
+/// A free loopback port (bound and released at once).
+pub fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+impl Fleet {
+    /// Start `services` (one process each, in order) with `env`, logs under `logs`, and wait
+    /// until every one is ready.
+    pub async fn start(
+        services: &[&'static str],
+        env: Vec<(String, String)>,
+        logs: &Path,
+    ) -> anyhow::Result<Self> {
+        let mut fleet = Self {
+            procs: Vec::new(),
+            env,
+        };
+        for (i, service) in services.iter().enumerate() {
+            fleet.procs.push(Proc {
+                service,
+                admin: free_port()?,
+                child: None,
+                log: logs.join(format!("{i:02}-{service}.log")),
+                starts: 0,
+            });
+        }
+        for i in 0..fleet.procs.len() {
+            fleet.spawn(i)?;
+        }
+        for i in 0..fleet.procs.len() {
+            fleet.ready(i).await?;
+        }
+        Ok(fleet)
+    }
+
+    fn spawn(&mut self, i: usize) -> anyhow::Result<()> {
+        let exe = std::env::current_exe().context("the hermes binary")?;
+        let p = &mut self.procs[i];
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&p.log)?;
+        let mut cmd = Command::new(exe);
+        cmd.arg(p.service)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env("HERMES_ADMIN_ADDR", format!("127.0.0.1:{}", p.admin))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .kill_on_drop(true);
+        p.child = Some(
+            cmd.spawn()
+                .with_context(|| format!("start {}", p.service))?,
+        );
+        p.starts += 1;
+        Ok(())
+    }
+
+    /// Wait for process `i`'s `/readyz` (60 s at most).
+    async fn ready(&mut self, i: usize) -> anyhow::Result<()> {
+        let url = format!("http://127.0.0.1:{}/readyz", self.procs[i].admin);
+        let started = Instant::now();
+        let mut poll = tokio::time::interval(Duration::from_millis(100));
+        loop {
+            poll.tick().await;
+            if reqwest::get(&url)
+                .await
+                .is_ok_and(|r| r.status().is_success())
+            {
+                return Ok(());
+            }
+            let p = &mut self.procs[i];
+            if let Some(child) = p.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                bail!(
+                    "{} exited during start ({status}); see {}",
+                    p.service,
+                    p.log.display()
+                );
+            }
+            if started.elapsed() > Duration::from_secs(60) {
+                bail!(
+                    "{} not ready within 60 s; see {}",
+                    p.service,
+                    p.log.display()
+                );
+            }
+        }
+    }
+
+    /// `kill -9` process `i`, then start it again and wait until it is ready.
+    pub async fn kill_and_restart(&mut self, i: usize) -> anyhow::Result<()> {
+        if let Some(mut child) = self.procs[i].child.take() {
+            child.start_kill()?;
+            child.wait().await?;
+        }
+        self.spawn(i)?;
+        self.ready(i).await
+    }
+
+    /// SIGTERM process `i`, wait for it to exit (at most `bound`, then `kill -9`), then start
+    /// it again. Returns whether it exited cleanly within the bound.
+    pub async fn stop_and_restart(&mut self, i: usize, bound: Duration) -> anyhow::Result<bool> {
+        let mut clean = false;
+        if let Some(mut child) = self.procs[i].child.take() {
+            if let Some(pid) = child.id() {
+                let _ = Command::new("kill")
+                    .args(["-TERM", &pid.to_string()])
+                    .status()
+                    .await;
+            }
+            clean = match tokio::time::timeout(bound, child.wait()).await {
+                Ok(Ok(status)) => status.success(),
+                _ => {
+                    child.start_kill()?;
+                    child.wait().await?;
+                    false
+                }
+            };
+        }
+        self.spawn(i)?;
+        self.ready(i).await?;
+        Ok(clean)
+    }
+
+    /// Stop every process (SIGTERM, then `kill -9` after 15 s).
+    pub async fn stop_all(&mut self) {
+        for p in &mut self.procs {
+            if let Some(mut child) = p.child.take() {
+                if let Some(pid) = child.id() {
+                    let _ = Command::new("kill")
+                        .args(["-TERM", &pid.to_string()])
+                        .status()
+                        .await;
+                }
+                if tokio::time::timeout(Duration::from_secs(15), child.wait())
+                    .await
+                    .is_err()
+                {
+                    let _ = child.start_kill();
+                    let _ = child.wait().await;
+                }
+            }
+        }
+    }
+}
