@@ -2,8 +2,10 @@
 //! by message id (`{ns}:delivery:sent:{message_id}`). A reply split into parts that fails
 //! half-way, or whose run could not be closed after it was sent, comes back (queued retry,
 //! redelivery) with the same id: the parts already sent are skipped instead of reaching the
-//! user twice. Redis down means nothing is known and every part is sent again
-//! (at-least-once, never lost).
+//! user twice. This process also remembers what it sent (an hour, in memory), so a reply it
+//! holds while PostgreSQL is away and then processes again does not go out twice because
+//! Redis is away or lost its keys meanwhile. A copy in another process with Redis down knows
+//! nothing and sends every part again (at-least-once, never lost).
 //!
 //! Two copies of one reply can also be at work at the same moment (the outbox relay and an
 //! eager publish both placed it, or the broker redelivered it while the first copy was still
@@ -63,32 +65,49 @@ pub enum Lease {
     Unknown,
 }
 
+/// How many replies' sent parts this process remembers in memory.
+const LOCAL_REPLIES: usize = 100_000;
+
 /// The record of sent parts.
 #[derive(Clone)]
 pub struct SentParts {
     cache: Cache,
+    local: std::sync::Arc<hermes_types::ttl_cache::TtlCache<MessageId, Vec<usize>>>,
 }
 
 impl SentParts {
     pub fn new(cache: Cache) -> Self {
-        Self { cache }
+        Self {
+            cache,
+            local: std::sync::Arc::new(hermes_types::ttl_cache::TtlCache::new(
+                Duration::from_secs(3600),
+                LOCAL_REPLIES,
+            )),
+        }
     }
 
     fn key(&self, id: MessageId) -> String {
         self.cache.key(format!("delivery:sent:{id}"))
     }
 
-    /// The indices of the parts of message `id` already sent (empty when Redis cannot say).
+    /// The indices of the parts of message `id` already sent, as Redis and this process
+    /// remember them.
     pub async fn sent(&self, id: MessageId) -> HashSet<usize> {
+        let mut sent: HashSet<usize> = self
+            .local
+            .get(&id)
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
         let mut c = self.cache.conn();
         match c.smembers::<_, Vec<usize>>(self.key(id)).await {
-            Ok(v) => v.into_iter().collect(),
+            Ok(v) => sent.extend(v),
             Err(e) => {
                 let e = self.cache.failed("delivery_sent_read", e);
-                tracing::warn!(error = %e, "cannot read which parts were sent; sending all");
-                HashSet::new()
+                tracing::warn!(error = %e, known = sent.len(), "cannot read which parts were sent; going by this process's memory");
             }
         }
+        sent
     }
 
     /// Take message `id`'s send lease, waiting while another live copy holds it.
@@ -188,6 +207,9 @@ impl SentParts {
 
     /// Remember that part `index` of message `id` was sent.
     pub async fn mark(&self, id: MessageId, index: usize) {
+        let mut here = self.local.get(&id).unwrap_or_default();
+        here.push(index);
+        self.local.insert(id, here);
         let key = self.key(id);
         let mut c = self.cache.conn();
         let r: Result<(), _> = redis::pipe()
@@ -230,16 +252,20 @@ mod tests {
         assert!(p.sent(b).await.is_empty());
     }
 
+    /// A reply held while PostgreSQL was away and processed again while Redis is away (or
+    /// after it lost its keys) must not go out twice from the process that sent it.
     #[tokio::test]
-    async fn redis_down_knows_nothing() {
+    async fn with_redis_down_the_sending_process_still_knows_and_another_does_not() {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let p = parts(&format!("redis://127.0.0.1:{port}"));
+        let redis = format!("redis://127.0.0.1:{port}");
+        let p = parts(&redis);
         let id = MessageId::new();
         p.mark(id, 0).await;
-        assert!(p.sent(id).await.is_empty());
+        assert_eq!(p.sent(id).await, HashSet::from([0]));
+        assert!(parts(&redis).sent(id).await.is_empty(), "another process");
     }
 }
