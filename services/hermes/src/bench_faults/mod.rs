@@ -146,6 +146,8 @@ async fn run(
         ("HERMES_DELIVERY_RETRY_DELAYS", &retry_delays),
         ("HERMES_SEND_PAUSES_MS", "10,10,10"),
         ("HERMES_SHUTDOWN_GRACE_SECS", "10"),
+        // Eight processes share one server's `max_connections` (100 by default).
+        ("HERMES_DB_POOL_SIZE", "8"),
         ("HERMES_LOG_FORMAT", "json"),
         ("RUST_LOG", "warn"),
     ]
