@@ -439,6 +439,10 @@ async fn the_standalone_harness_runs_a_short_ledgered_load() {
             "kill9,sigterm",
             "--count",
             "1",
+            // A kill -9 between a send and its record may send once more (see above): in
+            // 120 messages one such send is 0.8 %, which says nothing of the harness.
+            "--max-doubled-percent",
+            "2",
         ])
         .output()
         .await
