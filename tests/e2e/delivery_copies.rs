@@ -1,7 +1,9 @@
 //! Two copies of one reply at work at the same moment (the relay and an eager publish both
 //! placed it, or a redelivery while the first copy still sends) reach the chat once: a copy
 //! takes the reply's send lease first, and the other waits for it and then skips what was
-//! sent (docs/channels.md, sending a reply).
+//! sent. The record is in PostgreSQL, so a replica killed half-way through a reply while
+//! Redis forgets everything costs at most the one part that was in flight (docs/channels.md,
+//! delivery).
 
 use std::time::Duration;
 
@@ -12,7 +14,7 @@ use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 use hermes_types::model::{Outcome, Platform, Reply, ReplyTo, Usage};
 use serde_json::json;
-use wiremock::matchers::{method, path};
+use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const TG_TOKEN: &str = "123456:copies-bot-token";
@@ -95,4 +97,103 @@ async fn two_copies_of_a_reply_processed_together_send_it_once() {
     assert_eq!(sends, 1, "the reply reached the chat {sends} times");
     bus.close().await;
     fleet.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_killed_half_way_through_a_reply_while_redis_forgets_sends_only_the_rest() {
+    let paragraphs: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .map(|w| format!("{w}{}.", " word".repeat(599)))
+        .collect();
+    let api = MockServer::start().await;
+    // The second part's first send hangs: the replica is killed while it waits.
+    Mock::given(method("POST"))
+        .and(path(format!("/bot{TG_TOKEN}/sendMessage")))
+        .and(body_partial_json(json!({"text": paragraphs[1]})))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"ok": true}))
+                .set_delay(Duration::from_secs(120)),
+        )
+        .up_to_n_times(1)
+        .mount(&api)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(format!("/bot{TG_TOKEN}/sendMessage")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
+        .mount(&api)
+        .await;
+    let mut env = TestEnv::new().await;
+    env.set("TELEGRAM_BOT_TOKEN", TG_TOKEN)
+        .set("TELEGRAM_API_BASE_URL", &api.uri())
+        .set("HERMES_DELIVERY_CHAT_BURST", "5");
+    let first = env.start_killable(&[Service::Delivery]).await;
+    let bus = env.bus().await;
+    let reply = Reply {
+        reply_to: ReplyTo {
+            platform: Platform::Telegram,
+            chat_id: "4343".into(),
+            callback_url: None,
+        },
+        outcome: Outcome::Answered {
+            text: paragraphs.join("\n\n"),
+            model: "mock".into(),
+            usage: Usage::default(),
+            finish_reason: "stop".into(),
+            tools_used: Vec::new(),
+        },
+        exchange: None,
+    };
+    bus.publish(&Envelope::new(RunId::new(), None, &reply))
+        .await
+        .unwrap();
+    let texts = || async {
+        api.received_requests()
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| serde_json::from_slice::<serde_json::Value>(&r.body).unwrap()["text"].clone())
+            .collect::<Vec<_>>()
+    };
+    let sent = |all: &[serde_json::Value], p: &str| all.iter().filter(|t| *t == p).count();
+    eventually(
+        Duration::from_secs(30),
+        "the second part on its way",
+        || async { (sent(&texts().await, &paragraphs[1]) == 1).then_some(()) },
+    )
+    .await;
+    first.kill();
+    // Redis restarted without persistence, as far as this namespace is concerned.
+    let redis = redis::Client::open(env.vars["REDIS_URL"].as_str()).unwrap();
+    let mut c = redis.get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{}:*", env.ns))
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    for key in keys {
+        let _: () = redis::cmd("DEL")
+            .arg(key)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+    }
+    let second = env.start(&[Service::Delivery]).await;
+    let all = eventually(Duration::from_secs(60), "the last part", || async {
+        let all = texts().await;
+        (sent(&all, &paragraphs[2]) == 1).then_some(all)
+    })
+    .await;
+    assert_eq!(
+        sent(&all, &paragraphs[0]),
+        1,
+        "the first part is not sent again"
+    );
+    assert_eq!(
+        sent(&all, &paragraphs[1]),
+        2,
+        "the part in flight when the replica died is sent again (its fate was unknown)"
+    );
+    bus.close().await;
+    second.stop().await.unwrap();
 }

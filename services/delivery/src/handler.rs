@@ -12,12 +12,13 @@
 //! from the row. A platform without credentials has no sender: its replies are parked,
 //! intact, for `hermes dlq replay` once one is configured.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use anyhow::anyhow;
 use hermes_bus::Stage;
 use hermes_cache::run_events::{RunEvent, RunEvents};
-use hermes_db::{Transaction, runs};
+use hermes_db::{Transaction, delivery_sends, runs};
 use hermes_net::failure::FailureReason;
 use hermes_runtime::Ctx;
 use hermes_runtime::stage::{Handler, StageError};
@@ -84,7 +85,7 @@ impl DeliveryStage {
                 ctx.alerts.clone(),
             ),
             gate: RateGate::new(ctx.cache.clone(), settings.rate_gate, ctx.metrics.clone()),
-            sent: SentParts::new(ctx.cache.clone()),
+            sent: SentParts::new(ctx.db.clone()),
             books: Bookkeeping::new(&ctx),
             http,
             policy,
@@ -142,8 +143,12 @@ impl DeliveryStage {
         }
         // One copy of this reply sends at a time; parts an earlier attempt or copy already
         // delivered are not sent twice.
-        let lease = self.sent.lease(env.id).await;
-        let sent = self.send_parts(env, sender, to, text).await;
+        let lease = self.sent.lease(env.id).await?;
+        let sent = if lease.finished {
+            Ok(())
+        } else {
+            self.send_parts(env, sender, to, text, &lease.sent).await
+        };
         self.sent.release(lease).await;
         sent
     }
@@ -155,9 +160,9 @@ impl DeliveryStage {
         sender: &Sender,
         to: &ReplyTo,
         text: &str,
+        already: &HashSet<usize>,
     ) -> Result<(), StageError> {
         let platform = to.platform;
-        let already = self.sent.sent(env.id).await;
         for (index, part) in sender.parts(text).iter().enumerate() {
             if already.contains(&index) {
                 continue;
@@ -258,6 +263,9 @@ impl Handler for DeliveryStage {
         reply: Reply,
         tx: &Transaction<'_>,
     ) -> Result<(Vec<Envelope>, Reply), StageError> {
+        if reply.reply_to.platform.is_chat() {
+            delivery_sends::finish(tx, env.id).await?;
+        }
         let closed = runs::finish(tx, env.run_id, &reply.outcome).await?;
         let mut next = Vec::new();
         if closed {

@@ -1,50 +1,53 @@
-//! Which parts of a chat reply already reached the platform, remembered in Redis for a day
-//! by message id (`{ns}:delivery:sent:{message_id}`). A reply split into parts that fails
-//! half-way, or whose run could not be closed after it was sent, comes back (queued retry,
-//! redelivery) with the same id: the parts already sent are skipped instead of reaching the
-//! user twice. This process also remembers what it sent (an hour, in memory), so a reply it
-//! holds while PostgreSQL is away and then processes again does not go out twice because
-//! Redis is away or lost its keys meanwhile. A copy in another process with Redis down knows
-//! nothing and sends every part again (at-least-once, never lost).
+//! Which parts of a chat reply already reached the platform, and which copy of the reply may
+//! send now, kept in PostgreSQL (`delivery_sends`, docs/channels.md, delivery). A reply
+//! split into parts that fails half-way, or whose run could not be closed after it was sent,
+//! comes back (queued retry, redelivery, a replica killed after the send) with the same id:
+//! the parts already sent are skipped instead of reaching the user twice. This is money-like
+//! truth, not a cache: with the record in Redis, a Redis restart during load doubled sends.
 //!
 //! Two copies of one reply can also be at work at the same moment (the outbox relay and an
 //! eager publish both placed it, or the broker redelivered it while the first copy was still
-//! sending): both would read "nothing sent" and both send. So a copy first takes the
-//! reply's send lease (`{ns}:delivery:lease:{message_id}`, `SET NX` with a bound); a copy that
-//! finds it taken waits for it, then reads the sent parts and skips them.
+//! sending): both would read "nothing sent" and both send. So a copy first takes the reply's
+//! send lease (a bound, renewed while it sends); a copy that finds it taken waits for it, then
+//! reads the sent parts. The commit that closes the reply's run marks its row done, so a copy
+//! coming after it (a redelivery whose acknowledgement was lost, a second publish) sends
+//! nothing, however late it looks.
+//!
+//! A part sent just before PostgreSQL went away cannot be recorded at once: its record is
+//! written as soon as PostgreSQL is back (the copy waits for that, within a bound, before it
+//! goes on), because the reply, held meanwhile, may be handed to another process by a stop.
+//! This process also remembers what it sent (an hour, in memory) for when the bound passes,
+//! and the lease it could not give back, so its own next attempt does not wait for it to lapse.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
-use hermes_cache::Cache;
+use hermes_db::delivery_sends::{self, Holder, Take};
+use hermes_db::{Db, DbError};
 use hermes_types::ids::MessageId;
-use redis::AsyncCommands;
+use hermes_types::ttl_cache::TtlCache;
 
-/// How long the record of a reply's sent parts is kept (beyond the whole retry schedule).
-const KEEP: Duration = Duration::from_secs(24 * 3600);
+/// How long a send lease lives unless its holder renews it: a copy killed mid-send holds back
+/// the next copy this long at most.
+pub const LEASE_TTL: Duration = Duration::from_secs(10);
 
 /// How often a copy waiting for a send lease looks again.
 const LEASE_POLL: Duration = Duration::from_millis(100);
 
-/// Compare-and-delete: only the holder's token releases a lease.
-const RELEASE: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-";
+/// How many replies' sent parts this process remembers in memory.
+const LOCAL_REPLIES: usize = 100_000;
 
-/// Compare-and-extend: only the holder's token keeps a lease alive.
-const RENEW: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0
-";
+/// How long a copy waits for PostgreSQL to record a part it sent before going on without
+/// the record (within the stop grace, so a stop waits for it).
+const RECORD_PATIENCE: Duration = Duration::from_secs(30);
 
-/// How long a send lease lives unless its holder renews it: a copy killed mid-send holds
-/// back the next copy this long at most.
-pub const LEASE_TTL: Duration = Duration::from_secs(5);
+/// How often a part's record is tried again while PostgreSQL is away.
+const RECORD_RETRY: Duration = Duration::from_millis(250);
 
-/// The task renewing a held lease; it stops when dropped, so a copy whose work is dropped
-/// (a stop, a cancelled future) lets its lease lapse instead of holding it for ever.
-pub struct Renewal(tokio::task::JoinHandle<()>);
+/// The task renewing a held lease; it stops when dropped, so a copy whose work is dropped (a
+/// stop, a cancelled future) lets its lease lapse instead of holding it for ever.
+struct Renewal(tokio::task::JoinHandle<()>);
 
 impl Drop for Renewal {
     fn drop(&mut self) {
@@ -52,220 +55,228 @@ impl Drop for Renewal {
     }
 }
 
-/// The right to send a reply's parts, held by one copy at a time.
-pub enum Lease {
-    /// This copy holds it until [`SentParts::release`]; a task renews it meanwhile (the
-    /// rate gate may hold a send for longer than [`LEASE_TTL`]).
-    Held {
-        key: String,
-        token: String,
-        renewal: Renewal,
-    },
-    /// Redis cannot say: the copy sends anyway (at-least-once), and this is counted.
-    Unknown,
+/// The right to send a reply's parts, held by one copy at a time until [`SentParts::release`].
+pub struct Lease {
+    id: MessageId,
+    holder: Holder,
+    _renewal: Option<Renewal>,
+    /// The parts already sent, by an earlier attempt or another copy.
+    pub sent: HashSet<usize>,
+    /// Another copy already finished this reply and recorded it: send nothing.
+    pub finished: bool,
 }
-
-/// How many replies' sent parts this process remembers in memory.
-const LOCAL_REPLIES: usize = 100_000;
 
 /// The record of sent parts.
 #[derive(Clone)]
 pub struct SentParts {
-    cache: Cache,
-    local: std::sync::Arc<hermes_types::ttl_cache::TtlCache<MessageId, Vec<usize>>>,
+    db: Db,
+    local: Arc<TtlCache<MessageId, Vec<usize>>>,
+    /// Leases this process could not give back: its next attempt takes them over.
+    unreleased: Arc<TtlCache<MessageId, Holder>>,
+    /// How long a part's record waits for PostgreSQL ([`RECORD_PATIENCE`]).
+    patience: Duration,
 }
 
 impl SentParts {
-    pub fn new(cache: Cache) -> Self {
+    pub fn new(db: Db) -> Self {
         Self {
-            cache,
-            local: std::sync::Arc::new(hermes_types::ttl_cache::TtlCache::new(
-                Duration::from_secs(3600),
-                LOCAL_REPLIES,
-            )),
+            db,
+            local: Arc::new(TtlCache::new(Duration::from_secs(3600), LOCAL_REPLIES)),
+            unreleased: Arc::new(TtlCache::new(LEASE_TTL, LOCAL_REPLIES)),
+            patience: RECORD_PATIENCE,
         }
     }
 
-    fn key(&self, id: MessageId) -> String {
-        self.cache.key(format!("delivery:sent:{id}"))
-    }
-
-    /// The indices of the parts of message `id` already sent, as Redis and this process
-    /// remember them.
-    pub async fn sent(&self, id: MessageId) -> HashSet<usize> {
-        let mut sent: HashSet<usize> = self
-            .local
-            .get(&id)
-            .unwrap_or_default()
-            .into_iter()
-            .collect();
-        let mut c = self.cache.conn();
-        match c.smembers::<_, Vec<usize>>(self.key(id)).await {
-            Ok(v) => sent.extend(v),
-            Err(e) => {
-                let e = self.cache.failed("delivery_sent_read", e);
-                tracing::warn!(error = %e, known = sent.len(), "cannot read which parts were sent; going by this process's memory");
-            }
-        }
-        sent
-    }
-
-    /// Take message `id`'s send lease, waiting while another live copy holds it.
-    pub async fn lease(&self, id: MessageId) -> Lease {
-        let ttl = LEASE_TTL;
-        let key = self.cache.key(format!("delivery:lease:{id}"));
-        let token = uuid::Uuid::now_v7().to_string();
-        let mut c = self.cache.conn();
+    /// Take message `id`'s send lease, waiting while another live copy holds it. An error
+    /// means PostgreSQL cannot say: the reply is held, not sent blind.
+    pub async fn lease(&self, id: MessageId) -> Result<Lease, DbError> {
+        let holder = self.unreleased.remove(&id).unwrap_or_default();
         let mut poll = tokio::time::interval(LEASE_POLL);
         let mut waited = false;
-        let mut last_seen = tokio::time::Instant::now();
-        loop {
-            let taken: Result<Option<String>, _> = redis::cmd("SET")
-                .arg(&key)
-                .arg(&token)
-                .arg("NX")
-                .arg("PX")
-                .arg(ttl.as_millis() as u64)
-                .query_async(&mut c)
-                .await;
-            match taken {
-                Ok(Some(_)) => {
-                    if waited {
-                        tracing::info!(message_id = %id, "another copy of this reply was sending; going on from what it sent");
-                    }
-                    let renewal = self.renew_while_held(key.clone(), token.clone(), ttl);
-                    return Lease::Held {
-                        key,
-                        token,
-                        renewal,
-                    };
-                }
-                Ok(None) => {
-                    waited = true;
-                    last_seen = tokio::time::Instant::now();
-                    poll.tick().await;
-                }
-                // Another copy held the lease a moment ago: it may still be sending, so keep
-                // waiting until its lease would have lapsed before sending blind.
-                Err(e) if waited && last_seen.elapsed() < ttl => {
-                    let _ = self.cache.failed("delivery_lease", e);
-                    poll.tick().await;
-                }
-                Err(e) => {
-                    let e = self.cache.failed("delivery_lease", e);
-                    tracing::warn!(error = %e, "cannot take the send lease; sending without it");
-                    return Lease::Unknown;
-                }
+        let (recorded, finished) = loop {
+            let c = self.db.get().await?;
+            match delivery_sends::take_lease(&c, id, holder, LEASE_TTL).await? {
+                Take::Taken(parts) => break (parts, false),
+                Take::Done => break (Vec::new(), true),
+                Take::Held => {}
             }
+            drop(c);
+            waited = true;
+            poll.tick().await;
+        };
+        if waited || finished {
+            tracing::info!(message_id = %id, finished, "another copy of this reply was at work; going on from what it sent");
         }
+        let mut sent: HashSet<usize> = recorded.into_iter().collect();
+        sent.extend(self.local.get(&id).unwrap_or_default());
+        Ok(Lease {
+            id,
+            holder,
+            _renewal: (!finished).then(|| self.renew_while_held(id, holder)),
+            sent,
+            finished,
+        })
     }
 
-    fn renew_while_held(&self, key: String, token: String, ttl: Duration) -> Renewal {
-        let cache = self.cache.clone();
+    fn renew_while_held(&self, id: MessageId, holder: Holder) -> Renewal {
+        let db = self.db.clone();
         Renewal(tokio::spawn(async move {
-            let mut every = tokio::time::interval(ttl / 3);
+            let mut every = tokio::time::interval(LEASE_TTL / 3);
             every.tick().await;
-            let script = redis::Script::new(RENEW);
             loop {
                 every.tick().await;
-                let mut c = cache.conn();
-                let r: Result<i64, _> = script
-                    .key(&key)
-                    .arg(&token)
-                    .arg(ttl.as_millis() as u64)
-                    .invoke_async(&mut c)
-                    .await;
-                if let Err(e) = r {
-                    let _ = cache.failed("delivery_lease", e);
+                let renewed = match db.get().await {
+                    Ok(c) => delivery_sends::renew_lease(&c, id, holder, LEASE_TTL).await,
+                    Err(e) => Err(e),
+                };
+                match renewed {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::warn!(message_id = %id, "this copy's send lease lapsed while it was sending; another copy may send too");
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, message_id = %id, "cannot renew the send lease")
+                    }
                 }
             }
         }))
     }
 
-    /// Give the lease back once this copy's sends are recorded.
+    /// Give the lease back; the sent parts stay recorded for a later attempt.
     pub async fn release(&self, lease: Lease) {
-        let Lease::Held {
-            key,
-            token,
-            renewal,
-        } = lease
-        else {
-            return;
+        let Lease { id, holder, .. } = lease;
+        let released = match self.db.get().await {
+            Ok(c) => delivery_sends::release_lease(&c, id, holder).await,
+            Err(e) => Err(e),
         };
-        drop(renewal);
-        let mut c = self.cache.conn();
-        let r: Result<i64, _> = redis::Script::new(RELEASE)
-            .key(&key)
-            .arg(&token)
-            .invoke_async(&mut c)
-            .await;
-        if let Err(e) = r {
-            // It expires by itself.
-            let _ = self.cache.failed("delivery_lease", e);
+        if let Err(e) = released {
+            // It lapses by itself, and this process's next attempt takes it over.
+            self.unreleased.insert(id, holder);
+            tracing::warn!(error = %e, message_id = %id, "cannot release the send lease; it lapses within {LEASE_TTL:?}");
         }
     }
 
-    /// Remember that part `index` of message `id` was sent.
+    /// Remember that part `index` of message `id` was sent: here at once, then in PostgreSQL,
+    /// waiting up to [`RECORD_PATIENCE`] for it to be reachable.
     pub async fn mark(&self, id: MessageId, index: usize) {
         let mut here = self.local.get(&id).unwrap_or_default();
         here.push(index);
         self.local.insert(id, here);
-        let key = self.key(id);
-        let mut c = self.cache.conn();
-        let r: Result<(), _> = redis::pipe()
-            .sadd(&key, index)
-            .ignore()
-            .expire(&key, KEEP.as_secs() as i64)
-            .ignore()
-            .query_async(&mut c)
-            .await;
-        if let Err(e) = r {
-            let _ = self.cache.failed("delivery_sent_write", e);
+        let deadline = tokio::time::Instant::now() + self.patience;
+        let mut warned = false;
+        loop {
+            let marked = match self.db.get().await {
+                Ok(c) => delivery_sends::mark_sent(&c, id, index).await,
+                Err(e) => Err(e),
+            };
+            let e = match marked {
+                Ok(()) => return,
+                Err(e) => e,
+            };
+            if !e.is_unavailable() || tokio::time::Instant::now() >= deadline {
+                tracing::warn!(error = %e, message_id = %id, part = index, "cannot record a sent part; only this process remembers it");
+                return;
+            }
+            if !warned {
+                tracing::warn!(error = %e, message_id = %id, part = index, "cannot record a sent part yet; trying until PostgreSQL is back");
+                warned = true;
+            }
+            tokio::time::sleep(RECORD_RETRY).await;
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use hermes_config::Namespace;
-    use hermes_telemetry::Metrics;
+    use hermes_db::scratch::ScratchDb;
     use secrecy::SecretString;
 
     use super::*;
 
-    fn parts(redis: &str) -> SentParts {
-        let ns = Namespace::parse(&format!("sent{:016x}", rand::random::<u64>())).unwrap();
-        SentParts::new(
-            Cache::new(&SecretString::from(redis.to_string()), ns, Metrics::new()).unwrap(),
-        )
+    /// A part sent just before PostgreSQL went away is known to the process that sent it, so
+    /// the reply held through the outage does not send it again once PostgreSQL is back.
+    #[tokio::test]
+    async fn a_part_that_could_not_be_recorded_is_remembered_by_its_sender() {
+        ScratchDb::with(|db| async move {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let away = Db::new(
+                &SecretString::from(format!("postgres://nobody@127.0.0.1:{port}/none")),
+                1,
+            )
+            .unwrap();
+            let during = SentParts {
+                patience: Duration::ZERO,
+                ..SentParts::new(away)
+            };
+            let id = MessageId::new();
+            during.mark(id, 0).await;
+            assert!(
+                during.lease(id).await.is_err(),
+                "no lease without PostgreSQL"
+            );
+            let after = SentParts {
+                db: db.clone(),
+                local: during.local.clone(),
+                unreleased: during.unreleased.clone(),
+                patience: Duration::ZERO,
+            };
+            let lease = after.lease(id).await.unwrap();
+            assert_eq!(lease.sent, HashSet::from([0]));
+            assert!(!lease.finished);
+            after.release(lease).await;
+            let elsewhere = SentParts::new(db);
+            assert!(
+                elsewhere.lease(id).await.unwrap().sent.is_empty(),
+                "another process"
+            );
+        })
+        .await;
     }
 
+    /// A lease this process could not give back (PostgreSQL away) is taken over by its own
+    /// next attempt instead of holding that attempt back until it lapses.
     #[tokio::test]
-    async fn sent_parts_are_remembered_per_message() {
-        let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-        let p = parts(&url);
-        let (a, b) = (MessageId::new(), MessageId::new());
-        assert!(p.sent(a).await.is_empty());
-        p.mark(a, 0).await;
-        p.mark(a, 2).await;
-        assert_eq!(p.sent(a).await, HashSet::from([0, 2]));
-        assert!(p.sent(b).await.is_empty());
-    }
-
-    /// A reply held while PostgreSQL was away and processed again while Redis is away (or
-    /// after it lost its keys) must not go out twice from the process that sent it.
-    #[tokio::test]
-    async fn with_redis_down_the_sending_process_still_knows_and_another_does_not() {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let redis = format!("redis://127.0.0.1:{port}");
-        let p = parts(&redis);
-        let id = MessageId::new();
-        p.mark(id, 0).await;
-        assert_eq!(p.sent(id).await, HashSet::from([0]));
-        assert!(parts(&redis).sent(id).await.is_empty(), "another process");
+    async fn a_lease_not_given_back_is_taken_over_by_the_same_process() {
+        ScratchDb::with(|db| async move {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let away = Db::new(
+                &SecretString::from(format!("postgres://nobody@127.0.0.1:{port}/none")),
+                1,
+            )
+            .unwrap();
+            let here = SentParts::new(db.clone());
+            let id = MessageId::new();
+            let lease = here.lease(id).await.unwrap();
+            let cut_off = SentParts {
+                db: away,
+                ..here.clone()
+            };
+            cut_off.release(lease).await;
+            // Held for an hour as far as anyone else can tell: only a takeover gets it.
+            db.get()
+                .await
+                .unwrap()
+                .execute(
+                    "UPDATE delivery_sends SET lease_until = now() + interval '1 hour'",
+                    &[],
+                )
+                .await
+                .unwrap();
+            let again = tokio::time::timeout(Duration::from_secs(60), here.lease(id))
+                .await
+                .expect("the lease is taken over, not waited for")
+                .unwrap();
+            here.release(again).await;
+        })
+        .await;
     }
 }

@@ -5,6 +5,7 @@ pub mod agents;
 pub mod api_keys;
 pub mod budgets;
 pub mod credits;
+pub mod delivery_sends;
 pub mod listen;
 pub mod memory;
 pub mod migrate;

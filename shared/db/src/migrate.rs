@@ -61,6 +61,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0009_budgets",
         sql: include_str!("../../../migrations/0009_budgets.sql"),
     },
+    Migration {
+        version: 10,
+        name: "0010_delivery_sends",
+        sql: include_str!("../../../migrations/0010_delivery_sends.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

@@ -173,6 +173,9 @@ impl Relay {
                 &[],
             )
             .await?;
+        // Send records of finished replies, and of replies parked and never replayed
+        // (docs/channels.md, delivery).
+        hermes_db::delivery_sends::prune(&client).await?;
         Ok(())
     }
 

@@ -51,6 +51,15 @@ impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
         self.insert_at(key, value, Instant::now())
     }
 
+    /// Take the value stored for `key` out of the cache, unless it has expired.
+    pub fn remove(&self, key: &K) -> Option<V> {
+        let now = Instant::now();
+        sync::lock(&self.entries)
+            .remove(key)
+            .filter(|(at, _)| now.saturating_duration_since(*at) < self.ttl)
+            .map(|(_, v)| v)
+    }
+
     /// How many entries are held, expired ones included.
     pub fn len(&self) -> usize {
         sync::lock(&self.entries).len()

@@ -73,4 +73,12 @@ impl Platform {
     pub fn parse(s: &str) -> Option<Platform> {
         Platform::ALL.into_iter().find(|p| p.as_str() == s)
     }
+
+    /// A messaging platform whose replies are sent to a chat (not an HTTP caller).
+    pub fn is_chat(self) -> bool {
+        matches!(
+            self,
+            Platform::Telegram | Platform::Whatsapp | Platform::Instagram
+        )
+    }
 }
