@@ -54,6 +54,34 @@ pub struct Check {
     pub detail: String,
 }
 
+/// Connections a process may open: its pool, the outbox relay's `LISTEN`, and one spare.
+fn per_process(pool: usize) -> usize {
+    pool + 2
+}
+
+/// Kept free of the fleet for `hermes` commands, superusers and monitoring.
+const SPARE_CONNECTIONS: usize = 10;
+
+/// Whether the five services, one process each, fit under the server's `max_connections`
+/// with this pool size, and how many processes fit (docs/deploy.md, known limits).
+fn connections(pool: usize, max_connections: usize) -> Check {
+    let fit = max_connections.saturating_sub(SPARE_CONNECTIONS) / per_process(pool);
+    Check {
+        name: "connections",
+        ok: fit >= 5,
+        detail: format!(
+            "max_connections {max_connections} leaves room for {fit} processes at HERMES_DB_POOL_SIZE={pool} \
+             ({} each, {SPARE_CONNECTIONS} kept spare): keep the sum of all replicas under it{}",
+            per_process(pool),
+            if fit >= 5 {
+                String::new()
+            } else {
+                " (not even one process per service fits: lower the pool or raise the limit)".into()
+            }
+        ),
+    }
+}
+
 /// Run every check; the caller prints them.
 pub async fn checks(config: &Config) -> Vec<Check> {
     let [db_url, amqp_url, redis_url] = expose(config);
@@ -65,11 +93,16 @@ pub async fn checks(config: &Config) -> Vec<Check> {
         let found = migrate::current_version(&client)
             .await
             .map_err(|e| e.to_string())?;
-        Ok::<_, String>(found)
+        let max: String = client
+            .query_one("SHOW max_connections", &[])
+            .await
+            .map_err(|e| e.to_string())?
+            .get(0);
+        Ok::<_, String>((found, max.parse::<usize>().unwrap_or(0)))
     };
     let needed = migrate::latest_version();
     match tokio::time::timeout(TIMEOUT, pg).await {
-        Ok(Ok(found)) => {
+        Ok(Ok((found, max_connections))) => {
             out.push(Check {
                 name: "PostgreSQL",
                 ok: true,
@@ -84,6 +117,7 @@ pub async fn checks(config: &Config) -> Vec<Check> {
                     format!("version {found}, this build needs {needed}: run `hermes migrate`")
                 },
             });
+            out.push(connections(config.db_pool_size, max_connections));
         }
         Ok(Err(e)) => out.push(Check {
             name: "PostgreSQL",
@@ -158,4 +192,20 @@ pub async fn run(config: &Config) -> usize {
         println!("{failed} check(s) failed: {}", names.join(", "));
     }
     failed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_connection_check_counts_processes_that_fit() {
+        // 100 - 10 spare = 90, at 18 a process: 5.
+        let c = connections(16, 100);
+        assert!(c.ok, "{}", c.detail);
+        assert!(c.detail.contains("room for 5 processes"), "{}", c.detail);
+        let c = connections(32, 100);
+        assert!(!c.ok, "{}", c.detail);
+        assert!(c.detail.contains("room for 2 processes"), "{}", c.detail);
+    }
 }

@@ -23,11 +23,23 @@ pub struct Seen {
     pub refused: AtomicUsize,
     /// Each send to the fake platform: when, and its text.
     pub sends: Mutex<Vec<(Instant, String)>>,
+    /// What the API callers saw.
+    pub api: super::api_load::ApiSeen,
 }
 
 impl Seen {
+    /// Chat sends and API streams finished (answered or not).
     pub fn answered(&self) -> usize {
+        let api = &self.api;
         self.sends.lock().map(|s| s.len()).unwrap_or(0)
+            + api.answered.load(Ordering::SeqCst)
+            + api.cut.load(Ordering::SeqCst)
+            + api.wrong.load(Ordering::SeqCst)
+    }
+
+    /// Messages taken: chat updates answered 2xx and API calls answered 200.
+    pub fn taken(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst) + self.api.accepted()
     }
 }
 
@@ -79,9 +91,18 @@ fn update(i: usize, users: usize) -> Value {
     })
 }
 
-/// Send `messages` updates at `rate` a second (open loop: each on its schedule, whatever the
-/// others are doing), each again every 200 ms until ingest answers 2xx.
-pub async fn run(url: String, messages: usize, users: usize, rate: f64, seen: Arc<Seen>) {
+/// Send `messages` at `rate` a second (open loop: each on its schedule, whatever the others
+/// are doing): every `api_every`th through the API as a streamed completion (sent once, see
+/// [`super::api_load`]), the others as Telegram updates, each again every 200 ms until ingest
+/// answers 2xx.
+pub async fn run(
+    base: String,
+    messages: usize,
+    users: usize,
+    rate: f64,
+    api_every: usize,
+    seen: Arc<Seen>,
+) {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
         .build()
@@ -90,8 +111,16 @@ pub async fn run(url: String, messages: usize, users: usize, rate: f64, seen: Ar
     let mut sending = tokio::task::JoinSet::new();
     for i in 0..messages {
         tick.tick().await;
-        let (client, url, seen) = (client.clone(), url.clone(), seen.clone());
+        let (client, base, seen) = (client.clone(), base.clone(), seen.clone());
+        if is_api(i, api_every) {
+            sending.spawn(async move {
+                super::api_load::send(&client, &base, &format!("hello {}", token(i)), &seen.api)
+                    .await;
+            });
+            continue;
+        }
         sending.spawn(async move {
+            let url = format!("{base}/webhooks/telegram");
             let body = update(i, users);
             let mut again = tokio::time::interval(Duration::from_millis(200));
             loop {
@@ -112,4 +141,9 @@ pub async fn run(url: String, messages: usize, users: usize, rate: f64, seen: Ar
         });
     }
     while sending.join_next().await.is_some() {}
+}
+
+/// Whether message `i` goes through the API (every `api_every`th; none when 0).
+pub fn is_api(i: usize, api_every: usize) -> bool {
+    api_every > 0 && i % api_every == api_every - 1
 }

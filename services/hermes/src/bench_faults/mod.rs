@@ -1,15 +1,18 @@
 //! `hermes bench faults`: the fleet as separate processes (ingest, two routers, two llm, tools,
-//! two delivery), a ledgered Telegram load against the mock model and a fake Bot API, and
+//! two delivery), a ledgered Telegram load against a fake model and a fake Bot API, and
 //! faults injected while it runs: `kill -9` and SIGTERM of random processes (restarted as
-//! Kubernetes would), and PostgreSQL, Redis or RabbitMQ taken away for a while. The servers are
+//! Kubernetes would), a rolling restart of every process in turn, and PostgreSQL, Redis or
+//! RabbitMQ taken away for a while. The servers are
 //! the machine's own, reached through chaos proxies this command runs, so taking one away cuts
 //! and refuses the fleet's connections without stopping a server others use; a Redis "restart"
 //! also forgets every key of the run's namespace, as a Redis without persistence would. At the
 //! end the ledger must add up (docs/faults.md), or the command exits non-zero.
 
+mod api_load;
 mod fleet;
 mod ledger;
 mod load;
+mod model;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,8 +36,11 @@ use load::Seen;
 pub enum Fault {
     /// `kill -9` of a random process, restarted at once.
     Kill9,
-    /// SIGTERM of a random process (a rolling restart), restarted once it exited.
+    /// SIGTERM of a random process, restarted once it exited.
     Sigterm,
+    /// A rolling restart: every process in turn stopped with SIGTERM and started again, the
+    /// next one once the last is ready (as a Kubernetes rollout of every deployment).
+    Rolling,
     /// PostgreSQL away for `--down-secs`.
     Postgres,
     /// Redis away for `--down-secs`, and empty when it comes back (no persistence).
@@ -60,6 +66,10 @@ pub struct FaultsBench {
     /// Linked users the messages come from.
     #[arg(long, default_value_t = 50)]
     users: usize,
+    /// Every this many messages, one goes through the OpenAI-compatible API as a streamed
+    /// completion instead of a Telegram update (0: none).
+    #[arg(long, default_value_t = 10)]
+    api_every: usize,
     /// How long a server stays away.
     #[arg(long, default_value_t = 20)]
     down_secs: u64,
@@ -125,6 +135,8 @@ async fn run(
     let (broker, amqp_url) = proxied(config.amqp_url.expose_secret(), 5672).await?;
     let seen = Arc::new(Seen::default());
     let telegram = load::fake_telegram(seen.clone()).await?;
+    let calls = Arc::new(model::Calls::default());
+    let model_url = model::serve(calls.clone()).await?;
     let http = fleet::free_port()?;
     let logs = std::env::temp_dir().join(format!("hermes-{ns}"));
     let retry_delays = RETRY_DELAYS.map(|s| s.to_string()).join(",");
@@ -134,8 +146,10 @@ async fn run(
         ("REDIS_URL", redis_url.as_str()),
         ("AMQP_URL", amqp_url.as_str()),
         ("HERMES_NAMESPACE", ns),
-        ("HERMES_PROVIDER", "mock"),
-        ("API_SERVER_KEY", "faults-api-key-0123456789"),
+        ("HERMES_PROVIDER", "openai"),
+        ("OPENAI_API_KEY", model::KEY),
+        ("OPENAI_BASE_URL", model_url.as_str()),
+        ("API_SERVER_KEY", api_load::API_KEY),
         ("TELEGRAM_WEBHOOK_SECRET", load::TG_SECRET),
         ("TELEGRAM_BOT_TOKEN", load::TG_TOKEN),
         ("TELEGRAM_API_BASE_URL", telegram.as_str()),
@@ -170,12 +184,12 @@ async fn run(
         .collect();
     let bus = Bus::connect(config.amqp_url.clone(), names, settings, Metrics::new()).await?;
 
-    let url = format!("http://127.0.0.1:{http}/webhooks/telegram");
     let load = tokio::spawn(load::run(
-        url,
+        format!("http://127.0.0.1:{http}"),
         args.messages,
         args.users,
         args.rate,
+        args.api_every,
         seen.clone(),
     ));
     let injected = inject(args, &mut fleet, &pg, &redis, &broker, config, ns, &seen).await;
@@ -185,7 +199,15 @@ async fn run(
         args.settle_secs
     );
     let settled = settle(args, &seen, &scratch.db).await;
-    let ledger = Ledger::read(args.messages, &seen, &scratch.db, &bus).await?;
+    let ledger = Ledger::read(
+        args.messages,
+        args.api_every,
+        &seen,
+        &calls,
+        &scratch.db,
+        &bus,
+    )
+    .await?;
     fleet.stop_all().await;
     if let Err(e) = bus.delete_topology().await {
         eprintln!(
@@ -198,7 +220,11 @@ async fn run(
     for r in &recoveries {
         println!("  {r}");
     }
-    let problems = ledger.problems(args.max_doubled_percent);
+    let graceful = args
+        .faults
+        .iter()
+        .all(|f| matches!(f, Fault::Sigterm | Fault::Rolling));
+    let problems = ledger.problems(args.max_doubled_percent, graceful);
     if !settled || !problems.is_empty() {
         anyhow::bail!("the ledger does not add up: {}", problems.join("; "));
     }
@@ -250,7 +276,7 @@ async fn inject(
     for (n, fault) in plan.iter().enumerate() {
         // Evenly over the load, by messages accepted.
         let at = args.messages * (n + 1) / (plan.len() + 1);
-        while seen.accepted.load(std::sync::atomic::Ordering::SeqCst) < at {
+        while seen.taken() < at {
             poll.tick().await;
         }
         let what = match fault {
@@ -264,6 +290,18 @@ async fn inject(
                     let clean = fleet.stop_and_restart(i, Duration::from_secs(20)).await?;
                     format!("SIGTERM of {service} (clean exit: {clean})")
                 }
+            }
+            Fault::Rolling => {
+                let mut unclean = Vec::new();
+                for i in 0..fleet.procs.len() {
+                    if !fleet.stop_and_restart(i, Duration::from_secs(20)).await? {
+                        unclean.push(fleet.procs[i].service);
+                    }
+                }
+                format!(
+                    "rolling restart of all {} processes (unclean exits: {unclean:?})",
+                    fleet.procs.len()
+                )
             }
             Fault::Postgres | Fault::Redis | Fault::Rabbitmq => {
                 let proxy = match fault {
@@ -282,21 +320,28 @@ async fn inject(
         };
         // Recovered once every message accepted by now has its answer; watched beside the
         // next faults, which keep to their schedule.
-        let backlog = seen.accepted.load(std::sync::atomic::Ordering::SeqCst);
+        let backlog = seen.taken();
         let seen = seen.clone();
+        let answered_then = seen.answered();
         watchers.spawn(async move {
             let back = Instant::now();
             let mut poll = tokio::time::interval(Duration::from_millis(50));
+            let mut first = None;
             let recovered = tokio::time::timeout(Duration::from_secs(RECOVERY_BOUND), async {
                 while seen.answered() < backlog {
+                    if first.is_none() && seen.answered() > answered_then {
+                        first = Some(back.elapsed());
+                    }
                     poll.tick().await;
                 }
             })
             .await
             .is_ok();
+            let first = first.unwrap_or_else(|| back.elapsed());
             let line = if recovered {
                 format!(
-                    "{what}: the {backlog} messages accepted by then answered {:.2} s after it ended",
+                    "{what}: first answer {:.2} s after it ended; the {backlog} messages taken by then answered {:.2} s after it ended",
+                    first.as_secs_f64(),
                     back.elapsed().as_secs_f64()
                 )
             } else {
@@ -336,7 +381,8 @@ async fn settle(args: &FaultsBench, seen: &Seen, db: &hermes_db::Db) -> bool {
     tokio::time::timeout(Duration::from_secs(args.settle_secs), async {
         loop {
             poll.tick().await;
-            if seen.answered() < args.messages {
+            let refused = seen.api.refused.load(std::sync::atomic::Ordering::SeqCst);
+            if seen.answered() < args.messages - refused {
                 continue;
             }
             let open = match db.get().await {
