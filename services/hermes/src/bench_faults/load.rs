@@ -1,10 +1,12 @@
 //! The ledgered load and the fake platform: Telegram updates from linked users, each sent
 //! again until ingest answers 2xx (as Telegram does), and a fake Bot API on loopback that
-//! records every `sendMessage` with the time it came.
+//! records every `sendMessage` with the time it came and its chat. Some messages come from
+//! users whose daily token budget is already spent (their answer must be the budget's
+//! refusal, whatever the servers do), and some go through the API ([`Mix`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
@@ -21,13 +23,25 @@ pub const TG_TOKEN: &str = "424242:faults-bot-token";
 pub struct Seen {
     pub accepted: AtomicUsize,
     pub refused: AtomicUsize,
-    /// Each send to the fake platform: when, and its text.
-    pub sends: Mutex<Vec<(Instant, String)>>,
+    /// Each send to the fake platform.
+    pub sends: Mutex<Vec<Sent>>,
     /// What the API callers saw.
     pub api: super::api_load::ApiSeen,
 }
 
+/// One send to the fake platform: to which chat, and its text.
+#[derive(Clone, Debug)]
+pub struct Sent {
+    pub chat: i64,
+    pub text: String,
+}
+
 impl Seen {
+    /// The sends so far.
+    pub fn sent(&self) -> Vec<Sent> {
+        self.sends.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
     /// Chat sends and API streams finished (answered or not).
     pub fn answered(&self) -> usize {
         let api = &self.api;
@@ -44,12 +58,16 @@ impl Seen {
 }
 
 async fn send_message(State(seen): State<Arc<Seen>>, body: axum::body::Bytes) -> axum::Json<Value> {
-    let text = serde_json::from_slice::<Value>(&body)
-        .ok()
-        .and_then(|b| b["text"].as_str().map(str::to_string))
-        .unwrap_or_default();
+    let body = serde_json::from_slice::<Value>(&body).unwrap_or_default();
+    let sent = Sent {
+        chat: body["chat_id"]
+            .as_i64()
+            .or_else(|| body["chat_id"].as_str().and_then(|c| c.parse().ok()))
+            .unwrap_or_default(),
+        text: body["text"].as_str().unwrap_or_default().to_string(),
+    };
     if let Ok(mut sends) = seen.sends.lock() {
-        sends.push((Instant::now(), text));
+        sends.push(sent);
     }
     axum::Json(json!({"ok": true, "result": {"message_id": 1}}))
 }
@@ -72,13 +90,66 @@ pub fn token(i: usize) -> String {
     format!("ledger-{i:06}")
 }
 
-/// The Telegram sender of message `i`.
+/// How many users have a spent budget.
+pub const CAPPED_USERS: usize = 3;
+
+/// Which way each message of the load goes, and from whom.
+#[derive(Clone, Copy, Debug)]
+pub struct Mix {
+    /// Linked users with ample credits and budget.
+    pub users: usize,
+    /// Every this many messages, one through the OpenAI-compatible API (0: none).
+    pub api_every: usize,
+    /// Every this many messages, one from a user whose daily budget is spent (0: none).
+    pub capped_every: usize,
+}
+
+/// The path of one message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Path {
+    /// A streamed completion through the API.
+    Api,
+    /// A Telegram update from this sender, to be answered by the model.
+    Chat(i64),
+    /// A Telegram update from this sender, whose budget is spent: to be refused.
+    Capped(i64),
+}
+
+impl Mix {
+    pub fn path(&self, i: usize) -> Path {
+        let every = |n: usize, at: usize| n > 0 && i % n == at % n;
+        if every(self.api_every, self.api_every.saturating_sub(1)) {
+            Path::Api
+        } else if every(self.capped_every, self.capped_every / 2) {
+            Path::Capped(capped_sender(i))
+        } else {
+            Path::Chat(sender(i, self.users))
+        }
+    }
+
+    /// Messages of the run that take `want`'s kind of path.
+    pub fn count(&self, messages: usize, want: fn(Path) -> bool) -> usize {
+        (0..messages).filter(|i| want(self.path(*i))).count()
+    }
+}
+
+/// The Telegram sender of message `i` (also the chat: private chats).
 pub fn sender(i: usize, users: usize) -> i64 {
     900_000 + (i % users) as i64
 }
 
-fn update(i: usize, users: usize) -> Value {
-    let from = sender(i, users);
+/// The capped sender of message `i`.
+pub fn capped_sender(i: usize) -> i64 {
+    800_000 + (i % CAPPED_USERS) as i64
+}
+
+/// Whether `chat` is one of the capped users'.
+pub fn is_capped(chat: i64) -> bool {
+    (800_000..800_000 + CAPPED_USERS as i64).contains(&chat)
+}
+
+/// The update of message `i` from `from`.
+pub fn update(i: usize, from: i64) -> Value {
     json!({
         "update_id": 1_000_000 + i,
         "message": {
@@ -92,17 +163,10 @@ fn update(i: usize, users: usize) -> Value {
 }
 
 /// Send `messages` at `rate` a second (open loop: each on its schedule, whatever the others
-/// are doing): every `api_every`th through the API as a streamed completion (sent once, see
-/// [`super::api_load`]), the others as Telegram updates, each again every 200 ms until ingest
+/// are doing), each the way `mix` says: through the API as a streamed completion (sent once,
+/// see [`super::api_load`]), or as a Telegram update, sent again every 200 ms until ingest
 /// answers 2xx.
-pub async fn run(
-    base: String,
-    messages: usize,
-    users: usize,
-    rate: f64,
-    api_every: usize,
-    seen: Arc<Seen>,
-) {
+pub async fn run(base: String, messages: usize, mix: Mix, rate: f64, seen: Arc<Seen>) {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
         .build()
@@ -112,16 +176,19 @@ pub async fn run(
     for i in 0..messages {
         tick.tick().await;
         let (client, base, seen) = (client.clone(), base.clone(), seen.clone());
-        if is_api(i, api_every) {
-            sending.spawn(async move {
-                super::api_load::send(&client, &base, &format!("hello {}", token(i)), &seen.api)
-                    .await;
-            });
-            continue;
-        }
+        let from = match mix.path(i) {
+            Path::Api => {
+                sending.spawn(async move {
+                    let text = format!("hello {}", token(i));
+                    super::api_load::send(&client, &base, &text, &seen.api).await;
+                });
+                continue;
+            }
+            Path::Chat(from) | Path::Capped(from) => from,
+        };
         sending.spawn(async move {
             let url = format!("{base}/webhooks/telegram");
-            let body = update(i, users);
+            let body = update(i, from);
             let mut again = tokio::time::interval(Duration::from_millis(200));
             loop {
                 again.tick().await;
@@ -141,9 +208,4 @@ pub async fn run(
         });
     }
     while sending.join_next().await.is_some() {}
-}
-
-/// Whether message `i` goes through the API (every `api_every`th; none when 0).
-pub fn is_api(i: usize, api_every: usize) -> bool {
-    api_every > 0 && i % api_every == api_every - 1
 }

@@ -2,17 +2,18 @@
 //! two delivery), a ledgered Telegram load against a fake model and a fake Bot API, and
 //! faults injected while it runs: `kill -9` and SIGTERM of random processes (restarted as
 //! Kubernetes would), a rolling restart of every process in turn, and PostgreSQL, Redis or
-//! RabbitMQ taken away for a while. The servers are
-//! the machine's own, reached through chaos proxies this command runs, so taking one away cuts
-//! and refuses the fleet's connections without stopping a server others use; a Redis "restart"
-//! also forgets every key of the run's namespace, as a Redis without persistence would. At the
-//! end the ledger must add up (docs/faults.md), or the command exits non-zero.
+//! RabbitMQ taken away for a while: either the machine's servers behind chaos proxies (cut and
+//! refused, never stopped: others share them) or servers of the run's own, really stopped and
+//! started again ([`servers`]). At the end the ledger must add up (docs/faults.md), or the
+//! command exits non-zero.
 
 mod api_load;
 mod fleet;
+mod killswitch;
 mod ledger;
 mod load;
 mod model;
+mod servers;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,14 +23,14 @@ use clap::{Args, ValueEnum};
 use hermes_bus::{Bus, Names};
 use hermes_config::{Config, Namespace};
 use hermes_db::scratch::ScratchDb;
-use hermes_net::chaos::ChaosProxy;
 use hermes_telemetry::Metrics;
 use hermes_types::model::{Platform, Tier};
-use secrecy::ExposeSecret;
+use secrecy::{ExposeSecret, SecretString};
 
 use fleet::Fleet;
 use ledger::Ledger;
 use load::Seen;
+use servers::{Server, ServerMode, Servers, Urls};
 
 /// A fault to inject.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -70,6 +71,10 @@ pub struct FaultsBench {
     /// completion instead of a Telegram update (0: none).
     #[arg(long, default_value_t = 10)]
     api_every: usize,
+    /// Every this many messages, one comes from a user whose daily token budget is already
+    /// spent: its answer must be the budget's refusal, through every fault (0: none).
+    #[arg(long, default_value_t = 20)]
+    capped_every: usize,
     /// How long a server stays away.
     #[arg(long, default_value_t = 20)]
     down_secs: u64,
@@ -80,6 +85,10 @@ pub struct FaultsBench {
     /// record sends again: platforms take no idempotency key).
     #[arg(long, default_value_t = 0.1)]
     max_doubled_percent: f64,
+    /// Where PostgreSQL, Redis and RabbitMQ come from: the machine's behind chaos proxies
+    /// (taken away by cutting connections), or the run's own, really stopped and restarted.
+    #[arg(long, value_enum, default_value_t = ServerMode::Proxy)]
+    servers: ServerMode,
 }
 
 /// How long a fault's backlog may take to be answered before the run is reported stuck.
@@ -93,33 +102,32 @@ const SERVICES: [&str; 8] = [
     "ingest", "router", "router", "llm", "llm", "tools", "delivery", "delivery",
 ];
 
-/// A proxy in front of the server of `url`, and `url` pointed at it.
-async fn proxied(url: &str, default_port: u16) -> anyhow::Result<(ChaosProxy, String)> {
-    let mut u = url::Url::parse(url).context("a server URL")?;
-    let target = format!(
-        "{}:{}",
-        u.host_str().unwrap_or("127.0.0.1"),
-        u.port().unwrap_or(default_port)
-    );
-    let addr = tokio::net::lookup_host(&target)
-        .await?
-        .next()
-        .with_context(|| format!("cannot resolve {target}"))?;
-    let proxy = ChaosProxy::start(addr).await;
-    u.set_ip_host(proxy.addr.ip())
-        .map_err(|()| anyhow::anyhow!("cannot point {url} at the proxy"))?;
-    u.set_port(Some(proxy.addr.port()))
-        .map_err(|()| anyhow::anyhow!("cannot point {url} at the proxy"))?;
-    Ok((proxy, u.to_string()))
-}
-
 pub async fn faults(config: Config, args: FaultsBench) -> anyhow::Result<()> {
     let id = &uuid::Uuid::now_v7().simple().to_string()[20..];
     let ns = format!("faults{id}");
-    let scratch = ScratchDb::create(&config.database_url, "hermes_faults").await?;
+    let dir = std::env::temp_dir().join(format!("hermes-{ns}"));
+    std::fs::create_dir_all(&dir)?;
+    let machine = Urls {
+        postgres: config.database_url.expose_secret().to_string(),
+        redis: config.redis_url.expose_secret().to_string(),
+        amqp: config.amqp_url.expose_secret().to_string(),
+    };
+    if args.servers == ServerMode::Private {
+        eprintln!(
+            "faults: starting private PostgreSQL, Redis and RabbitMQ under {}",
+            dir.display()
+        );
+    }
+    let servers = Servers::start(args.servers, machine, &dir).await?;
+    let server = SecretString::from(servers.urls.postgres.clone());
+    let scratch = ScratchDb::create(&server, "hermes_faults").await?;
     eprintln!("faults: database {}, namespace {ns}", scratch.name());
-    let result = run(&config, &args, &ns, &scratch).await;
-    scratch.drop_now().await?;
+    let result = run(&config, &args, &ns, &scratch, &servers, &dir).await;
+    if let Err(e) = scratch.drop_now().await {
+        eprintln!("faults: could not drop the scratch database: {e}");
+    }
+    // Private servers stop here, also after a failed run.
+    drop(servers);
     result
 }
 
@@ -128,19 +136,24 @@ async fn run(
     args: &FaultsBench,
     ns: &str,
     scratch: &ScratchDb,
+    servers: &Servers,
+    logs: &std::path::Path,
 ) -> anyhow::Result<()> {
-    seed_users(&scratch.db, args.users).await?;
-    let (pg, pg_url) = proxied(scratch.url.expose_secret(), 5432).await?;
-    let (redis, redis_url) = proxied(config.redis_url.expose_secret(), 6379).await?;
-    let (broker, amqp_url) = proxied(config.amqp_url.expose_secret(), 5672).await?;
+    seed_users(&scratch.db, args.users, config).await?;
+    let mix = load::Mix {
+        users: args.users,
+        api_every: args.api_every,
+        capped_every: args.capped_every,
+    };
+    let pg_url = servers.for_fleet(Server::Postgres, scratch.url.expose_secret())?;
+    let redis_url = servers.for_fleet(Server::Redis, &servers.urls.redis)?;
+    let amqp_url = servers.for_fleet(Server::Rabbitmq, &servers.urls.amqp)?;
     let seen = Arc::new(Seen::default());
     let telegram = load::fake_telegram(seen.clone()).await?;
     let calls = Arc::new(model::Calls::default());
     let model_url = model::serve(calls.clone()).await?;
     let http = fleet::free_port()?;
-    let logs = std::env::temp_dir().join(format!("hermes-{ns}"));
     let retry_delays = RETRY_DELAYS.map(|s| s.to_string()).join(",");
-    std::fs::create_dir_all(&logs)?;
     let env: Vec<(String, String)> = [
         ("DATABASE_URL", pg_url.as_str()),
         ("REDIS_URL", redis_url.as_str()),
@@ -173,7 +186,21 @@ async fn run(
         SERVICES.len(),
         logs.display()
     );
-    let mut fleet = Fleet::start(&SERVICES, env, &logs).await?;
+    let mut fleet = Fleet::start(&SERVICES, env, logs).await?;
+    let load = tokio::spawn(load::run(
+        format!("http://127.0.0.1:{http}"),
+        args.messages,
+        mix,
+        args.rate,
+        seen.clone(),
+    ));
+    let injected = inject(args, &mut fleet, servers, ns, &seen).await;
+    load.await?;
+    eprintln!(
+        "faults: load sent; waiting up to {} s for every answer",
+        args.settle_secs
+    );
+    let settled = settle(args, &seen, &scratch.db).await;
     let names = Names::new(Namespace::parse(ns).map_err(anyhow::Error::msg)?);
     // The fleet's bus settings exactly: the broker refuses a queue declared otherwise.
     let mut settings = config.bus.clone();
@@ -182,32 +209,23 @@ async fn run(
         .iter()
         .map(|s| Duration::from_secs(*s))
         .collect();
-    let bus = Bus::connect(config.amqp_url.clone(), names, settings, Metrics::new()).await?;
-
-    let load = tokio::spawn(load::run(
-        format!("http://127.0.0.1:{http}"),
-        args.messages,
-        args.users,
-        args.rate,
-        args.api_every,
-        seen.clone(),
-    ));
-    let injected = inject(args, &mut fleet, &pg, &redis, &broker, config, ns, &seen).await;
-    load.await?;
-    eprintln!(
-        "faults: load sent; waiting up to {} s for every answer",
-        args.settle_secs
-    );
-    let settled = settle(args, &seen, &scratch.db).await;
-    let ledger = Ledger::read(
-        args.messages,
-        args.api_every,
-        &seen,
-        &calls,
-        &scratch.db,
-        &bus,
-    )
-    .await?;
+    let amqp = SecretString::from(servers.urls.amqp.clone());
+    // Connected only now: a connection made before a broker restart would be gone.
+    let bus = Bus::connect(amqp, names, settings, Metrics::new()).await?;
+    let mut ledger = Ledger::read(args.messages, mix, &seen, &calls, &scratch.db, &bus).await?;
+    if settled && args.faults.contains(&Fault::Redis) {
+        let probe = killswitch::Probe {
+            config,
+            ns,
+            db: &scratch.db,
+            servers,
+            seen: &seen,
+            calls: &calls,
+            webhook: format!("http://127.0.0.1:{http}/webhooks/telegram"),
+            from: load::sender(0, args.users),
+        };
+        ledger.killswitch_held = Some(probe.run().await?);
+    }
     fleet.stop_all().await;
     if let Err(e) = bus.delete_topology().await {
         eprintln!(
@@ -232,23 +250,38 @@ async fn run(
     Ok(())
 }
 
-/// Give `users` Telegram senders a user with ample credits each.
-async fn seed_users(db: &hermes_db::Db, users: usize) -> anyhow::Result<()> {
-    use hermes_db::users;
+/// Give `users` Telegram senders a user with ample credits each, and the capped senders a
+/// free-tier user whose token budget for today is already spent.
+async fn seed_users(db: &hermes_db::Db, users: usize, config: &Config) -> anyhow::Result<()> {
+    use hermes_db::{budgets, users};
+    let daily = config
+        .file
+        .llm
+        .budgets
+        .get(&Tier::Free)
+        .map(|b| b.daily_tokens)
+        .context("the free tier has no token budget")?;
+    let today = chrono::Utc::now().date_naive();
+    let senders = (0..users)
+        .map(|u| (load::sender(u, users), Tier::Pro))
+        .chain((0..load::CAPPED_USERS).map(|u| (load::capped_sender(u), Tier::Free)));
     let mut client = db.get().await?;
-    for u in 0..users {
-        let sender = load::sender(u, users).to_string();
+    for (sender, tier) in senders {
+        let sender = sender.to_string();
         let tx = client.transaction().await?;
         let user = users::create(
             &tx,
             &users::NewUser {
                 workspace: "default",
                 display_name: Some(&sender),
-                tier: Tier::Free,
+                tier,
                 credits: 1_000_000,
             },
         )
         .await?;
+        if tier == Tier::Free {
+            budgets::add_tokens(&tx, user.id, today, daily).await?;
+        }
         tx.commit().await?;
         users::link_channel(&client, user.id, Platform::Telegram, &sender, true, None).await?;
     }
@@ -257,14 +290,10 @@ async fn seed_users(db: &hermes_db::Db, users: usize) -> anyhow::Result<()> {
 
 /// Inject the faults, spread over the load by messages accepted; returns one line per fault
 /// with its time to recover (from its end to the next answer).
-#[allow(clippy::too_many_arguments)]
 async fn inject(
     args: &FaultsBench,
     fleet: &mut Fleet,
-    pg: &ChaosProxy,
-    redis: &ChaosProxy,
-    broker: &ChaosProxy,
-    config: &Config,
+    servers: &Servers,
     ns: &str,
     seen: &Arc<Seen>,
 ) -> anyhow::Result<Vec<String>> {
@@ -304,18 +333,23 @@ async fn inject(
                 )
             }
             Fault::Postgres | Fault::Redis | Fault::Rabbitmq => {
-                let proxy = match fault {
-                    Fault::Postgres => pg,
-                    Fault::Redis => redis,
-                    _ => broker,
+                let server = match fault {
+                    Fault::Postgres => Server::Postgres,
+                    Fault::Redis => Server::Redis,
+                    _ => Server::Rabbitmq,
                 };
-                proxy.set_down(true);
+                let stopping = Instant::now();
+                servers.take_away(server).await?;
                 tokio::time::sleep(Duration::from_secs(args.down_secs)).await;
-                if *fault == Fault::Redis {
-                    forget_namespace(config, ns).await?;
-                }
-                proxy.set_down(false);
-                format!("{fault:?} away {} s", args.down_secs)
+                servers.give_back(server, ns).await?;
+                format!(
+                    "{fault:?} {} {:.0} s",
+                    match args.servers {
+                        ServerMode::Proxy => "away",
+                        ServerMode::Private => "stopped and restarted, down",
+                    },
+                    stopping.elapsed().as_secs_f64()
+                )
             }
         };
         // Recovered once every message accepted by now has its answer; watched beside the
@@ -358,21 +392,6 @@ async fn inject(
     lines.sort();
     let lines = lines.into_iter().map(|(_, l)| l).collect();
     Ok(lines)
-}
-
-/// A Redis that restarts without persistence has forgotten everything: delete every key of
-/// the run's namespace (and only those; the server is shared).
-async fn forget_namespace(config: &Config, ns: &str) -> anyhow::Result<()> {
-    let client = redis::Client::open(config.redis_url.expose_secret())?;
-    let mut c = client.get_multiplexed_async_connection().await?;
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{ns}:*"))
-        .query_async(&mut c)
-        .await?;
-    for chunk in keys.chunks(500) {
-        let _: () = redis::cmd("DEL").arg(chunk).query_async(&mut c).await?;
-    }
-    Ok(())
 }
 
 /// Wait until every message is answered and no run is open, at most `--settle-secs`.

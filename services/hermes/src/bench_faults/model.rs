@@ -30,6 +30,19 @@ impl Calls {
             .unwrap_or(0)
     }
 
+    /// Calls made for one ledger token, whatever their purpose.
+    pub fn for_token(&self, token: &str) -> usize {
+        self.0
+            .lock()
+            .map(|m| {
+                m.iter()
+                    .filter(|(k, _)| k.split(' ').next() == Some(token))
+                    .map(|(_, n)| n)
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+
     /// Calls made in all.
     pub fn total(&self) -> usize {
         self.0.lock().map(|m| m.values().sum()).unwrap_or(0)
