@@ -2,14 +2,16 @@
 //! flight finish and are acked on the channel they came on (docs/architecture.md, graceful
 //! shutdown), so no other replica gets them while they still run here.
 
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use hermes_bus::Stage;
-use hermes_testkit::{TestEnv, send};
+use hermes_testkit::{KEY, TestEnv, eventually, free_port, send};
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
 use lapin::types::FieldTable;
+use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -123,4 +125,89 @@ async fn work_still_running_when_the_grace_ends_is_handed_back_to_its_queue() {
     .await;
     assert_eq!(replies, 0, "nothing was committed for it");
     bus.close().await;
+}
+
+/// An ingest-only process (ingest's own Deployment) has nothing else to drain on SIGTERM, so
+/// the callers it holds get the whole grace for their answers, not the third that ingest gets
+/// beside stages in one process: an answer that comes after that third still reaches its
+/// caller before the process exits. `hermes bench faults --fault sigterm` found streams cut
+/// here (docs/faults.md). The process is real: in-process, an aborted server's connections
+/// would outlive it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ingest_only_process_holds_its_callers_for_the_whole_grace() {
+    // The answer comes 4 s after the call: later than a third of the 10 s grace, sooner
+    // than all of it.
+    let provider = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(
+            wiremock::ResponseTemplate::new(200)
+                .set_delay(Duration::from_secs(4))
+                .set_body_json(hermes_testkit::openai_answer("worth the wait", 1, 3)),
+        )
+        .mount(&provider)
+        .await;
+    let mut env = TestEnv::new().await;
+    let (http, admin) = (free_port(), free_port());
+    env.openai_mock(&provider.uri())
+        .set("HERMES_SHUTDOWN_GRACE_SECS", "10");
+    let stages = env
+        .start(&[
+            hermes::Service::Router,
+            hermes::Service::Llm,
+            hermes::Service::Delivery,
+        ])
+        .await;
+    env.set("HERMES_HTTP_ADDR", &format!("127.0.0.1:{http}"))
+        .set("HERMES_ADMIN_ADDR", &format!("127.0.0.1:{admin}"));
+    let mut ingest = env
+        .command()
+        .arg("ingest")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let ready = format!("http://127.0.0.1:{admin}/readyz");
+    eventually(Duration::from_secs(15), "ingest ready", || async {
+        reqwest::get(&ready)
+            .await
+            .is_ok_and(|r| r.status().is_success())
+            .then_some(())
+    })
+    .await;
+    let call = tokio::spawn(
+        reqwest::Client::new()
+            .post(format!("http://127.0.0.1:{http}/v1/chat/completions"))
+            .bearer_auth(KEY)
+            .json(&json!({"messages": [{"role": "user", "content": "take your time"}]}))
+            .send(),
+    );
+    eventually(Duration::from_secs(30), "the model call", || async {
+        (!provider.received_requests().await?.is_empty()).then_some(())
+    })
+    .await;
+    let pid = ingest.id().unwrap().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let response = call
+        .await
+        .unwrap()
+        .expect("the caller is answered before ingest exits");
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(
+        body["choices"][0]["message"]["content"], "worth the wait",
+        "{body}"
+    );
+    let status = tokio::time::timeout(Duration::from_secs(20), ingest.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "clean exit after SIGTERM, got {status}");
+    stages.stop().await.unwrap();
 }

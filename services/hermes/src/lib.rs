@@ -181,9 +181,10 @@ pub async fn run(
     let mut error: Option<anyhow::Error> = ctx.fatal.reason().map(anyhow::Error::msg);
 
     // The drain, in order and bounded (docs/operations.md, stopping): ingest stops taking
-    // requests and gets at most a third of the grace for the ones in flight (their answers
-    // come from the stages, which keep working meanwhile); then the stages stop consuming and
-    // finish what they hold by the end of the grace. What is still running then is aborted
+    // requests and gets at most a third of the grace for the ones in flight when stages run
+    // beside it (their answers come from the stages, which keep working meanwhile), the whole
+    // grace when it runs alone; then the stages stop consuming and finish what they hold by
+    // the end of the grace. What is still running then is aborted
     // at its next await, before the connections close, so its messages go back to their
     // queues unacked and no half-finished work runs on after the hand-back.
     ctx.readiness.set_stopping();
@@ -191,7 +192,8 @@ pub async fn run(
     let deadline = started + grace;
     intake.cancel();
     if let Some((s, h)) = ingest {
-        collect(s, h, started + grace / 3, &mut error).await;
+        let drain = if stages.is_empty() { grace } else { grace / 3 };
+        collect(s, h, started + drain, &mut error).await;
     }
     workers.cancel();
     for (s, h) in stages {

@@ -172,7 +172,9 @@ async fn run(
         ("HERMES_QUEUE_EXPIRES_SECS", &QUEUE_EXPIRES_SECS.to_string()),
         ("HERMES_DELIVERY_RETRY_DELAYS", &retry_delays),
         ("HERMES_SEND_PAUSES_MS", "10,10,10"),
-        ("HERMES_SHUTDOWN_GRACE_SECS", "10"),
+        // As the manifests give ingest (k8s/base/ingest.yaml): its callers' answers may wait
+        // on a backlog.
+        ("HERMES_SHUTDOWN_GRACE_SECS", "30"),
         // Eight processes share one server's `max_connections` (100 by default).
         ("HERMES_DB_POOL_SIZE", "8"),
         ("HERMES_LOG_FORMAT", "json"),

@@ -65,7 +65,7 @@ settings! {
             kind: kinds::SECS,
             unset: Value("60"),
             secret: false,
-            help: "how long SIGTERM waits for in-flight work (ingest's requests get a third of it); longer than one model call (`HERMES_LLM_TIMEOUT_SECS`), and what is still running then is handed back to its queue",
+            help: "how long SIGTERM waits for in-flight work (ingest's requests get a third of it beside stages, all of it alone); longer than one model call (`HERMES_LLM_TIMEOUT_SECS`), and what is still running then is handed back to its queue",
         },
         HERMES_DB_POOL_SIZE: usize {
             kind: kinds::COUNT_TWO_OR_MORE,
