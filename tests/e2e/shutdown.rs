@@ -103,7 +103,7 @@ async fn work_still_running_when_the_grace_ends_is_handed_back_to_its_queue() {
         .await;
     let bus = env.bus().await;
     send(&bus, "anyone", "take forever").await;
-    hermes_testkit::eventually(Duration::from_secs(30), "the model call", || async {
+    eventually(Duration::from_secs(30), "the model call", || async {
         (!provider.received_requests().await?.is_empty()).then_some(())
     })
     .await;
