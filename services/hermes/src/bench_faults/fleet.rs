@@ -17,6 +17,8 @@ pub struct Proc {
     log: PathBuf,
     /// Times it was started (the first start included).
     pub starts: u32,
+    /// When it was last started.
+    started: Option<Instant>,
 }
 
 /// The running fleet.
@@ -51,6 +53,7 @@ impl Fleet {
                 child: None,
                 log: logs.join(format!("{i:02}-{service}.log")),
                 starts: 0,
+                started: None,
             });
         }
         for i in 0..fleet.procs.len() {
@@ -82,7 +85,41 @@ impl Fleet {
                 .with_context(|| format!("start {}", p.service))?,
         );
         p.starts += 1;
+        p.started = Some(Instant::now());
         Ok(())
+    }
+
+    /// Start again every process that exited on its own (as a process does when a server
+    /// stays away past its bound: docs/operations.md), at most once a second each, as
+    /// Kubernetes restarts a pod's container; returns a line for each.
+    pub fn revive(&mut self) -> Vec<String> {
+        let mut revived = Vec::new();
+        for i in 0..self.procs.len() {
+            let p = &mut self.procs[i];
+            let recent = p
+                .started
+                .is_some_and(|t| t.elapsed() < Duration::from_secs(1));
+            let Some(status) = p.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) else {
+                continue;
+            };
+            if recent {
+                continue;
+            }
+            let service = p.service;
+            p.child = None;
+            match self.spawn(i) {
+                Ok(()) => {
+                    revived.push(format!("{service} exited on its own ({status}), restarted"))
+                }
+                Err(e) => revived.push(format!(
+                    "{service} exited on its own ({status}), restart failed: {e:#}"
+                )),
+            }
+        }
+        for line in &revived {
+            eprintln!("faults: {line}");
+        }
+        revived
     }
 
     /// Wait for process `i`'s `/readyz` (60 s at most).

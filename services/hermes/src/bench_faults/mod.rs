@@ -196,13 +196,20 @@ async fn run(
         args.rate,
         seen.clone(),
     ));
-    let injected = inject(args, &mut fleet, servers, ns, &seen).await;
+    // Processes that exit on their own are restarted all along, as Kubernetes would.
+    let mut revived = Vec::new();
+    let injected = inject(args, &mut fleet, servers, ns, &seen, &mut revived).await;
+    let mut poll = tokio::time::interval(Duration::from_millis(100));
+    while !load.is_finished() {
+        poll.tick().await;
+        revived.extend(fleet.revive());
+    }
     load.await?;
     eprintln!(
         "faults: load sent; waiting up to {} s for every answer",
         args.settle_secs
     );
-    let settled = settle(args, &seen, &scratch.db).await;
+    let settled = settle(args, &seen, &scratch.db, &mut fleet, &mut revived).await;
     let names = Names::new(Namespace::parse(ns).map_err(anyhow::Error::msg)?);
     // The fleet's bus settings exactly: the broker refuses a queue declared otherwise.
     let mut settings = config.bus.clone();
@@ -238,6 +245,9 @@ async fn run(
     let recoveries = injected?;
     println!("faults: {}", ledger);
     for r in &recoveries {
+        println!("  {r}");
+    }
+    for r in &revived {
         println!("  {r}");
     }
     let graceful = args
@@ -298,6 +308,7 @@ async fn inject(
     servers: &Servers,
     ns: &str,
     seen: &Arc<Seen>,
+    revived: &mut Vec<String>,
 ) -> anyhow::Result<Vec<String>> {
     let plan: Vec<Fault> = (0..args.count)
         .flat_map(|_| args.faults.iter().copied())
@@ -309,6 +320,7 @@ async fn inject(
         let at = args.messages * (n + 1) / (plan.len() + 1);
         while seen.taken() < at {
             poll.tick().await;
+            revived.extend(fleet.revive());
         }
         let what = match fault {
             Fault::Kill9 | Fault::Sigterm => {
@@ -342,7 +354,11 @@ async fn inject(
                 };
                 let stopping = Instant::now();
                 servers.take_away(server).await?;
-                tokio::time::sleep(Duration::from_secs(args.down_secs)).await;
+                let back_at = Instant::now() + Duration::from_secs(args.down_secs);
+                while Instant::now() < back_at {
+                    poll.tick().await;
+                    revived.extend(fleet.revive());
+                }
                 servers.give_back(server, ns).await?;
                 format!(
                     "{fault:?} {} {:.0} s",
@@ -397,11 +413,18 @@ async fn inject(
 }
 
 /// Wait until every message is answered and no run is open, at most `--settle-secs`.
-async fn settle(args: &FaultsBench, seen: &Seen, db: &hermes_db::Db) -> bool {
+async fn settle(
+    args: &FaultsBench,
+    seen: &Seen,
+    db: &hermes_db::Db,
+    fleet: &mut Fleet,
+    revived: &mut Vec<String>,
+) -> bool {
     let mut poll = tokio::time::interval(Duration::from_millis(500));
     tokio::time::timeout(Duration::from_secs(args.settle_secs), async {
         loop {
             poll.tick().await;
+            revived.extend(fleet.revive());
             let refused = seen.api.refused.load(std::sync::atomic::Ordering::SeqCst);
             if seen.answered() < args.messages - refused {
                 continue;
