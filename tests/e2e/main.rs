@@ -18,6 +18,7 @@ mod router;
 mod runs_closed;
 mod shutdown;
 mod streaming;
+mod tenants;
 mod testkit;
 mod thin_path;
 mod tools;

@@ -1,9 +1,11 @@
 //! `hermes api-keys`: keys of the REST channel. The key is printed once at creation; only
-//! its hash is stored.
+//! its hash is stored. So is the key's callback signing secret (Standard Webhooks), which
+//! is stored sealed with HERMES_SECRET_KEYS and can be rotated.
 
 use clap::Subcommand;
 use hermes_config::Config;
 use hermes_db::{Db, api_keys};
+use hermes_net::keyring::KeyRing;
 use serde_json::json;
 
 #[derive(Subcommand)]
@@ -27,6 +29,13 @@ pub enum KeysCommand {
     },
     /// Revoke a key by id; it stops working within 30 seconds.
     Revoke { id: hermes_types::ids::ApiKeyId },
+    /// Give a key a new callback signing secret (printed once); the old one stops signing
+    /// within 30 seconds.
+    RotateSecret {
+        id: hermes_types::ids::ApiKeyId,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn check_callback(url: &str) -> anyhow::Result<()> {
@@ -53,17 +62,28 @@ pub async fn run(config: &Config, cmd: KeysCommand) -> anyhow::Result<()> {
             if let Some(url) = &callback_url {
                 check_callback(url)?;
             }
-            let (key, secret) =
-                api_keys::create(&client, name.trim(), callback_url.as_deref()).await?;
+            let ring = KeyRing::new(&config.router.secret_keys);
+            anyhow::ensure!(
+                ring.is_some() || callback_url.is_none(),
+                "HERMES_SECRET_KEYS is not set: it seals the secret callbacks are signed with"
+            );
+            let created =
+                api_keys::create(&client, name.trim(), callback_url.as_deref(), ring.as_ref())
+                    .await?;
+            let key = &created.key;
             if json {
                 println!(
                     "{}",
-                    json!({ "id": key.id, "name": key.name, "key": secret, "callback_url": key.callback_url })
+                    json!({ "id": key.id, "name": key.name, "key": created.secret_key,
+                            "callback_url": key.callback_url, "callback_secret": created.callback_secret })
                 );
             } else {
                 println!("created key {} ({})", key.id, key.name);
-                println!("key: {secret}");
-                println!("(shown once: only its hash is stored)");
+                println!("key: {}", created.secret_key);
+                if let Some(secret) = &created.callback_secret {
+                    println!("callback signing secret: {secret}");
+                }
+                println!("(shown once: only the key's hash and the sealed secret are stored)");
             }
         }
         KeysCommand::List { json } => {
@@ -98,6 +118,22 @@ pub async fn run(config: &Config, cmd: KeysCommand) -> anyhow::Result<()> {
                 "no live key with id {id}"
             );
             println!("revoked {id}");
+        }
+        KeysCommand::RotateSecret { id, json } => {
+            let ring = KeyRing::new(&config.router.secret_keys).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "HERMES_SECRET_KEYS is not set: it seals the secret callbacks are signed with"
+                )
+            })?;
+            let secret = api_keys::rotate_secret(&client, id, &ring)
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("no live key with id {id}"))?;
+            if json {
+                println!("{}", json!({ "id": id, "callback_secret": secret }));
+            } else {
+                println!("key {id}: new callback signing secret: {secret}");
+                println!("(shown once; the old secret stops signing within 30 seconds)");
+            }
         }
     }
     Ok(())

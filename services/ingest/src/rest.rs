@@ -231,7 +231,12 @@ pub async fn post_message(
             Json(json!({ "run_id": run, "status": "accepted", "poll": format!("/v1/runs/{run}") })),
         )
             .into_response(),
-        Ok(Accepted::Duplicate) => Json(json!({ "status": "duplicate" })).into_response(),
+        // A repeat is told the run that answers the first copy (docs/api.md, idempotency).
+        Ok(Accepted::Duplicate(Some(run))) => {
+            Json(json!({ "run_id": run, "status": "duplicate", "poll": format!("/v1/runs/{run}") }))
+                .into_response()
+        }
+        Ok(Accepted::Duplicate(None)) => Json(json!({ "status": "duplicate" })).into_response(),
         Ok(Accepted::RateLimited { retry_after }) => {
             let secs = retry_after.as_secs_f64().ceil().max(1.0) as u64;
             ApiError {

@@ -1,6 +1,9 @@
 //! Keys of the REST channel. Only a SHA-256 of each key is stored; the key itself is shown
-//! once, at creation. A key may carry the callback URL its runs' answers are POSTed to.
+//! once, at creation. A key may carry the callback URL its runs' answers are POSTed to, and
+//! has its own callback signing secret (Standard Webhooks, `whsec_…`), stored sealed with
+//! HERMES_SECRET_KEYS and shown once at creation and at each rotation.
 
+use hermes_net::keyring::KeyRing;
 use hermes_types::ids::ApiKeyId;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
@@ -16,6 +19,24 @@ pub struct ApiKey {
     pub callback_url: Option<String>,
     pub created_at: chrono::DateTime<chrono::Utc>,
     pub revoked: bool,
+    /// The callback signing secret as a Fernet token (open it with HERMES_SECRET_KEYS).
+    pub callback_secret_sealed: Option<String>,
+}
+
+impl ApiKey {
+    /// The callback signing secret, opened with `ring`; `None` when the key has none or no
+    /// key of the ring opens it.
+    pub fn callback_secret(&self, ring: Option<&KeyRing>) -> Option<Vec<u8>> {
+        ring?.open(self.callback_secret_sealed.as_deref()?)
+    }
+}
+
+/// A new callback signing secret: `whsec_` and the base64 of 32 random bytes, the form
+/// Standard Webhooks libraries take.
+pub fn generate_secret() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    hermes_net::signing::standard_secret(&bytes)
 }
 
 /// The hash a key is stored and looked up by.
@@ -30,20 +51,39 @@ pub fn generate() -> String {
     format!("hk_{}", hex::encode(bytes))
 }
 
-/// Store a new key; returns the record and the key (to show once).
+/// A key just made: the record, the key and its callback signing secret (both shown once).
+pub struct Created {
+    pub key: ApiKey,
+    pub secret_key: String,
+    /// `None` when no ring was given to seal one (a key without a callback needs none).
+    pub callback_secret: Option<String>,
+}
+
+/// Store a new key; its callback signing secret is generated and sealed with `ring`.
 pub async fn create(
     client: &Client,
     name: &str,
     callback_url: Option<&str>,
-) -> Result<(ApiKey, String), DbError> {
+    ring: Option<&KeyRing>,
+) -> Result<Created, DbError> {
+    if callback_url.is_some() && ring.is_none() {
+        return Err(DbError::Invalid(
+            "HERMES_SECRET_KEYS is not set: it seals the secret callbacks are signed with".into(),
+        ));
+    }
     let key = generate();
     let id = ApiKeyId::new();
     let prefix = key[..7].to_string();
+    let callback_secret = ring.map(|_| generate_secret());
+    let sealed = ring
+        .zip(callback_secret.as_deref())
+        .map(|(r, s)| r.seal(s.as_bytes()));
     let row = client
         .query_one(
-            "INSERT INTO api_keys (id, name, key_hash, key_prefix, callback_url) VALUES ($1, $2, $3, $4, $5)
+            "INSERT INTO api_keys (id, name, key_hash, key_prefix, callback_url, callback_secret_enc)
+             VALUES ($1, $2, $3, $4, $5, $6)
              RETURNING created_at",
-            &[&id, &name, &hash(&key), &prefix, &callback_url],
+            &[&id, &name, &hash(&key), &prefix, &callback_url, &sealed],
         )
         .await?;
     let record = ApiKey {
@@ -53,9 +93,34 @@ pub async fn create(
         callback_url: callback_url.map(str::to_string),
         created_at: row.get(0),
         revoked: false,
+        callback_secret_sealed: sealed,
     };
-    Ok((record, key))
+    Ok(Created {
+        key: record,
+        secret_key: key,
+        callback_secret,
+    })
 }
+
+/// Give a live key a new callback signing secret (sealed with `ring`) and return it, to
+/// show once; the old one stops signing at once. `None` when no live key has that id.
+pub async fn rotate_secret(
+    client: &Client,
+    id: ApiKeyId,
+    ring: &KeyRing,
+) -> Result<Option<String>, DbError> {
+    let secret = generate_secret();
+    let n = client
+        .execute(
+            "UPDATE api_keys SET callback_secret_enc = $2 WHERE id = $1 AND revoked_at IS NULL",
+            &[&id, &ring.seal(secret.as_bytes())],
+        )
+        .await?;
+    Ok((n == 1).then_some(secret))
+}
+
+const COLUMNS: &str =
+    "id, name, key_prefix, callback_url, created_at, revoked_at, callback_secret_enc";
 
 fn from_row(r: &tokio_postgres::Row) -> ApiKey {
     ApiKey {
@@ -67,6 +132,7 @@ fn from_row(r: &tokio_postgres::Row) -> ApiKey {
         revoked: r
             .get::<_, Option<chrono::DateTime<chrono::Utc>>>(5)
             .is_some(),
+        callback_secret_sealed: r.get(6),
     }
 }
 
@@ -74,9 +140,19 @@ fn from_row(r: &tokio_postgres::Row) -> ApiKey {
 pub async fn find(client: &Client, key: &str) -> Result<Option<ApiKey>, DbError> {
     let row = client
         .query_opt(
-            "SELECT id, name, key_prefix, callback_url, created_at, revoked_at FROM api_keys
-             WHERE key_hash = $1 AND revoked_at IS NULL",
+            &format!("SELECT {COLUMNS} FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL"),
             &[&hash(key)],
+        )
+        .await?;
+    Ok(row.as_ref().map(from_row))
+}
+
+/// A key by id, live or revoked.
+pub async fn get(client: &Client, id: ApiKeyId) -> Result<Option<ApiKey>, DbError> {
+    let row = client
+        .query_opt(
+            &format!("SELECT {COLUMNS} FROM api_keys WHERE id = $1"),
+            &[&id],
         )
         .await?;
     Ok(row.as_ref().map(from_row))
@@ -85,11 +161,31 @@ pub async fn find(client: &Client, key: &str) -> Result<Option<ApiKey>, DbError>
 pub async fn list(client: &Client) -> Result<Vec<ApiKey>, DbError> {
     let rows = client
         .query(
-            "SELECT id, name, key_prefix, callback_url, created_at, revoked_at FROM api_keys ORDER BY created_at",
+            &format!("SELECT {COLUMNS} FROM api_keys ORDER BY created_at"),
             &[],
         )
         .await?;
     Ok(rows.iter().map(from_row).collect())
+}
+
+/// The sealed callback signing secret of the key that sent run `run` (`None`: the run has
+/// no key, or its key has no secret). Read at each callback, so a rotation applies at once.
+pub async fn callback_secret_of_run(
+    client: &Client,
+    run: hermes_types::ids::RunId,
+) -> Result<Option<String>, DbError> {
+    let row = client
+        .query_opt(
+            &crate::stmt(
+                client,
+                "SELECT k.callback_secret_enc FROM agent_runs r JOIN api_keys k ON k.id = r.api_key_id
+                 WHERE r.id = $1",
+            )
+            .await?,
+            &[&run.as_uuid()],
+        )
+        .await?;
+    Ok(row.and_then(|r| r.get(0)))
 }
 
 /// Revoke a key; false when no live key has that id.

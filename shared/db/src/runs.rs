@@ -88,6 +88,30 @@ pub async fn create(tx: &Transaction<'_>, run: &NewRun<'_>) -> Result<bool, DbEr
     Ok(n == 1)
 }
 
+/// The run that holds message `external_id` of `platform` sent with `api_key` (`None`: the
+/// operator key or a chat platform), whatever its age: a caller repeating a message is told
+/// this run, never handed a new one the unique index will refuse.
+pub async fn find_by_message(
+    client: &Client,
+    platform: Platform,
+    api_key: Option<ApiKeyId>,
+    external_id: &str,
+) -> Result<Option<RunId>, DbError> {
+    let row = client
+        .query_opt(
+            &crate::stmt(
+                client,
+                "SELECT id FROM agent_runs WHERE platform = $1 AND external_message_id = $3
+                 AND COALESCE(api_key_id, '00000000-0000-0000-0000-000000000000'::uuid)
+                   = COALESCE($2::uuid, '00000000-0000-0000-0000-000000000000'::uuid)",
+            )
+            .await?,
+            &[&platform.as_str(), &api_key, &external_id],
+        )
+        .await?;
+    Ok(row.map(|r| RunId::from(r.get::<_, uuid::Uuid>(0))))
+}
+
 /// The router's decision about a run, recorded in the transaction that created it.
 pub struct Routing<'a> {
     pub user_id: UserId,

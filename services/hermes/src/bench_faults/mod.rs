@@ -224,7 +224,15 @@ async fn seed_users(db: &hermes_db::Db, users: usize) -> anyhow::Result<()> {
         )
         .await?;
         tx.commit().await?;
-        users::link_channel(&client, user.id, Platform::Telegram, &sender, true, None).await?;
+        users::link_channel(
+            &client,
+            user.id,
+            Platform::Telegram.into(),
+            &sender,
+            true,
+            None,
+        )
+        .await?;
     }
     Ok(())
 }
