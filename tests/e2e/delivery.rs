@@ -34,6 +34,7 @@ fn reply(platform: Platform, chat_id: &str, callback_url: Option<String>, text: 
             tools_used: Vec::new(),
         },
         exchange: None,
+        detail: None,
     };
     Envelope::new(RunId::new(), None, &reply)
 }

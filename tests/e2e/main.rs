@@ -7,6 +7,7 @@ mod delivery;
 mod delivery_copies;
 mod deploy;
 mod docs;
+mod failures_told;
 mod faults;
 mod ingest;
 mod lifecycle;

@@ -23,8 +23,8 @@ async fn post(http: &reqwest::Client, url: &str, key: &str, body: Value) -> (u16
     (status, resp.json().await.unwrap_or(Value::Null))
 }
 
-/// The run `run` as `key` polls it, once final.
-async fn final_run(http: &reqwest::Client, url: &str, key: &str) -> Value {
+/// The run at `url` as `key` polls it, once final.
+pub(crate) async fn final_run(http: &reqwest::Client, url: &str, key: &str) -> Value {
     eventually(Duration::from_secs(20), "the run to end", || async {
         let v: Value = http
             .get(url)

@@ -255,7 +255,7 @@ impl Handler for DeliveryStage {
         if reply.reply_to.platform.is_chat() {
             delivery_sends::finish(tx, env.id).await?;
         }
-        let closed = runs::finish(tx, env.run_id, &reply.outcome).await?;
+        let closed = runs::finish(tx, env.run_id, &reply.outcome, reply.detail.as_deref()).await?;
         let mut next = Vec::new();
         if closed {
             next = self.books.record(tx, env, &reply).await?;

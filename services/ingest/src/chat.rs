@@ -132,7 +132,8 @@ async fn handle(
                 FailureCode::BudgetExceeded => StatusCode::TOO_MANY_REQUESTS,
                 FailureCode::BudgetUnavailable
                 | FailureCode::SpendingPaused
-                | FailureCode::Capacity => StatusCode::SERVICE_UNAVAILABLE,
+                | FailureCode::Capacity
+                | FailureCode::WorkspaceSecretsUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             };
             ApiError::new(status, code.as_str(), message).into_response()
         }

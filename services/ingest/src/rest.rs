@@ -281,10 +281,14 @@ pub async fn get_run(
     }
     let (output, error) = match row.status {
         RunStatus::Completed => (row.output_text.clone(), Value::Null),
-        RunStatus::Failed => (
-            None,
-            json!({ "code": row.error_code, "message": row.output_text }),
-        ),
+        RunStatus::Failed => {
+            let mut error = json!({ "code": row.error_code, "message": row.output_text });
+            // What went wrong in detail (scrubbed) is for the operator, never the key.
+            if let (Caller::Operator, Some(detail)) = (&caller, &row.error_detail) {
+                error["detail"] = json!(detail);
+            }
+            (None, error)
+        }
         _ => (None, Value::Null),
     };
     Json(json!({

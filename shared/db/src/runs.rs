@@ -249,7 +249,15 @@ pub async fn advance(tx: &Transaction<'_>, id: RunId, status: RunStatus) -> Resu
 }
 
 /// Close the run with its outcome. Returns false when it was already closed.
-pub async fn finish(tx: &Transaction<'_>, id: RunId, outcome: &Outcome) -> Result<bool, DbError> {
+///
+/// `detail` (of a failure) is what went wrong, already scrubbed: kept for operators in
+/// `error_detail`, never shown to the run's caller.
+pub async fn finish(
+    tx: &Transaction<'_>,
+    id: RunId,
+    outcome: &Outcome,
+    detail: Option<&str>,
+) -> Result<bool, DbError> {
     let n = match outcome {
         Outcome::Answered {
             text,
@@ -284,11 +292,11 @@ pub async fn finish(tx: &Transaction<'_>, id: RunId, outcome: &Outcome) -> Resul
                 &crate::stmt(
                     tx,
                     "UPDATE agent_runs SET status = 'failed', error_code = $2, output_text = $3,
-                        updated_at = now(), finished_at = now()
+                        error_detail = $4, updated_at = now(), finished_at = now()
                  WHERE id = $1 AND status NOT IN ('completed', 'failed')",
                 )
                 .await?,
-                &[&id.as_uuid(), &code.as_str(), message],
+                &[&id.as_uuid(), &code.as_str(), message, &detail],
             )
             .await?
         }
@@ -307,6 +315,8 @@ pub struct RunRow {
     pub status: RunStatus,
     pub output_text: Option<String>,
     pub error_code: Option<String>,
+    /// What went wrong with a failed run, scrubbed: for operators only.
+    pub error_detail: Option<String>,
     pub model: Option<String>,
     pub usage: Usage,
     pub tools_used: Vec<String>,
@@ -318,7 +328,7 @@ pub async fn get(client: &Client, id: RunId) -> Result<Option<RunRow>, DbError> 
             &crate::stmt(
                 client,
                 "SELECT status, output_text, error_code, model, tokens_in, tokens_out, tools_used,
-                    platform, api_key_id, created_at, finished_at, cost_micro_usd
+                    platform, api_key_id, created_at, finished_at, cost_micro_usd, error_detail
              FROM agent_runs WHERE id = $1",
             )
             .await?,
@@ -334,6 +344,7 @@ pub async fn get(client: &Client, id: RunId) -> Result<Option<RunRow>, DbError> 
         status: RunStatus::parse(r.get(0)).unwrap_or(RunStatus::Failed),
         output_text: r.get(1),
         error_code: r.get(2),
+        error_detail: r.get(12),
         model: r.get(3),
         usage: Usage {
             input_tokens: r.get::<_, i64>(4) as u64,

@@ -15,7 +15,7 @@ use hermes_types::model::{FailureCode, LlmRequest, Usage};
 use tokio::sync::Semaphore;
 use uuid::Uuid;
 
-use crate::backends::Backends;
+use crate::backends::{Backends, SecretsUnreadable};
 use crate::budget::{self, Budgets, Refusal};
 use crate::chain::{self, Ask, Hop, Limits, Unusable};
 use crate::providers::{Completion, DeltaSink, ProviderError};
@@ -40,6 +40,9 @@ pub enum GatewayError {
     Capacity(Duration),
     #[error(transparent)]
     Provider(#[from] ProviderError),
+    /// The workspace's provider keys could not be read; no provider was asked.
+    #[error(transparent)]
+    WorkspaceSecrets(#[from] SecretsUnreadable),
 }
 
 impl GatewayError {
@@ -56,10 +59,17 @@ impl GatewayError {
             GatewayError::Capacity(_) => FailureCode::Capacity,
             GatewayError::Provider(e) if e.fails_over() => FailureCode::ProvidersUnavailable,
             GatewayError::Provider(_) => FailureCode::ProviderRejected,
+            GatewayError::WorkspaceSecrets(_) => FailureCode::WorkspaceSecretsUnavailable,
         }
     }
 
-    /// What the end user reads.
+    /// What went wrong, for logs and the run's record (operators only): this error's text
+    /// with credentials scrubbed, since a provider's error body may quote (part of) a key.
+    pub fn detail(&self) -> String {
+        hermes_net::redact::redact(&self.to_string(), &[])
+    }
+
+    /// What the end user reads: a sentence per failure code, never a provider's own text.
     pub fn user_message(&self) -> String {
         match self {
             GatewayError::Refused(Refusal::UserDaily) => {
@@ -83,7 +93,12 @@ impl GatewayError {
             GatewayError::Capacity(_) => {
                 "I'm handling a lot of messages right now. Please try again in a moment.".into()
             }
-            GatewayError::Provider(e) => format!("{} ({e})", crate::RETRY_MESSAGE),
+            GatewayError::Provider(_) => crate::RETRY_MESSAGE.into(),
+            GatewayError::WorkspaceSecrets(_) => {
+                "I can't reach this assistant's model keys right now, so I can't answer. \
+                 Please try again later."
+                    .into()
+            }
         }
     }
 }
@@ -148,7 +163,11 @@ impl Gateway {
         // Series whose labels are known now start at 0, so dashboards and rate() alerts see
         // them before the first event: every refusal scope, and per tier its fallbacks and
         // the cache hits of each model of its chain.
-        for scope in Refusal::ALL.iter().map(|r| r.as_str()).chain(["capacity"]) {
+        for scope in Refusal::ALL
+            .iter()
+            .map(|r| r.as_str())
+            .chain(["capacity", "workspace_secrets"])
+        {
             metrics.llm_budget_rejections.with_label_values(&[scope]);
         }
         for (tier, chain) in &config.file.tiers {
@@ -206,6 +225,12 @@ impl Gateway {
                 .with_label_values(&["capacity"])
                 .inc();
         }
+        if let Err(GatewayError::WorkspaceSecrets(_)) = &result {
+            self.metrics
+                .llm_budget_rejections
+                .with_label_values(&["workspace_secrets"])
+                .inc();
+        }
         if let Ok(s) = &result
             && s.cache_hit
         {
@@ -231,7 +256,7 @@ impl Gateway {
         waited: &mut Duration,
         provider_time: &mut Duration,
     ) -> Result<Served, GatewayError> {
-        let hops = self.backends.hops(req).await;
+        let hops = self.backends.hops(req).await?;
         let cache_key = self.cache.as_ref().and_then(|_| {
             response_cache::key(&hops, &req.messages, &req.params, !req.tools.is_empty())
         });
