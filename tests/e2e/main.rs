@@ -10,6 +10,7 @@ mod docs;
 mod failures_told;
 mod faults;
 mod ingest;
+mod key_budgets;
 mod lifecycle;
 mod llm;
 mod outage;

@@ -197,8 +197,8 @@ impl Gateway {
     }
 
     /// Answer `req`. `user` is charged against its tier's token budget (`None`: not
-    /// metered per user, as for API callers and memory extraction); `stream` receives text
-    /// as it arrives.
+    /// metered per user, as for the OpenAI-compatible API's callers, metered per key
+    /// instead); `stream` receives text as it arrives.
     pub async fn complete(
         &self,
         req: &LlmRequest,
