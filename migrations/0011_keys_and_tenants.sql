@@ -25,3 +25,27 @@ ALTER TABLE api_keys ADD COLUMN callback_secret_enc text;
 
 -- What went wrong with a failed run, scrubbed of credentials: for operators, never callers.
 ALTER TABLE agent_runs ADD COLUMN error_detail text;
+
+-- What a key may do and spend (docs/models-and-budgets.md, API keys): its scopes
+-- ('messages': the REST channel; 'chat': the OpenAI-compatible API), its request rate, and
+-- its daily and monthly token and dollar budgets (NULL: no limit of that kind).
+ALTER TABLE api_keys
+    ADD COLUMN scopes text[] NOT NULL DEFAULT '{messages}'
+        CHECK (scopes <@ ARRAY['messages', 'chat']::text[] AND cardinality(scopes) > 0),
+    ADD COLUMN requests_per_minute integer CHECK (requests_per_minute > 0),
+    ADD COLUMN daily_tokens bigint CHECK (daily_tokens > 0),
+    ADD COLUMN monthly_tokens bigint CHECK (monthly_tokens > 0),
+    ADD COLUMN daily_micro_usd bigint CHECK (daily_micro_usd > 0),
+    ADD COLUMN monthly_micro_usd bigint CHECK (monthly_micro_usd > 0);
+
+-- Settled usage of one key in one window ('day' or 'month', as llm_token_usage): tokens and
+-- integer micro-dollars, written after each call the key's messages made.
+CREATE TABLE llm_key_usage (
+    api_key_id  uuid        NOT NULL REFERENCES api_keys (id) ON DELETE CASCADE,
+    window_kind text        NOT NULL CHECK (window_kind IN ('day', 'month')),
+    starts      date        NOT NULL,
+    tokens      bigint      NOT NULL DEFAULT 0 CHECK (tokens >= 0),
+    micro_usd   bigint      NOT NULL DEFAULT 0 CHECK (micro_usd >= 0),
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (api_key_id, window_kind, starts)
+);

@@ -282,9 +282,7 @@ pub async fn extract_facts(
     );
     // Metered against the user whose exchange it reads (docs/models-and-budgets.md): a user
     // over budget gets no extraction either, and the call counts in the global spend.
-    let answered = gateway
-        .complete(&request, Some(job.user_id), None)
-        .await?;
+    let answered = gateway.complete(&request, Some(job.user_id), None).await?;
     Ok(parse_facts(
         answered.completion.text.as_deref().unwrap_or_default(),
     ))

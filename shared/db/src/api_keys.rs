@@ -21,6 +21,69 @@ pub struct ApiKey {
     pub revoked: bool,
     /// The callback signing secret as a Fernet token (open it with HERMES_SECRET_KEYS).
     pub callback_secret_sealed: Option<String>,
+    /// The surfaces the key may call.
+    pub scopes: Vec<KeyScope>,
+    /// Its request rate and budgets.
+    pub limits: KeyLimits,
+}
+
+/// A surface a key may call (docs/security.md, keys and tenants).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KeyScope {
+    /// The REST channel: `POST /v1/messages`, `GET /v1/runs/{id}` (its own runs).
+    Messages,
+    /// The OpenAI-compatible API: `/v1/chat/completions`, `/v1/models`.
+    Chat,
+}
+
+impl KeyScope {
+    pub const ALL: [KeyScope; 2] = [KeyScope::Messages, KeyScope::Chat];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyScope::Messages => "messages",
+            KeyScope::Chat => "chat",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for KeyScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for KeyScope {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::parse(s).ok_or_else(|| format!("{s:?} is not a scope (messages, chat)"))
+    }
+}
+
+/// What a key may use (`None`: no limit of that kind). Tokens and dollars count every
+/// model call made for the key's messages, on both surfaces.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyLimits {
+    pub requests_per_minute: Option<u32>,
+    pub daily_tokens: Option<u64>,
+    pub monthly_tokens: Option<u64>,
+    pub daily_micro_usd: Option<u64>,
+    pub monthly_micro_usd: Option<u64>,
+}
+
+impl KeyLimits {
+    /// Whether any token or dollar budget applies (else the gateway meters nothing).
+    pub fn has_budget(&self) -> bool {
+        self.daily_tokens.is_some()
+            || self.monthly_tokens.is_some()
+            || self.daily_micro_usd.is_some()
+            || self.monthly_micro_usd.is_some()
+    }
 }
 
 impl ApiKey {
@@ -94,6 +157,8 @@ pub async fn create(
         created_at: row.get(0),
         revoked: false,
         callback_secret_sealed: sealed,
+        scopes: vec![KeyScope::Messages],
+        limits: KeyLimits::default(),
     };
     Ok(Created {
         key: record,
@@ -120,7 +185,61 @@ pub async fn rotate_secret(
 }
 
 const COLUMNS: &str =
-    "id, name, key_prefix, callback_url, created_at, revoked_at, callback_secret_enc";
+    "id, name, key_prefix, callback_url, created_at, revoked_at, callback_secret_enc,
+     scopes, requests_per_minute, daily_tokens, monthly_tokens, daily_micro_usd, monthly_micro_usd";
+
+/// A non-negative amount column as `u64`.
+fn amount(r: &tokio_postgres::Row, i: usize) -> Option<u64> {
+    r.get::<_, Option<i64>>(i)
+        .and_then(|n| u64::try_from(n).ok())
+}
+
+fn to_i64(n: Option<u64>) -> Result<Option<i64>, DbError> {
+    n.map(|n| i64::try_from(n).map_err(|_| DbError::Invalid(format!("{n} is out of range"))))
+        .transpose()
+}
+
+/// Set the surfaces a key may call (at least one). False when no key has that id.
+pub async fn set_scopes(
+    client: &Client,
+    id: ApiKeyId,
+    scopes: &[KeyScope],
+) -> Result<bool, DbError> {
+    if scopes.is_empty() {
+        return Err(DbError::Invalid("a key needs at least one scope".into()));
+    }
+    let names: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
+    let n = client
+        .execute(
+            "UPDATE api_keys SET scopes = $2 WHERE id = $1",
+            &[&id, &names],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+/// Replace a key's rate and budgets. False when no key has that id.
+pub async fn set_limits(client: &Client, id: ApiKeyId, l: &KeyLimits) -> Result<bool, DbError> {
+    let rate = l
+        .requests_per_minute
+        .map(|r| i32::try_from(r).map_err(|_| DbError::Invalid(format!("{r} is out of range"))))
+        .transpose()?;
+    let n = client
+        .execute(
+            "UPDATE api_keys SET requests_per_minute = $2, daily_tokens = $3, monthly_tokens = $4,
+                daily_micro_usd = $5, monthly_micro_usd = $6 WHERE id = $1",
+            &[
+                &id,
+                &rate,
+                &to_i64(l.daily_tokens)?,
+                &to_i64(l.monthly_tokens)?,
+                &to_i64(l.daily_micro_usd)?,
+                &to_i64(l.monthly_micro_usd)?,
+            ],
+        )
+        .await?;
+    Ok(n == 1)
+}
 
 fn from_row(r: &tokio_postgres::Row) -> ApiKey {
     ApiKey {
@@ -133,6 +252,20 @@ fn from_row(r: &tokio_postgres::Row) -> ApiKey {
             .get::<_, Option<chrono::DateTime<chrono::Utc>>>(5)
             .is_some(),
         callback_secret_sealed: r.get(6),
+        scopes: r
+            .get::<_, Vec<String>>(7)
+            .iter()
+            .filter_map(|s| KeyScope::parse(s))
+            .collect(),
+        limits: KeyLimits {
+            requests_per_minute: r
+                .get::<_, Option<i32>>(8)
+                .and_then(|n| u32::try_from(n).ok()),
+            daily_tokens: amount(r, 9),
+            monthly_tokens: amount(r, 10),
+            daily_micro_usd: amount(r, 11),
+            monthly_micro_usd: amount(r, 12),
+        },
     }
 }
 

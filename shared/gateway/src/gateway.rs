@@ -1,7 +1,7 @@
 //! The one chokepoint every model call passes (docs/models-and-budgets.md, the gateway), in
 //! order: the killswitch and global spend cap → the hops of the call → the response cache
-//! → the user's token budget → a call slot (bounded wait) → the failover chain → settle the
-//! budget, add the spend, cache the answer. Everything it does beyond waiting on providers
+//! → the user's token budget and the API key's budgets → a call slot (bounded wait) → the
+//! failover chain → settle the budgets, add the spend, cache the answer. Everything it does beyond waiting on providers
 //! is measured as `hermes_llm_overhead_seconds`.
 
 use hermes_types::ids::UserId;
@@ -49,9 +49,9 @@ impl GatewayError {
     /// The failure code the caller is told.
     pub fn code(&self) -> FailureCode {
         match self {
-            GatewayError::Refused(Refusal::UserDaily | Refusal::UserMonthly) => {
-                FailureCode::BudgetExceeded
-            }
+            GatewayError::Refused(
+                Refusal::UserDaily | Refusal::UserMonthly | Refusal::KeyDaily | Refusal::KeyMonthly,
+            ) => FailureCode::BudgetExceeded,
             GatewayError::Refused(Refusal::BudgetUnavailable) => FailureCode::BudgetUnavailable,
             GatewayError::Refused(Refusal::GlobalCap | Refusal::Killswitch) => {
                 FailureCode::SpendingPaused
@@ -81,6 +81,12 @@ impl GatewayError {
                 "You've reached this month's usage limit for your plan. Upgrade for a bigger \
                  allowance."
                     .into()
+            }
+            GatewayError::Refused(Refusal::KeyDaily) => {
+                "This API key has used today's budget. It resets at midnight UTC.".into()
+            }
+            GatewayError::Refused(Refusal::KeyMonthly) => {
+                "This API key has used this month's budget.".into()
             }
             GatewayError::Refused(Refusal::BudgetUnavailable) => {
                 "I can't check your usage allowance right now, so I can't answer. Please try \
@@ -127,6 +133,7 @@ pub struct Gateway {
     metrics: Metrics,
     backends: Backends,
     budgets: Budgets,
+    keys: budget::KeyBudgets,
     cache: Option<ResponseCache>,
     slots: Arc<Semaphore>,
 }
@@ -179,6 +186,7 @@ impl Gateway {
             }
         }
         Self {
+            keys: budget::KeyBudgets::new(db.clone()),
             budgets: Budgets::new(cache, db, metrics.clone(), &config),
             slots: Arc::new(Semaphore::new(llm.max_concurrent)),
             cache: response_cache,
@@ -285,15 +293,32 @@ impl Gateway {
                 _ => None,
             }
         };
-        let (gate, hit, reservation) = tokio::join!(self.budgets.check_global(), lookup, reserve);
+        // The key's budgets (PostgreSQL) are read beside them.
+        let key_gate = async {
+            match req.api_key {
+                Some(key) => self
+                    .keys
+                    .check(key)
+                    .await
+                    .map(|metered| metered.then_some(key)),
+                None => Ok(None),
+            }
+        };
+        let (gate, hit, reservation, key_gate) =
+            tokio::join!(self.budgets.check_global(), lookup, reserve, key_gate);
         // From here the reservation ends in `finish` on every path; an early exit (a panic, a
         // dropped future) releases it on drop.
         let (reservation, over_budget) = match reservation {
             Ok(r) => (r, None),
             Err(refusal) => (None, Some(refusal)),
         };
-        // The platform gate refuses first; a cached answer needs no budget.
-        let outcome = match (gate, hit, over_budget) {
+        // The platform gate refuses first; a cached answer needs no budget; then the user's
+        // budget, then the key's.
+        let (metered_key, over_key) = match key_gate {
+            Ok(key) => (key, None),
+            Err(refusal) => (None, Some(refusal)),
+        };
+        let outcome = match (gate, hit, over_budget.or(over_key)) {
             (Err(refusal), _, _) => Err(GatewayError::Refused(refusal)),
             (Ok(()), Some(hit), _) => Ok(Self::from_cache(hit, stream)),
             (Ok(()), None, Some(refusal)) => Err(GatewayError::Refused(refusal)),
@@ -302,7 +327,7 @@ impl Gateway {
                     .await
             }
         };
-        self.finish(outcome, reservation, cache_key.as_deref())
+        self.finish(outcome, reservation, metered_key, cache_key.as_deref())
             .await
     }
 
@@ -393,6 +418,7 @@ impl Gateway {
         &self,
         outcome: Result<Served, GatewayError>,
         reservation: Option<budget::Reservation>,
+        key: Option<hermes_types::ids::ApiKeyId>,
         cache_key: Option<&str>,
     ) -> Result<Served, GatewayError> {
         let fresh = outcome.as_ref().ok().filter(|s| !s.cache_hit);
@@ -400,6 +426,9 @@ impl Gateway {
         let settle = async {
             if let Some(r) = reservation {
                 r.settle(usage.total()).await;
+            }
+            if let Some(key) = key {
+                self.keys.settle(key, usage).await;
             }
         };
         let store = async {
