@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::tenants::final_run;
+use crate::tenants::{final_run, send_as_alice};
 
 /// Send `text` as REST sender `alice` of a fresh key and return the ended run as the key and
 /// as the operator see it.
@@ -21,17 +21,7 @@ async fn failed_run(env: &TestEnv, text: &str) -> (Value, Value) {
     env.key_user(key.key.id, "alice", 10).await;
     let fleet = env.start(&Service::ALL).await;
     let http = reqwest::Client::new();
-    let sent: Value = http
-        .post(fleet.url("/v1/messages"))
-        .bearer_auth(&key.secret_key)
-        .json(&json!({"sender_id": "alice", "text": text}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let url = fleet.url(&format!("/v1/runs/{}", sent["run_id"].as_str().unwrap()));
+    let url = send_as_alice(&fleet, &key.secret_key, text).await;
     let as_key = final_run(&http, &url, &key.secret_key).await;
     let as_operator = final_run(&http, &url, KEY).await;
     fleet.stop().await.unwrap();

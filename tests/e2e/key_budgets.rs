@@ -8,7 +8,7 @@ use hermes_db::api_keys;
 use hermes_testkit::{TestEnv, eventually, metric};
 use serde_json::json;
 
-use crate::tenants::final_run;
+use crate::tenants::{final_run, send_as_alice};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_extraction_is_metered_against_the_user() {
@@ -19,17 +19,12 @@ async fn memory_extraction_is_metered_against_the_user() {
     let user = env.key_user(key.key.id, "alice", 10).await;
     let fleet = env.start(&Service::ALL).await;
     let http = reqwest::Client::new();
-    let sent: serde_json::Value = http
-        .post(fleet.url("/v1/messages"))
-        .bearer_auth(&key.secret_key)
-        .json(&json!({"sender_id": "alice", "text": "I am vegetarian and I live in Lisbon"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let url = fleet.url(&format!("/v1/runs/{}", sent["run_id"].as_str().unwrap()));
+    let url = send_as_alice(
+        &fleet,
+        &key.secret_key,
+        "I am vegetarian and I live in Lisbon",
+    )
+    .await;
     let run = final_run(&http, &url, &key.secret_key).await;
     let answer_tokens = run["usage"]["total_tokens"].as_i64().unwrap();
     eventually(Duration::from_secs(20), "the memory extraction", || async {

@@ -11,7 +11,12 @@ use hermes_testkit::{TestEnv, eventually};
 use serde_json::{Value, json};
 
 /// POST a REST message with `key`.
-async fn post(http: &reqwest::Client, url: &str, key: &str, body: Value) -> (u16, Value) {
+pub(crate) async fn post(
+    http: &reqwest::Client,
+    url: &str,
+    key: &str,
+    body: Value,
+) -> (u16, Value) {
     let resp = http
         .post(url)
         .bearer_auth(key)
@@ -21,6 +26,15 @@ async fn post(http: &reqwest::Client, url: &str, key: &str, body: Value) -> (u16
         .unwrap();
     let status = resp.status().as_u16();
     (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+/// Send `text` as REST sender `alice` with `key`; the URL of its run.
+pub(crate) async fn send_as_alice(fleet: &hermes_testkit::Fleet, key: &str, text: &str) -> String {
+    let http = reqwest::Client::new();
+    let body = json!({"sender_id": "alice", "text": text});
+    let (status, sent) = post(&http, &fleet.url("/v1/messages"), key, body).await;
+    assert_eq!(status, 202, "{sent}");
+    fleet.url(&format!("/v1/runs/{}", sent["run_id"].as_str().unwrap()))
 }
 
 /// The run at `url` as `key` polls it, once final.
