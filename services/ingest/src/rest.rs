@@ -151,10 +151,14 @@ async fn authorize(app: AppState, mut req: Request, next: Next, scope: KeyScope)
         };
         match app.limiter.take(&format!("key:{}", k.id), limit).await {
             Ok(Verdict::Limited { retry_after }) => {
+                let surface = match scope {
+                    KeyScope::Messages => Platform::Rest,
+                    KeyScope::Chat => Platform::Api,
+                };
                 app.ctx
                     .metrics
                     .ingest_messages
-                    .with_label_values(&[scope.as_str(), "key_rate_limited"])
+                    .with_label_values(&[surface.as_str(), "rate_limited"])
                     .inc();
                 let secs = retry_after.as_secs_f64().ceil().max(1.0) as u64;
                 return ApiError {
