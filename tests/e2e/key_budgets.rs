@@ -146,4 +146,40 @@ async fn api_keys_have_scopes_rates_and_budgets_of_their_own() {
         200
     );
     fleet.stop().await.unwrap();
+
+    // `set` changes what was named (0 clears a limit), `list` shows it, never the key.
+    let (_, listed, _) = env
+        .hermes_with_stdin(&["api-keys", "list", "--json"], "")
+        .await;
+    let listed: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    let t = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["name"] == "t")
+        .unwrap();
+    assert_eq!(t["access"], "scopes chat, tokens/day 1500");
+    assert!(!listed.to_string().contains(&tokens));
+    let id = t["id"].as_str().unwrap();
+    let (code, out, err) = env
+        .hermes_with_stdin(
+            &[
+                "api-keys",
+                "set",
+                id,
+                "--daily-tokens",
+                "0",
+                "--monthly-usd",
+                "2.5",
+            ],
+            "",
+        )
+        .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.ends_with("scopes chat, usd/month $2.500000\n"), "{out}");
+    let (code, out, err) = env
+        .hermes_with_stdin(&["api-keys", "rotate-secret", id], "")
+        .await;
+    assert_eq!(code, 1, "no HERMES_SECRET_KEYS to seal it with: {out}");
+    assert!(err.contains("HERMES_SECRET_KEYS"), "{err}");
 }

@@ -410,6 +410,12 @@ pub async fn run_channels(config: &Config, cmd: ChannelsCommand) -> anyhow::Resu
                     sender_id.trim(),
                     if inactive { " (inactive)" } else { "" }
                 );
+                if platform == Platform::Rest && api_key.is_none() {
+                    println!(
+                        "(no --api-key: only API_SERVER_KEY posts as this sender; an API key's \
+                         callers need it linked under their key)"
+                    );
+                }
             }
         }
     }
