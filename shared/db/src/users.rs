@@ -65,7 +65,9 @@ pub async fn resolve_with_session(
          LEFT JOIN LATERAL (SELECT id, last_activity_at FROM sessions
                             WHERE user_id = u.id AND platform = c.platform AND channel_id = $3
                             ORDER BY last_activity_at DESC LIMIT 1) s ON true
-         WHERE c.platform = $1 AND c.sender_id = $2 AND c.api_key_id IS NOT DISTINCT FROM $4"
+         WHERE c.platform = $1 AND c.sender_id = $2
+           AND COALESCE(c.api_key_id, '00000000-0000-0000-0000-000000000000'::uuid)
+             = COALESCE($4::uuid, '00000000-0000-0000-0000-000000000000'::uuid)"
     );
     let row = client
         .query_opt(
