@@ -387,6 +387,7 @@ async fn hermes_dlq_lists_shows_replays_once_and_purges() {
                 tools_used: Vec::new(),
             },
             exchange: None,
+            detail: None,
         },
     );
     bus.publish(&orphan).await.unwrap();

@@ -34,8 +34,42 @@ fn reply(platform: Platform, chat_id: &str, callback_url: Option<String>, text: 
             tools_used: Vec::new(),
         },
         exchange: None,
+        detail: None,
     };
     Envelope::new(RunId::new(), None, &reply)
+}
+
+/// Make `env`'s REST callbacks sendable to the local peer: the loopback address allowed, and
+/// a key with a signing secret that `runs` belong to (a callback is signed with the secret
+/// of the key that sent its run, or not sent).
+async fn callbacks_to(env: &mut TestEnv) -> hermes_types::ids::ApiKeyId {
+    env.set(
+        "HERMES_SECRET_KEYS",
+        "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+    )
+    .set("HERMES_CALLBACK_ALLOW", "127.0.0.1");
+    let ring = hermes_net::keyring::KeyRing::new(&env.config().router.secret_keys);
+    let client = env.db().get().await.unwrap();
+    hermes_db::api_keys::create(&client, "peer", Some("http://127.0.0.1/"), ring.as_ref())
+        .await
+        .unwrap()
+        .key
+        .id
+}
+
+/// The run row of `envelope` (a reply the test publishes), as sent with `key`.
+async fn keyed_run(env: &TestEnv, key: hermes_types::ids::ApiKeyId, envelope: &Envelope) {
+    env.db()
+        .get()
+        .await
+        .unwrap()
+        .execute(
+            "INSERT INTO agent_runs (id, platform, sender_id, status, tier, api_key_id)
+             VALUES ($1, 'rest', 'u1', 'routed', 'free', $2)",
+            &[&envelope.run_id.as_uuid(), &key],
+        )
+        .await
+        .unwrap();
 }
 
 /// A message taken from a parking queue, with its failure headers.
@@ -103,6 +137,7 @@ async fn a_failing_callback_waits_through_the_schedule_then_is_parked_with_its_r
     let mut env = TestEnv::new().await;
     env.set("HERMES_DELIVERY_RETRY_DELAYS", "1,2")
         .set("HERMES_SEND_PAUSES_MS", "10,10,10");
+    let key = callbacks_to(&mut env).await;
     let fleet = env.start(&[Service::Delivery]).await;
     let bus = env.bus().await;
 
@@ -114,6 +149,7 @@ async fn a_failing_callback_waits_through_the_schedule_then_is_parked_with_its_r
         Some(format!("{}/down", peer.uri())),
         "hi",
     );
+    keyed_run(&env, key, &down).await;
     bus.publish(&down).await.unwrap();
     let parked = parked_one(&bus, Stage::Delivery, Duration::from_secs(30)).await;
     assert_eq!(parked.env.id, down.id, "the same message, same id");
@@ -130,6 +166,7 @@ async fn a_failing_callback_waits_through_the_schedule_then_is_parked_with_its_r
         Some(format!("{}/refuses", peer.uri())),
         "hi",
     );
+    keyed_run(&env, key, &refused).await;
     bus.publish(&refused).await.unwrap();
     let parked = parked_one(&bus, Stage::Delivery, Duration::from_secs(10)).await;
     assert_eq!(parked.env.id, refused.id);

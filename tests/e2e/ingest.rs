@@ -229,7 +229,11 @@ async fn answered_from_the_row(stream: bool) -> (u16, String) {
         finish_reason: FinishReason::Stop,
         tools_used: Vec::new(),
     };
-    assert!(runs::finish(&tx, accepted.run_id, &outcome).await.unwrap());
+    assert!(
+        runs::finish(&tx, accepted.run_id, &outcome, None)
+            .await
+            .unwrap()
+    );
     tx.commit().await.unwrap();
     let answer = caller.await.unwrap();
     bus.close().await;

@@ -19,17 +19,29 @@ async fn a_rest_message_is_answered_by_callback_and_by_polling() {
         .await;
     let mut env = TestEnv::new().await;
     env.set("HERMES_INBOUND_BURST", "3")
-        .set("HERMES_INBOUND_PER_MINUTE", "1");
+        .set("HERMES_INBOUND_PER_MINUTE", "1")
+        .set(
+            "HERMES_SECRET_KEYS",
+            "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+        )
+        .set("HERMES_CALLBACK_ALLOW", "127.0.0.1");
     let db = env.db();
     let client = db.get().await.unwrap();
-    let (_, key) = api_keys::create(&client, "shop", Some(&format!("{}/hook", callback.uri())))
+    let ring = hermes_net::keyring::KeyRing::new(&env.config().router.secret_keys);
+    let shop = api_keys::create(
+        &client,
+        "shop",
+        Some(&format!("{}/hook", callback.uri())),
+        ring.as_ref(),
+    )
+    .await
+    .unwrap();
+    let key = shop.secret_key;
+    let other = api_keys::create(&client, "someone else", None, None)
         .await
-        .unwrap();
-    let (_, other) = api_keys::create(&client, "someone else", None)
-        .await
-        .unwrap();
-    env.user(hermes_types::model::Platform::Rest, "u1", 10)
-        .await;
+        .unwrap()
+        .secret_key;
+    env.key_user(shop.key.id, "u1", 10).await;
     let fleet = env.start(&Service::ALL).await;
     let http = reqwest::Client::new();
     let send = |key: &str, body: Value| {
@@ -114,7 +126,9 @@ async fn a_rest_message_is_answered_by_callback_and_by_polling() {
     .await
     .unwrap();
     assert_eq!(dup.status(), 200);
-    assert_eq!(dup.json::<Value>().await.unwrap()["status"], "duplicate");
+    let dup: Value = dup.json().await.unwrap();
+    assert_eq!(dup["status"], "duplicate");
+    assert_eq!(dup["run_id"], run_id.as_str());
 
     // Over the sender's rate: 429 with Retry-After.
     let mut limited = None;

@@ -202,6 +202,7 @@ async fn a_reply_that_cannot_be_delivered_closes_its_run_failed_and_refunded() {
             tools_used: Vec::new(),
         },
         exchange: None,
+        detail: None,
     };
     bus.publish(&Envelope::new(run, None, &reply))
         .await

@@ -18,7 +18,7 @@ use hermes_bus::Stage;
 use hermes_db::Transaction;
 use hermes_db::webhook_deliveries::{self, FailedAttempt, WakeStatus, WakeTarget};
 use hermes_net::failure::{FailureReason, scrub};
-use hermes_net::guard::{AddressPolicy, GuardError, shown};
+use hermes_net::guard::{AddressPolicy, shown};
 use hermes_net::keyring::KeyRing;
 use hermes_net::signing::{WakeSigning, wake_headers};
 use hermes_runtime::Ctx;
@@ -187,17 +187,7 @@ impl AgentWebhookStage {
             .guard
             .client_builder(&url, USER_AGENT)
             .await
-            .map_err(|e| {
-                let reason = match e {
-                    GuardError::Refused { .. } => FailureReason::AddressRefused,
-                    GuardError::NoHost => FailureReason::InvalidRecipient,
-                    // DNS trouble may pass: try again on the schedule.
-                    GuardError::Resolve { .. } | GuardError::NoAddress(_) => {
-                        FailureReason::NetworkTimeout
-                    }
-                };
-                Failed::before_sending(reason, e.into())
-            })?;
+            .map_err(|e| Failed::before_sending(e.failure_reason(), e.into()))?;
         let client = builder.timeout(HTTP_TIMEOUT).build().map_err(|e| {
             Failed::before_sending(FailureReason::NetworkTimeout, anyhow!("HTTP client: {e}"))
         })?;

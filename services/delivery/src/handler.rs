@@ -24,10 +24,10 @@ use hermes_runtime::Ctx;
 use hermes_runtime::stage::{Handler, StageError};
 use hermes_types::envelope::Envelope;
 use hermes_types::model::{Outcome, Platform, Reply, ReplyTo};
-use serde_json::json;
 
 use crate::bookkeeping::Bookkeeping;
 use crate::breaker::Breakers;
+use crate::callback::Callbacks;
 use crate::rate_gate::RateGate;
 use crate::retry_policy::{RetryPolicy, SendFailure};
 use crate::senders::{Sender, Senders, how_to_enable};
@@ -39,8 +39,8 @@ const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct DeliveryStage {
     ctx: Ctx,
     events: RunEvents,
-    http: reqwest::Client,
     policy: RetryPolicy,
+    callbacks: Callbacks,
     senders: Senders,
     breakers: Breakers,
     gate: RateGate,
@@ -87,7 +87,7 @@ impl DeliveryStage {
             gate: RateGate::new(ctx.cache.clone(), settings.rate_gate, ctx.metrics.clone()),
             sent: SentParts::new(ctx.db.clone()),
             books: Bookkeeping::new(&ctx),
-            http,
+            callbacks: Callbacks::new(ctx.clone(), policy.clone()),
             policy,
             ctx,
         })
@@ -193,27 +193,16 @@ impl DeliveryStage {
         Ok(())
     }
 
-    /// POST the outcome to a REST caller's callback URL.
+    /// POST the outcome to a REST caller's callback URL, signed and guarded.
     async fn callback(
         &self,
         env: &Envelope,
         url: &str,
         outcome: &Outcome,
     ) -> Result<(), StageError> {
-        let body = json!({ "run_id": env.run_id, "outcome": outcome });
-        self.policy
-            .send(
-                || {
-                    self.http
-                        .post(url)
-                        .header("x-hermes-run-id", env.run_id.to_string())
-                        .json(&body)
-                },
-                |r| self.count_attempt(Platform::Rest, r),
-            )
+        self.callbacks
+            .send(env, url, outcome, |r| self.count_attempt(Platform::Rest, r))
             .await
-            .map_err(retry)?;
-        Ok(())
     }
 }
 
@@ -266,7 +255,7 @@ impl Handler for DeliveryStage {
         if reply.reply_to.platform.is_chat() {
             delivery_sends::finish(tx, env.id).await?;
         }
-        let closed = runs::finish(tx, env.run_id, &reply.outcome).await?;
+        let closed = runs::finish(tx, env.run_id, &reply.outcome, reply.detail.as_deref()).await?;
         let mut next = Vec::new();
         if closed {
             next = self.books.record(tx, env, &reply).await?;

@@ -5,6 +5,7 @@
 pub mod agent_webhooks;
 mod bookkeeping;
 pub mod breaker;
+mod callback;
 mod handler;
 mod parking_watch;
 pub mod rate_gate;

@@ -102,6 +102,10 @@ pub enum ChannelsCommand {
         /// Assign this channel to an agent (profile key); wins over the user's agent.
         #[arg(long, value_name = "PROFILE_KEY")]
         agent: Option<String>,
+        /// For `--platform rest`: the API key (its id) whose callers post as this sender.
+        /// Without it only the operator key (`API_SERVER_KEY`) reaches the sender.
+        #[arg(long, value_name = "KEY_ID")]
+        api_key: Option<hermes_types::ids::ApiKeyId>,
         #[arg(long, default_value = "default")]
         workspace: String,
         #[arg(long)]
@@ -356,6 +360,7 @@ pub async fn run_channels(config: &Config, cmd: ChannelsCommand) -> anyhow::Resu
             sender_id,
             inactive,
             agent,
+            api_key,
             workspace,
             json,
         } => {
@@ -363,6 +368,10 @@ pub async fn run_channels(config: &Config, cmd: ChannelsCommand) -> anyhow::Resu
                 Some(p) if p != Platform::Api => p,
                 _ => bail!("--platform must be telegram, whatsapp, instagram or rest"),
             };
+            anyhow::ensure!(
+                api_key.is_none() || platform == Platform::Rest,
+                "--api-key is for --platform rest"
+            );
             anyhow::ensure!(
                 !sender_id.trim().is_empty(),
                 "--sender-id must not be empty"
@@ -373,8 +382,15 @@ pub async fn run_channels(config: &Config, cmd: ChannelsCommand) -> anyhow::Resu
             };
             let client = db.get().await?;
             anyhow::ensure!(users::get(&client, user).await?.is_some(), "no user {user}");
+            if let Some(key) = api_key {
+                anyhow::ensure!(
+                    hermes_db::api_keys::get(&client, key).await?.is_some(),
+                    "no API key {key}"
+                );
+            }
+            let scope = users::ChannelScope { platform, api_key };
             let linked =
-                users::link_channel(&client, user, platform, sender_id.trim(), !inactive, agent)
+                users::link_channel(&client, user, scope, sender_id.trim(), !inactive, agent)
                     .await?;
             anyhow::ensure!(
                 linked,
@@ -384,7 +400,8 @@ pub async fn run_channels(config: &Config, cmd: ChannelsCommand) -> anyhow::Resu
             if json {
                 println!(
                     "{}",
-                    json!({ "user": user, "platform": platform.as_str(), "sender_id": sender_id.trim(), "activated": !inactive })
+                    json!({ "user": user, "platform": platform.as_str(), "sender_id": sender_id.trim(),
+                            "api_key_id": api_key, "activated": !inactive })
                 );
             } else {
                 println!(
@@ -393,6 +410,12 @@ pub async fn run_channels(config: &Config, cmd: ChannelsCommand) -> anyhow::Resu
                     sender_id.trim(),
                     if inactive { " (inactive)" } else { "" }
                 );
+                if platform == Platform::Rest && api_key.is_none() {
+                    println!(
+                        "(no --api-key: only API_SERVER_KEY posts as this sender; an API key's \
+                         callers need it linked under their key)"
+                    );
+                }
             }
         }
     }

@@ -4,6 +4,11 @@
 //! dedupe and rate limits fail open (counted), the router's unique index still guarantees
 //! one run per platform message.
 //!
+//! The REST channel's message ids are its callers' own, so they are scoped by the key that
+//! sent them (docs/security.md, keys and tenants), claimed before the publish so that two
+//! copies sent at once make one run, and checked against PostgreSQL too: a repeat is told
+//! the run that answers it, after 24 hours as well, never given a run that will not exist.
+//!
 //! A chat message acknowledged to its platform is never dropped for rate reasons
 //! (docs/channels.md, inbound rate limits): over the sender's rate it goes to the router's
 //! slow lane, a wait queue it leaves after `HERMES_INBOUND_DELAY_SECS`, and is answered
@@ -32,8 +37,10 @@ pub const SLOW_DOWN: &str =
 pub enum Accepted {
     /// Published to the router as this run.
     Routed(RunId),
-    /// The platform delivered this message before; nothing new was created.
-    Duplicate,
+    /// The platform delivered this message before; nothing new was created. The run that
+    /// answers it, when known (always for the REST channel unless the first copy is still on
+    /// its way to the router while Redis is down).
+    Duplicate(Option<RunId>),
     /// A chat sender is over their rate: the message waits in the router's slow lane as
     /// this run and is routed after `HERMES_INBOUND_DELAY_SECS`.
     Delayed(RunId),
@@ -51,12 +58,10 @@ pub async fn accept(
     let event = &inbound.event;
     let platform = event.platform;
     let m = &app.ctx.metrics;
+    let dedupe_id = dedupe_id(&inbound);
     // One round trip: the dedupe check, then a token from the sender's bucket.
-    let seen_key = event
-        .external_message_id
-        .as_deref()
-        .map(|id| app.dedupe.key(platform, id));
-    let bucket = format!("in:{}:{}", platform.as_str(), event.sender_id);
+    let seen_key = dedupe_id.as_deref().map(|id| app.dedupe.key(platform, id));
+    let bucket = format!("in:{}", sender_scope(&inbound));
     let limit = app.ctx.config.inbound_rate_for(platform);
     match app
         .limiter
@@ -65,10 +70,11 @@ pub async fn accept(
     {
         Ok(Verdict::Allowed) => {}
         Ok(Verdict::Seen) => {
-            m.ingest_messages
-                .with_label_values(&[platform.as_str(), "duplicate"])
-                .inc();
-            return Ok(Accepted::Duplicate);
+            let run = match (platform, dedupe_id.as_deref()) {
+                (Platform::Rest, Some(id)) => existing_run(app, &inbound, id).await,
+                _ => None,
+            };
+            return Ok(duplicate(app, platform, run));
         }
         Ok(Verdict::Limited { retry_after }) => {
             tracing::info!(
@@ -83,7 +89,7 @@ pub async fn accept(
                 return Ok(Accepted::RateLimited { retry_after });
             }
             let run = slow_lane(app, &inbound, traceparent.clone()).await?;
-            remember(app, &inbound).await;
+            remember(app, &inbound, run).await;
             m.ingest_messages
                 .with_label_values(&[platform.as_str(), "delayed"])
                 .inc();
@@ -95,6 +101,15 @@ pub async fn accept(
         }
     }
     let run = RunId::new();
+    // A REST message id is claimed before the publish, and looked up in PostgreSQL, whose
+    // runs outlive Redis' 24 hours.
+    let claimed = match (platform, dedupe_id.as_deref()) {
+        (Platform::Rest, Some(id)) => match claim(app, &inbound, id, run).await {
+            Ok(claimed) => claimed,
+            Err(existing) => return Ok(duplicate(app, platform, existing)),
+        },
+        _ => false,
+    };
     let envelope = Envelope::new(
         run,
         Some(traceparent.unwrap_or_else(TraceParent::generate)),
@@ -110,9 +125,18 @@ pub async fn accept(
         if let Err(e) = app.limiter.give_back(&bucket, limit).await {
             tracing::warn!(error = %e, "cannot give the refused try's rate token back");
         }
+        // Likewise the claim: the retry is not a duplicate of a message never queued.
+        if claimed
+            && let Some(id) = &dedupe_id
+            && let Err(e) = app.dedupe.forget(platform, id).await
+        {
+            tracing::warn!(error = %e, "cannot release the refused try's message id");
+        }
         return Err(unavailable());
     }
-    remember(app, &inbound).await;
+    if !claimed {
+        remember(app, &inbound, run).await;
+    }
     m.ingest_messages
         .with_label_values(&[platform.as_str(), "accepted"])
         .inc();
@@ -131,11 +155,107 @@ fn is_chat(platform: Platform) -> bool {
     !matches!(platform, Platform::Rest | Platform::Api)
 }
 
-/// Remember the platform's id of an accepted message, so its redelivery is a duplicate.
-async fn remember(app: &AppState, inbound: &Inbound) {
+/// The id `inbound` is deduplicated by: the platform's message id, and on the REST channel
+/// the key that sent it before it (two customers may both send their `order-1`).
+fn dedupe_id(inbound: &Inbound) -> Option<String> {
+    let id = inbound.event.external_message_id.as_deref()?;
+    Some(match inbound.event.platform {
+        Platform::Rest => format!("{}:{id}", key_scope(inbound)),
+        _ => id.to_string(),
+    })
+}
+
+/// Whose sender `inbound` comes from: on the REST channel a sender id is its key's own.
+fn sender_scope(inbound: &Inbound) -> String {
     let event = &inbound.event;
-    if let Some(id) = &event.external_message_id
-        && let Err(e) = app.dedupe.remember(event.platform, id).await
+    match event.platform {
+        Platform::Rest => format!("rest:{}:{}", key_scope(inbound), event.sender_id),
+        p => format!("{}:{}", p.as_str(), event.sender_id),
+    }
+}
+
+/// The REST key that sent `inbound`, or `operator` for `API_SERVER_KEY`.
+fn key_scope(inbound: &Inbound) -> String {
+    inbound
+        .api_key_id
+        .map_or_else(|| "operator".to_string(), |k| k.to_string())
+}
+
+/// Count and answer a duplicate.
+fn duplicate(app: &AppState, platform: Platform, run: Option<RunId>) -> Accepted {
+    app.ctx
+        .metrics
+        .ingest_messages
+        .with_label_values(&[platform.as_str(), "duplicate"])
+        .inc();
+    Accepted::Duplicate(run)
+}
+
+/// The run of a REST message id Redis remembers, else the one PostgreSQL holds.
+async fn existing_run(app: &AppState, inbound: &Inbound, id: &str) -> Option<RunId> {
+    match app.dedupe.run_of(inbound.event.platform, id).await {
+        Ok(Some(run)) => return Some(run),
+        Ok(None) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot read the remembered run; asking PostgreSQL"),
+    }
+    stored_run(app, inbound).await.ok().flatten()
+}
+
+/// The run PostgreSQL holds for `inbound`'s message id and key.
+async fn stored_run(app: &AppState, inbound: &Inbound) -> Result<Option<RunId>, ApiError> {
+    let Some(external) = inbound.event.external_message_id.as_deref() else {
+        return Ok(None);
+    };
+    let client = app
+        .ctx
+        .db
+        .get()
+        .await
+        .map_err(|_| ApiError::unavailable("cannot check the message id right now"))?;
+    hermes_db::runs::find_by_message(
+        &client,
+        inbound.event.platform,
+        inbound.api_key_id,
+        external,
+    )
+    .await
+    .map_err(|_| ApiError::unavailable("cannot check the message id right now"))
+}
+
+/// Claim a REST message id for `run`: `Ok(true)` when Redis now holds it for this message,
+/// `Ok(false)` when Redis cannot be asked (PostgreSQL still answers for older runs);
+/// `Err(existing)` when another copy holds it (or a run in PostgreSQL does).
+async fn claim(
+    app: &AppState,
+    inbound: &Inbound,
+    id: &str,
+    run: RunId,
+) -> Result<bool, Option<RunId>> {
+    let platform = inbound.event.platform;
+    let claimed = match app.dedupe.claim(platform, id, run).await {
+        Ok(hermes_cache::dedupe::Claim::Claimed) => true,
+        Ok(hermes_cache::dedupe::Claim::Held(existing)) => return Err(existing),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot claim the message id; asking PostgreSQL only");
+            false
+        }
+    };
+    // Redis forgets after 24 hours (or when restarted); the run does not. With PostgreSQL
+    // unreadable too the message goes on: the unique index still stops a second run.
+    if let Ok(Some(existing)) = stored_run(app, inbound).await {
+        if claimed && let Err(e) = app.dedupe.remember(platform, id, existing).await {
+            tracing::warn!(error = %e, "cannot remember the message id's run");
+        }
+        return Err(Some(existing));
+    }
+    Ok(claimed)
+}
+
+/// Remember the platform's id of an accepted message as `run`, so its redelivery is a
+/// duplicate.
+async fn remember(app: &AppState, inbound: &Inbound, run: RunId) {
+    if let Some(id) = dedupe_id(inbound)
+        && let Err(e) = app.dedupe.remember(inbound.event.platform, &id, run).await
     {
         tracing::warn!(error = %e, "cannot remember the message id; a redelivery will be caught by the router");
     }

@@ -1,11 +1,7 @@
-//! Bearer-key authentication of the HTTP API, checked before the body is read and compared
-//! in constant time.
+//! The operator key (`API_SERVER_KEY`), compared in constant time. Keys made by
+//! `hermes api-keys` are resolved by [`crate::rest`], which checks both before a request's
+//! body is read.
 
-use axum::extract::{Request, State};
-use axum::http::header::AUTHORIZATION;
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use hermes_runtime::http::ApiError;
 use secrecy::{ExposeSecret, SecretString};
 use subtle::ConstantTimeEq;
 
@@ -21,34 +17,6 @@ impl ApiKey {
             None => false,
         }
     }
-
-    /// Does the `Authorization` header value carry the key?
-    pub fn accepts(&self, header: Option<&str>) -> bool {
-        let Some(expected) = &self.0 else {
-            return true;
-        };
-        let Some(given) = header.and_then(|h| h.strip_prefix("Bearer ")) else {
-            return false;
-        };
-        bool::from(
-            given
-                .trim()
-                .as_bytes()
-                .ct_eq(expected.expose_secret().as_bytes()),
-        )
-    }
-}
-
-/// Middleware: 401 with a JSON error unless the request carries the key.
-pub async fn require_key(State(key): State<ApiKey>, req: Request, next: Next) -> Response {
-    let header = req
-        .headers()
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    if !key.accepts(header) {
-        return ApiError::unauthorized().into_response();
-    }
-    next.run(req).await
 }
 
 #[cfg(test)]
@@ -56,14 +24,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_exact_bearer_key_passes() {
+    fn only_the_exact_key_is_the_operators() {
         let key = ApiKey(Some(SecretString::from("0123456789abcdef")));
-        assert!(key.accepts(Some("Bearer 0123456789abcdef")));
-        assert!(!key.accepts(Some("Bearer 0123456789abcdeX")));
-        assert!(!key.accepts(Some("Bearer 0123456789abcdef0")));
-        assert!(!key.accepts(Some("0123456789abcdef")));
-        assert!(!key.accepts(Some("Basic 0123456789abcdef")));
-        assert!(!key.accepts(None));
-        assert!(ApiKey(None).accepts(None));
+        assert!(key.is_operator_key("0123456789abcdef"));
+        assert!(!key.is_operator_key("0123456789abcdeX"));
+        assert!(!key.is_operator_key("0123456789abcdef0"));
+        assert!(!key.is_operator_key(""));
+        assert!(!ApiKey(None).is_operator_key("0123456789abcdef"));
     }
 }

@@ -14,14 +14,16 @@ use hermes_types::ids::RunId;
 use hermes_types::model::{FailureCode, Inbound, MessageEvent, Outcome, Platform, Role};
 use hermes_types::trace::TraceParent;
 
+use crate::rest::Caller;
 use crate::{AppState, body_or_error, openai, stream, wait};
 
 pub async fn completions(
     State(app): State<AppState>,
+    axum::Extension(caller): axum::Extension<Caller>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match handle(&app, &headers, body).await {
+    match handle(&app, &caller, &headers, body).await {
         Ok(resp) => resp,
         Err(e) => {
             app.ctx
@@ -36,6 +38,7 @@ pub async fn completions(
 
 async fn handle(
     app: &AppState,
+    caller: &Caller,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
@@ -69,7 +72,8 @@ async fn handle(
         conversation: request.messages,
         requested_model: request.model.clone(),
         callback_url: None,
-        api_key_id: None,
+        // A key's calls are metered against its budgets (docs/models-and-budgets.md).
+        api_key_id: caller.key_id(),
         params: request.params,
         stream: request.stream,
     };
@@ -132,7 +136,8 @@ async fn handle(
                 FailureCode::BudgetExceeded => StatusCode::TOO_MANY_REQUESTS,
                 FailureCode::BudgetUnavailable
                 | FailureCode::SpendingPaused
-                | FailureCode::Capacity => StatusCode::SERVICE_UNAVAILABLE,
+                | FailureCode::Capacity
+                | FailureCode::WorkspaceSecretsUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             };
             ApiError::new(status, code.as_str(), message).into_response()
         }

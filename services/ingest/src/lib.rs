@@ -38,8 +38,6 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
 
-use auth::ApiKey;
-
 /// What the HTTP handlers share. One `Arc`: axum clones the state for every extractor and
 /// middleware of every request, and a deep clone (the context's database and Redis
 /// settings, four Redis handles) cost allocations on each.
@@ -168,12 +166,14 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 
 /// The HTTP application (exposed for tests that drive it without a socket).
 pub fn app(state: AppState) -> Router {
-    let key = ApiKey(state.ctx.config.api_server_key.clone());
     let metrics = state.ctx.metrics.clone();
     let api = Router::new()
         .route("/v1/chat/completions", post(chat::completions))
         .route("/v1/models", get(models))
-        .route_layer(middleware::from_fn_with_state(key, auth::require_key));
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            rest::require_chat_caller,
+        ));
     let rest = Router::new()
         .route("/v1/messages", post(rest::post_message))
         .route("/v1/runs/{id}", get(rest::get_run))

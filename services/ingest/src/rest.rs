@@ -3,7 +3,9 @@
 //! caller's key, or read from `GET /v1/runs/{id}`.
 //!
 //! Callers authenticate with a key made by `hermes api-keys create` (only its hash is
-//! stored) or with `API_SERVER_KEY`, which may read every run.
+//! stored) or with `API_SERVER_KEY`, which may read every run. The same resolution guards the
+//! OpenAI-compatible API: a key reaches a surface only with its scope (`messages`, `chat`)
+//! and within its request rate (docs/security.md, keys and tenants).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +18,8 @@ use axum::http::StatusCode;
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use hermes_db::api_keys::{self, ApiKey};
+use hermes_cache::rate_limit::Verdict;
+use hermes_db::api_keys::{self, ApiKey, KeyScope};
 use hermes_db::runs::{self, RunStatus};
 use hermes_runtime::http::ApiError;
 use hermes_types::ids::RunId;
@@ -33,8 +36,25 @@ use crate::{AppState, body_or_error};
 pub enum Caller {
     /// `API_SERVER_KEY`: may read every run; its answers are polled.
     Operator,
-    /// A key from `api_keys`.
-    Key(ApiKey),
+    /// A key from `api_keys` (boxed: a key record is large, the operator is nothing).
+    Key(Box<ApiKey>),
+}
+
+impl Caller {
+    /// The key's id (`None` for the operator).
+    pub fn key_id(&self) -> Option<hermes_types::ids::ApiKeyId> {
+        match self {
+            Caller::Operator => None,
+            Caller::Key(k) => Some(k.id),
+        }
+    }
+
+    fn may(&self, scope: KeyScope) -> bool {
+        match self {
+            Caller::Operator => true,
+            Caller::Key(k) => k.scopes.contains(&scope),
+        }
+    }
 }
 
 /// Key lookups are cached briefly: a revoked key stops working within this long.
@@ -59,7 +79,7 @@ async fn resolve(app: &AppState, key: &str) -> Result<Option<Caller>, ApiError> 
     }
     let hash = api_keys::hash(key);
     if let Some(found) = app.keys.0.get(&hash) {
-        return Ok(found.map(Caller::Key));
+        return Ok(found.map(|k| Caller::Key(Box::new(k))));
     }
     let client = app
         .ctx
@@ -71,28 +91,95 @@ async fn resolve(app: &AppState, key: &str) -> Result<Option<Caller>, ApiError> 
         .await
         .map_err(|_| ApiError::unavailable("cannot check the key right now"))?;
     app.keys.0.insert(hash, found.clone());
-    Ok(found.map(Caller::Key))
+    Ok(found.map(|k| Caller::Key(Box::new(k))))
 }
 
-/// Middleware: resolve the Bearer key into a [`Caller`] before the body is read.
-pub async fn require_caller(State(app): State<AppState>, mut req: Request, next: Next) -> Response {
-    let key = req
-        .headers()
+/// Middleware of the REST channel: a [`Caller`] with the `messages` scope, before the body
+/// is read.
+pub async fn require_caller(State(app): State<AppState>, req: Request, next: Next) -> Response {
+    authorize(app, req, next, KeyScope::Messages).await
+}
+
+/// Middleware of the OpenAI-compatible API: a [`Caller`] with the `chat` scope. Without an
+/// `API_SERVER_KEY` (allowed only on a loopback address) a request without a key is the
+/// operator's, as before keys existed.
+pub async fn require_chat_caller(
+    State(app): State<AppState>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    if app.ctx.config.api_server_key.is_none() && bearer(&req).is_none() {
+        req.extensions_mut().insert(Caller::Operator);
+        return next.run(req).await;
+    }
+    authorize(app, req, next, KeyScope::Chat).await
+}
+
+fn bearer(req: &Request) -> Option<String> {
+    req.headers()
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|h| h.strip_prefix("Bearer "))
-        .map(|k| k.trim().to_string());
-    let Some(key) = key.filter(|k| !k.is_empty()) else {
+        .map(|k| k.trim().to_string())
+        .filter(|k| !k.is_empty())
+}
+
+/// Resolve the Bearer key, check its `scope` and take one request from its rate.
+async fn authorize(app: AppState, mut req: Request, next: Next, scope: KeyScope) -> Response {
+    let Some(key) = bearer(&req) else {
         return ApiError::unauthorized().into_response();
     };
-    match resolve(&app, &key).await {
-        Ok(Some(caller)) => {
-            req.extensions_mut().insert(caller);
-            next.run(req).await
-        }
-        Ok(None) => ApiError::unauthorized().into_response(),
-        Err(e) => e.into_response(),
+    let caller = match resolve(&app, &key).await {
+        Ok(Some(caller)) => caller,
+        Ok(None) => return ApiError::unauthorized().into_response(),
+        Err(e) => return e.into_response(),
+    };
+    if !caller.may(scope) {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!("this key lacks the {scope} scope"),
+        )
+        .into_response();
     }
+    if let Caller::Key(k) = &caller
+        && let Some(per_minute) = k.limits.requests_per_minute
+    {
+        let limit = hermes_config::RateLimit {
+            per_minute,
+            burst: per_minute,
+        };
+        match app.limiter.take(&format!("key:{}", k.id), limit).await {
+            Ok(Verdict::Limited { retry_after }) => {
+                let surface = match scope {
+                    KeyScope::Messages => Platform::Rest,
+                    KeyScope::Chat => Platform::Api,
+                };
+                app.ctx
+                    .metrics
+                    .ingest_messages
+                    .with_label_values(&[surface.as_str(), "rate_limited"])
+                    .inc();
+                let secs = retry_after.as_secs_f64().ceil().max(1.0) as u64;
+                return ApiError {
+                    retry_after: Some(secs),
+                    ..ApiError::new(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        "rate_limited",
+                        "this key is over its request rate",
+                    )
+                }
+                .into_response();
+            }
+            Ok(_) => {}
+            // Like every rate limit, Redis trouble lets the request through (counted).
+            Err(e) => {
+                tracing::warn!(error = %e, "key rate unavailable; letting the request through")
+            }
+        }
+    }
+    req.extensions_mut().insert(caller);
+    next.run(req).await
 }
 
 #[derive(Deserialize)]
@@ -231,7 +318,12 @@ pub async fn post_message(
             Json(json!({ "run_id": run, "status": "accepted", "poll": format!("/v1/runs/{run}") })),
         )
             .into_response(),
-        Ok(Accepted::Duplicate) => Json(json!({ "status": "duplicate" })).into_response(),
+        // A repeat is told the run that answers the first copy (docs/api.md, idempotency).
+        Ok(Accepted::Duplicate(Some(run))) => {
+            Json(json!({ "run_id": run, "status": "duplicate", "poll": format!("/v1/runs/{run}") }))
+                .into_response()
+        }
+        Ok(Accepted::Duplicate(None)) => Json(json!({ "status": "duplicate" })).into_response(),
         Ok(Accepted::RateLimited { retry_after }) => {
             let secs = retry_after.as_secs_f64().ceil().max(1.0) as u64;
             ApiError {
@@ -276,10 +368,14 @@ pub async fn get_run(
     }
     let (output, error) = match row.status {
         RunStatus::Completed => (row.output_text.clone(), Value::Null),
-        RunStatus::Failed => (
-            None,
-            json!({ "code": row.error_code, "message": row.output_text }),
-        ),
+        RunStatus::Failed => {
+            let mut error = json!({ "code": row.error_code, "message": row.output_text });
+            // What went wrong in detail (scrubbed) is for the operator, never the key.
+            if let (Caller::Operator, Some(detail)) = (&caller, &row.error_detail) {
+                error["detail"] = json!(detail);
+            }
+            (None, error)
+        }
         _ => (None, Value::Null),
     };
     Json(json!({

@@ -108,7 +108,7 @@ async fn accept_all(app: &AppState, events: Vec<MessageEvent>, headers: &HeaderM
         match accept::accept(app, inbound, traceparent(headers)).await {
             Ok(Accepted::Routed(_)) => routed += 1,
             Ok(Accepted::Delayed(_)) => delayed += 1,
-            Ok(Accepted::Duplicate | Accepted::RateLimited { .. }) => {}
+            Ok(Accepted::Duplicate(_) | Accepted::RateLimited { .. }) => {}
             Err(e) => return e.into_response(),
         }
     }

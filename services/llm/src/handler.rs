@@ -77,6 +77,14 @@ impl Handler for LlmStage {
         } else {
             self.gateway.complete(&request, user, None).await
         };
+        // PostgreSQL away while the workspace's secrets were read: hold the message like any
+        // other outage (docs/architecture.md §4); the global keys are never the fallback.
+        let result = match result {
+            Err(GatewayError::WorkspaceSecrets(e)) if e.error.is_unavailable() => {
+                return Err(e.error.into());
+            }
+            other => other,
+        };
         Ok(Prepared::Call(Box::new(Called { request, result })))
     }
 
@@ -153,6 +161,7 @@ impl LlmStage {
                 Reply {
                     reply_to: reply_to.clone(),
                     exchange: request.exchange.clone(),
+                    detail: None,
                     outcome: Outcome::Answered {
                         text,
                         model: request.requested_model.clone().unwrap_or(backend),
@@ -163,10 +172,11 @@ impl LlmStage {
                 }
             }
             Err(e) if request.tool_round > 0 => {
-                tracing::warn!(error = %e, "model failed after the tool round; answering with tool output");
+                tracing::warn!(error = %e.detail(), "model failed after the tool round; answering with tool output");
                 Reply {
                     reply_to: reply_to.clone(),
                     exchange: request.exchange.clone(),
+                    detail: None,
                     outcome: Outcome::Answered {
                         text: tool_output_fallback(&request),
                         model: request
@@ -181,9 +191,11 @@ impl LlmStage {
             }
             Err(e) => {
                 let code = e.code();
-                tracing::warn!(error = %e, code = code.as_str(), "no answer from the model");
+                let detail = e.detail();
+                tracing::warn!(error = %detail, code = code.as_str(), "no answer from the model");
                 Reply {
                     exchange: request.exchange.clone(),
+                    detail: Some(detail),
                     ..Reply::failed(reply_to, code, e.user_message())
                 }
             }

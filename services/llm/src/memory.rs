@@ -280,8 +280,9 @@ pub async fn extract_facts(
             ChatMessage::text(Role::User, exchange_message(job)),
         ],
     );
-    // The platform's own cost: counted in the global spend, not the user's token budget.
-    let answered = gateway.complete(&request, None, None).await?;
+    // Metered against the user whose exchange it reads (docs/models-and-budgets.md): a user
+    // over budget gets no extraction either, and the call counts in the global spend.
+    let answered = gateway.complete(&request, Some(job.user_id), None).await?;
     Ok(parse_facts(
         answered.completion.text.as_deref().unwrap_or_default(),
     ))

@@ -149,11 +149,15 @@ impl Handler for Router {
 
         // 1. Resolve the user (and the session this message would continue); unknown or
         // not activated → signup prompt, no credit.
-        let Some((who, latest)) =
-            users::resolve_with_session(&client, event.platform, &event.sender_id, &event.chat_id)
-                .await?
-                .filter(|(r, _)| r.activated)
-        else {
+        let Some((who, latest)) = users::resolve_with_session(
+            &client,
+            event.platform,
+            inbound.api_key_id,
+            &event.sender_id,
+            &event.chat_id,
+        )
+        .await?
+        .filter(|(r, _)| r.activated) else {
             return Ok(Decision::Signup { inbound });
         };
         // 2 (credits) happens in `commit`, under the user's row lock.

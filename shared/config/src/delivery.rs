@@ -76,6 +76,9 @@ pub struct DeliverySettings {
     /// Hosts and ranges agent webhook URLs may reach although they are not public
     /// (`HERMES_WEBHOOK_ALLOW`); everything else non-public is refused.
     pub webhook_allow: Vec<AllowRule>,
+    /// Non-public hosts and ranges REST callbacks may reach (`HERMES_CALLBACK_ALLOW`);
+    /// everything else non-public is refused.
+    pub callback_allow: Vec<AllowRule>,
 }
 
 /// Where and how often ops alerts are sent.
@@ -167,6 +170,7 @@ pub(crate) fn read_delivery(r: &mut Reader<'_>) -> Option<DeliverySettings> {
     let bot_per_sec = r.get(&HERMES_DELIVERY_BOT_PER_SEC);
     let max_wait = r.get(&HERMES_RATE_GATE_WAIT_SECS);
     let webhook_allow = r.get(&HERMES_WEBHOOK_ALLOW).unwrap_or_default();
+    let callback_allow = r.get(&HERMES_CALLBACK_ALLOW).unwrap_or_default();
     Some(DeliverySettings {
         telegram,
         whatsapp,
@@ -185,6 +189,7 @@ pub(crate) fn read_delivery(r: &mut Reader<'_>) -> Option<DeliverySettings> {
             max_wait: max_wait?,
         },
         webhook_allow,
+        callback_allow,
     })
 }
 

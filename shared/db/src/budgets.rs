@@ -6,7 +6,7 @@
 //! so concurrent replicas never lose an increment.
 
 use chrono::{DateTime, Datelike, NaiveDate, Utc};
-use hermes_types::ids::UserId;
+use hermes_types::ids::{ApiKeyId, UserId};
 
 use super::{DbError, GenericClient, stmt};
 
@@ -108,6 +108,77 @@ fn collect(rows: Vec<tokio_postgres::Row>) -> TokensUsed {
         }
     }
     used
+}
+
+/// Settled usage of one API key in the day and the month of one date.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyUsed {
+    pub day_tokens: u64,
+    pub month_tokens: u64,
+    pub day_micro_usd: u64,
+    pub month_micro_usd: u64,
+}
+
+/// Add one call's `tokens` and `micro_usd`, settled by `key` on `day`, to its day and month.
+pub async fn add_key_usage(
+    c: &impl GenericClient,
+    key: ApiKeyId,
+    day: NaiveDate,
+    tokens: u64,
+    micro_usd: u64,
+) -> Result<(), DbError> {
+    c.execute(
+        &stmt(
+            c,
+            "INSERT INTO llm_key_usage (api_key_id, window_kind, starts, tokens, micro_usd)
+             VALUES ($1, 'day', $2, $4, $5), ($1, 'month', $3, $4, $5)
+             ON CONFLICT (api_key_id, window_kind, starts)
+             DO UPDATE SET tokens = llm_key_usage.tokens + EXCLUDED.tokens,
+                           micro_usd = llm_key_usage.micro_usd + EXCLUDED.micro_usd,
+                           updated_at = now()",
+        )
+        .await?,
+        &[
+            &key,
+            &Window::Day.starts(day),
+            &Window::Month.starts(day),
+            &to_i64(tokens)?,
+            &to_i64(micro_usd)?,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Settled usage of `key` in the day and the month of `day` (zero when none).
+pub async fn key_used(
+    c: &impl GenericClient,
+    key: ApiKeyId,
+    day: NaiveDate,
+) -> Result<KeyUsed, DbError> {
+    let rows = c
+        .query(
+            &stmt(
+                c,
+                "SELECT window_kind, tokens, micro_usd FROM llm_key_usage
+                 WHERE api_key_id = $1 AND ((window_kind = 'day' AND starts = $2)
+                                         OR (window_kind = 'month' AND starts = $3))",
+            )
+            .await?,
+            &[&key, &Window::Day.starts(day), &Window::Month.starts(day)],
+        )
+        .await?;
+    let mut used = KeyUsed::default();
+    for row in rows {
+        let tokens = u64::try_from(row.get::<_, i64>(1)).unwrap_or(0);
+        let micro = u64::try_from(row.get::<_, i64>(2)).unwrap_or(0);
+        if row.get::<_, &str>(0) == Window::Day.as_str() {
+            (used.day_tokens, used.day_micro_usd) = (tokens, micro);
+        } else {
+            (used.month_tokens, used.month_micro_usd) = (tokens, micro);
+        }
+    }
+    Ok(used)
 }
 
 /// Add `micro_usd` to the platform's spend of `day`; returns the day's total.

@@ -66,6 +66,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0010_delivery_sends",
         sql: include_str!("../../../migrations/0010_delivery_sends.sql"),
     },
+    Migration {
+        version: 11,
+        name: "0011_keys_and_tenants",
+        sql: include_str!("../../../migrations/0011_keys_and_tenants.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

@@ -88,6 +88,30 @@ pub async fn create(tx: &Transaction<'_>, run: &NewRun<'_>) -> Result<bool, DbEr
     Ok(n == 1)
 }
 
+/// The run that holds message `external_id` of `platform` sent with `api_key` (`None`: the
+/// operator key or a chat platform), whatever its age: a caller repeating a message is told
+/// this run, never handed a new one the unique index will refuse.
+pub async fn find_by_message(
+    client: &Client,
+    platform: Platform,
+    api_key: Option<ApiKeyId>,
+    external_id: &str,
+) -> Result<Option<RunId>, DbError> {
+    let row = client
+        .query_opt(
+            &crate::stmt(
+                client,
+                "SELECT id FROM agent_runs WHERE platform = $1 AND external_message_id = $3
+                 AND COALESCE(api_key_id, '00000000-0000-0000-0000-000000000000'::uuid)
+                   = COALESCE($2::uuid, '00000000-0000-0000-0000-000000000000'::uuid)",
+            )
+            .await?,
+            &[&platform.as_str(), &api_key, &external_id],
+        )
+        .await?;
+    Ok(row.map(|r| RunId::from(r.get::<_, uuid::Uuid>(0))))
+}
+
 /// The router's decision about a run, recorded in the transaction that created it.
 pub struct Routing<'a> {
     pub user_id: UserId,
@@ -225,7 +249,15 @@ pub async fn advance(tx: &Transaction<'_>, id: RunId, status: RunStatus) -> Resu
 }
 
 /// Close the run with its outcome. Returns false when it was already closed.
-pub async fn finish(tx: &Transaction<'_>, id: RunId, outcome: &Outcome) -> Result<bool, DbError> {
+///
+/// `detail` (of a failure) is what went wrong, already scrubbed: kept for operators in
+/// `error_detail`, never shown to the run's caller.
+pub async fn finish(
+    tx: &Transaction<'_>,
+    id: RunId,
+    outcome: &Outcome,
+    detail: Option<&str>,
+) -> Result<bool, DbError> {
     let n = match outcome {
         Outcome::Answered {
             text,
@@ -260,11 +292,11 @@ pub async fn finish(tx: &Transaction<'_>, id: RunId, outcome: &Outcome) -> Resul
                 &crate::stmt(
                     tx,
                     "UPDATE agent_runs SET status = 'failed', error_code = $2, output_text = $3,
-                        updated_at = now(), finished_at = now()
+                        error_detail = $4, updated_at = now(), finished_at = now()
                  WHERE id = $1 AND status NOT IN ('completed', 'failed')",
                 )
                 .await?,
-                &[&id.as_uuid(), &code.as_str(), message],
+                &[&id.as_uuid(), &code.as_str(), message, &detail],
             )
             .await?
         }
@@ -283,6 +315,8 @@ pub struct RunRow {
     pub status: RunStatus,
     pub output_text: Option<String>,
     pub error_code: Option<String>,
+    /// What went wrong with a failed run, scrubbed: for operators only.
+    pub error_detail: Option<String>,
     pub model: Option<String>,
     pub usage: Usage,
     pub tools_used: Vec<String>,
@@ -294,7 +328,7 @@ pub async fn get(client: &Client, id: RunId) -> Result<Option<RunRow>, DbError> 
             &crate::stmt(
                 client,
                 "SELECT status, output_text, error_code, model, tokens_in, tokens_out, tools_used,
-                    platform, api_key_id, created_at, finished_at, cost_micro_usd
+                    platform, api_key_id, created_at, finished_at, cost_micro_usd, error_detail
              FROM agent_runs WHERE id = $1",
             )
             .await?,
@@ -310,6 +344,7 @@ pub async fn get(client: &Client, id: RunId) -> Result<Option<RunRow>, DbError> 
         status: RunStatus::parse(r.get(0)).unwrap_or(RunStatus::Failed),
         output_text: r.get(1),
         error_code: r.get(2),
+        error_detail: r.get(12),
         model: r.get(3),
         usage: Usage {
             input_tokens: r.get::<_, i64>(4) as u64,

@@ -2,7 +2,7 @@
 //! `hermes channels link`), resolved by the router for every message.
 
 use chrono::{DateTime, Utc};
-use hermes_types::ids::{AgentId, SessionId, UserId, WorkspaceId};
+use hermes_types::ids::{AgentId, ApiKeyId, SessionId, UserId, WorkspaceId};
 
 use super::{Client, DbError, Transaction, credits};
 use hermes_types::model::{Platform, Tier};
@@ -46,12 +46,15 @@ fn user_from(row: &tokio_postgres::Row) -> Result<User, DbError> {
     })
 }
 
-/// The user behind `sender_id` on `platform`, with the channel's activation flag, and in
-/// the same round trip the user's latest session on `chat_id` of that
-/// platform with its last activity (the router decides whether it is still live).
+/// The user behind `sender_id` on `platform` as seen by `api_key` (a REST sender belongs
+/// to the key it was linked under; `None` is the operator key and every chat platform),
+/// with the channel's activation flag, and in the same round trip the user's latest
+/// session on `chat_id` of that platform with its last activity (the router decides
+/// whether it is still live).
 pub async fn resolve_with_session(
     client: &Client,
     platform: Platform,
+    api_key: Option<ApiKeyId>,
     sender_id: &str,
     chat_id: &str,
 ) -> Result<Option<(Resolved, Option<(SessionId, DateTime<Utc>)>)>, DbError> {
@@ -62,12 +65,14 @@ pub async fn resolve_with_session(
          LEFT JOIN LATERAL (SELECT id, last_activity_at FROM sessions
                             WHERE user_id = u.id AND platform = c.platform AND channel_id = $3
                             ORDER BY last_activity_at DESC LIMIT 1) s ON true
-         WHERE c.platform = $1 AND c.sender_id = $2"
+         WHERE c.platform = $1 AND c.sender_id = $2
+           AND COALESCE(c.api_key_id, '00000000-0000-0000-0000-000000000000'::uuid)
+             = COALESCE($4::uuid, '00000000-0000-0000-0000-000000000000'::uuid)"
     );
     let row = client
         .query_opt(
             &crate::stmt(client, &sql).await?,
-            &[&platform.as_str(), &sender_id, &chat_id],
+            &[&platform.as_str(), &sender_id, &chat_id, &api_key],
         )
         .await?;
     row.map(|r| {
@@ -172,6 +177,8 @@ pub struct Channel {
     pub sender_id: String,
     pub activated: bool,
     pub agent_id: Option<AgentId>,
+    /// The REST key this sender belongs to (`None`: the operator key, or a chat platform).
+    pub api_key_id: Option<ApiKeyId>,
 }
 
 /// The channels linked to a user.
@@ -180,7 +187,7 @@ pub async fn channels(client: &Client, user_id: UserId) -> Result<Vec<Channel>, 
         .query(
             &crate::stmt(
                 client,
-                "SELECT platform, sender_id, activated, agent_id FROM user_channels
+                "SELECT platform, sender_id, activated, agent_id, api_key_id FROM user_channels
              WHERE user_id = $1 ORDER BY platform, sender_id",
             )
             .await?,
@@ -193,37 +200,62 @@ pub async fn channels(client: &Client, user_id: UserId) -> Result<Vec<Channel>, 
             sender_id: r.get(1),
             activated: r.get(2),
             agent_id: r.get(3),
+            api_key_id: r.get(4),
         })
         .collect())
 }
 
-/// Link (or re-link) a platform sender to a user. Returns false when the sender already
-/// belongs to another user (an operator must unlink it there first).
+/// Where a channel is linked: the platform, and for the REST channel the key whose
+/// callers may post as the sender (`None`: the operator key only). A sender id names a
+/// person only within its key, so two customers' `alice` are two people.
+#[derive(Clone, Copy, Debug)]
+pub struct ChannelScope {
+    pub platform: Platform,
+    pub api_key: Option<ApiKeyId>,
+}
+
+impl From<Platform> for ChannelScope {
+    fn from(platform: Platform) -> Self {
+        Self {
+            platform,
+            api_key: None,
+        }
+    }
+}
+
+/// Link (or re-link) a sender to a user. Returns false when the sender already belongs to
+/// another user in that scope (an operator must unlink it there first).
 pub async fn link_channel(
     client: &Client,
     user_id: UserId,
-    platform: Platform,
+    scope: ChannelScope,
     sender_id: &str,
     activated: bool,
     agent_id: Option<AgentId>,
 ) -> Result<bool, DbError> {
+    if scope.api_key.is_some() && scope.platform != Platform::Rest {
+        return Err(DbError::Invalid(
+            "only a REST sender is linked under an API key".into(),
+        ));
+    }
     let n = client
         .execute(
             &crate::stmt(
                 client,
-                "INSERT INTO user_channels (user_id, platform, sender_id, activated, agent_id)
-             VALUES ($1, $2, $3, $4, $5)
-             ON CONFLICT (platform, sender_id) DO UPDATE
+                "INSERT INTO user_channels (user_id, platform, sender_id, activated, agent_id, api_key_id)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (platform, COALESCE(api_key_id, '00000000-0000-0000-0000-000000000000'::uuid), sender_id) DO UPDATE
                 SET activated = EXCLUDED.activated, agent_id = EXCLUDED.agent_id
                 WHERE user_channels.user_id = EXCLUDED.user_id",
             )
             .await?,
             &[
                 &user_id,
-                &platform.as_str(),
+                &scope.platform.as_str(),
                 &sender_id,
                 &activated,
                 &agent_id,
+                &scope.api_key,
             ],
         )
         .await?;

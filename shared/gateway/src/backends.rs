@@ -2,7 +2,9 @@
 //! models, each on its own backend (`backend` in `[models]`) or the default provider, with
 //! the keys of the request's workspace (its secrets override the global ones; an empty
 //! value clears one). Workspace secrets are read from PostgreSQL and cached briefly, so a
-//! change applies within [`WORKSPACE_TTL`] without a restart.
+//! change applies within [`WORKSPACE_TTL`] without a restart. A workspace whose secrets
+//! cannot be read gets no hops at all: calling with the global keys instead would hand it a
+//! key it may have cleared on purpose (docs/security.md, keys and tenants).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +17,16 @@ use hermes_types::model::LlmRequest;
 use hermes_types::ttl_cache::TtlCache;
 
 use crate::chain::{Hop, Unusable};
+
+/// The secrets of a request's workspace could not be read (PostgreSQL away, or a value no
+/// key of HERMES_SECRET_KEYS opens).
+#[derive(Debug, thiserror::Error)]
+#[error("the provider secrets of workspace {workspace} cannot be read: {error}")]
+pub struct SecretsUnreadable {
+    pub workspace: WorkspaceId,
+    #[source]
+    pub error: hermes_db::DbError,
+}
 use crate::providers::{Backend, HttpClient};
 
 /// How long a workspace's secrets are trusted before they are read again.
@@ -65,10 +77,13 @@ impl Backends {
         Ok(Backend::build(&self.http, resolved, &self.config.provider))
     }
 
-    /// The hops of `req`, in order.
-    pub async fn hops(&self, req: &LlmRequest) -> Vec<Result<Hop, Unusable>> {
+    /// The hops of `req`, in order; none when its workspace's secrets cannot be read.
+    pub async fn hops(
+        &self,
+        req: &LlmRequest,
+    ) -> Result<Vec<Result<Hop, Unusable>>, SecretsUnreadable> {
         let secrets = match req.workspace {
-            Some(ws) => self.workspace_secrets(ws).await,
+            Some(ws) => self.workspace_secrets(ws).await?,
             None => None,
         };
         let ws = secrets.as_deref();
@@ -133,16 +148,21 @@ impl Backends {
                 }),
             });
         }
-        hops
+        Ok(hops)
     }
 
-    /// The workspace's provider secrets (cached; an unreadable store means global keys,
-    /// logged, rather than no answer).
-    async fn workspace_secrets(&self, ws: WorkspaceId) -> Option<Arc<WorkspaceSecrets>> {
+    /// The workspace's provider secrets (cached; `None` without a database, where only the
+    /// global keys exist). An unreadable store is an error, never the global keys.
+    async fn workspace_secrets(
+        &self,
+        ws: WorkspaceId,
+    ) -> Result<Option<Arc<WorkspaceSecrets>>, SecretsUnreadable> {
         if let Some(s) = self.workspaces.get(&ws) {
-            return Some(s);
+            return Ok(Some(s));
         }
-        let db = self.db.as_ref()?;
+        let Some(db) = self.db.as_ref() else {
+            return Ok(None);
+        };
         let loaded = async {
             let client = db.get().await?;
             workspaces::provider_secrets(&client, ws, self.keys.as_ref()).await
@@ -152,11 +172,14 @@ impl Backends {
             Ok(s) => {
                 let s = Arc::new(s);
                 self.workspaces.insert(ws, s.clone());
-                Some(s)
+                Ok(Some(s))
             }
-            Err(e) => {
-                tracing::warn!(workspace = %ws, error = %e, "workspace secrets unreadable; using the global keys");
-                None
+            Err(error) => {
+                tracing::warn!(workspace = %ws, %error, "workspace secrets unreadable; the call is not made");
+                Err(SecretsUnreadable {
+                    workspace: ws,
+                    error,
+                })
             }
         }
     }

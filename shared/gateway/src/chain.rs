@@ -174,7 +174,9 @@ pub async fn call(
                         .llm_errors
                         .with_label_values(&[&hop.label, e.reason()])
                         .inc();
-                    tracing::warn!(backend = %hop.label, kind = %hop.backend.kind(), error = %e, "model call failed");
+                    // A provider's error body may quote (part of) a key: scrubbed before it is logged.
+                    let error = hermes_net::redact::redact(&e.to_string(), &[]);
+                    tracing::warn!(backend = %hop.label, kind = %hop.backend.kind(), %error, "model call failed");
                     let mid_stream = forwarded
                         .as_ref()
                         .is_some_and(|f| f.started.load(Ordering::Relaxed));

@@ -1,7 +1,7 @@
 //! The one chokepoint every model call passes (docs/models-and-budgets.md, the gateway), in
 //! order: the killswitch and global spend cap → the hops of the call → the response cache
-//! → the user's token budget → a call slot (bounded wait) → the failover chain → settle the
-//! budget, add the spend, cache the answer. Everything it does beyond waiting on providers
+//! → the user's token budget and the API key's budgets → a call slot (bounded wait) → the
+//! failover chain → settle the budgets, add the spend, cache the answer. Everything it does beyond waiting on providers
 //! is measured as `hermes_llm_overhead_seconds`.
 
 use hermes_types::ids::UserId;
@@ -15,7 +15,7 @@ use hermes_types::model::{FailureCode, LlmRequest, Usage};
 use tokio::sync::Semaphore;
 use uuid::Uuid;
 
-use crate::backends::Backends;
+use crate::backends::{Backends, SecretsUnreadable};
 use crate::budget::{self, Budgets, Refusal};
 use crate::chain::{self, Ask, Hop, Limits, Unusable};
 use crate::providers::{Completion, DeltaSink, ProviderError};
@@ -40,15 +40,18 @@ pub enum GatewayError {
     Capacity(Duration),
     #[error(transparent)]
     Provider(#[from] ProviderError),
+    /// The workspace's provider keys could not be read; no provider was asked.
+    #[error(transparent)]
+    WorkspaceSecrets(#[from] SecretsUnreadable),
 }
 
 impl GatewayError {
     /// The failure code the caller is told.
     pub fn code(&self) -> FailureCode {
         match self {
-            GatewayError::Refused(Refusal::UserDaily | Refusal::UserMonthly) => {
-                FailureCode::BudgetExceeded
-            }
+            GatewayError::Refused(
+                Refusal::UserDaily | Refusal::UserMonthly | Refusal::KeyDaily | Refusal::KeyMonthly,
+            ) => FailureCode::BudgetExceeded,
             GatewayError::Refused(Refusal::BudgetUnavailable) => FailureCode::BudgetUnavailable,
             GatewayError::Refused(Refusal::GlobalCap | Refusal::Killswitch) => {
                 FailureCode::SpendingPaused
@@ -56,10 +59,17 @@ impl GatewayError {
             GatewayError::Capacity(_) => FailureCode::Capacity,
             GatewayError::Provider(e) if e.fails_over() => FailureCode::ProvidersUnavailable,
             GatewayError::Provider(_) => FailureCode::ProviderRejected,
+            GatewayError::WorkspaceSecrets(_) => FailureCode::WorkspaceSecretsUnavailable,
         }
     }
 
-    /// What the end user reads.
+    /// What went wrong, for logs and the run's record (operators only): this error's text
+    /// with credentials scrubbed, since a provider's error body may quote (part of) a key.
+    pub fn detail(&self) -> String {
+        hermes_net::redact::redact(&self.to_string(), &[])
+    }
+
+    /// What the end user reads: a sentence per failure code, never a provider's own text.
     pub fn user_message(&self) -> String {
         match self {
             GatewayError::Refused(Refusal::UserDaily) => {
@@ -72,6 +82,12 @@ impl GatewayError {
                  allowance."
                     .into()
             }
+            GatewayError::Refused(Refusal::KeyDaily) => {
+                "This API key has used today's budget. It resets at midnight UTC.".into()
+            }
+            GatewayError::Refused(Refusal::KeyMonthly) => {
+                "This API key has used this month's budget.".into()
+            }
             GatewayError::Refused(Refusal::BudgetUnavailable) => {
                 "I can't check your usage allowance right now, so I can't answer. Please try \
                  again in a minute."
@@ -83,7 +99,12 @@ impl GatewayError {
             GatewayError::Capacity(_) => {
                 "I'm handling a lot of messages right now. Please try again in a moment.".into()
             }
-            GatewayError::Provider(e) => format!("{} ({e})", crate::RETRY_MESSAGE),
+            GatewayError::Provider(_) => crate::RETRY_MESSAGE.into(),
+            GatewayError::WorkspaceSecrets(_) => {
+                "I can't reach this assistant's model keys right now, so I can't answer. \
+                 Please try again later."
+                    .into()
+            }
         }
     }
 }
@@ -112,6 +133,7 @@ pub struct Gateway {
     metrics: Metrics,
     backends: Backends,
     budgets: Budgets,
+    keys: budget::KeyBudgets,
     cache: Option<ResponseCache>,
     slots: Arc<Semaphore>,
 }
@@ -148,7 +170,11 @@ impl Gateway {
         // Series whose labels are known now start at 0, so dashboards and rate() alerts see
         // them before the first event: every refusal scope, and per tier its fallbacks and
         // the cache hits of each model of its chain.
-        for scope in Refusal::ALL.iter().map(|r| r.as_str()).chain(["capacity"]) {
+        for scope in Refusal::ALL
+            .iter()
+            .map(|r| r.as_str())
+            .chain(["capacity", "workspace_secrets"])
+        {
             metrics.llm_budget_rejections.with_label_values(&[scope]);
         }
         for (tier, chain) in &config.file.tiers {
@@ -160,6 +186,7 @@ impl Gateway {
             }
         }
         Self {
+            keys: budget::KeyBudgets::new(db.clone()),
             budgets: Budgets::new(cache, db, metrics.clone(), &config),
             slots: Arc::new(Semaphore::new(llm.max_concurrent)),
             cache: response_cache,
@@ -178,8 +205,8 @@ impl Gateway {
     }
 
     /// Answer `req`. `user` is charged against its tier's token budget (`None`: not
-    /// metered per user, as for API callers and memory extraction); `stream` receives text
-    /// as it arrives.
+    /// metered per user, as for the OpenAI-compatible API's callers, metered per key
+    /// instead); `stream` receives text as it arrives.
     pub async fn complete(
         &self,
         req: &LlmRequest,
@@ -204,6 +231,12 @@ impl Gateway {
             self.metrics
                 .llm_budget_rejections
                 .with_label_values(&["capacity"])
+                .inc();
+        }
+        if let Err(GatewayError::WorkspaceSecrets(_)) = &result {
+            self.metrics
+                .llm_budget_rejections
+                .with_label_values(&["workspace_secrets"])
                 .inc();
         }
         if let Ok(s) = &result
@@ -231,7 +264,7 @@ impl Gateway {
         waited: &mut Duration,
         provider_time: &mut Duration,
     ) -> Result<Served, GatewayError> {
-        let hops = self.backends.hops(req).await;
+        let hops = self.backends.hops(req).await?;
         let cache_key = self.cache.as_ref().and_then(|_| {
             response_cache::key(&hops, &req.messages, &req.params, !req.tools.is_empty())
         });
@@ -260,15 +293,32 @@ impl Gateway {
                 _ => None,
             }
         };
-        let (gate, hit, reservation) = tokio::join!(self.budgets.check_global(), lookup, reserve);
+        // The key's budgets (PostgreSQL) are read beside them.
+        let key_gate = async {
+            match req.api_key {
+                Some(key) => self
+                    .keys
+                    .check(key)
+                    .await
+                    .map(|metered| metered.then_some(key)),
+                None => Ok(None),
+            }
+        };
+        let (gate, hit, reservation, key_gate) =
+            tokio::join!(self.budgets.check_global(), lookup, reserve, key_gate);
         // From here the reservation ends in `finish` on every path; an early exit (a panic, a
         // dropped future) releases it on drop.
         let (reservation, over_budget) = match reservation {
             Ok(r) => (r, None),
             Err(refusal) => (None, Some(refusal)),
         };
-        // The platform gate refuses first; a cached answer needs no budget.
-        let outcome = match (gate, hit, over_budget) {
+        // The platform gate refuses first; a cached answer needs no budget; then the user's
+        // budget, then the key's.
+        let (metered_key, over_key) = match key_gate {
+            Ok(key) => (key, None),
+            Err(refusal) => (None, Some(refusal)),
+        };
+        let outcome = match (gate, hit, over_budget.or(over_key)) {
             (Err(refusal), _, _) => Err(GatewayError::Refused(refusal)),
             (Ok(()), Some(hit), _) => Ok(Self::from_cache(hit, stream)),
             (Ok(()), None, Some(refusal)) => Err(GatewayError::Refused(refusal)),
@@ -277,7 +327,7 @@ impl Gateway {
                     .await
             }
         };
-        self.finish(outcome, reservation, cache_key.as_deref())
+        self.finish(outcome, reservation, metered_key, cache_key.as_deref())
             .await
     }
 
@@ -368,6 +418,7 @@ impl Gateway {
         &self,
         outcome: Result<Served, GatewayError>,
         reservation: Option<budget::Reservation>,
+        key: Option<hermes_types::ids::ApiKeyId>,
         cache_key: Option<&str>,
     ) -> Result<Served, GatewayError> {
         let fresh = outcome.as_ref().ok().filter(|s| !s.cache_hit);
@@ -375,6 +426,9 @@ impl Gateway {
         let settle = async {
             if let Some(r) = reservation {
                 r.settle(usage.total()).await;
+            }
+            if let Some(key) = key {
+                self.keys.settle(key, usage).await;
             }
         };
         let store = async {

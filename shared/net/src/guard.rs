@@ -33,6 +33,19 @@ pub enum GuardError {
     NoHost,
 }
 
+impl GuardError {
+    /// How a send refused here is classified: a refused address or a URL without a host
+    /// for good, DNS trouble as something that may pass on the retry schedule.
+    pub fn failure_reason(&self) -> crate::failure::FailureReason {
+        use crate::failure::FailureReason;
+        match self {
+            GuardError::Refused { .. } => FailureReason::AddressRefused,
+            GuardError::NoHost => FailureReason::InvalidRecipient,
+            GuardError::Resolve { .. } | GuardError::NoAddress(_) => FailureReason::NetworkTimeout,
+        }
+    }
+}
+
 /// A host name and the checked addresses the client must connect to (and only to).
 pub type Pinned = (String, Vec<SocketAddr>);
 

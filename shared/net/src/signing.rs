@@ -90,6 +90,29 @@ pub fn standard_signature(key: &[u8], id: &str, timestamp: i64, body: &[u8]) -> 
     format!("v1,{}", BASE64.encode(tag))
 }
 
+/// A Standard Webhooks secret made of `raw` (random bytes the caller drew): `whsec_<base64>`.
+pub fn standard_secret(raw: &[u8]) -> String {
+    format!("{WHSEC_PREFIX}{}", BASE64.encode(raw))
+}
+
+/// The three Standard Webhooks headers (`webhook-id`, `webhook-timestamp`,
+/// `webhook-signature`) of a message `id` carrying `body` at `timestamp`, signed with `secret`.
+pub fn standard_headers(
+    secret: &[u8],
+    id: &str,
+    timestamp: i64,
+    body: &[u8],
+) -> [(&'static str, String); 3] {
+    [
+        (WEBHOOK_ID, id.to_string()),
+        (WEBHOOK_TIMESTAMP, timestamp.to_string()),
+        (
+            WEBHOOK_SIGNATURE,
+            standard_signature(&standard_key(secret), id, timestamp, body),
+        ),
+    ]
+}
+
 /// What a wake webhook is signed for: which event, which delivery, when.
 pub struct WakeSigning<'a> {
     pub event: &'a str,
@@ -122,12 +145,7 @@ pub fn wake_headers(
         (FORGE_DELIVERY, s.delivery_id.to_string()),
     ];
     if s.standard {
-        headers.push((WEBHOOK_ID, s.delivery_id.to_string()));
-        headers.push((WEBHOOK_TIMESTAMP, ts));
-        headers.push((
-            WEBHOOK_SIGNATURE,
-            standard_signature(&standard_key(secret), s.delivery_id, s.timestamp, body),
-        ));
+        headers.extend(standard_headers(secret, s.delivery_id, s.timestamp, body));
     }
     headers
 }

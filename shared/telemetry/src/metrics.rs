@@ -315,7 +315,7 @@ impl Metrics {
         let llm_budget_rejections = counter_vec(
             &r,
             "hermes_llm_budget_rejections_total",
-            "Model calls refused before reaching a provider, by scope (user_daily, user_monthly, budget_unavailable, global_cap, killswitch, capacity).",
+            "Model calls refused before reaching a provider, by scope (user_daily, user_monthly, budget_unavailable, global_cap, killswitch, capacity, workspace_secrets).",
             &["scope"],
         );
         let llm_budget_fail_open = IntCounter::new(

@@ -174,6 +174,29 @@ impl TestEnv {
         sender_id: &str,
         credits: i64,
     ) -> hermes_db::users::User {
+        self.scoped_user(platform.into(), sender_id, credits).await
+    }
+
+    /// A user with `credits`, linked (activated) to the REST `sender_id` of API key `key`.
+    pub async fn key_user(
+        &self,
+        key: hermes_types::ids::ApiKeyId,
+        sender_id: &str,
+        credits: i64,
+    ) -> hermes_db::users::User {
+        let scope = hermes_db::users::ChannelScope {
+            platform: hermes_types::model::Platform::Rest,
+            api_key: Some(key),
+        };
+        self.scoped_user(scope, sender_id, credits).await
+    }
+
+    async fn scoped_user(
+        &self,
+        scope: hermes_db::users::ChannelScope,
+        sender_id: &str,
+        credits: i64,
+    ) -> hermes_db::users::User {
         use hermes_db::users;
         let db = self.db();
         let mut client = db.get().await.unwrap();
@@ -191,7 +214,7 @@ impl TestEnv {
         .unwrap();
         tx.commit().await.unwrap();
         assert!(
-            users::link_channel(&client, user.id, platform, sender_id, true, None)
+            users::link_channel(&client, user.id, scope, sender_id, true, None)
                 .await
                 .unwrap()
         );

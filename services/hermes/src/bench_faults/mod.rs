@@ -295,7 +295,15 @@ async fn seed_users(db: &hermes_db::Db, users: usize, config: &Config) -> anyhow
             budgets::add_tokens(&tx, user.id, today, daily).await?;
         }
         tx.commit().await?;
-        users::link_channel(&client, user.id, Platform::Telegram, &sender, true, None).await?;
+        users::link_channel(
+            &client,
+            user.id,
+            Platform::Telegram.into(),
+            &sender,
+            true,
+            None,
+        )
+        .await?;
     }
     Ok(())
 }

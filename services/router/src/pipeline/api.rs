@@ -73,6 +73,7 @@ fn api_request(
         requested_model: inbound.requested_model.clone(),
         params: inbound.params.clone(),
         stream: inbound.stream,
+        api_key: inbound.api_key_id,
         ..LlmRequest::new(inbound.reply_to(), tier, chain, messages)
     }
 }

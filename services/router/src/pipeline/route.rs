@@ -292,6 +292,7 @@ impl Router {
             // An agent moved to another backend at run time answers there first.
             backend: agent.and_then(|a| a.backend.clone()),
             workspace: agent.map(|a| a.workspace_id),
+            api_key: r.inbound.api_key_id,
             // The agent's engagement mode governs what its tool calls may execute.
             policy: ToolPolicy {
                 engagement_mode: a.mode,

@@ -133,6 +133,12 @@ settings! {
             secret: false,
             help: "comma-separated host names or CIDR ranges agent webhook URLs may reach although not public (else refused)",
         },
+        HERMES_CALLBACK_ALLOW: Vec<AllowRule> {
+            kind: kinds::ALLOW_LIST,
+            unset: Means("(none)"),
+            secret: false,
+            help: "comma-separated host names or CIDR ranges REST callback URLs may reach although not public (else refused)",
+        },
     ]
 }
 

@@ -11,8 +11,10 @@
 //!   this process ([`local`]); only when neither can be read is the call refused (fail
 //!   **closed**).
 //! - **Global daily spend cap** and the **killswitch**: see [`global`].
+//! - **API keys' budgets** (tokens and dollars, daily and monthly): see [`keys`].
 
 mod global;
+mod keys;
 mod local;
 mod money;
 mod scripts;
@@ -32,6 +34,7 @@ use hermes_types::ids::UserId;
 use uuid::Uuid;
 
 pub use global::{Killswitch, KillswitchError, SpendStatus};
+pub use keys::KeyBudgets;
 pub use money::estimate_tokens;
 
 /// Which limit refused a call.
@@ -43,16 +46,22 @@ pub enum Refusal {
     BudgetUnavailable,
     GlobalCap,
     Killswitch,
+    /// The API key's daily tokens or dollars are spent.
+    KeyDaily,
+    /// The API key's monthly tokens or dollars are spent.
+    KeyMonthly,
 }
 
 impl Refusal {
     /// Every scope, for starting the rejection counters at 0.
-    pub const ALL: [Refusal; 5] = [
+    pub const ALL: [Refusal; 7] = [
         Refusal::UserDaily,
         Refusal::UserMonthly,
         Refusal::BudgetUnavailable,
         Refusal::GlobalCap,
         Refusal::Killswitch,
+        Refusal::KeyDaily,
+        Refusal::KeyMonthly,
     ];
 
     /// The `scope` label of `hermes_llm_budget_rejections_total`.
@@ -63,6 +72,8 @@ impl Refusal {
             Refusal::BudgetUnavailable => "budget_unavailable",
             Refusal::GlobalCap => "global_cap",
             Refusal::Killswitch => "killswitch",
+            Refusal::KeyDaily => "key_daily",
+            Refusal::KeyMonthly => "key_monthly",
         }
     }
 }

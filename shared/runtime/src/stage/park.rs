@@ -82,7 +82,7 @@ async fn close(ctx: &Ctx, env: &Envelope) -> anyhow::Result<()> {
         code: FailureCode::Invalid,
         message: PARKED_TEXT.into(),
     };
-    let closed = runs::finish(&tx, env.run_id, &outcome).await?;
+    let closed = runs::finish(&tx, env.run_id, &outcome, None).await?;
     let refunded = closed && credits::refund(&tx, env.run_id).await?;
     tx.commit().await?;
     if closed {

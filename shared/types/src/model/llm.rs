@@ -1,7 +1,7 @@
 //! What a model call needs (the request, its tool policy and parameters) and what travels
 //! with it for bookkeeping (the exchange and its provenance); tool requests.
 
-use crate::ids::{SessionId, UserId, WorkspaceId};
+use crate::ids::{ApiKeyId, SessionId, UserId, WorkspaceId};
 use serde::{Deserialize, Serialize};
 
 use super::*;
@@ -41,6 +41,9 @@ pub struct LlmRequest {
     /// The workspace whose provider secrets apply (absent: the global ones).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<WorkspaceId>,
+    /// The API key whose message this call answers: metered against its budgets too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<ApiKeyId>,
     /// What the run's tool calls may execute (its engagement mode and allowlist); every
     /// later round of the run carries it unchanged.
     #[serde(default, skip_serializing_if = "ToolPolicy::is_default")]
@@ -108,6 +111,7 @@ impl LlmRequest {
             stream: false,
             backend: None,
             workspace: None,
+            api_key: None,
             policy: ToolPolicy::default(),
         }
     }

@@ -23,10 +23,13 @@ pub enum FailureCode {
     SpendingPaused,
     /// Every model-call slot stayed busy for the whole bounded wait.
     Capacity,
+    /// The provider keys of the run's workspace could not be read; the run is not answered
+    /// with the global keys instead (docs/security.md).
+    WorkspaceSecretsUnavailable,
 }
 
 impl FailureCode {
-    pub const ALL: [FailureCode; 7] = [
+    pub const ALL: [FailureCode; 8] = [
         FailureCode::ProvidersUnavailable,
         FailureCode::ProviderRejected,
         FailureCode::Invalid,
@@ -34,6 +37,7 @@ impl FailureCode {
         FailureCode::BudgetUnavailable,
         FailureCode::SpendingPaused,
         FailureCode::Capacity,
+        FailureCode::WorkspaceSecretsUnavailable,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -45,6 +49,7 @@ impl FailureCode {
             FailureCode::BudgetUnavailable => "budget_unavailable",
             FailureCode::SpendingPaused => "spending_paused",
             FailureCode::Capacity => "capacity",
+            FailureCode::WorkspaceSecretsUnavailable => "workspace_secrets_unavailable",
         }
     }
 
@@ -168,6 +173,10 @@ pub struct Reply {
     /// The exchange to log and add to history (absent for API callers and notices).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exchange: Option<Exchange>,
+    /// Of a failure: what went wrong, scrubbed of credentials, for the run's record and the
+    /// logs. Never sent to the caller, who gets the outcome's code and message only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 impl Reply {
@@ -180,6 +189,7 @@ impl Reply {
                 message: message.into(),
             },
             exchange: None,
+            detail: None,
         }
     }
 
@@ -195,6 +205,7 @@ impl Reply {
                 tools_used: Vec::new(),
             },
             exchange: None,
+            detail: None,
         }
     }
 }
