@@ -20,5 +20,6 @@ mod shutdown;
 mod streaming;
 mod testkit;
 mod thin_path;
+mod tool_grants;
 mod tools;
 mod topology;
