@@ -3,6 +3,7 @@
 mod agent_webhooks;
 mod bus;
 mod channels;
+mod conversations;
 mod delivery;
 mod delivery_copies;
 mod deploy;
