@@ -240,3 +240,61 @@ async fn env_user(db: &Db, sender: &str) -> hermes_types::ids::UserId {
         .get(0);
     hermes_types::ids::UserId::from(id)
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_messages_at_once_all_reach_agents_in_turn_within_capacity() {
+    let env = TestEnv::new().await;
+    let db = env.db();
+    let mut keys = std::collections::BTreeMap::new();
+    for key in ["ana", "ben", "cy"] {
+        keys.insert(crate::router::internal_agent(&db, key, 17).await, key);
+    }
+    for i in 0..50 {
+        env.user(Platform::Rest, &format!("crowd{i}"), 5).await;
+    }
+    // All fifty wait in the queue before the router starts, so they arrive at once.
+    let bus = env.bus().await;
+    for i in 0..50 {
+        hermes_testkit::send(&bus, &format!("crowd{i}"), "plan my weekend").await;
+    }
+    let fleet = env.start(&[Service::Router]).await;
+    eventually(Duration::from_secs(60), "fifty runs dispatched", || async {
+        let c = db.get().await.ok()?;
+        let n: i64 = c
+            .query_one(
+                "SELECT count(*) FROM agent_runs WHERE dispatch IS NOT NULL",
+                &[],
+            )
+            .await
+            .ok()?
+            .get(0);
+        (n == 50).then_some(())
+    })
+    .await;
+    let c = db.get().await.unwrap();
+    let defaults: Vec<Value> = c
+        .query(
+            "SELECT dispatch FROM agent_runs WHERE agent_id IS NULL",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(defaults.is_empty(), "sent to the persona: {defaults:?}");
+    let mut per_agent: Vec<i64> = c
+        .query(
+            "SELECT count(*) FROM agent_runs GROUP BY agent_id ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    per_agent.sort();
+    assert_eq!(per_agent, [16, 17, 17], "in turn, within capacity");
+    bus.close().await;
+    fleet.stop().await.unwrap();
+}

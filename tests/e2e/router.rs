@@ -556,7 +556,7 @@ async fn a_session_idle_for_twelve_hours_rolls_over_and_its_history_stays_behind
     fleet.stop().await.unwrap();
 }
 
-async fn internal_agent(db: &Db, key: &str, max_concurrent: i32) -> AgentId {
+pub(crate) async fn internal_agent(db: &Db, key: &str, max_concurrent: i32) -> AgentId {
     let c = db.get().await.unwrap();
     agents::create(
         &c,

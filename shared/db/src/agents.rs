@@ -36,7 +36,7 @@ pub struct Agent {
     pub backend: Option<BackendOverride>,
 }
 
-const COLUMNS: &str = "a.id, a.workspace_id, a.profile_key, a.kind, a.display_name, a.tone, \
+pub(crate) const COLUMNS: &str = "a.id, a.workspace_id, a.profile_key, a.kind, a.display_name, a.tone, \
     a.role, a.role_instructions, a.tier, a.toolsets, a.capabilities, a.webhook_url, \
     a.standard_webhooks, a.max_concurrent, a.status, a.engagement_mode, a.last_heartbeat_at, a.last_dispatched_at, \
     a.created_at, a.backend, a.backend_model";
@@ -48,7 +48,7 @@ fn parse<T: std::str::FromStr<Err = String>>(
     row.get::<_, String>(col).parse().map_err(DbError::Invalid)
 }
 
-fn agent_from(row: &tokio_postgres::Row) -> Result<Agent, DbError> {
+pub(crate) fn agent_from(row: &tokio_postgres::Row) -> Result<Agent, DbError> {
     Ok(Agent {
         id: row.get("id"),
         workspace_id: row.get("workspace_id"),
@@ -336,31 +336,6 @@ pub async fn set_backend(
     )
     .await?;
     Ok(previous)
-}
-
-/// Round robin: the eligible agent dispatched to longest ago, locked for this transaction.
-/// Eligible = ONLINE, capability match (no capabilities, `*`, or `capability`), and fewer open
-/// runs than `max_concurrent`. Rows another transaction is dispatching to are skipped, so
-/// concurrent messages spread over agents instead of queueing on one lock.
-pub async fn next_round_robin(
-    tx: &Transaction<'_>,
-    workspace_id: WorkspaceId,
-    capability: &str,
-) -> Result<Option<Agent>, DbError> {
-    let sql = format!(
-        "SELECT {COLUMNS} FROM agents a
-         WHERE a.workspace_id = $1 AND a.status = 'ONLINE'
-           AND (cardinality(a.capabilities) = 0 OR '*' = ANY (a.capabilities)
-                OR $2 = ANY (a.capabilities))
-           AND (SELECT count(*) FROM agent_runs r WHERE r.agent_id = a.id
-                  AND r.status NOT IN ('completed', 'failed')) < a.max_concurrent
-         ORDER BY a.last_dispatched_at ASC NULLS FIRST, a.profile_key
-         LIMIT 1 FOR UPDATE OF a SKIP LOCKED"
-    );
-    let row = tx
-        .query_opt(&crate::stmt(tx, &sql).await?, &[&workspace_id, &capability])
-        .await?;
-    row.map(|r| agent_from(&r)).transpose()
 }
 
 /// Lock an agent row for dispatch (assignment and mentions): an explicit choice ignores
