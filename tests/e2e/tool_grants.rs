@@ -100,3 +100,149 @@ async fn a_tool_the_run_was_not_offered_is_refused_and_never_runs() {
     bus.close().await;
     fleet.stop().await.unwrap();
 }
+
+/// A configuration file with an MCP server that never answers (a process that does not
+/// speak MCP), so its first connection attempt lasts its whole `connect_timeout`.
+fn silent_server_config(ns: &str) -> std::path::PathBuf {
+    let file = std::env::temp_dir().join(format!("{ns}-silent.toml"));
+    std::fs::write(
+        &file,
+        "[mcp_servers.silent]\ncommand = \"sleep\"\nargs = [\"120\"]\nconnect_timeout = 60\n",
+    )
+    .unwrap();
+    file
+}
+
+/// The names in the registry, sorted.
+async fn registry(env: &TestEnv) -> Vec<String> {
+    let c = env.db().get().await.unwrap();
+    c.query("SELECT name FROM tool_registry ORDER BY name", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+/// Publish `names` under `toolset`, as a tools replica would.
+async fn publish(env: &TestEnv, toolset: &str, names: &[&str]) {
+    let specs: Vec<hermes_types::model::ToolSpec> = names
+        .iter()
+        .map(|n| hermes_types::model::ToolSpec {
+            name: (*n).into(),
+            description: "d".into(),
+            parameters: json!({"type": "object"}),
+            toolset: toolset.into(),
+        })
+        .collect();
+    let mut c = env.db().get().await.unwrap();
+    hermes_db::tool_registry::publish(&mut c, &[toolset], &specs)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_fleet_offers_its_tools_to_the_first_message_and_forgets_removed_servers() {
+    let provider = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(openai_answer("noon", 10, 1)))
+        .mount(&provider)
+        .await;
+    let mut env = TestEnv::new().await;
+    let config = silent_server_config(&env.ns);
+    env.openai_mock(&format!("{}/v1", provider.uri()))
+        .set("HERMES_MODEL", "gpt-test")
+        .set("HERMES_CONFIG", config.to_str().unwrap());
+    // A server of the previous configuration left its tools behind.
+    publish(&env, "mcp-gone", &["mcp_gone_wipe_disk"]).await;
+    env.user(Platform::Rest, "early", 5).await;
+    let fleet = env.start(&Service::ALL).await;
+    // Ready: the first message is offered the built-ins, while `silent` is still connecting.
+    let bus = env.bus().await;
+    send(&bus, "early", "what time is it in Tokyo right now?").await;
+    let calls = provider_calls(&provider, 1).await;
+    let offered: Vec<&str> = calls[0]["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| t["function"]["name"].as_str().unwrap())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(offered.contains(&"current_time"), "{offered:?}");
+    assert!(!offered.contains(&"mcp_gone_wipe_disk"), "{offered:?}");
+    assert_eq!(registry(&env).await, ["current_time", "http_fetch"]);
+    bus.close().await;
+    fleet.stop().await.unwrap();
+    let _ = std::fs::remove_file(config);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_router_sees_a_registry_change_without_waiting_for_its_cache() {
+    let env = TestEnv::new().await;
+    env.user(Platform::Rest, "asker", 500).await;
+    let fleet = env.start(&[Service::Router]).await;
+    let bus = env.bus().await;
+    let db = env.db();
+    let offered_last = || async {
+        let c = db.get().await.unwrap();
+        let row = c
+            .query_one(
+                "SELECT body FROM outbox WHERE stage = 'llm' ORDER BY id DESC LIMIT 1",
+                &[],
+            )
+            .await
+            .ok()?;
+        let body: Value = serde_json::from_slice(row.get::<_, &[u8]>(0)).unwrap();
+        Some(
+            body["payload"]["tools"]
+                .as_array()
+                .map(|t| {
+                    t.iter()
+                        .map(|t| t["name"].as_str().unwrap().to_owned())
+                        .collect()
+                })
+                .unwrap_or_else(Vec::<String>::new),
+        )
+    };
+    let routed = |n: i64| {
+        let db = db.clone();
+        async move {
+            eventually(Duration::from_secs(30), "routed", || async {
+                let got = hermes_testkit::count(
+                    &db,
+                    "SELECT count(*) FROM outbox WHERE stage = 'llm'",
+                    &[],
+                )
+                .await;
+                (got >= n).then_some(())
+            })
+            .await
+        }
+    };
+    // The registry is empty: the router reads that (and used to keep it for 30 s).
+    send(&bus, "asker", "what time is it in Lima right now?").await;
+    routed(1).await;
+    assert_eq!(offered_last().await, Some(Vec::new()));
+
+    publish(&env, "builtin", &["current_time"]).await;
+    let mut sent = 1;
+    eventually(Duration::from_secs(5), "the new tool offered", || {
+        sent += 1;
+        let n = sent;
+        let bus = &bus;
+        let offered_last = &offered_last;
+        let routed = &routed;
+        async move {
+            send(bus, "asker", "what time is it in Lima right now?").await;
+            routed(n).await;
+            offered_last()
+                .await
+                .filter(|t| t.iter().any(|n| n == "current_time"))
+        }
+    })
+    .await;
+    bus.close().await;
+    fleet.stop().await.unwrap();
+}

@@ -81,7 +81,7 @@ impl Router {
             tracing::info!("HERMES_EMBEDDINGS_URL is not set: semantic recall is off");
         }
         Ok(Self {
-            tools: ToolCatalog::new(),
+            tools: ToolCatalog::listening(&ctx.db, ctx.stop.clone()),
             soul: Soul::new(ctx.cache.clone(), ctx.metrics.clone()),
             recall,
             history,
