@@ -246,3 +246,111 @@ async fn a_router_sees_a_registry_change_without_waiting_for_its_cache() {
     bus.close().await;
     fleet.stop().await.unwrap();
 }
+
+/// The tool policy and offered tool names of the newest llm request in the outbox.
+async fn last_request(env: &TestEnv) -> (Value, Vec<String>) {
+    let c = env.db().get().await.unwrap();
+    let row = c
+        .query_one(
+            "SELECT body FROM outbox WHERE stage = 'llm' ORDER BY id DESC LIMIT 1",
+            &[],
+        )
+        .await
+        .unwrap();
+    let body: Value = serde_json::from_slice(row.get::<_, &[u8]>(0)).unwrap();
+    let tools = body["payload"]["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| t["name"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    (body["payload"]["policy"].clone(), tools)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_tool_allowlist_is_set_with_the_cli_and_travels_with_its_runs() {
+    let mut env = TestEnv::new().await;
+    // `shell` is declared local-host (the router reads that from the configuration).
+    let file = std::env::temp_dir().join(format!("{}-allow.toml", env.ns));
+    std::fs::write(
+        &file,
+        "[mcp_servers.shell]\ncommand = \"/usr/local/bin/shell-mcp\"\nlocal_host = true\n",
+    )
+    .unwrap();
+    env.set("HERMES_CONFIG", file.to_str().unwrap());
+    let (code, _, err) = env
+        .hermes(&[
+            "agents",
+            "create",
+            "rex",
+            "--name",
+            "Rex",
+            "--tool-allowlist",
+            "mcp_shell_ls",
+        ])
+        .await;
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = env.hermes(&["agents", "show", "rex", "--json"]).await;
+    assert_eq!(code, 0, "{err}");
+    let shown: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(shown["tool_allowlist"], json!(["mcp_shell_ls"]), "{out}");
+
+    let user = env.user(Platform::Rest, "ops", 10).await;
+    let c = env.db().get().await.unwrap();
+    let rex = hermes_db::agents::by_key(&c, "default", "rex")
+        .await
+        .unwrap()
+        .unwrap();
+    hermes_db::users::update(&c, user.id, None, None, Some(Some(rex.id)))
+        .await
+        .unwrap();
+    publish(&env, "builtin", &["current_time"]).await;
+    publish(&env, "mcp-shell", &["mcp_shell_ls", "mcp_shell_rm"]).await;
+    let fleet = env.start(&[Service::Router]).await;
+    let bus = env.bus().await;
+    let routed = |n: i64| {
+        let db = env.db();
+        async move {
+            eventually(Duration::from_secs(30), "routed", || async {
+                let got = hermes_testkit::count(
+                    &db,
+                    "SELECT count(*) FROM outbox WHERE stage = 'llm'",
+                    &[],
+                )
+                .await;
+                (got >= n).then_some(())
+            })
+            .await
+        }
+    };
+    send(&bus, "ops", "please list the files in the deploy folder").await;
+    routed(1).await;
+    let (policy, offered) = last_request(&env).await;
+    assert_eq!(
+        policy["tool_allowlist"],
+        json!(["mcp_shell_ls"]),
+        "{policy}"
+    );
+    assert!(offered.contains(&"mcp_shell_ls".to_owned()), "{offered:?}");
+    assert!(offered.contains(&"current_time".to_owned()), "{offered:?}");
+    assert!(
+        !offered.contains(&"mcp_shell_rm".to_owned()),
+        "a local-host tool outside the allowlist is not offered: {offered:?}"
+    );
+
+    // Cleared: no list applies any more, on the next message.
+    let (code, _, err) = env
+        .hermes(&["agents", "set", "rex", "--clear-tool-allowlist"])
+        .await;
+    assert_eq!(code, 0, "{err}");
+    send(&bus, "ops", "please list the files in the deploy folder").await;
+    routed(2).await;
+    let (policy, offered) = last_request(&env).await;
+    assert!(policy.get("tool_allowlist").is_none(), "{policy}");
+    assert!(offered.contains(&"mcp_shell_rm".to_owned()), "{offered:?}");
+    bus.close().await;
+    fleet.stop().await.unwrap();
+    let _ = std::fs::remove_file(file);
+}

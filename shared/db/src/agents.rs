@@ -34,12 +34,15 @@ pub struct Agent {
     pub created_at: DateTime<Utc>,
     /// The backend and model this agent answers on first (`hermes agents set --backend`).
     pub backend: Option<BackendOverride>,
+    /// The local-host toolsets or tool names its runs may use (`--tool-allowlist`); None:
+    /// no list applies (the engagement mode alone decides).
+    pub tool_allowlist: Option<Vec<String>>,
 }
 
 pub(crate) const COLUMNS: &str = "a.id, a.workspace_id, a.profile_key, a.kind, a.display_name, a.tone, \
     a.role, a.role_instructions, a.tier, a.toolsets, a.capabilities, a.webhook_url, \
     a.standard_webhooks, a.max_concurrent, a.status, a.engagement_mode, a.last_heartbeat_at, a.last_dispatched_at, \
-    a.created_at, a.backend, a.backend_model";
+    a.created_at, a.backend, a.backend_model, a.tool_allowlist";
 
 fn parse<T: std::str::FromStr<Err = String>>(
     row: &tokio_postgres::Row,
@@ -83,6 +86,7 @@ pub(crate) fn agent_from(row: &tokio_postgres::Row) -> Result<Agent, DbError> {
             }),
             _ => None,
         },
+        tool_allowlist: row.get("tool_allowlist"),
     })
 }
 
@@ -260,6 +264,8 @@ pub struct AgentUpdate<'a> {
     pub status: Option<AgentStatus>,
     pub engagement_mode: Option<EngagementMode>,
     pub standard_webhooks: Option<bool>,
+    /// `Some(None)` removes the list; `Some(Some(list))` replaces it.
+    pub tool_allowlist: Option<Option<&'a [String]>>,
 }
 
 /// Apply `u` to the agent; false when there is no such agent.
@@ -279,6 +285,7 @@ pub async fn update(client: &Client, id: AgentId, u: &AgentUpdate<'_>) -> Result
                                status = COALESCE($10, status),
                                engagement_mode = COALESCE($11, engagement_mode),
                                standard_webhooks = COALESCE($12, standard_webhooks),
+                               tool_allowlist = CASE WHEN $13 THEN $14 ELSE tool_allowlist END,
                                updated_at = now()
              WHERE id = $1",
             )
@@ -296,6 +303,8 @@ pub async fn update(client: &Client, id: AgentId, u: &AgentUpdate<'_>) -> Result
                 &u.status.map(AgentStatus::as_str),
                 &u.engagement_mode.map(EngagementMode::as_str),
                 &u.standard_webhooks,
+                &u.tool_allowlist.is_some(),
+                &u.tool_allowlist.flatten(),
             ],
         )
         .await?;

@@ -66,6 +66,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0010_delivery_sends",
         sql: include_str!("../../../migrations/0010_delivery_sends.sql"),
     },
+    Migration {
+        version: 12,
+        name: "0012_agent_tool_allowlist",
+        sql: include_str!("../../../migrations/0012_agent_tool_allowlist.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.
