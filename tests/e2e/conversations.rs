@@ -298,3 +298,72 @@ async fn fifty_messages_at_once_all_reach_agents_in_turn_within_capacity() {
     bus.close().await;
     fleet.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_phone_number_appears_in_a_redis_key_name() {
+    use hmac::{Hmac, Mac};
+    const APP_SECRET: &str = "wa-app-secret-0123";
+    const PHONE: &str = "15551234567";
+    let graph = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path_regex("/messages$"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(json!({"messages": [{"id": "wamid.out"}]})),
+        )
+        .mount(&graph)
+        .await;
+    let mut env = TestEnv::new().await;
+    env.set("HERMES_SESSION_KEYS", SESSION_KEYS)
+        .set("WHATSAPP_APP_SECRET", APP_SECRET)
+        .set("WHATSAPP_VERIFY_TOKEN", "wa-verify")
+        .set("WHATSAPP_ACCESS_TOKEN", "wa-token")
+        .set("WHATSAPP_PHONE_NUMBER_ID", "PHONE_ID")
+        .set("WHATSAPP_API_BASE_URL", &graph.uri());
+    env.user(Platform::Whatsapp, PHONE, 10).await;
+    let fleet = env.start(&Service::ALL).await;
+    let http = reqwest::Client::new();
+    for (i, text) in ["hola", "¿abren el domingo?"].into_iter().enumerate() {
+        // Real message ids embed the sender's number too.
+        let body = serde_json::to_vec(&json!({
+            "object": "whatsapp_business_account",
+            "entry": [{"id": "WABA_ID", "changes": [{"field": "messages", "value": {
+                "messaging_product": "whatsapp",
+                "metadata": {"display_phone_number": "15550001111", "phone_number_id": "PHONE_ID"},
+                "contacts": [{"profile": {"name": "Kai"}, "wa_id": PHONE}],
+                "messages": [{"from": PHONE, "id": format!("wamid.{PHONE}.{i}"),
+                              "timestamp": "1760000000", "type": "text", "text": {"body": text}}]
+            }}]}]
+        }))
+        .unwrap();
+        let mut mac = Hmac::<sha2::Sha256>::new_from_slice(APP_SECRET.as_bytes()).unwrap();
+        mac.update(&body);
+        let signature = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
+        let resp = http
+            .post(fleet.url("/webhooks/whatsapp"))
+            .header("content-type", "application/json")
+            .header("x-hub-signature-256", signature)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        completed(&env.db(), i as i64 + 1).await;
+    }
+    let cache = Cache::new(
+        &SecretString::from(env.vars["REDIS_URL"].clone()),
+        env.config().namespace.clone(),
+        Metrics::new(),
+    )
+    .unwrap();
+    let mut conn = cache.conn();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(cache.key("*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    // The exchange left keys behind: history, rate limits, dedupe, outbound rate gates.
+    assert!(keys.len() >= 4, "{keys:?}");
+    let named: Vec<&String> = keys.iter().filter(|k| k.contains(PHONE)).collect();
+    assert!(named.is_empty(), "keys naming the number: {named:?}");
+    fleet.stop().await.unwrap();
+}
