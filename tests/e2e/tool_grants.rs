@@ -184,67 +184,38 @@ async fn a_router_sees_a_registry_change_without_waiting_for_its_cache() {
     env.user(Platform::Rest, "asker", 500).await;
     let fleet = env.start(&[Service::Router]).await;
     let bus = env.bus().await;
-    let db = env.db();
-    let offered_last = || async {
-        let c = db.get().await.unwrap();
-        let row = c
-            .query_one(
-                "SELECT body FROM outbox WHERE stage = 'llm' ORDER BY id DESC LIMIT 1",
-                &[],
-            )
-            .await
-            .ok()?;
-        let body: Value = serde_json::from_slice(row.get::<_, &[u8]>(0)).unwrap();
-        Some(
-            body["payload"]["tools"]
-                .as_array()
-                .map(|t| {
-                    t.iter()
-                        .map(|t| t["name"].as_str().unwrap().to_owned())
-                        .collect()
-                })
-                .unwrap_or_else(Vec::<String>::new),
-        )
-    };
-    let routed = |n: i64| {
-        let db = db.clone();
-        async move {
-            eventually(Duration::from_secs(30), "routed", || async {
-                let got = hermes_testkit::count(
-                    &db,
-                    "SELECT count(*) FROM outbox WHERE stage = 'llm'",
-                    &[],
-                )
-                .await;
-                (got >= n).then_some(())
-            })
-            .await
-        }
-    };
     // The registry is empty: the router reads that (and used to keep it for 30 s).
     send(&bus, "asker", "what time is it in Lima right now?").await;
-    routed(1).await;
-    assert_eq!(offered_last().await, Some(Vec::new()));
+    routed(&env, 1).await;
+    assert_eq!(last_request(&env).await.1, Vec::<String>::new());
 
     publish(&env, "builtin", &["current_time"]).await;
     let mut sent = 1;
     eventually(Duration::from_secs(5), "the new tool offered", || {
         sent += 1;
-        let n = sent;
-        let bus = &bus;
-        let offered_last = &offered_last;
-        let routed = &routed;
+        let (n, bus, env) = (sent, &bus, &env);
         async move {
             send(bus, "asker", "what time is it in Lima right now?").await;
-            routed(n).await;
-            offered_last()
-                .await
-                .filter(|t| t.iter().any(|n| n == "current_time"))
+            routed(env, n).await;
+            let (_, offered) = last_request(env).await;
+            offered.iter().any(|t| t == "current_time").then_some(())
         }
     })
     .await;
     bus.close().await;
     fleet.stop().await.unwrap();
+}
+
+/// Wait until the router has emitted `n` llm requests.
+async fn routed(env: &TestEnv, n: i64) {
+    let db = env.db();
+    eventually(Duration::from_secs(30), "routed", || async {
+        let got =
+            hermes_testkit::count(&db, "SELECT count(*) FROM outbox WHERE stage = 'llm'", &[])
+                .await;
+        (got >= n).then_some(())
+    })
+    .await
 }
 
 /// The tool policy and offered tool names of the newest llm request in the outbox.
@@ -310,23 +281,8 @@ async fn an_agents_tool_allowlist_is_set_with_the_cli_and_travels_with_its_runs(
     publish(&env, "mcp-shell", &["mcp_shell_ls", "mcp_shell_rm"]).await;
     let fleet = env.start(&[Service::Router]).await;
     let bus = env.bus().await;
-    let routed = |n: i64| {
-        let db = env.db();
-        async move {
-            eventually(Duration::from_secs(30), "routed", || async {
-                let got = hermes_testkit::count(
-                    &db,
-                    "SELECT count(*) FROM outbox WHERE stage = 'llm'",
-                    &[],
-                )
-                .await;
-                (got >= n).then_some(())
-            })
-            .await
-        }
-    };
     send(&bus, "ops", "please list the files in the deploy folder").await;
-    routed(1).await;
+    routed(&env, 1).await;
     let (policy, offered) = last_request(&env).await;
     assert_eq!(
         policy["tool_allowlist"],
@@ -346,7 +302,7 @@ async fn an_agents_tool_allowlist_is_set_with_the_cli_and_travels_with_its_runs(
         .await;
     assert_eq!(code, 0, "{err}");
     send(&bus, "ops", "please list the files in the deploy folder").await;
-    routed(2).await;
+    routed(&env, 2).await;
     let (policy, offered) = last_request(&env).await;
     assert!(policy.get("tool_allowlist").is_none(), "{policy}");
     assert!(offered.contains(&"mcp_shell_rm".to_owned()), "{offered:?}");

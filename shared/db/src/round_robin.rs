@@ -136,7 +136,7 @@ mod tests {
         let mut keys = BTreeMap::new();
         let mut workspace = None;
         for key in ["ana", "ben", "cy"] {
-            let a = agent(&db, key, 4).await;
+            let a = agent(db, key, 4).await;
             workspace = Some(a.workspace_id);
             keys.insert(a.id, key);
         }
