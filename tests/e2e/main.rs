@@ -3,6 +3,7 @@
 mod agent_webhooks;
 mod bus;
 mod channels;
+mod conversations;
 mod delivery;
 mod delivery_copies;
 mod deploy;
@@ -23,5 +24,6 @@ mod streaming;
 mod tenants;
 mod testkit;
 mod thin_path;
+mod tool_grants;
 mod tools;
 mod topology;

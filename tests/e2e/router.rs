@@ -482,7 +482,7 @@ async fn a_session_idle_for_twelve_hours_rolls_over_and_its_history_stays_behind
     assert_eq!(second.len(), 4, "{second:?}");
     assert_eq!(second[1]["content"], "my name is Ana");
     assert_eq!(second[2]["content"], "echo: my name is Ana");
-    // The history is encrypted in Redis, under the session scope.
+    // The history is encrypted in Redis, under the session.
     let cache = Cache::new(
         &SecretString::from(env.vars["REDIS_URL"].clone()),
         env.config().namespace.clone(),
@@ -490,8 +490,17 @@ async fn a_session_idle_for_twelve_hours_rolls_over_and_its_history_stays_behind
     )
     .unwrap();
     let mut conn = cache.conn();
+    let session: Uuid = db
+        .get()
+        .await
+        .unwrap()
+        .query_one("SELECT id FROM sessions", &[])
+        .await
+        .unwrap()
+        .get(0);
+    // The history is keyed by the internal session id, never the platform's chat id.
     let stored: Option<String> = redis::cmd("GET")
-        .arg(cache.key("session:rest:channel:sleeper"))
+        .arg(cache.key(format_args!("session:{session}")))
         .query_async(&mut conn)
         .await
         .unwrap();
@@ -547,7 +556,7 @@ async fn a_session_idle_for_twelve_hours_rolls_over_and_its_history_stays_behind
     fleet.stop().await.unwrap();
 }
 
-async fn internal_agent(db: &Db, key: &str, max_concurrent: i32) -> AgentId {
+pub(crate) async fn internal_agent(db: &Db, key: &str, max_concurrent: i32) -> AgentId {
     let c = db.get().await.unwrap();
     agents::create(
         &c,

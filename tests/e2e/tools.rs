@@ -57,8 +57,8 @@ async fn a_model_calls_an_mcp_tool_and_its_result_reaches_the_second_call() {
         .set("HERMES_MODEL", "gpt-test")
         .set("HERMES_CONFIG", config.to_str().unwrap());
     let fleet = env.start(&Service::ALL).await;
-    // The tools stage publishes once its servers have been discovered; the router reads
-    // the registry at the first message, so the message waits for the publication.
+    // A server's tools are published when it connects (after the built-ins, which a ready
+    // fleet has published); the message waits for that publication.
     let db = env.db();
     eventually(
         Duration::from_secs(30),

@@ -231,6 +231,29 @@ impl AgentWebhookStage {
     }
 }
 
+/// Who enforces an external run's tool policy, stated as it is (docs/agents.md,
+/// "Engagement modes"): an external agent's tools run in its own runtime, so neither
+/// Hermes layer sees, let alone refuses, its calls; `enforced` says what Hermes enforces.
+fn enforcement_layers() -> Value {
+    json!([
+        {
+            "kind": "hermes-router",
+            "enforced": false,
+            "detail": "the mode and allowlist are recorded on the run and sent here; the router never sees this runtime's tool calls",
+        },
+        {
+            "kind": "hermes-host",
+            "enforced": false,
+            "detail": "this run's tools do not execute on Hermes hosts",
+        },
+        {
+            "kind": "agent-runtime",
+            "enforced": false,
+            "detail": "not verified by Hermes: this runtime must apply engagement_mode and allowed_host_tools itself",
+        },
+    ])
+}
+
 /// The JSON a woken agent receives (docs/agents.md): what happened, to whom, in which workspace,
 /// for which run, how it was chosen, and the run's engagement contract.
 fn wake_body(env: &Envelope, wake: &AgentWake, target: &WakeTarget) -> Value {
@@ -261,10 +284,7 @@ fn wake_body(env: &Envelope, wake: &AgentWake, target: &WakeTarget) -> Value {
             "engagement_mode": wake.engagement_mode,
             "allowed_host_tools": wake.tool_allowlist,
             "restricted": restricted,
-            "enforcement_layers": [
-                { "kind": "hermes-router", "enforced": true },
-                { "kind": "hermes-host", "enforced": true },
-            ],
+            "enforcement_layers": enforcement_layers(),
         },
     })
 }
@@ -408,5 +428,12 @@ mod tests {
         assert_eq!(body["engagement_mode"], "REVIEW");
         assert_eq!(body["runtime_policy"]["contract_version"], "2026-06-06.2");
         assert_eq!(body["runtime_policy"]["allowed_host_tools"], json!([]));
+        // Hermes runs none of an external agent's tools: it claims no enforcement.
+        let layers = body["runtime_policy"]["enforcement_layers"]
+            .as_array()
+            .unwrap();
+        assert!(!layers.is_empty());
+        assert!(layers.iter().all(|l| l["enforced"] == false), "{layers:?}");
+        assert!(layers.iter().any(|l| l["kind"] == "agent-runtime"));
     }
 }

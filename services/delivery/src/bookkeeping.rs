@@ -6,7 +6,7 @@
 
 use chrono::Utc;
 use hermes_cache::Cache;
-use hermes_cache::history::{HistoryCipher, HistoryStore, SessionScope};
+use hermes_cache::history::{HistoryCipher, HistoryStore};
 use hermes_db::{DbError, Transaction, credits, sessions};
 use hermes_runtime::Ctx;
 use hermes_telemetry::Metrics;
@@ -78,14 +78,17 @@ impl Bookkeeping {
         }
     }
 
-    /// After the commit: extend the session's history cache with the exchange.
+    /// After the commit that closed the run: extend the history cache of the exchange's own
+    /// session. A late answer of a session that is over lands in that session's entry, which
+    /// no later message reads; a copy of a reply already closed adds nothing.
     pub async fn remember(&self, reply: &Reply) {
         let (Some(store), Some(x)) = (&self.history, &reply.exchange) else {
             return;
         };
         if let Outcome::Answered { text, .. } = &reply.outcome {
-            let scope = SessionScope::new(reply.reply_to.platform, reply.reply_to.chat_id.clone());
-            store.append(&scope, &turns(x, text), self.max_turns).await;
+            store
+                .append(x.session_id, &turns(x, text), self.max_turns)
+                .await;
         }
     }
 }

@@ -225,7 +225,9 @@ fn chat_text(outcome: &Outcome) -> &str {
 impl Handler for DeliveryStage {
     const STAGE: Stage = Stage::Delivery;
     type Prepared = Reply;
-    type After = Reply;
+    /// The reply, and whether this commit closed its run (a copy of a closed run's reply
+    /// leaves the history alone).
+    type After = (Reply, bool);
 
     async fn prepare(&self, env: &Envelope) -> Result<Reply, StageError> {
         let reply: Reply = env.payload()?;
@@ -251,7 +253,7 @@ impl Handler for DeliveryStage {
         env: &Envelope,
         reply: Reply,
         tx: &Transaction<'_>,
-    ) -> Result<(Vec<Envelope>, Reply), StageError> {
+    ) -> Result<(Vec<Envelope>, (Reply, bool)), StageError> {
         if reply.reply_to.platform.is_chat() {
             delivery_sends::finish(tx, env.id).await?;
         }
@@ -270,11 +272,13 @@ impl Handler for DeliveryStage {
                 .inc();
             tracing::info!(status, "run closed");
         }
-        Ok((next, reply))
+        Ok((next, (reply, closed)))
     }
 
-    async fn after_commit(&self, env: &Envelope, reply: Reply) {
-        self.books.remember(&reply).await;
+    async fn after_commit(&self, env: &Envelope, (reply, closed): (Reply, bool)) {
+        if closed {
+            self.books.remember(&reply).await;
+        }
         let platform = reply.reply_to.platform;
         let event = RunEvent::Final {
             outcome: reply.outcome,

@@ -28,6 +28,8 @@ pub struct TooBusy {
 #[derive(Clone)]
 pub struct RateGate {
     limiter: RateLimiter,
+    /// Hashes the chat id into the key name (on WhatsApp it is a phone number).
+    cache: Cache,
     settings: RateGateSettings,
     metrics: Metrics,
 }
@@ -35,7 +37,8 @@ pub struct RateGate {
 impl RateGate {
     pub fn new(cache: Cache, settings: RateGateSettings, metrics: Metrics) -> Self {
         Self {
-            limiter: RateLimiter::new(cache),
+            limiter: RateLimiter::new(cache.clone()),
+            cache,
             settings,
             metrics,
         }
@@ -43,7 +46,11 @@ impl RateGate {
 
     /// Wait until one more message may go to `chat_id` on `platform`.
     pub async fn pass(&self, platform: Platform, chat_id: &str) -> Result<Duration, TooBusy> {
-        let chat = format!("rate:out:{}:chat:{chat_id}", platform.as_str());
+        let chat = format!(
+            "rate:out:{}:chat:{}",
+            platform.as_str(),
+            self.cache.opaque(chat_id)
+        );
         let bot = format!("rate:out:{}:bot", platform.as_str());
         let s = &self.settings;
         let interval =

@@ -60,6 +60,11 @@ pub enum AgentsCommand {
         /// EXECUTE, REVIEW, RESEARCH or DISCUSS.
         #[arg(long, default_value = "EXECUTE")]
         mode: EngagementMode,
+        /// Local-host toolsets or tool names its runs may use (comma-separated; empty: none).
+        /// Without it no list applies and the engagement mode alone decides. Enforced by
+        /// the tools stage for the runs the fleet answers; an external agent receives it.
+        #[arg(long, value_delimiter = ',', value_name = "LIST")]
+        tool_allowlist: Option<Vec<String>>,
         #[arg(long, default_value = "default")]
         workspace: String,
         #[arg(long)]
@@ -118,6 +123,18 @@ pub enum AgentsCommand {
         /// EXECUTE, REVIEW, RESEARCH or DISCUSS.
         #[arg(long)]
         mode: Option<EngagementMode>,
+        /// Local-host toolsets or tool names its runs may use (comma-separated; replaces the
+        /// list; empty: none).
+        #[arg(
+            long,
+            value_delimiter = ',',
+            value_name = "LIST",
+            conflicts_with = "clear_tool_allowlist"
+        )]
+        tool_allowlist: Option<Vec<String>>,
+        /// Remove the tool allowlist: the engagement mode alone decides.
+        #[arg(long)]
+        clear_tool_allowlist: bool,
         /// Move the agent to this backend at run time (mock, hermes, openrouter, anthropic,
         /// gemini, openai, ollama), tried before its tier's chain; `none` returns it to the
         /// chain. The switch lands only if the backend passes a health check with the
@@ -139,6 +156,17 @@ fn check_url(url: &str) -> anyhow::Result<()> {
         "--webhook-url must be http or https"
     );
     Ok(())
+}
+
+/// An allowlist as typed: names trimmed, empty entries dropped (`--tool-allowlist ""` is
+/// the empty list: no local-host tool at all).
+fn allowlist(list: Option<Vec<String>>) -> Option<Vec<String>> {
+    list.map(|l| {
+        l.into_iter()
+            .map(|n| n.trim().to_owned())
+            .filter(|n| !n.is_empty())
+            .collect()
+    })
 }
 
 fn print_agent(a: &Agent, open: Option<i64>) {
@@ -227,6 +255,7 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
             standard_webhooks,
             max_concurrent,
             mode,
+            tool_allowlist,
             workspace,
             json,
         } => {
@@ -287,9 +316,11 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
                 },
             )
             .await?;
-            let agent = if standard_webhooks {
+            let tool_allowlist = allowlist(tool_allowlist);
+            let agent = if standard_webhooks || tool_allowlist.is_some() {
                 let on = AgentUpdate {
-                    standard_webhooks: Some(true),
+                    standard_webhooks: standard_webhooks.then_some(true),
+                    tool_allowlist: tool_allowlist.as_deref().map(Some),
                     ..AgentUpdate::default()
                 };
                 agents::update(&client, agent.id, &on).await?;
@@ -347,6 +378,10 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
                     "  toolsets {:?}  capabilities {:?}",
                     a.toolsets, a.capabilities
                 );
+                match &a.tool_allowlist {
+                    Some(list) => println!("  tool allowlist {list:?}"),
+                    None => println!("  tool allowlist (none: the mode alone decides)"),
+                }
                 if let Some(u) = &a.webhook_url {
                     println!("  webhook {u}");
                 }
@@ -375,6 +410,8 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
             max_concurrent,
             status,
             mode,
+            tool_allowlist,
+            clear_tool_allowlist,
             backend,
             model,
             workspace,
@@ -388,6 +425,7 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
             let Some(a) = agents::by_key(&client, &workspace, &profile_key).await? else {
                 bail!("no agent {profile_key:?} in workspace {workspace:?}");
             };
+            let tool_allowlist = allowlist(tool_allowlist);
             let update = AgentUpdate {
                 display_name: name.as_deref(),
                 tone,
@@ -400,6 +438,11 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
                 status,
                 engagement_mode: mode,
                 standard_webhooks,
+                tool_allowlist: if clear_tool_allowlist {
+                    Some(None)
+                } else {
+                    tool_allowlist.as_deref().map(Some)
+                },
             };
             agents::update(&client, a.id, &update).await?;
             if let Some(b) = backend {

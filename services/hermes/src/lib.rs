@@ -139,6 +139,11 @@ pub async fn run(
         tokio::spawn(relay.run(infra.clone()))
     });
 
+    if services.contains(&Service::Tools) {
+        // Not ready before the registry holds this build's tools: a message routed earlier
+        // would be offered none.
+        ctx.readiness.expect(hermes_tools::REGISTRY_PUBLISHED);
+    }
     let mut http = listeners.http;
     let mut ingest = None;
     let mut stages = Vec::new();

@@ -61,7 +61,12 @@ pub async fn accept(
     let dedupe_id = dedupe_id(&inbound);
     // One round trip: the dedupe check, then a token from the sender's bucket.
     let seen_key = dedupe_id.as_deref().map(|id| app.dedupe.key(platform, id));
-    let bucket = format!("in:{}", sender_scope(&inbound));
+    // Identifiers never appear in key names (a WhatsApp sender id is a phone number).
+    let bucket = format!(
+        "in:{}:{}",
+        platform.as_str(),
+        app.ctx.cache.opaque(&sender_scope(&inbound))
+    );
     let limit = app.ctx.config.inbound_rate_for(platform);
     match app
         .limiter
@@ -302,7 +307,7 @@ async fn slow_down_once(app: &AppState, inbound: &Inbound, traceparent: Option<T
     let key = app.ctx.cache.key(format_args!(
         "slowdown:{}:{}",
         platform.as_str(),
-        inbound.event.sender_id
+        app.ctx.cache.opaque(&inbound.event.sender_id)
     ));
     let mut c = app.ctx.cache.conn();
     let first: Result<bool, _> = redis::cmd("SET")

@@ -5,7 +5,7 @@
 
 use hermes_db::agents::Agent;
 use hermes_db::users::Resolved;
-use hermes_db::{DbError, Transaction, agents};
+use hermes_db::{DbError, Transaction, agents, round_robin};
 use hermes_types::agent::{AgentKind, AgentStatus, Dispatch, DispatchMode};
 use hermes_types::ids::WorkspaceId;
 use hermes_types::intent::Intent;
@@ -125,9 +125,7 @@ pub async fn choose(
         )
         .await;
     }
-    if let Some(agent) =
-        agents::next_round_robin(tx, who.user.workspace_id, intent.as_str()).await?
-    {
+    if let Some(agent) = round_robin::next(tx, who.user.workspace_id, intent.as_str()).await? {
         return chosen(agent, DispatchMode::RoundRobin, "round-robin".into(), tx).await;
     }
     let reason = if has_agents {

@@ -16,7 +16,7 @@ use std::time::Instant;
 use anyhow::anyhow;
 use chrono::{DateTime, Utc};
 use hermes_bus::Stage;
-use hermes_cache::history::{HistoryCipher, HistoryStore, SessionScope};
+use hermes_cache::history::{HistoryCipher, HistoryStore};
 use hermes_db::users::{self, Resolved};
 use hermes_db::{Transaction, runs, sessions};
 use hermes_runtime::Ctx;
@@ -81,7 +81,7 @@ impl Router {
             tracing::info!("HERMES_EMBEDDINGS_URL is not set: semantic recall is off");
         }
         Ok(Self {
-            tools: ToolCatalog::new(),
+            tools: ToolCatalog::listening(&ctx.db, ctx.stop.clone()),
             soul: Soul::new(ctx.cache.clone(), ctx.metrics.clone()),
             recall,
             history,
@@ -180,7 +180,7 @@ impl Handler for Router {
                 .base(&client, who.user.id, session_seen, now)
                 .await?;
             let history = match session_seen {
-                Some(session) => self.history_of(&client, event, session).await?,
+                Some(session) => self.history_of(&client, session).await?,
                 None => Vec::new(),
             };
             Ok::<_, StageError>((base, history))
@@ -412,23 +412,22 @@ impl Router {
     }
 
     /// The session's history: from the encrypted Redis cache, or rebuilt from PostgreSQL
-    /// (and cached again) on a miss.
+    /// (and cached again) on a miss. Keyed by the session, which is one user's in one chat:
+    /// in a group, each member's model sees only that member's turns.
     async fn history_of(
         &self,
         client: &hermes_db::Client,
-        event: &hermes_types::model::MessageEvent,
         session: SessionId,
     ) -> Result<Vec<ChatMessage>, StageError> {
         let max = self.ctx.config.file.router.history_max_turns;
-        let scope = SessionScope::new(event.platform, event.chat_id.clone());
         if let Some(store) = &self.history
-            && let Some(h) = store.load(&scope).await
+            && let Some(h) = store.load(session).await
         {
             return Ok(h);
         }
         let rebuilt = sessions::history(client, session, max).await?;
         if let Some(store) = &self.history {
-            store.save(&scope, &rebuilt).await;
+            store.save(session, &rebuilt).await;
         }
         Ok(rebuilt)
     }

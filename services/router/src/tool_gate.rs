@@ -62,19 +62,25 @@ pub fn gate(intent: Intent, tools: &[ToolSpec], settings: &ToolGateSettings) -> 
 }
 
 /// The gated tools a run is offered once its agent is known: only the agent's toolsets
-/// when it names any (`agent_toolsets` empty: no restriction), and no `local_host` toolset
-/// outside [`EngagementMode::Execute`] (the tools stage refuses their calls anyway, so
-/// offering them would only invite refused calls).
+/// when it names any (`agent_toolsets` empty: no restriction), no `local_host` toolset
+/// outside [`EngagementMode::Execute`], and, under the agent's `allowlist`, only the
+/// local-host tools it names (by toolset or by tool). What is not offered the tools stage
+/// refuses, whatever the model asks for (docs/tools-and-mcp.md, "What a run may call").
 pub fn offered_to(
     tools: Vec<ToolSpec>,
     agent_toolsets: &[String],
     mode: EngagementMode,
     local_host: &[String],
+    allowlist: Option<&[String]>,
 ) -> Vec<ToolSpec> {
+    let host_allowed = |t: &ToolSpec| {
+        mode == EngagementMode::Execute
+            && allowlist.is_none_or(|l| l.contains(&t.toolset) || l.contains(&t.name))
+    };
     tools
         .into_iter()
         .filter(|t| agent_toolsets.is_empty() || agent_toolsets.contains(&t.toolset))
-        .filter(|t| mode == EngagementMode::Execute || !local_host.contains(&t.toolset))
+        .filter(|t| !local_host.contains(&t.toolset) || host_allowed(t))
         .collect()
 }
 
@@ -278,7 +284,8 @@ mod tests {
                 tools.clone(),
                 &[],
                 EngagementMode::Execute,
-                &local
+                &local,
+                None
             )),
             ["a", "b", "c"],
             "no agent toolsets and EXECUTE: everything gated in"
@@ -288,15 +295,58 @@ mod tests {
                 tools.clone(),
                 &[],
                 EngagementMode::Review,
-                &local
+                &local,
+                None
             )),
             ["a", "b"],
             "local-host toolsets only in EXECUTE"
         );
         let only = ["files".to_string(), "shell".to_string()];
         assert_eq!(
-            names(offered_to(tools, &only, EngagementMode::Execute, &local)),
+            names(offered_to(
+                tools.clone(),
+                &only,
+                EngagementMode::Execute,
+                &local,
+                None
+            )),
             ["b", "c"]
+        );
+        // An allowlist narrows the local-host tools only, by tool or by toolset.
+        let shell = vec![tool("d", "shell")];
+        let listed = ["d".to_string()];
+        let all = [tools, shell].concat();
+        assert_eq!(
+            names(offered_to(
+                all.clone(),
+                &[],
+                EngagementMode::Execute,
+                &local,
+                Some(&listed)
+            )),
+            ["a", "b", "d"]
+        );
+        let toolset = ["shell".to_string()];
+        assert_eq!(
+            names(offered_to(
+                all.clone(),
+                &[],
+                EngagementMode::Execute,
+                &local,
+                Some(&toolset)
+            )),
+            ["a", "b", "c", "d"]
+        );
+        assert_eq!(
+            names(offered_to(
+                all,
+                &[],
+                EngagementMode::Execute,
+                &local,
+                Some(&[])
+            )),
+            ["a", "b"],
+            "an empty allowlist: no local-host tool"
         );
     }
 }

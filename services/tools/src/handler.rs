@@ -9,10 +9,10 @@ use hermes_db::Transaction;
 use hermes_runtime::Ctx;
 use hermes_runtime::stage::{Handler, StageError};
 use hermes_types::envelope::Envelope;
-use hermes_types::model::{ChatMessage, ToolCall, ToolPolicy, ToolRequest};
+use hermes_types::model::{ChatMessage, ToolCall, ToolRequest};
 use hermes_types::sync;
 
-use crate::policy::{self, RefusalReason};
+use crate::policy::{self, Permit, RefusalReason};
 use crate::registry::{Registry, ToolError};
 
 pub struct ToolStage {
@@ -26,12 +26,16 @@ impl ToolStage {
         Self { ctx, registry }
     }
 
-    async fn run_call(&self, policy: &ToolPolicy, call: &ToolCall) -> String {
+    async fn run_call(&self, permit: Permit<'_>, call: &ToolCall) -> String {
         let started = Instant::now();
         let registry = sync::read(&self.registry).clone();
-        let done = execute(&registry, policy, call).await;
+        let done = execute(&registry, permit, call).await;
         let m = &self.ctx.metrics;
-        let label = if done.outcome == Outcome::UnknownTool {
+        // A name the run was not offered is the model's invention: never a label of its own.
+        let label = if matches!(
+            done.outcome,
+            Outcome::UnknownTool | Outcome::Refused(RefusalReason::NotOffered)
+        ) {
             "unknown"
         } else {
             call.name.as_str()
@@ -85,8 +89,18 @@ pub struct Executed {
     pub text: String,
 }
 
-/// Run `call` from `registry` under `policy`, bounded by the tool's deadline.
-pub async fn execute(registry: &Registry, policy: &ToolPolicy, call: &ToolCall) -> Executed {
+/// Run `call` from `registry` if `permit` allows it, bounded by the tool's deadline. A tool
+/// the run was not offered is refused before the registry is even asked, so a model cannot
+/// reach a tool that intent gating, its agent's toolsets or its mode withheld.
+pub async fn execute(registry: &Registry, permit: Permit<'_>, call: &ToolCall) -> Executed {
+    let policy = permit.policy;
+    if !permit.offers(&call.name) {
+        let reason = RefusalReason::NotOffered;
+        return Executed {
+            outcome: Outcome::Refused(reason),
+            text: policy::refusal_text(&call.name, reason, policy),
+        };
+    }
     let Some(tool) = registry.get(&call.name) else {
         return Executed {
             outcome: Outcome::UnknownTool,
@@ -120,9 +134,9 @@ impl Handler for ToolStage {
     async fn prepare(&self, env: &Envelope) -> Result<ToolRequest, StageError> {
         let mut req: ToolRequest = env.payload()?;
         let started = Instant::now();
-        let policy = req.request.policy.clone();
+        let permit = Permit::of(&req.request);
         let results =
-            futures_util::future::join_all(req.calls.iter().map(|c| self.run_call(&policy, c)))
+            futures_util::future::join_all(req.calls.iter().map(|c| self.run_call(permit, c)))
                 .await;
         if let Some(x) = req.request.exchange.as_mut() {
             x.provenance.tool_exec_ms += started.elapsed().as_millis() as u64;
@@ -146,5 +160,81 @@ impl Handler for ToolStage {
         _tx: &Transaction<'_>,
     ) -> Result<(Vec<Envelope>, ()), StageError> {
         Ok((vec![env.follow(&req.request)], ()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use hermes_types::agent::EngagementMode;
+    use hermes_types::model::{ToolPolicy, ToolSpec};
+    use serde_json::json;
+
+    use super::*;
+    use crate::registry::{Tool, ToolFuture};
+
+    /// A tool that counts its calls, so a test sees whether it ran.
+    struct Counting(Arc<AtomicUsize>);
+
+    impl Tool for Counting {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec {
+                name: "fetch_secrets".into(),
+                description: "d".into(),
+                parameters: json!({"type": "object"}),
+                toolset: "web".into(),
+            }
+        }
+
+        fn call<'a>(&'a self, _arguments: &'a serde_json::Value) -> ToolFuture<'a> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async { Ok("ran".to_owned()) })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_registered_tool_the_run_was_not_offered_never_runs() {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let registry = Registry::default().with(Counting(runs.clone()));
+        let policy = ToolPolicy {
+            engagement_mode: EngagementMode::Execute,
+            tool_allowlist: None,
+        };
+        let call = ToolCall {
+            id: "call_1".into(),
+            name: "fetch_secrets".into(),
+            arguments: json!({}),
+            signature: None,
+        };
+        let nothing = Permit {
+            offered: &[],
+            policy: &policy,
+        };
+        let refused = execute(&registry, nothing, &call).await;
+        assert_eq!(refused.outcome, Outcome::Refused(RefusalReason::NotOffered));
+        let body: serde_json::Value = serde_json::from_str(&refused.text).unwrap();
+        assert_eq!(body["refused"], true);
+        assert_eq!(body["reason"], "not_offered");
+        assert_eq!(runs.load(Ordering::SeqCst), 0);
+
+        let offered = registry.specs();
+        let permit = Permit {
+            offered: &offered,
+            policy: &policy,
+        };
+        assert_eq!(execute(&registry, permit, &call).await.outcome, Outcome::Ok);
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+        // Unknown names stay unknown_tool only when they were offered (a registry that
+        // changed under the run); a name never offered is a refusal.
+        let ghost = ToolCall {
+            name: "no_such_tool".into(),
+            ..call
+        };
+        assert_eq!(
+            execute(&registry, permit, &ghost).await.outcome,
+            Outcome::Refused(RefusalReason::NotOffered)
+        );
     }
 }

@@ -1,7 +1,8 @@
 //! The tools stage: runs what models ask for and sends the results back to the llm stage.
-//! Consumes `{ns}.tools`. At start it connects to its MCP servers and publishes every tool
-//! (built-in and MCP) to the shared registry; a server's tool-list change is published
-//! again, and `hermes tools reload` makes it re-read the configuration file.
+//! Consumes `{ns}.tools`. At start it publishes its built-ins to the shared registry at
+//! once, removes the toolsets no longer configured, and publishes each MCP server's tools as
+//! the server connects; a server's tool-list change is published again, and `hermes tools
+//! reload` makes it re-read the configuration file.
 
 pub mod builtin;
 mod handler;
@@ -20,6 +21,10 @@ use hermes_types::sync;
 use tokio::sync::mpsc;
 
 pub use handler::{Executed, Outcome, ToolStage, execute};
+
+/// The start-up step a process running the tools stage announces to its readiness: the
+/// first publication of the registry (docs/tools-and-mcp.md, "The registry").
+pub const REGISTRY_PUBLISHED: &str = "tool_registry";
 pub use registry::{Registry, Tool, ToolError};
 
 use mcp::{Complete, GatewaySampling, McpHub, ToolsetChanged};
@@ -72,6 +77,35 @@ async fn publish_all(
     Ok(())
 }
 
+/// The registry at start: every toolset but the built-ins and the enabled servers' removed
+/// (a server dropped from the configuration leaves nothing behind), the built-ins
+/// published. The servers' own entries stay until each server connects and replaces them:
+/// another replica may be serving them right now.
+async fn publish_at_start(
+    ctx: &Ctx,
+    builtins: &Registry,
+    servers: &BTreeMap<String, McpServerSettings>,
+) -> anyhow::Result<()> {
+    let mut keep = vec![builtin::TOOLSET.to_owned()];
+    keep.extend(McpHub::enabled_toolsets(servers));
+    let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
+    let mut client = ctx.db.get().await?;
+    let removed = tool_registry::retain(&mut client, &keep).await?;
+    if removed > 0 {
+        tracing::info!(
+            removed,
+            "tools of servers no longer configured removed from the registry"
+        );
+    }
+    let specs = builtins.builtin_specs();
+    tool_registry::publish(&mut client, &[builtin::TOOLSET], &specs).await?;
+    tracing::info!(
+        tools = specs.len(),
+        "built-in tools published to the registry"
+    );
+    Ok(())
+}
+
 /// Run the tools stage until `ctx.stop`.
 pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     // Every refusal reason's series starts at 0, so alerts see it before the first refusal.
@@ -94,11 +128,20 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             None
         }
     };
-    let (hub, registry) = assemble(&ctx, &file, &changes_tx, &llm).await;
-    publish_all(&ctx, &registry, &file.mcp_servers, &[]).await?;
-    let registry = Arc::new(RwLock::new(registry));
-
+    // Built-ins at once; each MCP server publishes its tools when it connects, through
+    // `changes`, so a slow or absent server delays nothing.
+    let builtins = default_registry(&file.tools);
+    publish_at_start(&ctx, &builtins, &file.mcp_servers).await?;
+    ctx.readiness.done(REGISTRY_PUBLISHED);
     let publisher = tokio::spawn(publish_changes(ctx.clone(), changes));
+    let hub = Arc::new(McpHub::spawn(
+        &file.mcp_servers,
+        &ctx.metrics.mcp_server_up,
+        changes_tx.clone(),
+        llm.clone(),
+    ));
+    let registry = Arc::new(RwLock::new(builtins.with_mcp(hub.clone())));
+
     let (reload_tx, reload_rx) = mpsc::channel(1);
     reload::spawn_listener(
         &ctx.db,

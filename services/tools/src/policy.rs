@@ -1,17 +1,45 @@
-//! The engagement-mode policy of a run applied to one tool call (docs/agents.md): local-host
-//! toolsets never execute in REVIEW, RESEARCH and DISCUSS runs, and a run's allowlist admits
-//! only the local-host toolsets or tools it names. A refusal is answered to the model as a
-//! structured result, never executed.
+//! What one run may execute, applied to each tool call (docs/tools-and-mcp.md, "What a run
+//! may call"): only a tool the run was offered (intent gating, the agent's toolsets and the
+//! engagement mode chose those in the router, and the offer travels with the run); local-host
+//! toolsets never in REVIEW, RESEARCH and DISCUSS runs (docs/agents.md); and, under an
+//! allowlist, only the local-host toolsets or tools it names. A refusal is answered to the
+//! model as a structured result, never executed.
 
 use hermes_types::agent::EngagementMode;
-use hermes_types::model::ToolPolicy;
+use hermes_types::model::{LlmRequest, ToolPolicy, ToolSpec};
 use serde_json::json;
 
 use crate::registry::Tool;
 
+/// What a run may call: the tools it was offered and its host-tool policy, both carried by
+/// its request from the router on.
+#[derive(Clone, Copy, Debug)]
+pub struct Permit<'a> {
+    pub offered: &'a [ToolSpec],
+    pub policy: &'a ToolPolicy,
+}
+
+impl<'a> Permit<'a> {
+    /// The permit of the run `request` belongs to.
+    pub fn of(request: &'a LlmRequest) -> Self {
+        Self {
+            offered: &request.tools,
+            policy: &request.policy,
+        }
+    }
+
+    /// Whether `name` was among the tools offered to the run.
+    pub fn offers(&self, name: &str) -> bool {
+        self.offered.iter().any(|t| t.name == name)
+    }
+}
+
 /// Why a call was refused (the `reason` label of `hermes_tool_refusals_total`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RefusalReason {
+    /// A tool the run was not offered: the model named it anyway (a prompt injection, a
+    /// hallucinated name, a tool from an earlier conversation).
+    NotOffered,
     /// A local-host tool in a restricted engagement mode.
     EngagementMode,
     /// A local-host tool the run's allowlist does not name.
@@ -19,18 +47,22 @@ pub enum RefusalReason {
 }
 
 impl RefusalReason {
-    pub const ALL: [RefusalReason; 2] =
-        [RefusalReason::EngagementMode, RefusalReason::NotAllowlisted];
+    pub const ALL: [RefusalReason; 3] = [
+        RefusalReason::NotOffered,
+        RefusalReason::EngagementMode,
+        RefusalReason::NotAllowlisted,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
+            RefusalReason::NotOffered => "not_offered",
             RefusalReason::EngagementMode => "engagement_mode",
             RefusalReason::NotAllowlisted => "not_allowlisted",
         }
     }
 }
 
-/// Whether `tool` may run under `policy`.
+/// Whether the host-tool `policy` lets `tool` run (the offer is checked before, by name).
 pub fn check(policy: &ToolPolicy, tool: &dyn Tool) -> Result<(), RefusalReason> {
     if !tool.local_host() {
         return Ok(());
@@ -60,6 +92,9 @@ pub fn refusal_text(tool: &str, reason: RefusalReason, policy: &ToolPolicy) -> S
         RefusalReason::NotAllowlisted => {
             format!("{tool} is not in this run's tool allowlist")
         }
+        RefusalReason::NotOffered => format!(
+            "{tool} was not offered to this run; only the tools listed with this conversation may be called"
+        ),
     };
     json!({
         "refused": true,

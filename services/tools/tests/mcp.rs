@@ -448,8 +448,8 @@ fn call_of(name: &str, arguments: serde_json::Value) -> hermes_types::model::Too
 
 #[tokio::test]
 async fn a_review_run_cannot_execute_a_local_host_tool_and_an_allowlist_admits_only_its_tools() {
-    use hermes_tools::policy::RefusalReason;
-    use hermes_tools::{Outcome, execute};
+    use hermes_tools::policy::{Permit, RefusalReason};
+    use hermes_tools::{Outcome, execute as execute_under};
     use hermes_types::agent::EngagementMode;
     use hermes_types::model::ToolPolicy;
 
@@ -460,6 +460,24 @@ async fn a_review_run_cannot_execute_a_local_host_tool_and_an_allowlist_admits_o
         everything("")
     );
     let s = start(&toml_text).await;
+    // Every tool is offered here: this test is about the host-tool policy.
+    let offered = s.registry.specs();
+    let execute =
+        |registry: &Registry, policy: &ToolPolicy, call: &hermes_types::model::ToolCall| {
+            let (registry, policy, call, offered) = (
+                registry.clone(),
+                policy.clone(),
+                call.clone(),
+                offered.clone(),
+            );
+            async move {
+                let permit = Permit {
+                    offered: &offered,
+                    policy: &policy,
+                };
+                execute_under(&registry, permit, &call).await
+            }
+        };
     let grow = call_of("mcp_terminal_grow", json!({}));
     let echo = call_of("mcp_every_thing_echo", json!({"message": "hi"}));
     let whoami = call_of("mcp_terminal_whoami", json!({}));

@@ -37,9 +37,13 @@ impl Dedupe {
     }
 
     /// The Redis key remembering `id` (for a combined check, see `RateLimiter::take_unless_seen`).
+    /// The id is hashed: a WhatsApp message id carries the sender's number.
     pub fn key(&self, platform: Platform, id: &str) -> String {
-        self.cache
-            .key(format_args!("dedupe:{}:{id}", platform.as_str()))
+        self.cache.key(format_args!(
+            "dedupe:{}:{}",
+            platform.as_str(),
+            self.cache.opaque(id)
+        ))
     }
 
     /// Remember an accepted message as `run` (after the broker confirmed it).

@@ -1,6 +1,11 @@
-//! Session history cache (docs/architecture.md §10): the recent turns of one conversation, kept
-//! in Redis per channel scope (`{ns}:session:{platform}:channel:{channel_id}`) so the router
-//! does not read PostgreSQL on every message.
+//! Session history cache (docs/architecture.md §10): the recent turns of one session, kept in
+//! Redis under the session's internal id (`{ns}:session:{session_id}`) so the router does not
+//! read PostgreSQL on every message.
+//!
+//! A session belongs to one user on one platform and chat, so keying by it keeps each group
+//! member's turns to themselves, keeps an earlier session's turns (and its late replies) out
+//! of the next one, and keeps platform identifiers such as phone numbers out of key names
+//! (docs/security.md, "Conversations and tools").
 //!
 //! The turns are personal data, so they are stored as a Fernet token (the same format as
 //! Python's `cryptography.fernet`, so either side of a migration can read the other's
@@ -8,14 +13,14 @@
 //! and treated as a miss, and the router rebuilds the history from the `interactions`
 //! table, which is the truth.
 
-use std::fmt;
 use std::time::Duration;
 
 use secrecy::SecretString;
 
 use super::Cache;
 use hermes_net::keyring::KeyRing;
-use hermes_types::model::{ChatMessage, Platform};
+use hermes_types::ids::SessionId;
+use hermes_types::model::ChatMessage;
 
 /// Why a stored history could not be turned back into messages.
 #[derive(Debug, thiserror::Error)]
@@ -67,34 +72,8 @@ impl HistoryCipher {
     }
 }
 
-/// Which conversation a history belongs to: one per platform and channel, so a user's
-/// WhatsApp and Telegram conversations never leak into each other (docs/models-and-budgets.md).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct SessionScope {
-    /// The platform the conversation happens on.
-    pub platform: Platform,
-    /// The platform's conversation id (a chat id, a phone number, …).
-    pub channel_id: String,
-}
-
-impl SessionScope {
-    /// The scope of `channel_id` on `platform`.
-    pub fn new(platform: Platform, channel_id: impl Into<String>) -> Self {
-        Self {
-            platform,
-            channel_id: channel_id.into(),
-        }
-    }
-}
-
-impl fmt::Display for SessionScope {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:channel:{}", self.platform.as_str(), self.channel_id)
-    }
-}
-
 /// Replaces a history only if it is still the one that was read, and otherwise drops it:
-/// two appends racing on one scope would each write their own extension and one turn would
+/// two appends racing on one session would each write their own extension and one turn would
 /// silently vanish from the cache for a whole idle timeout. Dropping the entry instead sends
 /// the next reader to PostgreSQL, which has both turns. A compare-and-set script is needed
 /// because the multiplexed connection cannot hold a WATCH.
@@ -128,8 +107,8 @@ impl HistoryStore {
         }
     }
 
-    fn key(&self, scope: &SessionScope) -> String {
-        self.cache.key(format_args!("session:{scope}"))
+    fn key(&self, session: SessionId) -> String {
+        self.cache.key(format_args!("session:{session}"))
     }
 
     /// Redis refuses `EX 0`, and a sub-second idle timeout is not meant literally.
@@ -137,19 +116,18 @@ impl HistoryStore {
         self.ttl.as_secs().max(1)
     }
 
-    /// The raw token stored for `scope`; None on a miss or a Redis error (counted).
-    async fn load_token(&self, scope: &SessionScope) -> Option<String> {
+    /// The raw token stored for `session`; None on a miss or a Redis error (counted).
+    async fn load_token(&self, session: SessionId) -> Option<String> {
         let mut c = self.cache.conn();
         match redis::cmd("GET")
-            .arg(self.key(scope))
+            .arg(self.key(session))
             .query_async::<Option<String>>(&mut c)
             .await
         {
             Ok(token) => token,
             Err(e) => {
                 let err = self.cache.failed("history_load", e);
-                // The channel id is left out of logs: on WhatsApp it is a phone number.
-                tracing::warn!(platform = scope.platform.as_str(), error = %err, "session history unavailable; rebuilding from the database");
+                tracing::warn!(%session, error = %err, "session history unavailable; rebuilding from the database");
                 None
             }
         }
@@ -157,28 +135,28 @@ impl HistoryStore {
 
     /// The cached history, or None when there is nothing usable (a miss, Redis failing, or
     /// an entry no configured key opens): the caller then rebuilds it from PostgreSQL.
-    pub async fn load(&self, scope: &SessionScope) -> Option<Vec<ChatMessage>> {
-        let token = self.load_token(scope).await?;
-        self.open(scope, &token)
+    pub async fn load(&self, session: SessionId) -> Option<Vec<ChatMessage>> {
+        let token = self.load_token(session).await?;
+        self.open(&token)
     }
 
-    fn open(&self, scope: &SessionScope, token: &str) -> Option<Vec<ChatMessage>> {
+    fn open(&self, token: &str) -> Option<Vec<ChatMessage>> {
         match self.cipher.decrypt(token) {
             Ok(messages) => Some(messages),
             Err(e) => {
-                tracing::warn!(platform = scope.platform.as_str(), error = %e, "cached session history is unreadable; rebuilding from the database");
+                tracing::warn!(error = %e, "cached session history is unreadable; rebuilding from the database");
                 None
             }
         }
     }
 
-    /// Replace the history of `scope`. Failures are logged, not returned: the cache may lose
+    /// Replace the history of `session`. Failures are logged, not returned: the cache may lose
     /// this write and the next reader rebuilds from the database.
-    pub async fn save(&self, scope: &SessionScope, messages: &[ChatMessage]) {
+    pub async fn save(&self, session: SessionId, messages: &[ChatMessage]) {
         let token = self.cipher.encrypt(messages);
         let mut c = self.cache.conn();
         if let Err(e) = redis::cmd("SET")
-            .arg(self.key(scope))
+            .arg(self.key(session))
             .arg(token)
             .arg("EX")
             .arg(self.ttl_secs())
@@ -186,18 +164,18 @@ impl HistoryStore {
             .await
         {
             let err = self.cache.failed("history_save", e);
-            tracing::warn!(platform = scope.platform.as_str(), error = %err, "session history not cached");
+            tracing::warn!(error = %err, "session history not cached");
         }
     }
 
-    /// Add `new` turns to the cached history of `scope`, keeping its last `max_turns`
+    /// Add `new` turns to the cached history of `session`, keeping its last `max_turns`
     /// messages. Nothing is written when there is no usable cached history: writing only the
     /// new turns would leave a truncated history that later readers take for the whole one.
-    pub async fn append(&self, scope: &SessionScope, new: &[ChatMessage], max_turns: usize) {
-        let Some(old_token) = self.load_token(scope).await else {
+    pub async fn append(&self, session: SessionId, new: &[ChatMessage], max_turns: usize) {
+        let Some(old_token) = self.load_token(session).await else {
             return;
         };
-        let Some(mut messages) = self.open(scope, &old_token) else {
+        let Some(mut messages) = self.open(&old_token) else {
             return;
         };
         messages.extend_from_slice(new);
@@ -207,7 +185,7 @@ impl HistoryStore {
         let mut c = self.cache.conn();
         match self
             .replace
-            .key(self.key(scope))
+            .key(self.key(session))
             .arg(old_token)
             .arg(token)
             .arg(self.ttl_secs())
@@ -217,28 +195,28 @@ impl HistoryStore {
             Ok(1) => {}
             Ok(_) => {
                 tracing::debug!(
-                    platform = scope.platform.as_str(),
+                    %session,
                     "session history changed concurrently; dropped so the next reader rebuilds it"
                 );
             }
             Err(e) => {
                 let err = self.cache.failed("history_append", e);
-                tracing::warn!(platform = scope.platform.as_str(), error = %err, "session history not updated");
+                tracing::warn!(error = %err, "session history not updated");
             }
         }
     }
 
-    /// Forget the cached history of `scope` (a new session starts empty). Failures are
+    /// Forget the cached history of `session`. Failures are
     /// logged: a stale entry expires with its TTL.
-    pub async fn clear(&self, scope: &SessionScope) {
+    pub async fn clear(&self, session: SessionId) {
         let mut c = self.cache.conn();
         if let Err(e) = redis::cmd("DEL")
-            .arg(self.key(scope))
+            .arg(self.key(session))
             .query_async::<i64>(&mut c)
             .await
         {
             let err = self.cache.failed("history_clear", e);
-            tracing::warn!(platform = scope.platform.as_str(), error = %err, "session history not cleared");
+            tracing::warn!(error = %err, "session history not cleared");
         }
     }
 }
@@ -346,12 +324,6 @@ mod tests {
         assert_eq!(cipher.decrypt(PYTHON_TOKEN).unwrap(), conversation());
     }
 
-    #[test]
-    fn scopes_name_platform_and_channel() {
-        let scope = SessionScope::new(Platform::Whatsapp, "34600111222");
-        assert_eq!(scope.to_string(), "whatsapp:channel:34600111222");
-    }
-
     fn redis_url() -> SecretString {
         SecretString::from(
             std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into()),
@@ -368,22 +340,22 @@ mod tests {
     #[tokio::test]
     async fn the_redis_store_saves_loads_appends_and_clears() {
         let store = store(&redis_url(), Metrics::new());
-        let scope = SessionScope::new(Platform::Telegram, "42");
-        let other = SessionScope::new(Platform::Whatsapp, "42");
+        let scope = SessionId::new();
+        let other = SessionId::new();
 
-        assert_eq!(store.load(&scope).await, None, "a miss");
+        assert_eq!(store.load(scope).await, None, "a miss");
         // Appending to a miss writes nothing: a partial history would pass for a whole one.
         store
-            .append(&scope, &[ChatMessage::text(Role::User, "lost")], 10)
+            .append(scope, &[ChatMessage::text(Role::User, "lost")], 10)
             .await;
-        assert_eq!(store.load(&scope).await, None);
+        assert_eq!(store.load(scope).await, None);
 
-        store.save(&scope, &conversation()).await;
-        assert_eq!(store.load(&scope).await, Some(conversation()));
-        assert_eq!(store.load(&other).await, None, "scopes are separate");
+        store.save(scope, &conversation()).await;
+        assert_eq!(store.load(scope).await, Some(conversation()));
+        assert_eq!(store.load(other).await, None, "sessions are separate");
 
-        let key = store.key(&scope);
-        assert_eq!(key, store.cache.key("session:telegram:channel:42"));
+        let key = store.key(scope);
+        assert_eq!(key, store.cache.key(format_args!("session:{scope}")));
         let mut c = store.cache.conn();
         let raw: String = redis::cmd("GET")
             .arg(&key)
@@ -401,9 +373,9 @@ mod tests {
 
         let q = ChatMessage::text(Role::User, "¿Y el sábado?");
         let a = ChatMessage::text(Role::Assistant, "También.");
-        store.append(&scope, &[q.clone(), a.clone()], 3).await;
+        store.append(scope, &[q.clone(), a.clone()], 3).await;
         let expected = vec![conversation()[1].clone(), q, a];
-        assert_eq!(store.load(&scope).await, Some(expected));
+        assert_eq!(store.load(scope).await, Some(expected));
 
         // An entry no configured key opens reads as a miss, and append leaves it alone.
         redis::cmd("SET")
@@ -412,12 +384,12 @@ mod tests {
             .query_async::<()>(&mut c)
             .await
             .unwrap();
-        assert_eq!(store.load(&scope).await, None);
-        store.append(&scope, &conversation(), 10).await;
-        assert_eq!(store.load(&scope).await, None);
+        assert_eq!(store.load(scope).await, None);
+        store.append(scope, &conversation(), 10).await;
+        assert_eq!(store.load(scope).await, None);
 
         // A history that changed since it was read is dropped, not overwritten.
-        store.save(&scope, &conversation()).await;
+        store.save(scope, &conversation()).await;
         let replaced: i64 = store
             .replace
             .key(&key)
@@ -428,11 +400,11 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(replaced, 0);
-        assert_eq!(store.load(&scope).await, None);
+        assert_eq!(store.load(scope).await, None);
 
-        store.save(&scope, &conversation()).await;
-        store.clear(&scope).await;
-        assert_eq!(store.load(&scope).await, None);
+        store.save(scope, &conversation()).await;
+        store.clear(scope).await;
+        assert_eq!(store.load(scope).await, None);
         let exists: i64 = redis::cmd("EXISTS")
             .arg(&key)
             .query_async(&mut c)
@@ -449,10 +421,10 @@ mod tests {
             &SecretString::from("redis://127.0.0.1:1".to_string()),
             metrics.clone(),
         );
-        let scope = SessionScope::new(Platform::Api, "c");
-        store.save(&scope, &conversation()).await;
-        assert_eq!(store.load(&scope).await, None);
-        store.clear(&scope).await;
+        let scope = SessionId::new();
+        store.save(scope, &conversation()).await;
+        assert_eq!(store.load(scope).await, None);
+        store.clear(scope).await;
         for op in ["history_save", "history_load", "history_clear"] {
             assert_eq!(
                 metrics.redis_errors.with_label_values(&[op]).get(),

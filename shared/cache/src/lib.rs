@@ -40,6 +40,8 @@ pub struct Cache {
     conn: ConnectionManager,
     ns: Namespace,
     metrics: Metrics,
+    /// The HMAC key of [`Cache::opaque`]: `HERMES_CACHE_KEY_SECRET`, else the namespace.
+    id_key: std::sync::Arc<[u8]>,
 }
 
 impl Cache {
@@ -53,12 +55,33 @@ impl Cache {
             .set_max_delay(Duration::from_millis(500));
         let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)
             .map_err(CacheError::Url)?;
+        let id_key = ns.as_str().as_bytes().into();
         Ok(Self {
             client,
             conn,
             ns,
             metrics,
+            id_key,
         })
+    }
+
+    /// Hash identifiers with `secret` (`HERMES_CACHE_KEY_SECRET`) rather than with the
+    /// namespace, so that knowing the namespace is not enough to test a guessed number
+    /// against the key names.
+    pub fn with_id_secret(mut self, secret: Option<&SecretString>) -> Self {
+        if let Some(secret) = secret {
+            self.id_key = secret.expose_secret().as_bytes().into();
+        }
+        self
+    }
+
+    /// The form a platform identifier (a phone number, a chat, sender or message id) takes
+    /// in a key name: 128 bits of an HMAC-SHA256, in hex. The same identifier always maps to
+    /// the same name, and the name does not show it (docs/security.md, "Conversations and
+    /// tools"): Redis key names appear in `MONITOR`, `SCAN`, slow logs and memory reports.
+    pub fn opaque(&self, id: &str) -> String {
+        let mac = hermes_net::signing::hmac_sha256(&self.id_key, &[id.as_bytes()]);
+        hex::encode(&mac[..16])
     }
 
     /// `{ns}:{suffix}`.

@@ -146,6 +146,8 @@ pub struct Config {
     pub database_url: SecretString,
     pub amqp_url: SecretString,
     pub redis_url: SecretString,
+    /// `HERMES_CACHE_KEY_SECRET`: keys the hash of identifiers in Redis key names.
+    pub cache_key_secret: Option<SecretString>,
     pub namespace: Namespace,
     pub http_addr: SocketAddr,
     pub admin_addr: SocketAddr,

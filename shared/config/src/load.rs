@@ -27,6 +27,7 @@ impl Config {
         let database_url = r.get(&process::DATABASE_URL);
         let amqp_url = r.get(&process::AMQP_URL);
         let redis_url = r.get(&process::REDIS_URL);
+        let cache_key_secret = r.get(&process::HERMES_CACHE_KEY_SECRET);
         let namespace = r.get(&process::HERMES_NAMESPACE);
         let http_addr = r.get(&process::HERMES_HTTP_ADDR);
         let admin_addr = r.get(&process::HERMES_ADMIN_ADDR);
@@ -71,6 +72,7 @@ impl Config {
                 database_url: database_url?,
                 amqp_url: amqp_url?,
                 redis_url: redis_url?,
+                cache_key_secret,
                 namespace: namespace?,
                 http_addr: http_addr?,
                 admin_addr: admin_addr?,

@@ -34,12 +34,15 @@ pub struct Agent {
     pub created_at: DateTime<Utc>,
     /// The backend and model this agent answers on first (`hermes agents set --backend`).
     pub backend: Option<BackendOverride>,
+    /// The local-host toolsets or tool names its runs may use (`--tool-allowlist`); None:
+    /// no list applies (the engagement mode alone decides).
+    pub tool_allowlist: Option<Vec<String>>,
 }
 
-const COLUMNS: &str = "a.id, a.workspace_id, a.profile_key, a.kind, a.display_name, a.tone, \
+pub(crate) const COLUMNS: &str = "a.id, a.workspace_id, a.profile_key, a.kind, a.display_name, a.tone, \
     a.role, a.role_instructions, a.tier, a.toolsets, a.capabilities, a.webhook_url, \
     a.standard_webhooks, a.max_concurrent, a.status, a.engagement_mode, a.last_heartbeat_at, a.last_dispatched_at, \
-    a.created_at, a.backend, a.backend_model";
+    a.created_at, a.backend, a.backend_model, a.tool_allowlist";
 
 fn parse<T: std::str::FromStr<Err = String>>(
     row: &tokio_postgres::Row,
@@ -48,7 +51,7 @@ fn parse<T: std::str::FromStr<Err = String>>(
     row.get::<_, String>(col).parse().map_err(DbError::Invalid)
 }
 
-fn agent_from(row: &tokio_postgres::Row) -> Result<Agent, DbError> {
+pub(crate) fn agent_from(row: &tokio_postgres::Row) -> Result<Agent, DbError> {
     Ok(Agent {
         id: row.get("id"),
         workspace_id: row.get("workspace_id"),
@@ -83,6 +86,7 @@ fn agent_from(row: &tokio_postgres::Row) -> Result<Agent, DbError> {
             }),
             _ => None,
         },
+        tool_allowlist: row.get("tool_allowlist"),
     })
 }
 
@@ -260,6 +264,8 @@ pub struct AgentUpdate<'a> {
     pub status: Option<AgentStatus>,
     pub engagement_mode: Option<EngagementMode>,
     pub standard_webhooks: Option<bool>,
+    /// `Some(None)` removes the list; `Some(Some(list))` replaces it.
+    pub tool_allowlist: Option<Option<&'a [String]>>,
 }
 
 /// Apply `u` to the agent; false when there is no such agent.
@@ -279,6 +285,7 @@ pub async fn update(client: &Client, id: AgentId, u: &AgentUpdate<'_>) -> Result
                                status = COALESCE($10, status),
                                engagement_mode = COALESCE($11, engagement_mode),
                                standard_webhooks = COALESCE($12, standard_webhooks),
+                               tool_allowlist = CASE WHEN $13 THEN $14 ELSE tool_allowlist END,
                                updated_at = now()
              WHERE id = $1",
             )
@@ -296,6 +303,8 @@ pub async fn update(client: &Client, id: AgentId, u: &AgentUpdate<'_>) -> Result
                 &u.status.map(AgentStatus::as_str),
                 &u.engagement_mode.map(EngagementMode::as_str),
                 &u.standard_webhooks,
+                &u.tool_allowlist.is_some(),
+                &u.tool_allowlist.flatten(),
             ],
         )
         .await?;
@@ -336,31 +345,6 @@ pub async fn set_backend(
     )
     .await?;
     Ok(previous)
-}
-
-/// Round robin: the eligible agent dispatched to longest ago, locked for this transaction.
-/// Eligible = ONLINE, capability match (no capabilities, `*`, or `capability`), and fewer open
-/// runs than `max_concurrent`. Rows another transaction is dispatching to are skipped, so
-/// concurrent messages spread over agents instead of queueing on one lock.
-pub async fn next_round_robin(
-    tx: &Transaction<'_>,
-    workspace_id: WorkspaceId,
-    capability: &str,
-) -> Result<Option<Agent>, DbError> {
-    let sql = format!(
-        "SELECT {COLUMNS} FROM agents a
-         WHERE a.workspace_id = $1 AND a.status = 'ONLINE'
-           AND (cardinality(a.capabilities) = 0 OR '*' = ANY (a.capabilities)
-                OR $2 = ANY (a.capabilities))
-           AND (SELECT count(*) FROM agent_runs r WHERE r.agent_id = a.id
-                  AND r.status NOT IN ('completed', 'failed')) < a.max_concurrent
-         ORDER BY a.last_dispatched_at ASC NULLS FIRST, a.profile_key
-         LIMIT 1 FOR UPDATE OF a SKIP LOCKED"
-    );
-    let row = tx
-        .query_opt(&crate::stmt(tx, &sql).await?, &[&workspace_id, &capability])
-        .await?;
-    row.map(|r| agent_from(&r)).transpose()
 }
 
 /// Lock an agent row for dispatch (assignment and mentions): an explicit choice ignores

@@ -10,6 +10,7 @@ pub mod listen;
 pub mod memory;
 pub mod migrate;
 pub mod outbox;
+pub mod round_robin;
 pub mod runs;
 pub mod scratch;
 pub mod sessions;

@@ -71,6 +71,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0011_keys_and_tenants",
         sql: include_str!("../../../migrations/0011_keys_and_tenants.sql"),
     },
+    Migration {
+        version: 12,
+        name: "0012_agent_tool_allowlist",
+        sql: include_str!("../../../migrations/0012_agent_tool_allowlist.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

@@ -113,6 +113,9 @@ pub async fn current_or_start_locked(
 
 /// Record activity on a session at `now` (when its answer is logged). Activity never moves
 /// backwards: replicas' clocks differ slightly and a late writer must not shorten a session.
+/// A session that a newer one of its scope replaced is left alone: the late answer of a
+/// session that is over must not make it the latest again and pull the conversation back
+/// into it (docs/security.md, "Conversations and tools").
 pub async fn touch(
     client: &impl GenericClient,
     session_id: SessionId,
@@ -120,7 +123,16 @@ pub async fn touch(
 ) -> Result<(), DbError> {
     client
         .execute(
-            &crate::stmt(client, "UPDATE sessions SET last_activity_at = GREATEST(last_activity_at, $2) WHERE id = $1").await?,
+            &crate::stmt(
+                client,
+                "UPDATE sessions s SET last_activity_at = GREATEST(s.last_activity_at, $2)
+                 WHERE s.id = $1
+                   AND NOT EXISTS (SELECT 1 FROM sessions newer
+                                   WHERE newer.user_id = s.user_id AND newer.platform = s.platform
+                                     AND newer.channel_id = s.channel_id
+                                     AND newer.started_at > s.started_at)",
+            )
+            .await?,
             &[&session_id, &now],
         )
         .await?;
@@ -433,6 +445,33 @@ mod tests {
             assert_eq!(last_activity(&db, s.id).await, t0() + TimeDelta::minutes(5));
             touch(&client, s.id, t0()).await.unwrap();
             assert_eq!(last_activity(&db, s.id).await, t0() + TimeDelta::minutes(5));
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn a_late_touch_never_revives_a_session_a_newer_one_replaced() {
+        with_db(|db| async move {
+            let user = new_user(&db).await;
+            let old = session_at(&db, user, Platform::Telegram, "c1", t0()).await;
+            let later = t0() + TimeDelta::hours(13);
+            let new = session_at(&db, user, Platform::Telegram, "c1", later).await;
+            assert!(new.is_new);
+            // The old session's late answer is logged after the new session started.
+            let client = db.get().await.unwrap();
+            touch(&client, old.id, later + TimeDelta::minutes(1))
+                .await
+                .unwrap();
+            assert_eq!(last_activity(&db, old.id).await, t0(), "left as it was");
+            let next = session_at(
+                &db,
+                user,
+                Platform::Telegram,
+                "c1",
+                later + TimeDelta::minutes(2),
+            )
+            .await;
+            assert_eq!(next.id, new.id, "the conversation stays in the new session");
         })
         .await;
     }

@@ -1,8 +1,15 @@
-//! The registry of runnable tools: the tools service publishes what it can run at start;
-//! the router reads it to decide what to offer the model.
+//! The registry of runnable tools: the tools service publishes what it can run (its
+//! built-ins at once, each MCP server's tools as the server connects, and removes the
+//! toolsets no longer configured); the router reads it to decide what to offer the model.
+//! Every change sends `NOTIFY hermes_tool_registry` at commit, so routers drop their copy
+//! at once (docs/tools-and-mcp.md, "The registry").
 
 use super::{Client, DbError};
 use hermes_types::model::ToolSpec;
+
+/// The notification channel of registry changes (the payload is empty: a database holds
+/// one namespace's registry).
+pub const CHANNEL: &str = "hermes_tool_registry";
 
 /// Replace the registry entries of `toolsets` with `specs` (one transaction).
 pub async fn publish(
@@ -25,8 +32,27 @@ pub async fn publish(
         )
         .await?;
     }
+    tx.execute("SELECT pg_notify($1, '')", &[&CHANNEL]).await?;
     tx.commit().await?;
     Ok(())
+}
+
+/// Remove every toolset but `keep` (the built-ins and the servers configured now): what a
+/// server removed from the configuration left behind would otherwise be offered for ever
+/// and end as `unknown_tool`. Returns the number of tools removed.
+pub async fn retain(client: &mut Client, keep: &[&str]) -> Result<u64, DbError> {
+    let tx = client.transaction().await?;
+    let removed = tx
+        .execute(
+            "DELETE FROM tool_registry WHERE NOT (toolset = ANY($1))",
+            &[&keep],
+        )
+        .await?;
+    if removed > 0 {
+        tx.execute("SELECT pg_notify($1, '')", &[&CHANNEL]).await?;
+    }
+    tx.commit().await?;
+    Ok(removed)
 }
 
 /// Every registered tool, by name.

@@ -1,9 +1,11 @@
 //! The admin server every service runs on `HERMES_ADMIN_ADDR`: `/metrics` for Prometheus,
-//! `/healthz` (the process is alive) and `/readyz` (connected to what it needs and not
-//! shutting down; Kubernetes stops routing to it otherwise).
+//! `/healthz` (the process is alive) and `/readyz` (connected to what it needs, done with
+//! the start-up steps its services announced, and not shutting down; Kubernetes stops
+//! routing to it otherwise).
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::State;
@@ -24,9 +26,32 @@ use hermes_telemetry::Metrics;
 pub struct Readiness {
     stopping: Arc<AtomicBool>,
     db_ok: Arc<AtomicBool>,
+    /// Start-up steps announced and not done yet (the tools stage's first publication of
+    /// the tool registry): the process is not ready while any is pending.
+    pending: Arc<Mutex<BTreeSet<&'static str>>>,
 }
 
 impl Readiness {
+    /// Hold readiness until [`Readiness::done`] is called with `step`. Announced by the
+    /// composition root before the service that does the step starts, so `/readyz` can
+    /// never answer in between.
+    pub fn expect(&self, step: &'static str) {
+        hermes_types::sync::lock(&self.pending).insert(step);
+    }
+
+    /// `step` is done (a step never announced is ignored).
+    pub fn done(&self, step: &'static str) {
+        hermes_types::sync::lock(&self.pending).remove(step);
+    }
+
+    /// The announced steps not done yet.
+    pub fn pending(&self) -> Vec<&'static str> {
+        hermes_types::sync::lock(&self.pending)
+            .iter()
+            .copied()
+            .collect()
+    }
+
     /// Turn readiness off for good: the process is shutting down.
     pub fn set_stopping(&self) {
         self.stopping.store(true, Ordering::SeqCst);
@@ -80,7 +105,8 @@ async fn readyz(State(s): State<AdminState>) -> Response {
     let stopping = s.readiness.is_stopping();
     let bus = s.bus.is_connected();
     let db = s.readiness.db_ok.load(Ordering::SeqCst);
-    let ready = !stopping && bus && db;
+    let starting = s.readiness.pending();
+    let ready = !stopping && bus && db && starting.is_empty();
     s.metrics
         .ready
         .with_label_values(&["process"])
@@ -94,7 +120,7 @@ async fn readyz(State(s): State<AdminState>) -> Response {
         status,
         Json(json!({
             "ready": ready,
-            "checks": { "shutting_down": stopping, "rabbitmq": bus, "postgres": db }
+            "checks": { "shutting_down": stopping, "rabbitmq": bus, "postgres": db, "starting": starting }
         })),
     )
         .into_response()

@@ -93,7 +93,8 @@ impl Ctx {
 
     /// The rest of a context around its database and bus handles.
     fn assemble(config: Config, metrics: Metrics, db: Db, bus: Bus) -> anyhow::Result<Self> {
-        let cache = Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone())?;
+        let cache = Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone())?
+            .with_id_secret(config.cache_key_secret.as_ref());
         let alerts = Alerts::new(&config.alerts, cache.clone(), metrics.clone());
         let outages = Outages::new(db.clone(), metrics.clone(), alerts.clone());
         Ok(Self {

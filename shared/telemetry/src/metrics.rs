@@ -381,7 +381,7 @@ impl Metrics {
         let tool_refusals = counter_vec(
             &r,
             "hermes_tool_refusals_total",
-            "Tool calls refused by the run's engagement-mode policy, never executed, by reason.",
+            "Tool calls refused, never executed, by reason: not offered to the run, its engagement mode, its allowlist.",
             &["reason"],
         );
         let tools_reloads = counter_vec(

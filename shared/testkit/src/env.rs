@@ -244,7 +244,6 @@ impl TestEnv {
         let admin_addr = admin.local_addr().unwrap();
         let (tx, rx) = oneshot::channel::<()>();
         let config = self.config();
-        let with_tools = services.contains(&Service::Tools);
         let services = services.to_vec();
         let handle = tokio::spawn(async move {
             hermes::run(
@@ -267,21 +266,6 @@ impl TestEnv {
             handle: Some(handle),
         };
         fleet.wait_ready().await;
-        if with_tools {
-            // Readiness says nothing of the tool registry: a router that routes before the
-            // tools stage's first publication offers no tools (a known start-up limit), so a
-            // test waits for the built-ins to be published before it sends anything.
-            let db = self.db();
-            crate::eventually(
-                Duration::from_secs(30),
-                "the tools stage published its tools",
-                || async {
-                    let n = crate::db::count(&db, "SELECT count(*) FROM tool_registry", &[]).await;
-                    (n > 0).then_some(())
-                },
-            )
-            .await;
-        }
         fleet
     }
 }

@@ -25,6 +25,10 @@ struct Assignment {
     session: SessionId,
     tier: Tier,
     mode: EngagementMode,
+    /// The agent's tool allowlist (None: no list applies).
+    allowlist: Option<Vec<String>>,
+    /// The tools the run is offered: the only ones the tools stage will run for it.
+    offered: Vec<ToolSpec>,
     credits_charged: i64,
 }
 
@@ -54,9 +58,21 @@ impl Router {
         let session = self.continue_session(&r, tx).await?;
         let chosen = self.choose_agent(&r, tx).await?;
         let agent = chosen.agent.as_ref();
+        let mode = agent.map(|a| a.engagement_mode).unwrap_or_default();
+        let allowlist = agent.and_then(|a| a.tool_allowlist.clone());
+        let local = local_host_toolsets(&self.ctx.config.file.mcp_servers);
+        let offered = tool_gate::offered_to(
+            r.tools.clone(),
+            agent.map(|a| a.toolsets.as_slice()).unwrap_or_default(),
+            mode,
+            &local,
+            allowlist.as_deref(),
+        );
         let assignment = Assignment {
             tier: agent.and_then(|a| a.tier).unwrap_or(r.who.user.tier),
-            mode: agent.map(|a| a.engagement_mode).unwrap_or_default(),
+            mode,
+            allowlist,
+            offered,
             chosen,
             session,
             credits_charged,
@@ -245,7 +261,7 @@ impl Router {
             dispatch: a.chosen.dispatch.clone(),
             engagement_mode: a.mode,
             contract_version: CONTRACT_VERSION.into(),
-            tool_allowlist: host_tool_allowlist(a.mode, &r.tools),
+            tool_allowlist: host_tool_allowlist(a),
             message: r.inbound.event.clone(),
         }))
     }
@@ -262,9 +278,7 @@ impl Router {
             self.tier_chain(a.tier)
         };
         let persona = Persona::of(agent, &settings.persona);
-        let local = local_host_toolsets(&self.ctx.config.file.mcp_servers);
-        let agent_toolsets = agent.map(|a| a.toolsets.as_slice()).unwrap_or_default();
-        let tools = tool_gate::offered_to(r.tools, agent_toolsets, a.mode, &local);
+        let tools = a.offered.clone();
         // A session that rolled over since `prepare` starts with no history.
         let history = if r.session_seen == Some(a.session) {
             r.history
@@ -293,23 +307,28 @@ impl Router {
             backend: agent.and_then(|a| a.backend.clone()),
             workspace: agent.map(|a| a.workspace_id),
             api_key: r.inbound.api_key_id,
-            // The agent's engagement mode governs what its tool calls may execute.
+            // The agent's engagement mode and allowlist govern what its tool calls may
+            // execute; the tools stage also refuses anything not in `tools`.
             policy: ToolPolicy {
                 engagement_mode: a.mode,
-                tool_allowlist: None,
+                tool_allowlist: a.allowlist.clone(),
             },
             ..LlmRequest::new(r.inbound.reply_to(), a.tier, chain, messages)
         }
     }
 }
 
-/// Host-side toolsets a run may use (docs/agents.md): none in the restricted modes; in EXECUTE,
-/// the toolsets of the tools it was offered.
-fn host_tool_allowlist(mode: EngagementMode, tools: &[ToolSpec]) -> Vec<String> {
-    if mode != EngagementMode::Execute {
+/// Host-side tools an external run may use (docs/agents.md): none in the restricted modes;
+/// in EXECUTE, the agent's allowlist as configured, or without one the toolsets of the
+/// tools it was offered.
+fn host_tool_allowlist(a: &Assignment) -> Vec<String> {
+    if a.mode != EngagementMode::Execute {
         return Vec::new();
     }
-    let mut sets: Vec<String> = tools.iter().map(|t| t.toolset.clone()).collect();
+    if let Some(list) = &a.allowlist {
+        return list.clone();
+    }
+    let mut sets: Vec<String> = a.offered.iter().map(|t| t.toolset.clone()).collect();
     sets.sort();
     sets.dedup();
     sets

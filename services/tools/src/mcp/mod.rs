@@ -35,15 +35,32 @@ use crate::registry::Tool;
 /// Every MCP server of this replica.
 pub struct McpHub {
     servers: Vec<Arc<McpServer>>,
+    /// Per server: the bound of its first attempt and the flag that turns true after it.
+    first: Vec<(Duration, watch::Receiver<bool>)>,
     stop: CancellationToken,
 }
 
 impl McpHub {
     /// Start supervising every enabled server of `servers` (disabled ones are never
     /// connected) and wait until each has made its first connection attempt, at most
-    /// its `connect_timeout`. Changes of a server's tools are sent on `changes`; sampling
-    /// requests are answered by `llm` (absent: servers are told the client cannot sample).
+    /// its `connect_timeout` (a reload swaps registries only once the new servers had
+    /// their chance). See [`McpHub::spawn`] for the rest.
     pub async fn start(
+        servers: &BTreeMap<String, McpServerSettings>,
+        up: &IntGaugeVec,
+        changes: mpsc::UnboundedSender<ToolsetChanged>,
+        llm: Option<Arc<dyn Complete>>,
+    ) -> Self {
+        let hub = Self::spawn(servers, up, changes, llm);
+        hub.first_attempts().await;
+        hub
+    }
+
+    /// Start supervising every enabled server of `servers` without waiting for any: each
+    /// server's tools are sent on `changes` as it connects (and whenever they change);
+    /// sampling requests are answered by `llm` (absent: servers are told the client cannot
+    /// sample).
+    pub fn spawn(
         servers: &BTreeMap<String, McpServerSettings>,
         up: &IntGaugeVec,
         changes: mpsc::UnboundedSender<ToolsetChanged>,
@@ -51,7 +68,7 @@ impl McpHub {
     ) -> Self {
         let stop = CancellationToken::new();
         let mut started = Vec::new();
-        let mut waits = Vec::new();
+        let mut first = Vec::new();
         for (name, settings) in servers.iter().filter(|(_, s)| s.enabled) {
             let server = Arc::new(McpServer::new(
                 name.clone(),
@@ -59,24 +76,47 @@ impl McpHub {
                 up.with_label_values(&[name]),
                 llm.clone(),
             ));
-            let (first_tx, mut first_rx) = watch::channel(false);
+            let (first_tx, first_rx) = watch::channel(false);
             tokio::spawn(supervisor::supervise(
                 server.clone(),
                 changes.clone(),
                 first_tx,
                 stop.child_token(),
             ));
-            let bound = settings.connect_deadline() + Duration::from_secs(1);
-            waits.push(async move {
-                let _ = tokio::time::timeout(bound, first_rx.wait_for(|done| *done)).await;
-            });
+            first.push((
+                settings.connect_deadline() + Duration::from_secs(1),
+                first_rx,
+            ));
             started.push(server);
         }
-        futures_util::future::join_all(waits).await;
         Self {
             servers: started,
+            first,
             stop,
         }
+    }
+
+    /// Wait until every server has made its first connection attempt, each at most its
+    /// `connect_timeout` and a second.
+    pub async fn first_attempts(&self) {
+        let waits = self.first.iter().map(|(bound, rx)| {
+            let mut rx = rx.clone();
+            let bound = *bound;
+            async move {
+                let _ = tokio::time::timeout(bound, rx.wait_for(|done| *done)).await;
+            }
+        });
+        futures_util::future::join_all(waits).await;
+    }
+
+    /// The toolsets of the enabled servers of `servers`: what a replica keeps in the
+    /// registry at start (the rest is gone from the configuration or disabled).
+    pub fn enabled_toolsets(servers: &BTreeMap<String, McpServerSettings>) -> Vec<String> {
+        servers
+            .iter()
+            .filter(|(_, s)| s.enabled)
+            .map(|(n, _)| naming::toolset(n))
+            .collect()
     }
 
     /// The toolsets of every configured server, enabled or not (a reload publishes them

@@ -49,8 +49,10 @@ pub struct McpServer {
     session: RwLock<Option<Arc<McpConnection>>>,
     tools: RwLock<Vec<Registered>>,
     breaker: Mutex<Breaker>,
-    /// Only one refresh of the tool list at a time (a burst of `list_changed`).
-    pub(crate) refreshing: tokio::sync::Mutex<()>,
+    /// One refresh of the tool list at a time (a burst of `list_changed`); holds whether this replica has reported the server's tools
+    /// once (the first report is made even when the list is empty, so the registry's
+    /// entries of a previous run are replaced).
+    pub(crate) refreshing: tokio::sync::Mutex<bool>,
     up: IntGauge,
     /// Configured secret values, removed verbatim from errors shown to the model.
     secrets: Vec<String>,
@@ -80,7 +82,7 @@ impl McpServer {
             session: RwLock::new(None),
             tools: RwLock::new(Vec::new()),
             breaker: Mutex::new(Breaker::default()),
-            refreshing: tokio::sync::Mutex::new(()),
+            refreshing: tokio::sync::Mutex::new(false),
             up,
             secrets,
             sampler,
@@ -110,12 +112,12 @@ impl McpServer {
     }
 
     /// Re-read the server's tool list through `session` and apply the filters. Returns the
-    /// new specs when they changed.
+    /// new specs when they changed, and always the first time.
     pub(crate) async fn refresh(
         &self,
         session: &McpConnection,
     ) -> Result<Option<Vec<ToolSpec>>, McpError> {
-        let _one_at_a_time = self.refreshing.lock().await;
+        let mut reported = self.refreshing.lock().await;
         let remote = session.list_tools().await?;
         let caps = session.capabilities();
         let filter = &self.settings.tools;
@@ -150,7 +152,9 @@ impl McpServer {
                     || a.spec.description != b.spec.description
             });
         *current = registered;
-        Ok(changed.then(|| current.iter().map(|r| r.spec.clone()).collect()))
+        let report = changed || !*reported;
+        *reported = true;
+        Ok(report.then(|| current.iter().map(|r| r.spec.clone()).collect()))
     }
 
     fn utility(&self, utility: Utility) -> Registered {

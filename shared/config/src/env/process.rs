@@ -31,6 +31,12 @@ settings! {
             secret: true,
             help: "Redis connection URL (caches, counters, run event streams)",
         },
+        HERMES_CACHE_KEY_SECRET: SecretString {
+            kind: kinds::SECRET,
+            unset: Means("(none: identifiers hashed without a key)"),
+            secret: true,
+            help: "key of the HMAC that turns platform identifiers (phone numbers, chat and message ids) into Redis key names; set it so a reader of Redis cannot test guesses of a number against them",
+        },
         HERMES_NAMESPACE: Namespace {
             kind: kinds::NAMESPACE,
             unset: Value("hermes"),

@@ -1,0 +1,173 @@
+//! Round-robin dispatch (docs/agents.md, "Dispatch"): the eligible agent dispatched to
+//! longest ago, chosen inside the run's transaction so that capacity holds however many
+//! messages arrive at once.
+
+use hermes_types::ids::WorkspaceId;
+
+use super::agents::{Agent, COLUMNS, agent_from};
+use super::{DbError, Transaction};
+
+/// Keeps round-robin locks apart from the other two-key advisory locks (sessions use
+/// their own class).
+const ROUND_ROBIN_LOCK_CLASS: i32 = 0x5252_4f42; // "RROB"
+
+/// Round robin: the eligible agent dispatched to longest ago, locked for this transaction.
+/// Eligible = ONLINE, capability match (no capabilities, `*`, or `capability`), and fewer open
+/// runs than `max_concurrent`.
+///
+/// The choice of a workspace's round robin is serialized until commit by a transaction
+/// advisory lock: a choice must see every earlier choice's open run to keep capacity and the
+/// turn, and those runs are only visible once their transactions commit. Skipping the agent
+/// rows other transactions hold (the earlier `SKIP LOCKED`) sent every message beyond the
+/// number of agents to the default persona whenever messages arrived together. The lock is
+/// taken after the user's row lock and statements run in READ COMMITTED, so the choice that
+/// follows it sees everything committed while it waited. Transactions of other workspaces,
+/// assignments and mentions never take it.
+pub async fn next(
+    tx: &Transaction<'_>,
+    workspace_id: WorkspaceId,
+    capability: &str,
+) -> Result<Option<Agent>, DbError> {
+    tx.execute(
+        &crate::stmt(tx, "SELECT pg_advisory_xact_lock($1, hashtext($2::text))").await?,
+        &[&ROUND_ROBIN_LOCK_CLASS, &workspace_id.as_uuid().to_string()],
+    )
+    .await?;
+    // FOR UPDATE (no SKIP LOCKED): a row held by an assignment or a mention is waited for
+    // briefly rather than passed over.
+    let sql = format!(
+        "SELECT {COLUMNS} FROM agents a
+         WHERE a.workspace_id = $1 AND a.status = 'ONLINE'
+           AND (cardinality(a.capabilities) = 0 OR '*' = ANY (a.capabilities)
+                OR $2 = ANY (a.capabilities))
+           AND (SELECT count(*) FROM agent_runs r WHERE r.agent_id = a.id
+                  AND r.status NOT IN ('completed', 'failed')) < a.max_concurrent
+         ORDER BY a.last_dispatched_at ASC NULLS FIRST, a.profile_key
+         LIMIT 1 FOR UPDATE OF a"
+    );
+    let row = tx
+        .query_opt(&crate::stmt(tx, &sql).await?, &[&workspace_id, &capability])
+        .await?;
+    row.map(|r| agent_from(&r)).transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use hermes_types::agent::{AgentKind, EngagementMode, Tone};
+    use hermes_types::ids::{AgentId, RunId};
+    use tokio::sync::Barrier;
+
+    use super::*;
+    use crate::Db;
+    use crate::agents::{self, NewAgent};
+    use crate::scratch::{ScratchDb, server_from_env};
+
+    async fn agent(db: &Db, key: &str, max_concurrent: i32) -> Agent {
+        let c = db.get().await.unwrap();
+        agents::create(
+            &c,
+            &NewAgent {
+                workspace: "default",
+                profile_key: key,
+                kind: AgentKind::Internal,
+                display_name: key,
+                tone: Tone::Chill,
+                role: None,
+                role_instructions: None,
+                tier: None,
+                toolsets: &[],
+                capabilities: &[],
+                webhook_url: None,
+                webhook_secret_sealed: None,
+                max_concurrent,
+                engagement_mode: EngagementMode::Execute,
+            },
+        )
+        .await
+        .unwrap()
+    }
+
+    /// One message's dispatch as the router commits it: choose, mark, open the run.
+    async fn dispatch(tx: &Transaction<'_>, workspace: WorkspaceId) -> Option<AgentId> {
+        let chosen = next(tx, workspace, "general").await.unwrap()?;
+        agents::mark_dispatched(tx, chosen.id).await.unwrap();
+        tx.execute(
+            "INSERT INTO agent_runs (id, platform, sender_id, status, tier, agent_id)
+             VALUES ($1, 'rest', 's', 'routed', 'free', $2)",
+            &[&RunId::new(), &chosen.id],
+        )
+        .await
+        .unwrap();
+        Some(chosen.id)
+    }
+
+    const AT_ONCE: usize = 12;
+
+    #[tokio::test]
+    async fn messages_dispatched_at_once_all_reach_agents_in_turn_within_capacity() {
+        let scratch = ScratchDb::create(&server_from_env(), "hermes_scratch")
+            .await
+            .unwrap();
+        let db = Db::new(&scratch.url, AT_ONCE).unwrap();
+        let (per_agent, to_persona, after) = at_once(&db).await;
+        drop(db);
+        scratch.drop_now().await.unwrap();
+        assert_eq!(
+            to_persona, 0,
+            "every message reached an agent: {per_agent:?}"
+        );
+        assert_eq!(
+            per_agent,
+            BTreeMap::from([("ana", 4), ("ben", 4), ("cy", 4)]),
+            "in turn, within capacity"
+        );
+        assert_eq!(
+            after, None,
+            "every agent is at capacity: the persona answers"
+        );
+    }
+
+    /// Twelve messages dispatched at once over three agents of capacity four, then one more:
+    /// the runs per agent, those left to the persona, and the last message's agent.
+    async fn at_once(db: &Db) -> (BTreeMap<&'static str, usize>, usize, Option<AgentId>) {
+        let mut keys = BTreeMap::new();
+        let mut workspace = None;
+        for key in ["ana", "ben", "cy"] {
+            let a = agent(db, key, 4).await;
+            workspace = Some(a.workspace_id);
+            keys.insert(a.id, key);
+        }
+        let workspace = workspace.unwrap();
+        // Every transaction is open, holding its connection, before any of them chooses.
+        let barrier = Arc::new(Barrier::new(AT_ONCE));
+        let tasks: Vec<_> = (0..AT_ONCE)
+            .map(|_| {
+                let (db, barrier) = (db.clone(), barrier.clone());
+                tokio::spawn(async move {
+                    let mut client = db.get().await.unwrap();
+                    let tx = client.transaction().await.unwrap();
+                    tx.execute("SELECT 1", &[]).await.unwrap();
+                    barrier.wait().await;
+                    let chosen = dispatch(&tx, workspace).await;
+                    tx.commit().await.unwrap();
+                    chosen
+                })
+            })
+            .collect();
+        let mut per_agent: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut to_persona = 0;
+        for task in tasks {
+            match task.await.unwrap() {
+                Some(id) => *per_agent.entry(keys[&id]).or_default() += 1,
+                None => to_persona += 1,
+            }
+        }
+        let mut client = db.get().await.unwrap();
+        let tx = client.transaction().await.unwrap();
+        let after = dispatch(&tx, workspace).await;
+        (per_agent, to_persona, after)
+    }
+}
