@@ -17,6 +17,7 @@ mod rest;
 mod router;
 mod runs_closed;
 mod shutdown;
+mod slow_clients;
 mod streaming;
 mod testkit;
 mod thin_path;

@@ -33,7 +33,7 @@ use hermes_cache::dedupe::Dedupe;
 use hermes_cache::rate_limit::RateLimiter;
 use hermes_cache::run_events::{RunEvents, Waiters};
 use hermes_runtime::Ctx;
-use hermes_runtime::http::{ApiError, track};
+use hermes_runtime::http::{ApiError, bound_body, track};
 use serde_json::json;
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -181,20 +181,43 @@ pub fn app(state: AppState) -> Router {
             state.clone(),
             rest::require_caller,
         ));
+    // Each webhook's secret is checked by its gate before its body is read.
     let webhooks = Router::new()
-        .route("/webhooks/telegram", post(webhooks::telegram))
+        .route(
+            "/webhooks/telegram",
+            post(webhooks::telegram).layer(middleware::from_fn_with_state(
+                state.clone(),
+                webhooks::telegram_gate,
+            )),
+        )
         .merge(
             // Meta's webhooks carry up to 3 MB: their routes take what Meta sends.
             Router::new()
                 .route(
                     "/webhooks/whatsapp",
-                    get(webhooks::whatsapp_handshake).post(webhooks::whatsapp),
+                    get(webhooks::whatsapp_handshake).merge(post(webhooks::whatsapp).layer(
+                        middleware::from_fn_with_state(state.clone(), webhooks::hub_gate),
+                    )),
                 )
-                .route("/webhooks/360dialog", post(webhooks::d360_header))
-                .route("/webhooks/360dialog/{token}", post(webhooks::d360_path))
+                .route(
+                    "/webhooks/360dialog",
+                    post(webhooks::d360_header).layer(middleware::from_fn_with_state(
+                        state.clone(),
+                        webhooks::d360_gate,
+                    )),
+                )
+                .route(
+                    "/webhooks/360dialog/{token}",
+                    post(webhooks::d360_path).layer(middleware::from_fn_with_state(
+                        state.clone(),
+                        webhooks::d360_path_gate,
+                    )),
+                )
                 .route(
                     "/webhooks/instagram",
-                    get(webhooks::instagram_handshake).post(webhooks::instagram),
+                    get(webhooks::instagram_handshake).merge(post(webhooks::instagram).layer(
+                        middleware::from_fn_with_state(state.clone(), webhooks::hub_gate),
+                    )),
                 )
                 .layer(DefaultBodyLimit::max(state.ctx.config.meta_max_body_bytes)),
         );
@@ -209,6 +232,10 @@ pub fn app(state: AppState) -> Router {
         .merge(bounded)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(state.ctx.config.max_body_bytes))
+        .layer(middleware::from_fn_with_state(
+            (state.ctx.config.http_body_timeout, metrics.clone()),
+            bound_body,
+        ))
         .with_state(state)
         .layer(middleware::from_fn_with_state(metrics, track))
         .layer(middleware::from_fn(security_headers))
@@ -244,10 +271,8 @@ pub async fn serve(ctx: Ctx, listener: TcpListener) -> anyhow::Result<()> {
     webhooks::log_channels(&state);
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "ingest listening");
-    let stop = ctx.stop.clone();
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(async move { stop.cancelled().await })
-        .await?;
+    let header_timeout = ctx.config.http_header_timeout;
+    hermes_runtime::http::serve(listener, app(state), header_timeout, ctx.stop.clone()).await?;
     subscriber_stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(1), subscriber).await;
     tracing::info!("ingest stopped");

@@ -160,6 +160,10 @@ pub struct Config {
     /// The body limit of Meta's webhook routes (WhatsApp, 360dialog, Instagram).
     pub meta_max_body_bytes: usize,
     pub max_in_flight: usize,
+    /// How long a client may take to send a request's headers (`HERMES_HTTP_HEADER_TIMEOUT_SECS`).
+    pub http_header_timeout: Duration,
+    /// How long a client may take to send a request's body (`HERMES_HTTP_BODY_TIMEOUT_SECS`).
+    pub http_body_timeout: Duration,
     pub shutdown_grace: Duration,
     pub db_pool_size: usize,
     /// How long a run may stay open before the router's sweeper ends it.

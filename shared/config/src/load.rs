@@ -41,6 +41,8 @@ impl Config {
         let max_body_bytes = r.get(&ingest::HERMES_MAX_BODY_BYTES);
         let meta_max_body_bytes = r.get(&ingest::HERMES_META_MAX_BODY_BYTES);
         let max_in_flight = r.get(&ingest::HERMES_MAX_IN_FLIGHT);
+        let http_header_timeout = r.get(&ingest::HERMES_HTTP_HEADER_TIMEOUT_SECS);
+        let http_body_timeout = r.get(&ingest::HERMES_HTTP_BODY_TIMEOUT_SECS);
         let provider = read_provider(&mut r);
         let global_daily_budget_micro_usd = r.get(&providers::LLM_GLOBAL_DAILY_BUDGET_USD);
         let llm_timeout = r.get(&providers::HERMES_LLM_TIMEOUT_SECS);
@@ -83,6 +85,8 @@ impl Config {
                 max_body_bytes: max_body_bytes?,
                 meta_max_body_bytes: meta_max_body_bytes?,
                 max_in_flight: max_in_flight?,
+                http_header_timeout: http_header_timeout?,
+                http_body_timeout: http_body_timeout?,
                 shutdown_grace: shutdown_grace?,
                 db_pool_size: db_pool_size?,
                 run_stuck_after: run_stuck_after?,

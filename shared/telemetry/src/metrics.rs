@@ -19,6 +19,7 @@ pub struct Inner {
     pub http_requests: IntCounterVec,
     pub http_duration: HistogramVec,
     pub ingest_messages: IntCounterVec,
+    pub http_slow_clients: IntCounterVec,
     // Bus.
     pub bus_connected: IntGauge,
     pub bus_reconnects: IntCounter,
@@ -157,6 +158,12 @@ impl Metrics {
             "hermes_ingest_messages_total",
             "Inbound messages by platform and outcome (accepted, or the error code they were refused with).",
             &["platform", "outcome"],
+        );
+        let http_slow_clients = counter_vec(
+            &r,
+            "hermes_http_slow_clients_total",
+            "Requests cut because the client was too slow to send them, by phase (body; a header block cut by its timeout closes the connection before a request exists).",
+            &["phase"],
         );
         let bus_connected =
             IntGauge::new("hermes_bus_connected", "1 while connected to RabbitMQ.").unwrap();
@@ -531,6 +538,7 @@ impl Metrics {
             http_requests,
             http_duration,
             ingest_messages,
+            http_slow_clients,
             bus_connected,
             bus_reconnects,
             bus_published,
