@@ -21,5 +21,6 @@ mod slow_clients;
 mod streaming;
 mod testkit;
 mod thin_path;
+mod tls;
 mod tools;
 mod topology;

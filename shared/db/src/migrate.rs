@@ -3,7 +3,6 @@
 //! Each file runs in its own transaction; its checksum is recorded and re-checked.
 
 use sha2::{Digest, Sha256};
-use tokio_postgres::NoTls;
 
 use super::{Client, Db, DbError};
 
@@ -106,7 +105,7 @@ pub struct Report {
 /// Returns true when it was created. Needs CREATEDB; production databases usually exist.
 pub async fn ensure_database(db: &Db) -> Result<bool, DbError> {
     let cfg = db.pg_config().clone();
-    match cfg.connect(NoTls).await {
+    match cfg.connect(db.tls()).await {
         Ok(_) => return Ok(false),
         Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_DATABASE) => {}
         Err(e) => return Err(DbError::Query(e)),
@@ -114,7 +113,7 @@ pub async fn ensure_database(db: &Db) -> Result<bool, DbError> {
     let name = cfg.get_dbname().unwrap_or("postgres").to_string();
     let mut admin = cfg.clone();
     admin.dbname("postgres");
-    let (client, conn) = admin.connect(NoTls).await?;
+    let (client, conn) = admin.connect(db.tls()).await?;
     let driver = tokio::spawn(conn);
     let quoted = format!("\"{}\"", name.replace('"', "\"\""));
     let result = client

@@ -318,7 +318,7 @@ async fn inject(
 /// A Redis that restarts without persistence has forgotten everything: delete every key of
 /// the run's namespace (and only those; the server is shared).
 async fn forget_namespace(config: &Config, ns: &str) -> anyhow::Result<()> {
-    let client = redis::Client::open(config.redis_url.expose_secret())?;
+    let client = hermes_cache::client(config.redis_url.expose_secret())?;
     let mut c = client.get_multiplexed_async_connection().await?;
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg(format!("{ns}:*"))
