@@ -5,6 +5,7 @@ mod bus;
 mod channels;
 mod delivery;
 mod delivery_copies;
+mod dependencies;
 mod deploy;
 mod docs;
 mod faults;
