@@ -4,7 +4,9 @@
 use std::path::PathBuf;
 
 fn repo_file(rel: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join(rel);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(rel);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -13,7 +15,10 @@ fn version(text: &str) -> (u64, u64, u64) {
     let mut parts = text
         .trim_start_matches(['=', '^', '~'])
         .split('.')
-        .map(|p| p.parse::<u64>().unwrap_or_else(|_| panic!("version {text:?}")));
+        .map(|p| {
+            p.parse::<u64>()
+                .unwrap_or_else(|_| panic!("version {text:?}"))
+        });
     (
         parts.next().unwrap_or(0),
         parts.next().unwrap_or(0),

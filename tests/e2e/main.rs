@@ -15,6 +15,7 @@ mod llm;
 mod outage;
 mod outbox;
 mod rest;
+mod retention;
 mod router;
 mod runs_closed;
 mod shutdown;

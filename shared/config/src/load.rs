@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::env::{Reader, bus, ingest, process, providers, router};
+use crate::env::{Reader, bus, ingest, process, providers, retention, router};
 use crate::{
     BackendKind, BusSettings, ChannelSecrets, Config, ConfigError, FileConfig, ProviderSettings,
-    RateLimit, RouterSecrets,
+    RateLimit, Retention, RouterSecrets,
 };
 
 impl Config {
@@ -56,6 +56,7 @@ impl Config {
             session_keys: r.get(&router::HERMES_SESSION_KEYS).unwrap_or_default(),
             secret_keys: r.get(&router::HERMES_SECRET_KEYS).unwrap_or_default(),
         };
+        let retention = read_retention(&mut r);
         let delivery = crate::delivery::read_delivery(&mut r);
         let alerts = crate::delivery::read_alerts(&mut r);
 
@@ -100,6 +101,7 @@ impl Config {
                 },
                 router,
                 delivery: delivery?,
+                retention: retention?,
                 alerts: alerts?,
                 file,
                 config_path,
@@ -138,6 +140,23 @@ fn read_provider(r: &mut Reader<'_>) -> Option<ProviderSettings> {
         keys,
         base_urls,
         anthropic_version: anthropic_version?,
+    })
+}
+
+fn read_retention(r: &mut Reader<'_>) -> Option<Retention> {
+    let runs = r.get(&retention::HERMES_RETENTION_RUNS_DAYS);
+    let conversations = r.get(&retention::HERMES_RETENTION_CONVERSATIONS_DAYS);
+    let statuses = r.get(&retention::HERMES_RETENTION_STATUSES_DAYS);
+    let facts = r.get(&retention::HERMES_RETENTION_FACTS_DAYS);
+    let ledger = r.get(&retention::HERMES_RETENTION_LEDGER_DAYS);
+    let sweep_every = r.get(&retention::HERMES_RETENTION_SWEEP_SECS);
+    Some(Retention {
+        runs_days: runs?,
+        conversations_days: conversations?,
+        statuses_days: statuses?,
+        facts_days: facts?,
+        ledger_days: ledger?,
+        sweep_every: sweep_every?,
     })
 }
 

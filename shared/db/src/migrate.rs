@@ -65,6 +65,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0010_delivery_sends",
         sql: include_str!("../../../migrations/0010_delivery_sends.sql"),
     },
+    Migration {
+        version: 13,
+        name: "0013_retention",
+        sql: include_str!("../../../migrations/0013_retention.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.
