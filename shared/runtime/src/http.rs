@@ -3,19 +3,19 @@
 //! bounds slow clients (headers by [`serve`], bodies by [`bound_body`]; `docs/security.md`).
 
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::body::{Body, HttpBody};
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
-use futures_util::StreamExt;
+use hyper::body::{Frame, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -157,6 +157,44 @@ pub async fn serve(
     Ok(())
 }
 
+/// A request body that fails once its deadline passes (see [`bound_body`]); its size hint
+/// stays the inner body's, so a `Content-Length` over the limit is still refused unread.
+struct Deadline {
+    inner: Body,
+    expiry: Pin<Box<tokio::time::Sleep>>,
+    cut: Arc<AtomicBool>,
+    timeout: Duration,
+}
+
+impl HttpBody for Deadline {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let this = &mut *self;
+        // What has arrived is taken first: a body complete at the deadline is not cut.
+        if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
+            return Poll::Ready(frame);
+        }
+        if this.expiry.as_mut().poll(cx).is_ready() {
+            this.cut.store(true, Ordering::Relaxed);
+            return Poll::Ready(Some(Err(axum::Error::new(BodyTimedOut(this.timeout)))));
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 /// Why a body was cut: its client did not send it within the bound.
 #[derive(Debug, thiserror::Error)]
 #[error("the request body did not arrive within {0:?}")]
@@ -174,26 +212,15 @@ pub async fn bound_body(
     if HttpBody::is_end_stream(req.body()) {
         return next.run(req).await;
     }
-    let deadline = tokio::time::Instant::now() + timeout;
     let cut = Arc::new(AtomicBool::new(false));
     let (parts, body) = req.into_parts();
-    let mut data = body.into_data_stream();
-    let mut expiry = Box::pin(tokio::time::sleep_until(deadline));
-    let flag = cut.clone();
-    let bounded = futures_util::stream::poll_fn(move |cx| {
-        // What has arrived is taken first: a body complete at the deadline is not cut.
-        if let Poll::Ready(chunk) = data.poll_next_unpin(cx) {
-            return Poll::Ready(chunk.map(|r| r.map_err(axum::BoxError::from)));
-        }
-        if expiry.as_mut().poll(cx).is_ready() {
-            flag.store(true, Ordering::Relaxed);
-            return Poll::Ready(Some(Err(BodyTimedOut(timeout).into())));
-        }
-        Poll::Pending
-    });
-    let resp = next
-        .run(Request::from_parts(parts, Body::from_stream(bounded)))
-        .await;
+    let body = Deadline {
+        inner: body,
+        expiry: Box::pin(tokio::time::sleep(timeout)),
+        cut: cut.clone(),
+        timeout,
+    };
+    let resp = next.run(Request::from_parts(parts, Body::new(body))).await;
     if !cut.load(Ordering::Relaxed) {
         return resp;
     }
