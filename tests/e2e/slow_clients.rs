@@ -104,3 +104,35 @@ async fn a_wrong_header_secret_is_refused_before_the_body_is_read() {
     }
     fleet.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_without_the_secret_is_refused_even_when_every_slot_is_taken() {
+    let mut env = TestEnv::new().await;
+    env.set("TELEGRAM_WEBHOOK_SECRET", SECRET)
+        .set("HERMES_MAX_IN_FLIGHT", "1")
+        .set("HERMES_HTTP_BODY_TIMEOUT_SECS", "600");
+    let fleet = env.start(&[Service::Ingest]).await;
+    // The only slot: a caller with the secret whose body never ends.
+    let mut holder = TcpStream::connect(fleet.http).await.unwrap();
+    let head = format!(
+        "POST /webhooks/telegram HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+         x-telegram-bot-api-secret-token: {SECRET}\r\ncontent-length: 1000\r\n\r\n{{"
+    );
+    holder.write_all(head.as_bytes()).await.unwrap();
+    let http = reqwest::Client::new();
+    let post = |secret: &'static str| {
+        http.post(fleet.url("/webhooks/telegram"))
+            .header("x-telegram-bot-api-secret-token", secret)
+            .header("content-type", "application/json")
+            .body(r#"{"update_id": 1}"#)
+            .send()
+    };
+    hermes_testkit::eventually(Duration::from_secs(10), "the slot taken", || async {
+        (post(SECRET).await.ok()?.status() == 503).then_some(())
+    })
+    .await;
+    // The secret is checked before a slot is taken: no 503 for a caller without it.
+    assert_eq!(post("wrong").await.unwrap().status(), 401);
+    drop(holder);
+    fleet.stop().await.unwrap();
+}

@@ -170,9 +170,15 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 pub fn app(state: AppState) -> Router {
     let key = ApiKey(state.ctx.config.api_server_key.clone());
     let metrics = state.ctx.metrics.clone();
+    // A request takes one of HERMES_MAX_IN_FLIGHT slots after its header secret was checked
+    // (a caller without it is refused at once and never holds a slot) and before its body is
+    // read. REST keys are resolved inside the slot: that look-up may reach PostgreSQL.
+    let slots = Arc::new(Semaphore::new(state.ctx.config.max_in_flight));
+    let slot = middleware::from_fn_with_state(slots, bound_in_flight);
     let api = Router::new()
         .route("/v1/chat/completions", post(chat::completions))
         .route("/v1/models", get(models))
+        .route_layer(slot.clone())
         .route_layer(middleware::from_fn_with_state(key, auth::require_key));
     let rest = Router::new()
         .route("/v1/messages", post(rest::post_message))
@@ -180,52 +186,52 @@ pub fn app(state: AppState) -> Router {
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             rest::require_caller,
-        ));
-    // Each webhook's secret is checked by its gate before its body is read.
+        ))
+        .route_layer(slot.clone());
     let webhooks = Router::new()
         .route(
             "/webhooks/telegram",
-            post(webhooks::telegram).layer(middleware::from_fn_with_state(
-                state.clone(),
-                webhooks::telegram_gate,
-            )),
+            post(webhooks::telegram)
+                .layer(slot.clone())
+                .layer(middleware::from_fn_with_state(
+                    state.clone(),
+                    webhooks::telegram_gate,
+                )),
         )
         .merge(
             // Meta's webhooks carry up to 3 MB: their routes take what Meta sends.
             Router::new()
                 .route(
                     "/webhooks/whatsapp",
-                    get(webhooks::whatsapp_handshake).merge(post(webhooks::whatsapp).layer(
-                        middleware::from_fn_with_state(state.clone(), webhooks::hub_gate),
-                    )),
+                    get(webhooks::whatsapp_handshake).layer(slot.clone()).merge(
+                        post(webhooks::whatsapp).layer(slot.clone()).layer(
+                            middleware::from_fn_with_state(state.clone(), webhooks::hub_gate),
+                        ),
+                    ),
                 )
                 .route(
                     "/webhooks/360dialog",
-                    post(webhooks::d360_header).layer(middleware::from_fn_with_state(
-                        state.clone(),
-                        webhooks::d360_gate,
-                    )),
+                    post(webhooks::d360_header).layer(slot.clone()).layer(
+                        middleware::from_fn_with_state(state.clone(), webhooks::d360_gate),
+                    ),
                 )
                 .route(
                     "/webhooks/360dialog/{token}",
-                    post(webhooks::d360_path).layer(middleware::from_fn_with_state(
-                        state.clone(),
-                        webhooks::d360_path_gate,
-                    )),
+                    post(webhooks::d360_path).layer(slot.clone()).layer(
+                        middleware::from_fn_with_state(state.clone(), webhooks::d360_path_gate),
+                    ),
                 )
                 .route(
                     "/webhooks/instagram",
-                    get(webhooks::instagram_handshake).merge(post(webhooks::instagram).layer(
-                        middleware::from_fn_with_state(state.clone(), webhooks::hub_gate),
-                    )),
+                    get(webhooks::instagram_handshake)
+                        .layer(slot.clone())
+                        .merge(post(webhooks::instagram).layer(slot).layer(
+                            middleware::from_fn_with_state(state.clone(), webhooks::hub_gate),
+                        )),
                 )
                 .layer(DefaultBodyLimit::max(state.ctx.config.meta_max_body_bytes)),
         );
-    let slots = Arc::new(Semaphore::new(state.ctx.config.max_in_flight));
-    let bounded = api
-        .merge(rest)
-        .merge(webhooks)
-        .layer(middleware::from_fn_with_state(slots, bound_in_flight));
+    let bounded = api.merge(rest).merge(webhooks);
     Router::new()
         .route("/health", get(health))
         .route("/v1/health", get(health))
