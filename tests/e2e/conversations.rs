@@ -183,6 +183,7 @@ async fn a_new_session_never_sees_the_old_sessions_turns_nor_its_late_reply() {
             finish_reason: FinishReason::Stop,
             tools_used: Vec::new(),
         },
+        detail: None,
     };
     bus.publish(&Envelope::new(late_run, None, &late))
         .await

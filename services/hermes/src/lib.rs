@@ -9,6 +9,7 @@ pub mod bench_llm;
 pub mod bench_router;
 pub mod dlq;
 pub mod doctor;
+pub mod erase;
 pub mod keys;
 pub mod llm_admin;
 pub mod tools_admin;

@@ -82,6 +82,17 @@ pub enum UsersCommand {
         /// The value (sanitized before it reaches a prompt).
         value: String,
     },
+    /// Erase a person for a privacy request: every PostgreSQL row about the user and their
+    /// linked senders (runs, messages, sessions, memory, ledger, statuses…) and every Redis
+    /// key naming them (soul and history caches, rate and budget counters). Without `--yes`
+    /// it only shows what would be removed.
+    Erase {
+        /// The user's id.
+        id: UserId,
+        /// Really erase (there is no undo).
+        #[arg(long)]
+        yes: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -336,6 +347,9 @@ pub async fn run(config: &Config, cmd: UsersCommand) -> anyhow::Result<()> {
             );
             invalidate_soul(config, id).await;
             println!("user {id} updated");
+        }
+        UsersCommand::Erase { id, yes } => {
+            crate::erase::run(config, id, yes, &mut std::io::stdout()).await?;
         }
         UsersCommand::Remember { id, key, value } => {
             anyhow::ensure!(!key.trim().is_empty(), "the key must not be empty");

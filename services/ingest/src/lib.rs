@@ -33,7 +33,7 @@ use hermes_cache::dedupe::Dedupe;
 use hermes_cache::rate_limit::RateLimiter;
 use hermes_cache::run_events::{RunEvents, Waiters};
 use hermes_runtime::Ctx;
-use hermes_runtime::http::{ApiError, track};
+use hermes_runtime::http::{ApiError, bound_body, track};
 use serde_json::json;
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -167,48 +167,82 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 /// The HTTP application (exposed for tests that drive it without a socket).
 pub fn app(state: AppState) -> Router {
     let metrics = state.ctx.metrics.clone();
+    // A request takes one of HERMES_MAX_IN_FLIGHT slots after its header secret was checked
+    // (a caller without it is refused at once and never holds a slot) and before its body is
+    // read. REST keys are resolved inside the slot: that look-up may reach PostgreSQL.
+    let slots = Arc::new(Semaphore::new(state.ctx.config.max_in_flight));
+    let slot = middleware::from_fn_with_state(slots, bound_in_flight);
     let api = Router::new()
         .route("/v1/chat/completions", post(chat::completions))
         .route("/v1/models", get(models))
+        // API keys may be resolved in PostgreSQL, as REST keys are: inside the slot.
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             rest::require_chat_caller,
-        ));
+        ))
+        .route_layer(slot.clone());
     let rest = Router::new()
         .route("/v1/messages", post(rest::post_message))
         .route("/v1/runs/{id}", get(rest::get_run))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             rest::require_caller,
-        ));
+        ))
+        .route_layer(slot.clone());
     let webhooks = Router::new()
-        .route("/webhooks/telegram", post(webhooks::telegram))
+        .route(
+            "/webhooks/telegram",
+            post(webhooks::telegram)
+                .layer(slot.clone())
+                .layer(middleware::from_fn_with_state(
+                    state.clone(),
+                    webhooks::telegram_gate,
+                )),
+        )
         .merge(
             // Meta's webhooks carry up to 3 MB: their routes take what Meta sends.
             Router::new()
                 .route(
                     "/webhooks/whatsapp",
-                    get(webhooks::whatsapp_handshake).post(webhooks::whatsapp),
+                    get(webhooks::whatsapp_handshake).layer(slot.clone()).merge(
+                        post(webhooks::whatsapp).layer(slot.clone()).layer(
+                            middleware::from_fn_with_state(state.clone(), webhooks::hub_gate),
+                        ),
+                    ),
                 )
-                .route("/webhooks/360dialog", post(webhooks::d360_header))
-                .route("/webhooks/360dialog/{token}", post(webhooks::d360_path))
+                .route(
+                    "/webhooks/360dialog",
+                    post(webhooks::d360_header).layer(slot.clone()).layer(
+                        middleware::from_fn_with_state(state.clone(), webhooks::d360_gate),
+                    ),
+                )
+                .route(
+                    "/webhooks/360dialog/{token}",
+                    post(webhooks::d360_path).layer(slot.clone()).layer(
+                        middleware::from_fn_with_state(state.clone(), webhooks::d360_path_gate),
+                    ),
+                )
                 .route(
                     "/webhooks/instagram",
-                    get(webhooks::instagram_handshake).post(webhooks::instagram),
+                    get(webhooks::instagram_handshake)
+                        .layer(slot.clone())
+                        .merge(post(webhooks::instagram).layer(slot).layer(
+                            middleware::from_fn_with_state(state.clone(), webhooks::hub_gate),
+                        )),
                 )
                 .layer(DefaultBodyLimit::max(state.ctx.config.meta_max_body_bytes)),
         );
-    let slots = Arc::new(Semaphore::new(state.ctx.config.max_in_flight));
-    let bounded = api
-        .merge(rest)
-        .merge(webhooks)
-        .layer(middleware::from_fn_with_state(slots, bound_in_flight));
+    let bounded = api.merge(rest).merge(webhooks);
     Router::new()
         .route("/health", get(health))
         .route("/v1/health", get(health))
         .merge(bounded)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(state.ctx.config.max_body_bytes))
+        .layer(middleware::from_fn_with_state(
+            (state.ctx.config.http_body_timeout, metrics.clone()),
+            bound_body,
+        ))
         .with_state(state)
         .layer(middleware::from_fn_with_state(metrics, track))
         .layer(middleware::from_fn(security_headers))
@@ -244,10 +278,8 @@ pub async fn serve(ctx: Ctx, listener: TcpListener) -> anyhow::Result<()> {
     webhooks::log_channels(&state);
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "ingest listening");
-    let stop = ctx.stop.clone();
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(async move { stop.cancelled().await })
-        .await?;
+    let header_timeout = ctx.config.http_header_timeout;
+    hermes_runtime::http::serve(listener, app(state), header_timeout, ctx.stop.clone()).await?;
     subscriber_stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(1), subscriber).await;
     tracing::info!("ingest stopped");

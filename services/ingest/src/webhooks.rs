@@ -9,8 +9,9 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hermes_runtime::http::ApiError;
 use hermes_types::model::{Inbound, MessageEvent, Platform};
@@ -165,16 +166,8 @@ pub async fn telegram(
     headers: HeaderMap,
     raw: Result<Bytes, BytesRejection>,
 ) -> Response {
+    // The secret header was checked by [`telegram_gate`], before the body was read.
     let p = Platform::Telegram;
-    let Some(secret) = app.ctx.config.channels.telegram_webhook_secret.clone() else {
-        return not_configured(&app, p);
-    };
-    let given = headers
-        .get("x-telegram-bot-api-secret-token")
-        .and_then(|v| v.to_str().ok());
-    if !verify::token_matches(secret.expose_secret(), given) {
-        return bad_signature(&app, p);
-    }
     let raw = match body(&app, p, raw) {
         Ok(b) => b,
         Err((reason, e)) => return refused(&app, p, reason, e),
@@ -301,18 +294,9 @@ fn d360_token_ok(app: &AppState, headers: &HeaderMap, path_token: Option<&str>) 
     Some(verify::token_matches(expected.expose_secret(), given))
 }
 
-async fn d360(
-    app: AppState,
-    headers: HeaderMap,
-    token: Option<String>,
-    raw: Result<Bytes, BytesRejection>,
-) -> Response {
+async fn d360(app: AppState, headers: HeaderMap, raw: Result<Bytes, BytesRejection>) -> Response {
+    // The token was checked by [`d360_gate`], before the body was read.
     let p = Platform::Whatsapp;
-    match d360_token_ok(&app, &headers, token.as_deref()) {
-        None => return not_configured(&app, p),
-        Some(false) => return bad_signature(&app, p),
-        Some(true) => {}
-    }
     let raw = match body(&app, p, raw) {
         Ok(b) => b,
         Err((reason, e)) => return refused(&app, p, reason, e),
@@ -326,17 +310,16 @@ pub async fn d360_header(
     headers: HeaderMap,
     raw: Result<Bytes, BytesRejection>,
 ) -> Response {
-    d360(app, headers, None, raw).await
+    d360(app, headers, raw).await
 }
 
 /// `POST /webhooks/360dialog/{token}` (token in the path, for setups that cannot add headers)
 pub async fn d360_path(
     State(app): State<AppState>,
-    Path(token): Path<String>,
     headers: HeaderMap,
     raw: Result<Bytes, BytesRejection>,
 ) -> Response {
-    d360(app, headers, Some(token), raw).await
+    d360(app, headers, raw).await
 }
 
 /// `POST /webhooks/instagram`
@@ -354,6 +337,78 @@ pub async fn instagram(
     match instagram::parse(&raw) {
         Err(e) => unparsed(&app, p, e),
         Ok(events) => accept_all(&app, events, &headers).await,
+    }
+}
+
+/// The refusal of a request whose header secret is missing or wrong (`None`: let it in).
+/// The gates below run before the handler's body extractor: a caller without the secret is
+/// answered at once and never gets to hold a connection by sending its body slowly.
+fn gate_verdict(app: &AppState, platform: Platform, verdict: Option<bool>) -> Option<Response> {
+    match verdict {
+        None => Some(not_configured(app, platform)),
+        Some(false) => Some(bad_signature(app, platform)),
+        Some(true) => None,
+    }
+}
+
+/// Middleware of `POST /webhooks/telegram`: `X-Telegram-Bot-Api-Secret-Token`, checked in
+/// constant time before the body is read.
+pub async fn telegram_gate(State(app): State<AppState>, req: Request, next: Next) -> Response {
+    let verdict = app
+        .ctx
+        .config
+        .channels
+        .telegram_webhook_secret
+        .as_ref()
+        .map(|secret| {
+            let given = req
+                .headers()
+                .get("x-telegram-bot-api-secret-token")
+                .and_then(|v| v.to_str().ok());
+            verify::token_matches(secret.expose_secret(), given)
+        });
+    match gate_verdict(&app, Platform::Telegram, verdict) {
+        Some(refusal) => refusal,
+        None => next.run(req).await,
+    }
+}
+
+/// Middleware of `POST /webhooks/360dialog`: the token header, before the body is read.
+pub async fn d360_gate(State(app): State<AppState>, req: Request, next: Next) -> Response {
+    let verdict = d360_token_ok(&app, req.headers(), None);
+    match gate_verdict(&app, Platform::Whatsapp, verdict) {
+        Some(refusal) => refusal,
+        None => next.run(req).await,
+    }
+}
+
+/// Middleware of `POST /webhooks/360dialog/{token}`: the path token, before the body is read.
+pub async fn d360_path_gate(
+    State(app): State<AppState>,
+    Path(token): Path<String>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let verdict = d360_token_ok(&app, req.headers(), Some(&token));
+    match gate_verdict(&app, Platform::Whatsapp, verdict) {
+        Some(refusal) => refusal,
+        None => next.run(req).await,
+    }
+}
+
+/// Middleware of Meta's signed routes (WhatsApp Cloud API, Instagram): the signature covers
+/// the body, so it is verified after reading it; a request without one is refused before.
+pub async fn hub_gate(State(app): State<AppState>, req: Request, next: Next) -> Response {
+    let channels = &app.ctx.config.channels;
+    let (platform, secret) = if req.uri().path().starts_with("/webhooks/instagram") {
+        (Platform::Instagram, channels.instagram_app_secret.as_ref())
+    } else {
+        (Platform::Whatsapp, channels.whatsapp_app_secret.as_ref())
+    };
+    let signed = req.headers().contains_key("x-hub-signature-256");
+    match gate_verdict(&app, platform, secret.map(|_| signed)) {
+        Some(refusal) => refusal,
+        None => next.run(req).await,
     }
 }
 

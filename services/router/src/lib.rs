@@ -5,13 +5,14 @@
 //! One file per step of the pipeline (`pipeline.rs` reads top to bottom): `sanitize`,
 //! `trivial` and `intent` classify and clean text; `soul` and `recall` build the system
 //! prompt; `messages` the turns; `tool_gate` and `tools` the tools offered; `dispatch`
-//! the agent; `sweeper` ends runs left open too long.
+//! the agent; `sweeper` ends runs left open too long; `retention` removes expired rows.
 
 pub mod dispatch;
 pub mod intent;
 pub mod messages;
 pub mod pipeline;
 pub mod recall;
+pub mod retention;
 pub mod sanitize;
 pub mod soul;
 pub mod sweeper;
@@ -27,8 +28,10 @@ pub use pipeline::Router;
 pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let router = Router::new(ctx.clone())?;
     let sweeper = tokio::spawn(sweeper::run(ctx.clone()));
+    let retention = tokio::spawn(retention::run(ctx.clone()));
     // Its commits are a few short statements each: group them (HERMES_COMMIT_GROUP).
     stage::run_grouped(ctx, router).await;
     let _ = sweeper.await;
+    let _ = retention.await;
     Ok(())
 }

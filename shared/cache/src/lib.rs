@@ -23,6 +23,8 @@ pub const CALL_TIMEOUT: Duration = Duration::from_millis(500);
 pub enum CacheError {
     #[error("REDIS_URL is invalid: {0}")]
     Url(#[source] redis::RedisError),
+    #[error("REDIS_URL: {0}")]
+    Tls(String),
     #[error("redis {op} failed: {source}")]
     Call {
         op: &'static str,
@@ -31,6 +33,47 @@ pub enum CacheError {
     },
     #[error("stored value is not valid: {0}")]
     Decode(#[from] serde_json::Error),
+}
+
+/// The client of `url`. `rediss://` is TLS with rustls (`docs/deploy.md`, "TLS to
+/// PostgreSQL and Redis"), verified against the system's roots, or against the PEM file of
+/// an `sslrootcert` query parameter (the PostgreSQL spelling, so both URLs read alike).
+pub fn client(url: &str) -> Result<redis::Client, CacheError> {
+    let Ok(mut parsed) = url::Url::parse(url) else {
+        return redis::Client::open(url).map_err(CacheError::Url);
+    };
+    let mut root = None;
+    let kept: Vec<(String, String)> = parsed
+        .query_pairs()
+        .filter_map(|(k, v)| {
+            if k == "sslrootcert" {
+                root = Some(v.into_owned());
+                None
+            } else {
+                Some((k.into_owned(), v.into_owned()))
+            }
+        })
+        .collect();
+    let Some(root) = root else {
+        return redis::Client::open(url).map_err(CacheError::Url);
+    };
+    if parsed.scheme() != "rediss" {
+        return Err(CacheError::Tls(
+            "sslrootcert is given but the scheme is not rediss://".into(),
+        ));
+    }
+    if kept.is_empty() {
+        parsed.set_query(None);
+    } else {
+        parsed.query_pairs_mut().clear().extend_pairs(kept);
+    }
+    let pem =
+        std::fs::read(&root).map_err(|e| CacheError::Tls(format!("sslrootcert={root}: {e}")))?;
+    let certs = redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(pem),
+    };
+    redis::Client::build_with_tls(parsed.as_str(), certs).map_err(CacheError::Url)
 }
 
 /// A handle on Redis, cheap to clone.
@@ -47,7 +90,7 @@ pub struct Cache {
 impl Cache {
     /// Build the handle without connecting: Redis being down at start is not fatal.
     pub fn new(url: &SecretString, ns: Namespace, metrics: Metrics) -> Result<Self, CacheError> {
-        let client = redis::Client::open(url.expose_secret()).map_err(CacheError::Url)?;
+        let client = client(url.expose_secret())?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(CALL_TIMEOUT))
             .set_response_timeout(Some(CALL_TIMEOUT))

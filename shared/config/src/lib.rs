@@ -140,6 +140,23 @@ pub struct RateLimit {
     pub burst: u32,
 }
 
+/// Days each family of tables keeps its rows; 0 keeps them for ever (`docs/security.md`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Retention {
+    /// Closed `agent_runs`, `activity_events`, finished `webhook_deliveries`.
+    pub runs_days: u32,
+    /// `interactions` and idle `sessions`.
+    pub conversations_days: u32,
+    /// `message_statuses`.
+    pub statuses_days: u32,
+    /// Extracted facts in `user_memory`.
+    pub facts_days: u32,
+    /// Itemized `credit_ledger` rows (older ones are summarised).
+    pub ledger_days: u32,
+    /// How often a router sweeps.
+    pub sweep_every: Duration,
+}
+
 /// The whole effective configuration of a process.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -162,6 +179,10 @@ pub struct Config {
     /// The body limit of Meta's webhook routes (WhatsApp, 360dialog, Instagram).
     pub meta_max_body_bytes: usize,
     pub max_in_flight: usize,
+    /// How long a client may take to send a request's headers (`HERMES_HTTP_HEADER_TIMEOUT_SECS`).
+    pub http_header_timeout: Duration,
+    /// How long a client may take to send a request's body (`HERMES_HTTP_BODY_TIMEOUT_SECS`).
+    pub http_body_timeout: Duration,
     pub shutdown_grace: Duration,
     pub db_pool_size: usize,
     /// How long a run may stay open before the router's sweeper ends it.
@@ -177,6 +198,8 @@ pub struct Config {
     pub router: RouterSecrets,
     /// Channel senders, send retries, breaker and rate gate of the delivery stage.
     pub delivery: DeliverySettings,
+    /// How long each family of tables keeps its rows (`HERMES_RETENTION_*`).
+    pub retention: Retention,
     /// Where ops alerts go.
     pub alerts: AlertSettings,
     pub file: FileConfig,

@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::env::{Reader, bus, ingest, process, providers, router};
+use crate::env::{Reader, bus, ingest, process, providers, retention, router};
 use crate::{
     BackendKind, BusSettings, ChannelSecrets, Config, ConfigError, FileConfig, ProviderSettings,
-    RateLimit, RouterSecrets,
+    RateLimit, Retention, RouterSecrets,
 };
 
 impl Config {
@@ -42,6 +42,8 @@ impl Config {
         let max_body_bytes = r.get(&ingest::HERMES_MAX_BODY_BYTES);
         let meta_max_body_bytes = r.get(&ingest::HERMES_META_MAX_BODY_BYTES);
         let max_in_flight = r.get(&ingest::HERMES_MAX_IN_FLIGHT);
+        let http_header_timeout = r.get(&ingest::HERMES_HTTP_HEADER_TIMEOUT_SECS);
+        let http_body_timeout = r.get(&ingest::HERMES_HTTP_BODY_TIMEOUT_SECS);
         let provider = read_provider(&mut r);
         let global_daily_budget_micro_usd = r.get(&providers::LLM_GLOBAL_DAILY_BUDGET_USD);
         let llm_timeout = r.get(&providers::HERMES_LLM_TIMEOUT_SECS);
@@ -55,6 +57,7 @@ impl Config {
             session_keys: r.get(&router::HERMES_SESSION_KEYS).unwrap_or_default(),
             secret_keys: r.get(&router::HERMES_SECRET_KEYS).unwrap_or_default(),
         };
+        let retention = read_retention(&mut r);
         let delivery = crate::delivery::read_delivery(&mut r);
         let alerts = crate::delivery::read_alerts(&mut r);
 
@@ -85,6 +88,8 @@ impl Config {
                 max_body_bytes: max_body_bytes?,
                 meta_max_body_bytes: meta_max_body_bytes?,
                 max_in_flight: max_in_flight?,
+                http_header_timeout: http_header_timeout?,
+                http_body_timeout: http_body_timeout?,
                 shutdown_grace: shutdown_grace?,
                 db_pool_size: db_pool_size?,
                 run_stuck_after: run_stuck_after?,
@@ -98,6 +103,7 @@ impl Config {
                 },
                 router,
                 delivery: delivery?,
+                retention: retention?,
                 alerts: alerts?,
                 file,
                 config_path,
@@ -136,6 +142,23 @@ fn read_provider(r: &mut Reader<'_>) -> Option<ProviderSettings> {
         keys,
         base_urls,
         anthropic_version: anthropic_version?,
+    })
+}
+
+fn read_retention(r: &mut Reader<'_>) -> Option<Retention> {
+    let runs = r.get(&retention::HERMES_RETENTION_RUNS_DAYS);
+    let conversations = r.get(&retention::HERMES_RETENTION_CONVERSATIONS_DAYS);
+    let statuses = r.get(&retention::HERMES_RETENTION_STATUSES_DAYS);
+    let facts = r.get(&retention::HERMES_RETENTION_FACTS_DAYS);
+    let ledger = r.get(&retention::HERMES_RETENTION_LEDGER_DAYS);
+    let sweep_every = r.get(&retention::HERMES_RETENTION_SWEEP_SECS);
+    Some(Retention {
+        runs_days: runs?,
+        conversations_days: conversations?,
+        statuses_days: statuses?,
+        facts_days: facts?,
+        ledger_days: ledger?,
+        sweep_every: sweep_every?,
     })
 }
 

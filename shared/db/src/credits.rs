@@ -14,6 +14,8 @@ pub enum Reason {
     Charge,
     Refund,
     Adjust,
+    /// Stands for older rows the retention sweeper folded into it (`docs/security.md`).
+    Summary,
 }
 
 impl Reason {
@@ -23,6 +25,7 @@ impl Reason {
             Reason::Charge => "charge",
             Reason::Refund => "refund",
             Reason::Adjust => "adjust",
+            Reason::Summary => "summary",
         }
     }
 }

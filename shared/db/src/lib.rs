@@ -6,20 +6,22 @@ pub mod api_keys;
 pub mod budgets;
 pub mod credits;
 pub mod delivery_sends;
+pub mod erase;
 pub mod listen;
 pub mod memory;
 pub mod migrate;
 pub mod outbox;
+pub mod retention;
 pub mod round_robin;
 pub mod runs;
 pub mod scratch;
 pub mod sessions;
+pub mod tls;
 pub mod tool_registry;
 pub mod users;
 pub mod webhook_deliveries;
 pub mod workspaces;
 
-use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -27,7 +29,6 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use secrecy::{ExposeSecret, SecretString};
 use tokio::sync::Notify;
-use tokio_postgres::NoTls;
 
 pub use deadpool_postgres::{GenericClient, Object as Client, Transaction};
 pub use listen::{ListenEvent, listen};
@@ -39,6 +40,8 @@ use hermes_types::ids::MessageId;
 pub enum DbError {
     #[error("DATABASE_URL is invalid: {0}")]
     Url(#[source] tokio_postgres::Error),
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
     #[error("cannot get a database connection: {}", pool_detail(.0))]
     Pool(#[from] deadpool_postgres::PoolError),
     #[error("database error: {}", pg_detail(.0))]
@@ -138,6 +141,8 @@ pub struct Db {
     pool: Pool,
     /// Shared: a `Db` is cloned into every context, request and message.
     config: Arc<tokio_postgres::Config>,
+    /// The TLS of every connection (`sslmode` in `DATABASE_URL`).
+    tls: tls::PgTls,
     relay: Arc<LocalRelay>,
 }
 
@@ -189,8 +194,7 @@ impl Db {
         size: usize,
         limits: Option<SessionLimits>,
     ) -> Result<Self, DbError> {
-        let mut config =
-            tokio_postgres::Config::from_str(url.expose_secret()).map_err(DbError::Url)?;
+        let (mut config, tls) = tls::parse(url.expose_secret())?;
         if let Some(l) = limits {
             let mut options = config.get_options().unwrap_or_default().to_string();
             options.push_str(&format!(
@@ -206,7 +210,7 @@ impl Db {
         }
         let manager = Manager::from_config(
             config.clone(),
-            NoTls,
+            tls.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -222,6 +226,7 @@ impl Db {
         Ok(Self {
             pool,
             config: Arc::new(config),
+            tls,
             relay: Arc::default(),
         })
     }
@@ -233,6 +238,11 @@ impl Db {
     /// The parsed connection settings (for LISTEN connections and database creation).
     pub fn pg_config(&self) -> &tokio_postgres::Config {
         &self.config
+    }
+
+    /// The TLS connector `DATABASE_URL` asks for, for connections made outside the pool.
+    pub fn tls(&self) -> tls::PgTls {
+        self.tls.clone()
     }
 
     /// Refuse to run against a schema older than this build's migrations.

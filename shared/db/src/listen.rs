@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use tokio::task::JoinHandle;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 use tokio_util::sync::CancellationToken;
 
 use super::Db;
@@ -37,12 +37,13 @@ pub fn listen(
     mut on_event: impl FnMut(ListenEvent) + Send + 'static,
 ) -> JoinHandle<()> {
     let cfg = db.pg_config().clone();
+    let tls = db.tls();
     let channel = channel.into();
     tokio::spawn(async move {
         let statement = format!("LISTEN {channel}");
         let mut resumed = false;
         while !stop.is_cancelled() {
-            match cfg.connect(NoTls).await {
+            match cfg.connect(tls.clone()).await {
                 Ok((client, mut conn)) => {
                     let mut messages =
                         futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));

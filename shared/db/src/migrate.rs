@@ -3,7 +3,6 @@
 //! Each file runs in its own transaction; its checksum is recorded and re-checked.
 
 use sha2::{Digest, Sha256};
-use tokio_postgres::NoTls;
 
 use super::{Client, Db, DbError};
 
@@ -76,6 +75,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0012_agent_tool_allowlist",
         sql: include_str!("../../../migrations/0012_agent_tool_allowlist.sql"),
     },
+    Migration {
+        version: 13,
+        name: "0013_retention",
+        sql: include_str!("../../../migrations/0013_retention.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.
@@ -116,7 +120,7 @@ pub struct Report {
 /// Returns true when it was created. Needs CREATEDB; production databases usually exist.
 pub async fn ensure_database(db: &Db) -> Result<bool, DbError> {
     let cfg = db.pg_config().clone();
-    match cfg.connect(NoTls).await {
+    match cfg.connect(db.tls()).await {
         Ok(_) => return Ok(false),
         Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_DATABASE) => {}
         Err(e) => return Err(DbError::Query(e)),
@@ -124,7 +128,7 @@ pub async fn ensure_database(db: &Db) -> Result<bool, DbError> {
     let name = cfg.get_dbname().unwrap_or("postgres").to_string();
     let mut admin = cfg.clone();
     admin.dbname("postgres");
-    let (client, conn) = admin.connect(NoTls).await?;
+    let (client, conn) = admin.connect(db.tls()).await?;
     let driver = tokio::spawn(conn);
     let quoted = format!("\"{}\"", name.replace('"', "\"\""));
     let result = client
@@ -206,6 +210,7 @@ mod tests {
 
     #[test]
     fn migrations_are_numbered_in_order_and_named_after_their_files() {
+        // Contiguous: a missing entry would leave a file unapplied.
         for (i, m) in MIGRATIONS.iter().enumerate() {
             assert_eq!(m.version, i as i64 + 1);
             assert!(m.name.starts_with(&format!("{:04}_", m.version)));

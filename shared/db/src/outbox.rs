@@ -78,7 +78,7 @@ mod tests {
     use std::time::Duration;
 
     use futures_util::StreamExt;
-    use tokio_postgres::{AsyncMessage, NoTls};
+    use tokio_postgres::AsyncMessage;
 
     use super::*;
     use crate::Db;
@@ -114,7 +114,7 @@ mod tests {
     #[tokio::test]
     async fn commits_with_a_local_relay_skip_notify_and_duplicates_enqueue_nothing() {
         ScratchDb::with(|db| async move {
-            let (listener, mut conn) = db.pg_config().connect(NoTls).await.unwrap();
+            let (listener, mut conn) = db.pg_config().connect(db.tls()).await.unwrap();
             let (tx, mut notifications) = tokio::sync::mpsc::unbounded_channel();
             let driver = tokio::spawn(async move {
                 let mut messages = futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));

@@ -8,7 +8,6 @@ use std::panic::AssertUnwindSafe;
 
 use futures_util::FutureExt;
 use secrecy::{ExposeSecret, SecretString};
-use tokio_postgres::NoTls;
 
 use super::{Db, DbError, migrate};
 
@@ -50,8 +49,9 @@ impl ScratchDb {
     pub async fn drop_now(self) -> Result<(), DbError> {
         let mut admin = self.db.pg_config().clone();
         admin.dbname("postgres");
+        let tls = self.db.tls();
         drop(self.db);
-        let (client, conn) = admin.connect(NoTls).await?;
+        let (client, conn) = admin.connect(tls).await?;
         let driver = tokio::spawn(conn);
         let dropped = client
             .batch_execute(&format!(

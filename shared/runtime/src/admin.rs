@@ -143,7 +143,9 @@ pub async fn serve(
             bus,
             readiness,
         });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { stop.cancelled().await })
-        .await
+    // Scrapers and probes send their headers at once; an idle connection is cut.
+    crate::http::serve(listener, app, ADMIN_HEADER_TIMEOUT, stop).await
 }
+
+/// How long a client of the admin port may take to send its headers.
+const ADMIN_HEADER_TIMEOUT: Duration = Duration::from_secs(10);

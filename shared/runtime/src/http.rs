@@ -1,14 +1,28 @@
 //! HTTP plumbing shared by the public surfaces: one error type that renders the
-//! OpenAI-style JSON error body, and the request metrics middleware.
+//! OpenAI-style JSON error body, the request metrics middleware, and the server loop that
+//! bounds slow clients (headers by [`serve`], bodies by [`bound_body`]; `docs/security.md`).
 
-use std::time::Instant;
+use std::future::Future;
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
-use axum::Json;
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::{Json, Router};
+use hyper::body::{Frame, SizeHint};
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use serde_json::json;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use hermes_telemetry::Metrics;
 
@@ -94,5 +108,135 @@ pub async fn track(State(metrics): State<Metrics>, req: Request, next: Next) -> 
         .http_duration
         .with_label_values(&[&method, &route])
         .observe(started.elapsed().as_secs_f64());
+    resp
+}
+
+/// Serve `app` on `listener` until `stop`, then wait for the open connections to finish
+/// their requests. Unlike `axum::serve`, which runs hyper without a timer, a client that has
+/// not sent a request's whole header block within `header_timeout` is disconnected, so slow
+/// or idle clients cannot hold connections (and their memory) for ever.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    header_timeout: Duration,
+    stop: CancellationToken,
+) -> std::io::Result<()> {
+    let connections = TaskTracker::new();
+    loop {
+        let stream = tokio::select! {
+            _ = stop.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors, say: back off rather than spin.
+                    tracing::warn!(error = %e, "cannot accept a connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let stop = stop.clone();
+        connections.spawn(async move {
+            let mut builder = http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout);
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            let mut conn = pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => return,
+                _ = stop.cancelled() => conn.as_mut().graceful_shutdown(),
+            }
+            let _ = conn.await;
+        });
+    }
+    connections.close();
+    connections.wait().await;
+    Ok(())
+}
+
+/// A request body that fails once its deadline passes (see [`bound_body`]); its size hint
+/// stays the inner body's, so a `Content-Length` over the limit is still refused unread.
+struct Deadline {
+    inner: Body,
+    expiry: Pin<Box<tokio::time::Sleep>>,
+    cut: Arc<AtomicBool>,
+    timeout: Duration,
+}
+
+impl HttpBody for Deadline {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let this = &mut *self;
+        // What has arrived is taken first: a body complete at the deadline is not cut.
+        if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
+            return Poll::Ready(frame);
+        }
+        if this.expiry.as_mut().poll(cx).is_ready() {
+            this.cut.store(true, Ordering::Relaxed);
+            return Poll::Ready(Some(Err(axum::Error::new(BodyTimedOut(this.timeout)))));
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Why a body was cut: its client did not send it within the bound.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body did not arrive within {0:?}")]
+pub struct BodyTimedOut(Duration);
+
+/// Middleware: the request body must arrive within `timeout` of its headers. A body still
+/// incomplete then fails to read, and the request is answered 408 (`body_timeout`) with
+/// `Connection: close`, whatever the handler made of the failure. A body read in time is
+/// untouched, and a handler that never reads its body is never cut.
+pub async fn bound_body(
+    State((timeout, metrics)): State<(Duration, Metrics)>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if HttpBody::is_end_stream(req.body()) {
+        return next.run(req).await;
+    }
+    let cut = Arc::new(AtomicBool::new(false));
+    let (parts, body) = req.into_parts();
+    let body = Deadline {
+        inner: body,
+        expiry: Box::pin(tokio::time::sleep(timeout)),
+        cut: cut.clone(),
+        timeout,
+    };
+    let resp = next.run(Request::from_parts(parts, Body::new(body))).await;
+    if !cut.load(Ordering::Relaxed) {
+        return resp;
+    }
+    metrics.http_slow_clients.with_label_values(&["body"]).inc();
+    let mut resp = ApiError::new(
+        StatusCode::REQUEST_TIMEOUT,
+        "body_timeout",
+        format!(
+            "the request body did not arrive within {} s",
+            timeout.as_secs()
+        ),
+    )
+    .into_response();
+    resp.headers_mut().insert(
+        axum::http::header::CONNECTION,
+        axum::http::HeaderValue::from_static("close"),
+    );
     resp
 }

@@ -19,6 +19,10 @@ pub struct Inner {
     pub http_requests: IntCounterVec,
     pub http_duration: HistogramVec,
     pub ingest_messages: IntCounterVec,
+    pub http_slow_clients: IntCounterVec,
+    // Retention.
+    pub retention_removed: IntCounterVec,
+    pub retention_sweeps: IntCounterVec,
     // Bus.
     pub bus_connected: IntGauge,
     pub bus_reconnects: IntCounter,
@@ -157,6 +161,24 @@ impl Metrics {
             "hermes_ingest_messages_total",
             "Inbound messages by platform and outcome (accepted, or the error code they were refused with).",
             &["platform", "outcome"],
+        );
+        let http_slow_clients = counter_vec(
+            &r,
+            "hermes_http_slow_clients_total",
+            "Requests cut because the client was too slow to send them, by phase (body; a header block cut by its timeout closes the connection before a request exists).",
+            &["phase"],
+        );
+        let retention_removed = counter_vec(
+            &r,
+            "hermes_retention_removed_total",
+            "Rows the retention sweeper removed, by table (credit_ledger: rows folded into summaries).",
+            &["table"],
+        );
+        let retention_sweeps = counter_vec(
+            &r,
+            "hermes_retention_sweeps_total",
+            "Retention sweeps by outcome (done, yielded to another replica, failed).",
+            &["outcome"],
         );
         let bus_connected =
             IntGauge::new("hermes_bus_connected", "1 while connected to RabbitMQ.").unwrap();
@@ -531,6 +553,9 @@ impl Metrics {
             http_requests,
             http_duration,
             ingest_messages,
+            http_slow_clients,
+            retention_removed,
+            retention_sweeps,
             bus_connected,
             bus_reconnects,
             bus_published,

@@ -13,6 +13,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 use crate::db::{admin_exec, env_or, template, url_with_db};
+use crate::tls::{Protocol, TestCa, TlsTerminator};
 use crate::{Fleet, KEY, chaos};
 
 /// The API key the OpenAI-compatible fake of [`TestEnv::openai_mock`] is called with.
@@ -42,6 +43,13 @@ impl Server {
             Server::Broker => 5672,
         }
     }
+}
+
+/// `url` pointed at `addr`.
+fn at(mut url: url::Url, addr: std::net::SocketAddr) -> url::Url {
+    url.set_ip_host(addr.ip()).expect("URL takes an IP host");
+    url.set_port(Some(addr.port())).expect("URL takes a port");
+    url
 }
 
 /// One test's private corner of the shared servers.
@@ -135,8 +143,16 @@ impl TestEnv {
     /// test's own handles made before this call ([`TestEnv::db`] after it goes through the
     /// proxy too; [`TestEnv::direct_db`] never does).
     pub async fn behind_proxy(&mut self, server: Server) -> chaos::ChaosProxy {
-        let var = server.var();
-        let mut url = url::Url::parse(&self.vars[var]).expect("server URL is a URL");
+        let (url, target) = self.server_url(server).await;
+        let proxy = chaos::ChaosProxy::start(target).await;
+        let url = at(url, proxy.addr);
+        self.set(server.var(), url.as_str());
+        proxy
+    }
+
+    /// This test's URL of `server` and the address it resolves to.
+    async fn server_url(&self, server: Server) -> (url::Url, std::net::SocketAddr) {
+        let url = url::Url::parse(&self.vars[server.var()]).expect("server URL is a URL");
         let target = format!(
             "{}:{}",
             url.host_str().unwrap_or("127.0.0.1"),
@@ -147,13 +163,40 @@ impl TestEnv {
             .unwrap()
             .next()
             .expect("server address");
-        let proxy = chaos::ChaosProxy::start(target).await;
-        url.set_ip_host(proxy.addr.ip())
-            .expect("URL takes an IP host");
-        url.set_port(Some(proxy.addr.port()))
-            .expect("URL takes a port");
-        self.set(var, url.as_str());
-        proxy
+        (url, target)
+    }
+
+    /// The URL of `server` (PostgreSQL or Redis) through a TLS terminator whose certificate,
+    /// signed by `ca`, names `names`; the URL asks for full verification against `ca`
+    /// (`sslmode=verify-full` or `rediss://`, with `sslrootcert`). The variable is unchanged:
+    /// [`TestEnv::set`] it to put the fleet behind TLS.
+    pub async fn tls_url(
+        &self,
+        server: Server,
+        ca: &TestCa,
+        names: &[&str],
+    ) -> (String, TlsTerminator) {
+        let (url, target) = self.server_url(server).await;
+        let protocol = match server {
+            Server::Postgres => Protocol::Postgres,
+            Server::Redis => Protocol::Redis,
+            Server::Broker => panic!("the broker is not put behind TLS by tests"),
+        };
+        let terminator = TlsTerminator::start(protocol, target, ca, names).await;
+        let mut url = at(url, terminator.addr);
+        let root = ca.path().display().to_string();
+        match server {
+            Server::Postgres => {
+                url.query_pairs_mut()
+                    .append_pair("sslmode", "verify-full")
+                    .append_pair("sslrootcert", &root);
+            }
+            _ => {
+                url.set_scheme("rediss").expect("rediss is a scheme");
+                url.query_pairs_mut().append_pair("sslrootcert", &root);
+            }
+        }
+        (url.to_string(), terminator)
     }
 
     /// A pool on this test's database that never goes through a proxy (to read the truth

@@ -12,6 +12,7 @@ mod fleet;
 mod harness;
 mod killable;
 mod process;
+pub mod tls;
 mod wait;
 
 pub use builder::{TestFleet, TestFleetBuilder};

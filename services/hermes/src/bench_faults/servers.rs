@@ -169,7 +169,7 @@ async fn proxy_for(url: &str, default_port: u16) -> anyhow::Result<ChaosProxy> {
 /// A Redis that restarts without persistence has forgotten everything: delete every key of
 /// the run's namespace (and only those; the machine's server is shared).
 async fn forget_namespace(redis_url: &str, ns: &str) -> anyhow::Result<()> {
-    let client = redis::Client::open(redis_url)?;
+    let client = hermes_cache::client(redis_url)?;
     let mut c = client.get_multiplexed_async_connection().await?;
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg(format!("{ns}:*"))

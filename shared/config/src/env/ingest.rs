@@ -34,6 +34,18 @@ settings! {
             secret: false,
             help: "largest accepted body on the WhatsApp, 360dialog and Instagram webhook routes (Meta sends up to 3 MB); larger is 413",
         },
+        HERMES_HTTP_HEADER_TIMEOUT_SECS: Duration {
+            kind: kinds::SECS_POSITIVE,
+            unset: Value("10"),
+            secret: false,
+            help: "how long a client may take to send a request's headers before ingest hangs up (slow clients cannot hold connections)",
+        },
+        HERMES_HTTP_BODY_TIMEOUT_SECS: Duration {
+            kind: kinds::SECS_POSITIVE,
+            unset: Value("30"),
+            secret: false,
+            help: "how long a client may take to send a request's body, counted from its headers; beyond, 408 and the connection is closed",
+        },
         HERMES_MAX_IN_FLIGHT: usize {
             kind: kinds::COUNT_POSITIVE,
             unset: Value("1024"),

@@ -12,6 +12,7 @@ pub mod delivery;
 pub mod ingest;
 pub mod process;
 pub mod providers;
+pub mod retention;
 pub mod router;
 
 pub(crate) use read::Reader;
@@ -131,6 +132,7 @@ static SECTIONS: &[&[&Setting]] = &[
     ingest::SETTINGS,
     bus::SETTINGS,
     router::SETTINGS,
+    retention::SETTINGS,
     delivery::SETTINGS,
     delivery::ALERTS,
     process::OUTSIDE,

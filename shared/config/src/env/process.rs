@@ -17,7 +17,7 @@ settings! {
             kind: kinds::POSTGRES_URL,
             unset: Value("postgres://postgres:postgres@127.0.0.1:5432/hermes"),
             secret: true,
-            help: "PostgreSQL connection URL (the truth: runs, outbox, idempotency)",
+            help: "PostgreSQL connection URL (the truth: runs, outbox, idempotency); `sslmode=require|verify-full` and `sslrootcert=` for TLS (deploy.md)",
         },
         AMQP_URL: SecretString {
             kind: kinds::AMQP_URL,
@@ -29,7 +29,7 @@ settings! {
             kind: kinds::REDIS_URL,
             unset: Value("redis://127.0.0.1:6379"),
             secret: true,
-            help: "Redis connection URL (caches, counters, run event streams)",
+            help: "Redis connection URL (caches, counters, run event streams); `rediss://` for TLS, `?sslrootcert=` for a private CA (deploy.md)",
         },
         HERMES_CACHE_KEY_SECRET: SecretString {
             kind: kinds::SECRET,
