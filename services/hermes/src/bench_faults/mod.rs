@@ -122,7 +122,12 @@ pub async fn faults(config: Config, args: FaultsBench) -> anyhow::Result<()> {
     let server = SecretString::from(servers.urls.postgres.clone());
     let scratch = ScratchDb::create(&server, "hermes_faults").await?;
     eprintln!("faults: database {}, namespace {ns}", scratch.name());
-    let result = run(&config, &args, &ns, &scratch, &servers, &dir).await;
+    // Interrupted (Ctrl-C, SIGTERM), the run stops here: its processes are killed as the
+    // fleet is dropped, and the database and private servers removed below.
+    let result = tokio::select! {
+        r = run(&config, &args, &ns, &scratch, &servers, &dir) => r,
+        signal = interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
+    };
     if let Err(e) = scratch.drop_now().await {
         eprintln!("faults: could not drop the scratch database: {e}");
     }
@@ -260,6 +265,21 @@ async fn run(
     }
     println!("faults: the ledger adds up");
     Ok(())
+}
+
+/// The first of SIGINT and SIGTERM, by name.
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    }
 }
 
 /// Give `users` Telegram senders a user with ample credits each, and the capped senders a
