@@ -419,17 +419,32 @@ impl Ledger {
     }
 }
 
+/// Run `hermes bench faults <args>` with this test's environment; it must exit 0 with a
+/// ledger that adds up. Returns what it printed (stdout, stderr).
+async fn harness(env: &TestEnv, args: &[&str]) -> (String, String) {
+    let out = env
+        .command()
+        .args(["bench", "faults"])
+        .args(args)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("the ledger adds up"), "{stdout}");
+    (stdout, stderr)
+}
+
 /// The standalone harness (`hermes bench faults`, separate processes) runs a short ledgered
 /// load through a `kill -9`, a SIGTERM and a Redis restart, and finds that its ledger adds up,
 /// budgets enforced and the killswitch held.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_standalone_harness_runs_a_short_ledgered_load() {
     let env = TestEnv::new().await;
-    let out = env
-        .command()
-        .args([
-            "bench",
-            "faults",
+    let (stdout, _) = harness(
+        &env,
+        &[
             "--messages",
             "120",
             "--rate",
@@ -446,14 +461,9 @@ async fn the_standalone_harness_runs_a_short_ledgered_load() {
             // 120 messages one such send is 0.8 %, which says nothing of the harness.
             "--max-doubled-percent",
             "2",
-        ])
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains("the ledger adds up"), "{stdout}");
+        ],
+    )
+    .await;
     // API calls refused while ingest restarted, or cut by its kill, are told to their
     // callers and so not lost; every other message is answered.
     assert!(stdout.contains("messages 120 | answered "), "{stdout}");
@@ -477,11 +487,9 @@ async fn the_standalone_harness_runs_a_short_ledgered_load() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_standalone_harness_stops_and_restarts_servers_of_its_own() {
     let env = TestEnv::new().await;
-    let out = env
-        .command()
-        .args([
-            "bench",
-            "faults",
+    let (stdout, stderr) = harness(
+        &env,
+        &[
             "--servers",
             "private",
             "--messages",
@@ -496,14 +504,9 @@ async fn the_standalone_harness_stops_and_restarts_servers_of_its_own() {
             "1",
             "--down-secs",
             "1",
-        ])
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains("the ledger adds up"), "{stdout}");
+        ],
+    )
+    .await;
     for server in ["Postgres", "Redis", "Rabbitmq"] {
         assert!(
             stdout.contains(&format!("{server} stopped and restarted")),

@@ -1,6 +1,5 @@
 //! The real binary: graceful shutdown with a message in flight, and `doctor`.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use hermes_testkit::{KEY, TestEnv, eventually, free_port, openai_answer};
@@ -20,29 +19,14 @@ async fn sigterm_finishes_the_message_in_flight_first() {
         .mount(&provider)
         .await;
     let mut env = TestEnv::new().await;
-    let (http, admin) = (free_port(), free_port());
-    env.openai_mock(&provider.uri())
-        .set("HERMES_HTTP_ADDR", &format!("127.0.0.1:{http}"))
-        .set("HERMES_ADMIN_ADDR", &format!("127.0.0.1:{admin}"));
-    let mut child = env
-        .command()
-        .arg("all")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let ready = format!("http://127.0.0.1:{admin}/readyz");
-    eventually(Duration::from_secs(15), "hermes all ready", || async {
-        reqwest::get(&ready)
-            .await
-            .is_ok_and(|r| r.status().is_success())
-            .then_some(())
-    })
-    .await;
+    env.openai_mock(&provider.uri());
+    let mut all = env.spawn_ready("all").await;
+    let url = all.url("/v1/chat/completions");
+    let ready = all.readyz();
 
     let request = tokio::spawn(async move {
         reqwest::Client::new()
-            .post(format!("http://127.0.0.1:{http}/v1/chat/completions"))
+            .post(url)
             .bearer_auth(KEY)
             .json(&json!({"messages": [{"role": "user", "content": "take your time"}]}))
             .send()
@@ -58,14 +42,7 @@ async fn sigterm_finishes_the_message_in_flight_first() {
         1,
         "the model call is in flight"
     );
-    let pid = child.id().unwrap().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    all.terminate();
     // Readiness goes off at once so no new traffic is routed here (or the server is gone).
     eventually(Duration::from_secs(2), "readiness off", || async {
         match reqwest::get(&ready).await {
@@ -82,7 +59,7 @@ async fn sigterm_finishes_the_message_in_flight_first() {
     assert_eq!(resp.status(), 200);
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["choices"][0]["message"]["content"], "slow but sure");
-    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+    let status = tokio::time::timeout(Duration::from_secs(20), all.child.wait())
         .await
         .unwrap()
         .unwrap();

@@ -2,13 +2,12 @@
 //! flight finish and are acked on the channel they came on (docs/architecture.md, graceful
 //! shutdown), so no other replica gets them while they still run here.
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use hermes_bus::Stage;
-use hermes_testkit::{KEY, TestEnv, eventually, free_port, send};
+use hermes_testkit::{KEY, TestEnv, eventually, send};
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
 use lapin::types::FieldTable;
 use serde_json::{Value, json};
@@ -147,7 +146,6 @@ async fn an_ingest_only_process_holds_its_callers_for_the_whole_grace() {
         .mount(&provider)
         .await;
     let mut env = TestEnv::new().await;
-    let (http, admin) = (free_port(), free_port());
     env.openai_mock(&provider.uri())
         .set("HERMES_SHUTDOWN_GRACE_SECS", "10");
     let stages = env
@@ -157,27 +155,10 @@ async fn an_ingest_only_process_holds_its_callers_for_the_whole_grace() {
             hermes::Service::Delivery,
         ])
         .await;
-    env.set("HERMES_HTTP_ADDR", &format!("127.0.0.1:{http}"))
-        .set("HERMES_ADMIN_ADDR", &format!("127.0.0.1:{admin}"));
-    let mut ingest = env
-        .command()
-        .arg("ingest")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let ready = format!("http://127.0.0.1:{admin}/readyz");
-    eventually(Duration::from_secs(15), "ingest ready", || async {
-        reqwest::get(&ready)
-            .await
-            .is_ok_and(|r| r.status().is_success())
-            .then_some(())
-    })
-    .await;
+    let mut ingest = env.spawn_ready("ingest").await;
     let call = tokio::spawn(
         reqwest::Client::new()
-            .post(format!("http://127.0.0.1:{http}/v1/chat/completions"))
+            .post(ingest.url("/v1/chat/completions"))
             .bearer_auth(KEY)
             .json(&json!({"messages": [{"role": "user", "content": "take your time"}]}))
             .send(),
@@ -186,14 +167,7 @@ async fn an_ingest_only_process_holds_its_callers_for_the_whole_grace() {
         (!provider.received_requests().await?.is_empty()).then_some(())
     })
     .await;
-    let pid = ingest.id().unwrap().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    ingest.terminate();
     let response = call
         .await
         .unwrap()
@@ -204,7 +178,7 @@ async fn an_ingest_only_process_holds_its_callers_for_the_whole_grace() {
         body["choices"][0]["message"]["content"], "worth the wait",
         "{body}"
     );
-    let status = tokio::time::timeout(Duration::from_secs(20), ingest.wait())
+    let status = tokio::time::timeout(Duration::from_secs(20), ingest.child.wait())
         .await
         .unwrap()
         .unwrap();

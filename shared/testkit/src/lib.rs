@@ -23,7 +23,7 @@ pub use fakes::{api_inbound, drain, metric, openai_answer, openai_tool_call, res
 pub use fleet::Fleet;
 pub use harness::StageHarness;
 pub use killable::KillableFleet;
-pub use process::{everything_server_toml, free_port, hermes_bin};
+pub use process::{RealProcess, everything_server_toml, free_port, hermes_bin};
 pub use wait::eventually;
 
 /// The Bearer key every test fleet uses.

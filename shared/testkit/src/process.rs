@@ -83,3 +83,67 @@ impl crate::TestEnv {
         )
     }
 }
+
+/// A `hermes` command (`all`, `ingest`, …) running as a real process of this test on free
+/// ports: what SIGTERM and a real exit do can only be seen out of process (in-process, the
+/// connections of an aborted server outlive it).
+pub struct RealProcess {
+    pub child: tokio::process::Child,
+    /// Its public port (`HERMES_HTTP_ADDR`) and its admin port.
+    pub http: u16,
+    pub admin: u16,
+}
+
+impl RealProcess {
+    /// `http://127.0.0.1:{http}{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.http)
+    }
+
+    /// Its `/readyz`.
+    pub fn readyz(&self) -> String {
+        format!("http://127.0.0.1:{}/readyz", self.admin)
+    }
+
+    /// Send it SIGTERM.
+    pub fn terminate(&self) {
+        let pid = self.child.id().expect("still running").to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "SIGTERM to {pid}");
+    }
+}
+
+impl crate::TestEnv {
+    /// Start `hermes <service>` as a real process with this test's environment on free ports
+    /// (its log on this test's stderr) and wait until it is ready.
+    pub async fn spawn_ready(&self, service: &str) -> RealProcess {
+        let (http, admin) = (free_port(), free_port());
+        let child = self
+            .command()
+            .arg(service)
+            .env("HERMES_HTTP_ADDR", format!("127.0.0.1:{http}"))
+            .env("HERMES_ADMIN_ADDR", format!("127.0.0.1:{admin}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("hermes starts");
+        let process = RealProcess { child, http, admin };
+        let ready = process.readyz();
+        crate::eventually(
+            std::time::Duration::from_secs(30),
+            &format!("hermes {service} ready"),
+            || async {
+                reqwest::get(&ready)
+                    .await
+                    .is_ok_and(|r| r.status().is_success())
+                    .then_some(())
+            },
+        )
+        .await;
+        process
+    }
+}
