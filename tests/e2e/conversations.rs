@@ -8,7 +8,7 @@ use hermes::Service;
 use hermes_cache::Cache;
 use hermes_db::Db;
 use hermes_telemetry::Metrics;
-use hermes_testkit::{TestEnv, eventually, rest_inbound};
+use hermes_testkit::{TestEnv, eventually, queued_llm_requests, rest_inbound};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 use hermes_types::ids::SessionId;
@@ -30,26 +30,19 @@ fn message(platform: Platform, sender: &str, chat: &str, text: &str) -> Inbound 
 
 /// The user and assistant turns of every model request the router made, oldest first.
 async fn model_turns(db: &Db) -> Vec<Vec<String>> {
-    let c = db.get().await.unwrap();
-    c.query(
-        "SELECT body FROM outbox WHERE stage = 'llm' ORDER BY id",
-        &[],
-    )
-    .await
-    .unwrap()
-    .iter()
-    .map(|r| serde_json::from_slice::<Value>(r.get::<_, &[u8]>(0)).unwrap())
-    .filter(|e| e["kind"] == "llm_request")
-    .map(|e| {
-        e["payload"]["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|m| m["role"] != "system")
-            .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
-            .collect()
-    })
-    .collect()
+    queued_llm_requests(db)
+        .await
+        .into_iter()
+        .map(|e| {
+            e["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|m| m["role"] != "system")
+                .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .collect()
 }
 
 async fn completed(db: &Db, n: i64) {

@@ -9,7 +9,9 @@ use hermes_cache::Cache;
 use hermes_cache::soul;
 use hermes_db::{Db, agents, credits, memory};
 use hermes_telemetry::Metrics;
-use hermes_testkit::{StageHarness, TestEnv, count, eventually, free_port, send};
+use hermes_testkit::{
+    StageHarness, TestEnv, count, eventually, free_port, queued_llm_requests, send,
+};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::{AgentId, RunId};
 use hermes_types::model::{Inbound, Platform};
@@ -22,23 +24,6 @@ use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 /// A REST-channel message from `sender`, as ingest would publish it.
 fn rest(sender: &str, text: &str) -> Inbound {
     hermes_testkit::rest_inbound(sender, text)
-}
-
-/// The llm requests the router emitted, oldest first, as JSON payloads.
-async fn llm_requests(db: &Db) -> Vec<Value> {
-    let c = db.get().await.unwrap();
-    c.query(
-        "SELECT body FROM outbox WHERE stage = 'llm' ORDER BY id",
-        &[],
-    )
-    .await
-    .unwrap()
-    .iter()
-    .map(|r| serde_json::from_slice::<Value>(r.get::<_, &[u8]>(0)).unwrap())
-    // Delivery also queues memory extraction on the llm stage.
-    .filter(|e| e["kind"] == "llm_request")
-    .map(|e| e["payload"].clone())
-    .collect()
 }
 
 /// The stacked system blocks of a provider request, joined.
@@ -329,7 +314,7 @@ async fn the_soul_is_cached_then_invalidated_when_memory_changes() {
         metrics.contains("hermes_soul_cache_total{result=\"hit\"} 1"),
         "{metrics}"
     );
-    let reqs = llm_requests(&db).await;
+    let reqs = queued_llm_requests(&db).await;
     let prompt = system_prompt(&reqs[0]);
     assert!(prompt.contains("diet: pescatarian"), "{prompt}");
     assert!(
@@ -364,7 +349,7 @@ async fn the_soul_is_cached_then_invalidated_when_memory_changes() {
     assert!(soul::invalidate(&cache, &alerts, user.id).await);
     send(&bus, "souly", "and the day after").await;
     wait_runs(&db, "SELECT count(*) FROM outbox WHERE stage = 'llm'", 3).await;
-    let prompt = system_prompt(&llm_requests(&db).await[2]);
+    let prompt = system_prompt(&queued_llm_requests(&db).await[2]);
     assert!(prompt.contains("diet: vegan"), "{prompt}");
     bus.close().await;
     fleet.stop().await.unwrap();
@@ -434,7 +419,7 @@ async fn semantic_recall_appends_the_closest_facts_and_skips_trivial_messages() 
     wait_runs(&db, "SELECT count(*) FROM outbox WHERE stage = 'llm'", 1).await;
     send(&bus, "recaller", "thanks!").await;
     wait_runs(&db, "SELECT count(*) FROM outbox WHERE stage = 'llm'", 2).await;
-    let reqs = llm_requests(&db).await;
+    let reqs = queued_llm_requests(&db).await;
     let prompt = system_prompt(&reqs[0]);
     let block = &prompt[prompt.find("RELEVANT CONTEXT").expect("recall block")..];
     let sushi = block.find("omakase sushi").unwrap();
@@ -476,7 +461,7 @@ async fn a_session_idle_for_twelve_hours_rolls_over_and_its_history_stays_behind
         )
         .await;
     }
-    let reqs = llm_requests(&db).await;
+    let reqs = queued_llm_requests(&db).await;
     let second: Vec<Value> = reqs[1]["messages"].as_array().unwrap().clone();
     // system, the first exchange (user + assistant), then the new turn.
     assert_eq!(second.len(), 4, "{second:?}");
@@ -527,7 +512,7 @@ async fn a_session_idle_for_twelve_hours_rolls_over_and_its_history_stays_behind
         3,
     )
     .await;
-    let third: Vec<Value> = llm_requests(&db).await[2]["messages"]
+    let third: Vec<Value> = queued_llm_requests(&db).await[2]["messages"]
         .as_array()
         .unwrap()
         .iter()
@@ -547,7 +532,7 @@ async fn a_session_idle_for_twelve_hours_rolls_over_and_its_history_stays_behind
     .await;
     assert_eq!(sessions, 2);
     // The earlier session's messages reach the soul as cross-session context.
-    let prompt = system_prompt(&llm_requests(&db).await[2]);
+    let prompt = system_prompt(&queued_llm_requests(&db).await[2]);
     assert!(
         prompt.contains("EARLIER CONVERSATIONS") && prompt.contains("what is my name"),
         "{prompt}"
@@ -873,7 +858,7 @@ async fn a_failing_embeddings_endpoint_or_a_lost_redis_never_stops_a_message() {
     // A second message continues the session, so the soul is looked up in the cache first.
     send(&bus, "degraded", "and a jazz bar tomorrow").await;
     wait_runs(&db, "SELECT count(*) FROM outbox WHERE stage = 'llm'", 2).await;
-    let prompt = system_prompt(&llm_requests(&db).await[1]);
+    let prompt = system_prompt(&queued_llm_requests(&db).await[1]);
     assert!(
         prompt.contains("diet: vegan"),
         "the soul came from PostgreSQL: {prompt}"
@@ -949,7 +934,7 @@ async fn facts_from_an_exchange_reach_memory_and_the_next_soul() {
         2,
     )
     .await;
-    let prompt = system_prompt(&llm_requests(&db).await[1]);
+    let prompt = system_prompt(&queued_llm_requests(&db).await[1]);
     assert!(prompt.contains("diet: vegetarian"), "{prompt}");
     assert!(
         fleet

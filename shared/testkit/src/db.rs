@@ -115,3 +115,21 @@ pub async fn count(
         .expect("count query")
         .get(0)
 }
+
+/// The llm requests the router queued in this test's outbox (memory extractions left out),
+/// oldest first, as their JSON payloads.
+pub async fn queued_llm_requests(db: &Db) -> Vec<serde_json::Value> {
+    let c = db.get().await.unwrap();
+    c.query(
+        "SELECT body FROM outbox WHERE stage = 'llm' ORDER BY id",
+        &[],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| serde_json::from_slice::<serde_json::Value>(r.get::<_, &[u8]>(0)).unwrap())
+    // Delivery also queues memory extraction on the llm stage.
+    .filter(|e| e["kind"] == "llm_request")
+    .map(|e| e["payload"].clone())
+    .collect()
+}

@@ -16,7 +16,7 @@ pub mod tls;
 mod wait;
 
 pub use builder::{TestFleet, TestFleetBuilder};
-pub use db::{count, pg_base};
+pub use db::{count, pg_base, queued_llm_requests};
 pub use env::OPENAI_KEY;
 pub use env::{Server, TestEnv};
 pub use fakes::{api_inbound, drain, metric, openai_answer, openai_tool_call, rest_inbound, send};
