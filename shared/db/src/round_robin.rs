@@ -22,12 +22,32 @@ const ROUND_ROBIN_LOCK_CLASS: i32 = 0x5252_4f42; // "RROB"
 /// number of agents to the default persona whenever messages arrived together. The lock is
 /// taken after the user's row lock and statements run in READ COMMITTED, so the choice that
 /// follows it sees everything committed while it waited. Transactions of other workspaces,
-/// assignments and mentions never take it.
+/// assignments and mentions never take it, nor does a workspace with no agent round robin
+/// could choose: most messages of most installs, whose commits would otherwise be
+/// serialized on it, and could deadlock on it with a group commit holding user rows.
 pub async fn next(
     tx: &Transaction<'_>,
     workspace_id: WorkspaceId,
     capability: &str,
 ) -> Result<Option<Agent>, DbError> {
+    // Capacity is left to the locked choice below: it needs the earlier choices' runs.
+    let any_eligible: bool = tx
+        .query_one(
+            &crate::stmt(
+                tx,
+                "SELECT EXISTS (SELECT 1 FROM agents a
+                   WHERE a.workspace_id = $1 AND a.status = 'ONLINE'
+                     AND (cardinality(a.capabilities) = 0 OR '*' = ANY (a.capabilities)
+                          OR $2 = ANY (a.capabilities)))",
+            )
+            .await?,
+            &[&workspace_id, &capability],
+        )
+        .await?
+        .get(0);
+    if !any_eligible {
+        return Ok(None);
+    }
     tx.execute(
         &crate::stmt(tx, "SELECT pg_advisory_xact_lock($1, hashtext($2::text))").await?,
         &[&ROUND_ROBIN_LOCK_CLASS, &workspace_id.as_uuid().to_string()],
@@ -169,5 +189,43 @@ mod tests {
         let tx = client.transaction().await.unwrap();
         let after = dispatch(&tx, workspace).await;
         (per_agent, to_persona, after)
+    }
+
+    /// A workspace without an agent round robin could choose takes no lock: its messages'
+    /// commits are neither serialized on it nor can they deadlock on it with a group commit
+    /// that holds user rows (a 60 s broker outage's backlog, routed with no agents, found both).
+    #[tokio::test]
+    async fn a_workspace_without_eligible_agents_takes_no_lock() {
+        let scratch = ScratchDb::create(&server_from_env(), "hermes_scratch")
+            .await
+            .unwrap();
+        let db = Db::new(&scratch.url, 2).unwrap();
+        let workspace = {
+            let c = db.get().await.unwrap();
+            c.query_one("SELECT id FROM workspaces WHERE slug = 'default'", &[])
+                .await
+                .unwrap()
+                .get::<_, WorkspaceId>(0)
+        };
+        let mut client = db.get().await.unwrap();
+        let tx = client.transaction().await.unwrap();
+        assert!(next(&tx, workspace, "general").await.unwrap().is_none());
+        let held: i64 = db
+            .get()
+            .await
+            .unwrap()
+            .query_one(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = $1
+                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                &[&i64::from(ROUND_ROBIN_LOCK_CLASS)],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        tx.rollback().await.unwrap();
+        drop(client);
+        drop(db);
+        scratch.drop_now().await.unwrap();
+        assert_eq!(held, 0, "no round-robin lock is held");
     }
 }
