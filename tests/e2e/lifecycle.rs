@@ -108,3 +108,34 @@ async fn a_service_refuses_to_run_on_an_older_schema() {
         "{err}"
     );
 }
+
+/// A service whose broker stays unreachable past `HERMES_BUS_RECONNECT_SECS` exits non-zero,
+/// with callers still knocking, so that its orchestrator restarts it: the fault harness relies
+/// on it to bring a fleet back after a 60 s RabbitMQ outage (docs/faults.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_cut_off_from_the_broker_past_its_bound_exits() {
+    let mut env = TestEnv::new().await;
+    let broker = env.behind_proxy(hermes_testkit::Server::Broker).await;
+    env.set("HERMES_BUS_RECONNECT_SECS", "2");
+    let mut ingest = env.spawn_ready("ingest").await;
+    // Callers retrying while the broker is away, as platforms do.
+    let url = ingest.url("/v1/chat/completions");
+    let callers = tokio::spawn(async move {
+        let client = reqwest::Client::new();
+        loop {
+            let _ = client
+                .post(&url)
+                .bearer_auth(KEY)
+                .json(&json!({"messages": [{"role": "user", "content": "anyone?"}]}))
+                .send()
+                .await;
+        }
+    });
+    broker.set_down(true);
+    let status = tokio::time::timeout(Duration::from_secs(60), ingest.child.wait())
+        .await
+        .expect("the process exits within its bound, not hangs")
+        .unwrap();
+    callers.abort();
+    assert!(!status.success(), "a non-zero exit, got {status}");
+}
