@@ -11,6 +11,10 @@ use super::{DbError, Transaction};
 /// their own class).
 const ROUND_ROBIN_LOCK_CLASS: i32 = 0x5252_4f42; // "RROB"
 
+/// Agents `a` round robin may choose in workspace `$1` for capability `$2`, capacity aside.
+const ELIGIBLE: &str = "a.workspace_id = $1 AND a.status = 'ONLINE'
+    AND (cardinality(a.capabilities) = 0 OR '*' = ANY (a.capabilities) OR $2 = ANY (a.capabilities))";
+
 /// Round robin: the eligible agent dispatched to longest ago, locked for this transaction.
 /// Eligible = ONLINE, capability match (no capabilities, `*`, or `capability`), and fewer open
 /// runs than `max_concurrent`.
@@ -31,16 +35,10 @@ pub async fn next(
     capability: &str,
 ) -> Result<Option<Agent>, DbError> {
     // Capacity is left to the locked choice below: it needs the earlier choices' runs.
+    let exists = format!("SELECT EXISTS (SELECT 1 FROM agents a WHERE {ELIGIBLE})");
     let any_eligible: bool = tx
         .query_one(
-            &crate::stmt(
-                tx,
-                "SELECT EXISTS (SELECT 1 FROM agents a
-                   WHERE a.workspace_id = $1 AND a.status = 'ONLINE'
-                     AND (cardinality(a.capabilities) = 0 OR '*' = ANY (a.capabilities)
-                          OR $2 = ANY (a.capabilities)))",
-            )
-            .await?,
+            &crate::stmt(tx, &exists).await?,
             &[&workspace_id, &capability],
         )
         .await?
@@ -57,9 +55,7 @@ pub async fn next(
     // briefly rather than passed over.
     let sql = format!(
         "SELECT {COLUMNS} FROM agents a
-         WHERE a.workspace_id = $1 AND a.status = 'ONLINE'
-           AND (cardinality(a.capabilities) = 0 OR '*' = ANY (a.capabilities)
-                OR $2 = ANY (a.capabilities))
+         WHERE {ELIGIBLE}
            AND (SELECT count(*) FROM agent_runs r WHERE r.agent_id = a.id
                   AND r.status NOT IN ('completed', 'failed')) < a.max_concurrent
          ORDER BY a.last_dispatched_at ASC NULLS FIRST, a.profile_key
