@@ -127,6 +127,7 @@ impl Reader {
                             }
                         }
                         RunEvent::Final { outcome } => return self.end(outcome),
+                        RunEvent::ToolStarted { .. } | RunEvent::ToolFinished { .. } => {}
                     }
                 }
             }

@@ -40,6 +40,21 @@ pub enum RunEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         attempt: Option<String>,
     },
+    /// The tools stage began executing one tool call the model asked for (in `round`).
+    ToolStarted {
+        round: u8,
+        call_id: String,
+        name: String,
+        arguments: serde_json::Value,
+    },
+    /// A tool call finished: its output as the model will see it, and whether it succeeded.
+    ToolFinished {
+        round: u8,
+        call_id: String,
+        name: String,
+        output: String,
+        ok: bool,
+    },
     /// The run ended: no more events follow.
     Final { outcome: Outcome },
 }

@@ -80,6 +80,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0013_retention",
         sql: include_str!("../../../migrations/0013_retention.sql"),
     },
+    Migration {
+        version: 14,
+        name: "0014_run_control",
+        sql: include_str!("../../../migrations/0014_run_control.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

@@ -304,6 +304,41 @@ pub async fn finish(
     Ok(n == 1)
 }
 
+/// Ask an open run to stop at its next safe point (docs/api.md, runs): true when the run
+/// was open and is now asked to stop (asking twice is still true), false when it is closed
+/// or unknown.
+pub async fn request_stop(client: &Client, id: RunId) -> Result<bool, DbError> {
+    let n = client
+        .execute(
+            &crate::stmt(
+                client,
+                "UPDATE agent_runs SET stop_requested_at = COALESCE(stop_requested_at, now()),
+                    updated_at = now()
+                 WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled')",
+            )
+            .await?,
+            &[&id.as_uuid()],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+/// Whether a stop was asked for the run: each stage checks before its next model or tool
+/// call.
+pub async fn stop_requested(client: &Client, id: RunId) -> Result<bool, DbError> {
+    let row = client
+        .query_opt(
+            &crate::stmt(
+                client,
+                "SELECT stop_requested_at IS NOT NULL FROM agent_runs WHERE id = $1",
+            )
+            .await?,
+            &[&id.as_uuid()],
+        )
+        .await?;
+    Ok(row.is_some_and(|r| r.get::<_, bool>(0)))
+}
+
 /// A run as stored.
 #[derive(Clone, Debug)]
 pub struct RunRow {
