@@ -15,6 +15,7 @@ mod ingest;
 mod key_budgets;
 mod lifecycle;
 mod llm;
+mod openapi;
 mod outage;
 mod outbox;
 mod rest;

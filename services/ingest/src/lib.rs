@@ -7,6 +7,7 @@ mod auth;
 pub mod channels;
 mod chat;
 pub mod openai;
+pub mod openapi;
 mod rest;
 mod statuses;
 mod stream;
@@ -236,6 +237,7 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/v1/health", get(health))
+        .route("/openapi.json", get(openapi::document))
         .merge(bounded)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(state.ctx.config.max_body_bytes))
