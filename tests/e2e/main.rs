@@ -1,6 +1,7 @@
 //! End-to-end tests of the fleet through its public surfaces, against the real servers.
 
 mod agent_webhooks;
+mod bench_fleet;
 mod bus;
 mod channels;
 mod conversations;

@@ -93,6 +93,10 @@ enum BenchCommand {
     /// The fleet as separate processes under kills, stops and server outages, with a ledger
     /// that must add up (docs/faults.md).
     Faults(hermes::bench_faults::FaultsBench),
+    /// The whole path (API call in, answer out) through the fleet as separate processes
+    /// against a zero-latency fake model: throughput frontier, p50/p99/p99.9 at half of it,
+    /// CPU and memory per process, with a ledger (docs/performance.md).
+    Fleet(hermes::bench_fleet::FleetBench),
 }
 
 fn load(path: Option<&std::path::Path>) -> Result<Config, ExitCode> {
@@ -175,6 +179,12 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Command::Bench(BenchCommand::Faults(args)) => {
             return admin("bench faults", path, |c| async move {
                 hermes::bench_faults::faults(c, args).await
+            })
+            .await;
+        }
+        Command::Bench(BenchCommand::Fleet(args)) => {
+            return admin("bench fleet", path, |c| async move {
+                hermes::bench_fleet::fleet(c, args).await
             })
             .await;
         }

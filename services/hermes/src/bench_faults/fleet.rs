@@ -190,6 +190,14 @@ impl Fleet {
         Ok(clean)
     }
 
+    /// The service and process id of every running process.
+    pub fn pids(&self) -> Vec<(&'static str, u32)> {
+        self.procs
+            .iter()
+            .filter_map(|p| Some((p.service, p.child.as_ref()?.id()?)))
+            .collect()
+    }
+
     /// Stop every process (SIGTERM, then `kill -9` after 15 s).
     pub async fn stop_all(&mut self) {
         for p in &mut self.procs {

@@ -8,11 +8,11 @@
 //! command exits non-zero.
 
 mod api_load;
-mod fleet;
+pub(crate) mod fleet;
 mod killswitch;
 mod ledger;
 mod load;
-mod model;
+pub(crate) mod model;
 mod servers;
 
 use std::sync::Arc;
@@ -272,7 +272,7 @@ async fn run(
 }
 
 /// The first of SIGINT and SIGTERM, by name.
-async fn interrupted() -> &'static str {
+pub(crate) async fn interrupted() -> &'static str {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut int), Ok(mut term)) = (
         signal(SignalKind::interrupt()),

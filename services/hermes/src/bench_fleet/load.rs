@@ -1,0 +1,303 @@
+//! The open-loop load of `hermes bench fleet`: requests of one kind sent at a fixed rate,
+//! each at its scheduled instant whatever the answers to the others, and timed from that
+//! instant (a request held back by a slow fleet counts its wait: no coordinated omission).
+//! Every request carries a token of its own and must come back as that token's echo, once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::ValueEnum;
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+
+/// The key the fleet under test is given.
+pub const API_KEY: &str = "bench-fleet-api-key-0123456789";
+
+/// What a request asks of the fleet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Kind {
+    /// `POST /v1/chat/completions`, answered when the run ends.
+    Chat,
+    /// `POST /v1/chat/completions` with `"stream": true`, read to `[DONE]`.
+    ChatStream,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Chat => "chat",
+            Kind::ChatStream => "chat-stream",
+        }
+    }
+}
+
+/// How one request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// The echo of its own token, once.
+    Answered,
+    /// An answer that says the run failed (an error the fleet chose to give).
+    FailedWithAnswer,
+    /// Refused before it was accepted (503 at capacity, 429): the caller knows.
+    Refused,
+    /// An answer other than its own echo (another request's, a doubled delta).
+    Wrong,
+    /// No answer at all (a cut stream, a timeout): the ledger's loss.
+    Lost,
+}
+
+/// One request's outcome and its latency from its scheduled instant.
+#[derive(Clone, Copy, Debug)]
+pub struct Sample {
+    pub ending: Ending,
+    pub latency: Duration,
+}
+
+/// Send `rate` requests a second of `kind` for `secs` seconds to `base`; every sample,
+/// once each request ended (or after `timeout`).
+pub async fn step(
+    client: &reqwest::Client,
+    base: &str,
+    kind: Kind,
+    rate: f64,
+    secs: f64,
+    tag: &str,
+    timeout: Duration,
+) -> Vec<Sample> {
+    let total = (rate * secs).round().max(1.0) as usize;
+    let samples = Arc::new(Mutex::new(Vec::with_capacity(total)));
+    let start = tokio::time::Instant::now();
+    let mut tasks = Vec::with_capacity(total);
+    for i in 0..total {
+        let due = start + Duration::from_secs_f64(i as f64 / rate);
+        tokio::time::sleep_until(due).await;
+        let (client, base, samples) = (client.clone(), base.to_string(), samples.clone());
+        let token = format!("bench {tag}-{i}");
+        tasks.push(tokio::spawn(async move {
+            let ending = tokio::time::timeout(timeout, one(&client, &base, kind, &token))
+                .await
+                .unwrap_or(Ending::Lost);
+            let latency = due.into_std().elapsed();
+            samples.lock().await.push(Sample { ending, latency });
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    let samples = samples.lock().await;
+    samples.clone()
+}
+
+/// Send one request and tell how it ended.
+async fn one(client: &reqwest::Client, base: &str, kind: Kind, token: &str) -> Ending {
+    let expected = format!("echo: {token}");
+    match kind {
+        Kind::Chat => {
+            let body = json!({"messages": [{"role": "user", "content": token}]});
+            let Some(resp) = post(client, base, "/v1/chat/completions", &body).await else {
+                return Ending::Refused;
+            };
+            match resp {
+                Ok(v) if v["choices"][0]["message"]["content"] == expected.as_str() => {
+                    Ending::Answered
+                }
+                Ok(_) => Ending::Wrong,
+                Err(true) => Ending::FailedWithAnswer,
+                Err(false) => Ending::Lost,
+            }
+        }
+        Kind::ChatStream => {
+            let body = json!({"messages": [{"role": "user", "content": token}], "stream": true});
+            let resp = client
+                .post(format!("{base}/v1/chat/completions"))
+                .bearer_auth(API_KEY)
+                .json(&body)
+                .send()
+                .await;
+            let resp = match resp {
+                Ok(r) if r.status().is_success() => r,
+                Ok(r) if refused(r.status()) => return Ending::Refused,
+                Ok(_) => return Ending::FailedWithAnswer,
+                Err(_) => return Ending::Lost,
+            };
+            let events = read_sse(resp).await;
+            let mut text = String::new();
+            let mut done = false;
+            let mut failed = false;
+            for (_, data) in &events {
+                if data.trim() == "[DONE]" {
+                    done = true;
+                } else if let Ok(v) = serde_json::from_str::<Value>(data) {
+                    if v.get("error").is_some() {
+                        failed = true;
+                    }
+                    if let Some(delta) = v["choices"][0]["delta"]["content"].as_str() {
+                        text.push_str(delta);
+                    }
+                }
+            }
+            match (done, failed) {
+                (false, _) => Ending::Lost,
+                (true, true) => Ending::FailedWithAnswer,
+                (true, false) if text == expected => Ending::Answered,
+                (true, false) => Ending::Wrong,
+            }
+        }
+    }
+}
+
+/// 503 and 429 answers: the request was not taken, and the caller was told.
+fn refused(status: reqwest::StatusCode) -> bool {
+    status == reqwest::StatusCode::SERVICE_UNAVAILABLE
+        || status == reqwest::StatusCode::TOO_MANY_REQUESTS
+}
+
+/// POST `body` to `path`: `None` when refused; `Ok(json)` for a 2xx; `Err(true)` for another
+/// answer (the fleet said the run failed), `Err(false)` for none.
+async fn post(
+    client: &reqwest::Client,
+    base: &str,
+    path: &str,
+    body: &Value,
+) -> Option<Result<Value, bool>> {
+    let resp = match client
+        .post(format!("{base}{path}"))
+        .bearer_auth(API_KEY)
+        .json(body)
+        .send()
+        .await
+    {
+        Ok(r) => r,
+        Err(_) => return Some(Err(false)),
+    };
+    let status = resp.status();
+    if refused(status) {
+        return None;
+    }
+    match resp.json::<Value>().await {
+        Ok(v) if status.is_success() => Some(Ok(v)),
+        Ok(_) => Some(Err(true)),
+        Err(_) => Some(Err(false)),
+    }
+}
+
+/// Every server-sent event of `resp` as `(event name, data)`, until the body ends.
+pub async fn read_sse(mut resp: reqwest::Response) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut buffer = String::new();
+    while let Ok(Some(chunk)) = resp.chunk().await {
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let mut event = String::from("message");
+            let mut data = Vec::new();
+            for line in block.lines() {
+                if let Some(name) = line.strip_prefix("event: ") {
+                    event = name.to_string();
+                } else if let Some(d) = line.strip_prefix("data: ") {
+                    data.push(d);
+                }
+            }
+            if !data.is_empty() {
+                out.push((event, data.join("\n")));
+            }
+        }
+    }
+    out
+}
+
+/// The samples' figures.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Figures {
+    pub sent: usize,
+    pub answered: usize,
+    pub failed_with_answer: usize,
+    pub refused: usize,
+    pub wrong: usize,
+    pub lost: usize,
+    pub p50: Duration,
+    pub p99: Duration,
+    pub p999: Duration,
+}
+
+impl Figures {
+    pub fn of(samples: &[Sample]) -> Self {
+        let count = |e: Ending| samples.iter().filter(|s| s.ending == e).count();
+        let mut latencies: Vec<Duration> = samples
+            .iter()
+            .filter(|s| matches!(s.ending, Ending::Answered | Ending::FailedWithAnswer))
+            .map(|s| s.latency)
+            .collect();
+        latencies.sort();
+        let at = |q: f64| -> Duration {
+            if latencies.is_empty() {
+                return Duration::ZERO;
+            }
+            let i = ((latencies.len() as f64 * q).ceil() as usize).clamp(1, latencies.len()) - 1;
+            latencies[i]
+        };
+        Self {
+            sent: samples.len(),
+            answered: count(Ending::Answered),
+            failed_with_answer: count(Ending::FailedWithAnswer),
+            refused: count(Ending::Refused),
+            wrong: count(Ending::Wrong),
+            lost: count(Ending::Lost),
+            p50: at(0.50),
+            p99: at(0.99),
+            p999: at(0.999),
+        }
+    }
+
+    /// Every request answered as itself, none refused, none failed.
+    pub fn clean(&self) -> bool {
+        self.answered == self.sent
+    }
+
+    /// The ledger: every request sent is answered (as itself, or with a failure), none lost,
+    /// none answered with another's text.
+    pub fn adds_up(&self) -> bool {
+        self.wrong == 0
+            && self.lost == 0
+            && self.answered + self.failed_with_answer + self.refused == self.sent
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(ending: Ending, ms: u64) -> Sample {
+        Sample {
+            ending,
+            latency: Duration::from_millis(ms),
+        }
+    }
+
+    #[test]
+    fn percentiles_are_taken_over_answered_requests_only() {
+        let mut samples: Vec<Sample> = (1..=100).map(|ms| sample(Ending::Answered, ms)).collect();
+        samples.push(sample(Ending::Lost, 10_000));
+        let f = Figures::of(&samples);
+        assert_eq!(f.p50, Duration::from_millis(50));
+        assert_eq!(f.p99, Duration::from_millis(99));
+        assert_eq!(f.p999, Duration::from_millis(100));
+        assert_eq!(f.lost, 1);
+        assert!(!f.adds_up(), "a lost request voids the ledger");
+        assert!(!f.clean());
+    }
+
+    #[test]
+    fn refusals_and_failures_with_an_answer_keep_the_ledger() {
+        let samples = vec![
+            sample(Ending::Answered, 5),
+            sample(Ending::Refused, 1),
+            sample(Ending::FailedWithAnswer, 9),
+        ];
+        let f = Figures::of(&samples);
+        assert!(f.adds_up());
+        assert!(!f.clean(), "a refusal is not a clean step of the frontier");
+        let wrong = Figures::of(&[sample(Ending::Wrong, 3)]);
+        assert!(!wrong.adds_up());
+    }
+}

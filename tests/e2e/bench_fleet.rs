@@ -1,0 +1,32 @@
+//! `hermes bench fleet` cannot rot: a short run at a fixed rate through the fleet as separate
+//! processes must keep its ledger (every request answered as itself, once), whatever the
+//! figures (docs/performance.md). The figures themselves are never asserted.
+
+use hermes_testkit::TestEnv;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_fixed_rate_run_keeps_its_ledger() {
+    let env = TestEnv::new().await;
+    let (code, stdout, stderr) = env
+        .hermes(&[
+            "bench",
+            "fleet",
+            "--rate",
+            "10",
+            "--duration",
+            "3",
+            "--rounds",
+            "1",
+            "--kind",
+            "chat,chat-stream",
+        ])
+        .await;
+    assert_eq!(code, 0, "bench fleet failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("the ledger adds up"), "{stdout}");
+    for kind in ["chat ", "chat-stream "] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(kind)),
+            "no figures for {kind}:\n{stdout}"
+        );
+    }
+}
