@@ -17,6 +17,7 @@ mod lifecycle;
 mod llm;
 mod outage;
 mod outbox;
+mod responses;
 mod rest;
 mod retention;
 mod router;
