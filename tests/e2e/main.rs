@@ -15,6 +15,7 @@ mod ingest;
 mod key_budgets;
 mod lifecycle;
 mod llm;
+mod openai_sdk;
 mod outage;
 mod outbox;
 mod responses;
