@@ -489,3 +489,55 @@ async fn images_reach_the_model_and_unsupported_content_is_refused() {
     );
     fleet.stop().await.unwrap();
 }
+
+/// Retention: a response is swept after `responses_days`, and its run, though older than
+/// `runs_days`, stays as long as the response stands on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_keeps_its_run_until_the_response_expires() {
+    use hermes_config::Retention;
+    use hermes_db::retention::{self, Table};
+
+    let env = TestEnv::new().await;
+    let db = env.db();
+    let client = db.get().await.unwrap();
+    let (with_response, without) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+    client
+        .batch_execute(&format!(
+            "INSERT INTO agent_runs (id, platform, sender_id, status, tier, created_at)
+               VALUES ('{with_response}', 'api', 'api', 'completed', 'free', now() - interval '40 days'),
+                      ('{without}', 'api', 'api', 'completed', 'free', now() - interval '40 days');
+             INSERT INTO responses (id, run_id, input, store, created_at)
+               VALUES (gen_random_uuid(), '{with_response}', '\"hi\"', true, now() - interval '40 days');"
+        ))
+        .await
+        .unwrap();
+    let days = |responses_days| Retention {
+        runs_days: 30,
+        conversations_days: 30,
+        statuses_days: 30,
+        facts_days: 30,
+        ledger_days: 30,
+        responses_days,
+        sweep_every: Duration::from_secs(1),
+    };
+    let count = |sql: &'static str| {
+        let db = db.clone();
+        async move { hermes_testkit::count(&db, sql, &[]).await }
+    };
+    let swept = retention::sweep(&db, &days(60), 10).await.unwrap();
+    assert_eq!(
+        swept.removed,
+        vec![(Table::AgentRuns, 1)],
+        "only the bare run"
+    );
+    assert_eq!(count("SELECT count(*) FROM responses").await, 1);
+    assert_eq!(count("SELECT count(*) FROM agent_runs").await, 1);
+
+    let swept = retention::sweep(&db, &days(35), 10).await.unwrap();
+    assert_eq!(
+        swept.removed,
+        vec![(Table::Responses, 1), (Table::AgentRuns, 1)],
+        "the response, then its run"
+    );
+    assert_eq!(count("SELECT count(*) FROM agent_runs").await, 0);
+}
