@@ -14,6 +14,8 @@ CREATE TABLE responses (
     input                jsonb NOT NULL DEFAULT '[]'::jsonb,
     instructions         text,
     model                text,
+    -- The sampling parameters the caller set (echoed back by a retrieve).
+    params               jsonb NOT NULL DEFAULT '{}'::jsonb,
     store                boolean NOT NULL,
     created_at           timestamptz NOT NULL DEFAULT now()
 );

@@ -135,7 +135,16 @@ async fn a_response_is_created_retrieved_and_deleted_for_good() {
 
     let (status, got) = retrieve(&fleet, KEY, &id).await;
     assert_eq!(status, 200, "{got}");
-    for field in ["id", "status", "output", "usage", "instructions", "model"] {
+    for field in [
+        "id",
+        "status",
+        "output",
+        "usage",
+        "instructions",
+        "model",
+        "temperature",
+        "max_output_tokens",
+    ] {
         assert_eq!(got[field], created[field], "{field}");
     }
 

@@ -5,7 +5,7 @@
 //! between its run and its caller: it is never read back, chained to or shown.
 
 use hermes_types::ids::{ApiKeyId, ResponseId, RunId};
-use hermes_types::model::ChatMessage;
+use hermes_types::model::{CallParams, ChatMessage};
 
 use super::{Client, DbError};
 use crate::runs::transcript_of;
@@ -26,12 +26,14 @@ pub struct NewResponse<'a> {
     pub input: &'a serde_json::Value,
     pub instructions: Option<&'a str>,
     pub model: Option<&'a str>,
+    pub params: &'a CallParams,
     pub store: bool,
 }
 
 /// Record a response. Without `store`, its input and instructions are not kept.
 pub async fn insert(client: &Client, r: &NewResponse<'_>) -> Result<(), DbError> {
     let empty = serde_json::Value::Array(Vec::new());
+    let params = serde_json::to_value(r.params).map_err(|e| DbError::Invalid(e.to_string()))?;
     let (input, instructions) = if r.store {
         (r.input, r.instructions)
     } else {
@@ -42,8 +44,8 @@ pub async fn insert(client: &Client, r: &NewResponse<'_>) -> Result<(), DbError>
             &crate::stmt(
                 client,
                 "INSERT INTO responses (id, run_id, api_key_id, conversation, previous_response_id,
-                                        input, instructions, model, store)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                                        input, instructions, model, params, store)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             )
             .await?,
             &[
@@ -55,6 +57,7 @@ pub async fn insert(client: &Client, r: &NewResponse<'_>) -> Result<(), DbError>
                 input,
                 &instructions,
                 &r.model,
+                &params,
                 &r.store,
             ],
         )
@@ -73,6 +76,8 @@ pub struct StoredResponse {
     pub input: serde_json::Value,
     pub instructions: Option<String>,
     pub model: Option<String>,
+    /// The sampling parameters the caller set (defaults when unreadable: they are only shown).
+    pub params: CallParams,
     pub created_at: chrono::DateTime<chrono::Utc>,
 }
 
@@ -88,7 +93,7 @@ pub async fn get(
             &crate::stmt(
                 client,
                 "SELECT run_id, api_key_id, conversation, previous_response_id, input,
-                        instructions, model, created_at
+                        instructions, model, created_at, params
                  FROM responses
                  WHERE id = $1 AND store AND ($2::uuid IS NULL OR api_key_id = $2)",
             )
@@ -106,6 +111,7 @@ pub async fn get(
         instructions: r.get(5),
         model: r.get(6),
         created_at: r.get(7),
+        params: serde_json::from_value(r.get(8)).unwrap_or_default(),
     }))
 }
 

@@ -144,6 +144,7 @@ async fn handle(
             input: &request.input,
             instructions: request.instructions.as_deref(),
             model: request.model.as_deref(),
+            params: &request.params,
             store: request.store,
         },
     )
@@ -231,7 +232,7 @@ async fn retrieve(app: &AppState, caller: &Caller, id: &str) -> Result<Response,
             .unwrap_or_else(|| app.ctx.config.file.api.model_name.clone()),
         instructions: stored.instructions,
         previous: stored.previous,
-        params: Default::default(),
+        params: stored.params,
         store: true,
     };
     Ok(Json(object::response(&head, &body)).into_response())
