@@ -19,6 +19,7 @@ mod openai_sdk;
 mod outage;
 mod outbox;
 mod responses;
+mod responses_stream;
 mod rest;
 mod retention;
 mod router;

@@ -43,7 +43,7 @@ async fn create(fleet: &hermes_testkit::Fleet, key: &str, body: Value) -> (u16, 
     .await
 }
 
-async fn retrieve(fleet: &hermes_testkit::Fleet, key: &str, id: &Value) -> (u16, Value) {
+pub(crate) async fn retrieve(fleet: &hermes_testkit::Fleet, key: &str, id: &Value) -> (u16, Value) {
     let path = format!("/v1/responses/{}", id.as_str().unwrap());
     call(fleet, key, reqwest::Method::GET, &path, None).await
 }
@@ -54,11 +54,30 @@ async fn delete(fleet: &hermes_testkit::Fleet, key: &str, id: &Value) -> (u16, V
 }
 
 /// The text of a response's last output item (its answer).
-fn answer(response: &Value) -> &str {
+pub(crate) fn answer(response: &Value) -> &str {
     let output = response["output"].as_array().expect("an output list");
     let message = output.last().expect("an answer");
     assert_eq!(message["type"], "message", "{response}");
     message["content"][0]["text"].as_str().unwrap()
+}
+
+/// A fleet whose model is `gpt-test` at the fake `provider`.
+pub(crate) async fn fleet_on(provider: &MockServer) -> TestFleet {
+    TestFleet::builder()
+        .openai_mock(&format!("{}/v1", provider.uri()))
+        .set("HERMES_MODEL", "gpt-test")
+        .start()
+        .await
+}
+
+/// The types of a response's output items, in order.
+pub(crate) fn item_types(response: &Value) -> Vec<&str> {
+    response["output"]
+        .as_array()
+        .expect("an output list")
+        .iter()
+        .map(|i| i["type"].as_str().unwrap())
+        .collect()
 }
 
 /// A key with the `chat` scope; its secret.
@@ -168,79 +187,6 @@ async fn a_response_is_created_retrieved_and_deleted_for_good() {
     fleet.stop().await.unwrap();
 }
 
-/// The `(event, data)` pairs of an SSE body.
-fn sse_events(body: &str) -> Vec<(String, Value)> {
-    body.split("\n\n")
-        .filter_map(|block| {
-            let mut event = None;
-            let mut data = None;
-            for line in block.lines() {
-                if let Some(e) = line.strip_prefix("event: ") {
-                    event = Some(e.to_string());
-                } else if let Some(d) = line.strip_prefix("data: ") {
-                    data = Some(serde_json::from_str(d).expect("every event is JSON"));
-                }
-            }
-            Some((event?, data?))
-        })
-        .collect()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_streamed_response_comes_as_responses_events_in_order() {
-    let fleet = TestFleet::builder().start().await;
-    let resp = reqwest::Client::new()
-        .post(fleet.url("/v1/responses"))
-        .bearer_auth(KEY)
-        .timeout(Duration::from_secs(90))
-        .json(&json!({"input": "stream these words please", "stream": true}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    assert_eq!(resp.headers()["content-type"], "text/event-stream");
-    let body = resp.text().await.unwrap();
-    let events = sse_events(&body);
-    for (n, (event, data)) in events.iter().enumerate() {
-        assert_eq!(data["type"], event.as_str(), "{body}");
-        assert_eq!(data["sequence_number"], n as u64, "{body}");
-    }
-    let kinds: Vec<&str> = events.iter().map(|(e, _)| e.as_str()).collect();
-    let deltas = kinds
-        .iter()
-        .filter(|k| **k == "response.output_text.delta")
-        .count();
-    assert!(deltas >= 1, "{body}");
-    let mut expected = vec![
-        "response.created",
-        "response.in_progress",
-        "response.output_item.added",
-        "response.content_part.added",
-    ];
-    expected.extend(std::iter::repeat_n("response.output_text.delta", deltas));
-    expected.extend([
-        "response.output_text.done",
-        "response.content_part.done",
-        "response.output_item.done",
-        "response.completed",
-    ]);
-    assert_eq!(kinds, expected, "{body}");
-    let streamed: String = events
-        .iter()
-        .filter_map(|(_, d)| d["delta"].as_str())
-        .collect();
-    assert_eq!(streamed, "echo: stream these words please");
-    let completed = &events.last().unwrap().1["response"];
-    assert_eq!(completed["status"], "completed");
-    assert_eq!(answer(completed), streamed);
-    assert_eq!(completed["output"][0]["id"], events[2].1["item"]["id"]);
-    // The streamed response is stored like any other.
-    let (status, got) = retrieve(&fleet, KEY, &completed["id"]).await;
-    assert_eq!(status, 200);
-    assert_eq!(got["output"], completed["output"]);
-    fleet.stop().await.unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaining_by_id_replays_earlier_turns_with_their_tool_round() {
     let provider = MockServer::start().await;
@@ -278,11 +224,7 @@ async fn chaining_by_id_replays_earlier_turns_with_their_tool_round() {
         .with_priority(3)
         .mount(&provider)
         .await;
-    let fleet = TestFleet::builder()
-        .openai_mock(&format!("{}/v1", provider.uri()))
-        .set("HERMES_MODEL", "gpt-test")
-        .start()
-        .await;
+    let fleet = fleet_on(&provider).await;
 
     let (status, first) = create(
         &fleet,
@@ -291,14 +233,8 @@ async fn chaining_by_id_replays_earlier_turns_with_their_tool_round() {
     )
     .await;
     assert_eq!(status, 200, "{first}");
-    let kinds: Vec<&str> = first["output"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["type"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        kinds,
+        item_types(&first),
         ["function_call", "function_call_output", "message"],
         "{first}"
     );
@@ -441,11 +377,7 @@ async fn images_reach_the_model_and_unsupported_content_is_refused() {
         .respond_with(ResponseTemplate::new(200).set_body_json(openai_answer("a cat", 5, 2)))
         .mount(&provider)
         .await;
-    let fleet = TestFleet::builder()
-        .openai_mock(&format!("{}/v1", provider.uri()))
-        .set("HERMES_MODEL", "gpt-test")
-        .start()
-        .await;
+    let fleet = fleet_on(&provider).await;
     let png = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
     let (status, r) = create(
         &fleet,
