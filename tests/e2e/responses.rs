@@ -482,3 +482,24 @@ async fn a_response_keeps_its_run_until_the_response_expires() {
     );
     assert_eq!(count("SELECT count(*) FROM agent_runs").await, 0);
 }
+
+/// A message the broker never accepted leaves no response behind: nothing could answer it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_whose_message_was_refused_is_not_kept() {
+    let mut env = TestEnv::new().await;
+    let proxy = env.broker_behind_proxy().await;
+    env.set("HERMES_PUBLISH_TIMEOUT_SECS", "1");
+    let fleet = env.start(&[Service::Ingest]).await;
+    proxy.set_stalled(true);
+    let (status, refused) = create(&fleet, KEY, json!({"input": "hello?"})).await;
+    assert_eq!(
+        (status, &refused["error"]["code"]),
+        (503, &json!("unavailable"))
+    );
+    proxy.set_stalled(false);
+    assert_eq!(
+        hermes_testkit::count(&env.db(), "SELECT count(*) FROM responses", &[]).await,
+        0
+    );
+    fleet.stop().await.unwrap();
+}

@@ -203,3 +203,15 @@ pub async fn delete(
         .await?;
     Ok(n == 1)
 }
+
+/// Remove response `id` whatever its `store`: its message was never accepted, so no run
+/// will ever answer it.
+pub async fn discard(client: &Client, id: ResponseId) -> Result<(), DbError> {
+    client
+        .execute(
+            &crate::stmt(client, "DELETE FROM responses WHERE id = $1").await?,
+            &[&id],
+        )
+        .await?;
+    Ok(())
+}

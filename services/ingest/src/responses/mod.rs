@@ -118,15 +118,14 @@ async fn handle(
         ));
     }
     let run = RunId::new();
-    let model = request
-        .model
-        .clone()
-        .unwrap_or_else(|| app.ctx.config.file.api.model_name.clone());
     let head = Head {
         id: ResponseId::new(),
         run,
         created_at: chrono::Utc::now().timestamp(),
-        model: model.clone(),
+        model: request
+            .model
+            .clone()
+            .unwrap_or_else(|| app.ctx.config.file.api.model_name.clone()),
         instructions: request.instructions.clone(),
         previous,
         params: request.params.clone(),
@@ -154,7 +153,7 @@ async fn handle(
         unavailable()
     })?;
     drop(client);
-    let guard = chat::publish(
+    let published = chat::publish(
         app,
         caller,
         headers,
@@ -166,7 +165,15 @@ async fn handle(
             stream: request.stream,
         },
     )
-    .await?;
+    .await;
+    let guard = match published {
+        Ok(guard) => guard,
+        Err(e) => {
+            // Nothing was accepted: no response may claim a run that will never exist.
+            forget(app, head.id).await;
+            return Err(e);
+        }
+    };
     tracing::info!(%run, response = %head.id.wire(), "response accepted");
     if request.stream {
         let resp = stream::follow(&app.ctx, &app.events, guard, run, events::Events::new(head));
@@ -185,6 +192,19 @@ async fn handle(
     })
     .await;
     Ok(chat::with_run_id(resp, run))
+}
+
+/// Remove the row of a response whose message was never accepted (best effort: a row left
+/// behind reads as in progress until retention removes it).
+async fn forget(app: &AppState, id: ResponseId) {
+    let removed = async {
+        let client = app.ctx.db.get().await?;
+        responses::discard(&client, id).await
+    }
+    .await;
+    if let Err(e) = removed {
+        tracing::warn!(response = %id.wire(), error = %e, "unaccepted response left behind");
+    }
 }
 
 /// `GET /v1/responses/{id}`: a stored response of the calling key (the operator key reads
