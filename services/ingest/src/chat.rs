@@ -1,6 +1,9 @@
 //! `POST /v1/chat/completions`: validate, hand the message to the router durably (2xx only
 //! after the broker confirmed it), then either wait for the run's outcome and answer in
 //! OpenAI's shape, or (`"stream": true`) stream the answer as it is produced.
+//!
+//! Publishing an API caller's turns and waiting for their answer are shared with the
+//! Responses API (`crate::responses`).
 
 use axum::Json;
 use axum::body::Bytes;
