@@ -385,6 +385,7 @@ async fn hermes_dlq_lists_shows_replays_once_and_purges() {
                 usage: hermes_types::model::Usage::default(),
                 finish_reason: "stop".into(),
                 tools_used: Vec::new(),
+                transcript: Vec::new(),
             },
             exchange: None,
             detail: None,

@@ -175,6 +175,7 @@ async fn a_new_session_never_sees_the_old_sessions_turns_nor_its_late_reply() {
             usage: Default::default(),
             finish_reason: FinishReason::Stop,
             tools_used: Vec::new(),
+            transcript: Vec::new(),
         },
         detail: None,
     };

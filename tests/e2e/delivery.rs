@@ -32,6 +32,7 @@ fn reply(platform: Platform, chat_id: &str, callback_url: Option<String>, text: 
             usage: Usage::default(),
             finish_reason: "stop".into(),
             tools_used: Vec::new(),
+            transcript: Vec::new(),
         },
         exchange: None,
         detail: None,

@@ -228,6 +228,7 @@ async fn answered_from_the_row(stream: bool) -> (u16, String) {
         usage: Usage::default(),
         finish_reason: FinishReason::Stop,
         tools_used: Vec::new(),
+        transcript: Vec::new(),
     };
     assert!(
         runs::finish(&tx, accepted.run_id, &outcome, None)

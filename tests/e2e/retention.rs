@@ -21,6 +21,7 @@ fn thirty_days() -> Retention {
         statuses_days: 30,
         facts_days: 30,
         ledger_days: 30,
+        responses_days: 30,
         sweep_every: Duration::from_secs(1),
     }
 }

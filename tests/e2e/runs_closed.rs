@@ -200,6 +200,7 @@ async fn a_reply_that_cannot_be_delivered_closes_its_run_failed_and_refunded() {
             usage: Usage::default(),
             finish_reason: "stop".into(),
             tools_used: Vec::new(),
+            transcript: Vec::new(),
         },
         exchange: None,
         detail: None,

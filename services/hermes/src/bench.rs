@@ -201,7 +201,8 @@ fn slow_seconds(samples: &[(u32, u32)]) -> Vec<(u32, f64)> {
         .collect()
 }
 
-fn pct(sorted: &[u32], p: f64) -> f64 {
+/// The `p` quantile of sorted microseconds, in milliseconds.
+pub(crate) fn pct(sorted: &[u32], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }

@@ -4,6 +4,7 @@
 
 pub mod agents;
 pub mod bench;
+pub mod bench_api;
 pub mod bench_faults;
 pub mod bench_fleet;
 pub mod bench_llm;

@@ -86,6 +86,8 @@ enum Command {
 enum BenchCommand {
     /// Signed WhatsApp webhooks at a fixed rate against a running ingest: accepted/s, p50/p99/max.
     Ingest(hermes::bench::IngestBench),
+    /// Chat completions and responses through a running fleet: sustained answers/s, then p50/p99 at half that rate.
+    Api(hermes::bench_api::ApiBench),
     /// The router stage alone in this process, warm caches and fake embeddings: messages/s, p50/p99 stage time.
     Router(hermes::bench_router::RouterBench),
     /// The llm gateway alone at a fixed call rate against a zero-latency fake provider: overhead p50/p99, memory.
@@ -97,6 +99,17 @@ enum BenchCommand {
     /// against a zero-latency fake model: throughput frontier, p50/p99/p99.9 at half of it,
     /// CPU and memory per process, with a ledger (docs/performance.md).
     Fleet(hermes::bench_fleet::FleetBench),
+}
+
+/// The exit of a bench that needs no configuration of its own.
+fn bench_result(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hermes bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn load(path: Option<&std::path::Path>) -> Result<Config, ExitCode> {
@@ -195,13 +208,10 @@ async fn dispatch(cli: Cli) -> ExitCode {
             .await;
         }
         Command::Bench(BenchCommand::Ingest(args)) => {
-            return match hermes::bench::ingest(args).await {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("hermes bench: {e:#}");
-                    ExitCode::FAILURE
-                }
-            };
+            return bench_result(hermes::bench::ingest(args).await);
+        }
+        Command::Bench(BenchCommand::Api(args)) => {
+            return bench_result(hermes::bench_api::api(args).await);
         }
         Command::ApiKeys(cmd) => {
             return admin("api-keys", path, |c| async move {

@@ -1,6 +1,9 @@
 //! `POST /v1/chat/completions`: validate, hand the message to the router durably (2xx only
 //! after the broker confirmed it), then either wait for the run's outcome and answer in
 //! OpenAI's shape, or (`"stream": true`) stream the answer as it is produced.
+//!
+//! Publishing an API caller's turns and waiting for their answer are shared with the
+//! Responses API (`crate::responses`).
 
 use axum::Json;
 use axum::body::Bytes;
@@ -8,10 +11,14 @@ use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use hermes_cache::run_events::WaiterGuard;
 use hermes_runtime::http::ApiError;
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
-use hermes_types::model::{FailureCode, Inbound, MessageEvent, Outcome, Platform, Role};
+use hermes_types::model::{
+    CallParams, ChatMessage, FailureCode, FinishReason, Inbound, MessageEvent, Outcome, Platform,
+    Role, Usage,
+};
 use hermes_types::trace::TraceParent;
 
 use crate::rest::Caller;
@@ -23,17 +30,20 @@ pub async fn completions(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match handle(&app, &caller, &headers, body).await {
-        Ok(resp) => resp,
-        Err(e) => {
-            app.ctx
-                .metrics
-                .ingest_messages
-                .with_label_values(&["api", e.code])
-                .inc();
-            e.into_response()
-        }
-    }
+    let result = handle(&app, &caller, &headers, body).await;
+    counted(&app, result)
+}
+
+/// The answer to an API message, a refusal counted in the ingest metrics by its code.
+pub(crate) fn counted(app: &AppState, result: Result<Response, ApiError>) -> Response {
+    result.unwrap_or_else(|e| {
+        app.ctx
+            .metrics
+            .ingest_messages
+            .with_label_values(&["api", e.code])
+            .inc();
+        e.into_response()
+    })
 }
 
 async fn handle(
@@ -45,13 +55,119 @@ async fn handle(
     let body = body_or_error(app.ctx.config.max_body_bytes, body)?;
     let request = openai::parse(&body)?;
     let run = RunId::new();
+    let guard = publish(
+        app,
+        caller,
+        headers,
+        run,
+        Turns {
+            messages: request.messages,
+            model: request.model.clone(),
+            params: request.params,
+            stream: request.stream,
+        },
+    )
+    .await?;
+    let model_name = request
+        .model
+        .unwrap_or_else(|| app.ctx.config.file.api.model_name.clone());
+    if request.stream {
+        let resp = stream::respond(
+            &app.ctx,
+            &app.events,
+            guard,
+            run,
+            model_name,
+            request.include_usage,
+        );
+        return Ok(with_run_id(resp, run));
+    }
+    let resp = answer_when_done(app, guard, run, &format!("the run {run}"), |a| {
+        openai::completion(run, &model_name, &a.text, a.finish_reason.as_str(), a.usage)
+    })
+    .await;
+    Ok(with_run_id(resp, run))
+}
+
+/// What a run answered, for [`answer_when_done`].
+pub(crate) struct Answered {
+    pub text: String,
+    pub usage: Usage,
+    pub finish_reason: FinishReason,
+    pub transcript: Vec<ChatMessage>,
+}
+
+/// Wait for run `run`'s outcome and answer with what `render` makes of its answer; a failure
+/// is answered as an error by its code, and a wait that runs out says `pending` goes on.
+pub(crate) async fn answer_when_done(
+    app: &AppState,
+    guard: WaiterGuard,
+    run: RunId,
+    pending: &str,
+    render: impl FnOnce(Answered) -> serde_json::Value,
+) -> Response {
+    let outcome = wait::outcome(
+        &app.ctx,
+        &app.events,
+        guard,
+        run,
+        app.ctx.config.run_timeout,
+    )
+    .await;
+    match outcome {
+        Some(Outcome::Answered {
+            text,
+            usage,
+            finish_reason,
+            transcript,
+            ..
+        }) => Json(render(Answered {
+            text,
+            usage,
+            finish_reason,
+            transcript,
+        }))
+        .into_response(),
+        Some(Outcome::Failed { code, message }) => failure(code, message).into_response(),
+        None => ApiError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "run_timeout",
+            format!(
+                "no answer within {}s; {pending} goes on",
+                app.ctx.config.run_timeout.as_secs()
+            ),
+        )
+        .into_response(),
+    }
+}
+
+/// What an API caller asks the fleet to answer.
+pub(crate) struct Turns {
+    /// The whole conversation, in neutral form.
+    pub messages: Vec<ChatMessage>,
+    /// The model name the caller asked for (cosmetic).
+    pub model: Option<String>,
+    pub params: CallParams,
+    pub stream: bool,
+}
+
+/// Hand an API caller's turns to the router as run `run`, durably (the broker confirmed
+/// it), and return the waiter registered for its outcome before it was published, so a
+/// fast answer cannot slip past it.
+pub(crate) async fn publish(
+    app: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    run: RunId,
+    turns: Turns,
+) -> Result<WaiterGuard, ApiError> {
     let traceparent = headers
         .get("traceparent")
         .and_then(|v| v.to_str().ok())
         .and_then(TraceParent::parse)
         .map(|t| t.child())
         .unwrap_or_else(TraceParent::generate);
-    let last_user_text = request
+    let last_user_text = turns
         .messages
         .iter()
         .rev()
@@ -69,13 +185,13 @@ async fn handle(
             received_at: chrono::Utc::now(),
             metadata: None,
         },
-        conversation: request.messages,
-        requested_model: request.model.clone(),
+        conversation: turns.messages,
+        requested_model: turns.model,
         callback_url: None,
         // A key's calls are metered against its budgets (docs/models-and-budgets.md).
         api_key_id: caller.key_id(),
-        params: request.params,
-        stream: request.stream,
+        params: turns.params,
+        stream: turns.stream,
     };
     let envelope = Envelope::new(run, Some(traceparent.clone()), &inbound);
     // Register before publishing so a fast answer cannot slip past us.
@@ -91,71 +207,27 @@ async fn handle(
         .ingest_messages
         .with_label_values(&["api", "accepted"])
         .inc();
-    tracing::info!(%run, trace_id = traceparent.trace_id(), "chat completion accepted");
-    let model_name = request
-        .model
-        .unwrap_or_else(|| app.ctx.config.file.api.model_name.clone());
-    if request.stream {
-        let resp = stream::respond(
-            &app.ctx,
-            &app.events,
-            guard,
-            run,
-            model_name,
-            request.include_usage,
-        );
-        return Ok(with_run_id(resp, run));
-    }
-    let outcome = wait::outcome(
-        &app.ctx,
-        &app.events,
-        guard,
-        run,
-        app.ctx.config.run_timeout,
-    )
-    .await;
-    let resp = match outcome {
-        Some(Outcome::Answered {
-            text,
-            usage,
-            finish_reason,
-            ..
-        }) => Json(openai::completion(
-            run,
-            &model_name,
-            &text,
-            finish_reason.as_str(),
-            usage,
-        ))
-        .into_response(),
-        Some(Outcome::Failed { code, message }) => {
-            let status = match code {
-                FailureCode::ProvidersUnavailable => StatusCode::BAD_GATEWAY,
-                FailureCode::ProviderRejected => StatusCode::BAD_GATEWAY,
-                FailureCode::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
-                FailureCode::BudgetExceeded => StatusCode::TOO_MANY_REQUESTS,
-                FailureCode::BudgetUnavailable
-                | FailureCode::SpendingPaused
-                | FailureCode::Capacity
-                | FailureCode::WorkspaceSecretsUnavailable => StatusCode::SERVICE_UNAVAILABLE,
-            };
-            ApiError::new(status, code.as_str(), message).into_response()
-        }
-        None => ApiError::new(
-            StatusCode::GATEWAY_TIMEOUT,
-            "run_timeout",
-            format!(
-                "no answer within {}s; the run {run} goes on",
-                app.ctx.config.run_timeout.as_secs()
-            ),
-        )
-        .into_response(),
+    tracing::info!(%run, trace_id = traceparent.trace_id(), "api message accepted");
+    Ok(guard)
+}
+
+/// The HTTP error of a failed run, by its code.
+pub(crate) fn failure(code: FailureCode, message: String) -> ApiError {
+    let status = match code {
+        FailureCode::ProvidersUnavailable => StatusCode::BAD_GATEWAY,
+        FailureCode::ProviderRejected => StatusCode::BAD_GATEWAY,
+        FailureCode::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
+        FailureCode::BudgetExceeded => StatusCode::TOO_MANY_REQUESTS,
+        FailureCode::BudgetUnavailable
+        | FailureCode::SpendingPaused
+        | FailureCode::Capacity
+        | FailureCode::WorkspaceSecretsUnavailable => StatusCode::SERVICE_UNAVAILABLE,
     };
-    Ok(with_run_id(resp, run))
+    ApiError::new(status, code.as_str(), message)
 }
 
 /// Name the run on the answer, so the caller can look it up (and report it) later.
-fn with_run_id(mut resp: Response, run: RunId) -> Response {
+pub(crate) fn with_run_id(mut resp: Response, run: RunId) -> Response {
     if let Ok(v) = HeaderValue::from_str(&run.to_string()) {
         resp.headers_mut().insert("x-hermes-run-id", v);
     }

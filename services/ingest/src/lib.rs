@@ -6,8 +6,10 @@ mod accept;
 mod auth;
 pub mod channels;
 mod chat;
+mod images;
 pub mod openai;
 pub mod openapi;
+mod responses;
 mod rest;
 mod statuses;
 mod stream;
@@ -176,6 +178,11 @@ pub fn app(state: AppState) -> Router {
     let api = Router::new()
         .route("/v1/chat/completions", post(chat::completions))
         .route("/v1/models", get(models))
+        .route("/v1/responses", post(responses::create))
+        .route(
+            "/v1/responses/{id}",
+            get(responses::get).delete(responses::delete),
+        )
         // API keys may be resolved in PostgreSQL, as REST keys are: inside the slot.
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

@@ -64,12 +64,17 @@ pub struct ChatRequest {
     pub include_usage: bool,
 }
 
-fn invalid(message: String) -> ApiError {
+pub(crate) fn invalid(message: String) -> ApiError {
     ApiError::bad_request("invalid_request", message)
 }
 
 /// An optional number within `lo..=hi` (`null` reads as absent, as in OpenAI's API).
-fn number_in(name: &str, v: Option<Value>, lo: f64, hi: f64) -> Result<Option<f32>, ApiError> {
+pub(crate) fn number_in(
+    name: &str,
+    v: Option<Value>,
+    lo: f64,
+    hi: f64,
+) -> Result<Option<f32>, ApiError> {
     match v {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => match n.as_f64() {
@@ -81,7 +86,7 @@ fn number_in(name: &str, v: Option<Value>, lo: f64, hi: f64) -> Result<Option<f3
 }
 
 /// An optional positive token count.
-fn token_count(name: &str, v: Option<Value>) -> Result<Option<u32>, ApiError> {
+pub(crate) fn token_count(name: &str, v: Option<Value>) -> Result<Option<u32>, ApiError> {
     match v {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => match n.as_u64().map(u32::try_from) {

@@ -16,6 +16,9 @@
 //! `HERMES_RUN_TIMEOUT_SECS` (`run_timeout`; the run itself goes on). While nothing happens a
 //! `: keep-alive` comment goes out every 15 s so that proxies keep the connection open.
 //! A caller who hangs up drops the stream, and with it the run's waiter.
+//!
+//! Following the run's stream ([`follow`]) is shared with the Responses API
+//! (`crate::responses`), which renders the same events as its own ([`Render`]).
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -50,8 +53,58 @@ pub fn respond(
     model: String,
     include_usage: bool,
 ) -> Response {
+    follow(
+        ctx,
+        events,
+        guard,
+        run,
+        Answer::new(run, model, include_usage),
+    )
+}
+
+/// One server-sent event: its `event:` name (none: a plain `data:` line) and its data.
+#[derive(Debug)]
+pub(crate) struct Frame {
+    pub event: Option<&'static str>,
+    pub data: String,
+}
+
+impl Frame {
+    /// A `data:` line alone, as chat completions' chunks go out.
+    fn data(data: String) -> Self {
+        Self { event: None, data }
+    }
+}
+
+/// What turns one run's events into one API's server-sent events (no I/O, so each can be
+/// tested on its own). [`follow`] reads the run's stream and calls it.
+pub(crate) trait Render: Send + 'static {
+    /// The events that open the stream, before the run produced anything.
+    fn start(&mut self) -> Vec<Frame>;
+    /// A piece of answer text from the processing the caller follows.
+    fn delta(&mut self, text: &str) -> Vec<Frame>;
+    /// Deltas of a later processing of a model call were dropped: the final answer may not
+    /// continue what was streamed (see [`unseen`]).
+    fn superseded(&mut self);
+    /// A tool started or finished (`RunEvent::ToolStarted` / `ToolFinished`).
+    fn tool(&mut self, event: RunEvent) -> Vec<Frame>;
+    /// The run ended: the closing events.
+    fn end(&mut self, outcome: Outcome) -> Vec<Frame>;
+    /// The run outlasted the caller's wait (it goes on): the closing events.
+    fn timeout(&mut self, message: &str) -> Vec<Frame>;
+}
+
+/// Follow `run`'s event stream and send what `render` makes of it as server-sent events.
+pub(crate) fn follow<R: Render>(
+    ctx: &Ctx,
+    events: &RunEvents,
+    guard: WaiterGuard,
+    run: RunId,
+    mut render: R,
+) -> Response {
     let timeout = ctx.config.run_timeout;
-    let mut reader = Reader {
+    let pending = render.start().into();
+    let reader = Reader {
         ctx: ctx.clone(),
         events: events.clone(),
         guard,
@@ -59,17 +112,20 @@ pub fn respond(
         deadline: Instant::now() + timeout,
         timeout,
         last: "0".into(),
-        answer: Answer::new(run, model, include_usage),
+        render,
         attempts: Attempts::default(),
-        pending: VecDeque::new(),
+        pending,
         ended: false,
         quiet: wait::QuietTicks::default(),
     };
-    reader.pending.push_back(reader.answer.start());
     let body = futures_util::stream::unfold(reader, |mut r| async move {
         loop {
-            if let Some(data) = r.pending.pop_front() {
-                return Some((Ok::<_, Infallible>(Event::default().data(data)), r));
+            if let Some(frame) = r.pending.pop_front() {
+                let mut event = Event::default().data(frame.data);
+                if let Some(name) = frame.event {
+                    event = event.event(name);
+                }
+                return Some((Ok::<_, Infallible>(event), r));
             }
             if r.ended {
                 return None;
@@ -86,8 +142,8 @@ pub fn respond(
     resp
 }
 
-/// Follows one run's event stream and queues the SSE payloads it produces.
-struct Reader {
+/// Follows one run's event stream and queues the server-sent events it produces.
+struct Reader<R> {
     ctx: Ctx,
     events: RunEvents,
     guard: WaiterGuard,
@@ -96,17 +152,17 @@ struct Reader {
     timeout: Duration,
     /// The last stream entry read ("0": none yet).
     last: String,
-    answer: Answer,
+    render: R,
     /// Which processing of each model call the caller follows.
     attempts: Attempts,
-    /// Payloads produced but not yet sent.
-    pending: VecDeque<String>,
-    /// The last payload has been produced.
+    /// Events produced but not yet sent.
+    pending: VecDeque<Frame>,
+    /// The last event has been produced.
     ended: bool,
     quiet: wait::QuietTicks,
 }
 
-impl Reader {
+impl<R: Render> Reader<R> {
     /// Read what the run's stream holds beyond the last entry seen; when that is nothing,
     /// wait for a wake-up, the backstop tick or the deadline.
     async fn advance(&mut self) {
@@ -121,13 +177,15 @@ impl Reader {
                             attempt,
                         } => {
                             if self.attempts.admit(round, attempt) {
-                                self.pending.extend(self.answer.delta(&text));
+                                self.pending.extend(self.render.delta(&text));
                             } else {
-                                self.answer.superseded = true;
+                                self.render.superseded();
                             }
                         }
                         RunEvent::Final { outcome } => return self.end(outcome),
-                        RunEvent::ToolStarted { .. } | RunEvent::ToolFinished { .. } => {}
+                        tool @ (RunEvent::ToolStarted { .. } | RunEvent::ToolFinished { .. }) => {
+                            self.pending.extend(self.render.tool(tool));
+                        }
                     }
                 }
             }
@@ -153,8 +211,7 @@ impl Reader {
                 self.timeout.as_secs(),
                 self.run
             );
-            self.pending
-                .extend(self.answer.error("run_timeout", &message));
+            self.pending.extend(self.render.timeout(&message));
             self.ended = true;
             return;
         }
@@ -168,8 +225,27 @@ impl Reader {
     }
 
     fn end(&mut self, outcome: Outcome) {
-        self.pending.extend(self.answer.end(outcome));
+        self.pending.extend(self.render.end(outcome));
         self.ended = true;
+    }
+}
+
+/// The part of a run's final answer `text` a caller who was streamed `streamed` has not
+/// seen. The final text is always whole, but not all of it may have been streamed: an
+/// answer from the response cache or the run row never was, and the llm stage stops
+/// streaming when Redis fails mid-answer. (After a tool round the streamed text may also
+/// hold the first call's words and be no prefix of the answer, which then has been streamed
+/// already.) When an attempt that streamed died and another answered (`superseded`), the
+/// answer may not continue the first attempt's words: then it follows them whole, after a
+/// blank line, rather than be lost.
+pub(crate) fn unseen(streamed: &str, superseded: bool, text: &str) -> String {
+    if streamed.is_empty() {
+        return text.to_string();
+    }
+    match text.strip_prefix(streamed) {
+        Some(rest) => rest.to_string(),
+        None if superseded => format!("\n\n{text}"),
+        None => String::new(),
     }
 }
 
@@ -271,23 +347,7 @@ impl Answer {
             Outcome::Failed { code, message } => return self.error(code.as_str(), &message),
         };
         let mut out = Vec::with_capacity(4);
-        // The final text is always whole, but not all of it may have been streamed: an
-        // answer from the response cache or the run row never was, and the llm stage stops
-        // streaming when Redis fails mid-answer. The caller gets the part it has not seen.
-        // (After a tool round the streamed text also holds the first call's words and is no
-        // prefix of the answer, which then has been streamed already.)
-        // When an attempt that streamed died and another answered, the answer may not
-        // continue the first attempt's words: then it follows them whole, after a blank
-        // line, rather than be lost.
-        let unseen = if self.streamed.is_empty() {
-            text.clone()
-        } else {
-            match text.strip_prefix(self.streamed.as_str()) {
-                Some(rest) => rest.to_string(),
-                None if self.superseded => format!("\n\n{text}"),
-                None => String::new(),
-            }
-        };
+        let unseen = unseen(&self.streamed, self.superseded, &text);
         if !unseen.is_empty() {
             out.extend(self.delta(&unseen));
         }
@@ -318,6 +378,36 @@ impl Answer {
     }
 }
 
+fn frames(payloads: impl IntoIterator<Item = String>) -> Vec<Frame> {
+    payloads.into_iter().map(Frame::data).collect()
+}
+
+impl Render for Answer {
+    fn start(&mut self) -> Vec<Frame> {
+        frames([Answer::start(self)])
+    }
+
+    fn delta(&mut self, text: &str) -> Vec<Frame> {
+        frames(Answer::delta(self, text))
+    }
+
+    fn superseded(&mut self) {
+        self.superseded = true;
+    }
+
+    fn tool(&mut self, _event: RunEvent) -> Vec<Frame> {
+        Vec::new()
+    }
+
+    fn end(&mut self, outcome: Outcome) -> Vec<Frame> {
+        frames(Answer::end(self, outcome))
+    }
+
+    fn timeout(&mut self, message: &str) -> Vec<Frame> {
+        frames(self.error("run_timeout", message))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use hermes_types::model::FailureCode;
@@ -335,6 +425,7 @@ mod tests {
             },
             finish_reason: "stop".into(),
             tools_used: Vec::new(),
+            transcript: Vec::new(),
         }
     }
 

@@ -90,6 +90,7 @@ pub(crate) async fn from_row(ctx: &Ctx, run: RunId) -> Option<Outcome> {
             usage: row.usage,
             finish_reason: hermes_types::model::FinishReason::Stop,
             tools_used: row.tools_used,
+            transcript: row.transcript,
         }),
         RunStatus::Failed => Some(Outcome::Failed {
             code: FailureCode::parse(row.error_code.as_deref().unwrap_or_default()),

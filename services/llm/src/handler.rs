@@ -168,6 +168,7 @@ impl LlmStage {
                         usage,
                         finish_reason: completion.finish_reason,
                         tools_used: tools_used(&request),
+                        transcript: tool_round_transcript(&request),
                     },
                 }
             }
@@ -186,6 +187,7 @@ impl LlmStage {
                         usage: request.usage_so_far,
                         finish_reason: hermes_types::model::FinishReason::ToolFallback,
                         tools_used: tools_used(&request),
+                        transcript: tool_round_transcript(&request),
                     },
                 }
             }
@@ -223,6 +225,21 @@ fn tools_used(request: &LlmRequest) -> Vec<String> {
         .collect()
 }
 
+/// The tool round this run made, as it stands in the conversation after the round: the
+/// assistant turn that asked for tools and the tool results that follow it. A caller's own
+/// earlier tool turns (sent in its conversation) are not the run's: before the round
+/// (`tool_round == 0`) there is none.
+fn tool_round_transcript(request: &LlmRequest) -> Vec<ChatMessage> {
+    if request.tool_round == 0 {
+        return Vec::new();
+    }
+    let start = request
+        .messages
+        .iter()
+        .rposition(|m| m.role == Role::Assistant && !m.tool_calls.is_empty());
+    start.map_or_else(Vec::new, |i| request.messages[i..].to_vec())
+}
+
 /// Record in the exchange's provenance which backend answered and the usage so far.
 fn note_backend(
     request: &mut LlmRequest,
@@ -236,5 +253,53 @@ fn note_backend(
         x.provenance.tokens_in = usage.input_tokens;
         x.provenance.tokens_out = usage.output_tokens;
         x.provenance.cost_micro_usd = usage.cost_micro_usd;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hermes_types::model::{Platform, ReplyTo, Tier, ToolCall};
+
+    use super::*;
+
+    fn request(messages: Vec<ChatMessage>, tool_round: u8) -> LlmRequest {
+        let reply_to = ReplyTo {
+            platform: Platform::Api,
+            chat_id: "c".into(),
+            callback_url: None,
+        };
+        LlmRequest {
+            tool_round,
+            ..LlmRequest::new(reply_to, Tier::Free, Vec::new(), messages)
+        }
+    }
+
+    fn asking(id: &str) -> ChatMessage {
+        ChatMessage {
+            tool_calls: vec![ToolCall {
+                id: id.into(),
+                name: "current_time".into(),
+                arguments: serde_json::json!({}),
+                signature: None,
+            }],
+            ..ChatMessage::text(Role::Assistant, "Let me check.")
+        }
+    }
+
+    #[test]
+    fn the_transcript_is_the_runs_own_tool_round_only() {
+        // The caller's own earlier tool turn, then this run's round.
+        let conversation = vec![
+            ChatMessage::text(Role::User, "hi"),
+            asking("theirs"),
+            ChatMessage::tool_result("theirs", "old"),
+            ChatMessage::text(Role::User, "what time is it?"),
+        ];
+        assert!(tool_round_transcript(&request(conversation.clone(), 0)).is_empty());
+        let mut after = conversation;
+        after.push(asking("call_1"));
+        after.push(ChatMessage::tool_result("call_1", "noon"));
+        let transcript = tool_round_transcript(&request(after.clone(), 1));
+        assert_eq!(transcript, after[4..]);
     }
 }

@@ -153,6 +153,8 @@ pub struct Retention {
     pub facts_days: u32,
     /// Itemized `credit_ledger` rows (older ones are summarised).
     pub ledger_days: u32,
+    /// Responses of the Responses API (`responses`); their runs stay as long.
+    pub responses_days: u32,
     /// How often a router sweeps.
     pub sweep_every: Duration,
 }

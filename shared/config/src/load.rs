@@ -151,6 +151,7 @@ fn read_retention(r: &mut Reader<'_>) -> Option<Retention> {
     let statuses = r.get(&retention::HERMES_RETENTION_STATUSES_DAYS);
     let facts = r.get(&retention::HERMES_RETENTION_FACTS_DAYS);
     let ledger = r.get(&retention::HERMES_RETENTION_LEDGER_DAYS);
+    let responses = r.get(&retention::HERMES_RETENTION_RESPONSES_DAYS);
     let sweep_every = r.get(&retention::HERMES_RETENTION_SWEEP_SECS);
     Some(Retention {
         runs_days: runs?,
@@ -158,6 +159,7 @@ fn read_retention(r: &mut Reader<'_>) -> Option<Retention> {
         statuses_days: statuses?,
         facts_days: facts?,
         ledger_days: ledger?,
+        responses_days: responses?,
         sweep_every: sweep_every?,
     })
 }

@@ -11,6 +11,7 @@ pub mod listen;
 pub mod memory;
 pub mod migrate;
 pub mod outbox;
+pub mod responses;
 pub mod retention;
 pub mod round_robin;
 pub mod runs;

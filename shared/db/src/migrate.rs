@@ -85,6 +85,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0014_run_control",
         sql: include_str!("../../../migrations/0014_run_control.sql"),
     },
+    Migration {
+        version: 16,
+        name: "0016_responses",
+        sql: include_str!("../../../migrations/0016_responses.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

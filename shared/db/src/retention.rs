@@ -23,6 +23,7 @@ pub enum Table {
     MessageStatuses,
     UserMemory,
     CreditLedger,
+    Responses,
 }
 
 impl Table {
@@ -37,6 +38,7 @@ impl Table {
             Table::MessageStatuses => "message_statuses",
             Table::UserMemory => "user_memory",
             Table::CreditLedger => "credit_ledger",
+            Table::Responses => "responses",
         }
     }
 }
@@ -52,7 +54,11 @@ fn batch_sql(table: Table) -> String {
     let (key, from_where, order) = match table {
         Table::AgentRuns => (
             "id",
-            format!("agent_runs WHERE status IN ('completed', 'failed') AND created_at < {CUTOFF}"),
+            // A run stays while a response stands on it (swept before, by its own days).
+            format!(
+                "agent_runs WHERE status IN ('completed', 'failed') AND created_at < {CUTOFF} \
+                 AND NOT EXISTS (SELECT 1 FROM responses p WHERE p.run_id = agent_runs.id)"
+            ),
             "created_at",
         ),
         Table::ActivityEvents => (
@@ -87,6 +93,11 @@ fn batch_sql(table: Table) -> String {
             ),
             "updated_at",
         ),
+        Table::Responses => (
+            "id",
+            format!("responses WHERE created_at < {CUTOFF}"),
+            "created_at",
+        ),
         Table::CreditLedger => unreachable!("the ledger is summarised, not deleted"),
     };
     let name = table.as_str();
@@ -98,11 +109,12 @@ fn batch_sql(table: Table) -> String {
 }
 
 /// The tables of each family with its retention in days, in the order they are swept
-/// (messages before their sessions, events before their runs).
-fn families(r: &Retention) -> [(Table, u32); 8] {
+/// (messages before their sessions, events and responses before their runs).
+fn families(r: &Retention) -> [(Table, u32); 9] {
     [
         (Table::Interactions, r.conversations_days),
         (Table::Sessions, r.conversations_days),
+        (Table::Responses, r.responses_days),
         (Table::ActivityEvents, r.runs_days),
         (Table::WebhookDeliveries, r.runs_days),
         (Table::AgentRuns, r.runs_days),

@@ -6,7 +6,7 @@ use std::fmt;
 
 use super::{Client, DbError, Transaction};
 use hermes_types::agent::{CONTRACT_VERSION, Dispatch, EngagementMode};
-use hermes_types::model::{Outcome, Platform, Provenance, Tier, Usage};
+use hermes_types::model::{ChatMessage, Outcome, Platform, Provenance, Tier, Usage};
 
 /// The lifecycle of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -264,14 +264,20 @@ pub async fn finish(
             model,
             usage,
             tools_used,
+            transcript,
             ..
         } => {
+            // The tool round, kept with the run so any replica can show and continue it.
+            let transcript = (!transcript.is_empty())
+                .then(|| serde_json::to_value(transcript))
+                .transpose()
+                .map_err(|e| DbError::Invalid(e.to_string()))?;
             tx.execute(
                 &crate::stmt(
                     tx,
                     "UPDATE agent_runs SET status = 'completed', output_text = $2, model = $3,
                         tokens_in = $4, tokens_out = $5, tools_used = $6, cost_micro_usd = $7,
-                        updated_at = now(), finished_at = now()
+                        transcript = $8, updated_at = now(), finished_at = now()
                  WHERE id = $1 AND status NOT IN ('completed', 'failed')",
                 )
                 .await?,
@@ -283,6 +289,7 @@ pub async fn finish(
                     &(usage.output_tokens as i64),
                     tools_used,
                     &(usage.cost_micro_usd as i64),
+                    &transcript,
                 ],
             )
             .await?
@@ -355,6 +362,14 @@ pub struct RunRow {
     pub model: Option<String>,
     pub usage: Usage,
     pub tools_used: Vec<String>,
+    /// The tool round of a completed run (empty when no tool ran).
+    pub transcript: Vec<ChatMessage>,
+}
+
+/// A stored transcript; one that no longer parses reads as none (it only adds context).
+pub(crate) fn transcript_of(v: Option<serde_json::Value>) -> Vec<ChatMessage> {
+    v.and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_default()
 }
 
 pub async fn get(client: &Client, id: RunId) -> Result<Option<RunRow>, DbError> {
@@ -363,7 +378,8 @@ pub async fn get(client: &Client, id: RunId) -> Result<Option<RunRow>, DbError> 
             &crate::stmt(
                 client,
                 "SELECT status, output_text, error_code, model, tokens_in, tokens_out, tools_used,
-                    platform, api_key_id, created_at, finished_at, cost_micro_usd, error_detail
+                    platform, api_key_id, created_at, finished_at, cost_micro_usd, error_detail,
+                    transcript
              FROM agent_runs WHERE id = $1",
             )
             .await?,
@@ -387,6 +403,7 @@ pub async fn get(client: &Client, id: RunId) -> Result<Option<RunRow>, DbError> 
             cost_micro_usd: r.get::<_, i64>(11) as u64,
         },
         tools_used: r.get(6),
+        transcript: transcript_of(r.get(13)),
     }))
 }
 

@@ -113,6 +113,26 @@ uuid_id!(
     /// One signed wake owed to an external agent (`webhook_deliveries`).
     DeliveryId
 );
+uuid_id!(
+    /// A response of the OpenAI Responses API (`responses`); on the wire `resp_` and the
+    /// UUID's 32 hex digits, as OpenAI's ids look (see [`ResponseId::wire`]).
+    ResponseId
+);
+
+impl ResponseId {
+    /// The id as API callers see it: `resp_` and 32 lowercase hex digits.
+    pub fn wire(&self) -> String {
+        format!("resp_{}", self.0.simple())
+    }
+
+    /// An id as callers send it back (`None` for anything this fleet never handed out).
+    pub fn parse_wire(s: &str) -> Option<Self> {
+        let hex = s.strip_prefix("resp_")?;
+        (hex.len() == 32)
+            .then(|| Uuid::try_parse(hex).ok().map(Self))
+            .flatten()
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -126,6 +146,19 @@ mod tests {
         let json = serde_json::to_string(&id).unwrap();
         assert_eq!(json, format!("\"{id}\""));
         assert!("not-a-uuid".parse::<MessageId>().is_err());
+    }
+
+    #[test]
+    fn response_ids_look_like_openai_ones_and_parse_back() {
+        let id = ResponseId::new();
+        let wire = id.wire();
+        assert!(wire.starts_with("resp_") && wire.len() == 37, "{wire}");
+        assert_eq!(ResponseId::parse_wire(&wire), Some(id));
+        for bad in ["resp_", "resp_xyz", &id.to_string(), &wire[5..]] {
+            assert_eq!(ResponseId::parse_wire(bad), None, "{bad}");
+        }
+        let dashed = format!("resp_{id}");
+        assert_eq!(ResponseId::parse_wire(&dashed), None);
     }
 
     #[test]

@@ -40,6 +40,12 @@ settings! {
             secret: false,
             help: "days `credit_ledger` rows stay itemized; older ones are folded into one `summary` row per user (the balance still adds up; an open run's charge is never folded); 0 keeps them",
         },
+        HERMES_RETENTION_RESPONSES_DAYS: u32 {
+            kind: kinds::U32,
+            unset: Value("30"),
+            secret: false,
+            help: "days a response of the Responses API (`responses`: its input, and through its run its output) is kept and can be read or chained to; its run stays as long; 0 keeps them",
+        },
         HERMES_RETENTION_SWEEP_SECS: Duration {
             kind: kinds::SECS_POSITIVE,
             unset: Value("3600"),

@@ -157,6 +157,12 @@ pub enum Outcome {
         finish_reason: FinishReason,
         #[serde(default)]
         tools_used: Vec<String>,
+        /// The tool round the fleet ran for this answer, in order: the assistant turn that
+        /// asked for tools, then one tool turn per result (empty when no tool ran). The
+        /// Responses API shows it as `function_call` items and rebuilds later turns from it
+        /// (docs/api.md, "Responses").
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        transcript: Vec<ChatMessage>,
     },
     Failed {
         code: FailureCode,
@@ -203,6 +209,7 @@ impl Reply {
                 usage: Usage::default(),
                 finish_reason: reason,
                 tools_used: Vec::new(),
+                transcript: Vec::new(),
             },
             exchange: None,
             detail: None,

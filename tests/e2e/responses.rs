@@ -1,0 +1,505 @@
+//! The Responses API through the whole fleet (docs/api.md, "Responses"): create, stream,
+//! retrieve and delete; conversations rebuilt from PostgreSQL by `previous_response_id`
+//! (tool round included) and by a key's named `conversation`; `store: false`; who may read.
+
+use std::time::Duration;
+
+use hermes::Service;
+use hermes_db::api_keys::{self, KeyScope};
+use hermes_testkit::{KEY, TestEnv, TestFleet, openai_answer, openai_tool_call};
+use serde_json::{Value, json};
+use wiremock::matchers::{body_string_contains, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+/// `method` `path` with `key`'s Bearer and `body`; the status and the JSON answer.
+async fn call(
+    fleet: &hermes_testkit::Fleet,
+    key: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut req = reqwest::Client::new()
+        .request(method, fleet.url(path))
+        // Longer than HERMES_RUN_TIMEOUT_SECS (30 s in tests): a hang fails the test.
+        .timeout(Duration::from_secs(90))
+        .bearer_auth(key);
+    if let Some(body) = body {
+        req = req.json(&body);
+    }
+    let resp = req.send().await.expect("ingest answers");
+    let status = resp.status().as_u16();
+    (status, resp.json().await.expect("a JSON answer"))
+}
+
+async fn create(fleet: &hermes_testkit::Fleet, key: &str, body: Value) -> (u16, Value) {
+    call(
+        fleet,
+        key,
+        reqwest::Method::POST,
+        "/v1/responses",
+        Some(body),
+    )
+    .await
+}
+
+pub(crate) async fn retrieve(fleet: &hermes_testkit::Fleet, key: &str, id: &Value) -> (u16, Value) {
+    let path = format!("/v1/responses/{}", id.as_str().unwrap());
+    call(fleet, key, reqwest::Method::GET, &path, None).await
+}
+
+async fn delete(fleet: &hermes_testkit::Fleet, key: &str, id: &Value) -> (u16, Value) {
+    let path = format!("/v1/responses/{}", id.as_str().unwrap());
+    call(fleet, key, reqwest::Method::DELETE, &path, None).await
+}
+
+/// The text of a response's last output item (its answer).
+pub(crate) fn answer(response: &Value) -> &str {
+    let output = response["output"].as_array().expect("an output list");
+    let message = output.last().expect("an answer");
+    assert_eq!(message["type"], "message", "{response}");
+    message["content"][0]["text"].as_str().unwrap()
+}
+
+/// A fleet whose model is `gpt-test` at the fake `provider`.
+pub(crate) async fn fleet_on(provider: &MockServer) -> TestFleet {
+    TestFleet::builder()
+        .openai_mock(&format!("{}/v1", provider.uri()))
+        .set("HERMES_MODEL", "gpt-test")
+        .start()
+        .await
+}
+
+/// The types of a response's output items, in order.
+pub(crate) fn item_types(response: &Value) -> Vec<&str> {
+    response["output"]
+        .as_array()
+        .expect("an output list")
+        .iter()
+        .map(|i| i["type"].as_str().unwrap())
+        .collect()
+}
+
+/// A key with the `chat` scope; its secret.
+async fn chat_key(env: &TestEnv, name: &str) -> String {
+    let client = env.db().get().await.unwrap();
+    let created = api_keys::create(&client, name, None, None).await.unwrap();
+    assert!(
+        api_keys::set_scopes(&client, created.key.id, &[KeyScope::Chat])
+            .await
+            .unwrap()
+    );
+    created.secret_key
+}
+
+/// The messages of each model call the fake provider received, in order.
+async fn calls(provider: &MockServer) -> Vec<Vec<Value>> {
+    provider
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let body: Value = serde_json::from_slice(&r.body).unwrap();
+            body["messages"].as_array().unwrap().clone()
+        })
+        .collect()
+}
+
+/// `(role, content)` of each message, content as text ("" when none).
+fn turns(messages: &[Value]) -> Vec<(String, String)> {
+    messages
+        .iter()
+        .map(|m| {
+            let content = match &m["content"] {
+                Value::String(s) => s.clone(),
+                Value::Array(parts) => parts
+                    .iter()
+                    .filter_map(|p| p["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join(""),
+                _ => String::new(),
+            };
+            (m["role"].as_str().unwrap().to_string(), content)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_is_created_retrieved_and_deleted_for_good() {
+    let fleet = TestFleet::builder().start().await;
+    let (status, created) = create(
+        &fleet,
+        KEY,
+        json!({"model": "hermes-agent", "input": "hello responses", "instructions": "be brief",
+               "temperature": 0.2, "max_output_tokens": 50}),
+    )
+    .await;
+    assert_eq!(status, 200, "{created}");
+    let id = created["id"].clone();
+    assert!(id.as_str().unwrap().starts_with("resp_"), "{created}");
+    assert_eq!(created["object"], "response");
+    assert_eq!(created["status"], "completed");
+    assert_eq!(created["model"], "hermes-agent");
+    assert_eq!(created["instructions"], "be brief");
+    assert_eq!(created["max_output_tokens"], 50);
+    assert!(created["previous_response_id"].is_null() && created["error"].is_null());
+    assert_eq!(answer(&created), "echo: hello responses");
+    let usage = &created["usage"];
+    assert!(usage["input_tokens"].as_u64().unwrap() > 0);
+    assert_eq!(
+        usage["total_tokens"].as_u64().unwrap(),
+        usage["input_tokens"].as_u64().unwrap() + usage["output_tokens"].as_u64().unwrap()
+    );
+
+    let (status, got) = retrieve(&fleet, KEY, &id).await;
+    assert_eq!(status, 200, "{got}");
+    for field in [
+        "id",
+        "status",
+        "output",
+        "usage",
+        "instructions",
+        "model",
+        "temperature",
+        "max_output_tokens",
+    ] {
+        assert_eq!(got[field], created[field], "{field}");
+    }
+
+    let (status, deleted) = delete(&fleet, KEY, &id).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        deleted,
+        json!({"id": id, "object": "response", "deleted": true})
+    );
+    let (status, gone) = retrieve(&fleet, KEY, &id).await;
+    assert_eq!((status, &gone["error"]["code"]), (404, &json!("not_found")));
+    assert_eq!(delete(&fleet, KEY, &id).await.0, 404);
+    let (status, refused) = create(
+        &fleet,
+        KEY,
+        json!({"input": "and then?", "previous_response_id": id}),
+    )
+    .await;
+    assert_eq!(status, 404, "{refused}");
+    assert_eq!(refused["error"]["code"], "previous_response_not_found");
+    fleet.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaining_by_id_replays_earlier_turns_with_their_tool_round() {
+    let provider = MockServer::start().await;
+    // The third call (the second turn) answers at once.
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .and(body_string_contains("and in Paris?"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(openai_answer(
+            "Paris is seven hours behind.",
+            50,
+            7,
+        )))
+        .with_priority(1)
+        .mount(&provider)
+        .await;
+    // The second call holds the tool's result: the first turn's answer.
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .and(body_string_contains("\"role\":\"tool\""))
+        .respond_with(ResponseTemplate::new(200).set_body_json(openai_answer(
+            "It is evening in Tokyo.",
+            40,
+            6,
+        )))
+        .with_priority(2)
+        .mount(&provider)
+        .await;
+    // The first call asks for the time.
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(openai_tool_call(
+            "current_time",
+            &json!({"timezone": "Asia/Tokyo"}),
+        )))
+        .with_priority(3)
+        .mount(&provider)
+        .await;
+    let fleet = fleet_on(&provider).await;
+
+    let (status, first) = create(
+        &fleet,
+        KEY,
+        json!({"input": "what time is it in Tokyo?", "instructions": "first instructions"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(
+        item_types(&first),
+        ["function_call", "function_call_output", "message"],
+        "{first}"
+    );
+    let call = &first["output"][0];
+    assert_eq!(
+        (&call["call_id"], &call["name"]),
+        (&json!("call_1"), &json!("current_time"))
+    );
+    let arguments: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(arguments, json!({"timezone": "Asia/Tokyo"}));
+    assert_eq!(first["output"][1]["call_id"], "call_1");
+    assert!(
+        first["output"][1]["output"]
+            .as_str()
+            .unwrap()
+            .contains("Asia/Tokyo")
+    );
+    assert_eq!(answer(&first), "It is evening in Tokyo.");
+    assert_eq!(first["usage"]["total_tokens"], 85);
+    // Retrieved from another request, the tool round is still there (kept on the run).
+    let (_, got) = retrieve(&fleet, KEY, &first["id"]).await;
+    assert_eq!(got["output"], first["output"]);
+
+    let (status, second) = create(
+        &fleet,
+        KEY,
+        json!({"input": "and in Paris?", "previous_response_id": first["id"],
+               "instructions": "second instructions"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(second["previous_response_id"], first["id"]);
+    assert_eq!(answer(&second), "Paris is seven hours behind.");
+
+    let calls = calls(&provider).await;
+    assert_eq!(calls.len(), 3);
+    let third = &calls[2];
+    let roles: Vec<(String, String)> = turns(third);
+    let tool_output = first["output"][1]["output"].as_str().unwrap().to_string();
+    assert_eq!(
+        roles,
+        [
+            ("system".to_string(), "second instructions".to_string()),
+            ("user".into(), "what time is it in Tokyo?".into()),
+            ("assistant".into(), String::new()),
+            ("tool".into(), tool_output),
+            ("assistant".into(), "It is evening in Tokyo.".into()),
+            ("user".into(), "and in Paris?".into()),
+        ],
+        "the earlier turn's instructions are not carried over"
+    );
+    assert_eq!(third[2]["tool_calls"][0]["id"], "call_1");
+    assert_eq!(
+        third[2]["tool_calls"][0]["function"]["name"],
+        "current_time"
+    );
+    assert_eq!(third[3]["tool_call_id"], "call_1");
+    fleet.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn named_conversations_belong_to_their_key_and_only_stored_responses_are_kept() {
+    let provider = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(openai_answer("noted", 5, 1)))
+        .mount(&provider)
+        .await;
+    let mut env = TestEnv::new().await;
+    env.openai_mock(&format!("{}/v1", provider.uri()))
+        .set("HERMES_MODEL", "gpt-test");
+    let alice = chat_key(&env, "alice").await;
+    let bob = chat_key(&env, "bob").await;
+    let fleet = env.start(&Service::ALL).await;
+
+    let say = |key: String, text: &'static str, extra: Value| {
+        let fleet = &fleet;
+        async move {
+            let mut body = json!({"input": text, "conversation": "project"});
+            if let (Some(b), Value::Object(extra)) = (body.as_object_mut(), extra) {
+                b.extend(extra);
+            }
+            let (status, r) = create(fleet, &key, body).await;
+            assert_eq!(status, 200, "{r}");
+            r
+        }
+    };
+    let a1 = say(alice.clone(), "alpha one", json!({})).await;
+    let _a2 = say(alice.clone(), "alpha two", json!({})).await;
+    let b1 = say(bob.clone(), "beta one", json!({})).await;
+    // Not stored: answered, but neither retrievable nor the conversation's latest.
+    let a3 = say(alice.clone(), "alpha secret", json!({"store": false})).await;
+    assert_eq!(a3["store"], false);
+    assert_eq!(answer(&a3), "noted");
+    let _a4 = say(alice.clone(), "alpha four", json!({})).await;
+
+    let calls = calls(&provider).await;
+    let users = |n: usize| -> Vec<String> {
+        turns(&calls[n])
+            .into_iter()
+            .filter(|(role, _)| role == "user")
+            .map(|(_, text)| text)
+            .collect()
+    };
+    assert_eq!(users(0), ["alpha one"]);
+    assert_eq!(users(1), ["alpha one", "alpha two"]);
+    assert_eq!(users(2), ["beta one"], "bob's 'project' is his own");
+    assert_eq!(users(3), ["alpha one", "alpha two", "alpha secret"]);
+    assert_eq!(
+        users(4),
+        ["alpha one", "alpha two", "alpha four"],
+        "the unstored turn is no link of the chain"
+    );
+
+    assert_eq!(retrieve(&fleet, &alice, &a3["id"]).await.0, 404);
+    // A key reads and chains only its own responses; the operator key reads them all.
+    assert_eq!(retrieve(&fleet, &alice, &a1["id"]).await.0, 200);
+    assert_eq!(retrieve(&fleet, &bob, &a1["id"]).await.0, 404);
+    assert_eq!(delete(&fleet, &bob, &a1["id"]).await.0, 404);
+    assert_eq!(retrieve(&fleet, KEY, &a1["id"]).await.0, 200);
+    assert_eq!(retrieve(&fleet, &alice, &b1["id"]).await.0, 404);
+    let (status, refused) = create(
+        &fleet,
+        &bob,
+        json!({"input": "peek", "previous_response_id": a1["id"]}),
+    )
+    .await;
+    assert_eq!(
+        (status, &refused["error"]["code"]),
+        (404, &json!("previous_response_not_found"))
+    );
+    fleet.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn images_reach_the_model_and_unsupported_content_is_refused() {
+    let provider = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(openai_answer("a cat", 5, 2)))
+        .mount(&provider)
+        .await;
+    let fleet = fleet_on(&provider).await;
+    let png = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+    let (status, r) = create(
+        &fleet,
+        KEY,
+        json!({"input": [{"role": "user", "content": [
+            {"type": "input_text", "text": "what is this?"},
+            {"type": "input_image", "image_url": png},
+            {"type": "input_image", "image_url": "https://example.com/cat.jpg"}
+        ]}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(answer(&r), "a cat");
+    let received = calls(&provider).await;
+    let parts = received[0].last().unwrap()["content"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let urls: Vec<&str> = parts
+        .iter()
+        .filter(|p| p["type"] == "image_url")
+        .map(|p| p["image_url"]["url"].as_str().unwrap())
+        .collect();
+    assert_eq!(urls, [png, "https://example.com/cat.jpg"]);
+
+    for (body, code) in [
+        (
+            json!({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "file-1"}]}]}),
+            "unsupported_content_type",
+        ),
+        (
+            json!({"input": [{"role": "user", "content": [
+                {"type": "input_text", "text": "read this"},
+                {"type": "input_image", "image_url": "data:application/pdf;base64,JVBERi0xLjQ="}]}]}),
+            "unsupported_content_type",
+        ),
+        (
+            json!({"input": "x", "previous_response_id": "resp_00000000000000000000000000000000",
+                   "conversation": "c"}),
+            "invalid_request",
+        ),
+    ] {
+        let (status, e) = create(&fleet, KEY, body.clone()).await;
+        assert_eq!((status, &e["error"]["code"]), (400, &json!(code)), "{body}");
+    }
+    assert_eq!(
+        calls(&provider).await.len(),
+        1,
+        "nothing refused reached the model"
+    );
+    fleet.stop().await.unwrap();
+}
+
+/// Retention: a response is swept after `responses_days`, and its run, though older than
+/// `runs_days`, stays as long as the response stands on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_keeps_its_run_until_the_response_expires() {
+    use hermes_config::Retention;
+    use hermes_db::retention::{self, Table};
+
+    let env = TestEnv::new().await;
+    let db = env.db();
+    let client = db.get().await.unwrap();
+    let (with_response, without) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+    client
+        .batch_execute(&format!(
+            "INSERT INTO agent_runs (id, platform, sender_id, status, tier, created_at)
+               VALUES ('{with_response}', 'api', 'api', 'completed', 'free', now() - interval '40 days'),
+                      ('{without}', 'api', 'api', 'completed', 'free', now() - interval '40 days');
+             INSERT INTO responses (id, run_id, input, store, created_at)
+               VALUES (gen_random_uuid(), '{with_response}', '\"hi\"', true, now() - interval '40 days');"
+        ))
+        .await
+        .unwrap();
+    let days = |responses_days| Retention {
+        runs_days: 30,
+        conversations_days: 30,
+        statuses_days: 30,
+        facts_days: 30,
+        ledger_days: 30,
+        responses_days,
+        sweep_every: Duration::from_secs(1),
+    };
+    let count = |sql: &'static str| {
+        let db = db.clone();
+        async move { hermes_testkit::count(&db, sql, &[]).await }
+    };
+    let swept = retention::sweep(&db, &days(60), 10).await.unwrap();
+    assert_eq!(
+        swept.removed,
+        vec![(Table::AgentRuns, 1)],
+        "only the bare run"
+    );
+    assert_eq!(count("SELECT count(*) FROM responses").await, 1);
+    assert_eq!(count("SELECT count(*) FROM agent_runs").await, 1);
+
+    let swept = retention::sweep(&db, &days(35), 10).await.unwrap();
+    assert_eq!(
+        swept.removed,
+        vec![(Table::Responses, 1), (Table::AgentRuns, 1)],
+        "the response, then its run"
+    );
+    assert_eq!(count("SELECT count(*) FROM agent_runs").await, 0);
+}
+
+/// A message the broker never accepted leaves no response behind: nothing could answer it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_whose_message_was_refused_is_not_kept() {
+    let mut env = TestEnv::new().await;
+    let proxy = env.broker_behind_proxy().await;
+    env.set("HERMES_PUBLISH_TIMEOUT_SECS", "1");
+    let fleet = env.start(&[Service::Ingest]).await;
+    proxy.set_stalled(true);
+    let (status, refused) = create(&fleet, KEY, json!({"input": "hello?"})).await;
+    assert_eq!(
+        (status, &refused["error"]["code"]),
+        (503, &json!("unavailable"))
+    );
+    proxy.set_stalled(false);
+    assert_eq!(
+        hermes_testkit::count(&env.db(), "SELECT count(*) FROM responses", &[]).await,
+        0
+    );
+    fleet.stop().await.unwrap();
+}
