@@ -76,6 +76,7 @@ async fn handle(
         api_key_id: caller.key_id(),
         params: request.params,
         stream: request.stream,
+        policy: Default::default(),
     };
     let envelope = Envelope::new(run, Some(traceparent.clone()), &inbound);
     // Register before publishing so a fast answer cannot slip past us.
@@ -138,6 +139,8 @@ async fn handle(
                 | FailureCode::SpendingPaused
                 | FailureCode::Capacity
                 | FailureCode::WorkspaceSecretsUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+                // Stopped on request (`POST /v1/runs/{id}/stop`): no answer will come.
+                FailureCode::Cancelled => StatusCode::CONFLICT,
             };
             ApiError::new(status, code.as_str(), message).into_response()
         }

@@ -12,6 +12,10 @@
 //!    `finish_reason`, with `stream_options.include_usage` a chunk with `choices: []` and
 //!    `usage`, then `[DONE]`.
 //!
+//! When a tool starts and when it finishes, a named event goes out, `event:
+//! hermes.tool.progress` with `{"tool", "call_id", "status"}`: named, so that SDKs reading
+//! unnamed `data:` lines as completion chunks pass it by (docs/api.md, streaming).
+//!
 //! A failed run ends with `data: {"error": …}` and `[DONE]`, and so does one that outlasts
 //! `HERMES_RUN_TIMEOUT_SECS` (`run_timeout`; the run itself goes on). While nothing happens a
 //! `: keep-alive` comment goes out every 15 s so that proxies keep the connection open.
@@ -33,7 +37,7 @@ use serde_json::{Value, json};
 use crate::wait;
 
 /// How long the connection may stay silent before a keep-alive comment goes out.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
+pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The SSE payload that ends every stream, as OpenAI sends it.
 const DONE: &str = "[DONE]";
@@ -65,11 +69,13 @@ pub fn respond(
         ended: false,
         quiet: wait::QuietTicks::default(),
     };
-    reader.pending.push_back(reader.answer.start());
+    reader
+        .pending
+        .push_back(Event::default().data(reader.answer.start()));
     let body = futures_util::stream::unfold(reader, |mut r| async move {
         loop {
-            if let Some(data) = r.pending.pop_front() {
-                return Some((Ok::<_, Infallible>(Event::default().data(data)), r));
+            if let Some(event) = r.pending.pop_front() {
+                return Some((Ok::<_, Infallible>(event), r));
             }
             if r.ended {
                 return None;
@@ -99,8 +105,8 @@ struct Reader {
     answer: Answer,
     /// Which processing of each model call the caller follows.
     attempts: Attempts,
-    /// Payloads produced but not yet sent.
-    pending: VecDeque<String>,
+    /// Events produced but not yet sent.
+    pending: VecDeque<Event>,
     /// The last payload has been produced.
     ended: bool,
     quiet: wait::QuietTicks,
@@ -121,13 +127,27 @@ impl Reader {
                             attempt,
                         } => {
                             if self.attempts.admit(round, attempt) {
-                                self.pending.extend(self.answer.delta(&text));
+                                let chunk = self.answer.delta(&text);
+                                self.send(chunk);
                             } else {
                                 self.answer.superseded = true;
                             }
                         }
                         RunEvent::Final { outcome } => return self.end(outcome),
-                        RunEvent::ToolStarted { .. } | RunEvent::ToolFinished { .. } => {}
+                        RunEvent::ToolStarted { call_id, name, .. } => {
+                            self.pending
+                                .push_back(tool_progress(&name, &call_id, "started"));
+                        }
+                        RunEvent::ToolFinished {
+                            call_id, name, ok, ..
+                        } => {
+                            let status = if ok { "completed" } else { "failed" };
+                            self.pending
+                                .push_back(tool_progress(&name, &call_id, status));
+                        }
+                        RunEvent::Queued { .. }
+                        | RunEvent::Running { .. }
+                        | RunEvent::StopRequested => {}
                     }
                 }
             }
@@ -153,8 +173,8 @@ impl Reader {
                 self.timeout.as_secs(),
                 self.run
             );
-            self.pending
-                .extend(self.answer.error("run_timeout", &message));
+            let error = self.answer.error("run_timeout", &message);
+            self.send(error);
             self.ended = true;
             return;
         }
@@ -168,9 +188,24 @@ impl Reader {
     }
 
     fn end(&mut self, outcome: Outcome) {
-        self.pending.extend(self.answer.end(outcome));
+        let payloads = self.answer.end(outcome);
+        self.send(payloads);
         self.ended = true;
     }
+
+    /// Queue completion payloads as unnamed `data:` events.
+    fn send(&mut self, payloads: impl IntoIterator<Item = String>) {
+        self.pending
+            .extend(payloads.into_iter().map(|p| Event::default().data(p)));
+    }
+}
+
+/// The named event that tells a streaming caller a tool started or finished.
+fn tool_progress(tool: &str, call_id: &str, status: &str) -> Event {
+    let data = json!({ "tool": tool, "call_id": call_id, "status": status });
+    Event::default()
+        .event("hermes.tool.progress")
+        .data(data.to_string())
 }
 
 /// The first processing of each model call round a caller saw deltas from. A model call
@@ -178,13 +213,13 @@ impl Reader {
 /// the caller never sees two attempts interleaved ("HelHello wor…"), and the final answer's
 /// remainder comes at the end (see [`Answer::end`]).
 #[derive(Default)]
-struct Attempts {
+pub(crate) struct Attempts {
     followed: std::collections::HashMap<u8, String>,
 }
 
 impl Attempts {
     /// Forward this delta? Deltas without an attempt (an older llm build) always pass.
-    fn admit(&mut self, round: u8, attempt: Option<String>) -> bool {
+    pub(crate) fn admit(&mut self, round: u8, attempt: Option<String>) -> bool {
         let Some(attempt) = attempt else {
             return true;
         };

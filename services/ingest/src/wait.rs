@@ -91,7 +91,7 @@ pub(crate) async fn from_row(ctx: &Ctx, run: RunId) -> Option<Outcome> {
             finish_reason: hermes_types::model::FinishReason::Stop,
             tools_used: row.tools_used,
         }),
-        RunStatus::Failed => Some(Outcome::Failed {
+        RunStatus::Failed | RunStatus::Cancelled => Some(Outcome::Failed {
             code: FailureCode::parse(row.error_code.as_deref().unwrap_or_default()),
             message: row.output_text.unwrap_or_default(),
         }),

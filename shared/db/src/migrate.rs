@@ -85,6 +85,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0014_run_control",
         sql: include_str!("../../../migrations/0014_run_control.sql"),
     },
+    Migration {
+        version: 15,
+        name: "0015_runs_cancelled",
+        sql: include_str!("../../../migrations/0015_runs_cancelled.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

@@ -52,7 +52,9 @@ fn batch_sql(table: Table) -> String {
     let (key, from_where, order) = match table {
         Table::AgentRuns => (
             "id",
-            format!("agent_runs WHERE status IN ('completed', 'failed') AND created_at < {CUTOFF}"),
+            format!(
+                "agent_runs WHERE status IN ('completed', 'failed', 'cancelled') AND created_at < {CUTOFF}"
+            ),
             "created_at",
         ),
         Table::ActivityEvents => (
@@ -221,7 +223,7 @@ async fn fold_ledger(db: &Db, days: i32, batch: i64) -> Result<Option<Batch>, Db
 
 /// A ledger row that may be folded: not the charge or refund of a run still open.
 const FOLDABLE: &str = "NOT EXISTS (SELECT 1 FROM agent_runs r WHERE r.id = l.run_id \
-                        AND r.status NOT IN ('completed', 'failed'))";
+                        AND r.status NOT IN ('completed', 'failed', 'cancelled'))";
 
 /// Fold one user's expired rows into one `summary` row (in their place: the newest folded
 /// row's id, time and balance); returns the rows removed net of the summary.
