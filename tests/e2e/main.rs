@@ -20,6 +20,8 @@ mod outbox;
 mod rest;
 mod retention;
 mod router;
+mod run_events;
+mod runs;
 mod runs_closed;
 mod shutdown;
 mod slow_clients;
