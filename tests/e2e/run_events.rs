@@ -351,3 +351,26 @@ async fn a_stop_ends_a_run_in_its_tool_round_with_no_further_model_call() {
     fleet.stop().await.unwrap();
     let _ = std::fs::remove_file(config);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_events_redis_lost_still_ends_its_stream_with_its_outcome() {
+    let env = TestEnv::new().await;
+    let fleet = env.start(&Service::ALL).await;
+    let run = start_run(&fleet, KEY, json!({"input": "remember me"})).await;
+    run_in(&fleet, &run, "completed").await;
+    // Redis loses the run's stream (an eviction, a restart without persistence).
+    let redis = redis::Client::open(env.vars["REDIS_URL"].as_str()).unwrap();
+    let mut conn = redis.get_multiplexed_async_connection().await.unwrap();
+    let removed: i64 = redis::cmd("DEL")
+        .arg(format!("{}:run:{run}:events", env.ns))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(removed, 1, "the run had a stream");
+    let (events, ended) = read(open(&fleet, &run, None).await, |_| false).await;
+    assert!(ended);
+    assert_eq!(names(&events), ["run.completed"], "{events:?}");
+    assert_eq!(events[0].id, None, "nothing follows it to resume from");
+    assert_eq!(events[0].json()["output"], "echo: remember me");
+    fleet.stop().await.unwrap();
+}
