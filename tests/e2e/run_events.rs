@@ -203,6 +203,15 @@ async fn events_resume_on_another_ingest_exactly_once_and_chat_streams_tell_of_t
     assert_eq!(polled["usage"]["total_tokens"], 82);
     assert_eq!(polled["session_id"], "s-1");
 
+    // Resuming after the final event: nothing more will come, and 204 says so.
+    let resp = reqwest::Client::new()
+        .get(b.url(&format!("/v1/runs/{run}/events")))
+        .bearer_auth(KEY)
+        .header("last-event-id", full[9].id.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 204);
     // A resume id that is not a stream entry id is refused.
     let resp = reqwest::Client::new()
         .get(b.url(&format!("/v1/runs/{run}/events")))

@@ -7,14 +7,16 @@
 //! and entry ids only grow. The stream is read from its start even then, because which
 //! processing of a model call the deltas follow (the first one) is decided by what came
 //! before. The stream ends after the run's final event; while nothing happens a keep-alive
-//! comment goes out. If Redis lost the stream, the final event comes from the run's row in
+//! comment goes out; a client that resumes after the final event of a finished run is
+//! answered `204 No Content`, which tells an `EventSource` to stop reconnecting. If Redis
+//! lost the stream, the final event comes from the run's row in
 //! PostgreSQL (without an id: there is nothing after it to resume).
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use hermes_cache::run_events::{RunEvent, RunEvents, WaiterGuard};
@@ -24,7 +26,7 @@ use hermes_types::ids::RunId;
 use hermes_types::model::{FailureCode, Outcome};
 use serde_json::{Value, json};
 
-use super::find;
+use super::{Found, find};
 use crate::rest::Caller;
 use crate::stream::{Attempts, KEEP_ALIVE};
 use crate::{AppState, wait};
@@ -60,10 +62,18 @@ pub async fn events(
             }
         },
     };
-    let run = match find(&app, &caller, &id).await {
-        Ok((run, _)) => run,
+    let (run, found) = match find(&app, &caller, &id).await {
+        Ok(found) => found,
         Err(e) => return e.into_response(),
     };
+    if let (Some(after), Found::Row(row)) = (resume, &found)
+        && row.status.is_final()
+        && nothing_after(&app.events, run, after).await
+    {
+        // The client has had everything, the final event included: 204 tells an
+        // `EventSource` to stop reconnecting.
+        return StatusCode::NO_CONTENT.into_response();
+    }
     // Registered before the first read: nothing appended after it can go unnoticed.
     let guard = app.waiters.register(run);
     let follower = Follower {
@@ -77,6 +87,7 @@ pub async fn events(
         pending: VecDeque::new(),
         ended: false,
         quiet: wait::QuietTicks::default(),
+        row_checked: false,
     };
     let body = futures_util::stream::unfold(follower, |mut f| async move {
         loop {
@@ -98,6 +109,16 @@ pub async fn events(
     resp
 }
 
+/// Whether the run's stream holds nothing after `after` (an unreadable stream is read as
+/// holding more: the follower then ends it from the row).
+async fn nothing_after(events: &RunEvents, run: RunId, after: EntryId) -> bool {
+    let after = format!("{}-{}", after.0, after.1);
+    events
+        .read_after(run, &after)
+        .await
+        .is_ok_and(|rest| rest.is_empty())
+}
+
 /// Follows one run's stream and queues the SSE events a client has not had yet.
 struct Follower {
     ctx: Ctx,
@@ -112,6 +133,8 @@ struct Follower {
     pending: VecDeque<Event>,
     ended: bool,
     quiet: wait::QuietTicks,
+    /// The row was read once because the stream was empty.
+    row_checked: bool,
 }
 
 impl Follower {
@@ -148,6 +171,13 @@ impl Follower {
         }
         if !self.pending.is_empty() {
             return;
+        }
+        // No stream at all (expired, or lost with Redis): a closed run's row answers at once.
+        if self.last == "0" && !self.row_checked {
+            self.row_checked = true;
+            if let Some(outcome) = wait::from_row(&self.ctx, self.run).await {
+                return self.end_from_row(outcome);
+            }
         }
         let quiet_tick = tokio::select! {
             _ = self.guard.notify.notified() => false,
