@@ -2,7 +2,8 @@
 //! and finish, token deltas, in order; a client that drops its stream half-way and comes
 //! back to another ingest with `Last-Event-ID` gets the rest exactly once; a stop ends a run
 //! in the middle of its tool round with no further model call; a streamed chat completion
-//! tells of its tools with named `hermes.tool.progress` events.
+//! tells of its tools with named `hermes.tool.progress` events, and one stopped by its run id
+//! ends with the `cancelled` error.
 
 use std::time::Duration;
 
@@ -10,7 +11,7 @@ use hermes::Service;
 use hermes_testkit::{KEY, TestEnv};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::oneshot;
+use tokio::sync::mpsc;
 
 use crate::runs::{post, provider_asking_for, provider_calls, run_in, start_run};
 
@@ -266,36 +267,47 @@ async fn events_resume_on_another_ingest_exactly_once_and_chat_streams_tell_of_t
     a.stop().await.unwrap();
 }
 
-/// An HTTP server for one request that holds its answer until released: a tool call the
-/// test can keep in flight as long as it needs. Tells `arrived` when the request is in.
-async fn gate() -> (u16, oneshot::Receiver<()>, oneshot::Sender<()>) {
+/// An HTTP server that holds each request's answer until the test releases it: a tool call
+/// the test keeps in flight as long as it needs. Each request is told on `arrived` when it is
+/// in, and answered after one message on `release`.
+async fn gate() -> (u16, mpsc::Receiver<()>, mpsc::Sender<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let (arrived_tx, arrived) = oneshot::channel();
-    let (release, released) = oneshot::channel::<()>();
+    let (arrived_tx, arrived) = mpsc::channel(4);
+    let (release, mut released) = mpsc::channel::<()>(4);
     tokio::spawn(async move {
-        let (mut socket, _) = listener.accept().await.unwrap();
-        let mut request = Vec::new();
-        let mut buf = [0u8; 1024];
-        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-            let n = socket.read(&mut buf).await.unwrap();
-            if n == 0 {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                match socket.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = arrived_tx.send(()).await;
+            if released.recv().await.is_none() {
                 return;
             }
-            request.extend_from_slice(&buf[..n]);
+            let _ = socket
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 7\r\nconnection: close\r\n\r\nfetched")
+                .await;
         }
-        let _ = arrived_tx.send(());
-        let _ = released.await;
-        let _ = socket
-            .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 7\r\nconnection: close\r\n\r\nfetched")
-            .await;
     });
     (port, arrived, release)
 }
 
+/// Wait until the next request is in the gate.
+async fn in_gate(arrived: &mut mpsc::Receiver<()>) {
+    tokio::time::timeout(Duration::from_secs(30), arrived.recv())
+        .await
+        .expect("the tool call reaches the gate")
+        .expect("the gate is open");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stop_ends_a_run_in_its_tool_round_with_no_further_model_call() {
-    let (port, arrived, release) = gate().await;
+    let (port, mut arrived, release) = gate().await;
     let url = format!("http://127.0.0.1:{port}/slow");
     let provider = provider_asking_for("http_fetch", json!({"url": url}), &["never"]).await;
     let mut env = TestEnv::new().await;
@@ -312,15 +324,12 @@ async fn a_stop_ends_a_run_in_its_tool_round_with_no_further_model_call() {
     let run = start_run(&fleet, KEY, json!({"input": "fetch the slow page"})).await;
 
     // The tool call is in flight, held by the gate.
-    tokio::time::timeout(Duration::from_secs(30), arrived)
-        .await
-        .expect("the tool call reaches the gate")
-        .unwrap();
+    in_gate(&mut arrived).await;
     assert_eq!(run_in(&fleet, &run, "running").await["status"], "running");
     let (status, answer) = post(&fleet.url(&format!("/v1/runs/{run}/stop")), KEY, &json!({})).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer, json!({"run_id": run, "status": "stopping"}));
-    let _ = release.send(());
+    release.send(()).await.unwrap();
 
     let stopped = run_in(&fleet, &run, "cancelled").await;
     assert_eq!(stopped["error"]["code"], "cancelled", "{stopped}");
@@ -352,9 +361,44 @@ async fn a_stop_ends_a_run_in_its_tool_round_with_no_further_model_call() {
         answer["error"]["message"],
         "the run already ended: cancelled"
     );
+
+    // A streamed chat completion is a run too: stopped by its x-hermes-run-id mid tool
+    // round, its stream ends with the `cancelled` error, and no second model call is made.
+    let resp = reqwest::Client::new()
+        .post(fleet.url("/v1/chat/completions"))
+        .bearer_auth(KEY)
+        .json(&json!({"messages": [{"role": "user", "content": "fetch it"}], "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let chat_run = resp.headers()["x-hermes-run-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    in_gate(&mut arrived).await;
+    let (status, _) = post(
+        &fleet.url(&format!("/v1/runs/{chat_run}/stop")),
+        KEY,
+        &json!({}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    release.send(()).await.unwrap();
+    let (events, ended) = read(resp, |_| false).await;
+    assert!(ended);
+    let data: Vec<&str> = events
+        .iter()
+        .filter(|e| e.event.is_none())
+        .map(|e| e.data.as_str())
+        .collect();
+    assert_eq!(data.last(), Some(&"[DONE]"), "{events:?}");
+    let error: Value = serde_json::from_str(data[data.len() - 2]).unwrap();
+    assert_eq!(error["error"]["code"], "cancelled", "{error}");
+    assert_eq!(provider_calls(&provider).await.len(), 2, "one call per run");
     let metrics = fleet.metrics().await;
     assert!(
-        metrics.contains("hermes_runs_total{platform=\"api\",status=\"cancelled\"} 1"),
+        metrics.contains("hermes_runs_total{platform=\"api\",status=\"cancelled\"} 2"),
         "{metrics}"
     );
     fleet.stop().await.unwrap();
