@@ -406,7 +406,7 @@ async fn a_stop_ends_a_run_in_its_tool_round_with_no_further_model_call() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_whose_events_redis_lost_still_ends_its_stream_with_its_outcome() {
+async fn a_run_whose_events_redis_lost_still_ends_its_stream_and_unknown_events_are_passed_over() {
     let env = TestEnv::new().await;
     let fleet = env.start(&Service::ALL).await;
     let run = start_run(&fleet, KEY, json!({"input": "remember me"})).await;
@@ -425,5 +425,36 @@ async fn a_run_whose_events_redis_lost_still_ends_its_stream_with_its_outcome() 
     assert_eq!(names(&events), ["run.completed"], "{events:?}");
     assert_eq!(events[0].id, None, "nothing follows it to resume from");
     assert_eq!(events[0].json()["output"], "echo: remember me");
+
+    // A stream holding an event of a kind this build does not know (a newer writer during a
+    // rolling upgrade): it is passed over and the events around it still arrive.
+    let key = format!("{}:run:{run}:events", env.ns);
+    let final_event = hermes_cache::run_events::RunEvent::Final {
+        outcome: hermes_types::model::Outcome::Answered {
+            text: "from the stream".into(),
+            model: "m".into(),
+            usage: Default::default(),
+            finish_reason: "stop".into(),
+            tools_used: Vec::new(),
+        },
+    };
+    for event in [
+        json!({"type": "quantum_leap", "to": "1999"}).to_string(),
+        serde_json::to_string(&final_event).unwrap(),
+    ] {
+        let _: String = redis::cmd("XADD")
+            .arg(&key)
+            .arg("*")
+            .arg("event")
+            .arg(event)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+    let (events, ended) = read(open(&fleet, &run, None).await, |_| false).await;
+    assert!(ended);
+    assert_eq!(names(&events), ["run.completed"], "{events:?}");
+    assert!(events[0].id.is_some(), "read from the stream, not the row");
+    assert_eq!(events[0].json()["output"], "from the stream");
     fleet.stop().await.unwrap();
 }

@@ -144,7 +144,9 @@ impl RunEvents {
             .map_err(|e| self.cache.failed("run_events_forget", e))
     }
 
-    /// Events after entry id `after` ("0" for all), in order.
+    /// Events after entry id `after` ("0" for all), in order. An event this build cannot
+    /// read (a kind a newer writer added during a rolling upgrade) is passed over, so the
+    /// events around it still arrive.
     pub async fn read_after(
         &self,
         run: RunId,
@@ -162,8 +164,14 @@ impl RunEvents {
             .map_err(|e| self.cache.failed("run_events_read", e))?;
         let mut out = Vec::with_capacity(reply.ids.len());
         for entry in reply.ids {
-            if let Some(raw) = entry.get::<String>("event") {
-                out.push((entry.id, serde_json::from_str(&raw)?));
+            let Some(raw) = entry.get::<String>("event") else {
+                continue;
+            };
+            match serde_json::from_str(&raw) {
+                Ok(event) => out.push((entry.id, event)),
+                Err(e) => {
+                    tracing::debug!(%run, id = entry.id, error = %e, "run event of an unknown kind passed over")
+                }
             }
         }
         Ok(out)
