@@ -1,6 +1,7 @@
 //! The Runs API through the whole fleet (docs/api.md, runs): a run is started and answers at
 //! once, is polled to its end, belongs to the key that made it, refuses bad input with a
-//! message naming the field, and is held to the engagement mode it was dispatched with.
+//! message naming the field, is shown queued before it is routed, and is held to the
+//! engagement mode it was dispatched with.
 
 use std::time::Duration;
 
@@ -370,4 +371,46 @@ async fn a_review_run_is_not_offered_and_cannot_run_a_local_host_tool() {
     drop(client);
     fleet.stop().await.unwrap();
     let _ = std::fs::remove_file(config);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_not_yet_routed_is_shown_queued_to_its_key_and_cannot_be_stopped_yet() {
+    let env = TestEnv::new().await;
+    // Only ingest: the run is accepted and waits in the router's queue.
+    let ingest = env.start(&[Service::Ingest]).await;
+    let run = start_run(
+        &ingest,
+        KEY,
+        json!({"input": "wait for me", "session_id": "s-9"}),
+    )
+    .await;
+    let url = ingest.url(&format!("/v1/runs/{run}"));
+    let (status, queued) = get(&url, KEY).await;
+    assert_eq!(status, 200, "{queued}");
+    assert_eq!(queued["status"], "queued");
+    assert_eq!(queued["session_id"], "s-9");
+    let resp = reqwest::Client::new()
+        .post(format!("{url}/stop"))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 409);
+    assert_eq!(resp.headers()["retry-after"], "1");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "run_queued");
+    // The rest of the fleet comes up and the run goes through.
+    let stages = env
+        .start(&[
+            Service::Router,
+            Service::Llm,
+            Service::Tools,
+            Service::Delivery,
+        ])
+        .await;
+    let done = run_in(&ingest, &run, "completed").await;
+    assert_eq!(done["output"], "echo: wait for me");
+    assert_eq!(done["session_id"], "s-9");
+    stages.stop().await.unwrap();
+    ingest.stop().await.unwrap();
 }
