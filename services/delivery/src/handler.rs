@@ -23,7 +23,7 @@ use hermes_net::failure::FailureReason;
 use hermes_runtime::Ctx;
 use hermes_runtime::stage::{Handler, StageError};
 use hermes_types::envelope::Envelope;
-use hermes_types::model::{Outcome, Platform, Reply, ReplyTo};
+use hermes_types::model::{FailureCode, Outcome, Platform, Reply, ReplyTo};
 
 use crate::bookkeeping::Bookkeeping;
 use crate::breaker::Breakers;
@@ -76,7 +76,7 @@ impl DeliveryStage {
             tracing::info!(senders = ?configured, "channel senders configured");
         }
         Ok(Self {
-            events: RunEvents::new(ctx.cache.clone()),
+            events: RunEvents::new(ctx.cache.clone(), ctx.config.run_events_ttl),
             senders: Senders::new(settings, &http),
             breakers: Breakers::new(
                 ctx.cache.clone(),
@@ -263,6 +263,10 @@ impl Handler for DeliveryStage {
             next = self.books.record(tx, env, &reply).await?;
             let status = match &reply.outcome {
                 Outcome::Answered { .. } => "completed",
+                Outcome::Failed {
+                    code: FailureCode::Cancelled,
+                    ..
+                } => "cancelled",
                 Outcome::Failed { .. } => "failed",
             };
             self.ctx

@@ -192,6 +192,7 @@ pub(crate) async fn publish(
         api_key_id: caller.key_id(),
         params: turns.params,
         stream: turns.stream,
+        policy: Default::default(),
     };
     let envelope = Envelope::new(run, Some(traceparent.clone()), &inbound);
     // Register before publishing so a fast answer cannot slip past us.
@@ -222,6 +223,8 @@ pub(crate) fn failure(code: FailureCode, message: String) -> ApiError {
         | FailureCode::SpendingPaused
         | FailureCode::Capacity
         | FailureCode::WorkspaceSecretsUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+        // Stopped on request (`POST /v1/runs/{id}/stop`): no answer will come.
+        FailureCode::Cancelled => StatusCode::CONFLICT,
     };
     ApiError::new(status, code.as_str(), message)
 }

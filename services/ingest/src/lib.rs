@@ -11,6 +11,7 @@ pub mod openai;
 pub mod openapi;
 mod responses;
 mod rest;
+mod runs;
 mod statuses;
 mod stream;
 mod wait;
@@ -60,7 +61,7 @@ pub struct Shared {
 impl AppState {
     pub fn new(ctx: Ctx) -> Self {
         Self(Arc::new(Shared {
-            events: RunEvents::new(ctx.cache.clone()),
+            events: RunEvents::new(ctx.cache.clone(), ctx.config.run_events_ttl),
             waiters: Waiters::default(),
             dedupe: Dedupe::new(ctx.cache.clone()),
             limiter: RateLimiter::new(ctx.cache.clone()),
@@ -191,10 +192,26 @@ pub fn app(state: AppState) -> Router {
         .route_layer(slot.clone());
     let rest = Router::new()
         .route("/v1/messages", post(rest::post_message))
-        .route("/v1/runs/{id}", get(rest::get_run))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             rest::require_caller,
+        ))
+        .route_layer(slot.clone());
+    let new_runs = Router::new()
+        .route("/v1/runs", post(runs::create).get(runs::list))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            rest::require_chat_caller,
+        ))
+        .route_layer(slot.clone());
+    // A run's own routes: runs of the REST channel and of the API alike.
+    let run_routes = Router::new()
+        .route("/v1/runs/{id}", get(runs::get))
+        .route("/v1/runs/{id}/events", get(runs::events))
+        .route("/v1/runs/{id}/stop", post(runs::stop))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            rest::require_run_caller,
         ))
         .route_layer(slot.clone());
     let webhooks = Router::new()
@@ -240,7 +257,11 @@ pub fn app(state: AppState) -> Router {
                 )
                 .layer(DefaultBodyLimit::max(state.ctx.config.meta_max_body_bytes)),
         );
-    let bounded = api.merge(rest).merge(webhooks);
+    let bounded = api
+        .merge(rest)
+        .merge(new_runs)
+        .merge(run_routes)
+        .merge(webhooks);
     Router::new()
         .route("/health", get(health))
         .route("/v1/health", get(health))

@@ -1,6 +1,6 @@
 //! The generic REST channel for a customer's own app: `POST /v1/messages` queues a message
 //! and answers `202` with its run id; the answer is POSTed to the callback URL of the
-//! caller's key, or read from `GET /v1/runs/{id}`.
+//! caller's key, or read from `GET /v1/runs/{id}` (in [`crate::runs`]).
 //!
 //! Callers authenticate with a key made by `hermes api-keys create` (only its hash is
 //! stored) or with `API_SERVER_KEY`, which may read every run. The same resolution guards the
@@ -13,16 +13,14 @@ use std::time::Duration;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hermes_cache::rate_limit::Verdict;
 use hermes_db::api_keys::{self, ApiKey, KeyScope};
-use hermes_db::runs::{self, RunStatus};
 use hermes_runtime::http::ApiError;
-use hermes_types::ids::RunId;
 use hermes_types::model::{Inbound, Media, MediaKind, MessageEvent, Platform};
 use hermes_types::ttl_cache::TtlCache;
 use serde::Deserialize;
@@ -97,7 +95,7 @@ async fn resolve(app: &AppState, key: &str) -> Result<Option<Caller>, ApiError> 
 /// Middleware of the REST channel: a [`Caller`] with the `messages` scope, before the body
 /// is read.
 pub async fn require_caller(State(app): State<AppState>, req: Request, next: Next) -> Response {
-    authorize(app, req, next, KeyScope::Messages).await
+    authorize(app, req, next, &[KeyScope::Messages]).await
 }
 
 /// Middleware of the OpenAI-compatible API: a [`Caller`] with the `chat` scope. Without an
@@ -105,14 +103,32 @@ pub async fn require_caller(State(app): State<AppState>, req: Request, next: Nex
 /// operator's, as before keys existed.
 pub async fn require_chat_caller(
     State(app): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Response {
+    open_or_authorize(app, req, next, &[KeyScope::Chat]).await
+}
+
+/// Middleware of a run's own routes (`GET /v1/runs/{id}`, its events, its stop): runs are
+/// made by the REST channel and by the OpenAI-compatible API, so a key with either scope
+/// passes; which runs it may see is checked by the route (its own only).
+pub async fn require_run_caller(State(app): State<AppState>, req: Request, next: Next) -> Response {
+    open_or_authorize(app, req, next, &[KeyScope::Chat, KeyScope::Messages]).await
+}
+
+/// Without an `API_SERVER_KEY` (allowed only on a loopback address) a request without a key
+/// is the operator's; otherwise [`authorize`].
+async fn open_or_authorize(
+    app: AppState,
     mut req: Request,
     next: Next,
+    scopes: &[KeyScope],
 ) -> Response {
     if app.ctx.config.api_server_key.is_none() && bearer(&req).is_none() {
         req.extensions_mut().insert(Caller::Operator);
         return next.run(req).await;
     }
-    authorize(app, req, next, KeyScope::Chat).await
+    authorize(app, req, next, scopes).await
 }
 
 fn bearer(req: &Request) -> Option<String> {
@@ -124,8 +140,8 @@ fn bearer(req: &Request) -> Option<String> {
         .filter(|k| !k.is_empty())
 }
 
-/// Resolve the Bearer key, check its `scope` and take one request from its rate.
-async fn authorize(app: AppState, mut req: Request, next: Next, scope: KeyScope) -> Response {
+/// Resolve the Bearer key, check it has one of `scopes` and take one request from its rate.
+async fn authorize(app: AppState, mut req: Request, next: Next, scopes: &[KeyScope]) -> Response {
     let Some(key) = bearer(&req) else {
         return ApiError::unauthorized().into_response();
     };
@@ -134,14 +150,15 @@ async fn authorize(app: AppState, mut req: Request, next: Next, scope: KeyScope)
         Ok(None) => return ApiError::unauthorized().into_response(),
         Err(e) => return e.into_response(),
     };
-    if !caller.may(scope) {
+    let Some(scope) = scopes.iter().copied().find(|s| caller.may(*s)) else {
+        let names: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
         return ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
-            format!("this key lacks the {scope} scope"),
+            format!("this key lacks the {} scope", names.join(" or ")),
         )
         .into_response();
-    }
+    };
     if let Caller::Key(k) = &caller
         && let Some(per_minute) = k.limits.requests_per_minute
     {
@@ -310,6 +327,7 @@ pub async fn post_message(
         api_key_id,
         params: Default::default(),
         stream: false,
+        policy: Default::default(),
     };
     match accept::accept(&app, inbound, None).await {
         // A REST caller over its rate is answered 429 (below), never delayed.
@@ -338,63 +356,4 @@ pub async fn post_message(
         }
         Err(e) => e.into_response(),
     }
-}
-
-/// `GET /v1/runs/{id}`
-pub async fn get_run(
-    State(app): State<AppState>,
-    axum::Extension(caller): axum::Extension<Caller>,
-    Path(id): Path<String>,
-) -> Response {
-    let not_found =
-        || ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such run").into_response();
-    let Ok(run_id) = id.parse::<RunId>() else {
-        return not_found();
-    };
-    let row = async {
-        let client = app.ctx.db.get().await?;
-        runs::get(&client, run_id).await
-    }
-    .await;
-    let row = match row {
-        Ok(Some(row)) => row,
-        Ok(None) => return not_found(),
-        Err(_) => return ApiError::unavailable("cannot read the run right now").into_response(),
-    };
-    if let Caller::Key(k) = &caller
-        && row.api_key_id != Some(k.id)
-    {
-        return not_found();
-    }
-    let (output, error) = match row.status {
-        RunStatus::Completed => (row.output_text.clone(), Value::Null),
-        RunStatus::Failed => {
-            let mut error = json!({ "code": row.error_code, "message": row.output_text });
-            // What went wrong in detail (scrubbed) is for the operator, never the key.
-            if let (Caller::Operator, Some(detail)) = (&caller, &row.error_detail) {
-                error["detail"] = json!(detail);
-            }
-            (None, error)
-        }
-        _ => (None, Value::Null),
-    };
-    Json(json!({
-        "object": "hermes.run",
-        "run_id": row.id,
-        "status": row.status.as_str(),
-        "platform": row.platform.map(|p| p.as_str()),
-        "model": row.model,
-        "output": output,
-        "error": error,
-        "tools_used": row.tools_used,
-        "usage": {
-            "input_tokens": row.usage.input_tokens,
-            "output_tokens": row.usage.output_tokens,
-            "total_tokens": row.usage.total(),
-            "cost_usd": row.usage.cost_micro_usd as f64 / 1_000_000.0,
-        },
-        "created_at": row.created_at,
-        "finished_at": row.finished_at,
-    }))
-    .into_response()
 }

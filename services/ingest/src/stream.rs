@@ -12,6 +12,10 @@
 //!    `finish_reason`, with `stream_options.include_usage` a chunk with `choices: []` and
 //!    `usage`, then `[DONE]`.
 //!
+//! When a tool starts and when it finishes, a named event goes out, `event:
+//! hermes.tool.progress` with `{"tool", "call_id", "status"}`: named, so that SDKs reading
+//! unnamed `data:` lines as completion chunks pass it by (docs/api.md, streaming).
+//!
 //! A failed run ends with `data: {"error": …}` and `[DONE]`, and so does one that outlasts
 //! `HERMES_RUN_TIMEOUT_SECS` (`run_timeout`; the run itself goes on). While nothing happens a
 //! `: keep-alive` comment goes out every 15 s so that proxies keep the connection open.
@@ -36,7 +40,7 @@ use serde_json::{Value, json};
 use crate::wait;
 
 /// How long the connection may stay silent before a keep-alive comment goes out.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
+pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The SSE payload that ends every stream, as OpenAI sends it.
 const DONE: &str = "[DONE]";
@@ -186,6 +190,9 @@ impl<R: Render> Reader<R> {
                         tool @ (RunEvent::ToolStarted { .. } | RunEvent::ToolFinished { .. }) => {
                             self.pending.extend(self.render.tool(tool));
                         }
+                        RunEvent::Queued { .. }
+                        | RunEvent::Running { .. }
+                        | RunEvent::StopRequested => {}
                     }
                 }
             }
@@ -254,13 +261,13 @@ pub(crate) fn unseen(streamed: &str, superseded: bool, text: &str) -> String {
 /// the caller never sees two attempts interleaved ("HelHello wor…"), and the final answer's
 /// remainder comes at the end (see [`Answer::end`]).
 #[derive(Default)]
-struct Attempts {
+pub(crate) struct Attempts {
     followed: std::collections::HashMap<u8, String>,
 }
 
 impl Attempts {
     /// Forward this delta? Deltas without an attempt (an older llm build) always pass.
-    fn admit(&mut self, round: u8, attempt: Option<String>) -> bool {
+    pub(crate) fn admit(&mut self, round: u8, attempt: Option<String>) -> bool {
         let Some(attempt) = attempt else {
             return true;
         };
@@ -369,6 +376,17 @@ impl Answer {
         chunk.to_string()
     }
 
+    /// The data of a `hermes.tool.progress` event. The official SDKs hand the data of every
+    /// named event to their callers as one more chunk, so it is a chunk with no choices (a
+    /// caller reading `choices[0]?.delta` skips it), with the tool's progress beside.
+    fn tool_progress(&self, tool: &str, call_id: &str, status: &str) -> String {
+        let mut chunk = self.chunk(json!([]));
+        chunk["tool"] = json!(tool);
+        chunk["call_id"] = json!(call_id);
+        chunk["status"] = json!(status);
+        chunk.to_string()
+    }
+
     /// An error event in OpenAI's shape, then `[DONE]`: the status line went out long ago.
     fn error(&self, code: &str, message: &str) -> Vec<String> {
         vec![
@@ -395,8 +413,18 @@ impl Render for Answer {
         self.superseded = true;
     }
 
-    fn tool(&mut self, _event: RunEvent) -> Vec<Frame> {
-        Vec::new()
+    fn tool(&mut self, event: RunEvent) -> Vec<Frame> {
+        let (name, call_id, status) = match event {
+            RunEvent::ToolStarted { name, call_id, .. } => (name, call_id, "started"),
+            RunEvent::ToolFinished {
+                name, call_id, ok, ..
+            } => (name, call_id, if ok { "completed" } else { "failed" }),
+            _ => return Vec::new(),
+        };
+        vec![Frame {
+            event: Some("hermes.tool.progress"),
+            data: self.tool_progress(&name, &call_id, status),
+        }]
     }
 
     fn end(&mut self, outcome: Outcome) -> Vec<Frame> {

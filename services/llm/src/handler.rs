@@ -1,13 +1,18 @@
 //! The llm stage for one message. A model request: call the model chain, then either hand
 //! its tool calls to the tools stage (at most one tool round per message) or emit the final
 //! reply. A memory extraction: see [`crate::memory`].
+//!
+//! Before each model call the run is marked `running` and its stop request read in one
+//! statement: a run asked to stop (docs/api.md, runs) makes no further model call and ends
+//! `cancelled`.
 
 use hermes_bus::Stage;
+use hermes_cache::run_events::{RunEvent, RunEvents};
 use hermes_db::{Transaction, runs};
 use hermes_runtime::Ctx;
 use hermes_runtime::stage::{Handler, StageError};
 use hermes_types::envelope::{Envelope, MessageKind};
-use hermes_types::model::{ChatMessage, LlmRequest, Outcome, Reply, Role, ToolRequest};
+use hermes_types::model::{ChatMessage, LlmRequest, Outcome, Platform, Reply, Role, ToolRequest};
 
 use crate::memory::{Extracted, Memorized, MemoryWriter};
 use crate::stream::RunStream;
@@ -23,17 +28,39 @@ pub struct LlmStage {
     ctx: Ctx,
     gateway: Gateway,
     memory: MemoryWriter,
+    events: RunEvents,
 }
 
 impl LlmStage {
     /// The stage calling models through `gateway`, with the memory writer of `ctx`.
     pub fn new(ctx: Ctx, gateway: Gateway) -> Self {
         let memory = MemoryWriter::new(ctx.clone());
+        let events = RunEvents::new(ctx.cache.clone(), ctx.config.run_events_ttl);
         Self {
             ctx,
             gateway,
             memory,
+            events,
         }
+    }
+
+    /// The safe point before a model call: mark the run `running` (and say so on an API
+    /// run's event stream); true when a stop was asked for, and no call must be made.
+    async fn begin_call(&self, env: &Envelope, request: &LlmRequest) -> Result<bool, StageError> {
+        let stop = {
+            let client = self.ctx.db.get().await?;
+            runs::begin_call(&client, env.run_id).await?
+        };
+        if !stop && request.reply_to.platform == Platform::Api {
+            let event = RunEvent::Running {
+                round: request.tool_round,
+            };
+            if let Err(e) = self.events.append(env.run_id, &event).await {
+                // Only the lifecycle event is lost; the run goes on.
+                tracing::warn!(error = %e, "cannot append the running event");
+            }
+        }
+        Ok(stop)
     }
 }
 
@@ -43,11 +70,19 @@ pub struct Called {
     result: Result<Served, GatewayError>,
 }
 
+/// What `prepare` did with a model request.
+pub enum Call {
+    /// The model was called.
+    Made(Called),
+    /// A stop was asked for: no call was made and the run ends `cancelled`.
+    Stopped(LlmRequest),
+}
+
 /// What `prepare` found, by message kind.
 pub enum Prepared {
     /// A model request ([`MessageKind::LlmRequest`]); boxed because it is ten times the
     /// size of an extraction and the future holding it is already large.
-    Call(Box<Called>),
+    Call(Box<Call>),
     /// A memory extraction ([`MessageKind::MemoryExtract`]).
     Memory(Extracted),
 }
@@ -67,6 +102,10 @@ impl Handler for LlmStage {
         }
         // Any other kind fails to decode here and is parked as poison.
         let request: LlmRequest = env.payload()?;
+        if self.begin_call(env, &request).await? {
+            tracing::info!("stop requested: no model call");
+            return Ok(Prepared::Call(Box::new(Call::Stopped(request))));
+        }
         let user = request.exchange.as_ref().map(|x| x.user_id);
         let result = if request.stream {
             let stream = RunStream::start(&self.ctx, env.run_id, request.tool_round);
@@ -85,7 +124,10 @@ impl Handler for LlmStage {
             }
             other => other,
         };
-        Ok(Prepared::Call(Box::new(Called { request, result })))
+        Ok(Prepared::Call(Box::new(Call::Made(Called {
+            request,
+            result,
+        }))))
     }
 
     async fn commit(
@@ -95,7 +137,10 @@ impl Handler for LlmStage {
         tx: &Transaction<'_>,
     ) -> Result<(Vec<Envelope>, Option<Memorized>), StageError> {
         match prepared {
-            Prepared::Call(c) => Ok((self.commit_call(env, *c, tx).await?, None)),
+            Prepared::Call(c) => match *c {
+                Call::Made(c) => Ok((self.commit_call(env, c, tx).await?, None)),
+                Call::Stopped(request) => Ok((vec![env.follow(&Reply::cancelled(&request))], None)),
+            },
             Prepared::Memory(x) => Ok((Vec::new(), Some(self.memory.commit(x, tx).await?))),
         }
     }

@@ -22,7 +22,7 @@ impl RunStream {
     /// another, and readers keep to the first.
     pub fn start(ctx: &Ctx, run: RunId, round: u8) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-        let events = RunEvents::new(ctx.cache.clone());
+        let events = RunEvents::new(ctx.cache.clone(), ctx.config.run_events_ttl);
         let attempt = uuid::Uuid::now_v7().simple().to_string();
         let task = tokio::spawn(async move {
             let mut failed = false;

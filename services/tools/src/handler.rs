@@ -1,15 +1,22 @@
 //! The tools stage for one request: run every call the model asked for (each bounded in
 //! time), append the results as tool turns, and send the conversation back to the llm stage.
+//!
+//! An API run's event stream is told when each call starts and finishes (docs/api.md,
+//! runs). Before the round, the run's stop request is read: a run asked to stop runs no tool
+//! and ends `cancelled`. (The calls of a round run side by side, so that one check is the
+//! safe point before each of them.)
 
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use hermes_bus::Stage;
-use hermes_db::Transaction;
+use hermes_cache::run_events::{RunEvent, RunEvents};
+use hermes_db::{Transaction, runs};
 use hermes_runtime::Ctx;
 use hermes_runtime::stage::{Handler, StageError};
 use hermes_types::envelope::Envelope;
-use hermes_types::model::{ChatMessage, ToolCall, ToolRequest};
+use hermes_types::ids::RunId;
+use hermes_types::model::{ChatMessage, Platform, Reply, ToolCall, ToolRequest};
 use hermes_types::sync;
 
 use crate::policy::{self, Permit, RefusalReason};
@@ -19,17 +26,64 @@ pub struct ToolStage {
     ctx: Ctx,
     /// Swapped whole by a reload; a call in flight keeps the registry it started with.
     registry: Arc<RwLock<Registry>>,
+    events: RunEvents,
+}
+
+/// Where a round's tool calls are announced: an API run's event stream, or nowhere.
+#[derive(Clone, Copy)]
+struct Announce<'a> {
+    events: Option<&'a RunEvents>,
+    run: RunId,
+    round: u8,
+}
+
+impl Announce<'_> {
+    async fn send(&self, event: RunEvent) {
+        if let Some(events) = self.events
+            && let Err(e) = events.append(self.run, &event).await
+        {
+            // Only the progress event is lost: the result still reaches the model.
+            tracing::warn!(run = %self.run, error = %e, "cannot append a tool event");
+        }
+    }
 }
 
 impl ToolStage {
     pub fn new(ctx: Ctx, registry: Arc<RwLock<Registry>>) -> Self {
-        Self { ctx, registry }
+        let events = RunEvents::new(ctx.cache.clone(), ctx.config.run_events_ttl);
+        Self {
+            ctx,
+            registry,
+            events,
+        }
     }
 
-    async fn run_call(&self, permit: Permit<'_>, call: &ToolCall) -> String {
+    async fn run_call(
+        &self,
+        permit: Permit<'_>,
+        call: &ToolCall,
+        announce: Announce<'_>,
+    ) -> String {
         let started = Instant::now();
         let registry = sync::read(&self.registry).clone();
+        announce
+            .send(RunEvent::ToolStarted {
+                round: announce.round,
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+            })
+            .await;
         let done = execute(&registry, permit, call).await;
+        announce
+            .send(RunEvent::ToolFinished {
+                round: announce.round,
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                output: done.text.clone(),
+                ok: done.outcome == Outcome::Ok,
+            })
+            .await;
         let m = &self.ctx.metrics;
         // A name the run was not offered is the model's invention: never a label of its own.
         let label = if matches!(
@@ -126,18 +180,40 @@ pub async fn execute(registry: &Registry, permit: Permit<'_>, call: &ToolCall) -
     Executed { outcome, text }
 }
 
+/// What `prepare` did with a round.
+pub enum Round {
+    /// The calls ran; the request carries their results.
+    Ran(ToolRequest),
+    /// A stop was asked for: no call ran and the run ends `cancelled`.
+    Stopped(ToolRequest),
+}
+
 impl Handler for ToolStage {
     const STAGE: Stage = Stage::Tools;
-    type Prepared = ToolRequest;
+    type Prepared = Round;
     type After = ();
 
-    async fn prepare(&self, env: &Envelope) -> Result<ToolRequest, StageError> {
+    async fn prepare(&self, env: &Envelope) -> Result<Round, StageError> {
         let mut req: ToolRequest = env.payload()?;
+        let stop = {
+            let client = self.ctx.db.get().await?;
+            runs::stop_requested(&client, env.run_id).await?
+        };
+        if stop {
+            tracing::info!("stop requested: no tool call");
+            return Ok(Round::Stopped(req));
+        }
         let started = Instant::now();
         let permit = Permit::of(&req.request);
-        let results =
-            futures_util::future::join_all(req.calls.iter().map(|c| self.run_call(permit, c)))
-                .await;
+        let announce = Announce {
+            events: (req.request.reply_to.platform == Platform::Api).then_some(&self.events),
+            run: env.run_id,
+            round: req.request.tool_round,
+        };
+        let results = futures_util::future::join_all(
+            req.calls.iter().map(|c| self.run_call(permit, c, announce)),
+        )
+        .await;
         if let Some(x) = req.request.exchange.as_mut() {
             x.provenance.tool_exec_ms += started.elapsed().as_millis() as u64;
             x.provenance
@@ -150,16 +226,20 @@ impl Handler for ToolStage {
                 .push(ChatMessage::tool_result(call.id.clone(), result));
         }
         req.request.tool_round += 1;
-        Ok(req)
+        Ok(Round::Ran(req))
     }
 
     async fn commit(
         &self,
         env: &Envelope,
-        req: ToolRequest,
+        round: Round,
         _tx: &Transaction<'_>,
     ) -> Result<(Vec<Envelope>, ()), StageError> {
-        Ok((vec![env.follow(&req.request)], ()))
+        let next = match round {
+            Round::Ran(req) => env.follow(&req.request),
+            Round::Stopped(req) => env.follow(&Reply::cancelled(&req.request)),
+        };
+        Ok((vec![next], ()))
     }
 }
 

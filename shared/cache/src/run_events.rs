@@ -5,6 +5,7 @@
 //! so a lost wake-up only costs latency).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,12 +17,10 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::{Cache, CacheError};
-use hermes_types::ids::RunId;
+use hermes_types::ids::{ApiKeyId, RunId};
 use hermes_types::model::Outcome;
 use hermes_types::sync;
 
-/// Streams are kept this long after their last event.
-const STREAM_TTL_SECS: i64 = 3600;
 /// Upper bound of events kept per run.
 const STREAM_MAX_LEN: usize = 2000;
 
@@ -29,6 +28,21 @@ const STREAM_MAX_LEN: usize = 2000;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum RunEvent {
+    /// Ingest accepted the run (`POST /v1/runs`) and is about to hand it to the broker:
+    /// the first event of a run's stream. It names the key that created the run, so the run
+    /// can be shown to that key before the router has written its row (docs/api.md, runs).
+    Queued {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        api_key: Option<ApiKeyId>,
+        /// The caller's own conversation id, shown back on the run.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_id: Option<String>,
+    },
+    /// The llm stage began a model call of the run (`round` 0, or 1 after the tool round).
+    Running { round: u8 },
+    /// A stop was asked for (`POST /v1/runs/{id}/stop`): the run ends `cancelled` at its next
+    /// safe point.
+    StopRequested,
     /// A piece of streamed answer text, from one processing (`attempt`) of one model call
     /// (`round`: 0, or 1 after the tool round). A redelivered model call streams again under
     /// a new attempt; readers follow the first attempt of each round and drop the others, so
@@ -63,11 +77,17 @@ pub enum RunEvent {
 #[derive(Clone)]
 pub struct RunEvents {
     cache: Cache,
+    /// How long a stream is kept after its last event (`HERMES_RUN_EVENTS_TTL_SECS`).
+    ttl_secs: i64,
 }
 
 impl RunEvents {
-    pub fn new(cache: Cache) -> Self {
-        Self { cache }
+    /// Streams on `cache`, each kept `ttl` after its last event (at least a second).
+    pub fn new(cache: Cache, ttl: Duration) -> Self {
+        Self {
+            cache,
+            ttl_secs: ttl.as_secs().clamp(1, i64::MAX as u64) as i64,
+        }
     }
 
     fn stream_key(&self, run: RunId) -> String {
@@ -91,7 +111,7 @@ impl RunEvents {
                 "*",
                 &[("event", data.as_str())],
             )
-            .expire(&key, STREAM_TTL_SECS)
+            .expire(&key, self.ttl_secs)
             .publish(self.wake_channel(), run.to_string())
             .query_async(&mut c)
             .await
@@ -99,7 +119,34 @@ impl RunEvents {
         Ok(id)
     }
 
-    /// Events after entry id `after` ("0" for all), in order.
+    /// The first event of the run's stream (a run made by `POST /v1/runs` starts with
+    /// [`RunEvent::Queued`]), if the stream exists.
+    pub async fn first(&self, run: RunId) -> Result<Option<(String, RunEvent)>, CacheError> {
+        let mut c = self.cache.conn();
+        let reply: StreamRangeReply = c
+            .xrange_count(self.stream_key(run), "-", "+", 1)
+            .await
+            .map_err(|e| self.cache.failed("run_events_read", e))?;
+        match reply.ids.into_iter().next() {
+            Some(entry) => match entry.get::<String>("event") {
+                Some(raw) => Ok(Some((entry.id, serde_json::from_str(&raw)?))),
+                None => Ok(None),
+            },
+            None => Ok(None),
+        }
+    }
+
+    /// Drop the run's stream (a run the broker never took).
+    pub async fn forget(&self, run: RunId) -> Result<(), CacheError> {
+        let mut c = self.cache.conn();
+        c.del::<_, ()>(self.stream_key(run))
+            .await
+            .map_err(|e| self.cache.failed("run_events_forget", e))
+    }
+
+    /// Events after entry id `after` ("0" for all), in order. An event this build cannot
+    /// read (a kind a newer writer added during a rolling upgrade) is passed over, so the
+    /// events around it still arrive.
     pub async fn read_after(
         &self,
         run: RunId,
@@ -117,30 +164,49 @@ impl RunEvents {
             .map_err(|e| self.cache.failed("run_events_read", e))?;
         let mut out = Vec::with_capacity(reply.ids.len());
         for entry in reply.ids {
-            if let Some(raw) = entry.get::<String>("event") {
-                out.push((entry.id, serde_json::from_str(&raw)?));
+            let Some(raw) = entry.get::<String>("event") else {
+                continue;
+            };
+            match serde_json::from_str(&raw) {
+                Ok(event) => out.push((entry.id, event)),
+                Err(e) => {
+                    tracing::debug!(%run, id = entry.id, error = %e, "run event of an unknown kind passed over")
+                }
             }
         }
         Ok(out)
     }
 }
 
+/// One registered waiter: its token (to remove exactly it) and its wake-up.
+type Waiter = (u64, Arc<Notify>);
+
 /// The per-process registry of callers waiting on runs, fed by one pub/sub subscription.
+/// A run may have several waiters in one process (two dashboards following its events, a
+/// caller that reconnected before its old connection was dropped); each is woken.
 #[derive(Clone, Default)]
 pub struct Waiters {
-    map: Arc<Mutex<HashMap<RunId, Arc<Notify>>>>,
+    map: Arc<Mutex<HashMap<RunId, Vec<Waiter>>>>,
+    next: Arc<AtomicU64>,
 }
 
 /// Removes the waiter's entry when the caller goes away (answered, timed out or dropped).
 pub struct WaiterGuard {
     waiters: Waiters,
     run: RunId,
+    token: u64,
     pub notify: Arc<Notify>,
 }
 
 impl Drop for WaiterGuard {
     fn drop(&mut self) {
-        sync::lock(&self.waiters.map).remove(&self.run);
+        let mut map = sync::lock(&self.waiters.map);
+        if let Some(list) = map.get_mut(&self.run) {
+            list.retain(|(token, _)| *token != self.token);
+            if list.is_empty() {
+                map.remove(&self.run);
+            }
+        }
     }
 }
 
@@ -148,17 +214,24 @@ impl Waiters {
     /// Register interest in `run` before anything can be published for it.
     pub fn register(&self, run: RunId) -> WaiterGuard {
         let notify = Arc::new(Notify::new());
-        sync::lock(&self.map).insert(run, notify.clone());
+        let token = self.next.fetch_add(1, Ordering::Relaxed);
+        sync::lock(&self.map)
+            .entry(run)
+            .or_default()
+            .push((token, notify.clone()));
         WaiterGuard {
             waiters: self.clone(),
             run,
+            token,
             notify,
         }
     }
 
     fn wake(&self, run: RunId) {
-        if let Some(n) = sync::lock(&self.map).get(&run) {
-            n.notify_one();
+        if let Some(list) = sync::lock(&self.map).get(&run) {
+            for (_, n) in list {
+                n.notify_one();
+            }
         }
     }
 
@@ -180,7 +253,7 @@ impl Waiters {
                 match tokio::time::timeout(Duration::from_secs(2), subscribed).await {
                     Ok(Ok(mut pubsub)) => {
                         // Wake everyone once: events may have arrived while we were away.
-                        for n in sync::lock(&waiters.map).values() {
+                        for (_, n) in sync::lock(&waiters.map).values().flatten() {
                             n.notify_one();
                         }
                         let mut messages = pubsub.on_message();
@@ -216,5 +289,28 @@ impl Waiters {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn every_waiter_of_a_run_is_woken_and_each_leaves_alone() {
+        let waiters = Waiters::default();
+        let run = RunId::new();
+        let first = waiters.register(run);
+        let second = waiters.register(run);
+        waiters.wake(run);
+        // A wake-up stored as a permit: both return at once.
+        first.notify.notified().await;
+        second.notify.notified().await;
+        drop(first);
+        assert_eq!(sync::lock(&waiters.map)[&run].len(), 1);
+        waiters.wake(run);
+        second.notify.notified().await;
+        drop(second);
+        assert!(sync::lock(&waiters.map).is_empty());
     }
 }

@@ -177,6 +177,8 @@ pub struct Config {
     pub global_daily_budget_micro_usd: Option<u64>,
     pub llm_timeout: Duration,
     pub run_timeout: Duration,
+    /// How long a run's event stream is kept after its last event (`HERMES_RUN_EVENTS_TTL_SECS`).
+    pub run_events_ttl: Duration,
     pub max_body_bytes: usize,
     /// The body limit of Meta's webhook routes (WhatsApp, 360dialog, Instagram).
     pub meta_max_body_bytes: usize,

@@ -39,6 +39,7 @@ impl Config {
         let db_idle_in_tx_timeout = r.get(&process::HERMES_DB_IDLE_IN_TX_TIMEOUT_SECS);
         let api_server_key = r.get(&ingest::API_SERVER_KEY);
         let run_timeout = r.get(&ingest::HERMES_RUN_TIMEOUT_SECS);
+        let run_events_ttl = r.get(&ingest::HERMES_RUN_EVENTS_TTL_SECS);
         let max_body_bytes = r.get(&ingest::HERMES_MAX_BODY_BYTES);
         let meta_max_body_bytes = r.get(&ingest::HERMES_META_MAX_BODY_BYTES);
         let max_in_flight = r.get(&ingest::HERMES_MAX_IN_FLIGHT);
@@ -85,6 +86,7 @@ impl Config {
                 global_daily_budget_micro_usd,
                 llm_timeout: llm_timeout?,
                 run_timeout: run_timeout?,
+                run_events_ttl: run_events_ttl?,
                 max_body_bytes: max_body_bytes?,
                 meta_max_body_bytes: meta_max_body_bytes?,
                 max_in_flight: max_in_flight?,

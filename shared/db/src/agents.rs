@@ -220,7 +220,7 @@ pub async fn list(client: &Client, workspace: &str) -> Result<Vec<(Agent, i64)>,
         .query(
             &format!(
                 "SELECT {COLUMNS}, (SELECT count(*) FROM agent_runs r WHERE r.agent_id = a.id
-                                     AND r.status NOT IN ('completed', 'failed')) AS open_runs
+                                     AND r.status NOT IN ('completed', 'failed', 'cancelled')) AS open_runs
                  FROM agents a JOIN workspaces w ON w.id = a.workspace_id
                  WHERE w.slug = $1 ORDER BY a.profile_key"
             ),

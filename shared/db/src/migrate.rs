@@ -86,6 +86,11 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../../migrations/0014_run_control.sql"),
     },
     Migration {
+        version: 15,
+        name: "0015_runs_cancelled",
+        sql: include_str!("../../../migrations/0015_runs_cancelled.sql"),
+    },
+    Migration {
         version: 16,
         name: "0016_responses",
         sql: include_str!("../../../migrations/0016_responses.sql"),

@@ -6,40 +6,51 @@ use std::fmt;
 
 use super::{Client, DbError, Transaction};
 use hermes_types::agent::{CONTRACT_VERSION, Dispatch, EngagementMode};
-use hermes_types::model::{ChatMessage, Outcome, Platform, Provenance, Tier, Usage};
+use hermes_types::model::{ChatMessage, FailureCode, Outcome, Platform, Provenance, Tier, Usage};
 
 /// The lifecycle of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunStatus {
     Routed,
+    /// A stage is working on it (the llm stage began a model call).
+    Running,
     AwaitingTools,
     Completed,
     Failed,
+    /// Stopped at a caller's request before it ended (docs/api.md, runs).
+    Cancelled,
 }
 
 impl RunStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             RunStatus::Routed => "routed",
+            RunStatus::Running => "running",
             RunStatus::AwaitingTools => "awaiting_tools",
             RunStatus::Completed => "completed",
             RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
         [
             Self::Routed,
+            Self::Running,
             Self::AwaitingTools,
             Self::Completed,
             Self::Failed,
+            Self::Cancelled,
         ]
         .into_iter()
         .find(|r| r.as_str() == s)
     }
 
     pub fn is_final(self) -> bool {
-        matches!(self, RunStatus::Completed | RunStatus::Failed)
+        matches!(
+            self,
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
+        )
     }
 }
 
@@ -239,7 +250,7 @@ pub async fn advance(tx: &Transaction<'_>, id: RunId, status: RunStatus) -> Resu
         &crate::stmt(
             tx,
             "UPDATE agent_runs SET status = $2, updated_at = now()
-         WHERE id = $1 AND status NOT IN ('completed', 'failed')",
+         WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled')",
         )
         .await?,
         &[&id.as_uuid(), &status.as_str()],
@@ -278,7 +289,7 @@ pub async fn finish(
                     "UPDATE agent_runs SET status = 'completed', output_text = $2, model = $3,
                         tokens_in = $4, tokens_out = $5, tools_used = $6, cost_micro_usd = $7,
                         transcript = $8, updated_at = now(), finished_at = now()
-                 WHERE id = $1 AND status NOT IN ('completed', 'failed')",
+                 WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled')",
                 )
                 .await?,
                 &[
@@ -295,15 +306,27 @@ pub async fn finish(
             .await?
         }
         Outcome::Failed { code, message } => {
+            // A run stopped on request is closed `cancelled`, with the same code and message.
+            let status = if *code == FailureCode::Cancelled {
+                RunStatus::Cancelled
+            } else {
+                RunStatus::Failed
+            };
             tx.execute(
                 &crate::stmt(
                     tx,
-                    "UPDATE agent_runs SET status = 'failed', error_code = $2, output_text = $3,
+                    "UPDATE agent_runs SET status = $5, error_code = $2, output_text = $3,
                         error_detail = $4, updated_at = now(), finished_at = now()
-                 WHERE id = $1 AND status NOT IN ('completed', 'failed')",
+                 WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled')",
                 )
                 .await?,
-                &[&id.as_uuid(), &code.as_str(), message, &detail],
+                &[
+                    &id.as_uuid(),
+                    &code.as_str(),
+                    message,
+                    &detail,
+                    &status.as_str(),
+                ],
             )
             .await?
         }
@@ -346,6 +369,25 @@ pub async fn stop_requested(client: &Client, id: RunId) -> Result<bool, DbError>
     Ok(row.is_some_and(|r| r.get::<_, bool>(0)))
 }
 
+/// Mark an open run `running` as a model call of it begins, and tell whether a stop was
+/// asked for (the llm stage's safe point): one statement, so a model call costs no extra
+/// round trip for it. A closed or unknown run is left alone and reads as not stopped.
+pub async fn begin_call(client: &Client, id: RunId) -> Result<bool, DbError> {
+    let row = client
+        .query_opt(
+            &crate::stmt(
+                client,
+                "UPDATE agent_runs SET status = 'running', updated_at = now()
+                 WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled')
+                 RETURNING stop_requested_at IS NOT NULL",
+            )
+            .await?,
+            &[&id.as_uuid()],
+        )
+        .await?;
+    Ok(row.is_some_and(|r| r.get::<_, bool>(0)))
+}
+
 /// A run as stored.
 #[derive(Clone, Debug)]
 pub struct RunRow {
@@ -364,6 +406,11 @@ pub struct RunRow {
     pub tools_used: Vec<String>,
     /// The tool round of a completed run (empty when no tool ran).
     pub transcript: Vec<ChatMessage>,
+    /// What the caller sent with the run (the REST channel's `metadata`; for `POST /v1/runs`
+    /// its `session_id`, `previous_response_id` and dispatch fields).
+    pub metadata: Option<serde_json::Value>,
+    /// When a stop was asked for (`POST /v1/runs/{id}/stop`).
+    pub stop_requested_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// A stored transcript; one that no longer parses reads as none (it only adds context).
@@ -379,7 +426,7 @@ pub async fn get(client: &Client, id: RunId) -> Result<Option<RunRow>, DbError> 
                 client,
                 "SELECT status, output_text, error_code, model, tokens_in, tokens_out, tools_used,
                     platform, api_key_id, created_at, finished_at, cost_micro_usd, error_detail,
-                    transcript
+                    transcript, metadata, stop_requested_at
              FROM agent_runs WHERE id = $1",
             )
             .await?,
@@ -404,6 +451,8 @@ pub async fn get(client: &Client, id: RunId) -> Result<Option<RunRow>, DbError> 
         },
         tools_used: r.get(6),
         transcript: transcript_of(r.get(13)),
+        metadata: r.get(14),
+        stop_requested_at: r.get(15),
     }))
 }
 
@@ -430,7 +479,7 @@ pub async fn sweep_stuck(
                  updated_at = now(), finished_at = now()
              WHERE id IN (
                  SELECT id FROM agent_runs
-                 WHERE status NOT IN ('completed', 'failed')
+                 WHERE status NOT IN ('completed', 'failed', 'cancelled')
                    AND created_at < now() - make_interval(secs => $1)
                  ORDER BY created_at
                  LIMIT $2

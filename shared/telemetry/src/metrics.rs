@@ -245,7 +245,7 @@ impl Metrics {
         let runs = counter_vec(
             &r,
             "hermes_runs_total",
-            "Runs that reached a final status (completed, failed), by platform.",
+            "Runs that reached a final status (completed, failed, cancelled), by platform.",
             &["platform", "status"],
         );
         let outbox_published = IntCounter::new(

@@ -156,7 +156,7 @@ impl Ledger {
             .await?,
             open_runs: count(
                 db,
-                "SELECT count(*) FROM agent_runs WHERE status NOT IN ('completed', 'failed')",
+                "SELECT count(*) FROM agent_runs WHERE status NOT IN ('completed', 'failed', 'cancelled')",
             )
             .await?,
             failed_runs: count(db, "SELECT count(*) FROM agent_runs WHERE status = 'failed'")

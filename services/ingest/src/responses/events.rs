@@ -211,7 +211,7 @@ impl Render for Events {
             RunEvent::ToolFinished {
                 call_id, output, ..
             } => object::function_call_output_item(call_id, output),
-            RunEvent::Delta { .. } | RunEvent::Final { .. } => return Vec::new(),
+            _ => return Vec::new(),
         };
         if item["id"]
             .as_str()

@@ -1,5 +1,7 @@
 //! The OpenAI-compatible API's messages: the caller brings its own conversation, sampling
-//! parameters and streaming choice; no user, no credit, no session.
+//! parameters and streaming choice; no user, no credit, no session. A run dispatched with an
+//! engagement mode or a tool allowlist (`POST /v1/runs`) is offered, and may execute, only
+//! what that policy allows, as an agent's run is (docs/api.md, runs).
 
 use anyhow::anyhow;
 use hermes_db::Transaction;
@@ -8,7 +10,8 @@ use hermes_types::envelope::Envelope;
 use hermes_types::model::{ChatMessage, Inbound, LlmRequest, Role, Tier, ToolSpec};
 
 use super::{Decided, Decision, Router};
-use crate::messages;
+use crate::{messages, tool_gate};
+use hermes_config::local_host_toolsets;
 
 impl Router {
     pub(super) async fn prepare_api(&self, inbound: Inbound) -> Result<Decision, StageError> {
@@ -22,7 +25,16 @@ impl Router {
             )));
         }
         let client = self.ctx.db.get().await?;
-        let tools = self.tools.tools(&client).await?;
+        let catalog = self.tools.tools(&client).await?;
+        let policy = &inbound.policy;
+        let local = local_host_toolsets(&self.ctx.config.file.mcp_servers);
+        let tools = tool_gate::offered_to(
+            catalog,
+            &[],
+            policy.engagement_mode,
+            &local,
+            policy.tool_allowlist.as_deref(),
+        );
         Ok(Decision::Api {
             inbound,
             messages,
@@ -74,6 +86,8 @@ fn api_request(
         params: inbound.params.clone(),
         stream: inbound.stream,
         api_key: inbound.api_key_id,
+        // The tools stage refuses what the policy forbids, whatever the model asks for.
+        policy: inbound.policy.clone(),
         ..LlmRequest::new(inbound.reply_to(), tier, chain, messages)
     }
 }
@@ -105,6 +119,7 @@ mod tests {
             api_key_id: None,
             params,
             stream,
+            policy: Default::default(),
         }
     }
 
@@ -130,6 +145,22 @@ mod tests {
         assert!(request.stream);
         assert_eq!(request.requested_model.as_deref(), Some("gpt-x"));
         assert!(request.exchange.is_none() && request.backend.is_none());
+    }
+
+    #[test]
+    fn the_dispatch_policy_reaches_the_model_call() {
+        use hermes_types::agent::EngagementMode;
+        use hermes_types::model::ToolPolicy;
+        let mut inbound = api_inbound(CallParams::default(), true);
+        inbound.policy = ToolPolicy {
+            engagement_mode: EngagementMode::Review,
+            tool_allowlist: Some(vec!["web".into()]),
+        };
+        let wire = serde_json::to_vec(&inbound).unwrap();
+        let inbound: Inbound = serde_json::from_slice(&wire).unwrap();
+        let policy = inbound.policy.clone();
+        let request = api_request(inbound, Tier::Free, Vec::new(), Vec::new(), Vec::new());
+        assert_eq!(request.policy, policy);
     }
 
     #[test]

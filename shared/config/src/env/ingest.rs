@@ -22,6 +22,12 @@ settings! {
             secret: false,
             help: "how long an API caller waits for its run's answer before 504",
         },
+        HERMES_RUN_EVENTS_TTL_SECS: Duration {
+            kind: kinds::SECS_POSITIVE,
+            unset: Value("3600"),
+            secret: false,
+            help: "how long a run's event stream (deltas, tool start/finish, lifecycle; what `GET /v1/runs/{id}/events` replays) is kept in Redis after its last event",
+        },
         HERMES_MAX_BODY_BYTES: usize {
             kind: kinds::COUNT,
             unset: Value("1048576"),

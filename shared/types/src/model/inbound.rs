@@ -89,6 +89,11 @@ pub struct Inbound {
     /// should append text deltas to the run's event stream.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stream: bool,
+    /// OpenAI-compatible API (`POST /v1/runs`): the host-tool policy the caller dispatched
+    /// the run under (its engagement mode and allowlist), which governs what the run is
+    /// offered and what its tool calls may execute (docs/api.md, runs).
+    #[serde(default, skip_serializing_if = "ToolPolicy::is_default")]
+    pub policy: ToolPolicy,
 }
 
 impl Inbound {

@@ -26,10 +26,14 @@ pub enum FailureCode {
     /// The provider keys of the run's workspace could not be read; the run is not answered
     /// with the global keys instead (docs/security.md).
     WorkspaceSecretsUnavailable,
+    /// The run was stopped at a caller's request (`POST /v1/runs/{id}/stop`) before it ended:
+    /// no further model or tool call was made (docs/api.md, runs). The run is closed
+    /// `cancelled`, not `failed`, and refunded like a failure.
+    Cancelled,
 }
 
 impl FailureCode {
-    pub const ALL: [FailureCode; 8] = [
+    pub const ALL: [FailureCode; 9] = [
         FailureCode::ProvidersUnavailable,
         FailureCode::ProviderRejected,
         FailureCode::Invalid,
@@ -38,6 +42,7 @@ impl FailureCode {
         FailureCode::SpendingPaused,
         FailureCode::Capacity,
         FailureCode::WorkspaceSecretsUnavailable,
+        FailureCode::Cancelled,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -50,6 +55,7 @@ impl FailureCode {
             FailureCode::SpendingPaused => "spending_paused",
             FailureCode::Capacity => "capacity",
             FailureCode::WorkspaceSecretsUnavailable => "workspace_secrets_unavailable",
+            FailureCode::Cancelled => "cancelled",
         }
     }
 
@@ -196,6 +202,19 @@ impl Reply {
             },
             exchange: None,
             detail: None,
+        }
+    }
+
+    /// The reply that ends a run stopped on request at the safe point before `request`'s
+    /// model or tool call: closed `cancelled` (and refunded) by delivery like a failure.
+    pub fn cancelled(request: &LlmRequest) -> Self {
+        Self {
+            exchange: request.exchange.clone(),
+            ..Self::failed(
+                request.reply_to.clone(),
+                FailureCode::Cancelled,
+                "The run was stopped before it finished.",
+            )
         }
     }
 
