@@ -144,6 +144,7 @@ fn message(sender: u32, i: u32) -> Inbound {
         api_key_id: None,
         params: Default::default(),
         stream: false,
+        job: None,
     }
 }
 

@@ -76,6 +76,7 @@ async fn handle(
         api_key_id: caller.key_id(),
         params: request.params,
         stream: request.stream,
+        job: None,
     };
     let envelope = Envelope::new(run, Some(traceparent.clone()), &inbound);
     // Register before publishing so a fast answer cannot slip past us.

@@ -6,6 +6,7 @@ mod accept;
 mod auth;
 pub mod channels;
 mod chat;
+mod jobs;
 pub mod openai;
 mod rest;
 mod statuses;
@@ -189,6 +190,20 @@ pub fn app(state: AppState) -> Router {
             rest::require_caller,
         ))
         .route_layer(slot.clone());
+    let jobs = Router::new()
+        .route("/api/jobs", get(jobs::list).post(jobs::create))
+        .route(
+            "/api/jobs/{id}",
+            get(jobs::get).patch(jobs::patch).delete(jobs::delete),
+        )
+        .route("/api/jobs/{id}/pause", post(jobs::pause))
+        .route("/api/jobs/{id}/resume", post(jobs::resume))
+        .route("/api/jobs/{id}/run", post(jobs::run_now))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            rest::require_jobs_caller,
+        ))
+        .route_layer(slot.clone());
     let webhooks = Router::new()
         .route(
             "/webhooks/telegram",
@@ -232,7 +247,7 @@ pub fn app(state: AppState) -> Router {
                 )
                 .layer(DefaultBodyLimit::max(state.ctx.config.meta_max_body_bytes)),
         );
-    let bounded = api.merge(rest).merge(webhooks);
+    let bounded = api.merge(rest).merge(jobs).merge(webhooks);
     Router::new()
         .route("/health", get(health))
         .route("/v1/health", get(health))

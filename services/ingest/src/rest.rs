@@ -115,6 +115,15 @@ pub async fn require_chat_caller(
     authorize(app, req, next, KeyScope::Chat).await
 }
 
+/// Middleware of `/api/jobs`: a [`Caller`] with the `jobs` scope.
+pub async fn require_jobs_caller(
+    State(app): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Response {
+    authorize(app, req, next, KeyScope::Jobs).await
+}
+
 fn bearer(req: &Request) -> Option<String> {
     req.headers()
         .get(AUTHORIZATION)
@@ -153,7 +162,7 @@ async fn authorize(app: AppState, mut req: Request, next: Next, scope: KeyScope)
             Ok(Verdict::Limited { retry_after }) => {
                 let surface = match scope {
                     KeyScope::Messages => Platform::Rest,
-                    KeyScope::Chat => Platform::Api,
+                    KeyScope::Chat | KeyScope::Jobs => Platform::Api,
                 };
                 app.ctx
                     .metrics
@@ -310,6 +319,7 @@ pub async fn post_message(
         api_key_id,
         params: Default::default(),
         stream: false,
+        job: None,
     };
     match accept::accept(&app, inbound, None).await {
         // A REST caller over its rate is answered 429 (below), never delayed.

@@ -105,6 +105,7 @@ async fn accept_all(app: &AppState, events: Vec<MessageEvent>, headers: &HeaderM
             api_key_id: None,
             params: Default::default(),
             stream: false,
+            job: None,
         };
         match accept::accept(app, inbound, traceparent(headers)).await {
             Ok(Accepted::Routed(_)) => routed += 1,

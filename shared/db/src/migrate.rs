@@ -85,6 +85,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0014_run_control",
         sql: include_str!("../../../migrations/0014_run_control.sql"),
     },
+    Migration {
+        version: 17,
+        name: "0017_jobs",
+        sql: include_str!("../../../migrations/0017_jobs.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

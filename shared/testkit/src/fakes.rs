@@ -26,6 +26,7 @@ pub fn api_inbound(text: &str) -> hermes_types::model::Inbound {
         api_key_id: None,
         params: Default::default(),
         stream: false,
+        job: None,
     }
 }
 

@@ -113,6 +113,10 @@ uuid_id!(
     /// One signed wake owed to an external agent (`webhook_deliveries`).
     DeliveryId
 );
+uuid_id!(
+    /// A scheduled job (`jobs`): a prompt run on a schedule for its owner (docs/api.md, jobs).
+    JobId
+);
 
 #[cfg(test)]
 mod tests {

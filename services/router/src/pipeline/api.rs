@@ -22,7 +22,11 @@ impl Router {
             )));
         }
         let client = self.ctx.db.get().await?;
-        let tools = self.tools.tools(&client).await?;
+        let mut tools = self.tools.tools(&client).await?;
+        // A scheduled job may narrow its tools to some toolsets (docs/api.md, jobs).
+        if let Some(toolsets) = inbound.job.as_ref().and_then(|j| j.toolsets.as_ref()) {
+            tools.retain(|t| toolsets.contains(&t.toolset));
+        }
         Ok(Decision::Api {
             inbound,
             messages,
@@ -51,7 +55,12 @@ impl Router {
             return Ok((Vec::new(), Decided::uncharged("duplicate")));
         }
         tracing::info!(tier = tier.as_str(), tools = tools.len(), "run routed");
-        let chain = self.tier_chain(tier);
+        let mut chain = self.tier_chain(tier);
+        // A scheduled job's model override is tried first, the tier's chain after it.
+        if let Some(model) = inbound.job.as_ref().and_then(|j| j.model.as_ref()) {
+            chain.retain(|m| m != model);
+            chain.insert(0, model.clone());
+        }
         let request = api_request(inbound, tier, chain, messages, tools);
         Ok((vec![env.follow(&request)], Decided::uncharged("routed")))
     }
@@ -105,6 +114,7 @@ mod tests {
             api_key_id: None,
             params,
             stream,
+            job: None,
         }
     }
 

@@ -89,6 +89,9 @@ pub struct Inbound {
     /// should append text deltas to the run's event stream.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stream: bool,
+    /// A scheduled job's run (docs/api.md, jobs): its toolsets and model override.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobRunOptions>,
 }
 
 impl Inbound {
