@@ -37,7 +37,7 @@ pub struct Inner {
     pub commit_batch_fallbacks: IntCounterVec,
     pub runs: IntCounterVec,
     pub runs_swept: IntCounter,
-    // Scheduled jobs (docs/operations.md, jobs).
+    // Scheduled jobs (docs/operations.md, scheduled jobs).
     pub jobs_due: IntGauge,
     pub jobs_runs: IntCounterVec,
     pub jobs_claim_lag: Histogram,
