@@ -350,3 +350,59 @@ async fn deleting_a_job_asks_its_run_in_flight_to_stop() {
     assert!(asked, "the run in flight was asked to stop");
     fleet.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_job_is_answered_in_the_chat_and_charged_to_its_user() {
+    let telegram = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(wiremock::matchers::path_regex("^/bot.*/sendMessage"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"ok": true, "result": {"message_id": 1}})),
+        )
+        .mount(&telegram)
+        .await;
+    let mut env = TestEnv::new().await;
+    env.set("TELEGRAM_BOT_TOKEN", "123:abc")
+        .set("TELEGRAM_API_BASE_URL", &telegram.uri());
+    let user = env.user(Platform::Telegram, "4242", 10).await;
+    let fleet = env.start(&Service::ALL).await;
+    let id = create_job(
+        &fleet,
+        KEY,
+        json!({
+        "name": "morning", "prompt": "good morning", "schedule": {"cron": "0 9 * * *"},
+        "target": {"type": "chat", "platform": "telegram", "chat_id": "4242"}}),
+    )
+    .await;
+    let (status, _) = call(&fleet, "POST", &format!("/api/jobs/{id}/run"), KEY, None).await;
+    assert_eq!(status, 202);
+
+    let sent: Value = eventually(Duration::from_secs(20), "the chat answered", || async {
+        let reqs = telegram.received_requests().await?;
+        reqs.first()
+            .map(|r| serde_json::from_slice(&r.body).unwrap())
+    })
+    .await;
+    assert_eq!(sent["chat_id"], "4242");
+    assert!(
+        sent["text"]
+            .as_str()
+            .unwrap()
+            .contains("echo: good morning"),
+        "{sent}"
+    );
+    // Like a message the user sent: one credit of theirs.
+    let credits: i64 = eventually(Duration::from_secs(10), "the charge", || async {
+        let c = env.db().get().await.ok()?;
+        let left: i64 = c
+            .query_one("SELECT credits FROM users WHERE id = $1", &[&user.id])
+            .await
+            .ok()?
+            .get(0);
+        (left < 10).then_some(left)
+    })
+    .await;
+    assert_eq!(credits, 9);
+    fleet.stop().await.unwrap();
+}
