@@ -225,6 +225,21 @@ async fn jobs_are_created_read_changed_and_refused_clearly() {
         resumed["next_run_at"].as_str().unwrap().parse().unwrap();
     assert!(next > chrono::Utc::now());
 
+    // The operator's listing names both jobs, their owners and targets.
+    let (code, out, err) = env.hermes(&["jobs", "list", "--json"]).await;
+    assert_eq!(code, 0, "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    let listed = listed.as_array().unwrap();
+    assert_eq!(listed.len(), 2);
+    let row = listed.iter().find(|j| j["id"] == id.as_str()).unwrap();
+    assert_eq!(row["api_key_id"], mine.key.id.to_string());
+    assert_eq!(row["target"], "callback");
+    assert!(
+        listed
+            .iter()
+            .any(|j| j["target"] == "chat" && j["api_key_id"].is_null())
+    );
+
     let (status, deleted) = call(&fleet, "DELETE", &route, key, None).await;
     assert_eq!((status, deleted["deleted"].as_bool()), (200, Some(true)));
     assert_eq!(call(&fleet, "GET", &route, key, None).await.0, 404);

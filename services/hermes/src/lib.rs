@@ -10,6 +10,7 @@ pub mod bench_router;
 pub mod dlq;
 pub mod doctor;
 pub mod erase;
+pub mod jobs_admin;
 pub mod keys;
 pub mod llm_admin;
 pub mod tools_admin;

@@ -71,6 +71,9 @@ enum Command {
     /// Parked messages of every stage: list, show, replay (same id) or purge them.
     #[command(subcommand)]
     Dlq(hermes::dlq::DlqCommand),
+    /// Scheduled jobs of every key and of the operator (made through /api/jobs).
+    #[command(subcommand)]
+    Jobs(hermes::jobs_admin::JobsCommand),
     /// Manage keys of the REST channel (POST /v1/messages).
     #[command(name = "api-keys", subcommand)]
     ApiKeys(hermes::keys::KeysCommand),
@@ -192,6 +195,12 @@ async fn dispatch(cli: Cli) -> ExitCode {
                     ExitCode::FAILURE
                 }
             };
+        }
+        Command::Jobs(cmd) => {
+            return admin("jobs", path, |c| async move {
+                hermes::jobs_admin::run(&c, cmd).await
+            })
+            .await;
         }
         Command::ApiKeys(cmd) => {
             return admin("api-keys", path, |c| async move {
