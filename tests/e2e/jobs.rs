@@ -421,3 +421,45 @@ async fn a_chat_job_is_answered_in_the_chat_and_charged_to_its_user() {
     assert_eq!(credits, 9);
     fleet.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_on_its_way_when_its_job_is_deleted_is_dropped_by_the_router() {
+    let env = TestEnv::new().await;
+    // Ingest alone: the run now waits in the outbox, with no relay or router to take it.
+    let ingest = env.start(&[Service::Ingest]).await;
+    let id = create_job(
+        &ingest,
+        KEY,
+        json!({
+        "name": "gone", "prompt": "never answered", "schedule": {"every_seconds": 86400}}),
+    )
+    .await;
+    let route = format!("/api/jobs/{id}");
+    let (_, queued) = call(&ingest, "POST", &format!("{route}/run"), KEY, None).await;
+    let run_id: uuid::Uuid = queued["run_id"].as_str().unwrap().parse().unwrap();
+    let (status, deleted) = call(&ingest, "DELETE", &route, KEY, None).await;
+    assert_eq!((status, &deleted["stopping_runs"]), (200, &json!([])));
+    ingest.stop().await.unwrap();
+
+    let fleet = env.start(&Service::ALL).await;
+    eventually(Duration::from_secs(20), "the router's decision", || async {
+        let m = fleet.metrics().await;
+        hermes_testkit::metric(
+            &m,
+            "hermes_router_decisions_total{decision=\"job_deleted\"}",
+        )
+        .filter(|n| *n == 1.0)
+    })
+    .await;
+    let runs: i64 = env
+        .db()
+        .get()
+        .await
+        .unwrap()
+        .query_one("SELECT count(*) FROM agent_runs WHERE id = $1", &[&run_id])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(runs, 0, "no run was made for the deleted job");
+    fleet.stop().await.unwrap();
+}

@@ -276,3 +276,16 @@ pub async fn last_run(client: &Client, id: JobId) -> Result<Option<LastRun>, DbE
         error_code: r.get(7),
     }))
 }
+
+/// Whether job `id` still exists, holding its row (`FOR KEY SHARE`) until the transaction
+/// ends: a delete waits for the caller's commit, and the scheduler's claim (`FOR NO KEY
+/// UPDATE`) does not.
+pub async fn hold(tx: &Transaction<'_>, id: JobId) -> Result<bool, DbError> {
+    Ok(tx
+        .query_opt(
+            "SELECT 1 FROM jobs WHERE id = $1 FOR KEY SHARE",
+            &[&id.as_uuid()],
+        )
+        .await?
+        .is_some())
+}

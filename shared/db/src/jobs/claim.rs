@@ -25,7 +25,9 @@ pub struct Due {
 }
 
 /// Claim up to `limit` jobs due at `now`, oldest due first, locked until the transaction
-/// ends; rows another replica holds are skipped. Jobs of a revoked key are not claimed.
+/// ends; rows another replica holds are skipped (a router holding a job's row in key-share
+/// mode while it routes one of its runs does not block the claim). Jobs of a revoked key
+/// are not claimed.
 pub async fn claim_due(
     tx: &Transaction<'_>,
     now: DateTime<Utc>,
@@ -44,7 +46,7 @@ pub async fn claim_due(
                  WHERE NOT j.paused AND j.next_run_at <= $1
                    AND (j.api_key_id IS NULL OR k.revoked_at IS NULL)
                  ORDER BY j.next_run_at LIMIT $2
-                 FOR UPDATE OF j SKIP LOCKED"
+                 FOR NO KEY UPDATE OF j SKIP LOCKED"
             ),
             &[&now, &limit],
         )
