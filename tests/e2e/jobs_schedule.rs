@@ -195,3 +195,38 @@ async fn a_job_that_missed_a_day_runs_once() {
     assert_eq!(due, overdue, "the run is the missed due time's");
     fleet.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_keys_jobs_are_not_run_nor_counted_due() {
+    let env = TestEnv::new().await;
+    let db = env.db();
+    let key = crate::jobs::jobs_key(&env, None).await;
+    let ingest = env.start(&[Service::Ingest]).await;
+    let job = json!({"name": "k", "prompt": "k", "schedule": {"every_seconds": 1}});
+    let id = create_job(&ingest, &key.secret_key, job).await;
+    let t0: DateTime<Utc> = "2030-01-01T00:00:00Z".parse().unwrap();
+    set_due(&db, &id, t0).await;
+    let ctx = Ctx::without_broker(env.config(), Metrics::new())
+        .await
+        .unwrap();
+    let client = db.get().await.unwrap();
+    assert_eq!(
+        hermes_db::jobs::claim::count_due(&client, t0)
+            .await
+            .unwrap(),
+        1
+    );
+
+    hermes_db::api_keys::revoke(&client, key.key.id)
+        .await
+        .unwrap();
+    assert_eq!(
+        hermes_db::jobs::claim::count_due(&client, t0)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(hermes_router::scheduler::tick(&ctx, t0).await.unwrap(), 0);
+    assert_eq!(runs_and_due_times(&db, &id).await, (0, 0));
+    ingest.stop().await.unwrap();
+}

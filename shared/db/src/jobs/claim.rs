@@ -16,6 +16,11 @@ use hermes_types::trace::TraceParent;
 use super::{COLUMNS, Job, job_of};
 use crate::{Client, DbError, Transaction, outbox};
 
+/// The jobs a scheduler claims at `$1`: due, not paused, not a revoked key's.
+const DUE: &str = "FROM jobs j LEFT JOIN api_keys k ON k.id = j.api_key_id
+    WHERE NOT j.paused AND j.next_run_at <= $1
+      AND (j.api_key_id IS NULL OR k.revoked_at IS NULL)";
+
 /// A due job, claimed, with what its run needs from its key.
 #[derive(Clone, Debug)]
 pub struct Due {
@@ -41,10 +46,7 @@ pub async fn claim_due(
     let rows = tx
         .query(
             &format!(
-                "SELECT {columns}, k.callback_url FROM jobs j
-                 LEFT JOIN api_keys k ON k.id = j.api_key_id
-                 WHERE NOT j.paused AND j.next_run_at <= $1
-                   AND (j.api_key_id IS NULL OR k.revoked_at IS NULL)
+                "SELECT {columns}, k.callback_url {DUE}
                  ORDER BY j.next_run_at LIMIT $2
                  FOR NO KEY UPDATE OF j SKIP LOCKED"
             ),
@@ -76,13 +78,10 @@ pub async fn advance(
     Ok(())
 }
 
-/// How many jobs are due at `now` and not paused (claimed or not).
+/// How many jobs a scheduler would claim at `now` (due, not paused, not a revoked key's).
 pub async fn count_due(client: &Client, now: DateTime<Utc>) -> Result<i64, DbError> {
     Ok(client
-        .query_one(
-            "SELECT count(*) FROM jobs WHERE NOT paused AND next_run_at <= $1",
-            &[&now],
-        )
+        .query_one(&format!("SELECT count(*) {DUE}"), &[&now])
         .await?
         .get(0))
 }
