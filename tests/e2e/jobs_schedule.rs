@@ -1,7 +1,7 @@
 //! The job scheduler keeps each due time to one run (docs/architecture.md, the job
 //! scheduler): two fleets on one database and namespace share a job due every second, two
-//! schedulers driven through the same due times claim each once, and a job that missed a
-//! day while the fleet was away runs once.
+//! schedulers driven through the same due times claim each once, a job that missed a day
+//! while the fleet was away runs once, and a revoked key's jobs do not run.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -140,8 +140,12 @@ async fn change(
         .await
         .map_err(unavailable)?
         .ok_or_else(body::not_found)?;
+    let target = job.spec.target.clone();
     change(&mut job)?;
-    body::check_chat(&tx, &job.spec).await?;
+    // A new chat target must be linked; an old one unlinked since stays pausable.
+    if job.spec.target != target {
+        body::check_chat(&tx, &job.spec).await?;
+    }
     let job = jobs::save(&tx, &job).await.map_err(unavailable)?;
     tx.commit().await.map_err(unavailable)?;
     Ok(Json(body::view(&job, None)).into_response())
