@@ -5,6 +5,7 @@
 pub mod agents;
 pub mod bench;
 pub mod bench_faults;
+pub mod bench_jobs;
 pub mod bench_llm;
 pub mod bench_router;
 pub mod dlq;

@@ -91,6 +91,8 @@ enum BenchCommand {
     Ingest(hermes::bench::IngestBench),
     /// The router stage alone in this process, warm caches and fake embeddings: messages/s, p50/p99 stage time.
     Router(hermes::bench_router::RouterBench),
+    /// The job scheduler's claim alone: jobs due at once, several schedulers, jobs/s, each run once.
+    Jobs(hermes::bench_jobs::JobsBench),
     /// The llm gateway alone at a fixed call rate against a zero-latency fake provider: overhead p50/p99, memory.
     Llm(hermes::bench_llm::LlmBench),
     /// The fleet as separate processes under kills, stops and server outages, with a ledger
@@ -169,6 +171,12 @@ async fn dispatch(cli: Cli) -> ExitCode {
             };
         }
         Command::Health { addr } => return health(&addr).await,
+        Command::Bench(BenchCommand::Jobs(args)) => {
+            return admin("bench jobs", path, |c| async move {
+                hermes::bench_jobs::jobs(c, args).await
+            })
+            .await;
+        }
         Command::Bench(BenchCommand::Router(args)) => {
             return admin("bench router", path, |c| async move {
                 hermes::bench_router::router(c, args).await
