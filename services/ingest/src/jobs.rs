@@ -216,16 +216,16 @@ pub async fn run_now(JobCall { app, caller, id }: JobCall) -> Response {
                 .map_err(unavailable)?
                 .ok_or_else(body::not_found)?;
             let callback = claim::callback_url(&tx, &job).await.map_err(unavailable)?;
-            let run_id = claim::enqueue_run(
-                &tx,
-                &job,
-                callback.as_deref(),
-                JobTrigger::Manual,
-                Utc::now(),
-            )
-            .await
-            .map_err(unavailable)?
-            .ok_or_else(|| ApiError::unavailable("the run could not be queued; try again"))?;
+            let run = claim::RunOf {
+                job: &job,
+                callback_url: callback.as_deref(),
+                trigger: JobTrigger::Manual,
+                due_at: Utc::now(),
+            };
+            let run_id = claim::enqueue_run(&tx, run)
+                .await
+                .map_err(unavailable)?
+                .ok_or_else(|| ApiError::unavailable("the run could not be queued; try again"))?;
             tx.commit().await.map_err(unavailable)?;
             app.ctx
                 .metrics

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use hermes_db::jobs::claim;
+use hermes_db::jobs::claim::{self, RunOf};
 use hermes_runtime::Ctx;
 use hermes_types::model::JobTrigger;
 
@@ -54,7 +54,8 @@ pub async fn tick(ctx: &Ctx, now: DateTime<Utc>) -> anyhow::Result<usize> {
     let mut client = ctx.db.get().await?;
     let tx = client.transaction().await?;
     let due = claim::claim_due(&tx, now, BATCH).await?;
-    let mut lags = Vec::with_capacity(due.len());
+    let mut moves = Vec::with_capacity(due.len());
+    let mut runs = Vec::with_capacity(due.len());
     for d in &due {
         // Claimed jobs are unpaused, so they have a due time.
         let Some(due_at) = d.job.next_run_at else {
@@ -67,20 +68,22 @@ pub async fn tick(ctx: &Ctx, now: DateTime<Utc>) -> anyhow::Result<usize> {
                 None
             }
         };
-        claim::advance(&tx, d.job.id, next).await?;
-        if claim::enqueue_run(
-            &tx,
-            &d.job,
-            d.callback_url.as_deref(),
-            JobTrigger::Schedule,
+        moves.push((d.job.id, next));
+        runs.push(RunOf {
+            job: &d.job,
+            callback_url: d.callback_url.as_deref(),
+            trigger: JobTrigger::Schedule,
             due_at,
-        )
-        .await?
-        .is_some()
-        {
-            lags.push((now - due_at).to_std().unwrap_or_default());
-        }
+        });
     }
+    claim::advance(&tx, &moves).await?;
+    let queued = claim::enqueue_runs(&tx, &runs).await?;
+    let lags: Vec<Duration> = runs
+        .iter()
+        .zip(&queued)
+        .filter(|(_, id)| id.is_some())
+        .map(|(r, _)| (now - r.due_at).to_std().unwrap_or_default())
+        .collect();
     tx.commit().await?;
     for lag in &lags {
         ctx.metrics.jobs_claim_lag.observe(lag.as_secs_f64());

@@ -4,6 +4,8 @@
 //! with its `job_runs` record, whose unique (job, due time) index makes a due time run once
 //! whatever claimed it.
 
+use std::collections::HashSet;
+
 use chrono::{DateTime, Utc};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::{JobId, RunId};
@@ -63,16 +65,18 @@ pub async fn claim_due(
         .collect()
 }
 
-/// Move a claimed job's next due time; a job with no time to come (a cron expression
-/// whose dates have passed) is paused instead.
+/// Move claimed jobs' next due times, in one statement; a job with no time to come (a
+/// cron expression whose dates have passed) is paused instead.
 pub async fn advance(
     tx: &Transaction<'_>,
-    id: JobId,
-    next_run_at: Option<DateTime<Utc>>,
+    moves: &[(JobId, Option<DateTime<Utc>>)],
 ) -> Result<(), DbError> {
+    let ids: Vec<uuid::Uuid> = moves.iter().map(|(id, _)| id.as_uuid()).collect();
+    let nexts: Vec<Option<DateTime<Utc>>> = moves.iter().map(|(_, next)| *next).collect();
     tx.execute(
-        "UPDATE jobs SET next_run_at = $2, paused = ($2::timestamptz IS NULL) WHERE id = $1",
-        &[&id.as_uuid(), &next_run_at],
+        "UPDATE jobs j SET next_run_at = m.next, paused = (m.next IS NULL)
+         FROM UNNEST($1::uuid[], $2::timestamptz[]) AS m (id, next) WHERE j.id = m.id",
+        &[&ids, &nexts],
     )
     .await?;
     Ok(())
@@ -97,48 +101,70 @@ pub async fn callback_url(tx: &Transaction<'_>, job: &Job) -> Result<Option<Stri
         .and_then(|r| r.get(0)))
 }
 
-/// Queue one run of `job` for `due_at`: its `job_runs` row and its inbound message in the
-/// outbox, in the caller's transaction. `None` when that due time has run already.
-pub async fn enqueue_run(
+/// One run of a job to queue: for which due time, and why.
+pub struct RunOf<'a> {
+    pub job: &'a Job,
+    /// The owning key's callback URL (for a `callback` target).
+    pub callback_url: Option<&'a str>,
+    pub trigger: JobTrigger,
+    pub due_at: DateTime<Utc>,
+}
+
+/// Queue runs, in the caller's transaction and in two statements: their `job_runs` rows,
+/// then the inbound messages of those recorded as outbox rows. Returns each run's id, in
+/// order, or `None` for a due time that has run already.
+pub async fn enqueue_runs(
     tx: &Transaction<'_>,
-    job: &Job,
-    callback_url: Option<&str>,
-    trigger: JobTrigger,
-    due_at: DateTime<Utc>,
-) -> Result<Option<RunId>, DbError> {
-    let run_id = RunId::new();
-    let recorded = tx
-        .execute(
-            "INSERT INTO job_runs (run_id, job_id, trigger, due_at) VALUES ($1, $2, $3, $4)
-             ON CONFLICT DO NOTHING",
-            &[
-                &run_id.as_uuid(),
-                &job.id.as_uuid(),
-                &trigger.as_str(),
-                &due_at,
-            ],
+    runs: &[RunOf<'_>],
+) -> Result<Vec<Option<RunId>>, DbError> {
+    let run_ids: Vec<RunId> = runs.iter().map(|_| RunId::new()).collect();
+    let ids: Vec<uuid::Uuid> = run_ids.iter().map(RunId::as_uuid).collect();
+    let jobs: Vec<uuid::Uuid> = runs.iter().map(|r| r.job.id.as_uuid()).collect();
+    let triggers: Vec<&str> = runs.iter().map(|r| r.trigger.as_str()).collect();
+    let dues: Vec<DateTime<Utc>> = runs.iter().map(|r| r.due_at).collect();
+    let recorded: HashSet<uuid::Uuid> = tx
+        .query(
+            "INSERT INTO job_runs (run_id, job_id, trigger, due_at)
+             SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[])
+             ON CONFLICT DO NOTHING RETURNING run_id",
+            &[&ids, &jobs, &triggers, &dues],
         )
-        .await?;
-    if recorded == 0 {
-        return Ok(None);
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut queued = Vec::with_capacity(runs.len());
+    let mut outgoing = Vec::with_capacity(recorded.len());
+    for (run, run_id) in runs.iter().zip(run_ids) {
+        if !recorded.contains(&run_id.as_uuid()) {
+            queued.push(None);
+            continue;
+        }
+        let inbound = inbound_of(run, run_id);
+        let env = Envelope::new(run_id, Some(TraceParent::generate()), &inbound);
+        outgoing.push(Outgoing::from_envelope(&env));
+        queued.push(Some(run_id));
     }
-    let inbound = inbound_of(job, run_id, callback_url, trigger, due_at);
-    let env = Envelope::new(run_id, Some(TraceParent::generate()), &inbound);
-    outbox::enqueue(tx, &[Outgoing::from_envelope(&env)]).await?;
-    Ok(Some(run_id))
+    outbox::enqueue(tx, &outgoing).await?;
+    Ok(queued)
+}
+
+/// Queue one run (see [`enqueue_runs`]).
+pub async fn enqueue_run(tx: &Transaction<'_>, run: RunOf<'_>) -> Result<Option<RunId>, DbError> {
+    Ok(enqueue_runs(tx, &[run]).await?.pop().flatten())
 }
 
 /// The message a job's run sends to the router (docs/api.md, jobs). A `chat` target is a
 /// message from that chat's user, answered there and charged to the user's credits like
 /// any of theirs. Otherwise it is an API-surface message of the owning key (metered to
 /// its budgets, on the `[api] tier` chain), answered to the key's callback or only stored.
-fn inbound_of(
-    job: &Job,
-    run_id: RunId,
-    callback_url: Option<&str>,
-    trigger: JobTrigger,
-    due_at: DateTime<Utc>,
-) -> Inbound {
+fn inbound_of(run: &RunOf<'_>, run_id: RunId) -> Inbound {
+    let RunOf {
+        job,
+        callback_url,
+        trigger,
+        due_at,
+    } = *run;
     let spec = &job.spec;
     // The run's dedupe key: one run per due time (a manual run is its own).
     let external = match trigger {
