@@ -1,5 +1,5 @@
 //! The job scheduler (docs/architecture.md, the job scheduler): every router replica runs
-//! one, and none is special. Each tick claims the due jobs in PostgreSQL (`FOR UPDATE SKIP
+//! one, and none is special. Each tick claims the due jobs in PostgreSQL (`FOR NO KEY UPDATE SKIP
 //! LOCKED`: replicas share them, none takes a row another holds), moves each job's next
 //! due time past now (a job that missed several times while the fleet was away runs once),
 //! and queues the run's inbound message in the outbox, all in one transaction: a crash

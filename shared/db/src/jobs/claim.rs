@@ -1,5 +1,5 @@
 //! The job scheduler's side of the database (docs/architecture.md, the job scheduler): claim
-//! the due jobs (`FOR UPDATE SKIP LOCKED`, so replicas share them and never take one
+//! the due jobs (`FOR NO KEY UPDATE SKIP LOCKED`, so replicas share them and never take one
 //! twice), and queue a job's run as an outbox row in the caller's transaction, together
 //! with its `job_runs` record, whose unique (job, due time) index makes a due time run once
 //! whatever claimed it.
