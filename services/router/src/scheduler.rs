@@ -1,10 +1,10 @@
 //! The job scheduler (docs/architecture.md, the job scheduler): every router replica runs
-//! one, and none is special. Each tick claims the due jobs in PostgreSQL (`FOR NO KEY UPDATE SKIP
-//! LOCKED`: replicas share them, none takes a row another holds), moves each job's next
-//! due time past now (a job that missed several times while the fleet was away runs once),
-//! and queues the run's inbound message in the outbox, all in one transaction: a crash
-//! before the commit leaves the job due for the next tick, a crash after it leaves the
-//! message for the outbox relay. Either way the due time runs once.
+//! one, and none is special. Each tick claims the due jobs in PostgreSQL (`FOR NO KEY
+//! UPDATE SKIP LOCKED`: replicas share them, none takes a row another holds), moves each
+//! job's next due time past now (a job that missed several times while the fleet was away
+//! runs once), and queues the run's inbound message in the outbox, all in one transaction:
+//! a crash before the commit leaves the job due for the next tick, a crash after it leaves
+//! the message for the outbox relay. Either way the due time runs once.
 
 use std::time::Duration;
 
