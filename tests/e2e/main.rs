@@ -13,6 +13,8 @@ mod docs;
 mod failures_told;
 mod faults;
 mod ingest;
+mod jobs;
+mod jobs_schedule;
 mod key_budgets;
 mod lifecycle;
 mod llm;

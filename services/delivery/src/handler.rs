@@ -233,9 +233,9 @@ impl Handler for DeliveryStage {
         let reply: Reply = env.payload()?;
         let to = &reply.reply_to;
         match to.platform {
-            // The caller waits on the run's event stream, written after the commit.
-            Platform::Api => {}
-            Platform::Rest => {
+            // The caller waits on the run's event stream, written after the commit; a
+            // scheduled job's run may also name its key's callback (docs/api.md, jobs).
+            Platform::Api | Platform::Rest => {
                 if let Some(url) = &to.callback_url {
                     self.callback(env, url, &reply.outcome).await?;
                 }

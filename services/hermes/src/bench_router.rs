@@ -145,6 +145,7 @@ fn message(sender: u32, i: u32) -> Inbound {
         params: Default::default(),
         stream: false,
         policy: Default::default(),
+        job: None,
     }
 }
 

@@ -12,8 +12,9 @@ use serde_json::json;
 /// A key's scopes, request rate and budgets, as flags of `create` and `set`.
 #[derive(clap::Args, Default)]
 pub struct AccessArgs {
-    /// A surface the key may call: `messages` (the REST channel) or `chat` (the
-    /// OpenAI-compatible API); repeat for both. A new key gets `messages` by default.
+    /// A surface the key may call: `messages` (the REST channel), `chat` (the
+    /// OpenAI-compatible API) or `jobs` (scheduled jobs); repeat for several. A new key gets
+    /// `messages` by default.
     #[arg(long = "scope", value_name = "SCOPE")]
     scopes: Vec<KeyScope>,
     /// Requests per minute on either surface (0: no limit).

@@ -71,6 +71,9 @@ enum Command {
     /// Parked messages of every stage: list, show, replay (same id) or purge them.
     #[command(subcommand)]
     Dlq(hermes::dlq::DlqCommand),
+    /// Scheduled jobs of every key and of the operator (made through /api/jobs).
+    #[command(subcommand)]
+    Jobs(hermes::jobs_admin::JobsCommand),
     /// Manage keys of the REST channel (POST /v1/messages).
     #[command(name = "api-keys", subcommand)]
     ApiKeys(hermes::keys::KeysCommand),
@@ -90,6 +93,8 @@ enum BenchCommand {
     Api(hermes::bench_api::ApiBench),
     /// The router stage alone in this process, warm caches and fake embeddings: messages/s, p50/p99 stage time.
     Router(hermes::bench_router::RouterBench),
+    /// The job scheduler's claim alone: jobs due at once, several schedulers, jobs/s, each run once.
+    Jobs(hermes::bench_jobs::JobsBench),
     /// The llm gateway alone at a fixed call rate against a zero-latency fake provider: overhead p50/p99, memory.
     Llm(hermes::bench_llm::LlmBench),
     /// The fleet as separate processes under kills, stops and server outages, with a ledger
@@ -183,6 +188,12 @@ async fn dispatch(cli: Cli) -> ExitCode {
             };
         }
         Command::Health { addr } => return health(&addr).await,
+        Command::Bench(BenchCommand::Jobs(args)) => {
+            return admin("bench jobs", path, |c| async move {
+                hermes::bench_jobs::jobs(c, args).await
+            })
+            .await;
+        }
         Command::Bench(BenchCommand::Router(args)) => {
             return admin("bench router", path, |c| async move {
                 hermes::bench_router::router(c, args).await
@@ -212,6 +223,12 @@ async fn dispatch(cli: Cli) -> ExitCode {
         }
         Command::Bench(BenchCommand::Api(args)) => {
             return bench_result(hermes::bench_api::api(args).await);
+        }
+        Command::Jobs(cmd) => {
+            return admin("jobs", path, |c| async move {
+                hermes::jobs_admin::run(&c, cmd).await
+            })
+            .await;
         }
         Command::ApiKeys(cmd) => {
             return admin("api-keys", path, |c| async move {

@@ -193,6 +193,7 @@ pub(crate) async fn publish(
         params: turns.params,
         stream: turns.stream,
         policy: Default::default(),
+        job: None,
     };
     let envelope = Envelope::new(run, Some(traceparent.clone()), &inbound);
     // Register before publishing so a fast answer cannot slip past us.

@@ -7,6 +7,7 @@ mod auth;
 pub mod channels;
 mod chat;
 mod images;
+mod jobs;
 pub mod openai;
 pub mod openapi;
 mod responses;
@@ -214,6 +215,20 @@ pub fn app(state: AppState) -> Router {
             rest::require_run_caller,
         ))
         .route_layer(slot.clone());
+    let jobs = Router::new()
+        .route("/api/jobs", get(jobs::list).post(jobs::create))
+        .route(
+            "/api/jobs/{id}",
+            get(jobs::get).patch(jobs::patch).delete(jobs::delete),
+        )
+        .route("/api/jobs/{id}/pause", post(jobs::pause))
+        .route("/api/jobs/{id}/resume", post(jobs::resume))
+        .route("/api/jobs/{id}/run", post(jobs::run_now))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            rest::require_jobs_caller,
+        ))
+        .route_layer(slot.clone());
     let webhooks = Router::new()
         .route(
             "/webhooks/telegram",
@@ -261,6 +276,7 @@ pub fn app(state: AppState) -> Router {
         .merge(rest)
         .merge(new_runs)
         .merge(run_routes)
+        .merge(jobs)
         .merge(webhooks);
     Router::new()
         .route("/health", get(health))

@@ -131,6 +131,15 @@ async fn open_or_authorize(
     authorize(app, req, next, scopes).await
 }
 
+/// Middleware of `/api/jobs`: a [`Caller`] with the `jobs` scope.
+pub async fn require_jobs_caller(
+    State(app): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Response {
+    authorize(app, req, next, &[KeyScope::Jobs]).await
+}
+
 fn bearer(req: &Request) -> Option<String> {
     req.headers()
         .get(AUTHORIZATION)
@@ -170,7 +179,7 @@ async fn authorize(app: AppState, mut req: Request, next: Next, scopes: &[KeySco
             Ok(Verdict::Limited { retry_after }) => {
                 let surface = match scope {
                     KeyScope::Messages => Platform::Rest,
-                    KeyScope::Chat => Platform::Api,
+                    KeyScope::Chat | KeyScope::Jobs => Platform::Api,
                 };
                 app.ctx
                     .metrics
@@ -328,6 +337,7 @@ pub async fn post_message(
         params: Default::default(),
         stream: false,
         policy: Default::default(),
+        job: None,
     };
     match accept::accept(&app, inbound, None).await {
         // A REST caller over its rate is answered 429 (below), never delayed.

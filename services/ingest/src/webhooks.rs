@@ -106,6 +106,7 @@ async fn accept_all(app: &AppState, events: Vec<MessageEvent>, headers: &HeaderM
             params: Default::default(),
             stream: false,
             policy: Default::default(),
+            job: None,
         };
         match accept::accept(app, inbound, traceparent(headers)).await {
             Ok(Accepted::Routed(_)) => routed += 1,

@@ -5,7 +5,8 @@
 //! One file per step of the pipeline (`pipeline.rs` reads top to bottom): `sanitize`,
 //! `trivial` and `intent` classify and clean text; `soul` and `recall` build the system
 //! prompt; `messages` the turns; `tool_gate` and `tools` the tools offered; `dispatch`
-//! the agent; `sweeper` ends runs left open too long; `retention` removes expired rows.
+//! the agent; `sweeper` ends runs left open too long; `retention` removes expired rows;
+//! `scheduler` queues the runs of scheduled jobs as they come due.
 
 pub mod dispatch;
 pub mod intent;
@@ -14,6 +15,7 @@ pub mod pipeline;
 pub mod recall;
 pub mod retention;
 pub mod sanitize;
+pub mod scheduler;
 pub mod soul;
 pub mod sweeper;
 pub mod tool_gate;
@@ -29,9 +31,11 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let router = Router::new(ctx.clone())?;
     let sweeper = tokio::spawn(sweeper::run(ctx.clone()));
     let retention = tokio::spawn(retention::run(ctx.clone()));
+    let scheduler = tokio::spawn(scheduler::run(ctx.clone()));
     // Its commits are a few short statements each: group them (HERMES_COMMIT_GROUP).
     stage::run_grouped(ctx, router).await;
     let _ = sweeper.await;
     let _ = retention.await;
+    let _ = scheduler.await;
     Ok(())
 }

@@ -18,7 +18,7 @@ use chrono::{DateTime, Utc};
 use hermes_bus::Stage;
 use hermes_cache::history::{HistoryCipher, HistoryStore};
 use hermes_db::users::{self, Resolved};
-use hermes_db::{Transaction, runs, sessions};
+use hermes_db::{Transaction, jobs, runs, sessions};
 use hermes_runtime::Ctx;
 use hermes_runtime::stage::{GroupCommit, Handler, StageError};
 use hermes_types::envelope::Envelope;
@@ -50,7 +50,7 @@ pub struct Router {
 /// that is rolled back and redone message by message must not count anything twice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Decided {
-    /// `routed`, `external`, `upgrade`, `signup` or `duplicate`.
+    /// `routed`, `external`, `upgrade`, `signup`, `duplicate` or `job_deleted`.
     pub decision: &'static str,
     /// Credits the commit charged (0 when none).
     pub credits_charged: i64,
@@ -105,6 +105,16 @@ pub enum Decision {
     Signup { inbound: Inbound },
     /// A known user's message, ready to be charged and dispatched.
     Route(Box<Routed>),
+}
+
+impl Decision {
+    /// The message decided on.
+    fn inbound(&self) -> &Inbound {
+        match self {
+            Decision::Api { inbound, .. } | Decision::Signup { inbound } => inbound,
+            Decision::Route(r) => &r.inbound,
+        }
+    }
 }
 
 /// Everything prepared for a known user's message.
@@ -247,6 +257,15 @@ impl Handler for Router {
         decision: Decision,
         tx: &Transaction<'_>,
     ) -> Result<(Vec<Envelope>, Decided), StageError> {
+        // A scheduled job's run whose job was deleted on its way here is not run; the
+        // job's row stays held until this commit, so a delete after this point finds the
+        // run and asks it to stop (docs/api.md, jobs).
+        if let Some(job) = decision.inbound().job.as_ref().and_then(|j| j.job_id)
+            && !jobs::hold(tx, job).await?
+        {
+            tracing::info!(job_id = %job, "the job was deleted: its run is dropped");
+            return Ok((Vec::new(), Decided::uncharged("job_deleted")));
+        }
         match decision {
             Decision::Api {
                 inbound,

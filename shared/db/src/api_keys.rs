@@ -34,15 +34,18 @@ pub enum KeyScope {
     Messages,
     /// The OpenAI-compatible API: `/v1/chat/completions`, `/v1/models`.
     Chat,
+    /// Scheduled jobs: `/api/jobs` (its own jobs only).
+    Jobs,
 }
 
 impl KeyScope {
-    pub const ALL: [KeyScope; 2] = [KeyScope::Messages, KeyScope::Chat];
+    pub const ALL: [KeyScope; 3] = [KeyScope::Messages, KeyScope::Chat, KeyScope::Jobs];
 
     pub fn as_str(self) -> &'static str {
         match self {
             KeyScope::Messages => "messages",
             KeyScope::Chat => "chat",
+            KeyScope::Jobs => "jobs",
         }
     }
 
@@ -61,7 +64,7 @@ impl std::str::FromStr for KeyScope {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        Self::parse(s).ok_or_else(|| format!("{s:?} is not a scope (messages, chat)"))
+        Self::parse(s).ok_or_else(|| format!("{s:?} is not a scope (messages, chat, jobs)"))
     }
 }
 

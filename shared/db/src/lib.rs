@@ -7,6 +7,7 @@ pub mod budgets;
 pub mod credits;
 pub mod delivery_sends;
 pub mod erase;
+pub mod jobs;
 pub mod listen;
 pub mod memory;
 pub mod migrate;

@@ -95,6 +95,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0016_responses",
         sql: include_str!("../../../migrations/0016_responses.sql"),
     },
+    Migration {
+        version: 17,
+        name: "0017_jobs",
+        sql: include_str!("../../../migrations/0017_jobs.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

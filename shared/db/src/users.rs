@@ -223,6 +223,23 @@ impl From<Platform> for ChannelScope {
     }
 }
 
+/// Whether `sender_id` on the chat `platform` is a linked, activated channel: a chat a
+/// scheduled job may be answered in (docs/api.md, jobs).
+pub async fn chat_linked(
+    client: &impl super::GenericClient,
+    platform: Platform,
+    sender_id: &str,
+) -> Result<bool, DbError> {
+    Ok(client
+        .query_opt(
+            "SELECT 1 FROM user_channels
+             WHERE platform = $1 AND sender_id = $2 AND api_key_id IS NULL AND activated",
+            &[&platform.as_str(), &sender_id],
+        )
+        .await?
+        .is_some())
+}
+
 /// Link (or re-link) a sender to a user. Returns false when the sender already belongs to
 /// another user in that scope (an operator must unlink it there first).
 pub async fn link_channel(

@@ -37,6 +37,10 @@ pub struct Inner {
     pub commit_batch_fallbacks: IntCounterVec,
     pub runs: IntCounterVec,
     pub runs_swept: IntCounter,
+    // Scheduled jobs (docs/operations.md, scheduled jobs).
+    pub jobs_due: IntGauge,
+    pub jobs_runs: IntCounterVec,
+    pub jobs_claim_lag: Histogram,
     pub held_messages: IntGaugeVec,
     pub dependency_up: IntGaugeVec,
     pub dependency_outages: IntCounterVec,
@@ -273,6 +277,27 @@ impl Metrics {
         )
         .unwrap();
         r.register(Box::new(runs_swept.clone())).unwrap();
+        let jobs_due = IntGauge::new(
+            "hermes_jobs_due",
+            "Scheduled jobs due and not yet claimed, as a scheduler last counted them.",
+        )
+        .unwrap();
+        r.register(Box::new(jobs_due.clone())).unwrap();
+        let jobs_runs = counter_vec(
+            &r,
+            "hermes_jobs_runs_total",
+            "Runs of scheduled jobs queued, by trigger (schedule, manual).",
+            &["trigger"],
+        );
+        let jobs_claim_lag = Histogram::with_opts(
+            HistogramOpts::new(
+                "hermes_jobs_claim_lag_seconds",
+                "Time from a job's due time to the scheduler claiming it.",
+            )
+            .buckets(lat.clone()),
+        )
+        .unwrap();
+        r.register(Box::new(jobs_claim_lag.clone())).unwrap();
         let held_messages = gauge_vec(
             &r,
             "hermes_stage_held_messages",
@@ -568,6 +593,9 @@ impl Metrics {
             commit_batch_fallbacks,
             runs,
             runs_swept,
+            jobs_due,
+            jobs_runs,
+            jobs_claim_lag,
             held_messages,
             dependency_up,
             dependency_outages,

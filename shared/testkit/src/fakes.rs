@@ -27,6 +27,7 @@ pub fn api_inbound(text: &str) -> hermes_types::model::Inbound {
         params: Default::default(),
         stream: false,
         policy: Default::default(),
+        job: None,
     }
 }
 

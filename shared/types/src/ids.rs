@@ -133,6 +133,10 @@ impl ResponseId {
             .flatten()
     }
 }
+uuid_id!(
+    /// A scheduled job (`jobs`): a prompt run on a schedule for its owner (docs/api.md, jobs).
+    JobId
+);
 
 #[cfg(test)]
 mod tests {

@@ -83,6 +83,24 @@ async fn chained_to(
     }
 }
 
+/// The conversation of the stored response `previous` and the ones it chains to, for a run
+/// that continues it (`POST /v1/runs` with `previous_response_id`): 404
+/// `previous_response_not_found` as for a chained response.
+pub(crate) async fn conversation_before(
+    app: &AppState,
+    caller: &Caller,
+    previous: &str,
+) -> Result<Vec<ChatMessage>, ApiError> {
+    let client = app.ctx.db.get().await.map_err(|_| unavailable())?;
+    let Some(id) = chained_to(&client, caller, Some(previous), None).await? else {
+        return Ok(Vec::new());
+    };
+    let chain = responses::chain(&client, id)
+        .await
+        .map_err(|_| unavailable())?;
+    Ok(input::history(&chain))
+}
+
 async fn handle(
     app: &AppState,
     caller: &Caller,
@@ -236,7 +254,7 @@ async fn retrieve(app: &AppState, caller: &Caller, id: &str) -> Result<Response,
             r.output_text.as_deref().unwrap_or_default(),
             r.usage,
         ),
-        Some(r) if r.status == RunStatus::Failed => Body::failed(
+        Some(r) if matches!(r.status, RunStatus::Failed | RunStatus::Cancelled) => Body::failed(
             r.error_code.as_deref().unwrap_or("failed"),
             r.output_text.as_deref().unwrap_or_default(),
         ),

@@ -12,6 +12,8 @@ pub enum Status {
     InProgress,
     Completed,
     Failed,
+    /// Stopped at a caller's request (`POST /v1/runs/{id}/stop` of its run).
+    Cancelled,
 }
 
 impl Status {
@@ -20,6 +22,7 @@ impl Status {
             Status::InProgress => "in_progress",
             Status::Completed => "completed",
             Status::Failed => "failed",
+            Status::Cancelled => "cancelled",
         }
     }
 }
@@ -69,10 +72,14 @@ impl Body {
         }
     }
 
-    /// A failed run.
+    /// A failed run (a stopped one is `cancelled`, with its error all the same).
     pub fn failed(code: &str, message: &str) -> Self {
         Self {
-            status: Status::Failed,
+            status: if code == hermes_types::model::FailureCode::Cancelled.as_str() {
+                Status::Cancelled
+            } else {
+                Status::Failed
+            },
             output: Vec::new(),
             usage: None,
             error: Some((code.to_string(), message.to_string())),

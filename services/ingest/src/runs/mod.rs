@@ -128,10 +128,12 @@ async fn start(
         .and_then(TraceParent::parse)
         .map(|t| t.child())
         .unwrap_or_else(TraceParent::generate);
-    // The boundary with the response store: the turns it rebuilds from
-    // `previous_response_id` go in as `earlier`, before the caller's own history. Until
-    // responses are stored, the id is recorded with the run (its `metadata`) only.
-    let earlier: Vec<ChatMessage> = Vec::new();
+    // The stored responses a run continues: their conversation, tool rounds included, goes
+    // in before the caller's own history (docs/api.md, runs).
+    let earlier: Vec<ChatMessage> = match request.previous_response_id.as_deref() {
+        Some(previous) => crate::responses::conversation_before(app, caller, previous).await?,
+        None => Vec::new(),
+    };
     let inbound = Inbound {
         event: MessageEvent {
             platform: Platform::Api,
@@ -152,6 +154,7 @@ async fn start(
         // Runs are followed through their events: the model's text is streamed onto them.
         stream: true,
         policy: request.policy.clone(),
+        job: None,
     };
     // The first event, before the broker has the run: the run is visible to its key from
     // the moment it is accepted. Redis away only delays that until the router's row.

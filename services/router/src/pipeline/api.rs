@@ -25,7 +25,11 @@ impl Router {
             )));
         }
         let client = self.ctx.db.get().await?;
-        let catalog = self.tools.tools(&client).await?;
+        let mut catalog = self.tools.tools(&client).await?;
+        // A scheduled job may narrow its tools to some toolsets (docs/api.md, jobs).
+        if let Some(toolsets) = inbound.job.as_ref().and_then(|j| j.toolsets.as_ref()) {
+            catalog.retain(|t| toolsets.contains(&t.toolset));
+        }
         let policy = &inbound.policy;
         let local = local_host_toolsets(&self.ctx.config.file.mcp_servers);
         let tools = tool_gate::offered_to(
@@ -63,7 +67,12 @@ impl Router {
             return Ok((Vec::new(), Decided::uncharged("duplicate")));
         }
         tracing::info!(tier = tier.as_str(), tools = tools.len(), "run routed");
-        let chain = self.tier_chain(tier);
+        let mut chain = self.tier_chain(tier);
+        // A scheduled job's model override is tried first, the tier's chain after it.
+        if let Some(model) = inbound.job.as_ref().and_then(|j| j.model.as_ref()) {
+            chain.retain(|m| m != model);
+            chain.insert(0, model.clone());
+        }
         let request = api_request(inbound, tier, chain, messages, tools);
         Ok((vec![env.follow(&request)], Decided::uncharged("routed")))
     }
@@ -120,6 +129,7 @@ mod tests {
             params,
             stream,
             policy: Default::default(),
+            job: None,
         }
     }
 

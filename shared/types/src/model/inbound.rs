@@ -94,6 +94,9 @@ pub struct Inbound {
     /// offered and what its tool calls may execute (docs/api.md, runs).
     #[serde(default, skip_serializing_if = "ToolPolicy::is_default")]
     pub policy: ToolPolicy,
+    /// A scheduled job's run (docs/api.md, jobs): its toolsets and model override.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobRunOptions>,
 }
 
 impl Inbound {

@@ -9,6 +9,7 @@ mod jobs;
 mod kinds;
 mod llm;
 mod reply;
+mod scheduled;
 
 pub use chat::*;
 pub use inbound::*;
@@ -16,3 +17,4 @@ pub use jobs::*;
 pub use kinds::*;
 pub use llm::*;
 pub use reply::*;
+pub use scheduled::*;
