@@ -1,6 +1,7 @@
 //! End-to-end tests of the fleet through its public surfaces, against the real servers.
 
 mod agent_webhooks;
+mod api_edges;
 mod bus;
 mod channels;
 mod conversations;
@@ -11,6 +12,7 @@ mod deploy;
 mod docs;
 mod failures_told;
 mod faults;
+mod idempotency;
 mod ingest;
 mod key_budgets;
 mod lifecycle;

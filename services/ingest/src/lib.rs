@@ -6,15 +6,19 @@ mod accept;
 mod auth;
 pub mod channels;
 mod chat;
+mod cors;
+mod health;
+mod idempotency;
 pub mod openai;
 mod rest;
+pub mod routes;
 mod statuses;
 mod stream;
 mod wait;
 mod webhooks;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -30,10 +34,12 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::StreamExt;
 use hermes_cache::dedupe::Dedupe;
+use hermes_cache::idempotency::Idempotency;
 use hermes_cache::rate_limit::RateLimiter;
 use hermes_cache::run_events::{RunEvents, Waiters};
 use hermes_runtime::Ctx;
 use hermes_runtime::http::{ApiError, bound_body, track};
+use routes::{Surface, Verb};
 use serde_json::json;
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -51,7 +57,10 @@ pub struct Shared {
     pub waiters: Waiters,
     pub dedupe: Dedupe,
     pub limiter: RateLimiter,
+    pub idempotency: Idempotency,
     keys: rest::KeyCache,
+    /// When this replica started (its uptime on `/health/detailed`).
+    started: Instant,
 }
 
 impl AppState {
@@ -61,7 +70,9 @@ impl AppState {
             waiters: Waiters::default(),
             dedupe: Dedupe::new(ctx.cache.clone()),
             limiter: RateLimiter::new(ctx.cache.clone()),
+            idempotency: Idempotency::new(ctx.cache.clone()),
             keys: rest::KeyCache::default(),
+            started: Instant::now(),
             ctx,
         }))
     }
@@ -97,7 +108,7 @@ async fn health() -> Json<serde_json::Value> {
 async fn models(State(app): State<AppState>) -> Json<serde_json::Value> {
     Json(json!({
         "object": "list",
-        "data": [{ "id": app.ctx.config.file.api.model_name, "object": "model", "owned_by": "hermes" }]
+        "data": [{ "id": app.ctx.config.api.model_name, "object": "model", "owned_by": "hermes" }]
     }))
 }
 
@@ -172,18 +183,34 @@ pub fn app(state: AppState) -> Router {
     // read. REST keys are resolved inside the slot: that look-up may reach PostgreSQL.
     let slots = Arc::new(Semaphore::new(state.ctx.config.max_in_flight));
     let slot = middleware::from_fn_with_state(slots, bound_in_flight);
-    let api = Router::new()
-        .route("/v1/chat/completions", post(chat::completions))
-        .route("/v1/models", get(models))
-        // API keys may be resolved in PostgreSQL, as REST keys are: inside the slot.
+    // The API's routes, through one list: the capability flags are read from it. Every
+    // group goes through the idempotency middleware (POSTs with an Idempotency-Key) after
+    // its caller was authorized, and within a slot.
+    let api = Surface::default()
+        .route(Verb::Post, "/v1/chat/completions", chat::completions)
+        .route(Verb::Get, "/v1/models", models)
+        .route(Verb::Get, "/health/detailed", health::detailed);
+    let rest = Surface::default()
+        .route(Verb::Post, "/v1/messages", rest::post_message)
+        .route(Verb::Get, "/v1/runs/{id}", rest::get_run);
+    let all: Vec<_> = [api.mounted(), rest.mounted()].concat();
+    let cors = cors::Origins::new(&state.ctx.config.api.cors_origins);
+    let api = routes::with_capabilities(api, &all, cors.is_some());
+    let idempotent = middleware::from_fn_with_state(state.clone(), idempotency::idempotent);
+    // API keys may be resolved in PostgreSQL, as REST keys are: inside the slot.
+    let api = api
+        .into_parts()
+        .0
+        .route_layer(idempotent.clone())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             rest::require_chat_caller,
         ))
         .route_layer(slot.clone());
-    let rest = Router::new()
-        .route("/v1/messages", post(rest::post_message))
-        .route("/v1/runs/{id}", get(rest::get_run))
+    let rest = rest
+        .into_parts()
+        .0
+        .route_layer(idempotent)
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             rest::require_caller,
@@ -233,7 +260,7 @@ pub fn app(state: AppState) -> Router {
                 .layer(DefaultBodyLimit::max(state.ctx.config.meta_max_body_bytes)),
         );
     let bounded = api.merge(rest).merge(webhooks);
-    Router::new()
+    let app = Router::new()
         .route("/health", get(health))
         .route("/v1/health", get(health))
         .merge(bounded)
@@ -246,7 +273,13 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
         .layer(middleware::from_fn_with_state(metrics, track))
         .layer(middleware::from_fn(security_headers))
-        .layer(CatchPanicLayer::custom(panic_response))
+        .layer(CatchPanicLayer::custom(panic_response));
+    // Outermost: preflights are answered before anything else runs, and every answer to an
+    // allowed origin (errors and panics included) carries the CORS headers.
+    match cors {
+        Some(origins) => app.layer(middleware::from_fn_with_state(origins, cors::cors)),
+        None => app,
+    }
 }
 
 /// Bind `HERMES_HTTP_ADDR` and serve until `ctx.stop`.

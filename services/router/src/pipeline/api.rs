@@ -12,7 +12,10 @@ use crate::messages;
 
 impl Router {
     pub(super) async fn prepare_api(&self, inbound: Inbound) -> Result<Decision, StageError> {
-        let messages = messages::api_turns(&inbound);
+        let messages = messages::under_core_prompt(
+            self.ctx.config.file.api.core_prompt(),
+            messages::api_turns(&inbound),
+        );
         let has_user_text = messages.iter().any(|m| {
             m.role == Role::User && m.content.as_deref().is_some_and(|c| !c.trim().is_empty())
         });
