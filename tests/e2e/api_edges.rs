@@ -241,15 +241,7 @@ async fn detailed_health_reports_dependencies_queues_and_runs_to_the_operator_on
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_core_prompt_comes_before_the_callers_system_message() {
-    use wiremock::matchers::method;
-    use wiremock::{Mock, MockServer, ResponseTemplate};
-    let provider = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(
-            ResponseTemplate::new(200).set_body_json(hermes_testkit::openai_answer("ok", 1, 1)),
-        )
-        .mount(&provider)
-        .await;
+    let provider = hermes_testkit::openai_fake("ok").await;
     let dir = std::env::temp_dir().join(format!("hermes-core-{}", uuid::Uuid::now_v7()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(

@@ -34,20 +34,9 @@ async fn runs(env: &TestEnv) -> i64 {
     hermes_testkit::count(&env.db(), "SELECT count(*) FROM agent_runs", &[]).await
 }
 
-async fn fake_model() -> MockServer {
-    let provider = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(
-            ResponseTemplate::new(200).set_body_json(hermes_testkit::openai_answer("once", 3, 4)),
-        )
-        .mount(&provider)
-        .await;
-    provider
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_repeat_is_the_first_answer_and_another_body_is_a_conflict() {
-    let provider = fake_model().await;
+    let provider = hermes_testkit::openai_fake("once").await;
     let mut env = TestEnv::new().await;
     env.openai_mock(&provider.uri());
     let fleet = env.start(&Service::ALL).await;
@@ -253,5 +242,26 @@ async fn concurrent_duplicates_on_two_replicas_make_one_run() {
     let second = Arc::try_unwrap(second).ok().expect("only owner");
     second.stop().await.unwrap();
     let fleet = Arc::try_unwrap(fleet).ok().expect("only owner");
+    fleet.stop().await.unwrap();
+}
+
+/// Redis away: requests with a key are served without idempotency (counted), not refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_redis_a_keyed_request_is_served_and_counted() {
+    let mut env = TestEnv::new().await;
+    let redis = env.behind_proxy(hermes_testkit::Server::Redis).await;
+    // Ingest alone: the message is accepted (queued) whatever happens to it next.
+    let fleet = env.start(&[Service::Ingest]).await;
+    redis.set_down(true);
+    let body = json!({"sender_id": "s-1", "text": "hi"});
+    let resp = post(&fleet, "/v1/messages", "k-redis", &body).await;
+    assert_eq!(resp.status(), 202);
+    assert!(!resp.headers().contains_key("idempotency-replayed"));
+    let m = fleet.metrics().await;
+    assert_eq!(
+        metric(&m, "hermes_idempotency_total{outcome=\"unavailable\"}"),
+        Some(1.0)
+    );
+    redis.set_down(false);
     fleet.stop().await.unwrap();
 }

@@ -13,6 +13,7 @@ mod docs;
 mod failures_told;
 mod faults;
 mod idempotency;
+mod images;
 mod ingest;
 mod key_budgets;
 mod lifecycle;

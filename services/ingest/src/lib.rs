@@ -9,6 +9,7 @@ mod chat;
 mod cors;
 mod health;
 mod idempotency;
+mod images;
 pub mod openai;
 mod rest;
 pub mod routes;
@@ -65,6 +66,7 @@ pub struct Shared {
 
 impl AppState {
     pub fn new(ctx: Ctx) -> Self {
+        images::set_max_bytes(ctx.config.api.image_max_bytes);
         Self(Arc::new(Shared {
             events: RunEvents::new(ctx.cache.clone()),
             waiters: Waiters::default(),

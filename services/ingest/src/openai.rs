@@ -3,7 +3,7 @@
 
 use hermes_runtime::http::ApiError;
 use hermes_types::ids::RunId;
-use hermes_types::model::{CallParams, ChatMessage, JsonSchemaFormat, Role, Usage};
+use hermes_types::model::{CallParams, ChatMessage, ImageRef, JsonSchemaFormat, Role, Usage};
 use hermes_types::openai_wire::WireToolCall;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -214,45 +214,79 @@ fn call_params(wire: &mut WireRequest) -> Result<CallParams, ApiError> {
     })
 }
 
-fn content_text(i: usize, content: Option<Value>) -> Result<Option<String>, ApiError> {
-    match content {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(Value::Array(parts)) => {
-            let mut text = String::new();
-            for part in parts {
-                match part.get("type").and_then(Value::as_str) {
-                    Some("text") => {
-                        if let Some(t) = part.get("text").and_then(Value::as_str) {
-                            if !text.is_empty() {
-                                text.push('\n');
-                            }
-                            text.push_str(t);
-                        }
+/// The URL of an `image_url` part: `{"image_url": {"url": …}}`, or the bare string some
+/// clients send.
+fn image_url_of(i: usize, part: &Value) -> Result<&str, ApiError> {
+    let v = part.get("image_url");
+    v.and_then(|v| v.get("url"))
+        .or(v)
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            invalid(format!(
+                "messages[{i}]: an image_url part needs image_url.url"
+            ))
+        })
+}
+
+/// A message's content: its text (parts joined by newlines) and its images. Images are
+/// taken in user messages; uploaded files and other parts are refused by name.
+fn content(
+    i: usize,
+    role: Role,
+    content: Option<Value>,
+) -> Result<(Option<String>, Vec<ImageRef>), ApiError> {
+    let parts = match content {
+        None | Some(Value::Null) => return Ok((None, Vec::new())),
+        Some(Value::String(s)) => return Ok((Some(s), Vec::new())),
+        Some(Value::Array(parts)) => parts,
+        Some(_) => {
+            return Err(invalid(format!(
+                "messages[{i}].content must be a string or an array of parts"
+            )));
+        }
+    };
+    let mut text = String::new();
+    let mut images = Vec::new();
+    for part in parts {
+        match part.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                if let Some(t) = part.get("text").and_then(Value::as_str) {
+                    if !text.is_empty() {
+                        text.push('\n');
                     }
-                    Some(other) => {
-                        return Err(ApiError::bad_request(
-                            "unsupported_content_type",
-                            format!(
-                                "messages[{i}]: content parts of type {other:?} are not supported yet"
-                            ),
-                        ));
-                    }
-                    None => {
-                        return Err(ApiError::bad_request(
-                            "invalid_request",
-                            format!("messages[{i}]: every content part needs a type"),
-                        ));
-                    }
+                    text.push_str(t);
                 }
             }
-            Ok(Some(text))
+            Some("image_url") if role == Role::User => {
+                images.push(crate::images::image_ref(image_url_of(i, &part)?)?);
+            }
+            Some("image_url") => {
+                return Err(invalid(format!(
+                    "messages[{i}]: images are taken in user messages only"
+                )));
+            }
+            Some(kind @ ("file" | "input_file")) => {
+                return Err(ApiError::bad_request(
+                    "unsupported_content_type",
+                    format!(
+                        "messages[{i}]: uploaded files ({kind:?} parts) are not supported; send images as image_url parts"
+                    ),
+                ));
+            }
+            Some(other) => {
+                return Err(ApiError::bad_request(
+                    "unsupported_content_type",
+                    format!("messages[{i}]: content parts of type {other:?} are not supported"),
+                ));
+            }
+            None => {
+                return Err(invalid(format!(
+                    "messages[{i}]: every content part needs a type"
+                )));
+            }
         }
-        Some(_) => Err(ApiError::bad_request(
-            "invalid_request",
-            format!("messages[{i}].content must be a string or an array of parts"),
-        )),
     }
+    Ok((Some(text), images))
 }
 
 /// Parse and validate a request body.
@@ -304,12 +338,13 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest, ApiError> {
                 format!("messages[{i}]: a tool message needs tool_call_id"),
             ));
         }
+        let (text, images) = content(i, role, m.content)?;
         messages.push(ChatMessage {
             role,
-            content: content_text(i, m.content)?,
+            content: text,
             tool_calls,
             tool_call_id: m.tool_call_id,
-            images: Vec::new(),
+            images,
         });
     }
     if !messages
@@ -353,6 +388,16 @@ pub fn completion(run: RunId, model: &str, text: &str, finish_reason: &str, usag
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn image_parts_become_the_user_turns_images() {
+        let r = parse(br#"{"messages":[{"role":"user","content":[{"type":"text","text":"what is this?"},{"type":"image_url","image_url":{"url":"https://cdn.example/cat.png","detail":"high"}},{"type":"image_url","image_url":"data:image/gif;base64,R0lGODlhAQABAAAAACw="}]}]}"#).unwrap();
+        let m = &r.messages[0];
+        assert_eq!(m.content.as_deref(), Some("what is this?"));
+        assert_eq!(m.images.len(), 2);
+        assert_eq!(m.images[0].url, "https://cdn.example/cat.png");
+        assert_eq!(m.images[1].mime_type.as_deref(), Some("image/gif"));
+    }
 
     #[test]
     fn a_plain_request_parses() {
@@ -521,7 +566,27 @@ mod tests {
             ),
             (
                 br#"{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}"#,
+                "invalid_request",
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":[{"type":"text","text":"x"},{"type":"input_file","file_id":"f"}]}]}"#,
                 "unsupported_content_type",
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":[{"type":"text","text":"x"},{"type":"file","file":{"file_id":"f"}}]}]}"#,
+                "unsupported_content_type",
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":[{"type":"text","text":"x"},{"type":"input_audio"}]}]}"#,
+                "unsupported_content_type",
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":[{"type":"text","text":"x"},{"type":"image_url","image_url":{"url":"data:application/pdf;base64,JVBERi0="}}]}]}"#,
+                "unsupported_content_type",
+            ),
+            (
+                br#"{"messages":[{"role":"system","content":[{"type":"image_url","image_url":{"url":"https://a.example/x.png"}}]},{"role":"user","content":"x"}]}"#,
+                "invalid_request",
             ),
             (
                 br#"{"messages":[{"role":"user","content":5}]}"#,

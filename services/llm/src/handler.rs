@@ -9,6 +9,7 @@ use hermes_runtime::stage::{Handler, StageError};
 use hermes_types::envelope::{Envelope, MessageKind};
 use hermes_types::model::{ChatMessage, LlmRequest, Outcome, Reply, Role, ToolRequest};
 
+use crate::images::ImageFetcher;
 use crate::memory::{Extracted, Memorized, MemoryWriter};
 use crate::stream::RunStream;
 pub use hermes_gateway::RETRY_MESSAGE;
@@ -23,16 +24,38 @@ pub struct LlmStage {
     ctx: Ctx,
     gateway: Gateway,
     memory: MemoryWriter,
+    images: ImageFetcher,
 }
 
 impl LlmStage {
     /// The stage calling models through `gateway`, with the memory writer of `ctx`.
     pub fn new(ctx: Ctx, gateway: Gateway) -> Self {
         let memory = MemoryWriter::new(ctx.clone());
+        let images = ImageFetcher::new(&ctx.config);
         Self {
             ctx,
             gateway,
             memory,
+            images,
+        }
+    }
+
+    /// Call the model chain for `request`, an API caller's image URLs fetched first.
+    async fn complete(&self, env: &Envelope, request: &LlmRequest) -> Result<Served, GatewayError> {
+        let inlined = match self.images.inline(request).await {
+            Ok(inlined) => inlined,
+            Err(why) => return Err(GatewayError::Input(why)),
+        };
+        let request = inlined.as_ref().unwrap_or(request);
+        let user = request.exchange.as_ref().map(|x| x.user_id);
+        if request.stream {
+            let stream = RunStream::start(&self.ctx, env.run_id, request.tool_round);
+            let result = self.gateway.complete(request, user, Some(&stream)).await;
+            // Every delta is on the run's stream before the final event can be.
+            stream.finish().await;
+            result
+        } else {
+            self.gateway.complete(request, user, None).await
         }
     }
 }
@@ -67,16 +90,7 @@ impl Handler for LlmStage {
         }
         // Any other kind fails to decode here and is parked as poison.
         let request: LlmRequest = env.payload()?;
-        let user = request.exchange.as_ref().map(|x| x.user_id);
-        let result = if request.stream {
-            let stream = RunStream::start(&self.ctx, env.run_id, request.tool_round);
-            let result = self.gateway.complete(&request, user, Some(&stream)).await;
-            // Every delta is on the run's stream before the final event can be.
-            stream.finish().await;
-            result
-        } else {
-            self.gateway.complete(&request, user, None).await
-        };
+        let result = self.complete(env, &request).await;
         // PostgreSQL away while the workspace's secrets were read: hold the message like any
         // other outage (docs/architecture.md §4); the global keys are never the fallback.
         let result = match result {

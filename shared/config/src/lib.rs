@@ -149,6 +149,8 @@ pub struct ApiSurface {
     pub model_name: String,
     /// `HERMES_IMAGE_MAX_BYTES`: the largest image a caller may send.
     pub image_max_bytes: usize,
+    /// `HERMES_IMAGE_FETCH_ALLOW`: non-public hosts an image URL may reach.
+    pub image_fetch_allow: Vec<AllowRule>,
 }
 
 /// Days each family of tables keeps its rows; 0 keeps them for ever (`docs/security.md`).

@@ -47,6 +47,7 @@ impl Config {
         let cors_origins = r.get(&api::API_SERVER_CORS_ORIGINS).unwrap_or_default();
         let model_name = r.get(&api::API_SERVER_MODEL_NAME);
         let image_max_bytes = r.get(&api::HERMES_IMAGE_MAX_BYTES);
+        let image_fetch_allow = r.get(&api::HERMES_IMAGE_FETCH_ALLOW).unwrap_or_default();
         let provider = read_provider(&mut r);
         let global_daily_budget_micro_usd = r.get(&providers::LLM_GLOBAL_DAILY_BUDGET_USD);
         let llm_timeout = r.get(&providers::HERMES_LLM_TIMEOUT_SECS);
@@ -96,6 +97,7 @@ impl Config {
                     // The variable is an alias of the file's key and wins over it.
                     model_name: model_name.unwrap_or_else(|| file.api.model_name.clone()),
                     image_max_bytes: image_max_bytes?,
+                    image_fetch_allow,
                 },
                 http_header_timeout: http_header_timeout?,
                 http_body_timeout: http_body_timeout?,

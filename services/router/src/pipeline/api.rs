@@ -54,7 +54,12 @@ impl Router {
             return Ok((Vec::new(), Decided::uncharged("duplicate")));
         }
         tracing::info!(tier = tier.as_str(), tools = tools.len(), "run routed");
-        let chain = self.tier_chain(tier);
+        // Images go to the vision model, as a channel's do (docs/api.md, images).
+        let chain = if messages.iter().any(|m| !m.images.is_empty()) {
+            vec![self.ctx.config.file.router.vision_model.clone()]
+        } else {
+            self.tier_chain(tier)
+        };
         let request = api_request(inbound, tier, chain, messages, tools);
         Ok((vec![env.follow(&request)], Decided::uncharged("routed")))
     }

@@ -3,6 +3,7 @@
 
 use super::Unset::{Means, Value};
 use super::{kinds, settings};
+use crate::AllowRule;
 
 settings! {
     /// The API surface.
@@ -23,7 +24,13 @@ settings! {
             kind: kinds::COUNT_POSITIVE,
             unset: Value("5242880"),
             secret: false,
-            help: "largest image an API caller may send, decoded (`data:` URL) or fetched (http(s) URL); larger is 400 `image_too_large`",
+            help: "largest image an API caller may send, decoded (`data:` URL, else 400 `image_too_large`) or fetched by the llm stage (http(s) URL, else the run fails `invalid`)",
+        },
+        HERMES_IMAGE_FETCH_ALLOW: Vec<AllowRule> {
+            kind: kinds::ALLOW_LIST,
+            unset: Means("(none)"),
+            secret: false,
+            help: "comma-separated host names or CIDR ranges an API caller's image URL may reach although not public (else refused)",
         },
     ]
 }
