@@ -265,3 +265,52 @@ async fn without_redis_a_keyed_request_is_served_and_counted() {
     redis.set_down(false);
     fleet.stop().await.unwrap();
 }
+
+/// A caller that hangs up while its run goes on, then retries with the same key, gets the
+/// run's answer: the first request's answer is kept although nobody was there to read it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_that_hangs_up_and_retries_gets_the_first_runs_answer() {
+    let provider = MockServer::start().await;
+    let gate = Gate::default();
+    Mock::given(method("POST"))
+        .respond_with(gate.clone())
+        .mount(&provider)
+        .await;
+    let mut env = TestEnv::new().await;
+    env.openai_mock(&provider.uri());
+    let fleet = Arc::new(env.start(&Service::ALL).await);
+    let gone = {
+        let fleet = fleet.clone();
+        tokio::spawn(
+            async move { post(&fleet, "/v1/chat/completions", "hang-up", &chat("hi")).await },
+        )
+    };
+    eventually(Duration::from_secs(20), "the model called", || async {
+        (gate.calls() == 1).then_some(())
+    })
+    .await;
+    // The caller hangs up: its connection is dropped mid-request.
+    gone.abort();
+    assert!(gone.await.unwrap_err().is_cancelled());
+    let retry = {
+        let fleet = fleet.clone();
+        tokio::spawn(
+            async move { post(&fleet, "/v1/chat/completions", "hang-up", &chat("hi")).await },
+        )
+    };
+    eventually(Duration::from_secs(20), "the retry waiting", || async {
+        let m = fleet.metrics().await;
+        (metric(&m, "hermes_idempotency_waiting") == Some(1.0)).then_some(())
+    })
+    .await;
+    gate.open();
+    let retry = retry.await.unwrap();
+    assert_eq!(retry.status(), 200);
+    assert_eq!(retry.headers()["idempotency-replayed"], "true");
+    let answer: Value = retry.json().await.unwrap();
+    assert_eq!(answer["choices"][0]["message"]["content"], "together");
+    assert_eq!(gate.calls(), 1);
+    assert_eq!(runs(&env).await, 1);
+    let fleet = Arc::try_unwrap(fleet).ok().expect("only owner");
+    fleet.stop().await.unwrap();
+}

@@ -119,7 +119,20 @@ pub async fn idempotent(State(app): State<AppState>, req: Request, next: Next) -
         {
             Ok(Begin::Taken(marker)) => {
                 let req = Request::from_parts(parts, Body::from(body));
-                return run_first(&app, &redis_key, marker, req, next).await;
+                // Its own task: a caller that hangs up does not cancel the request, whose
+                // answer is then kept for the retry instead of its marker left to expire.
+                let (app, key) = (app.clone(), redis_key.clone());
+                let first =
+                    tokio::spawn(async move { run_first(&app, &key, marker, req, next).await });
+                return first.await.unwrap_or_else(|e| {
+                    tracing::error!(error = %e, "an idempotent request failed");
+                    ApiError::new(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "internal",
+                        "internal error",
+                    )
+                    .into_response()
+                });
             }
             Ok(Begin::Found(found)) => found,
             Err(e) => {
