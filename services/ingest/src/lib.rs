@@ -6,6 +6,7 @@ mod accept;
 mod auth;
 pub mod channels;
 mod chat;
+mod content;
 mod cors;
 mod health;
 mod idempotency;
