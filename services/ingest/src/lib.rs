@@ -188,7 +188,8 @@ pub fn app(state: AppState) -> Router {
     let slot = middleware::from_fn_with_state(slots, bound_in_flight);
     // The API's routes, through one list: the capability flags are read from it. Every
     // group goes through the idempotency middleware (POSTs with an Idempotency-Key) after
-    // its caller was authorized, and within a slot.
+    // its caller was authorized, and within a slot. A route mounted on `api` (the `chat`
+    // scope) or `rest` (the `messages` scope) before `all` is read gets all of that.
     let api = Surface::default()
         .route(Verb::Post, "/v1/chat/completions", chat::completions)
         .route(Verb::Get, "/v1/models", models)
@@ -202,8 +203,7 @@ pub fn app(state: AppState) -> Router {
     let idempotent = middleware::from_fn_with_state(state.clone(), idempotency::idempotent);
     // API keys may be resolved in PostgreSQL, as REST keys are: inside the slot.
     let api = api
-        .into_parts()
-        .0
+        .into_router()
         .route_layer(idempotent.clone())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
@@ -211,8 +211,7 @@ pub fn app(state: AppState) -> Router {
         ))
         .route_layer(slot.clone());
     let rest = rest
-        .into_parts()
-        .0
+        .into_router()
         .route_layer(idempotent)
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

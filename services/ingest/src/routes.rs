@@ -110,9 +110,9 @@ impl Surface {
         &self.mounted
     }
 
-    /// The router, and the list of what it mounts.
-    pub fn into_parts(self) -> (Router<AppState>, Vec<Mounted>) {
-        (self.router, self.mounted)
+    /// The router of what was mounted.
+    pub fn into_router(self) -> Router<AppState> {
+        self.router
     }
 }
 
