@@ -1,6 +1,7 @@
 //! End-to-end tests of the fleet through its public surfaces, against the real servers.
 
 mod agent_webhooks;
+mod api_edges;
 mod bench_fleet;
 mod bus;
 mod channels;
@@ -12,6 +13,8 @@ mod deploy;
 mod docs;
 mod failures_told;
 mod faults;
+mod idempotency;
+mod images;
 mod ingest;
 mod jobs;
 mod jobs_schedule;

@@ -70,7 +70,7 @@ async fn handle(
     .await?;
     let model_name = request
         .model
-        .unwrap_or_else(|| app.ctx.config.file.api.model_name.clone());
+        .unwrap_or_else(|| app.ctx.config.api.model_name.clone());
     if request.stream {
         let resp = stream::respond(
             &app.ctx,
@@ -230,10 +230,13 @@ pub(crate) fn failure(code: FailureCode, message: String) -> ApiError {
     ApiError::new(status, code.as_str(), message)
 }
 
+/// The header naming the run an accepted request started.
+pub(crate) const RUN_ID_HEADER: &str = "x-hermes-run-id";
+
 /// Name the run on the answer, so the caller can look it up (and report it) later.
 pub(crate) fn with_run_id(mut resp: Response, run: RunId) -> Response {
     if let Ok(v) = HeaderValue::from_str(&run.to_string()) {
-        resp.headers_mut().insert("x-hermes-run-id", v);
+        resp.headers_mut().insert(RUN_ID_HEADER, v);
     }
     resp
 }

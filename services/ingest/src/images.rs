@@ -1,91 +1,175 @@
-//! Images an API caller sends with a turn (docs/api.md): a `data:image/…;base64` URL of a
-//! type the vision models read, or an http(s) address the provider adapter fetches. Anything
-//! else (another `data:` type, a file, another scheme) is refused with 400
-//! `unsupported_content_type` before the message is accepted.
+//! Images an API caller sends (docs/api.md, images): an `image_url` (chat completions) or
+//! `input_image` (responses) URL becomes an [`ImageRef`]. A `data:` URL is checked here,
+//! whole: an image type the providers take, valid base64, bytes that are what the type
+//! says, and at most `HERMES_IMAGE_MAX_BYTES` decoded. An http(s) URL is only parsed here;
+//! the llm stage fetches it through the SSRF guard right before the model call, with the
+//! same limits, so that no bytes of it ever travel in a queue message.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use base64::Engine;
 use hermes_runtime::http::ApiError;
-use hermes_types::data_url;
-use hermes_types::model::ImageRef;
+use hermes_types::model::{IMAGE_TYPES, ImageRef, sniff_image};
 
-/// The image types a `data:` URL may carry.
-const INLINE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+/// `HERMES_IMAGE_MAX_BYTES` of this process, set once at start ([`set_max_bytes`]): the
+/// parsers that call [`image_ref`] have no configuration at hand, and every ingest of a
+/// process reads the same environment.
+static MAX_BYTES: AtomicUsize = AtomicUsize::new(5 * 1024 * 1024);
 
-fn unsupported(message: String) -> ApiError {
-    ApiError::bad_request("unsupported_content_type", message)
+/// Set the decoded size limit of `data:` images.
+pub(crate) fn set_max_bytes(max: usize) {
+    MAX_BYTES.store(max, Ordering::Relaxed);
 }
 
-/// The image at `url`, or why it cannot be sent to a model.
-pub fn image_ref(url: &str) -> Result<ImageRef, ApiError> {
-    let url = url.trim();
-    if let Some(inline) = data_url::parse_base64(url) {
-        let mime = inline.mime.map(str::to_ascii_lowercase).unwrap_or_default();
-        if !INLINE_TYPES.contains(&mime.as_str()) {
-            return Err(unsupported(format!(
-                "data: URLs must hold a PNG, JPEG, GIF or WebP image, not {:?}",
-                if mime.is_empty() {
-                    "untyped data"
-                } else {
-                    &mime
-                }
-            )));
-        }
-        if inline.data.trim().is_empty() {
-            return Err(unsupported("the data: URL holds no image".into()));
-        }
-        return Ok(ImageRef {
-            url: url.to_string(),
-            mime_type: Some(mime),
-        });
+fn invalid(message: String) -> ApiError {
+    ApiError::bad_request("invalid_image", message)
+}
+
+/// The image a caller's URL names, checked as far as ingest can without fetching.
+pub(crate) fn image_ref(url: &str) -> Result<ImageRef, ApiError> {
+    if let Some(rest) = url.strip_prefix("data:") {
+        return data_image(url, rest);
     }
     match url::Url::parse(url) {
-        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(ImageRef {
-            url: u.to_string(),
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => Ok(ImageRef {
+            url: url.to_string(),
             mime_type: None,
         }),
-        _ => Err(unsupported(
-            "an image must be an http(s) URL or a data:image/…;base64 URL".into(),
+        _ => Err(ApiError::bad_request(
+            "invalid_request",
+            "an image URL must be an http(s) URL or a data:image/… URL",
         )),
     }
+}
+
+/// A `data:<type>[;…];base64,<payload>` image, checked whole.
+fn data_image(url: &str, rest: &str) -> Result<ImageRef, ApiError> {
+    let (header, payload) = rest
+        .split_once(',')
+        .ok_or_else(|| invalid("a data: URL needs a ',' before its data".into()))?;
+    let mut params = header.split(';');
+    let mime = params
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    if !mime.starts_with("image/") {
+        return Err(ApiError::bad_request(
+            "unsupported_content_type",
+            format!("data: URLs of type {mime:?} are not supported; only images are"),
+        ));
+    }
+    // `image/jpg` is common enough in the wild to be read as what it means.
+    let mime = if mime == "image/jpg" {
+        "image/jpeg".to_string()
+    } else {
+        mime
+    };
+    let Some(mime) = IMAGE_TYPES.iter().find(|t| **t == mime) else {
+        return Err(ApiError::bad_request(
+            "unsupported_content_type",
+            format!(
+                "images of type {mime:?} are not supported; send {}",
+                IMAGE_TYPES.join(", ")
+            ),
+        ));
+    };
+    if !params.any(|p| p.trim().eq_ignore_ascii_case("base64")) {
+        return Err(invalid(
+            "an image data: URL must be base64 (;base64,)".into(),
+        ));
+    }
+    let max = MAX_BYTES.load(Ordering::Relaxed);
+    // Four characters make three bytes: a payload that cannot fit is refused undecoded.
+    if payload.len() / 4 * 3 > max + 3 {
+        return Err(too_large(max));
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(payload.trim())
+        .map_err(|e| invalid(format!("the image's base64 is not valid: {e}")))?;
+    if bytes.len() > max {
+        return Err(too_large(max));
+    }
+    match sniff_image(&bytes) {
+        Some(found) if found == *mime => Ok(ImageRef {
+            url: url.to_string(),
+            mime_type: Some(mime.to_string()),
+        }),
+        Some(found) => Err(invalid(format!(
+            "the data: URL says {mime} but holds {found}"
+        ))),
+        None => Err(invalid(format!(
+            "the data: URL's bytes are not a {mime} image"
+        ))),
+    }
+}
+
+fn too_large(max: usize) -> ApiError {
+    ApiError::bad_request(
+        "image_too_large",
+        format!("an image may be at most {max} bytes"),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// A PNG's first bytes, base64.
+    const PNG: &str = "iVBORw0KGgoAAAANSUhEUg==";
+
     #[test]
-    fn inline_images_and_web_addresses_are_taken() {
-        let r = image_ref("data:image/png;base64,iVBORw0KGgo=").unwrap();
+    fn http_and_image_data_urls_are_taken() {
+        let r = image_ref("https://cdn.example/cat.png?x=1").unwrap();
+        assert_eq!(r.url, "https://cdn.example/cat.png?x=1");
+        assert_eq!(r.mime_type, None);
+        let url = format!("data:image/png;base64,{PNG}");
+        let r = image_ref(&url).unwrap();
+        assert_eq!((r.url, r.mime_type.as_deref()), (url, Some("image/png")));
+        let r = image_ref(&format!("data:image/PNG;charset=x;base64,{PNG}")).unwrap();
         assert_eq!(r.mime_type.as_deref(), Some("image/png"));
-        let r = image_ref("DATA:Image/JPEG;BASE64,/9j/").unwrap();
-        assert_eq!(r.mime_type.as_deref(), Some("image/jpeg"));
-        let r = image_ref("https://example.com/cat.png").unwrap();
-        assert_eq!(
-            (r.url.as_str(), r.mime_type),
-            ("https://example.com/cat.png", None)
-        );
-        assert!(image_ref("http://example.com/a.webp").is_ok());
     }
 
     #[test]
-    fn other_content_is_refused_as_unsupported() {
-        for url in [
-            "data:application/pdf;base64,JVBERi0=",
-            "data:text/plain;base64,aGk=",
-            "data:image/svg+xml;base64,PHN2Zz4=",
-            "data:;base64,AAAA",
-            "data:image/png,not-base64",
-            "data:image/png;base64,",
-            "file:///etc/passwd",
-            "ftp://example.com/a.png",
-            "file-abc123",
-            "",
+    fn other_urls_and_bad_data_are_refused_with_their_reason() {
+        for (url, code) in [
+            ("ftp://cdn.example/cat.png".to_string(), "invalid_request"),
+            ("file:///etc/passwd".into(), "invalid_request"),
+            ("cat.png".into(), "invalid_request"),
+            (
+                "data:application/pdf;base64,JVBERi0=".into(),
+                "unsupported_content_type",
+            ),
+            ("data:text/plain,hello".into(), "unsupported_content_type"),
+            (
+                "data:image/svg+xml;base64,PHN2Zz4=".into(),
+                "unsupported_content_type",
+            ),
+            (format!("data:image/png,{PNG}"), "invalid_image"),
+            (
+                "data:image/png;base64,!!!not base64".into(),
+                "invalid_image",
+            ),
+            ("data:image/png;base64".into(), "invalid_image"),
+            // A JPEG's magic numbers under a PNG's name.
+            ("data:image/png;base64,/9j/4AAQ".into(), "invalid_image"),
+            ("data:image/gif;base64,PGh0bWw+".into(), "invalid_image"),
         ] {
-            let e = image_ref(url).unwrap_err();
+            let e = image_ref(&url).unwrap_err();
             assert_eq!(
                 (e.status.as_u16(), e.code),
-                (400, "unsupported_content_type"),
-                "{url}"
+                (400, code),
+                "{url}: {}",
+                e.message
             );
         }
+    }
+
+    #[test]
+    fn a_data_image_over_the_limit_is_refused() {
+        let big = base64::engine::general_purpose::STANDARD
+            .encode([&b"\x89PNG\r\n\x1a\n"[..], &vec![0u8; 6 * 1024 * 1024]].concat());
+        let e = image_ref(&format!("data:image/png;base64,{big}")).unwrap_err();
+        assert_eq!(e.code, "image_too_large");
     }
 }

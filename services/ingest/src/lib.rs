@@ -6,12 +6,17 @@ mod accept;
 mod auth;
 pub mod channels;
 mod chat;
+mod content;
+mod cors;
+mod health;
+mod idempotency;
 mod images;
 mod jobs;
 pub mod openai;
 pub mod openapi;
 mod responses;
 mod rest;
+pub mod routes;
 mod runs;
 mod statuses;
 mod stream;
@@ -19,7 +24,7 @@ mod wait;
 mod webhooks;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -35,10 +40,12 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::StreamExt;
 use hermes_cache::dedupe::Dedupe;
+use hermes_cache::idempotency::Idempotency;
 use hermes_cache::rate_limit::RateLimiter;
 use hermes_cache::run_events::{RunEvents, Waiters};
 use hermes_runtime::Ctx;
 use hermes_runtime::http::{ApiError, bound_body, track};
+use routes::{Surface, Verb};
 use serde_json::json;
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -56,17 +63,23 @@ pub struct Shared {
     pub waiters: Waiters,
     pub dedupe: Dedupe,
     pub limiter: RateLimiter,
+    pub idempotency: Idempotency,
     keys: rest::KeyCache,
+    /// When this replica started (its uptime on `/health/detailed`).
+    started: Instant,
 }
 
 impl AppState {
     pub fn new(ctx: Ctx) -> Self {
+        images::set_max_bytes(ctx.config.api.image_max_bytes);
         Self(Arc::new(Shared {
             events: RunEvents::new(ctx.cache.clone(), ctx.config.run_events_ttl),
             waiters: Waiters::default(),
             dedupe: Dedupe::new(ctx.cache.clone()),
             limiter: RateLimiter::new(ctx.cache.clone()),
+            idempotency: Idempotency::new(ctx.cache.clone()),
             keys: rest::KeyCache::default(),
+            started: Instant::now(),
             ctx,
         }))
     }
@@ -102,7 +115,7 @@ async fn health() -> Json<serde_json::Value> {
 async fn models(State(app): State<AppState>) -> Json<serde_json::Value> {
     Json(json!({
         "object": "list",
-        "data": [{ "id": app.ctx.config.file.api.model_name, "object": "model", "owned_by": "hermes" }]
+        "data": [{ "id": app.ctx.config.api.model_name, "object": "model", "owned_by": "hermes" }]
     }))
 }
 
@@ -177,53 +190,72 @@ pub fn app(state: AppState) -> Router {
     // read. REST keys are resolved inside the slot: that look-up may reach PostgreSQL.
     let slots = Arc::new(Semaphore::new(state.ctx.config.max_in_flight));
     let slot = middleware::from_fn_with_state(slots, bound_in_flight);
-    let api = Router::new()
-        .route("/v1/chat/completions", post(chat::completions))
-        .route("/v1/models", get(models))
-        .route("/v1/responses", post(responses::create))
-        .route(
-            "/v1/responses/{id}",
-            get(responses::get).delete(responses::delete),
-        )
-        // API keys may be resolved in PostgreSQL, as REST keys are: inside the slot.
+    // The API's routes, through one list per caller check: the capability flags are read
+    // from them. Every group goes through the idempotency middleware (POSTs with an
+    // Idempotency-Key) after its caller was authorized, and within a slot. A route mounted on
+    // one of these groups before `all` is read gets all of that.
+    let api = Surface::default()
+        .route(Verb::Post, "/v1/chat/completions", chat::completions)
+        .route(Verb::Get, "/v1/models", models)
+        .route(Verb::Post, "/v1/responses", responses::create)
+        .route(Verb::Get, "/v1/responses/{id}", responses::get)
+        .route(Verb::Delete, "/v1/responses/{id}", responses::delete)
+        .route(Verb::Post, "/v1/runs", runs::create)
+        .route(Verb::Get, "/v1/runs", runs::list)
+        .route(Verb::Get, "/health/detailed", health::detailed);
+    let rest = Surface::default().route(Verb::Post, "/v1/messages", rest::post_message);
+    // A run's own routes: runs of the REST channel and of the API alike.
+    let run_routes = Surface::default()
+        .route(Verb::Get, "/v1/runs/{id}", runs::get)
+        .route(Verb::Get, "/v1/runs/{id}/events", runs::events)
+        .route(Verb::Post, "/v1/runs/{id}/stop", runs::stop);
+    let jobs = Surface::default()
+        .route(Verb::Get, "/api/jobs", jobs::list)
+        .route(Verb::Post, "/api/jobs", jobs::create)
+        .route(Verb::Get, "/api/jobs/{id}", jobs::get)
+        .route(Verb::Patch, "/api/jobs/{id}", jobs::patch)
+        .route(Verb::Delete, "/api/jobs/{id}", jobs::delete)
+        .route(Verb::Post, "/api/jobs/{id}/pause", jobs::pause)
+        .route(Verb::Post, "/api/jobs/{id}/resume", jobs::resume)
+        .route(Verb::Post, "/api/jobs/{id}/run", jobs::run_now);
+    let all: Vec<_> = [
+        api.mounted(),
+        rest.mounted(),
+        run_routes.mounted(),
+        jobs.mounted(),
+    ]
+    .concat();
+    let cors = cors::Origins::new(&state.ctx.config.api.cors_origins);
+    let api = routes::with_capabilities(api, &all, cors.is_some());
+    let idempotent = middleware::from_fn_with_state(state.clone(), idempotency::idempotent);
+    // Each group behind its caller check; keys may be resolved in PostgreSQL: inside the slot.
+    let api = api
+        .into_router()
+        .route_layer(idempotent.clone())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             rest::require_chat_caller,
         ))
         .route_layer(slot.clone());
-    let rest = Router::new()
-        .route("/v1/messages", post(rest::post_message))
+    let rest = rest
+        .into_router()
+        .route_layer(idempotent.clone())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             rest::require_caller,
         ))
         .route_layer(slot.clone());
-    let new_runs = Router::new()
-        .route("/v1/runs", post(runs::create).get(runs::list))
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            rest::require_chat_caller,
-        ))
-        .route_layer(slot.clone());
-    // A run's own routes: runs of the REST channel and of the API alike.
-    let run_routes = Router::new()
-        .route("/v1/runs/{id}", get(runs::get))
-        .route("/v1/runs/{id}/events", get(runs::events))
-        .route("/v1/runs/{id}/stop", post(runs::stop))
+    let run_routes = run_routes
+        .into_router()
+        .route_layer(idempotent.clone())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             rest::require_run_caller,
         ))
         .route_layer(slot.clone());
-    let jobs = Router::new()
-        .route("/api/jobs", get(jobs::list).post(jobs::create))
-        .route(
-            "/api/jobs/{id}",
-            get(jobs::get).patch(jobs::patch).delete(jobs::delete),
-        )
-        .route("/api/jobs/{id}/pause", post(jobs::pause))
-        .route("/api/jobs/{id}/resume", post(jobs::resume))
-        .route("/api/jobs/{id}/run", post(jobs::run_now))
+    let jobs = jobs
+        .into_router()
+        .route_layer(idempotent)
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             rest::require_jobs_caller,
@@ -274,11 +306,10 @@ pub fn app(state: AppState) -> Router {
         );
     let bounded = api
         .merge(rest)
-        .merge(new_runs)
         .merge(run_routes)
         .merge(jobs)
         .merge(webhooks);
-    Router::new()
+    let app = Router::new()
         .route("/health", get(health))
         .route("/v1/health", get(health))
         .route("/openapi.json", get(openapi::document))
@@ -292,7 +323,13 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
         .layer(middleware::from_fn_with_state(metrics, track))
         .layer(middleware::from_fn(security_headers))
-        .layer(CatchPanicLayer::custom(panic_response))
+        .layer(CatchPanicLayer::custom(panic_response));
+    // Outermost: preflights are answered before anything else runs, and every answer to an
+    // allowed origin (errors and panics included) carries the CORS headers.
+    match cors {
+        Some(origins) => app.layer(middleware::from_fn_with_state(origins, cors::cors)),
+        None => app,
+    }
 }
 
 /// Bind `HERMES_HTTP_ADDR` and serve until `ctx.stop`.

@@ -219,47 +219,6 @@ fn call_params(wire: &mut WireRequest) -> Result<CallParams, ApiError> {
     })
 }
 
-fn content_text(i: usize, content: Option<Value>) -> Result<Option<String>, ApiError> {
-    match content {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(Value::Array(parts)) => {
-            let mut text = String::new();
-            for part in parts {
-                match part.get("type").and_then(Value::as_str) {
-                    Some("text") => {
-                        if let Some(t) = part.get("text").and_then(Value::as_str) {
-                            if !text.is_empty() {
-                                text.push('\n');
-                            }
-                            text.push_str(t);
-                        }
-                    }
-                    Some(other) => {
-                        return Err(ApiError::bad_request(
-                            "unsupported_content_type",
-                            format!(
-                                "messages[{i}]: content parts of type {other:?} are not supported yet"
-                            ),
-                        ));
-                    }
-                    None => {
-                        return Err(ApiError::bad_request(
-                            "invalid_request",
-                            format!("messages[{i}]: every content part needs a type"),
-                        ));
-                    }
-                }
-            }
-            Ok(Some(text))
-        }
-        Some(_) => Err(ApiError::bad_request(
-            "invalid_request",
-            format!("messages[{i}].content must be a string or an array of parts"),
-        )),
-    }
-}
-
 /// Parse and validate a request body.
 pub fn parse(body: &[u8]) -> Result<ChatRequest, ApiError> {
     let mut wire: WireRequest = serde_json::from_slice(body).map_err(|e| {
@@ -309,12 +268,13 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest, ApiError> {
                 format!("messages[{i}]: a tool message needs tool_call_id"),
             ));
         }
+        let (text, images) = crate::content::content(i, role, m.content)?;
         messages.push(ChatMessage {
             role,
-            content: content_text(i, m.content)?,
+            content: text,
             tool_calls,
             tool_call_id: m.tool_call_id,
-            images: Vec::new(),
+            images,
         });
     }
     if !messages
@@ -358,6 +318,16 @@ pub fn completion(run: RunId, model: &str, text: &str, finish_reason: &str, usag
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn image_parts_become_the_user_turns_images() {
+        let r = parse(br#"{"messages":[{"role":"user","content":[{"type":"text","text":"what is this?"},{"type":"image_url","image_url":{"url":"https://cdn.example/cat.png","detail":"high"}},{"type":"image_url","image_url":"data:image/gif;base64,R0lGODlhAQABAAAAACw="}]}]}"#).unwrap();
+        let m = &r.messages[0];
+        assert_eq!(m.content.as_deref(), Some("what is this?"));
+        assert_eq!(m.images.len(), 2);
+        assert_eq!(m.images[0].url, "https://cdn.example/cat.png");
+        assert_eq!(m.images[1].mime_type.as_deref(), Some("image/gif"));
+    }
 
     #[test]
     fn a_plain_request_parses() {
@@ -526,7 +496,27 @@ mod tests {
             ),
             (
                 br#"{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}"#,
+                "invalid_request",
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":[{"type":"text","text":"x"},{"type":"input_file","file_id":"f"}]}]}"#,
                 "unsupported_content_type",
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":[{"type":"text","text":"x"},{"type":"file","file":{"file_id":"f"}}]}]}"#,
+                "unsupported_content_type",
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":[{"type":"text","text":"x"},{"type":"input_audio"}]}]}"#,
+                "unsupported_content_type",
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":[{"type":"text","text":"x"},{"type":"image_url","image_url":{"url":"data:application/pdf;base64,JVBERi0="}}]}]}"#,
+                "unsupported_content_type",
+            ),
+            (
+                br#"{"messages":[{"role":"system","content":[{"type":"image_url","image_url":{"url":"https://a.example/x.png"}}]},{"role":"user","content":"x"}]}"#,
+                "invalid_request",
             ),
             (
                 br#"{"messages":[{"role":"user","content":5}]}"#,

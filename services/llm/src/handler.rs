@@ -14,6 +14,7 @@ use hermes_runtime::stage::{Handler, StageError};
 use hermes_types::envelope::{Envelope, MessageKind};
 use hermes_types::model::{ChatMessage, LlmRequest, Outcome, Platform, Reply, Role, ToolRequest};
 
+use crate::images::ImageFetcher;
 use crate::memory::{Extracted, Memorized, MemoryWriter};
 use crate::stream::RunStream;
 pub use hermes_gateway::RETRY_MESSAGE;
@@ -29,6 +30,7 @@ pub struct LlmStage {
     gateway: Gateway,
     memory: MemoryWriter,
     events: RunEvents,
+    images: ImageFetcher,
 }
 
 impl LlmStage {
@@ -36,11 +38,32 @@ impl LlmStage {
     pub fn new(ctx: Ctx, gateway: Gateway) -> Self {
         let memory = MemoryWriter::new(ctx.clone());
         let events = RunEvents::new(ctx.cache.clone(), ctx.config.run_events_ttl);
+        let images = ImageFetcher::new(&ctx.config);
         Self {
             ctx,
             gateway,
             memory,
             events,
+            images,
+        }
+    }
+
+    /// Call the model chain for `request`, an API caller's image URLs fetched first.
+    async fn complete(&self, env: &Envelope, request: &LlmRequest) -> Result<Served, GatewayError> {
+        let inlined = match self.images.inline(request).await {
+            Ok(inlined) => inlined,
+            Err(why) => return Err(GatewayError::Input(why)),
+        };
+        let request = inlined.as_ref().unwrap_or(request);
+        let user = request.exchange.as_ref().map(|x| x.user_id);
+        if request.stream {
+            let stream = RunStream::start(&self.ctx, env.run_id, request.tool_round);
+            let result = self.gateway.complete(request, user, Some(&stream)).await;
+            // Every delta is on the run's stream before the final event can be.
+            stream.finish().await;
+            result
+        } else {
+            self.gateway.complete(request, user, None).await
         }
     }
 
@@ -106,16 +129,7 @@ impl Handler for LlmStage {
             tracing::info!("stop requested: no model call");
             return Ok(Prepared::Call(Box::new(Call::Stopped(request))));
         }
-        let user = request.exchange.as_ref().map(|x| x.user_id);
-        let result = if request.stream {
-            let stream = RunStream::start(&self.ctx, env.run_id, request.tool_round);
-            let result = self.gateway.complete(&request, user, Some(&stream)).await;
-            // Every delta is on the run's stream before the final event can be.
-            stream.finish().await;
-            result
-        } else {
-            self.gateway.complete(&request, user, None).await
-        };
+        let result = self.complete(env, &request).await;
         // PostgreSQL away while the workspace's secrets were read: hold the message like any
         // other outage (docs/architecture.md §4); the global keys are never the fallback.
         let result = match result {

@@ -3,6 +3,7 @@
 //! Consumes `{ns}.llm`; emits tool requests and replies through the outbox.
 
 mod handler;
+mod images;
 mod memory;
 mod stream;
 

@@ -78,6 +78,21 @@ pub fn api_turns(inbound: &Inbound) -> Vec<ChatMessage> {
     vec![user_turn(&inbound.event, &user_text(&inbound.event))]
 }
 
+/// An API conversation under the operator's core prompt (`[api] core_prompt`): the prompt
+/// comes first, as a system turn, and the caller's own system turns (or the responses API's
+/// `instructions`) follow it, adding to it rather than replacing it (docs/api.md).
+pub fn under_core_prompt(core_prompt: Option<&str>, turns: Vec<ChatMessage>) -> Vec<ChatMessage> {
+    match core_prompt {
+        Some(core) => {
+            let mut out = Vec::with_capacity(turns.len() + 1);
+            out.push(ChatMessage::text(Role::System, core));
+            out.extend(turns);
+            out
+        }
+        None => turns,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,5 +166,17 @@ mod tests {
         );
         assert_eq!(all[0].content.as_deref(), Some("persona"));
         assert_eq!(all[4].content.as_deref(), Some("now"));
+    }
+
+    #[test]
+    fn the_core_prompt_comes_before_the_callers_system_turns() {
+        let turns = vec![
+            ChatMessage::text(Role::System, "be brief"),
+            ChatMessage::text(Role::User, "hi"),
+        ];
+        let out = under_core_prompt(Some("You are Hermes."), turns.clone());
+        assert_eq!(out[0], ChatMessage::text(Role::System, "You are Hermes."));
+        assert_eq!(&out[1..], &turns[..]);
+        assert_eq!(under_core_prompt(None, turns.clone()), turns);
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod dedupe;
 pub mod history;
+pub mod idempotency;
 pub mod rate_limit;
 pub mod run_events;
 pub mod soul;

@@ -3,7 +3,7 @@
 //! stages and MCP servers), with its built-in defaults and its validation.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
@@ -115,8 +115,15 @@ impl<'de> Deserialize<'de> for Price {
 pub struct ApiSettings {
     /// Tier whose chain answers API callers.
     pub tier: Tier,
-    /// Name advertised by `/v1/models` and echoed in responses.
+    /// Name advertised by `/v1/models` and echoed in responses (`API_SERVER_MODEL_NAME`
+    /// wins over it).
     pub model_name: String,
+    /// The operator's core system prompt of the API surface, placed before the caller's own
+    /// system messages (`docs/api.md`, core prompt). With `core_prompt_file`, the file's text.
+    pub core_prompt: Option<String>,
+    /// A file holding the core prompt (relative to the configuration file), read at start
+    /// and on every reload; exclusive with `core_prompt`.
+    pub core_prompt_file: Option<PathBuf>,
 }
 
 impl Default for ApiSettings {
@@ -124,6 +131,41 @@ impl Default for ApiSettings {
         Self {
             tier: Tier::Free,
             model_name: "hermes".into(),
+            core_prompt: None,
+            core_prompt_file: None,
+        }
+    }
+}
+
+impl ApiSettings {
+    /// The core prompt to layer under API conversations, if any (blank counts as none).
+    pub fn core_prompt(&self) -> Option<&str> {
+        self.core_prompt.as_deref().filter(|p| !p.trim().is_empty())
+    }
+
+    /// Read `core_prompt_file` (relative to `config_dir`) into `core_prompt`.
+    pub(crate) fn load_core_prompt(
+        &mut self,
+        config_dir: Option<&Path>,
+        problems: &mut Vec<String>,
+    ) {
+        let Some(file) = &self.core_prompt_file else {
+            return;
+        };
+        if self.core_prompt.is_some() {
+            problems.push("api: set core_prompt or core_prompt_file, not both".into());
+            return;
+        }
+        let path = match config_dir {
+            Some(dir) if file.is_relative() => dir.join(file),
+            _ => file.clone(),
+        };
+        match std::fs::read_to_string(&path) {
+            Ok(text) => self.core_prompt = Some(text),
+            Err(e) => problems.push(format!(
+                "api.core_prompt_file: cannot read {}: {e}",
+                path.display()
+            )),
         }
     }
 }
@@ -190,9 +232,10 @@ impl FileConfig {
     pub fn reread(path: &Path) -> Result<Self, Vec<String>> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| vec![format!("cannot read config file {}: {e}", path.display())])?;
-        let file = toml::from_str::<FileConfig>(&text)
+        let mut file = toml::from_str::<FileConfig>(&text)
             .map_err(|e| vec![format!("{}: {}", path.display(), e.to_string().trim())])?;
         let mut problems = Vec::new();
+        file.api.load_core_prompt(path.parent(), &mut problems);
         file.validate(&mut problems);
         if problems.is_empty() {
             Ok(file)

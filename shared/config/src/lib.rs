@@ -140,6 +140,19 @@ pub struct RateLimit {
     pub burst: u32,
 }
 
+/// The OpenAI-compatible API surface's environment settings (`docs/api.md`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiSurface {
+    /// `API_SERVER_CORS_ORIGINS`: exact origins a browser may call from; empty: CORS off.
+    pub cors_origins: Vec<String>,
+    /// The advertised model name: `API_SERVER_MODEL_NAME`, else `[api] model_name`.
+    pub model_name: String,
+    /// `HERMES_IMAGE_MAX_BYTES`: the largest image a caller may send.
+    pub image_max_bytes: usize,
+    /// `HERMES_IMAGE_FETCH_ALLOW`: non-public hosts an image URL may reach.
+    pub image_fetch_allow: Vec<AllowRule>,
+}
+
 /// Days each family of tables keeps its rows; 0 keeps them for ever (`docs/security.md`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Retention {
@@ -183,6 +196,8 @@ pub struct Config {
     /// The body limit of Meta's webhook routes (WhatsApp, 360dialog, Instagram).
     pub meta_max_body_bytes: usize,
     pub max_in_flight: usize,
+    /// CORS, the advertised model name and the image limit of the API surface.
+    pub api: ApiSurface,
     /// How long a client may take to send a request's headers (`HERMES_HTTP_HEADER_TIMEOUT_SECS`).
     pub http_header_timeout: Duration,
     /// How long a client may take to send a request's body (`HERMES_HTTP_BODY_TIMEOUT_SECS`).

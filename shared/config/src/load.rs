@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::env::{Reader, bus, ingest, process, providers, retention, router};
+use crate::env::{Reader, api, bus, ingest, process, providers, retention, router};
 use crate::{
-    BackendKind, BusSettings, ChannelSecrets, Config, ConfigError, FileConfig, ProviderSettings,
-    RateLimit, Retention, RouterSecrets,
+    ApiSurface, BackendKind, BusSettings, ChannelSecrets, Config, ConfigError, FileConfig,
+    ProviderSettings, RateLimit, Retention, RouterSecrets,
 };
 
 impl Config {
@@ -45,6 +45,10 @@ impl Config {
         let max_in_flight = r.get(&ingest::HERMES_MAX_IN_FLIGHT);
         let http_header_timeout = r.get(&ingest::HERMES_HTTP_HEADER_TIMEOUT_SECS);
         let http_body_timeout = r.get(&ingest::HERMES_HTTP_BODY_TIMEOUT_SECS);
+        let cors_origins = r.get(&api::API_SERVER_CORS_ORIGINS).unwrap_or_default();
+        let model_name = r.get(&api::API_SERVER_MODEL_NAME);
+        let image_max_bytes = r.get(&api::HERMES_IMAGE_MAX_BYTES);
+        let image_fetch_allow = r.get(&api::HERMES_IMAGE_FETCH_ALLOW).unwrap_or_default();
         let provider = read_provider(&mut r);
         let global_daily_budget_micro_usd = r.get(&providers::LLM_GLOBAL_DAILY_BUDGET_USD);
         let llm_timeout = r.get(&providers::HERMES_LLM_TIMEOUT_SECS);
@@ -90,6 +94,13 @@ impl Config {
                 max_body_bytes: max_body_bytes?,
                 meta_max_body_bytes: meta_max_body_bytes?,
                 max_in_flight: max_in_flight?,
+                api: ApiSurface {
+                    cors_origins,
+                    // The variable is an alias of the file's key and wins over it.
+                    model_name: model_name.unwrap_or_else(|| file.api.model_name.clone()),
+                    image_max_bytes: image_max_bytes?,
+                    image_fetch_allow,
+                },
                 http_header_timeout: http_header_timeout?,
                 http_body_timeout: http_body_timeout?,
                 shutdown_grace: shutdown_grace?,
@@ -212,7 +223,7 @@ fn read_channels(r: &mut Reader<'_>) -> Option<ChannelSecrets> {
 
 /// The TOML file at `path` (the built-in defaults without one), validated.
 fn read_file(path: Option<&Path>, problems: &mut Vec<String>) -> FileConfig {
-    let file = match path {
+    let mut file = match path {
         Some(path) => match std::fs::read_to_string(path) {
             Ok(text) => match toml::from_str::<FileConfig>(&text) {
                 Ok(f) => f,
@@ -228,6 +239,8 @@ fn read_file(path: Option<&Path>, problems: &mut Vec<String>) -> FileConfig {
         },
         None => FileConfig::default(),
     };
+    file.api
+        .load_core_prompt(path.and_then(Path::parent), problems);
     file.validate(problems);
     file
 }

@@ -225,3 +225,76 @@ fn prices_are_exact_decimals_and_costs_round_half_up() {
     assert_eq!(haiku.cost_micro_usd(1, 0), 1); // 0.8 rounds up
     assert_eq!(haiku.cost_micro_usd(1_000_000, 1_000_000), 4_800_000);
 }
+
+#[test]
+fn the_api_surface_takes_exact_origins_and_a_model_name_that_wins() {
+    let c = load(&[]).unwrap();
+    assert!(c.api.cors_origins.is_empty());
+    assert_eq!(c.api.model_name, "hermes");
+    assert_eq!(c.api.image_max_bytes, 5 * 1024 * 1024);
+    let c = load(&[
+        (
+            "API_SERVER_CORS_ORIGINS",
+            "http://localhost:3000, HTTPS://App.Example:443,",
+        ),
+        ("API_SERVER_MODEL_NAME", "hermes-agent"),
+    ])
+    .unwrap();
+    // As browsers send them: lower-case host, no default port.
+    assert_eq!(
+        c.api.cors_origins,
+        ["http://localhost:3000", "https://app.example"]
+    );
+    assert_eq!(c.api.model_name, "hermes-agent");
+    for bad in [
+        "https://app.example/",
+        "app.example",
+        "https://app.example/path",
+        "*",
+    ] {
+        let err = load(&[("API_SERVER_CORS_ORIGINS", bad)]).unwrap_err();
+        assert!(
+            err.problems[0].contains("API_SERVER_CORS_ORIGINS"),
+            "{bad}: {err}"
+        );
+    }
+}
+
+#[test]
+fn the_core_prompt_comes_from_the_file_or_a_file_beside_it() {
+    let dir = std::env::temp_dir().join(format!("hermes-cfg-{}", uuid_like()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("hermes.toml");
+    std::fs::write(&path, "[api]\ncore_prompt = \"Be Hermes.\"\n").unwrap();
+    let c = Config::from_lookup(&|_| None, Some(&path)).unwrap();
+    assert_eq!(c.file.api.core_prompt(), Some("Be Hermes."));
+    std::fs::write(dir.join("core.md"), "From a file.").unwrap();
+    std::fs::write(&path, "[api]\ncore_prompt_file = \"core.md\"\n").unwrap();
+    let c = Config::from_lookup(&|_| None, Some(&path)).unwrap();
+    assert_eq!(c.file.api.core_prompt(), Some("From a file."));
+    assert_eq!(
+        FileConfig::reread(&path).unwrap().api.core_prompt(),
+        Some("From a file.")
+    );
+    std::fs::write(
+        &path,
+        "[api]\ncore_prompt = \"a\"\ncore_prompt_file = \"core.md\"\n",
+    )
+    .unwrap();
+    let err = Config::from_lookup(&|_| None, Some(&path)).unwrap_err();
+    assert!(err.problems[0].contains("not both"), "{err}");
+    std::fs::write(&path, "[api]\ncore_prompt_file = \"missing.md\"\n").unwrap();
+    let err = Config::from_lookup(&|_| None, Some(&path)).unwrap_err();
+    assert!(err.problems[0].contains("core_prompt_file"), "{err}");
+    assert_eq!(load(&[]).unwrap().file.api.core_prompt(), None);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A name no other test run uses at the same time.
+fn uuid_like() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{}-{nanos}", std::process::id())
+}

@@ -456,6 +456,19 @@ pub async fn get(client: &Client, id: RunId) -> Result<Option<RunRow>, DbError> 
     }))
 }
 
+/// How many runs are open (not yet completed, failed or cancelled): the fleet's runs in
+/// flight, read from the partial index of open runs.
+pub async fn count_open(client: &Client) -> Result<i64, DbError> {
+    let row = client
+        .query_one(
+            "SELECT count(*) FROM agent_runs
+             WHERE status NOT IN ('completed', 'failed', 'cancelled')",
+            &[],
+        )
+        .await?;
+    Ok(row.get(0))
+}
+
 /// A run the sweeper closed, with where its failure reply goes.
 #[derive(Clone, Debug)]
 pub struct SweptRun {

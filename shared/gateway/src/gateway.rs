@@ -43,6 +43,10 @@ pub enum GatewayError {
     /// The workspace's provider keys could not be read; no provider was asked.
     #[error(transparent)]
     WorkspaceSecrets(#[from] SecretsUnreadable),
+    /// The caller's input cannot be sent (an image URL that cannot be fetched or is not an
+    /// image); no provider was asked. The text is ours and names what to fix.
+    #[error("invalid input: {0}")]
+    Input(String),
 }
 
 impl GatewayError {
@@ -60,6 +64,7 @@ impl GatewayError {
             GatewayError::Provider(e) if e.fails_over() => FailureCode::ProvidersUnavailable,
             GatewayError::Provider(_) => FailureCode::ProviderRejected,
             GatewayError::WorkspaceSecrets(_) => FailureCode::WorkspaceSecretsUnavailable,
+            GatewayError::Input(_) => FailureCode::Invalid,
         }
     }
 
@@ -105,6 +110,7 @@ impl GatewayError {
                  Please try again later."
                     .into()
             }
+            GatewayError::Input(why) => why.clone(),
         }
     }
 }

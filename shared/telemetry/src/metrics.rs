@@ -20,6 +20,10 @@ pub struct Inner {
     pub http_duration: HistogramVec,
     pub ingest_messages: IntCounterVec,
     pub http_slow_clients: IntCounterVec,
+    /// `Idempotency-Key` requests by outcome (docs/api.md, idempotency).
+    pub idempotency: IntCounterVec,
+    /// Requests waiting for the first request with their `Idempotency-Key` to answer.
+    pub idempotency_waiting: IntGauge,
     // Retention.
     pub retention_removed: IntCounterVec,
     pub retention_sweeps: IntCounterVec,
@@ -172,6 +176,19 @@ impl Metrics {
             "Requests cut because the client was too slow to send them, by phase (body; a header block cut by its timeout closes the connection before a request exists).",
             &["phase"],
         );
+        let idempotency = counter_vec(
+            &r,
+            "hermes_idempotency_total",
+            "Requests with an Idempotency-Key, by outcome: stored, replayed, conflict, waited (a concurrent duplicate that waited for the first), in_use (it waited past its bound), released (the first failed before being accepted), unavailable (Redis down: served without idempotency).",
+            &["outcome"],
+        );
+        let idempotency_waiting = IntGauge::new(
+            "hermes_idempotency_waiting",
+            "Requests waiting for the first request with their Idempotency-Key to answer.",
+        )
+        .expect("valid metric");
+        r.register(Box::new(idempotency_waiting.clone()))
+            .expect("metric registered once");
         let retention_removed = counter_vec(
             &r,
             "hermes_retention_removed_total",
@@ -579,6 +596,8 @@ impl Metrics {
             http_duration,
             ingest_messages,
             http_slow_clients,
+            idempotency,
+            idempotency_waiting,
             retention_removed,
             retention_sweeps,
             bus_connected,

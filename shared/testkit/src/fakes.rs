@@ -56,6 +56,17 @@ pub fn openai_answer(text: &str, prompt_tokens: u64, completion_tokens: u64) -> 
     })
 }
 
+/// An OpenAI-compatible fake model answering every call with `text` (1 token in, 1 out);
+/// pass its `uri()` to [`crate::TestEnv::openai_mock`].
+pub async fn openai_fake(text: &str) -> wiremock::MockServer {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(wiremock::ResponseTemplate::new(200).set_body_json(openai_answer(text, 1, 1)))
+        .mount(&server)
+        .await;
+    server
+}
+
 /// A chat completions answer that asks for one tool call (`call_1`), with 30/9 tokens.
 pub fn openai_tool_call(tool: &str, arguments: &serde_json::Value) -> serde_json::Value {
     serde_json::json!({

@@ -19,7 +19,9 @@ pub use builder::{TestFleet, TestFleetBuilder};
 pub use db::{count, pg_base, queued_llm_requests};
 pub use env::OPENAI_KEY;
 pub use env::{Server, TestEnv};
-pub use fakes::{api_inbound, drain, metric, openai_answer, openai_tool_call, rest_inbound, send};
+pub use fakes::{
+    api_inbound, drain, metric, openai_answer, openai_fake, openai_tool_call, rest_inbound, send,
+};
 pub use fleet::Fleet;
 pub use harness::StageHarness;
 pub use killable::KillableFleet;

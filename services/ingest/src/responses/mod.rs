@@ -143,7 +143,7 @@ async fn handle(
         model: request
             .model
             .clone()
-            .unwrap_or_else(|| app.ctx.config.file.api.model_name.clone()),
+            .unwrap_or_else(|| app.ctx.config.api.model_name.clone()),
         instructions: request.instructions.clone(),
         previous,
         params: request.params.clone(),
@@ -267,7 +267,7 @@ async fn retrieve(app: &AppState, caller: &Caller, id: &str) -> Result<Response,
         created_at: stored.created_at.timestamp(),
         model: stored
             .model
-            .unwrap_or_else(|| app.ctx.config.file.api.model_name.clone()),
+            .unwrap_or_else(|| app.ctx.config.api.model_name.clone()),
         instructions: stored.instructions,
         previous: stored.previous,
         params: stored.params,

@@ -15,7 +15,10 @@ use hermes_config::local_host_toolsets;
 
 impl Router {
     pub(super) async fn prepare_api(&self, inbound: Inbound) -> Result<Decision, StageError> {
-        let messages = messages::api_turns(&inbound);
+        let messages = messages::under_core_prompt(
+            self.ctx.config.file.api.core_prompt(),
+            messages::api_turns(&inbound),
+        );
         let has_user_text = messages.iter().any(|m| {
             m.role == Role::User && m.content.as_deref().is_some_and(|c| !c.trim().is_empty())
         });
@@ -67,8 +70,13 @@ impl Router {
             return Ok((Vec::new(), Decided::uncharged("duplicate")));
         }
         tracing::info!(tier = tier.as_str(), tools = tools.len(), "run routed");
-        let mut chain = self.tier_chain(tier);
-        // A scheduled job's model override is tried first, the tier's chain after it.
+        // Images go to the vision model, as a channel's do (docs/api.md, images); a scheduled
+        // job's model override is tried first, the tier's chain after it.
+        let mut chain = if messages.iter().any(|m| !m.images.is_empty()) {
+            vec![self.ctx.config.file.router.vision_model.clone()]
+        } else {
+            self.tier_chain(tier)
+        };
         if let Some(model) = inbound.job.as_ref().and_then(|j| j.model.as_ref()) {
             chain.retain(|m| m != model);
             chain.insert(0, model.clone());

@@ -337,6 +337,39 @@ pub(crate) const ALLOW_LIST: Kind<Vec<AllowRule>> = Kind {
     show: |rules| join(rules, ToString::to_string),
 };
 
+/// Comma-separated browser origins (`scheme://host[:port]`, no path), compared exactly as
+/// browsers send them in `Origin`; blanks between commas are skipped.
+pub(crate) const ORIGIN_LIST: Kind<Vec<String>> = Kind {
+    parse: |name, value| {
+        let mut origins = Vec::new();
+        let mut problems = Vec::new();
+        for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            match Url::parse(entry) {
+                Ok(u)
+                    if matches!(u.scheme(), "http" | "https")
+                        && u.host_str().is_some()
+                        && u.path() == "/"
+                        && !entry.ends_with('/')
+                        && u.query().is_none()
+                        && u.username().is_empty() =>
+                {
+                    // `Url` lower-cases the host and drops a default port, as browsers do.
+                    origins.push(u.origin().ascii_serialization())
+                }
+                _ => problems.push(format!(
+                    "{name}: {entry:?} is not an origin such as https://app.example or http://localhost:3000"
+                )),
+            }
+        }
+        if problems.is_empty() {
+            Ok(origins)
+        } else {
+            Err(problems)
+        }
+    },
+    show: |origins| origins.join(","),
+};
+
 /// One of a fixed set of words.
 pub(crate) fn one_of(
     name: &str,

@@ -7,6 +7,7 @@
 mod kinds;
 mod read;
 
+pub mod api;
 pub mod bus;
 pub mod delivery;
 pub mod ingest;
@@ -130,6 +131,7 @@ static SECTIONS: &[&[&Setting]] = &[
     process::SETTINGS,
     providers::SETTINGS,
     ingest::SETTINGS,
+    api::SETTINGS,
     bus::SETTINGS,
     router::SETTINGS,
     retention::SETTINGS,

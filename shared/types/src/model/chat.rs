@@ -48,6 +48,25 @@ pub struct ImageRef {
     pub mime_type: Option<String>,
 }
 
+/// The image types every provider takes, as MIME types.
+pub const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+/// The image type of `bytes` by their magic numbers (one of [`IMAGE_TYPES`]), so that a
+/// declared type can be checked against what the bytes are.
+pub fn sniff_image(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if bytes.starts_with(&[0xff, 0xd8, 0xff]) {
+        Some("image/jpeg")
+    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
+        Some("image/gif")
+    } else if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
+        Some("image/webp")
+    } else {
+        None
+    }
+}
+
 impl ChatMessage {
     pub fn text(role: Role, content: impl Into<String>) -> Self {
         Self {
@@ -100,5 +119,21 @@ impl std::ops::AddAssign for Usage {
         self.input_tokens += rhs.input_tokens;
         self.output_tokens += rhs.output_tokens;
         self.cost_micro_usd += rhs.cost_micro_usd;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn images_are_known_by_their_magic_numbers() {
+        assert_eq!(sniff_image(b"\x89PNG\r\n\x1a\n rest"), Some("image/png"));
+        assert_eq!(sniff_image(&[0xff, 0xd8, 0xff, 0xe0]), Some("image/jpeg"));
+        assert_eq!(sniff_image(b"GIF89a..."), Some("image/gif"));
+        assert_eq!(sniff_image(b"RIFF\0\0\0\0WEBPVP8 "), Some("image/webp"));
+        assert_eq!(sniff_image(b"<html>"), None);
+        assert_eq!(sniff_image(b"RIFF\0\0\0\0WAVE"), None);
+        assert_eq!(sniff_image(b""), None);
     }
 }

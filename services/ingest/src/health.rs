@@ -1,0 +1,109 @@
+//! `GET /health/detailed` (docs/api.md, health): for monitoring, behind the operator's key.
+//! Each dependency is asked once, with its latency, and the namespace's queue depths and
+//! the open runs are read where every replica reads them (RabbitMQ, PostgreSQL), so any
+//! replica answers for the fleet.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use futures_util::future::join_all;
+use hermes_runtime::http::ApiError;
+use hermes_types::stage::Stage;
+use serde_json::{Map, Value, json};
+
+use crate::AppState;
+use crate::rest::Caller;
+
+/// How long one dependency may take to answer before it counts as unreachable.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A probe's result: reachable (with what it read) or not (with why), and its latency.
+async fn probe<T, E: std::fmt::Display>(
+    f: impl Future<Output = Result<T, E>>,
+) -> (Result<T, String>, f64) {
+    let started = Instant::now();
+    let r = match tokio::time::timeout(PROBE_TIMEOUT, f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {PROBE_TIMEOUT:?}")),
+    };
+    let ms = (started.elapsed().as_secs_f64() * 1000.0 * 100.0).round() / 100.0;
+    (r, ms)
+}
+
+fn dependency<T>(r: &Result<T, String>, latency_ms: f64) -> Value {
+    match r {
+        Ok(_) => json!({"ok": true, "latency_ms": latency_ms}),
+        Err(e) => json!({"ok": false, "latency_ms": latency_ms, "error": e}),
+    }
+}
+
+/// The handler; only the operator (`API_SERVER_KEY`) may read the fleet's state.
+pub async fn detailed(
+    State(app): State<AppState>,
+    axum::Extension(caller): axum::Extension<Caller>,
+) -> Response {
+    if !matches!(caller, Caller::Operator) {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "only API_SERVER_KEY may read the detailed health",
+        )
+        .into_response();
+    }
+    let postgres = probe(async {
+        let client = app.ctx.db.get().await?;
+        hermes_db::runs::count_open(&client).await
+    });
+    let redis = probe(app.ctx.cache.ping());
+    let bus = &app.ctx.bus;
+    let queues = probe(async {
+        let names = bus.names();
+        let asks = Stage::ALL.iter().flat_map(|s| {
+            [names.queue(*s), names.parking(*s)].map(|q| async move { bus.queue_stats(&q).await })
+        });
+        join_all(asks)
+            .await
+            .into_iter()
+            .collect::<Result<Vec<_>, _>>()
+    });
+    let ((pg, pg_ms), (rd, rd_ms), (mq, mq_ms)) = tokio::join!(postgres, redis, queues);
+    let mut depths = Map::new();
+    if let Ok(stats) = &mq {
+        // Two answers per stage, in the order asked: its work queue, then its parking queue.
+        for (stage, pair) in Stage::ALL.iter().zip(stats.chunks(2)) {
+            depths.insert(
+                stage.as_str().into(),
+                json!({
+                    "messages": pair[0].0,
+                    "consumers": pair[0].1,
+                    "parked": pair[1].0,
+                }),
+            );
+        }
+    }
+    let ok = pg.is_ok() && rd.is_ok() && mq.is_ok();
+    let body = json!({
+        "status": if ok { "ok" } else { "degraded" },
+        "version": env!("CARGO_PKG_VERSION"),
+        "uptime_secs": app.started.elapsed().as_secs(),
+        "namespace": app.ctx.config.namespace.as_str(),
+        "dependencies": {
+            "postgres": dependency(&pg, pg_ms),
+            "redis": dependency(&rd, rd_ms),
+            "rabbitmq": dependency(&mq, mq_ms),
+        },
+        "queues": if mq.is_ok() { Value::Object(depths) } else { Value::Null },
+        "runs_in_flight": pg.ok(),
+    });
+    let status = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body)).into_response()
+}
