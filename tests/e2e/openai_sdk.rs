@@ -1,7 +1,9 @@
-//! The fleet driven by the official OpenAI SDK, unchanged: `tests/openai/responses.mjs` (the
-//! `openai` npm package, installed by `scripts/test` with `npm ci`) runs the Responses API's
-//! create, stream, retrieve, chaining, image input, delete and errors against a fleet answering
-//! with the built-in mock provider, and exits non-zero on any mismatch.
+//! The fleet driven by the official OpenAI SDK, unchanged (the `openai` npm package, installed
+//! by `scripts/test` with `npm ci`), against a fleet answering with the built-in mock
+//! provider: `tests/openai/responses.mjs` runs the Responses API's create, stream, retrieve,
+//! chaining, image input, delete and errors; `tests/openai/chat.mjs` chat completions plain
+//! and streamed, image input, models and errors as the SDK's exceptions. Each exits non-zero
+//! on any mismatch.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,11 +19,12 @@ async fn node_present() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_official_sdk_drives_the_responses_api() {
+/// Run `tests/openai/<script>` with node against a fresh fleet (the mock provider answers);
+/// its standard output once it exited 0, or `None` when node is not installed.
+async fn run_script(script: &str) -> Option<String> {
     if !node_present().await {
         eprintln!("SKIPPED: node is not installed; the OpenAI SDK test (tests/openai) needs it");
-        return;
+        return None;
     }
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("openai");
     assert!(
@@ -31,7 +34,7 @@ async fn the_official_sdk_drives_the_responses_api() {
     );
     let fleet = TestFleet::builder().start().await;
     let run = tokio::process::Command::new("node")
-        .arg("responses.mjs")
+        .arg(script)
         .current_dir(&dir)
         .env("HERMES_API_URL", fleet.url("/v1"))
         .env("HERMES_API_KEY", KEY)
@@ -41,13 +44,27 @@ async fn the_official_sdk_drives_the_responses_api() {
         .await
         .expect("the SDK script ends")
         .expect("node runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "the SDK script failed:\n{stdout}\n{stderr}"
-    );
+    assert!(out.status.success(), "{script} failed:\n{stdout}\n{stderr}");
+    fleet.stop().await.unwrap();
+    Some(stdout)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_sdk_drives_the_responses_api() {
+    let Some(stdout) = run_script("responses.mjs").await else {
+        return;
+    };
     // Every step reported itself: none was skipped.
     assert_eq!(stdout.matches("ok - ").count(), 9, "{stdout}");
-    fleet.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_sdk_drives_chat_completions() {
+    let Some(stdout) = run_script("chat.mjs").await else {
+        return;
+    };
+    assert_eq!(stdout.matches("ok - ").count(), 12, "{stdout}");
+    assert!(stdout.contains("chat.mjs: all checks passed"), "{stdout}");
 }

@@ -20,7 +20,15 @@ fn mounted_paths() -> Vec<String> {
             } else if path.extension().is_some_and(|e| e == "rs") {
                 let text = std::fs::read_to_string(&path).unwrap();
                 for piece in text.split(".route(").skip(1) {
-                    let piece = piece.trim_start();
+                    // `.route("/path", …)` of axum, or `.route(Verb::Get, "/path", …)` of the
+                    // API's route list.
+                    let mut piece = piece.trim_start();
+                    if let Some(after) = piece.strip_prefix("Verb::") {
+                        piece = after
+                            .split_once(',')
+                            .map_or("", |(_, rest)| rest)
+                            .trim_start();
+                    }
                     if let Some(rest) = piece.strip_prefix('"')
                         && let Some(end) = rest.find('"')
                     {
@@ -95,7 +103,14 @@ async fn the_document_names_every_route_and_every_route_answers() {
             .await
             .unwrap();
         let status = resp.status();
-        assert_ne!(status, 405, "{method} {path} is described but not allowed");
+        // `GET /v1/runs` is described as answering 405, and does.
+        let documented = doc["paths"][path][method.as_str().to_lowercase()]["responses"]
+            .get(status.as_str())
+            .is_some();
+        assert!(
+            status != 405 || documented,
+            "{method} {path} is described but not allowed"
+        );
         assert!(
             status.as_u16() < 500 || status == 503,
             "{method} {path}: {status}"
@@ -118,7 +133,18 @@ fn filling_path_parameters_keeps_the_rest_of_the_path() {
         "/v1/runs/00000000-0000-7000-8000-000000000000/events"
     );
     assert_eq!(concrete("/health"), "/health");
-    assert!(mounted_paths().contains(&"/v1/chat/completions".to_string()));
+    let mounted = mounted_paths();
+    for path in [
+        "/v1/chat/completions",
+        "/v1/capabilities",
+        "/api/jobs/{id}/run",
+        "/health",
+    ] {
+        assert!(
+            mounted.contains(&path.to_string()),
+            "{path} not found in {mounted:?}"
+        );
+    }
 }
 
 /// The schemathesis program: `HERMES_SCHEMATHESIS` (scripts/test installs a pinned one and

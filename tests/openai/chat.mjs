@@ -1,14 +1,16 @@
 // The official OpenAI SDK, unchanged, against a running Hermes fleet whose model is the
 // built-in mock provider (it answers "echo: <last user message>"): chat completions plain
 // and streamed, image input, models, and errors surfacing as the SDK's own exceptions.
-// Usage: HERMES_BASE_URL=http://127.0.0.1:8080/v1 HERMES_API_KEY=… node chat.mjs
+//
+//   HERMES_API_URL=http://127.0.0.1:8080/v1 HERMES_API_KEY=… node chat.mjs
+//
 // Exits non-zero with a line naming the first check that failed.
 import OpenAI from 'openai';
 
-const baseURL = process.env.HERMES_BASE_URL;
+const baseURL = process.env.HERMES_API_URL;
 const apiKey = process.env.HERMES_API_KEY;
 if (!baseURL || !apiKey) {
-  console.error('chat.mjs: HERMES_BASE_URL and HERMES_API_KEY are required');
+  console.error('chat.mjs: HERMES_API_URL and HERMES_API_KEY are required');
   process.exit(2);
 }
 const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 60_000 });
@@ -18,12 +20,12 @@ function check(what, ok, detail) {
     console.error(`FAIL ${what}: ${JSON.stringify(detail)}`);
     process.exit(1);
   }
-  console.log(`ok ${what}`);
+  console.log(`ok - ${what}`);
 }
 
-// A 1x1 transparent PNG.
+// A 1x1 PNG.
 const PNG =
-  'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=';
+  'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';
 
 const models = await client.models.list();
 const ids = [];
@@ -49,13 +51,15 @@ const stream = await client.chat.completions.create({
 let text = '';
 let usage = null;
 let finish = null;
+const misshapen = [];
 for await (const chunk of stream) {
   // Every chunk the SDK yields must be a chat.completion.chunk (named Hermes events too).
-  check('stream chunk shape', chunk.object === 'chat.completion.chunk' && Array.isArray(chunk.choices), chunk);
+  if (chunk.object !== 'chat.completion.chunk' || !Array.isArray(chunk.choices)) misshapen.push(chunk);
   text += chunk.choices[0]?.delta?.content ?? '';
   finish = chunk.choices[0]?.finish_reason ?? finish;
   usage = chunk.usage ?? usage;
 }
+check('every streamed chunk is a chat.completion.chunk', misshapen.length === 0, misshapen);
 check('streamed answer', text === 'echo: stream me', text);
 check('streamed finish_reason', finish === 'stop', finish);
 check('streamed usage', usage && usage.total_tokens > 0, usage);

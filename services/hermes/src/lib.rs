@@ -4,7 +4,6 @@
 
 pub mod agents;
 pub mod bench;
-pub mod bench_api;
 pub mod bench_faults;
 pub mod bench_fleet;
 pub mod bench_jobs;

@@ -89,8 +89,6 @@ enum Command {
 enum BenchCommand {
     /// Signed WhatsApp webhooks at a fixed rate against a running ingest: accepted/s, p50/p99/max.
     Ingest(hermes::bench::IngestBench),
-    /// Chat completions and responses through a running fleet: sustained answers/s, then p50/p99 at half that rate.
-    Api(hermes::bench_api::ApiBench),
     /// The router stage alone in this process, warm caches and fake embeddings: messages/s, p50/p99 stage time.
     Router(hermes::bench_router::RouterBench),
     /// The job scheduler's claim alone: jobs due at once, several schedulers, jobs/s, each run once.
@@ -220,9 +218,6 @@ async fn dispatch(cli: Cli) -> ExitCode {
         }
         Command::Bench(BenchCommand::Ingest(args)) => {
             return bench_result(hermes::bench::ingest(args).await);
-        }
-        Command::Bench(BenchCommand::Api(args)) => {
-            return bench_result(hermes::bench_api::api(args).await);
         }
         Command::Jobs(cmd) => {
             return admin("jobs", path, |c| async move {

@@ -20,7 +20,10 @@ const FRAGMENTS: &[(&str, &str)] = &[
     ("health.json", include_str!("../openapi/health.json")),
     ("chat.json", include_str!("../openapi/chat.json")),
     ("rest.json", include_str!("../openapi/rest.json")),
+    ("responses.json", include_str!("../openapi/responses.json")),
     ("runs.json", include_str!("../openapi/runs.json")),
+    ("jobs.json", include_str!("../openapi/jobs.json")),
+    ("discovery.json", include_str!("../openapi/discovery.json")),
     ("channels.json", include_str!("../openapi/channels.json")),
     ("admin.json", include_str!("../openapi/admin.json")),
 ];

@@ -20,6 +20,10 @@ pub enum Kind {
     Chat,
     /// `POST /v1/chat/completions` with `"stream": true`, read to `[DONE]`.
     ChatStream,
+    /// `POST /v1/responses`, stored, answered when the run ends.
+    Responses,
+    /// `POST /v1/runs`, then its events read to the final one.
+    Runs,
 }
 
 impl Kind {
@@ -27,6 +31,8 @@ impl Kind {
         match self {
             Kind::Chat => "chat",
             Kind::ChatStream => "chat-stream",
+            Kind::Responses => "responses",
+            Kind::Runs => "runs",
         }
     }
 }
@@ -106,6 +112,55 @@ async fn one(client: &reqwest::Client, base: &str, kind: Kind, token: &str) -> E
                 Err(false) => Ending::Lost,
             }
         }
+        Kind::Responses => {
+            let body = json!({"input": token});
+            let Some(resp) = post(client, base, "/v1/responses", &body).await else {
+                return Ending::Refused;
+            };
+            match resp {
+                Ok(v) if v["status"] == "completed" && answer_text(&v) == expected => {
+                    Ending::Answered
+                }
+                Ok(v) if v["status"] == "failed" => Ending::FailedWithAnswer,
+                Ok(_) => Ending::Wrong,
+                Err(true) => Ending::FailedWithAnswer,
+                Err(false) => Ending::Lost,
+            }
+        }
+        Kind::Runs => {
+            let body = json!({"input": token});
+            let Some(resp) = post(client, base, "/v1/runs", &body).await else {
+                return Ending::Refused;
+            };
+            let run = match resp {
+                Ok(v) => v["run_id"].as_str().unwrap_or_default().to_string(),
+                Err(true) => return Ending::FailedWithAnswer,
+                Err(false) => return Ending::Lost,
+            };
+            let events = client
+                .get(format!("{base}/v1/runs/{run}/events"))
+                .bearer_auth(API_KEY)
+                .send()
+                .await;
+            let events = match events {
+                Ok(r) if r.status().is_success() => read_sse(r).await,
+                _ => return Ending::Lost,
+            };
+            match events.last() {
+                Some((name, data)) if name == "run.completed" => {
+                    let v: Value = serde_json::from_str(data).unwrap_or(Value::Null);
+                    if v["output"] == expected.as_str() {
+                        Ending::Answered
+                    } else {
+                        Ending::Wrong
+                    }
+                }
+                Some((name, _)) if name == "run.failed" || name == "run.cancelled" => {
+                    Ending::FailedWithAnswer
+                }
+                _ => Ending::Lost,
+            }
+        }
         Kind::ChatStream => {
             let body = json!({"messages": [{"role": "user", "content": token}], "stream": true});
             let resp = client
@@ -144,6 +199,16 @@ async fn one(client: &reqwest::Client, base: &str, kind: Kind, token: &str) -> E
             }
         }
     }
+}
+
+/// The text of a `response` object's message item.
+fn answer_text(response: &Value) -> String {
+    response["output"]
+        .as_array()
+        .and_then(|items| items.iter().rev().find(|i| i["type"] == "message"))
+        .and_then(|m| m["content"][0]["text"].as_str())
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// 503 and 429 answers: the request was not taken, and the caller was told.

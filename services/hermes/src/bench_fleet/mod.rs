@@ -27,7 +27,7 @@ use load::{Figures, Kind};
 #[derive(Args, Debug)]
 pub struct FleetBench {
     /// Kinds of request to measure (alternated round by round).
-    #[arg(long = "kind", value_enum, value_delimiter = ',', default_values_t = [Kind::Chat, Kind::ChatStream])]
+    #[arg(long = "kind", value_enum, value_delimiter = ',', default_values_t = [Kind::Chat, Kind::ChatStream, Kind::Responses, Kind::Runs])]
     kinds: Vec<Kind>,
     /// Measure at this rate (requests/s) only, with no frontier search: the ledger check of
     /// scripts/test, or a point of your choice.
