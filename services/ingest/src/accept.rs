@@ -52,9 +52,10 @@ pub enum Accepted {
 /// Accept `inbound`; `Err` (503) only when the broker did not take it.
 pub async fn accept(
     app: &AppState,
-    inbound: Inbound,
+    mut inbound: Inbound,
     traceparent: Option<TraceParent>,
 ) -> Result<Accepted, ApiError> {
+    without_nul(&mut inbound);
     let event = &inbound.event;
     let platform = event.platform;
     let m = &app.ctx.metrics;
@@ -148,6 +149,21 @@ pub async fn accept(
     // The router logs every run at info; here a line per message would double the volume.
     tracing::debug!(%run, platform = platform.as_str(), "message accepted");
     Ok(Accepted::Routed(run))
+}
+
+/// Drop NUL characters from a channel message's text and sender name: PostgreSQL stores no
+/// NUL in text, and a platform's message holding one must still be answered, not refused
+/// (the API surfaces refuse it with a 400 instead: `api_body`).
+fn without_nul(inbound: &mut Inbound) {
+    let event = &mut inbound.event;
+    for text in [&mut event.text, &mut event.sender_name]
+        .into_iter()
+        .flatten()
+    {
+        if text.contains('\0') {
+            text.retain(|c| c != '\0');
+        }
+    }
 }
 
 fn unavailable() -> ApiError {
@@ -326,5 +342,39 @@ async fn slow_down_once(app: &AppState, inbound: &Inbound, traceparent: Option<T
     if let Err(e) = app.ctx.bus.publish(&env).await {
         tracing::warn!(error = %e, "cannot queue the slow-down reply");
         let _: Result<(), _> = c.del(&key).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hermes_types::model::MessageEvent;
+
+    #[test]
+    fn a_channel_message_loses_its_nul_characters_and_keeps_the_rest() {
+        let mut inbound = Inbound {
+            event: MessageEvent {
+                platform: Platform::Telegram,
+                sender_id: "42".into(),
+                chat_id: "42".into(),
+                text: Some("hel\0lo".into()),
+                media: Vec::new(),
+                external_message_id: Some("7".into()),
+                sender_name: Some("\0Ann".into()),
+                received_at: chrono::Utc::now(),
+                metadata: None,
+            },
+            conversation: Vec::new(),
+            requested_model: None,
+            callback_url: None,
+            api_key_id: None,
+            params: Default::default(),
+            stream: false,
+            policy: Default::default(),
+            job: None,
+        };
+        without_nul(&mut inbound);
+        assert_eq!(inbound.event.text.as_deref(), Some("hello"));
+        assert_eq!(inbound.event.sender_name.as_deref(), Some("Ann"));
     }
 }

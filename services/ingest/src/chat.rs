@@ -22,7 +22,7 @@ use hermes_types::model::{
 use hermes_types::trace::TraceParent;
 
 use crate::rest::Caller;
-use crate::{AppState, body_or_error, openai, stream, wait};
+use crate::{AppState, api_body, openai, stream, wait};
 
 pub async fn completions(
     State(app): State<AppState>,
@@ -52,7 +52,7 @@ async fn handle(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = body_or_error(app.ctx.config.max_body_bytes, body)?;
+    let body = api_body(app.ctx.config.max_body_bytes, body)?;
     let request = openai::parse(&body)?;
     let run = RunId::new();
     let guard = publish(

@@ -21,7 +21,7 @@ use hermes_types::model::JobTrigger;
 use serde_json::json;
 
 use crate::rest::Caller;
-use crate::{AppState, body_or_error};
+use crate::{AppState, api_body};
 
 type Answer = Result<Response, ApiError>;
 
@@ -77,7 +77,7 @@ pub async fn create(
 ) -> Response {
     respond(
         async {
-            let body = body_or_error(app.ctx.config.max_body_bytes, body)?;
+            let body = api_body(app.ctx.config.max_body_bytes, body)?;
             let spec = body::parse(&body)?.merge(None)?;
             body::check_target(&spec, &caller, &app.ctx.config.file.models)?;
             let next = first_run(&spec)?;
@@ -156,7 +156,7 @@ async fn change(
 pub async fn patch(call: JobCall, body: Result<Bytes, BytesRejection>) -> Response {
     respond(
         async {
-            let body = body_or_error(call.app.ctx.config.max_body_bytes, body)?;
+            let body = api_body(call.app.ctx.config.max_body_bytes, body)?;
             let patch = body::parse(&body)?;
             let config = call.app.ctx.config.clone();
             let caller = call.caller.clone();

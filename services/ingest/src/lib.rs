@@ -108,6 +108,32 @@ pub(crate) fn body_or_error(
     })
 }
 
+/// The body of an API request: read within `limit` (as [`body_or_error`]) and free of the NUL
+/// character, which PostgreSQL cannot store in text: a run, response or job holding one would
+/// be refused there after its caller was told it was accepted.
+pub(crate) fn api_body(
+    limit: usize,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Bytes, ApiError> {
+    let body = body_or_error(limit, body)?;
+    if has_nul_escape(&body) {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            "text may not contain the NUL character (\\u0000)",
+        ));
+    }
+    Ok(body)
+}
+
+/// Whether JSON text holds the escape `\u0000` (a raw NUL is not valid JSON): one whose
+/// backslash is not itself escaped, i.e. preceded by an even number of backslashes.
+fn has_nul_escape(json: &[u8]) -> bool {
+    const ESCAPE: &[u8] = b"\\u0000";
+    json.windows(ESCAPE.len()).enumerate().any(|(i, w)| {
+        w == ESCAPE && json[..i].iter().rev().take_while(|b| **b == b'\\').count() % 2 == 0
+    })
+}
+
 async fn health() -> Json<serde_json::Value> {
     Json(json!({"status": "ok"}))
 }
@@ -367,4 +393,17 @@ pub async fn serve(ctx: Ctx, listener: TcpListener) -> anyhow::Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(1), subscriber).await;
     tracing::info!("ingest stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_nul_escape;
+
+    #[test]
+    fn a_nul_escape_is_found_and_an_escaped_backslash_before_u0000_is_not_one() {
+        assert!(has_nul_escape(br#"{"input":"a\u0000b"}"#));
+        assert!(has_nul_escape(br#"{"input":"\\\u0000"}"#));
+        assert!(!has_nul_escape(br#"{"input":"\\u0000"}"#));
+        assert!(!has_nul_escape(br#"{"input":"\u0001"}"#));
+    }
 }

@@ -27,7 +27,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::accept::{self, Accepted};
-use crate::{AppState, body_or_error};
+use crate::{AppState, api_body};
 
 /// Who is calling the REST channel.
 #[derive(Clone, Debug)]
@@ -307,7 +307,7 @@ pub async fn post_message(
             .inc();
         e.into_response()
     };
-    let body = match body_or_error(app.ctx.config.max_body_bytes, body) {
+    let body = match api_body(app.ctx.config.max_body_bytes, body) {
         Ok(b) => b,
         Err(e) => return refuse(e),
     };

@@ -27,7 +27,7 @@ use serde_json::json;
 
 use crate::chat::{self, Turns};
 use crate::rest::Caller;
-use crate::{AppState, body_or_error, stream};
+use crate::{AppState, api_body, stream};
 use object::{Body, Head};
 
 /// `POST /v1/responses`
@@ -107,7 +107,7 @@ async fn handle(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = body_or_error(app.ctx.config.max_body_bytes, body)?;
+    let body = api_body(app.ctx.config.max_body_bytes, body)?;
     let request = input::parse(&body)?;
     let client = app.ctx.db.get().await.map_err(|_| unavailable())?;
     let previous = chained_to(

@@ -29,7 +29,7 @@ use hermes_types::trace::TraceParent;
 use serde_json::{Value, json};
 
 use crate::rest::Caller;
-use crate::{AppState, body_or_error};
+use crate::{AppState, api_body};
 
 /// A run as its caller may see it.
 pub(crate) enum Found {
@@ -119,7 +119,7 @@ async fn start(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = body_or_error(app.ctx.config.max_body_bytes, body)?;
+    let body = api_body(app.ctx.config.max_body_bytes, body)?;
     let request = request::parse(&body)?;
     let run = RunId::new();
     let traceparent = headers
