@@ -161,12 +161,7 @@ pub(crate) async fn publish(
     run: RunId,
     turns: Turns,
 ) -> Result<WaiterGuard, ApiError> {
-    let traceparent = headers
-        .get("traceparent")
-        .and_then(|v| v.to_str().ok())
-        .and_then(TraceParent::parse)
-        .map(|t| t.child())
-        .unwrap_or_else(TraceParent::generate);
+    let traceparent = crate::webhooks::traceparent(headers).unwrap_or_else(TraceParent::generate);
     let last_user_text = turns
         .messages
         .iter()

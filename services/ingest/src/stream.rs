@@ -40,7 +40,7 @@ use serde_json::{Value, json};
 use crate::wait;
 
 /// How long the connection may stay silent before a keep-alive comment goes out.
-pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(15);
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The SSE payload that ends every stream, as OpenAI sends it.
 const DONE: &str = "[DONE]";
@@ -137,6 +137,15 @@ pub(crate) fn follow<R: Render>(
             r.advance().await;
         }
     });
+    sse(body)
+}
+
+/// Server-sent events from `body`, with keep-alive comments while it is quiet, and unbuffered
+/// by proxies (every streamed answer of the API goes out this way).
+pub(crate) fn sse<S>(body: S) -> Response
+where
+    S: futures_util::Stream<Item = Result<Event, Infallible>> + Send + 'static,
+{
     let mut resp = Sse::new(body)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
         .into_response();

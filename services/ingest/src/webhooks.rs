@@ -85,7 +85,8 @@ fn malformed(app: &AppState, platform: Platform, e: impl std::fmt::Display) -> R
     )
 }
 
-fn traceparent(headers: &HeaderMap) -> Option<TraceParent> {
+/// The caller's W3C trace context, continued as a child span (`None` without a valid one).
+pub(crate) fn traceparent(headers: &HeaderMap) -> Option<TraceParent> {
     headers
         .get("traceparent")
         .and_then(|v| v.to_str().ok())

@@ -16,8 +16,8 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use hermes_cache::run_events::{RunEvent, RunEvents, WaiterGuard};
 use hermes_runtime::Ctx;
@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 
 use super::{Found, find};
 use crate::rest::Caller;
-use crate::stream::{Attempts, KEEP_ALIVE};
+use crate::stream::Attempts;
 use crate::{AppState, wait};
 
 /// A Redis stream entry id, `<milliseconds>-<sequence>`: ordered as the entries are.
@@ -100,13 +100,7 @@ pub async fn events(
             f.advance().await;
         }
     });
-    let mut resp = Sse::new(body)
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
-        .into_response();
-    // Tells nginx-style proxies not to buffer the stream, which would defeat it.
-    resp.headers_mut()
-        .insert("x-accel-buffering", HeaderValue::from_static("no"));
-    resp
+    crate::stream::sse(body)
 }
 
 /// Whether the run's stream holds nothing after `after` (an unreadable stream is read as

@@ -100,17 +100,8 @@ pub async fn create(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match start(&app, &caller, &headers, body).await {
-        Ok(resp) => resp,
-        Err(e) => {
-            app.ctx
-                .metrics
-                .ingest_messages
-                .with_label_values(&["api", e.code])
-                .inc();
-            e.into_response()
-        }
-    }
+    let result = start(&app, &caller, &headers, body).await;
+    crate::chat::counted(&app, result)
 }
 
 async fn start(
@@ -122,12 +113,7 @@ async fn start(
     let body = api_body(app.ctx.config.max_body_bytes, body)?;
     let request = request::parse(&body)?;
     let run = RunId::new();
-    let traceparent = headers
-        .get("traceparent")
-        .and_then(|v| v.to_str().ok())
-        .and_then(TraceParent::parse)
-        .map(|t| t.child())
-        .unwrap_or_else(TraceParent::generate);
+    let traceparent = crate::webhooks::traceparent(headers).unwrap_or_else(TraceParent::generate);
     // The stored responses a run continues: their conversation, tool rounds included, goes
     // in before the caller's own history (docs/api.md, runs).
     let earlier: Vec<ChatMessage> = match request.previous_response_id.as_deref() {
