@@ -211,9 +211,10 @@ async fn dispatch(cli: Cli) -> ExitCode {
             .await;
         }
         Command::Bench(BenchCommand::Llm(args)) => {
-            return admin("bench llm", path, |c| async move {
+            // Boxed: the gateway bench's future is large, and main's would carry it inline.
+            return Box::pin(admin("bench llm", path, |c| async move {
                 hermes::bench_llm::llm(c, args).await
-            })
+            }))
             .await;
         }
         Command::Bench(BenchCommand::Ingest(args)) => {
