@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use hermes::Service;
 use hermes_db::api_keys::{self, KeyScope};
-use hermes_testkit::{KEY, TestEnv, TestFleet, openai_answer, openai_tool_call};
+use hermes_testkit::{KEY, TestEnv, TestFleet, eventually, openai_answer, openai_tool_call};
 use serde_json::{Value, json};
 use wiremock::matchers::{body_string_contains, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -502,6 +502,79 @@ async fn a_response_whose_message_was_refused_is_not_kept() {
     assert_eq!(
         hermes_testkit::count(&env.db(), "SELECT count(*) FROM responses", &[]).await,
         0
+    );
+    fleet.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_continues_a_stored_response_and_only_its_own_keys() {
+    let provider = MockServer::start().await;
+    // Runs always stream from the model; the response is answered whole.
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .and(body_string_contains("\"stream\":true"))
+        .respond_with(crate::runs::sse_text(&["You are ", "Ada."]))
+        .with_priority(1)
+        .mount(&provider)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(openai_answer("Hello Ada", 5, 2)))
+        .with_priority(2)
+        .mount(&provider)
+        .await;
+    let fleet = fleet_on(&provider).await;
+    let alice = chat_key(fleet.env(), "alice").await;
+    let bob = chat_key(fleet.env(), "bob").await;
+    let (status, first) = create(&fleet, &alice, json!({"input": "my name is Ada"})).await;
+    assert_eq!(status, 200, "{first}");
+
+    let run = crate::runs::start_run(
+        &fleet,
+        &alice,
+        json!({"input": "what is my name?", "previous_response_id": first["id"]}),
+    )
+    .await;
+    let url = fleet.url(&format!("/v1/runs/{run}"));
+    let done = eventually(Duration::from_secs(30), "the run completes", || async {
+        let (_, v) = crate::runs::get(&url, &alice).await;
+        (v["status"] == "completed").then_some(v)
+    })
+    .await;
+    assert_eq!(done["output"], "You are Ada.");
+    // The model saw the stored turn and its answer before the run's own input.
+    let last = calls(&provider).await.pop().unwrap();
+    let seen: Vec<(String, String)> = turns(&last)
+        .into_iter()
+        .filter(|(role, _)| role != "system")
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("user".to_string(), "my name is Ada".to_string()),
+            ("assistant".to_string(), "Hello Ada".to_string()),
+            ("user".to_string(), "what is my name?".to_string()),
+        ]
+    );
+
+    // Another key's response, or one that never was, is not continued: nothing is started.
+    for (key, previous) in [
+        (&bob, first["id"].clone()),
+        (&alice, json!("resp_00000000000000000000000000000000")),
+    ] {
+        let (status, refused) = crate::runs::post(
+            &fleet.url("/v1/runs"),
+            key,
+            &json!({"input": "again", "previous_response_id": previous}),
+        )
+        .await;
+        assert_eq!(status, 404, "{refused}");
+        assert_eq!(refused["error"]["code"], "previous_response_not_found");
+    }
+    assert_eq!(
+        calls(&provider).await.len(),
+        2,
+        "no model call for a refused run"
     );
     fleet.stop().await.unwrap();
 }

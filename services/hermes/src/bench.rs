@@ -122,17 +122,10 @@ fn body(i: u64, senders: u32, run: &str) -> Vec<u8> {
 
 /// VmRSS and VmHWM of a process, from /proc.
 pub(crate) fn memory(pid: u32) -> Option<String> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .map(|l| l.trim_start_matches(name).trim().to_string())
-    };
+    let r = crate::procstat::read(pid)?;
     Some(format!(
-        "VmRSS {} (peak VmHWM {})",
-        field("VmRSS:")?,
-        field("VmHWM:")?
+        "VmRSS {} kB (peak VmHWM {} kB)",
+        r.rss_kib, r.peak_kib
     ))
 }
 
@@ -148,33 +141,15 @@ pub(crate) struct CpuTicks {
 
 impl CpuTicks {
     pub(crate) fn now(pid: Option<u32>) -> Self {
-        let machine = std::fs::read_to_string("/proc/stat")
-            .ok()
-            .and_then(|s| {
-                let line = s.lines().next()?.to_string();
-                // cpu user nice system idle iowait irq softirq steal ...
-                let f: Vec<u64> = line
-                    .split_whitespace()
-                    .skip(1)
-                    .filter_map(|v| v.parse().ok())
-                    .collect();
-                Some(f.first()? + f.get(1)? + f.get(2)? + f.get(5)? + f.get(6)?)
-            })
-            .unwrap_or(0);
-        let process = pid.and_then(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            // Fields after the parenthesised name; utime and stime are the 12th and 13th.
-            let rest = stat.rsplit_once(')')?.1;
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
-        });
-        Self { machine, process }
+        Self {
+            machine: crate::procstat::machine_busy_ticks().unwrap_or(0),
+            process: pid.and_then(crate::procstat::process_ticks),
+        }
     }
 
     /// Milliseconds of CPU per item since `before`: (machine, process).
     pub(crate) fn per_item(self, before: Self, items: u64) -> (f64, Option<f64>) {
-        // Linux reports /proc times in USER_HZ, 100 per second everywhere it runs.
-        let ms = |ticks: u64| ticks as f64 * 10.0 / items.max(1) as f64;
+        let ms = |ticks: u64| crate::procstat::ticks_to_ms(ticks) / items.max(1) as f64;
         (
             ms(self.machine.saturating_sub(before.machine)),
             self.process

@@ -15,6 +15,7 @@ pub mod erase;
 pub mod jobs_admin;
 pub mod keys;
 pub mod llm_admin;
+mod procstat;
 pub mod tools_admin;
 pub mod users;
 

@@ -43,32 +43,22 @@ pub async fn send(client: &reqwest::Client, base: &str, text: &str, seen: &ApiSe
         .timeout(Duration::from_secs(180))
         .send()
         .await;
-    let mut response = match response {
+    let response = match response {
         Ok(r) if r.status().is_success() => r,
         _ => {
             seen.refused.fetch_add(1, Ordering::SeqCst);
             return;
         }
     };
-    let mut buffer = String::new();
     let mut content = String::new();
     let mut done = false;
-    while let Ok(Some(chunk)) = response.chunk().await {
-        buffer.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = buffer.find("\n\n") {
-            let event: String = buffer.drain(..end + 2).collect();
-            for line in event.lines() {
-                let Some(data) = line.strip_prefix("data: ") else {
-                    continue;
-                };
-                if data.trim() == "[DONE]" {
-                    done = true;
-                } else if let Ok(v) = serde_json::from_str::<Value>(data)
-                    && let Some(delta) = v["choices"][0]["delta"]["content"].as_str()
-                {
-                    content.push_str(delta);
-                }
-            }
+    for (_, data) in crate::bench_fleet::read_sse(response).await {
+        if data.trim() == "[DONE]" {
+            done = true;
+        } else if let Ok(v) = serde_json::from_str::<Value>(&data)
+            && let Some(delta) = v["choices"][0]["delta"]["content"].as_str()
+        {
+            content.push_str(delta);
         }
     }
     let counter = if !done {

@@ -8,7 +8,6 @@
 //! a request lost or answered with another's text voids the run (exit non-zero).
 
 mod load;
-mod procstat;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,6 +21,8 @@ use hermes_telemetry::Metrics;
 use secrecy::ExposeSecret;
 
 use crate::bench_faults::{fleet, model};
+use crate::procstat;
+pub(crate) use load::read_sse;
 use load::{Figures, Kind};
 
 #[derive(Args, Debug)]
@@ -410,6 +411,7 @@ mod tests {
         let r = |cpu_ms, rss_kib| procstat::Reading {
             cpu: Duration::from_millis(cpu_ms),
             rss_kib,
+            peak_kib: rss_kib,
         };
         let before = vec![("ingest", r(1000, 10)), ("router", r(500, 10))];
         let after = vec![("ingest", r(1500, 20)), ("router", r(700, 30))];

@@ -222,6 +222,17 @@ mod tests {
 
     use super::*;
 
+    #[test]
+    fn a_stopped_run_reads_cancelled_and_a_failed_one_failed() {
+        let stopped = Body::failed("cancelled", "stopped");
+        assert_eq!(stopped.status, Status::Cancelled);
+        assert_eq!(response(&head(), &stopped)["status"], "cancelled");
+        assert_eq!(
+            Body::failed("providers_unavailable", "down").status,
+            Status::Failed
+        );
+    }
+
     fn head() -> Head {
         Head {
             id: ResponseId::new(),
