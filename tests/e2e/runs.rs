@@ -134,6 +134,16 @@ async fn a_run_starts_at_once_and_is_polled_to_its_answer() {
     .await;
     let done = run_in(&fleet, &run, "completed").await;
     assert_eq!(done["object"], "hermes.run");
+    // What a caller sent is kept as JSON in PostgreSQL and read back exactly: the largest
+    // double, stored there as a 309-digit number, once made reading the run a 500 (found by
+    // schemathesis).
+    let extreme = start_run(
+        &fleet,
+        KEY,
+        json!({"input": "extreme", "runtime_policy": {"limit": f64::MAX, "least": f64::MIN_POSITIVE}}),
+    )
+    .await;
+    run_in(&fleet, &extreme, "completed").await;
     assert_eq!(done["run_id"], run);
     assert_eq!(done["output"], "echo: hello runs");
     assert_eq!(done["session_id"], "space-session");
