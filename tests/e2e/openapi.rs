@@ -183,9 +183,15 @@ async fn schemathesis_finds_no_server_error_and_no_answer_outside_the_document()
             Service::Delivery,
         ])
         .await;
+    // Schemathesis keeps a cache of what it found in its working directory: a directory of
+    // the run's own, removed after, so no run replays another's or leaves files in the tree.
+    let workdir = tempfile_dir();
     let out = tokio::process::Command::new(&program)
+        .current_dir(&workdir)
         .args([
             "run",
+            "--generation-database",
+            "none",
             &fleet.url("/openapi.json"),
             "--checks",
             "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance",
@@ -213,10 +219,18 @@ async fn schemathesis_finds_no_server_error_and_no_answer_outside_the_document()
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    let _ = std::fs::remove_dir_all(&workdir);
     eprintln!("{report}");
     fleet.stop().await.unwrap();
     assert!(
         out.status.success(),
         "schemathesis found problems:\n{report}"
     );
+}
+
+/// An empty directory of this run's own under the system's temporary directory.
+fn tempfile_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("hermes-schemathesis-{}", uuid::Uuid::now_v7()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    dir
 }
