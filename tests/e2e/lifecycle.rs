@@ -139,3 +139,22 @@ async fn a_service_cut_off_from_the_broker_past_its_bound_exits() {
     callers.abort();
     assert!(!status.success(), "a non-zero exit, got {status}");
 }
+
+/// A broker that accepts connections and then never answers (a hung broker, a black-holed
+/// route) must not hold a service's reconnect past its bound either: each attempt is bounded
+/// by what is left of `HERMES_BUS_RECONNECT_SECS`, and the service exits non-zero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_whose_broker_stops_answering_exits_past_its_bound() {
+    let mut env = TestEnv::new().await;
+    let broker = env.behind_proxy(hermes_testkit::Server::Broker).await;
+    env.set("HERMES_BUS_RECONNECT_SECS", "2");
+    let mut ingest = env.spawn_ready("ingest").await;
+    // New connections get through the proxy but not a byte more; the old ones are cut.
+    broker.set_stalled(true);
+    broker.cut();
+    let status = tokio::time::timeout(Duration::from_secs(60), ingest.child.wait())
+        .await
+        .expect("the process exits within its bound, not hangs")
+        .unwrap();
+    assert!(!status.success(), "a non-zero exit, got {status}");
+}

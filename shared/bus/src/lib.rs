@@ -218,7 +218,20 @@ impl Bus {
                     if stop.is_cancelled() {
                         return;
                     }
-                    match bus.establish().await {
+                    // An attempt is bounded by what is left of the bound: a connect that hangs
+                    // (a broker that accepts and never answers) must not keep the process
+                    // from exiting for its orchestrator to restart it.
+                    let left = bus
+                        .inner
+                        .settings
+                        .reconnect_timeout
+                        .saturating_sub(started.elapsed())
+                        .max(Duration::from_millis(100));
+                    let attempt = match tokio::time::timeout(left, bus.establish()).await {
+                        Ok(result) => result.map_err(|e| e.to_string()),
+                        Err(_) => Err(format!("no answer within {} ms", left.as_millis())),
+                    };
+                    match attempt {
                         Ok(()) => {
                             bus.inner.metrics.bus_reconnects.inc();
                             tracing::info!(
