@@ -178,6 +178,7 @@ async fn a_new_session_never_sees_the_old_sessions_turns_nor_its_late_reply() {
             transcript: Vec::new(),
         },
         detail: None,
+        draft_id: None,
     };
     bus.publish(&Envelope::new(late_run, None, &late))
         .await

@@ -36,6 +36,7 @@ fn reply(platform: Platform, chat_id: &str, callback_url: Option<String>, text: 
         },
         exchange: None,
         detail: None,
+        draft_id: None,
     };
     Envelope::new(RunId::new(), None, &reply)
 }

@@ -348,8 +348,7 @@ async fn a_ledgered_run_through_kills_stops_and_outages_loses_and_doubles_nothin
     edge.stop().await.unwrap();
 }
 
-const OPEN_RUNS: &str =
-    "SELECT count(*) FROM agent_runs WHERE status NOT IN ('completed', 'failed', 'cancelled')";
+const OPEN_RUNS: &str = "SELECT count(*) FROM agent_runs WHERE status NOT IN ('completed', 'failed', 'cancelled', 'expired')";
 
 /// What the run left behind, read from the fake platform, the database and the broker.
 #[derive(Debug)]

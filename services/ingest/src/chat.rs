@@ -221,6 +221,9 @@ pub(crate) fn failure(code: FailureCode, message: String) -> ApiError {
         | FailureCode::WorkspaceSecretsUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         // Stopped on request (`POST /v1/runs/{id}/stop`): no answer will come.
         FailureCode::Cancelled => StatusCode::CONFLICT,
+        // The external agent never answered, or gave up: the upstream of this run failed.
+        FailureCode::Expired => StatusCode::GATEWAY_TIMEOUT,
+        FailureCode::AgentFailed => StatusCode::BAD_GATEWAY,
     };
     ApiError::new(status, code.as_str(), message)
 }

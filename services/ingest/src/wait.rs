@@ -92,7 +92,7 @@ pub(crate) async fn from_row(ctx: &Ctx, run: RunId) -> Option<Outcome> {
             tools_used: row.tools_used,
             transcript: row.transcript,
         }),
-        RunStatus::Failed | RunStatus::Cancelled => Some(Outcome::Failed {
+        RunStatus::Failed | RunStatus::Cancelled | RunStatus::Expired => Some(Outcome::Failed {
             code: FailureCode::parse(row.error_code.as_deref().unwrap_or_default()),
             message: row.output_text.unwrap_or_default(),
         }),

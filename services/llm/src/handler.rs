@@ -221,6 +221,7 @@ impl LlmStage {
                     reply_to: reply_to.clone(),
                     exchange: request.exchange.clone(),
                     detail: None,
+                    draft_id: None,
                     outcome: Outcome::Answered {
                         text,
                         model: request.requested_model.clone().unwrap_or(backend),
@@ -237,6 +238,7 @@ impl LlmStage {
                     reply_to: reply_to.clone(),
                     exchange: request.exchange.clone(),
                     detail: None,
+                    draft_id: None,
                     outcome: Outcome::Answered {
                         text: tool_output_fallback(&request),
                         model: request
@@ -257,6 +259,7 @@ impl LlmStage {
                 Reply {
                     exchange: request.exchange.clone(),
                     detail: Some(detail),
+                    draft_id: None,
                     ..Reply::failed(reply_to, code, e.user_message())
                 }
             }

@@ -37,12 +37,17 @@ pub struct Agent {
     /// The local-host toolsets or tool names its runs may use (`--tool-allowlist`); None:
     /// no list applies (the engagement mode alone decides).
     pub tool_allowlist: Option<Vec<String>>,
+    /// External agents: how long a run may wait for the agent's answer before its caller is
+    /// given the fallback reply (docs/agents.md, "When an external run ends").
+    pub reply_deadline_secs: i32,
+    /// Internal agents: the tool rounds one run may take (the built-in persona takes one).
+    pub max_tool_rounds: i32,
 }
 
 pub(crate) const COLUMNS: &str = "a.id, a.workspace_id, a.profile_key, a.kind, a.display_name, a.tone, \
     a.role, a.role_instructions, a.tier, a.toolsets, a.capabilities, a.webhook_url, \
     a.standard_webhooks, a.max_concurrent, a.status, a.engagement_mode, a.last_heartbeat_at, a.last_dispatched_at, \
-    a.created_at, a.backend, a.backend_model, a.tool_allowlist";
+    a.created_at, a.backend, a.backend_model, a.tool_allowlist, a.reply_deadline_secs, a.max_tool_rounds";
 
 fn parse<T: std::str::FromStr<Err = String>>(
     row: &tokio_postgres::Row,
@@ -87,6 +92,8 @@ pub(crate) fn agent_from(row: &tokio_postgres::Row) -> Result<Agent, DbError> {
             _ => None,
         },
         tool_allowlist: row.get("tool_allowlist"),
+        reply_deadline_secs: row.get("reply_deadline_secs"),
+        max_tool_rounds: row.get("max_tool_rounds"),
     })
 }
 
@@ -220,7 +227,7 @@ pub async fn list(client: &Client, workspace: &str) -> Result<Vec<(Agent, i64)>,
         .query(
             &format!(
                 "SELECT {COLUMNS}, (SELECT count(*) FROM agent_runs r WHERE r.agent_id = a.id
-                                     AND r.status NOT IN ('completed', 'failed', 'cancelled')) AS open_runs
+                                     AND r.status NOT IN ('completed', 'failed', 'cancelled', 'expired')) AS open_runs
                  FROM agents a JOIN workspaces w ON w.id = a.workspace_id
                  WHERE w.slug = $1 ORDER BY a.profile_key"
             ),

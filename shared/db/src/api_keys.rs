@@ -4,7 +4,7 @@
 //! HERMES_SECRET_KEYS and shown once at creation and at each rotation.
 
 use hermes_net::keyring::KeyRing;
-use hermes_types::ids::ApiKeyId;
+use hermes_types::ids::{AgentId, ApiKeyId};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
@@ -25,6 +25,9 @@ pub struct ApiKey {
     pub scopes: Vec<KeyScope>,
     /// Its request rate and budgets.
     pub limits: KeyLimits,
+    /// The agent this key speaks for on the MCP surface (docs/agents.md, "The agent's side");
+    /// `None`: a key of people or scripts, refused by the agent tools.
+    pub agent_id: Option<AgentId>,
 }
 
 /// A surface a key may call (docs/security.md, keys and tenants).
@@ -162,6 +165,7 @@ pub async fn create(
         callback_secret_sealed: sealed,
         scopes: vec![KeyScope::Messages],
         limits: KeyLimits::default(),
+        agent_id: None,
     };
     Ok(Created {
         key: record,
@@ -189,7 +193,8 @@ pub async fn rotate_secret(
 
 const COLUMNS: &str =
     "id, name, key_prefix, callback_url, created_at, revoked_at, callback_secret_enc,
-     scopes, requests_per_minute, daily_tokens, monthly_tokens, daily_micro_usd, monthly_micro_usd";
+     scopes, requests_per_minute, daily_tokens, monthly_tokens, daily_micro_usd, monthly_micro_usd,
+     agent_id";
 
 /// A non-negative amount column as `u64`.
 fn amount(r: &tokio_postgres::Row, i: usize) -> Option<u64> {
@@ -269,6 +274,7 @@ fn from_row(r: &tokio_postgres::Row) -> ApiKey {
             daily_micro_usd: amount(r, 11),
             monthly_micro_usd: amount(r, 12),
         },
+        agent_id: r.get(13),
     }
 }
 

@@ -241,7 +241,7 @@ pub async fn delete(
     let open = tx
         .query(
             "SELECT r.id FROM job_runs jr JOIN agent_runs r ON r.id = jr.run_id
-             WHERE jr.job_id = $1 AND r.status NOT IN ('completed', 'failed', 'cancelled')",
+             WHERE jr.job_id = $1 AND r.status NOT IN ('completed', 'failed', 'cancelled', 'expired')",
             &[&job.id.as_uuid()],
         )
         .await?

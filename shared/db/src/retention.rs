@@ -56,7 +56,7 @@ fn batch_sql(table: Table) -> String {
             "id",
             // A run stays while a response stands on it (swept before, by its own days).
             format!(
-                "agent_runs WHERE status IN ('completed', 'failed', 'cancelled') AND created_at < {CUTOFF} \
+                "agent_runs WHERE status IN ('completed', 'failed', 'cancelled', 'expired') AND created_at < {CUTOFF} \
                  AND NOT EXISTS (SELECT 1 FROM responses p WHERE p.run_id = agent_runs.id)"
             ),
             "created_at",
@@ -233,7 +233,7 @@ async fn fold_ledger(db: &Db, days: i32, batch: i64) -> Result<Option<Batch>, Db
 
 /// A ledger row that may be folded: not the charge or refund of a run still open.
 const FOLDABLE: &str = "NOT EXISTS (SELECT 1 FROM agent_runs r WHERE r.id = l.run_id \
-                        AND r.status NOT IN ('completed', 'failed', 'cancelled'))";
+                        AND r.status NOT IN ('completed', 'failed', 'cancelled', 'expired'))";
 
 /// Fold one user's expired rows into one `summary` row (in their place: the newest folded
 /// row's id, time and balance); returns the rows removed net of the summary.

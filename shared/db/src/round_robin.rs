@@ -57,7 +57,7 @@ pub async fn next(
         "SELECT {COLUMNS} FROM agents a
          WHERE {ELIGIBLE}
            AND (SELECT count(*) FROM agent_runs r WHERE r.agent_id = a.id
-                  AND r.status NOT IN ('completed', 'failed', 'cancelled')) < a.max_concurrent
+                  AND r.status NOT IN ('completed', 'failed', 'cancelled', 'expired')) < a.max_concurrent
          ORDER BY a.last_dispatched_at ASC NULLS FIRST, a.profile_key
          LIMIT 1 FOR UPDATE OF a"
     );

@@ -19,7 +19,14 @@ pub enum RunStatus {
     Failed,
     /// Stopped at a caller's request before it ended (docs/api.md, runs).
     Cancelled,
+    /// An external agent's run past its reply deadline: its caller got the fallback reply
+    /// and its credit back (docs/agents.md, "When an external run ends").
+    Expired,
 }
+
+/// The closed statuses as an SQL list, for `status IN` / `NOT IN` (the partial indexes of
+/// open and closed runs name the same list, migrations/0018).
+pub const CLOSED_SQL: &str = "('completed', 'failed', 'cancelled', 'expired')";
 
 impl RunStatus {
     pub fn as_str(self) -> &'static str {
@@ -30,6 +37,7 @@ impl RunStatus {
             RunStatus::Completed => "completed",
             RunStatus::Failed => "failed",
             RunStatus::Cancelled => "cancelled",
+            RunStatus::Expired => "expired",
         }
     }
 
@@ -41,6 +49,7 @@ impl RunStatus {
             Self::Completed,
             Self::Failed,
             Self::Cancelled,
+            Self::Expired,
         ]
         .into_iter()
         .find(|r| r.as_str() == s)
@@ -49,7 +58,7 @@ impl RunStatus {
     pub fn is_final(self) -> bool {
         matches!(
             self,
-            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled | RunStatus::Expired
         )
     }
 }
@@ -250,7 +259,7 @@ pub async fn advance(tx: &Transaction<'_>, id: RunId, status: RunStatus) -> Resu
         &crate::stmt(
             tx,
             "UPDATE agent_runs SET status = $2, updated_at = now()
-         WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled')",
+         WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled', 'expired')",
         )
         .await?,
         &[&id.as_uuid(), &status.as_str()],
@@ -289,7 +298,7 @@ pub async fn finish(
                     "UPDATE agent_runs SET status = 'completed', output_text = $2, model = $3,
                         tokens_in = $4, tokens_out = $5, tools_used = $6, cost_micro_usd = $7,
                         transcript = $8, updated_at = now(), finished_at = now()
-                 WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled')",
+                 WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled', 'expired')",
                 )
                 .await?,
                 &[
@@ -306,18 +315,19 @@ pub async fn finish(
             .await?
         }
         Outcome::Failed { code, message } => {
-            // A run stopped on request is closed `cancelled`, with the same code and message.
-            let status = if *code == FailureCode::Cancelled {
-                RunStatus::Cancelled
-            } else {
-                RunStatus::Failed
+            // A run stopped on request is closed `cancelled`, one its external agent never
+            // answered `expired`, with the same code and message.
+            let status = match code {
+                FailureCode::Cancelled => RunStatus::Cancelled,
+                FailureCode::Expired => RunStatus::Expired,
+                _ => RunStatus::Failed,
             };
             tx.execute(
                 &crate::stmt(
                     tx,
                     "UPDATE agent_runs SET status = $5, error_code = $2, output_text = $3,
                         error_detail = $4, updated_at = now(), finished_at = now()
-                 WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled')",
+                 WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled', 'expired')",
                 )
                 .await?,
                 &[
@@ -344,7 +354,7 @@ pub async fn request_stop(client: &Client, id: RunId) -> Result<bool, DbError> {
                 client,
                 "UPDATE agent_runs SET stop_requested_at = COALESCE(stop_requested_at, now()),
                     updated_at = now()
-                 WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled')",
+                 WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled', 'expired')",
             )
             .await?,
             &[&id.as_uuid()],
@@ -378,7 +388,7 @@ pub async fn begin_call(client: &Client, id: RunId) -> Result<bool, DbError> {
             &crate::stmt(
                 client,
                 "UPDATE agent_runs SET status = 'running', updated_at = now()
-                 WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled')
+                 WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled', 'expired')
                  RETURNING stop_requested_at IS NOT NULL",
             )
             .await?,
@@ -462,7 +472,7 @@ pub async fn count_open(client: &Client) -> Result<i64, DbError> {
     let row = client
         .query_one(
             "SELECT count(*) FROM agent_runs
-             WHERE status NOT IN ('completed', 'failed', 'cancelled')",
+             WHERE status NOT IN ('completed', 'failed', 'cancelled', 'expired')",
             &[],
         )
         .await?;
@@ -492,7 +502,7 @@ pub async fn sweep_stuck(
                  updated_at = now(), finished_at = now()
              WHERE id IN (
                  SELECT id FROM agent_runs
-                 WHERE status NOT IN ('completed', 'failed', 'cancelled')
+                 WHERE status NOT IN ('completed', 'failed', 'cancelled', 'expired')
                    AND created_at < now() - make_interval(secs => $1)
                  ORDER BY created_at
                  LIMIT $2

@@ -1,9 +1,11 @@
 //! Telemetry (docs/architecture.md §12): structured logs with the run id on every line, and the Prometheus
 //! metrics of the whole fleet (served by the runtime crate's admin server).
 
+mod agent_metrics;
 mod alert_kind;
 mod metrics;
 
+pub use agent_metrics::AgentMetrics;
 pub use alert_kind::AlertKind;
 pub use metrics::{Inner as MetricHandles, Metrics};
 

@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use crate::agent_metrics::AgentMetrics;
+
 use prometheus::{
     CounterVec, Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter,
     IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
@@ -98,6 +100,8 @@ pub struct Inner {
     pub alerts: IntCounterVec,
     // Process.
     pub ready: GaugeVec,
+    /// The agent contract (external runs, the MCP surface, Forge wakes).
+    pub agents: AgentMetrics,
 }
 
 impl std::ops::Deref for Metrics {
@@ -590,6 +594,7 @@ impl Metrics {
         )
         .unwrap();
         r.register(Box::new(ready.clone())).unwrap();
+        let agents = AgentMetrics::register(&r);
         Self(Arc::new(Inner {
             registry: r,
             http_requests,
@@ -660,6 +665,7 @@ impl Metrics {
             delivery_rate_wait,
             webhook_deliveries,
             ready,
+            agents,
         }))
     }
 

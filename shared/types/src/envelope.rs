@@ -30,6 +30,8 @@ pub enum MessageKind {
     AgentWake,
     /// Facts to extract from a finished exchange into the user's memory (llm stage).
     MemoryExtract,
+    /// An external agent's draft grew: a chat that shows drafts (Telegram) edits its message.
+    DraftUpdate,
 }
 
 impl MessageKind {
@@ -42,6 +44,7 @@ impl MessageKind {
             MessageKind::Reply => Stage::Delivery,
             MessageKind::AgentWake => Stage::Webhooks,
             MessageKind::MemoryExtract => Stage::Llm,
+            MessageKind::DraftUpdate => Stage::Delivery,
         }
     }
 }

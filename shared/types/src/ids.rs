@@ -114,6 +114,11 @@ uuid_id!(
     DeliveryId
 );
 uuid_id!(
+    /// A streamed answer an external agent is writing (`agent_drafts`): the same id from
+    /// `chat.startDraft` to `chat.finalizeDraft`, so the final text replaces the draft.
+    DraftId
+);
+uuid_id!(
     /// A response of the OpenAI Responses API (`responses`); on the wire `resp_` and the
     /// UUID's 32 hex digits, as OpenAI's ids look (see [`ResponseId::wire`]).
     ResponseId

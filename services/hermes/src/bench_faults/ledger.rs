@@ -156,7 +156,7 @@ impl Ledger {
             .await?,
             open_runs: count(
                 db,
-                "SELECT count(*) FROM agent_runs WHERE status NOT IN ('completed', 'failed', 'cancelled')",
+                "SELECT count(*) FROM agent_runs WHERE status NOT IN ('completed', 'failed', 'cancelled', 'expired')",
             )
             .await?,
             failed_runs: count(db, "SELECT count(*) FROM agent_runs WHERE status = 'failed'")

@@ -464,7 +464,7 @@ async fn settle(
             let open = match db.get().await {
                 Ok(c) => c
                     .query_one(
-                        "SELECT count(*) FROM agent_runs WHERE status NOT IN ('completed', 'failed', 'cancelled')",
+                        "SELECT count(*) FROM agent_runs WHERE status NOT IN ('completed', 'failed', 'cancelled', 'expired')",
                         &[],
                     )
                     .await

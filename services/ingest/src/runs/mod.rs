@@ -48,6 +48,7 @@ pub(crate) fn shown_status(status: RunStatus) -> &'static str {
         RunStatus::Completed => "completed",
         RunStatus::Failed => "failed",
         RunStatus::Cancelled => "cancelled",
+        RunStatus::Expired => "expired",
     }
 }
 
@@ -217,7 +218,7 @@ pub async fn get(
 fn shown(row: &RunRow, caller: &Caller) -> Value {
     let (output, error) = match row.status {
         RunStatus::Completed => (row.output_text.clone(), Value::Null),
-        RunStatus::Failed | RunStatus::Cancelled => {
+        RunStatus::Failed | RunStatus::Cancelled | RunStatus::Expired => {
             let mut error = json!({ "code": row.error_code, "message": row.output_text });
             // What went wrong in detail (scrubbed) is for the operator, never the key.
             if let (Caller::Operator, Some(detail)) = (caller, &row.error_detail) {

@@ -50,6 +50,8 @@ pub(super) async fn end_run(ctx: &Ctx, env: &Envelope) {
         MessageKind::Reply | MessageKind::AgentWake => close(ctx, env).await,
         // Memory extraction follows a closed run: nothing is open.
         MessageKind::MemoryExtract => Ok(()),
+        // A draft that could not be shown: the run's answer still comes as its reply.
+        MessageKind::DraftUpdate => Ok(()),
     };
     if let Err(e) = result {
         tracing::error!(error = %format!("{e:#}"), "cannot end the parked message's run now; the stuck-run sweeper will");

@@ -1,6 +1,6 @@
 //! Work owed after a run: the wake of an external agent and a memory extraction.
 
-use crate::ids::{AgentId, DeliveryId, UserId};
+use crate::ids::{AgentId, DeliveryId, DraftId, UserId};
 use serde::{Deserialize, Serialize};
 
 use super::*;
@@ -42,4 +42,21 @@ pub struct MemoryExtract {
 
 impl Payload for MemoryExtract {
     const KIND: MessageKind = MessageKind::MemoryExtract;
+}
+
+/// An external agent's draft as it stands after a chunk (docs/agents.md, "Drafts"): delivery
+/// shows it where the platform can edit a message as it grows (Telegram), and ignores it
+/// elsewhere (the final text arrives as the run's reply, with the same draft id). `chunks`
+/// orders updates: one older than what the chat already shows is dropped.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DraftUpdate {
+    pub draft_id: DraftId,
+    pub reply_to: ReplyTo,
+    /// The whole text so far (not the delta: an update may be skipped or arrive twice).
+    pub text: String,
+    pub chunks: i32,
+}
+
+impl Payload for DraftUpdate {
+    const KIND: MessageKind = MessageKind::DraftUpdate;
 }

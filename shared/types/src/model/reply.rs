@@ -30,10 +30,16 @@ pub enum FailureCode {
     /// no further model or tool call was made (docs/api.md, runs). The run is closed
     /// `cancelled`, not `failed`, and refunded like a failure.
     Cancelled,
+    /// An external agent did not answer its run before the agent's reply deadline
+    /// (docs/agents.md, "When an external run ends"): the caller gets a fallback reply, the run
+    /// is closed `expired` and refunded, and the agent's slot is free again.
+    Expired,
+    /// An external agent gave the run up (`runs.fail`), with its reason kept for operators.
+    AgentFailed,
 }
 
 impl FailureCode {
-    pub const ALL: [FailureCode; 9] = [
+    pub const ALL: [FailureCode; 11] = [
         FailureCode::ProvidersUnavailable,
         FailureCode::ProviderRejected,
         FailureCode::Invalid,
@@ -43,6 +49,8 @@ impl FailureCode {
         FailureCode::Capacity,
         FailureCode::WorkspaceSecretsUnavailable,
         FailureCode::Cancelled,
+        FailureCode::Expired,
+        FailureCode::AgentFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -56,6 +64,8 @@ impl FailureCode {
             FailureCode::Capacity => "capacity",
             FailureCode::WorkspaceSecretsUnavailable => "workspace_secrets_unavailable",
             FailureCode::Cancelled => "cancelled",
+            FailureCode::Expired => "expired",
+            FailureCode::AgentFailed => "agent_failed",
         }
     }
 
@@ -189,6 +199,11 @@ pub struct Reply {
     /// logs. Never sent to the caller, who gets the outcome's code and message only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// An external agent's answer that finalizes a draft: where the draft is shown (a
+    /// Telegram message edited as it grew), the final text replaces it instead of being sent
+    /// again (docs/agents.md, "Drafts").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_id: Option<crate::ids::DraftId>,
 }
 
 impl Reply {
@@ -202,6 +217,7 @@ impl Reply {
             },
             exchange: None,
             detail: None,
+            draft_id: None,
         }
     }
 
@@ -232,6 +248,7 @@ impl Reply {
             },
             exchange: None,
             detail: None,
+            draft_id: None,
         }
     }
 }

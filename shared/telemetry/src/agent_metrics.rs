@@ -1,0 +1,93 @@
+//! The metrics of the agent contract (docs/agents.md, "The agent's side" and "Hermes as a
+//! Forge agent"): external runs by agent and outcome, how long agents take to acknowledge and
+//! to answer, re-wakes and expiries, presence, the MCP surface's calls and Forge wakes.
+
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+
+/// Buckets for an agent's time to acknowledge or answer: a second to an hour.
+const AGENT_LATENCY: &[f64] = &[
+    0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+];
+
+/// The agent contract's metric handles (a part of the process's registry).
+#[derive(Clone)]
+pub struct AgentMetrics {
+    /// External runs that ended, by agent (profile key) and outcome: `answered`, `failed`
+    /// (the agent called `runs.fail`), `expired` (past the reply deadline).
+    pub runs: IntCounterVec,
+    /// From a run's dispatch to the agent's `inbox.ack`, by agent.
+    pub time_to_ack: HistogramVec,
+    /// From a run's dispatch to its answer (`chat.appendMessage` or `chat.finalizeDraft`).
+    pub time_to_answer: HistogramVec,
+    /// Unacknowledged runs woken again on the retry schedule, by agent.
+    pub rewakes: IntCounterVec,
+    /// Agents marked OFFLINE because they were silent past the presence window, by agent.
+    pub presence_expired: IntCounterVec,
+    /// Calls to the MCP surface, by tool and outcome (`ok` or the error's code).
+    pub mcp_calls: IntCounterVec,
+    /// Forge wakes received, by outcome (`queued`, `duplicate`, or the refusal's code).
+    pub forge_wakes: IntCounterVec,
+}
+
+fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let m = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
+    r.register(Box::new(m.clone()))
+        .expect("metric registered once");
+    m
+}
+
+fn histogram(r: &Registry, name: &str, help: &str) -> HistogramVec {
+    let opts = HistogramOpts::new(name, help).buckets(AGENT_LATENCY.to_vec());
+    let m = HistogramVec::new(opts, &["agent"]).expect("valid metric");
+    r.register(Box::new(m.clone()))
+        .expect("metric registered once");
+    m
+}
+
+impl AgentMetrics {
+    /// Register the agent contract's metrics in `r`.
+    pub fn register(r: &Registry) -> Self {
+        Self {
+            runs: counter(
+                r,
+                "hermes_agent_runs_total",
+                "External agent runs that ended, by agent and outcome (answered, failed, expired).",
+                &["agent", "outcome"],
+            ),
+            time_to_ack: histogram(
+                r,
+                "hermes_agent_time_to_ack_seconds",
+                "Time from an external run's dispatch to the agent's inbox.ack, by agent.",
+            ),
+            time_to_answer: histogram(
+                r,
+                "hermes_agent_time_to_answer_seconds",
+                "Time from an external run's dispatch to the agent's answer, by agent.",
+            ),
+            rewakes: counter(
+                r,
+                "hermes_agent_rewakes_total",
+                "Unacknowledged external runs woken again on the retry schedule, by agent.",
+                &["agent"],
+            ),
+            presence_expired: counter(
+                r,
+                "hermes_agent_presence_expired_total",
+                "Agents marked OFFLINE after no 2xx and no heartbeat for the presence window, by agent.",
+                &["agent"],
+            ),
+            mcp_calls: counter(
+                r,
+                "hermes_mcp_calls_total",
+                "Tool calls on the agent MCP surface, by tool and outcome (ok or the error code).",
+                &["tool", "outcome"],
+            ),
+            forge_wakes: counter(
+                r,
+                "hermes_forge_wakes_total",
+                "Forge wakes received on /agents/forge, by outcome (queued, duplicate, or the refusal's code).",
+                &["outcome"],
+            ),
+        }
+    }
+}
