@@ -1,0 +1,172 @@
+//! An external agent's inbox (docs/agents.md, "The agent's side"): its open runs, and the one
+//! step every way a run ends goes through — claiming the run's reply. An answer
+//! (`chat.appendMessage`, `chat.finalizeDraft`), a failure (`runs.fail`) and the expiry
+//! sweeper each claim the reply in the transaction that queues it, so exactly one reply is
+//! ever produced for a run, whichever comes first; delivery then closes the run.
+
+use chrono::{DateTime, Utc};
+use hermes_types::envelope::Envelope;
+use hermes_types::ids::{AgentId, RunId, SessionId, UserId};
+use hermes_types::model::{Exchange, Platform, Provenance, ReplyTo, Tier};
+use hermes_types::stage::Outgoing;
+
+use super::{DbError, GenericClient, Transaction, outbox};
+use crate::runs::CLOSED_SQL;
+
+/// An external agent's run as its inbox shows it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ExternalRun {
+    pub id: RunId,
+    pub agent_id: AgentId,
+    pub platform: Platform,
+    pub chat_id: String,
+    pub sender_id: String,
+    pub input_text: Option<String>,
+    pub user_id: Option<UserId>,
+    pub session_id: Option<SessionId>,
+    pub tier: Tier,
+    pub status: String,
+    pub engagement_mode: Option<String>,
+    pub contract_version: Option<String>,
+    pub dispatch: Option<serde_json::Value>,
+    /// Where a REST caller's answer is POSTed (its key's callback URL).
+    pub callback_url: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub acked_at: Option<DateTime<Utc>>,
+    pub answered_at: Option<DateTime<Utc>>,
+    pub deadline_at: Option<DateTime<Utc>>,
+    pub wakes: i32,
+}
+
+/// The columns [`external_from`] reads, of `agent_runs r` joined with `api_keys k`.
+pub const EXTERNAL_COLUMNS: &str = "r.id, r.agent_id, r.platform, r.chat_id, r.sender_id, \
+    r.input_text, r.user_id, r.session_id, r.tier, r.status, r.engagement_mode, \
+    r.contract_version, r.dispatch, k.callback_url, r.created_at, r.acked_at, r.answered_at, \
+    r.deadline_at, r.wakes";
+
+/// `agent_runs r` with the key that sent it, for [`EXTERNAL_COLUMNS`].
+pub const EXTERNAL_FROM: &str = "agent_runs r LEFT JOIN api_keys k ON k.id = r.api_key_id";
+
+/// Read a row selected with [`EXTERNAL_COLUMNS`].
+pub fn external_from(row: &tokio_postgres::Row) -> Result<ExternalRun, DbError> {
+    let platform: String = row.get("platform");
+    let tier: String = row.get("tier");
+    Ok(ExternalRun {
+        id: row.get("id"),
+        agent_id: row.get("agent_id"),
+        platform: Platform::parse(&platform)
+            .ok_or_else(|| DbError::Invalid(format!("unknown platform {platform:?}")))?,
+        chat_id: row.get::<_, Option<String>>("chat_id").unwrap_or_default(),
+        sender_id: row.get("sender_id"),
+        input_text: row.get("input_text"),
+        user_id: row.get("user_id"),
+        session_id: row.get("session_id"),
+        tier: tier.parse().map_err(DbError::Invalid)?,
+        status: row.get("status"),
+        engagement_mode: row.get("engagement_mode"),
+        contract_version: row.get("contract_version"),
+        dispatch: row.get("dispatch"),
+        callback_url: row.get("callback_url"),
+        created_at: row.get("created_at"),
+        acked_at: row.get("acked_at"),
+        answered_at: row.get("answered_at"),
+        deadline_at: row.get("deadline_at"),
+        wakes: row.get("wakes"),
+    })
+}
+
+impl ExternalRun {
+    /// Where the run's reply goes.
+    pub fn reply_to(&self) -> ReplyTo {
+        ReplyTo {
+            platform: self.platform,
+            chat_id: self.chat_id.clone(),
+            callback_url: self.callback_url.clone(),
+        }
+    }
+
+    /// The exchange delivery logs and adds to the session's history (a channel user's run).
+    pub fn exchange(&self) -> Option<Exchange> {
+        Some(Exchange {
+            user_id: self.user_id?,
+            session_id: self.session_id?,
+            tier: self.tier,
+            user_text: self.input_text.clone().unwrap_or_default(),
+            provenance: Provenance::default(),
+        })
+    }
+
+    /// Seconds from the run's dispatch to now (for the time-to-ack and time-to-answer metrics).
+    pub fn age_secs(&self) -> f64 {
+        (Utc::now() - self.created_at).num_milliseconds().max(0) as f64 / 1000.0
+    }
+}
+
+/// Why a reply could not be claimed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unclaimed {
+    /// No such run, or not this agent's (the two look the same to the caller).
+    NotFound,
+    /// The run is closed, or its reply was claimed already (answered, failed or expired).
+    Ended,
+}
+
+/// One external run, read without a lock (`agent`: only if it is that agent's).
+pub async fn get(
+    client: &impl GenericClient,
+    run_id: RunId,
+    agent: Option<AgentId>,
+) -> Result<Option<ExternalRun>, DbError> {
+    let row = client
+        .query_opt(
+            &format!(
+                "SELECT {EXTERNAL_COLUMNS} FROM {EXTERNAL_FROM}
+                 WHERE r.id = $1 AND r.agent_id IS NOT NULL
+                   AND ($2::uuid IS NULL OR r.agent_id = $2)"
+            ),
+            &[&run_id, &agent],
+        )
+        .await?;
+    row.map(|r| external_from(&r)).transpose()
+}
+
+/// Claim the run's reply, in the transaction that will queue it: the run is locked, and
+/// marked answered only if it is open and nobody claimed its reply yet.
+pub async fn claim_reply(
+    tx: &Transaction<'_>,
+    run_id: RunId,
+    agent: Option<AgentId>,
+) -> Result<Result<ExternalRun, Unclaimed>, DbError> {
+    let row = tx
+        .query_opt(
+            &format!(
+                "SELECT {EXTERNAL_COLUMNS}, r.status IN {CLOSED_SQL} AS closed
+                 FROM {EXTERNAL_FROM}
+                 WHERE r.id = $1 AND r.agent_id IS NOT NULL
+                   AND ($2::uuid IS NULL OR r.agent_id = $2)
+                 FOR UPDATE OF r"
+            ),
+            &[&run_id, &agent],
+        )
+        .await?;
+    let Some(row) = row else {
+        return Ok(Err(Unclaimed::NotFound));
+    };
+    let run = external_from(&row)?;
+    if row.get::<_, bool>("closed") || run.answered_at.is_some() {
+        return Ok(Err(Unclaimed::Ended));
+    }
+    tx.execute(
+        "UPDATE agent_runs SET answered_at = now(), updated_at = now() WHERE id = $1",
+        &[&run_id],
+    )
+    .await?;
+    Ok(Ok(run))
+}
+
+/// Queue `messages` (a claimed run's reply, a draft update) in the outbox of `tx`: the relay
+/// publishes them once the transaction commits.
+pub async fn enqueue(tx: &Transaction<'_>, messages: &[Envelope]) -> Result<(), DbError> {
+    let out: Vec<Outgoing> = messages.iter().map(Outgoing::from_envelope).collect();
+    outbox::enqueue(tx, &out).await
+}
