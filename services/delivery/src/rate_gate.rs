@@ -46,28 +46,8 @@ impl RateGate {
 
     /// Wait until one more message may go to `chat_id` on `platform`.
     pub async fn pass(&self, platform: Platform, chat_id: &str) -> Result<Duration, TooBusy> {
-        let chat = format!(
-            "rate:out:{}:chat:{}",
-            platform.as_str(),
-            self.cache.opaque(chat_id)
-        );
-        let bot = format!("rate:out:{}:bot", platform.as_str());
         let s = &self.settings;
-        let interval =
-            |per_sec: f64| Duration::from_millis((1000.0 / per_sec).ceil().max(1.0) as u64);
-        let paces = [
-            Pace {
-                name: &chat,
-                interval: interval(s.chat_per_sec),
-                burst: s.chat_burst,
-            },
-            Pace {
-                name: &bot,
-                interval: interval(s.bot_per_sec),
-                burst: 1,
-            },
-        ];
-        let wait = match self.limiter.reserve(&paces, s.max_wait).await {
+        let wait = match self.reserve(platform, chat_id, s.max_wait).await {
             Ok(Some(wait)) => wait,
             Ok(None) => {
                 return Err(TooBusy {
@@ -89,6 +69,51 @@ impl RateGate {
             .with_label_values(&[platform.as_str()])
             .observe(wait.as_secs_f64());
         Ok(wait)
+    }
+
+    /// Whether one more message may go to `chat_id` on `platform` right now, reserving its
+    /// slot if so: a draft's edit that would have to wait is skipped instead (the next edit
+    /// carries the whole text). Redis down lets it through, as [`RateGate::pass`] does.
+    pub async fn try_pass(&self, platform: Platform, chat_id: &str) -> bool {
+        match self.reserve(platform, chat_id, Duration::ZERO).await {
+            Ok(Some(_)) => true,
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!(error = %e, "outbound rate gate unavailable; editing unthrottled");
+                true
+            }
+        }
+    }
+
+    /// Reserve the next slot of the chat's and the bot's buckets, if it comes within `bound`.
+    async fn reserve(
+        &self,
+        platform: Platform,
+        chat_id: &str,
+        bound: Duration,
+    ) -> Result<Option<Duration>, hermes_cache::CacheError> {
+        let chat = format!(
+            "rate:out:{}:chat:{}",
+            platform.as_str(),
+            self.cache.opaque(chat_id)
+        );
+        let bot = format!("rate:out:{}:bot", platform.as_str());
+        let s = &self.settings;
+        let interval =
+            |per_sec: f64| Duration::from_millis((1000.0 / per_sec).ceil().max(1.0) as u64);
+        let paces = [
+            Pace {
+                name: &chat,
+                interval: interval(s.chat_per_sec),
+                burst: s.chat_burst,
+            },
+            Pace {
+                name: &bot,
+                interval: interval(s.bot_per_sec),
+                burst: 1,
+            },
+        ];
+        self.limiter.reserve(&paces, bound).await
     }
 }
 
