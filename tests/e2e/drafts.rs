@@ -325,3 +325,57 @@ async fn a_long_answer_edits_the_draft_to_its_first_part_and_sends_the_rest_once
     assert!(texts[1..].iter().all(|t| *t == second));
     fleet.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_updates_in_flight_together_show_one_message() {
+    let api = MockServer::start().await;
+    // A slow Telegram: the first update is still sending when the second one looks.
+    Mock::given(method("POST"))
+        .and(path(tg("sendMessage")))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"ok": true, "result": {"message_id": SHOWN_ID}}))
+                .set_delay(Duration::from_millis(800)),
+        )
+        .mount(&api)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(tg("editMessageText")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
+        .mount(&api)
+        .await;
+    let mut env = draft_env(&api).await;
+    env.set("HERMES_PREFETCH", "8");
+    let fleet = env.start(&[Service::Delivery]).await;
+    let bus = env.bus().await;
+    let (_, run, draft) = drafted_run(&env, Platform::Telegram).await;
+
+    publish(&bus, &update(run, draft, Platform::Telegram, "Once", 1)).await;
+    publish(
+        &bus,
+        &update(run, draft, Platform::Telegram, "Once upon", 2),
+    )
+    .await;
+    wait_shown(&env, draft, 2).await;
+    // Whichever came second either edited the message or found itself older: both are done.
+    eventually(Duration::from_secs(15), "both updates handled", || async {
+        let metrics = fleet.metrics().await;
+        let total: f64 = ["shown", "edited", "dropped"]
+            .iter()
+            .filter_map(|o| {
+                metric(
+                    &metrics,
+                    &format!("hermes_agent_draft_updates_total{{outcome=\"{o}\"}}"),
+                )
+            })
+            .sum();
+        (total >= 2.0).then_some(())
+    })
+    .await;
+    assert_eq!(
+        tg_bodies(&api, "sendMessage").await.len(),
+        1,
+        "one message shows the draft"
+    );
+    fleet.stop().await.unwrap();
+}

@@ -14,6 +14,7 @@
 //! done: an update never lands on top of the answer, and one arriving after it sends nothing.
 
 use std::collections::HashSet;
+use std::time::Duration;
 
 use hermes_db::{DbError, drafts, runs};
 use hermes_runtime::stage::StageError;
@@ -25,6 +26,13 @@ use super::DeliveryStage;
 use crate::draft_plan::{self, DraftOutcome, Step, Why, draft_lease, final_messages};
 use crate::retry_policy::SendFailure;
 use crate::senders::{Format, MessageRef, Part, Sender, Telegram, telegram_says};
+
+/// How long a shown draft's message id waits for PostgreSQL to be recorded (within the stop
+/// grace, as a sent part's record).
+const RECORD_PATIENCE: Duration = Duration::from_secs(30);
+
+/// How often that record is tried again while PostgreSQL is away.
+const RECORD_RETRY: Duration = Duration::from_millis(250);
 
 /// An update's outcome, and why it was not shown.
 type Shown = (DraftOutcome, Option<Why>);
@@ -116,14 +124,7 @@ impl DeliveryStage {
         match sent {
             Ok((message, outcome)) => {
                 self.breakers.record_success(Platform::Telegram).await;
-                let client = self.ctx.db.get().await?;
-                drafts::mark_shown(
-                    &client,
-                    update.draft_id,
-                    &message.to_stored(),
-                    update.chunks,
-                )
-                .await?;
+                self.record_shown(update, message).await?;
                 Ok((outcome, None))
             }
             Err(f) => {
@@ -132,6 +133,30 @@ impl DeliveryStage {
                 }
                 tracing::warn!(error = %f, draft_id = %update.draft_id, "Telegram refused a draft update; dropped (the final reply still comes)");
                 not_shown(DraftOutcome::Dropped, Why::Refused)
+            }
+        }
+    }
+
+    /// Record that the draft's message shows `update`. Once Telegram accepted a first
+    /// message, an unrecorded id would make the next update send a second one, so PostgreSQL
+    /// away is waited for, within [`RECORD_PATIENCE`], as a sent part's record is.
+    async fn record_shown(&self, update: &DraftUpdate, message: MessageRef) -> Result<(), DbError> {
+        let deadline = tokio::time::Instant::now() + RECORD_PATIENCE;
+        loop {
+            let recorded = match self.ctx.db.get().await {
+                Ok(c) => {
+                    drafts::mark_shown(&c, update.draft_id, &message.to_stored(), update.chunks)
+                        .await
+                }
+                Err(e) => Err(e),
+            };
+            match recorded {
+                Ok(_) => return Ok(()),
+                Err(e) if e.is_unavailable() && tokio::time::Instant::now() < deadline => {
+                    tracing::warn!(error = %e, draft_id = %update.draft_id, "cannot record the draft's message yet; trying until PostgreSQL is back");
+                    tokio::time::sleep(RECORD_RETRY).await;
+                }
+                Err(e) => return Err(e),
             }
         }
     }
