@@ -67,7 +67,8 @@ impl DeliveryStage {
             max_retry_after: settings.max_retry_after,
             ..RetryPolicy::default()
         };
-        // Every platform's failure series starts at 0, so alerts see them before the first one.
+        // The draft outcomes and every platform's failure series start at 0, so alerts and
+        // rate() see them before the first event.
         for outcome in DraftOutcome::ALL {
             ctx.metrics
                 .agents

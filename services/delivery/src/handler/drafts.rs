@@ -1,7 +1,7 @@
 //! An external agent's draft in a chat (docs/agents.md, "How drafts are shown"). Telegram
 //! shows a draft as one message edited as it grows: the first update sends it and records
 //! its id on the draft, later ones edit it when they are newer than what it shows, as often
-//! as the chat's rate gate allows right now (an update that would have to wait is skipped:
+//! as the chat's rate gate allows now (an update that would have to wait is skipped:
 //! the next one, or the final reply, carries the whole text), and not past one message's
 //! length. Other platforms show no drafts: their updates are dropped and the final reply
 //! brings the text.

@@ -205,7 +205,61 @@ fn message_id(answer: &Value) -> Option<MessageRef> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use secrecy::SecretString;
+    use wiremock::matchers::{body_partial_json, method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
     use super::*;
+
+    fn telegram(server: &MockServer) -> Telegram {
+        hermes_net::install_crypto_provider();
+        let settings = TelegramSender {
+            bot_token: SecretString::from("1:t".to_string()),
+            base_url: server.uri().parse().unwrap(),
+        };
+        Telegram::new(&settings, reqwest::Client::new())
+    }
+
+    fn fast() -> RetryPolicy {
+        RetryPolicy {
+            pauses: vec![Duration::from_millis(10); 3],
+            jitter: 0.0,
+            max_retry_after: Duration::from_secs(1),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_edit_to_the_text_shown_already_is_not_a_failure_and_others_are() {
+        let server = MockServer::start().await;
+        let refused = |what: &str| {
+            ResponseTemplate::new(400).set_body_json(
+                json!({"ok": false, "error_code": 400, "description": format!("Bad Request: {what}")}),
+            )
+        };
+        Mock::given(method("POST"))
+            .and(path("/bot1:t/editMessageText"))
+            .and(body_partial_json(json!({"message_id": 5})))
+            .respond_with(refused(
+                "message is not modified: specified new message content is the same",
+            ))
+            .mount(&server)
+            .await;
+        Mock::given(method("POST"))
+            .and(path("/bot1:t/editMessageText"))
+            .and(body_partial_json(json!({"message_id": 6})))
+            .respond_with(refused("message to edit not found"))
+            .mount(&server)
+            .await;
+        let tg = telegram(&server);
+        let policy = fast();
+        let edit = |m| tg.edit_text(&policy, "9", MessageRef(m), "same", Format::Plain, |_| {});
+        assert_eq!(edit(5).await.unwrap(), Edited::Unchanged);
+        let gone = edit(6).await.unwrap_err();
+        assert!(says(&gone, "message to edit not found"), "{gone}");
+        assert_eq!(gone.tries, 1, "a 400 is not tried again");
+    }
 
     #[test]
     fn a_sent_message_id_is_read_from_the_answer_and_kept_as_text() {
