@@ -3,8 +3,9 @@
 //! run and draft rows made in the test's database and a wiremock Telegram. Telegram shows one
 //! message edited as the draft grows and then replaced by the answer; an update older than
 //! what is shown, or after the answer, sends nothing; a long answer edits the draft to its
-//! first part and sends the rest, once, even when a send fails half-way; WhatsApp shows no
-//! drafts.
+//! first part and sends the rest, once, even when a send fails half-way; two updates in
+//! flight together show one message; an answer whose draft message is gone, or was never
+//! shown, goes as a new message; WhatsApp shows no drafts.
 
 use std::time::Duration;
 
@@ -92,6 +93,13 @@ async fn drafted_run(env: &TestEnv, platform: Platform) -> (AgentId, RunId, Draf
     .await
     .unwrap()
     .id;
+    let (run, draft) = another_run(env, agent, platform).await;
+    (agent, run, draft)
+}
+
+/// Another open run of `agent` for the chat on `platform`, and a draft of it.
+async fn another_run(env: &TestEnv, agent: AgentId, platform: Platform) -> (RunId, DraftId) {
+    let c = env.db().get().await.unwrap();
     let run = RunId::new();
     c.execute(
         "INSERT INTO agent_runs (id, platform, sender_id, status, tier)
@@ -101,7 +109,7 @@ async fn drafted_run(env: &TestEnv, platform: Platform) -> (AgentId, RunId, Draf
     .await
     .unwrap();
     let draft = drafts::start(&c, run, agent).await.unwrap();
-    (agent, run, draft)
+    (run, draft)
 }
 
 fn to(platform: Platform) -> ReplyTo {
@@ -274,15 +282,7 @@ async fn a_long_answer_edits_the_draft_to_its_first_part_and_sends_the_rest_once
         .unwrap()
         .unwrap()
         .agent_id;
-    let run = RunId::new();
-    c.execute(
-        "INSERT INTO agent_runs (id, platform, sender_id, status, tier)
-         VALUES ($1, 'telegram', $2, 'routed', 'free')",
-        &[&run.as_uuid(), &CHAT],
-    )
-    .await
-    .unwrap();
-    let draft = drafts::start(&c, run, agent).await.unwrap();
+    let (run, draft) = another_run(&env, agent, Platform::Telegram).await;
     publish(
         &bus,
         &update(run, draft, Platform::Telegram, "Chapter one", 1),
@@ -377,5 +377,48 @@ async fn two_updates_in_flight_together_show_one_message() {
         1,
         "one message shows the draft"
     );
+    fleet.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_whose_draft_is_gone_or_never_shown_goes_as_a_new_message() {
+    let api = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(tg("editMessageText")))
+        .respond_with(ResponseTemplate::new(400).set_body_json(
+            json!({"ok": false, "error_code": 400, "description": "Bad Request: message to edit not found"}),
+        ))
+        .mount(&api)
+        .await;
+    telegram(&api).await;
+    let env = draft_env(&api).await;
+    let fleet = env.start(&[Service::Delivery]).await;
+    let bus = env.bus().await;
+
+    // Shown, then deleted by the user before the answer.
+    let (agent, run, draft) = drafted_run(&env, Platform::Telegram).await;
+    publish(&bus, &update(run, draft, Platform::Telegram, "Thinking", 1)).await;
+    wait_shown(&env, draft, 1).await;
+    publish(&bus, &finalize(&env, agent, run, draft, "The answer").await).await;
+    wait_run_closed(&env, run).await;
+
+    // Never shown (its only update was empty).
+    let (quiet_run, quiet) = another_run(&env, agent, Platform::Telegram).await;
+    publish(&bus, &update(quiet_run, quiet, Platform::Telegram, " ", 1)).await;
+    wait_outcome(&fleet, "skipped", 1.0).await;
+    publish(
+        &bus,
+        &finalize(&env, agent, quiet_run, quiet, "Quiet answer").await,
+    )
+    .await;
+    wait_run_closed(&env, quiet_run).await;
+
+    let texts: Vec<String> = tg_bodies(&api, "sendMessage")
+        .await
+        .iter()
+        .map(|b| b["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(texts, ["Thinking", "The answer", "Quiet answer"]);
+    assert_eq!(tg_bodies(&api, "editMessageText").await.len(), 1);
     fleet.stop().await.unwrap();
 }
