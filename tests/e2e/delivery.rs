@@ -188,10 +188,10 @@ async fn a_failing_callback_waits_through_the_schedule_then_is_parked_with_its_r
     fleet.stop().await.unwrap();
 }
 
-const TG_TOKEN: &str = "123456:test-bot-token";
+pub(crate) const TG_TOKEN: &str = "123456:test-bot-token";
 
 /// A fleet environment whose chat senders all point at `api`.
-async fn sender_env(api: &MockServer) -> TestEnv {
+pub(crate) async fn sender_env(api: &MockServer) -> TestEnv {
     let mut env = TestEnv::new().await;
     env.set("TELEGRAM_BOT_TOKEN", TG_TOKEN)
         .set("TELEGRAM_API_BASE_URL", &api.uri())
@@ -210,7 +210,7 @@ fn tg_path() -> String {
 }
 
 /// The JSON bodies `api` received on `p`, in order.
-async fn bodies(api: &MockServer, p: &str) -> Vec<Value> {
+pub(crate) async fn bodies(api: &MockServer, p: &str) -> Vec<Value> {
     api.received_requests()
         .await
         .unwrap()

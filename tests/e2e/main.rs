@@ -11,6 +11,7 @@ mod delivery_copies;
 mod dependencies;
 mod deploy;
 mod docs;
+mod drafts;
 mod failures_told;
 mod faults;
 mod idempotency;

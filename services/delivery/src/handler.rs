@@ -11,6 +11,12 @@
 //! learns of an answer the database does not hold; if Redis is down the caller still gets it
 //! from the row. A platform without credentials has no sender: its replies are parked,
 //! intact, for `hermes dlq replay` once one is configured.
+//!
+//! An external agent's draft updates come through the same queue and are shown (or not) in
+//! `handler/drafts.rs`; the final reply of a shown draft edits its message instead of
+//! sending the text again.
+
+mod drafts;
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -22,12 +28,14 @@ use hermes_db::{Transaction, delivery_sends, runs};
 use hermes_net::failure::FailureReason;
 use hermes_runtime::Ctx;
 use hermes_runtime::stage::{Handler, StageError};
-use hermes_types::envelope::Envelope;
+use hermes_types::envelope::{Envelope, MessageKind};
+use hermes_types::ids::DraftId;
 use hermes_types::model::{FailureCode, Outcome, Platform, Reply, ReplyTo};
 
 use crate::bookkeeping::Bookkeeping;
 use crate::breaker::Breakers;
 use crate::callback::Callbacks;
+use crate::draft_plan::{DraftOutcome, Outbound, draft_lease};
 use crate::rate_gate::RateGate;
 use crate::retry_policy::{RetryPolicy, SendFailure};
 use crate::senders::{Sender, Senders, how_to_enable};
@@ -59,7 +67,14 @@ impl DeliveryStage {
             max_retry_after: settings.max_retry_after,
             ..RetryPolicy::default()
         };
-        // Every platform's failure series starts at 0, so alerts see them before the first one.
+        // The draft outcomes and every platform's failure series start at 0, so alerts and
+        // rate() see them before the first event.
+        for outcome in DraftOutcome::ALL {
+            ctx.metrics
+                .agents
+                .draft_updates
+                .with_label_values(&[outcome.as_str()]);
+        }
         for platform in [Platform::Telegram, Platform::Whatsapp, Platform::Instagram] {
             for reason in FailureReason::ALL {
                 ctx.metrics
@@ -111,12 +126,13 @@ impl DeliveryStage {
     }
 
     /// Send the reply's text to its chat: breaker, parts (split; an image as a photo), rate
-    /// gate, send with retries.
+    /// gate, send with retries. The answer to a `draft` replaces the draft where it is shown.
     async fn send_to_chat(
         &self,
         env: &Envelope,
         to: &ReplyTo,
         text: &str,
+        draft: Option<DraftId>,
     ) -> Result<(), StageError> {
         let platform = to.platform;
         let Some(sender) = self.senders.get(platform) else {
@@ -144,26 +160,33 @@ impl DeliveryStage {
         // One copy of this reply sends at a time; parts an earlier attempt or copy already
         // delivered are not sent twice.
         let lease = self.sent.lease(env.id).await?;
-        let sent = if lease.finished {
-            Ok(())
-        } else {
-            self.send_parts(env, sender, to, text, &lease.sent).await
+        let sent = match (lease.finished, draft, sender.telegram()) {
+            (true, _, _) => Ok(()),
+            (false, Some(draft), Some(_)) => {
+                self.replace_draft(env, sender, to, text, draft, &lease.sent)
+                    .await
+            }
+            (false, _, _) => {
+                let messages = sender.parts(text).into_iter().map(Outbound::Send);
+                self.send_parts(env, sender, to, &messages.collect::<Vec<_>>(), &lease.sent)
+                    .await
+            }
         };
         self.sent.release(lease).await;
         sent
     }
 
-    /// The parts of `text` not yet sent, each through the rate gate and the sender.
+    /// The messages not yet sent (or edited), each through the rate gate and the sender.
     async fn send_parts(
         &self,
         env: &Envelope,
         sender: &Sender,
         to: &ReplyTo,
-        text: &str,
+        messages: &[Outbound],
         already: &HashSet<usize>,
     ) -> Result<(), StageError> {
         let platform = to.platform;
-        for (index, part) in sender.parts(text).iter().enumerate() {
+        for (index, message) in messages.iter().enumerate() {
             if already.contains(&index) {
                 continue;
             }
@@ -174,11 +197,7 @@ impl DeliveryStage {
                     reason: FailureReason::RateLimited,
                     error: e.into(),
                 })?;
-            let sent = sender
-                .send(&self.policy, &to.chat_id, part, |r| {
-                    self.count_attempt(platform, r)
-                })
-                .await;
+            let sent = self.send_one(sender, &to.chat_id, message, platform).await;
             if let Err(f) = sent {
                 if f.reason.counts_against_platform() {
                     self.breakers.record_failure(platform).await;
@@ -191,6 +210,29 @@ impl DeliveryStage {
         }
         self.count_delivery(platform, "sent");
         Ok(())
+    }
+
+    /// Send one message of a reply, or edit a shown draft's message into it.
+    async fn send_one(
+        &self,
+        sender: &Sender,
+        chat_id: &str,
+        message: &Outbound,
+        platform: Platform,
+    ) -> Result<(), SendFailure> {
+        match message {
+            Outbound::Send(part) => {
+                sender
+                    .send(&self.policy, chat_id, part, |r| {
+                        self.count_attempt(platform, r)
+                    })
+                    .await
+            }
+            Outbound::Replace { message, text } => {
+                self.replace_message(sender, chat_id, *message, text, platform)
+                    .await
+            }
+        }
     }
 
     /// POST the outcome to a REST caller's callback URL, signed and guarded.
@@ -222,14 +264,30 @@ fn chat_text(outcome: &Outcome) -> &str {
     }
 }
 
-impl Handler for DeliveryStage {
-    const STAGE: Stage = Stage::Delivery;
-    type Prepared = Reply;
+/// What the delivery stage handled: a run's reply, or a draft update (which commits nothing
+/// but its processed record).
+pub enum Handled {
+    Reply(Box<Reply>),
+    Draft(DraftOutcome),
+}
+
+/// What follows a commit.
+pub enum Committed {
     /// The reply, and whether this commit closed its run (a copy of a closed run's reply
     /// leaves the history alone).
-    type After = (Reply, bool);
+    Reply(Box<Reply>, bool),
+    Draft(DraftOutcome),
+}
 
-    async fn prepare(&self, env: &Envelope) -> Result<Reply, StageError> {
+impl Handler for DeliveryStage {
+    const STAGE: Stage = Stage::Delivery;
+    type Prepared = Handled;
+    type After = Committed;
+
+    async fn prepare(&self, env: &Envelope) -> Result<Handled, StageError> {
+        if env.kind == MessageKind::DraftUpdate {
+            return Ok(Handled::Draft(self.show_draft(env).await?));
+        }
         let reply: Reply = env.payload()?;
         let to = &reply.reply_to;
         match to.platform {
@@ -241,21 +299,29 @@ impl Handler for DeliveryStage {
                 }
             }
             Platform::Telegram | Platform::Whatsapp | Platform::Instagram => {
-                self.send_to_chat(env, to, chat_text(&reply.outcome))
+                self.send_to_chat(env, to, chat_text(&reply.outcome), reply.draft_id)
                     .await?;
             }
         }
-        Ok(reply)
+        Ok(Handled::Reply(Box::new(reply)))
     }
 
     async fn commit(
         &self,
         env: &Envelope,
-        reply: Reply,
+        handled: Handled,
         tx: &Transaction<'_>,
-    ) -> Result<(Vec<Envelope>, (Reply, bool)), StageError> {
+    ) -> Result<(Vec<Envelope>, Committed), StageError> {
+        let reply = match handled {
+            Handled::Draft(outcome) => return Ok((Vec::new(), Committed::Draft(outcome))),
+            Handled::Reply(reply) => *reply,
+        };
         if reply.reply_to.platform.is_chat() {
             delivery_sends::finish(tx, env.id).await?;
+            // The answer is out: a draft update coming after it finds its draft closed.
+            if let Some(draft) = reply.draft_id {
+                delivery_sends::finish(tx, draft_lease(draft)).await?;
+            }
         }
         let closed = runs::finish(tx, env.run_id, &reply.outcome, reply.detail.as_deref()).await?;
         let mut next = Vec::new();
@@ -276,10 +342,22 @@ impl Handler for DeliveryStage {
                 .inc();
             tracing::info!(status, "run closed");
         }
-        Ok((next, (reply, closed)))
+        Ok((next, Committed::Reply(Box::new(reply), closed)))
     }
 
-    async fn after_commit(&self, env: &Envelope, (reply, closed): (Reply, bool)) {
+    async fn after_commit(&self, env: &Envelope, committed: Committed) {
+        let (reply, closed) = match committed {
+            Committed::Draft(outcome) => {
+                self.ctx
+                    .metrics
+                    .agents
+                    .draft_updates
+                    .with_label_values(&[outcome.as_str()])
+                    .inc();
+                return;
+            }
+            Committed::Reply(reply, closed) => (*reply, closed),
+        };
         if closed {
             self.books.remember(&reply).await;
         }

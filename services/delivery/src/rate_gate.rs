@@ -46,28 +46,8 @@ impl RateGate {
 
     /// Wait until one more message may go to `chat_id` on `platform`.
     pub async fn pass(&self, platform: Platform, chat_id: &str) -> Result<Duration, TooBusy> {
-        let chat = format!(
-            "rate:out:{}:chat:{}",
-            platform.as_str(),
-            self.cache.opaque(chat_id)
-        );
-        let bot = format!("rate:out:{}:bot", platform.as_str());
         let s = &self.settings;
-        let interval =
-            |per_sec: f64| Duration::from_millis((1000.0 / per_sec).ceil().max(1.0) as u64);
-        let paces = [
-            Pace {
-                name: &chat,
-                interval: interval(s.chat_per_sec),
-                burst: s.chat_burst,
-            },
-            Pace {
-                name: &bot,
-                interval: interval(s.bot_per_sec),
-                burst: 1,
-            },
-        ];
-        let wait = match self.limiter.reserve(&paces, s.max_wait).await {
+        let wait = match self.reserve(platform, chat_id, s.max_wait).await {
             Ok(Some(wait)) => wait,
             Ok(None) => {
                 return Err(TooBusy {
@@ -90,6 +70,62 @@ impl RateGate {
             .observe(wait.as_secs_f64());
         Ok(wait)
     }
+
+    /// Whether one more message may go to `chat_id` on `platform` now, reserving its slot if
+    /// so: a draft's edit that would have to wait for the chat is skipped instead (the next
+    /// edit carries the whole text). It waits at most one slot of the bot's bucket, so other
+    /// chats' replies going out do not starve it, and it is refused when the bot is busier than
+    /// that (replies first). Redis down lets it through, as [`RateGate::pass`] does.
+    pub async fn try_pass(&self, platform: Platform, chat_id: &str) -> bool {
+        let bound = per_sec_interval(self.settings.bot_per_sec);
+        match self.reserve(platform, chat_id, bound).await {
+            Ok(Some(wait)) => {
+                if !wait.is_zero() {
+                    tokio::time::sleep(wait).await;
+                }
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!(error = %e, "outbound rate gate unavailable; editing unthrottled");
+                true
+            }
+        }
+    }
+
+    /// Reserve the next slot of the chat's and the bot's buckets, if it comes within `bound`.
+    async fn reserve(
+        &self,
+        platform: Platform,
+        chat_id: &str,
+        bound: Duration,
+    ) -> Result<Option<Duration>, hermes_cache::CacheError> {
+        let chat = format!(
+            "rate:out:{}:chat:{}",
+            platform.as_str(),
+            self.cache.opaque(chat_id)
+        );
+        let bot = format!("rate:out:{}:bot", platform.as_str());
+        let s = &self.settings;
+        let paces = [
+            Pace {
+                name: &chat,
+                interval: per_sec_interval(s.chat_per_sec),
+                burst: s.chat_burst,
+            },
+            Pace {
+                name: &bot,
+                interval: per_sec_interval(s.bot_per_sec),
+                burst: 1,
+            },
+        ];
+        self.limiter.reserve(&paces, bound).await
+    }
+}
+
+/// The time between two sends at `per_sec`.
+fn per_sec_interval(per_sec: f64) -> Duration {
+    Duration::from_millis((1000.0 / per_sec).ceil().max(1.0) as u64)
 }
 
 #[cfg(test)]
@@ -145,21 +181,39 @@ mod tests {
         assert!(other.elapsed() < Duration::from_millis(150));
     }
 
+    /// A gate of its own namespace, one message per two seconds to a chat.
+    fn slow_gate(max_wait: Duration) -> RateGate {
+        let ns = format!("gate{:016x}", rand::random::<u64>());
+        let settings = RateGateSettings {
+            chat_per_sec: 0.5,
+            max_wait,
+            ..FIVE_A_SECOND
+        };
+        gate(&redis_url(), &ns, settings)
+    }
+
     #[tokio::test]
     async fn a_wait_beyond_the_bound_is_refused_without_reserving() {
-        let ns = format!("gate{:016x}", rand::random::<u64>());
-        let g = gate(
-            &redis_url(),
-            &ns,
-            RateGateSettings {
-                chat_per_sec: 0.5,
-                max_wait: Duration::from_millis(500),
-                ..FIVE_A_SECOND
-            },
-        );
+        let g = slow_gate(Duration::from_millis(500));
         g.pass(Platform::Whatsapp, "1").await.unwrap();
         assert!(g.pass(Platform::Whatsapp, "1").await.is_err());
         assert!(g.pass(Platform::Whatsapp, "2").await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_try_that_would_wait_is_refused_at_once_and_reserves_nothing() {
+        let g = slow_gate(FIVE_A_SECOND.max_wait);
+        assert!(g.try_pass(Platform::Telegram, "7").await);
+        let refused = Instant::now();
+        assert!(
+            !g.try_pass(Platform::Telegram, "7").await,
+            "two seconds apart"
+        );
+        assert!(refused.elapsed() < Duration::from_millis(500), "not waited");
+        assert!(g.try_pass(Platform::Telegram, "8").await, "another chat");
+        // The refused try reserved nothing: a send waits one interval, not two.
+        let wait = g.pass(Platform::Telegram, "7").await.unwrap();
+        assert!(wait <= Duration::from_secs(2), "{wait:?}");
     }
 
     #[tokio::test]
@@ -179,6 +233,7 @@ mod tests {
                 g.pass(Platform::Telegram, "1").await.unwrap(),
                 Duration::ZERO
             );
+            assert!(g.try_pass(Platform::Telegram, "1").await);
         }
     }
 }

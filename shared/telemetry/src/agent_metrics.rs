@@ -27,6 +27,11 @@ pub struct AgentMetrics {
     pub mcp_calls: IntCounterVec,
     /// Forge wakes received, by outcome (`queued`, `duplicate`, or the refusal's code).
     pub forge_wakes: IntCounterVec,
+    /// Draft updates the delivery stage handled, by outcome: `shown` (the draft's message
+    /// sent), `edited`, `skipped` (too soon after the last edit, too long, or empty), `dropped`
+    /// (older than what is shown, the run answered, a platform that shows no drafts, or the
+    /// platform refused it).
+    pub draft_updates: IntCounterVec,
 }
 
 fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -86,6 +91,12 @@ impl AgentMetrics {
                 r,
                 "hermes_forge_wakes_total",
                 "Forge wakes received on /agents/forge, by outcome (queued, duplicate, or the refusal's code).",
+                &["outcome"],
+            ),
+            draft_updates: counter(
+                r,
+                "hermes_agent_draft_updates_total",
+                "External agents' draft updates handled by delivery, by outcome (shown, edited, skipped, dropped).",
                 &["outcome"],
             ),
         }

@@ -16,7 +16,9 @@ use hermes_types::model::Platform;
 pub use instagram::Instagram;
 pub use parts::{Part, parts};
 pub use split::split_text;
-pub use telegram::Telegram;
+pub use telegram::{
+    Edited, Format, MAX_CHARS as TELEGRAM_MAX_CHARS, MessageRef, Telegram, says as telegram_says,
+};
 pub use whatsapp::Whatsapp;
 
 use crate::retry_policy::{RetryPolicy, SendFailure};
@@ -36,6 +38,14 @@ impl Sender {
             Sender::Telegram(_) => parts(text, telegram::MAX_CHARS, Some(telegram::MAX_CAPTION)),
             Sender::Whatsapp(_) => parts(text, whatsapp::MAX_CHARS, Some(whatsapp::MAX_CAPTION)),
             Sender::Instagram(_) => parts(text, instagram::MAX_CHARS, None),
+        }
+    }
+
+    /// The Telegram sender, the one platform whose messages are edited as a draft grows.
+    pub fn telegram(&self) -> Option<&Telegram> {
+        match self {
+            Sender::Telegram(t) => Some(t),
+            Sender::Whatsapp(_) | Sender::Instagram(_) => None,
         }
     }
 
