@@ -112,13 +112,50 @@ async fn review_mutations_foreign_runs_and_unlinked_keys_are_refused() {
         assert_eq!(body["error"]["code"], "UNAUTHORIZED");
     }
 
-    // The run's own reply is allowed in REVIEW.
-    victor_mcp
+    // The run's own reply is allowed in REVIEW: here a draft, which a Telegram chat is shown
+    // as it grows (a draft update queued for delivery per chunk, with the text so far).
+    let draft = victor_mcp
+        .ok("chat.startDraft", json!({"runId": run_id}))
+        .await;
+    let draft_id = draft["draftId"].as_str().unwrap().to_string();
+    for delta in ["Looks", " good."] {
+        victor_mcp
+            .ok(
+                "chat.appendDraftChunk",
+                json!({"runId": run_id, "draftId": draft_id, "delta": delta}),
+            )
+            .await;
+    }
+    let c = env.db().get().await.unwrap();
+    let updates: Vec<Value> = c
+        .query(
+            "SELECT convert_from(body, 'UTF8')::jsonb FROM outbox
+             WHERE convert_from(body, 'UTF8')::jsonb ->> 'kind' = 'draft_update' ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, Value>(0)["payload"].clone())
+        .collect();
+    assert_eq!(updates.len(), 2, "{updates:?}");
+    assert_eq!(
+        (updates[0]["text"].clone(), updates[0]["chunks"].clone()),
+        (json!("Looks"), json!(1))
+    );
+    assert_eq!(
+        (updates[1]["text"].clone(), updates[1]["chunks"].clone()),
+        (json!("Looks good."), json!(2))
+    );
+    assert_eq!(updates[1]["draft_id"], draft_id.as_str());
+    assert_eq!(updates[1]["reply_to"]["chat_id"], "4242");
+    let done = victor_mcp
         .ok(
-            "chat.appendMessage",
-            json!({"runId": run_id, "body": "Looks good."}),
+            "chat.finalizeDraft",
+            json!({"runId": run_id, "draftId": draft_id}),
         )
         .await;
+    assert_eq!(done["draftId"], draft_id.as_str());
     eventually(Duration::from_secs(30), "the run completed", || async {
         (run_status(&env, &run_id).await == "completed").then_some(())
     })
