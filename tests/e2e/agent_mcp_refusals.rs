@@ -226,6 +226,14 @@ async fn bad_input_is_refused_clearly_and_queues_nothing() {
         StatusCode::OK,
         -32602,
     );
+    expect_rpc(
+        mcp.post_raw(
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"inbox.list","arguments":[1]}}"#,
+        )
+        .await,
+        StatusCode::OK,
+        -32602,
+    );
     // A notification is taken without an answer.
     let (status, body) = mcp
         .post_raw(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)

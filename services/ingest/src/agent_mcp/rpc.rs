@@ -222,6 +222,14 @@ async fn call_tool(app: &AppState, identity: Identity, id: Value, params: Value)
         );
     };
     let args = params.get("arguments").cloned().unwrap_or(Value::Null);
+    if !(args.is_null() || args.is_object()) {
+        return error(
+            StatusCode::OK,
+            id,
+            RpcCode::InvalidParams,
+            "params.arguments must be an object",
+        );
+    }
     match tools::call(app, identity, tool, args).await {
         Ok(value) => result(
             id,

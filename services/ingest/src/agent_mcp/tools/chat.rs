@@ -17,7 +17,7 @@ use super::{
 use crate::agent_mcp::errors::ToolError;
 
 /// What the user is told when the agent gives a run up.
-pub const FAILED_TEXT: &str = "Sorry, the agent could not answer this message. Your credit was not used; please try again later.";
+const FAILED_TEXT: &str = "Sorry, the agent could not answer this message. Your credit was not used; please try again later.";
 
 /// The answered reply of `run` with `text` (finishing draft `draft`, if any).
 fn answered(call: &Call<'_>, run: &ExternalRun, text: String, draft: Option<DraftId>) -> Reply {
@@ -38,20 +38,36 @@ fn answered(call: &Call<'_>, run: &ExternalRun, text: String, draft: Option<Draf
 }
 
 /// The claimed run, or the refusal of one that is not the agent's or already ended.
-pub fn claimed(r: Result<ExternalRun, Unclaimed>) -> Result<ExternalRun, ToolError> {
+fn claimed(r: Result<ExternalRun, Unclaimed>) -> Result<ExternalRun, ToolError> {
     r.map_err(|e| match e {
         Unclaimed::NotFound => ToolError::run_not_found(),
         Unclaimed::Ended => ToolError::run_ended(),
     })
 }
 
-/// Count an ended run by outcome, and its time to answer.
-pub fn count_end(call: &Call<'_>, run: &ExternalRun, outcome: &str) {
+/// How the agent ended a run (the `outcome` of `hermes_agent_runs_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ended {
+    Answered,
+    Failed,
+}
+
+impl Ended {
+    fn as_str(self) -> &'static str {
+        match self {
+            Ended::Answered => "answered",
+            Ended::Failed => "failed",
+        }
+    }
+}
+
+/// Count an ended run by outcome, and an answer's time to answer.
+fn count_end(call: &Call<'_>, run: &ExternalRun, ended: Ended) {
     let m = &call.app.ctx.metrics.agents;
     m.runs
-        .with_label_values(&[call.profile_key(), outcome])
+        .with_label_values(&[call.profile_key(), ended.as_str()])
         .inc();
-    if outcome == "answered" {
+    if ended == Ended::Answered {
         m.time_to_answer
             .with_label_values(&[call.profile_key()])
             .observe(run.age_secs());
@@ -75,7 +91,7 @@ pub async fn answer(
     };
     queue(&tx, run.id, &answered(call, &run, text, draft)).await?;
     tx.commit().await.map_err(tx_error)?;
-    count_end(call, &run, "answered");
+    count_end(call, &run, Ended::Answered);
     Ok(json!({ "runId": run.id, "status": "answered", "draftId": draft }))
 }
 
@@ -115,7 +131,7 @@ pub async fn fail(call: &Call<'_>, args: &Args) -> Result<Value, ToolError> {
     };
     queue(&tx, run.id, &reply).await?;
     tx.commit().await.map_err(tx_error)?;
-    count_end(call, &run, "failed");
+    count_end(call, &run, Ended::Failed);
     Ok(json!({ "runId": run.id, "status": "failed" }))
 }
 
