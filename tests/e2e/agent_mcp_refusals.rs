@@ -279,10 +279,19 @@ async fn bad_input_is_refused_clearly_and_queues_nothing() {
     // Too large, then without a key, with a wrong key, and the verbs there are none of.
     let huge = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "chat.appendMessage", "arguments": {"runId": run_id, "body": "x".repeat(70_000)}}});
-    let (status, _) = mcp.post_raw(huge.to_string()).await;
+    let (status, body) = mcp.post_raw(huge.to_string()).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(body["error"]["code"], -32600, "{body}");
+    let (status, body) = mcp
+        .rest("chat.appendMessage", huge["params"]["arguments"].clone())
+        .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(body["error"]["code"], "body_too_large");
     let http = reqwest::Client::new();
     let url = fleet.url("/api/mcp/rpc");
+    // The key is checked before the body is read: a large body without one is 401, not 413.
+    let resp = http.post(&url).body(huge.to_string()).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
     let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
     let resp = http.post(&url).json(&ping).send().await.unwrap();
     assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);

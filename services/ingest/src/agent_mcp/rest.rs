@@ -5,9 +5,7 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
-use axum::http::HeaderMap;
+use axum::extract::{FromRequest, Path, Request, State};
 use axum::response::{IntoResponse, Response};
 use hermes_runtime::http::ApiError;
 use serde_json::Value;
@@ -17,14 +15,13 @@ use super::errors::{ErrorCode, ToolError};
 use super::tools::{self, Tool};
 use crate::AppState;
 
-/// `POST /api/mcp/{tool}`
+/// `POST /api/mcp/{tool}`. The key is checked before the body is read.
 pub async fn handle(
     State(app): State<AppState>,
     Path(name): Path<String>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    req: Request,
 ) -> Response {
-    let identity = match identify(&app, &headers).await {
+    let identity = match identify(&app, req.headers()).await {
         Ok(i) => i,
         Err(Refused::Unauthenticated) => return ApiError::unauthorized().into_response(),
         Err(Refused::RateLimited(secs)) => {
@@ -48,6 +45,7 @@ pub async fn handle(
         )
         .into_rest();
     };
+    let body = Bytes::from_request(req, &app).await;
     let body = match crate::body_or_error(app.ctx.config.max_body_bytes, body) {
         Ok(b) => b,
         Err(e) => return e.into_response(),

@@ -8,10 +8,9 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::State;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequest, Request, State};
 use axum::http::header::{ALLOW, RETRY_AFTER, WWW_AUTHENTICATE};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
@@ -79,16 +78,14 @@ pub async fn not_allowed() -> Response {
     resp
 }
 
-/// `POST /api/mcp/rpc`
-pub async fn handle(
-    State(app): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let identity = match identify(&app, &headers).await {
+/// `POST /api/mcp/rpc`. The key is checked before the body is read.
+pub async fn handle(State(app): State<AppState>, req: Request) -> Response {
+    let identity = match identify(&app, req.headers()).await {
         Ok(i) => i,
         Err(r) => return refused(r),
     };
+    let headers = req.headers().clone();
+    let body = Bytes::from_request(req, &app).await;
     let body = match crate::body_or_error(app.ctx.config.max_body_bytes, body) {
         Ok(b) => b,
         Err(e) => {
