@@ -1,5 +1,9 @@
 //! End-to-end tests of the fleet through its public surfaces, against the real servers.
 
+mod agent_mcp;
+mod agent_mcp_drafts;
+mod agent_mcp_refusals;
+mod agent_mcp_sdk;
 mod agent_webhooks;
 mod api_edges;
 mod bench_fleet;

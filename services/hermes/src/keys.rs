@@ -1,11 +1,12 @@
 //! `hermes api-keys`: keys of the REST channel. The key is printed once at creation; only
 //! its hash is stored. So is the key's callback signing secret (Standard Webhooks), which
-//! is stored sealed with HERMES_SECRET_KEYS and can be rotated.
+//! is stored sealed with HERMES_SECRET_KEYS and can be rotated. A key made with `--agent` is
+//! that agent's identity on the agent MCP surface (docs/agents.md, "The agent's side").
 
 use clap::Subcommand;
 use hermes_config::Config;
 use hermes_db::api_keys::{KeyLimits, KeyScope};
-use hermes_db::{Db, api_keys};
+use hermes_db::{Db, agents, api_keys};
 use hermes_net::keyring::KeyRing;
 use serde_json::json;
 
@@ -100,6 +101,14 @@ fn describe(k: &api_keys::ApiKey) -> String {
     parts.join(", ")
 }
 
+/// The agent a key speaks for, as JSON (`null`: none).
+fn agent_json(agent: Option<&agents::Agent>) -> serde_json::Value {
+    agent.map_or(
+        serde_json::Value::Null,
+        |a| json!({ "id": a.id, "profileKey": a.profile_key }),
+    )
+}
+
 #[derive(Subcommand)]
 pub enum KeysCommand {
     /// Create a key (printed once: store it now).
@@ -110,6 +119,18 @@ pub enum KeysCommand {
         /// Where answers to this key's messages are POSTed (else they are polled).
         #[arg(long, value_name = "URL")]
         callback_url: Option<String>,
+        /// The profile key of the agent this key speaks for on the agent MCP surface
+        /// (`/api/mcp`): calls made with the key act as that agent.
+        #[arg(long, value_name = "PROFILE_KEY")]
+        agent: Option<String>,
+        /// The workspace (slug) of `--agent`.
+        #[arg(
+            long,
+            value_name = "SLUG",
+            default_value = "default",
+            requires = "agent"
+        )]
+        workspace: String,
         #[command(flatten)]
         access: AccessArgs,
         /// Print JSON instead of text.
@@ -157,6 +178,8 @@ pub async fn run(config: &Config, cmd: KeysCommand) -> anyhow::Result<()> {
         KeysCommand::Create {
             name,
             callback_url,
+            agent,
+            workspace,
             access,
             json,
         } => {
@@ -164,6 +187,18 @@ pub async fn run(config: &Config, cmd: KeysCommand) -> anyhow::Result<()> {
             if let Some(url) = &callback_url {
                 check_callback(url)?;
             }
+            let agent = match &agent {
+                Some(profile_key) => Some(
+                    agents::by_key(&client, &workspace, profile_key)
+                        .await?
+                        .ok_or_else(|| {
+                            anyhow::anyhow!(
+                                "no agent {profile_key:?} in workspace {workspace:?} (hermes agents list --workspace {workspace})"
+                            )
+                        })?,
+                ),
+                None => None,
+            };
             let ring = KeyRing::new(&config.router.secret_keys);
             anyhow::ensure!(
                 ring.is_some() || callback_url.is_none(),
@@ -173,6 +208,9 @@ pub async fn run(config: &Config, cmd: KeysCommand) -> anyhow::Result<()> {
                 api_keys::create(&client, name.trim(), callback_url.as_deref(), ring.as_ref())
                     .await?;
             access.save(&client, &created.key).await?;
+            if let Some(a) = &agent {
+                api_keys::set_agent(&client, created.key.id, a.id).await?;
+            }
             let key = &api_keys::get(&client, created.key.id)
                 .await?
                 .ok_or_else(|| anyhow::anyhow!("the key vanished after creation"))?;
@@ -181,10 +219,13 @@ pub async fn run(config: &Config, cmd: KeysCommand) -> anyhow::Result<()> {
                     "{}",
                     json!({ "id": key.id, "name": key.name, "key": created.secret_key,
                             "callback_url": key.callback_url, "callback_secret": created.callback_secret,
-                            "access": describe(key) })
+                            "access": describe(key), "agent": agent_json(agent.as_ref()) })
                 );
             } else {
                 println!("created key {} ({}): {}", key.id, key.name, describe(key));
+                if let Some(a) = &agent {
+                    println!("speaks for agent {} ({})", a.profile_key, a.id);
+                }
                 println!("key: {}", created.secret_key);
                 if let Some(secret) = &created.callback_secret {
                     println!("callback signing secret: {secret}");
@@ -194,27 +235,40 @@ pub async fn run(config: &Config, cmd: KeysCommand) -> anyhow::Result<()> {
         }
         KeysCommand::List { json } => {
             let keys = api_keys::list(&client).await?;
+            let mut linked = Vec::with_capacity(keys.len());
+            for k in &keys {
+                linked.push(match k.agent_id {
+                    Some(id) => agents::get(&client, id).await?,
+                    None => None,
+                });
+            }
             if json {
                 let rows: Vec<_> = keys
                     .iter()
-                    .map(|k| {
+                    .zip(&linked)
+                    .map(|(k, a)| {
                         json!({ "id": k.id, "name": k.name, "prefix": k.prefix, "callback_url": k.callback_url,
-                                "created_at": k.created_at, "revoked": k.revoked, "access": describe(k) })
+                                "created_at": k.created_at, "revoked": k.revoked, "access": describe(k),
+                                "agent": agent_json(a.as_ref()) })
                     })
                     .collect();
                 println!("{}", serde_json::Value::from(rows));
             } else if keys.is_empty() {
                 println!("no keys");
             } else {
-                for k in keys {
+                for (k, a) in keys.iter().zip(&linked) {
+                    let agent = a
+                        .as_ref()
+                        .map(|a| format!("  agent {}", a.profile_key))
+                        .unwrap_or_default();
                     println!(
-                        "{}  {:<20} {}…  {}  {}  ({})",
+                        "{}  {:<20} {}…  {}  {}  ({}){agent}",
                         k.id,
                         k.name,
                         k.prefix,
                         k.callback_url.as_deref().unwrap_or("(polled)"),
                         if k.revoked { "REVOKED" } else { "live" },
-                        describe(&k)
+                        describe(k)
                     );
                 }
             }

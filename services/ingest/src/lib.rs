@@ -3,6 +3,7 @@
 //! holds each caller until its run's outcome arrives on the run event stream.
 
 mod accept;
+mod agent_mcp;
 mod auth;
 pub mod channels;
 mod chat;
@@ -244,6 +245,8 @@ pub fn app(state: AppState) -> Router {
         .route(Verb::Post, "/api/jobs/{id}/pause", jobs::pause)
         .route(Verb::Post, "/api/jobs/{id}/resume", jobs::resume)
         .route(Verb::Post, "/api/jobs/{id}/run", jobs::run_now);
+    // The agent MCP surface checks its own callers (JSON-RPC refusals have their own shape).
+    let mcp = agent_mcp::surface().into_router().route_layer(slot.clone());
     let all: Vec<_> = [
         api.mounted(),
         rest.mounted(),
@@ -331,6 +334,7 @@ pub fn app(state: AppState) -> Router {
                 .layer(DefaultBodyLimit::max(state.ctx.config.meta_max_body_bytes)),
         );
     let bounded = api
+        .merge(mcp)
         .merge(rest)
         .merge(run_routes)
         .merge(jobs)

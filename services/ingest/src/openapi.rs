@@ -23,6 +23,7 @@ const FRAGMENTS: &[(&str, &str)] = &[
     ("responses.json", include_str!("../openapi/responses.json")),
     ("runs.json", include_str!("../openapi/runs.json")),
     ("jobs.json", include_str!("../openapi/jobs.json")),
+    ("agent_mcp.json", include_str!("../openapi/agent_mcp.json")),
     ("discovery.json", include_str!("../openapi/discovery.json")),
     ("channels.json", include_str!("../openapi/channels.json")),
     ("admin.json", include_str!("../openapi/admin.json")),

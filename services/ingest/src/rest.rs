@@ -71,7 +71,8 @@ impl Default for KeyCache {
     }
 }
 
-async fn resolve(app: &AppState, key: &str) -> Result<Option<Caller>, ApiError> {
+/// The caller a key names (`None`: no such live key), from a short-lived cache.
+pub(crate) async fn resolve(app: &AppState, key: &str) -> Result<Option<Caller>, ApiError> {
     if crate::auth::ApiKey(app.ctx.config.api_server_key.clone()).is_operator_key(key) {
         return Ok(Some(Caller::Operator));
     }
@@ -140,8 +141,33 @@ pub async fn require_jobs_caller(
     authorize(app, req, next, &[KeyScope::Jobs]).await
 }
 
+/// One request taken from `key`'s request rate, when it has one: `Some(seconds to wait)`
+/// when it is over. Like every rate limit, Redis trouble lets the request through.
+pub(crate) async fn over_rate(app: &AppState, key: &ApiKey) -> Option<u64> {
+    let per_minute = key.limits.requests_per_minute?;
+    let limit = hermes_config::RateLimit {
+        per_minute,
+        burst: per_minute,
+    };
+    match app.limiter.take(&format!("key:{}", key.id), limit).await {
+        Ok(Verdict::Limited { retry_after }) => {
+            Some(retry_after.as_secs_f64().ceil().max(1.0) as u64)
+        }
+        Ok(_) => None,
+        Err(e) => {
+            tracing::warn!(error = %e, "key rate unavailable; letting the request through");
+            None
+        }
+    }
+}
+
 fn bearer(req: &Request) -> Option<String> {
-    req.headers()
+    bearer_of(req.headers())
+}
+
+/// The key of an `Authorization: Bearer …` header.
+pub(crate) fn bearer_of(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|h| h.strip_prefix("Bearer "))
@@ -169,40 +195,26 @@ async fn authorize(app: AppState, mut req: Request, next: Next, scopes: &[KeySco
         .into_response();
     };
     if let Caller::Key(k) = &caller
-        && let Some(per_minute) = k.limits.requests_per_minute
+        && let Some(secs) = over_rate(&app, k).await
     {
-        let limit = hermes_config::RateLimit {
-            per_minute,
-            burst: per_minute,
+        let surface = match scope {
+            KeyScope::Messages => Platform::Rest,
+            KeyScope::Chat | KeyScope::Jobs => Platform::Api,
         };
-        match app.limiter.take(&format!("key:{}", k.id), limit).await {
-            Ok(Verdict::Limited { retry_after }) => {
-                let surface = match scope {
-                    KeyScope::Messages => Platform::Rest,
-                    KeyScope::Chat | KeyScope::Jobs => Platform::Api,
-                };
-                app.ctx
-                    .metrics
-                    .ingest_messages
-                    .with_label_values(&[surface.as_str(), "rate_limited"])
-                    .inc();
-                let secs = retry_after.as_secs_f64().ceil().max(1.0) as u64;
-                return ApiError {
-                    retry_after: Some(secs),
-                    ..ApiError::new(
-                        StatusCode::TOO_MANY_REQUESTS,
-                        "rate_limited",
-                        "this key is over its request rate",
-                    )
-                }
-                .into_response();
-            }
-            Ok(_) => {}
-            // Like every rate limit, Redis trouble lets the request through (counted).
-            Err(e) => {
-                tracing::warn!(error = %e, "key rate unavailable; letting the request through")
-            }
+        app.ctx
+            .metrics
+            .ingest_messages
+            .with_label_values(&[surface.as_str(), "rate_limited"])
+            .inc();
+        return ApiError {
+            retry_after: Some(secs),
+            ..ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                "this key is over its request rate",
+            )
         }
+        .into_response();
     }
     req.extensions_mut().insert(caller);
     next.run(req).await

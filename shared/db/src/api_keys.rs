@@ -226,6 +226,18 @@ pub async fn set_scopes(
     Ok(n == 1)
 }
 
+/// Link a key to the agent it speaks for on the MCP surface (docs/agents.md, "The agent's
+/// side"). False when no key has that id.
+pub async fn set_agent(client: &Client, id: ApiKeyId, agent: AgentId) -> Result<bool, DbError> {
+    let n = client
+        .execute(
+            "UPDATE api_keys SET agent_id = $2 WHERE id = $1",
+            &[&id, &agent],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
 /// Replace a key's rate and budgets. False when no key has that id.
 pub async fn set_limits(client: &Client, id: ApiKeyId, l: &KeyLimits) -> Result<bool, DbError> {
     let rate = l

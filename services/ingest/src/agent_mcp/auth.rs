@@ -1,0 +1,48 @@
+//! Who calls the agent MCP surface: the Bearer key is resolved as on every route (the
+//! operator key, or a key of `hermes api-keys`, cached briefly) and takes one request from
+//! the key's request rate when it has one. The agent the key is linked to
+//! (`hermes api-keys create --agent`) is the caller's identity; a key without one may
+//! speak the protocol (initialize, list the tools) but every tool refuses it.
+
+use axum::http::HeaderMap;
+use hermes_runtime::http::ApiError;
+use hermes_types::ids::AgentId;
+
+use crate::AppState;
+use crate::rest::{Caller, bearer_of, over_rate, resolve};
+
+/// An authenticated caller of the surface.
+#[derive(Clone, Copy, Debug)]
+pub struct Identity {
+    /// The agent the key speaks for (`None`: not linked; tools answer UNAUTHORIZED).
+    pub agent: Option<AgentId>,
+}
+
+/// Why a request was refused before any tool ran.
+#[derive(Debug)]
+pub enum Refused {
+    /// No Bearer key, or not a live key.
+    Unauthenticated,
+    /// Over the key's request rate: retry after this many seconds.
+    RateLimited(u64),
+    /// The key could not be checked (PostgreSQL unreachable).
+    Unavailable(ApiError),
+}
+
+/// Resolve the Bearer key of `headers` and take one request from its rate.
+pub async fn identify(app: &AppState, headers: &HeaderMap) -> Result<Identity, Refused> {
+    let key = bearer_of(headers).ok_or(Refused::Unauthenticated)?;
+    let caller = resolve(app, &key)
+        .await
+        .map_err(Refused::Unavailable)?
+        .ok_or(Refused::Unauthenticated)?;
+    match caller {
+        Caller::Operator => Ok(Identity { agent: None }),
+        Caller::Key(k) => {
+            if let Some(secs) = over_rate(app, &k).await {
+                return Err(Refused::RateLimited(secs));
+            }
+            Ok(Identity { agent: k.agent_id })
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! `inbox.list`, `inbox.ack` and `context.bundle`: the agent finds its runs, acknowledges
+//! them (the inbox, not the wake, is the source of truth), and reads what it needs to
+//! answer one.
+
+use hermes_db::agent_inbox::{self, AckFilter, Acked};
+use hermes_db::inbox::ExternalRun;
+use hermes_db::{memory, sessions};
+use hermes_types::agent::{CONTRACT_VERSION, EngagementMode};
+use serde_json::{Value, json};
+
+use super::{Args, Call, DEFAULT_LIST, MAX_LIST, mode_of, own_run, tx_error};
+use crate::agent_mcp::errors::ToolError;
+
+/// Turns of the run's conversation the bundle carries.
+const RECENT_TURNS: usize = 20;
+/// Free facts about the user the bundle carries (the newest).
+const RECENT_FACTS: i64 = 50;
+
+/// A run as the inbox shows it.
+fn entry(r: &ExternalRun) -> Value {
+    json!({
+        "runId": r.id,
+        "platform": r.platform.as_str(),
+        "chatId": r.chat_id,
+        "senderId": r.sender_id,
+        "text": r.input_text,
+        "status": r.status,
+        "engagementMode": r.engagement_mode,
+        "dispatch": r.dispatch,
+        "createdAt": r.created_at,
+        "ackedAt": r.acked_at,
+        "deadlineAt": r.deadline_at,
+        "wakes": r.wakes,
+    })
+}
+
+/// `inbox.list`
+pub async fn list(call: &Call<'_>, args: &Args) -> Result<Value, ToolError> {
+    let filter = match args.opt_str("status")? {
+        None => AckFilter::Unacked,
+        Some(s) => AckFilter::parse(s)
+            .ok_or_else(|| ToolError::invalid("status must be unacked, acked or all"))?,
+    };
+    let limit = args.opt_int("limit", 1, MAX_LIST)?.unwrap_or(DEFAULT_LIST);
+    let client = call.db().await?;
+    let runs = agent_inbox::open_runs(&client, call.agent.id, filter, limit).await?;
+    Ok(json!({
+        "status": filter.as_str(),
+        "runs": runs.iter().map(entry).collect::<Vec<_>>(),
+    }))
+}
+
+/// `inbox.ack`
+pub async fn ack(call: &Call<'_>, args: &Args) -> Result<Value, ToolError> {
+    let run = args.run_id()?;
+    let mut client = call.db().await?;
+    let tx = client.transaction().await.map_err(tx_error)?;
+    let acked = agent_inbox::ack(&tx, run, call.agent.id).await?;
+    tx.commit().await.map_err(tx_error)?;
+    match acked {
+        Acked::First(r) => {
+            call.app
+                .ctx
+                .metrics
+                .agents
+                .time_to_ack
+                .with_label_values(&[call.profile_key()])
+                .observe(r.age_secs());
+            Ok(json!({ "runId": run, "acked": true, "ackedAt": r.acked_at, "first": true }))
+        }
+        Acked::Already(at) => {
+            Ok(json!({ "runId": run, "acked": true, "ackedAt": at, "first": false }))
+        }
+        Acked::NotFound => Err(ToolError::run_not_found()),
+    }
+}
+
+/// What the run may do, as the contract's `runProtocol` says it.
+fn run_protocol(call: &Call<'_>, r: &ExternalRun) -> Value {
+    let mode = mode_of(r);
+    let execute = mode == Some(EngagementMode::Execute);
+    // Host-side tools: none in the restricted modes; in EXECUTE the agent's allowlist, or
+    // without one its toolsets (as the wake names them).
+    let allowlist = if execute {
+        call.agent
+            .tool_allowlist
+            .clone()
+            .unwrap_or_else(|| call.agent.toolsets.clone())
+    } else {
+        Vec::new()
+    };
+    json!({
+        "runId": r.id,
+        "contractVersion": r.contract_version.as_deref().unwrap_or(CONTRACT_VERSION),
+        "engagementMode": mode.map(EngagementMode::as_str),
+        "mutationAllowed": execute,
+        "toolAllowlist": allowlist,
+    })
+}
+
+/// `context.bundle`
+pub async fn bundle(call: &Call<'_>, args: &Args) -> Result<Value, ToolError> {
+    let client = call.db().await?;
+    let run = own_run(&client, call, args.run_id()?).await?;
+    let metadata = agent_inbox::run_metadata(&client, run.id).await?;
+    let turns = match run.session_id {
+        Some(s) => sessions::history(&client, s, RECENT_TURNS).await?,
+        None => Vec::new(),
+    };
+    let conversation: Vec<Value> = turns
+        .iter()
+        .map(|t| json!({ "role": t.role, "text": t.content }))
+        .collect();
+    let user = match run.user_id {
+        Some(id) => {
+            let known = memory::structural(&client, id).await?;
+            let facts = agent_inbox::recent_facts(&client, id, RECENT_FACTS).await?;
+            let display_name = hermes_db::users::get(&client, id)
+                .await?
+                .and_then(|u| u.display_name);
+            json!({
+                "id": id,
+                "displayName": display_name,
+                "memory": known.iter().map(|m| (m.key.clone(), json!(m.value))).collect::<serde_json::Map<_, _>>(),
+                "facts": facts.iter().map(|(k, v)| json!({ "key": k, "value": v })).collect::<Vec<_>>(),
+            })
+        }
+        None => Value::Null,
+    };
+    Ok(json!({
+        "run": entry(&run),
+        "message": {
+            "text": run.input_text,
+            "platform": run.platform.as_str(),
+            "chatId": run.chat_id,
+            "senderId": run.sender_id,
+            "receivedAt": run.created_at,
+            // Media arrives with the wake; the run keeps only the caller's metadata.
+            "metadata": metadata,
+        },
+        "conversation": conversation,
+        "user": user,
+        "runProtocol": run_protocol(call, &run),
+    }))
+}
