@@ -39,6 +39,15 @@ pub(crate) async fn peer() -> MockServer {
         )
         .mount(&server)
         .await;
+    // A draft shown on Telegram is edited as it grows and replaced by the answer.
+    Mock::given(method("POST"))
+        .and(path(format!("/bot{TG_TOKEN}/editMessageText")))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"ok": true, "result": {"message_id": 1}})),
+        )
+        .mount(&server)
+        .await;
     server
 }
 

@@ -160,6 +160,29 @@ async fn review_mutations_foreign_runs_and_unlinked_keys_are_refused() {
         (run_status(&env, &run_id).await == "completed").then_some(())
     })
     .await;
+    // The chat saw at most one message for the draft, whose last text is the answer: the
+    // answer replaced the draft (or, had the draft not been shown yet, was sent once).
+    let received = peer.received_requests().await.unwrap_or_default();
+    let shown: Vec<(bool, String)> = received
+        .iter()
+        .filter_map(|r| {
+            let edit = r.url.path().ends_with("/editMessageText");
+            let send = r.url.path().ends_with("/sendMessage");
+            let body = serde_json::from_slice::<Value>(&r.body).ok()?;
+            let text = body["text"].as_str()?.to_string();
+            ((edit || send) && text.contains("Looks")).then_some((edit, text))
+        })
+        .collect();
+    assert_eq!(
+        shown.iter().filter(|(edit, _)| !edit).count(),
+        1,
+        "{shown:?}"
+    );
+    assert_eq!(
+        shown.last().map(|(_, t)| t.as_str()),
+        Some("Looks good."),
+        "{shown:?}"
+    );
     fleet.stop().await.unwrap();
 }
 
