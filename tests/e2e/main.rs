@@ -1,5 +1,6 @@
 //! End-to-end tests of the fleet through its public surfaces, against the real servers.
 
+mod agent_runs_end;
 mod agent_webhooks;
 mod api_edges;
 mod bench_fleet;

@@ -13,6 +13,8 @@ use hermes_types::stage::Outgoing;
 use super::{DbError, GenericClient, Transaction, outbox};
 use crate::runs::CLOSED_SQL;
 
+pub mod due;
+
 /// An external agent's run as its inbox shows it.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct ExternalRun {
@@ -169,4 +171,43 @@ pub async fn claim_reply(
 pub async fn enqueue(tx: &Transaction<'_>, messages: &[Envelope]) -> Result<(), DbError> {
     let out: Vec<Outgoing> = messages.iter().map(Outgoing::from_envelope).collect();
     outbox::enqueue(tx, &out).await
+}
+
+/// Start an external run's wait for its agent, in the transaction that dispatches it: its
+/// reply deadline (`deadline` from now) and its first wake.
+pub async fn start_wait(
+    tx: &Transaction<'_>,
+    run_id: RunId,
+    deadline: std::time::Duration,
+) -> Result<(), DbError> {
+    tx.execute(
+        &crate::stmt(
+            tx,
+            "UPDATE agent_runs SET deadline_at = now() + make_interval(secs => $2), wakes = 1
+             WHERE id = $1",
+        )
+        .await?,
+        &[&run_id, &deadline.as_secs_f64()],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The reply deadline of an open external run whose reply nobody claimed yet; `None` for
+/// any other run (no deadline, closed, or answered).
+pub async fn waiting_until(
+    client: &impl GenericClient,
+    run_id: RunId,
+) -> Result<Option<DateTime<Utc>>, DbError> {
+    Ok(client
+        .query_opt(
+            &format!(
+                "SELECT deadline_at FROM agent_runs
+                 WHERE id = $1 AND deadline_at IS NOT NULL AND answered_at IS NULL
+                   AND status NOT IN {CLOSED_SQL}"
+            ),
+            &[&run_id],
+        )
+        .await?
+        .map(|r| r.get(0)))
 }
