@@ -193,21 +193,17 @@ pub async fn start_wait(
     Ok(())
 }
 
-/// The reply deadline of an open external run whose reply nobody claimed yet; `None` for
-/// any other run (no deadline, closed, or answered).
-pub async fn waiting_until(
+/// The reply deadline of a run (`None`: the run has none, not being an external agent's
+/// run of this build, or does not exist).
+pub async fn deadline_of(
     client: &impl GenericClient,
     run_id: RunId,
 ) -> Result<Option<DateTime<Utc>>, DbError> {
     Ok(client
         .query_opt(
-            &format!(
-                "SELECT deadline_at FROM agent_runs
-                 WHERE id = $1 AND deadline_at IS NOT NULL AND answered_at IS NULL
-                   AND status NOT IN {CLOSED_SQL}"
-            ),
+            "SELECT deadline_at FROM agent_runs WHERE id = $1",
             &[&run_id],
         )
         .await?
-        .map(|r| r.get(0)))
+        .and_then(|r| r.get(0)))
 }

@@ -9,8 +9,8 @@
 //! external agent until a reply deadline (docs/agents.md, "When an external run ends"): the
 //! wake is only a nudge and the agent's inbox is the truth, so the agent may still pull the
 //! run, and the deadline ends it with a fallback reply to the user and a refund if it does
-//! not. Only a wake of a run with no deadline (dispatched by an older build), or one already
-//! answered or closed, is closed here as before.
+//! not (an answered run is closed by delivery with its answer). Only a wake of a run with
+//! no deadline (dispatched by an older build) closes its run here, as before.
 //!
 //! The failure reply's id is derived from the parked message's, so parking two copies of one
 //! message sends one reply. If the run cannot be ended now (PostgreSQL or the broker away),
@@ -84,11 +84,12 @@ async fn reply(ctx: &Ctx, parked: &Envelope, reply: Reply) -> anyhow::Result<()>
     Ok(())
 }
 
-/// A parked wake: its run is left to the agent's pull and its reply deadline when it has
-/// one ahead or past (the expiry sweeper then ends it); otherwise it is closed as failed.
+/// A parked wake: a run with a reply deadline is left to its agent's pull and its
+/// deadline (answered, delivery closes it; unanswered, the expiry sweeper does); a run with
+/// none is closed as failed.
 async fn leave_to_deadline(ctx: &Ctx, env: &Envelope) -> anyhow::Result<()> {
     let client = ctx.db.get().await?;
-    if let Some(deadline) = inbox::waiting_until(&client, env.run_id).await? {
+    if let Some(deadline) = inbox::deadline_of(&client, env.run_id).await? {
         tracing::warn!(run_id = %env.run_id, %deadline, "agent wake parked: the run stays in the agent's inbox until its reply deadline");
         return Ok(());
     }
