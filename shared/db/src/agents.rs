@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use hermes_types::ids::{AgentId, DeliveryId, RunId, UserId, WorkspaceId};
 
 use super::{Client, DbError, Transaction};
+use crate::runs::CLOSED_SQL;
 use hermes_types::agent::{AgentKind, AgentStatus, EngagementMode, Tone, WakeEvent};
 use hermes_types::model::{BackendOverride, Tier};
 
@@ -252,7 +253,7 @@ pub async fn list(client: &Client, workspace: &str) -> Result<Vec<(Agent, i64)>,
         .query(
             &format!(
                 "SELECT {COLUMNS}, (SELECT count(*) FROM agent_runs r WHERE r.agent_id = a.id
-                                     AND r.status NOT IN ('completed', 'failed', 'cancelled', 'expired')) AS open_runs
+                                     AND r.status NOT IN {CLOSED_SQL}) AS open_runs
                  FROM agents a JOIN workspaces w ON w.id = a.workspace_id
                  WHERE w.slug = $1 ORDER BY a.profile_key"
             ),
