@@ -218,7 +218,7 @@ impl Router {
         let mut dispatch_data =
             serde_json::json!({ "dispatch": a.chosen.dispatch, "engagement_mode": a.mode });
         // What an external agent's wake names, so that its re-wakes name the same.
-        if agent.is_some_and(|a| a.kind == AgentKind::External) {
+        if agent.is_some_and(|chosen| chosen.kind == AgentKind::External) {
             dispatch_data["tool_allowlist"] = serde_json::json!(host_tool_allowlist(a));
         }
         let routing = runs::Routing {
