@@ -480,3 +480,46 @@ async fn the_reply_deadline_is_set_and_shown_with_the_cli() {
     assert!(err.contains("for external agents"), "{err}");
     assert_eq!(deadline(&env).await, 90, "a refused change changes nothing");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wake_that_cannot_be_delivered_leaves_the_run_to_its_deadline() {
+    let (fakes, mut env) = setup().await;
+    // The agent's loopback address is no longer allowlisted: its wake is refused and parked.
+    env.set("HERMES_WEBHOOK_ALLOW", "10.255.255.0/24");
+    victor(&env, &fakes, 1, 2).await;
+    env.user(Platform::Telegram, "7401", 5).await;
+    let fleet = env.start(&[Service::Router, Service::Delivery]).await;
+    let bus = env.bus().await;
+
+    let run = telegram(&bus, "7401", "can you hear me?").await;
+    // A parked wake used to close its run as failed at once; now the deadline ends it.
+    let ended = eventually(Duration::from_secs(30), "the run ended", || async {
+        let s = status(&env, run).await;
+        matches!(s.as_str(), "failed" | "expired").then_some(s)
+    })
+    .await;
+    assert_eq!(
+        ended, "expired",
+        "left to the agent's inbox until its deadline"
+    );
+    let c = env.db().get().await.unwrap();
+    let wake: String = c
+        .query_one(
+            "SELECT status FROM webhook_deliveries WHERE run_id = $1",
+            &[&run.as_uuid()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(wake, "failed", "the wake was refused");
+    eventually(Duration::from_secs(20), "the fallback sent", || async {
+        (sent_texts(&fakes.telegram).await == vec![EXPIRED_TEXT.to_string()]).then_some(())
+    })
+    .await;
+    assert_eq!(refunds(&env, run).await, 1);
+    assert!(fakes.agent.received_requests().await.unwrap().is_empty());
+
+    drop(c);
+    bus.close().await;
+    fleet.stop().await.unwrap();
+}
