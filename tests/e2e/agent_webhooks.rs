@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use hermes::Service;
 use hermes_bus::{Bus, Stage};
-use hermes_db::agents::{self, AgentUpdate, NewAgent};
+use hermes_db::agents::{self, AgentUpdate};
 use hermes_testkit::{TestEnv, eventually, metric};
-use hermes_types::agent::{AgentKind, AgentStatus, EngagementMode, Tone};
+use hermes_types::agent::{AgentStatus, EngagementMode};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::{AgentId, RunId};
 use hermes_types::model::Platform;
@@ -31,29 +31,9 @@ async fn external_agent(env: &TestEnv, url: &str, standard: bool) -> AgentId {
     let db = env.db();
     let user = env.user(Platform::Rest, "forge-user", 5).await;
     let c = db.get().await.unwrap();
-    let ring = hermes_net::keyring::KeyRing::new(&env.config().router.secret_keys).unwrap();
-    let sealed = ring.seal(AGENT_SECRET.as_bytes());
-    let victor = agents::create(
-        &c,
-        &NewAgent {
-            workspace: "default",
-            profile_key: "victor",
-            kind: AgentKind::External,
-            display_name: "Victor",
-            tone: Tone::Professional,
-            role: Some("backend"),
-            role_instructions: None,
-            tier: None,
-            toolsets: &[],
-            capabilities: &[],
-            webhook_url: Some(url),
-            webhook_secret_sealed: Some(&sealed),
-            max_concurrent: 3,
-            engagement_mode: EngagementMode::Review,
-        },
-    )
-    .await
-    .unwrap();
+    let victor = env
+        .external_agent("victor", url, AGENT_SECRET, 3, EngagementMode::Review)
+        .await;
     let change = AgentUpdate {
         status: Some(AgentStatus::Offline),
         standard_webhooks: Some(standard),

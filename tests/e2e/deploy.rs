@@ -107,6 +107,8 @@ fn metric_names_are_found_in_promql_and_prose() {
     assert!(!families.contains("b_total_bucket"));
 }
 
+const SECRET_KEYS: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_metric_of_the_dashboard_and_alerts_is_exported_and_promtool_clean() {
     let provider = MockServer::start().await;
@@ -151,7 +153,17 @@ async fn every_metric_of_the_dashboard_and_alerts_is_exported_and_promtool_clean
     env.openai_mock(&format!("{}/v1", provider.uri()))
         .set("HERMES_MODEL", "gpt-test")
         .set("HERMES_CONFIG", config.to_str().unwrap())
-        .set("LLM_GLOBAL_DAILY_BUDGET_USD", "100.00");
+        .set("LLM_GLOBAL_DAILY_BUDGET_USD", "100.00")
+        .set("HERMES_SECRET_KEYS", SECRET_KEYS);
+    // An external agent, so the agent contract's series exist (they start at 0 per agent).
+    env.external_agent(
+        "victor",
+        "https://agents.example/forge",
+        "whsec_deploy",
+        1,
+        hermes_types::agent::EngagementMode::Execute,
+    )
+    .await;
     let fleet = env.start(&Service::ALL).await;
 
     // The first run meets the 500 (failed, or answered after a retry); the second one is

@@ -4,6 +4,7 @@ mod agent_mcp;
 mod agent_mcp_drafts;
 mod agent_mcp_refusals;
 mod agent_mcp_sdk;
+mod agent_runs_end;
 mod agent_webhooks;
 mod api_edges;
 mod bench_fleet;

@@ -17,8 +17,7 @@ use hermes_types::ids::RunId;
 use hermes_types::model::{LlmRequest, Outcome, Platform, Reply, ReplyTo, Tier, Usage};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::MockServer;
 
 const TG_TOKEN: &str = "123456:runs-closed-token";
 const CHAT: &str = "5151";
@@ -47,12 +46,7 @@ impl Handler for Failing {
 
 /// A fake Telegram and an environment whose delivery stage sends to it.
 async fn chat_env() -> (MockServer, TestEnv) {
-    let api = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path(format!("/bot{TG_TOKEN}/sendMessage")))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
-        .mount(&api)
-        .await;
+    let api = hermes_testkit::telegram_fake(TG_TOKEN).await;
     let mut env = TestEnv::new().await;
     env.set("TELEGRAM_BOT_TOKEN", TG_TOKEN)
         .set("TELEGRAM_API_BASE_URL", &api.uri());

@@ -13,6 +13,7 @@ use hermes_gateway::backends::Backends;
 use hermes_gateway::providers::Adapter;
 use hermes_net::keyring::KeyRing;
 use hermes_types::agent::{AgentKind, AgentStatus, EngagementMode, Tone};
+use hermes_types::duration::duration_label;
 use hermes_types::model::{BackendOverride, Tier};
 use rand::RngCore;
 use serde_json::json;
@@ -60,6 +61,10 @@ pub enum AgentsCommand {
         /// EXECUTE, REVIEW, RESEARCH or DISCUSS.
         #[arg(long, default_value = "EXECUTE")]
         mode: EngagementMode,
+        /// External agents: how long a run waits for the agent's answer before the user gets
+        /// the fallback reply and the credit back (e.g. 90s, 10m, 2h; default 10m).
+        #[arg(long, value_name = "DURATION", value_parser = parse_reply_deadline)]
+        reply_deadline: Option<i32>,
         /// Local-host toolsets or tool names its runs may use (comma-separated; empty: none).
         /// Without it no list applies and the engagement mode alone decides. Enforced by
         /// the tools stage for the runs the fleet answers; an external agent receives it.
@@ -123,6 +128,10 @@ pub enum AgentsCommand {
         /// EXECUTE, REVIEW, RESEARCH or DISCUSS.
         #[arg(long)]
         mode: Option<EngagementMode>,
+        /// External agents: how long a run waits for the agent's answer (e.g. 90s, 10m, 2h);
+        /// applies to runs dispatched from now on.
+        #[arg(long, value_name = "DURATION", value_parser = parse_reply_deadline)]
+        reply_deadline: Option<i32>,
         /// Local-host toolsets or tool names its runs may use (comma-separated; replaces the
         /// list; empty: none).
         #[arg(
@@ -149,6 +158,18 @@ pub enum AgentsCommand {
     },
 }
 
+/// The longest reply deadline accepted: a week (a run waits no longer for its answer).
+const MAX_REPLY_DEADLINE_SECS: u64 = 7 * 24 * 3600;
+
+/// `--reply-deadline`: a duration from a second to a week, in whole seconds.
+fn parse_reply_deadline(text: &str) -> Result<i32, String> {
+    let d = hermes_types::duration::parse_duration(text)?;
+    if d.as_secs() > MAX_REPLY_DEADLINE_SECS {
+        return Err(format!("{text:?} is longer than the most allowed, 7 days"));
+    }
+    i32::try_from(d.as_secs()).map_err(|e| e.to_string())
+}
+
 fn check_url(url: &str) -> anyhow::Result<()> {
     let u = url::Url::parse(url).context("--webhook-url is not a URL")?;
     anyhow::ensure!(
@@ -170,8 +191,13 @@ fn allowlist(list: Option<Vec<String>>) -> Option<Vec<String>> {
 }
 
 fn print_agent(a: &Agent, open: Option<i64>) {
+    // An external agent's reply deadline is part of its line; internal agents have none.
+    let deadline = match a.kind {
+        AgentKind::External => format!("  deadline {}", duration_label(a.reply_deadline())),
+        AgentKind::Internal => String::new(),
+    };
     println!(
-        "{:<16} {:<8} {:<8} {:<9} open {}/{}  {}",
+        "{:<16} {:<8} {:<8} {:<9} open {}/{}{deadline}  {}",
         a.profile_key,
         a.kind.as_str(),
         a.status.as_str(),
@@ -255,6 +281,7 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
             standard_webhooks,
             max_concurrent,
             mode,
+            reply_deadline,
             tool_allowlist,
             workspace,
             json,
@@ -262,6 +289,10 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
             anyhow::ensure!(
                 !standard_webhooks || kind == AgentKind::External,
                 "--standard-webhooks is for external agents"
+            );
+            anyhow::ensure!(
+                reply_deadline.is_none() || kind == AgentKind::External,
+                "--reply-deadline is for external agents (the fleet answers internal ones)"
             );
             anyhow::ensure!(max_concurrent > 0, "--max-concurrent must be above 0");
             anyhow::ensure!(!name.trim().is_empty(), "--name must not be empty");
@@ -317,10 +348,12 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
             )
             .await?;
             let tool_allowlist = allowlist(tool_allowlist);
-            let agent = if standard_webhooks || tool_allowlist.is_some() {
+            let agent = if standard_webhooks || tool_allowlist.is_some() || reply_deadline.is_some()
+            {
                 let on = AgentUpdate {
                     standard_webhooks: standard_webhooks.then_some(true),
                     tool_allowlist: tool_allowlist.as_deref().map(Some),
+                    reply_deadline_secs: reply_deadline,
                     ..AgentUpdate::default()
                 };
                 agents::update(&client, agent.id, &on).await?;
@@ -388,6 +421,13 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
                 if let Some(t) = a.last_heartbeat_at {
                     println!("  last heartbeat {t}");
                 }
+                if a.kind == AgentKind::External {
+                    println!(
+                        "  reply deadline {} ({} s)",
+                        duration_label(a.reply_deadline()),
+                        a.reply_deadline_secs
+                    );
+                }
                 match &a.backend {
                     Some(o) => println!(
                         "  backend {} model {} (then the tier's chain)",
@@ -410,6 +450,7 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
             max_concurrent,
             status,
             mode,
+            reply_deadline,
             tool_allowlist,
             clear_tool_allowlist,
             backend,
@@ -425,6 +466,10 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
             let Some(a) = agents::by_key(&client, &workspace, &profile_key).await? else {
                 bail!("no agent {profile_key:?} in workspace {workspace:?}");
             };
+            anyhow::ensure!(
+                reply_deadline.is_none() || a.kind == AgentKind::External,
+                "--reply-deadline is for external agents (the fleet answers internal ones)"
+            );
             let tool_allowlist = allowlist(tool_allowlist);
             let update = AgentUpdate {
                 display_name: name.as_deref(),
@@ -443,6 +488,7 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
                 } else {
                     tool_allowlist.as_deref().map(Some)
                 },
+                reply_deadline_secs: reply_deadline,
             };
             agents::update(&client, a.id, &update).await?;
             if let Some(b) = backend {

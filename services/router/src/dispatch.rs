@@ -1,8 +1,11 @@
 //! Agent dispatch (docs/agents.md): who answers this run. An explicit assignment of the channel
 //! or the user wins; then an `@profileKey` mention in the text; then round robin among the
-//! eligible agents. A workspace with no agents answers with the configured persona. The
+//! eligible agents. An external agent silent past the presence window
+//! (`HERMES_AGENT_PRESENCE_SECS`) is not chosen by a mention or round robin. A workspace with
+//! no agents answers with the configured persona. The
 //! decision is recorded on the run as `dispatch { mode, chosen, reason }`.
 
+use chrono::Utc;
 use hermes_db::agents::Agent;
 use hermes_db::users::Resolved;
 use hermes_db::{DbError, Transaction, agents, round_robin};
@@ -80,6 +83,7 @@ impl Presence {
 pub async fn choose(
     tx: &Transaction<'_>,
     presence: &Presence,
+    heard_within: Duration,
     who: &Resolved,
     text: &str,
     intent: Intent,
@@ -111,7 +115,8 @@ pub async fn choose(
         let Some(agent) = agents::by_key_in(tx, who.user.workspace_id, &key).await? else {
             continue;
         };
-        if agent.status == AgentStatus::Offline {
+        // A silent external agent is OFFLINE even before the presence sweep says so.
+        if agent.status == AgentStatus::Offline || agent.is_silent(heard_within, Utc::now()) {
             continue;
         }
         let Some(agent) = agents::lock(tx, agent.id).await? else {
@@ -125,7 +130,9 @@ pub async fn choose(
         )
         .await;
     }
-    if let Some(agent) = round_robin::next(tx, who.user.workspace_id, intent.as_str()).await? {
+    if let Some(agent) =
+        round_robin::next(tx, who.user.workspace_id, intent.as_str(), heard_within).await?
+    {
         return chosen(agent, DispatchMode::RoundRobin, "round-robin".into(), tx).await;
     }
     let reason = if has_agents {

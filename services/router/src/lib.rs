@@ -5,10 +5,12 @@
 //! One file per step of the pipeline (`pipeline.rs` reads top to bottom): `sanitize`,
 //! `trivial` and `intent` classify and clean text; `soul` and `recall` build the system
 //! prompt; `messages` the turns; `tool_gate` and `tools` the tools offered; `dispatch`
-//! the agent; `sweeper` ends runs left open too long; `retention` removes expired rows;
+//! the agent; `external` ends external agents' runs (deadline, re-wake, presence);
+//! `sweeper` ends runs left open too long; `retention` removes expired rows;
 //! `scheduler` queues the runs of scheduled jobs as they come due.
 
 pub mod dispatch;
+pub mod external;
 pub mod intent;
 pub mod messages;
 pub mod pipeline;
@@ -32,10 +34,12 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let sweeper = tokio::spawn(sweeper::run(ctx.clone()));
     let retention = tokio::spawn(retention::run(ctx.clone()));
     let scheduler = tokio::spawn(scheduler::run(ctx.clone()));
+    let external = tokio::spawn(external::run(ctx.clone()));
     // Its commits are a few short statements each: group them (HERMES_COMMIT_GROUP).
     stage::run_grouped(ctx, router).await;
     let _ = sweeper.await;
     let _ = retention.await;
     let _ = scheduler.await;
+    let _ = external.await;
     Ok(())
 }

@@ -1,8 +1,10 @@
 //! The stuck-run sweeper (docs/operations.md, runs that never end): a run still open
 //! `HERMES_RUN_STUCK_AFTER_SECS` after it was created (its message parked where the run could
-//! not be ended then, an external agent that never answered) is closed as failed, refunded,
+//! not be ended then, a message lost to an operator's purge) is closed as failed, refunded,
 //! and its chat told, so no caller waits, no credit stays spent and no agent slot stays taken
-//! for good. Safe with several router replicas: each run is closed by one of them.
+//! for good. An external agent's run is ended by its reply deadline (`external/expiry.rs`);
+//! it counts as stuck only that long after the deadline. Safe with several router replicas:
+//! each run is closed by one of them.
 
 use std::time::Duration;
 

@@ -21,14 +21,7 @@ use hermes_types::stage::Stage;
 
 /// The short name of a retry delay used in wait-queue names: `1m`, `25m`, `2h`, `90s`.
 pub fn delay_label(delay: Duration) -> String {
-    let secs = delay.as_secs();
-    if secs > 0 && secs.is_multiple_of(3600) {
-        format!("{}h", secs / 3600)
-    } else if secs > 0 && secs.is_multiple_of(60) {
-        format!("{}m", secs / 60)
-    } else {
-        format!("{secs}s")
-    }
+    hermes_types::duration::duration_label(delay)
 }
 
 /// Parking queues keep a message 7 days.

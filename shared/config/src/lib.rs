@@ -206,6 +206,10 @@ pub struct Config {
     pub db_pool_size: usize,
     /// How long a run may stay open before the router's sweeper ends it.
     pub run_stuck_after: Duration,
+    /// Delays of the re-wakes of an unacknowledged external run, each after the previous wake.
+    pub agent_rewake_delays: Vec<Duration>,
+    /// How long an external agent may be silent (no 2xx, no heartbeat) before it is OFFLINE.
+    pub agent_presence: Duration,
     /// `statement_timeout` of the services' pooled connections.
     pub db_statement_timeout: Duration,
     /// `idle_in_transaction_session_timeout` of the services' pooled connections.

@@ -35,6 +35,8 @@ impl Config {
         let shutdown_grace = r.get(&process::HERMES_SHUTDOWN_GRACE_SECS);
         let db_pool_size = r.get(&process::HERMES_DB_POOL_SIZE);
         let run_stuck_after = r.get(&router::HERMES_RUN_STUCK_AFTER_SECS);
+        let agent_rewake_delays = r.get(&router::HERMES_AGENT_REWAKE_DELAYS);
+        let agent_presence = r.get(&router::HERMES_AGENT_PRESENCE_SECS);
         let db_statement_timeout = r.get(&process::HERMES_DB_STATEMENT_TIMEOUT_SECS);
         let db_idle_in_tx_timeout = r.get(&process::HERMES_DB_IDLE_IN_TX_TIMEOUT_SECS);
         let api_server_key = r.get(&ingest::API_SERVER_KEY);
@@ -106,6 +108,8 @@ impl Config {
                 shutdown_grace: shutdown_grace?,
                 db_pool_size: db_pool_size?,
                 run_stuck_after: run_stuck_after?,
+                agent_rewake_delays: agent_rewake_delays?,
+                agent_presence: agent_presence?,
                 db_statement_timeout: db_statement_timeout?,
                 db_idle_in_tx_timeout: db_idle_in_tx_timeout?,
                 bus: bus?,

@@ -168,6 +168,27 @@ fn retry_delays_are_whole_seconds() {
 }
 
 #[test]
+fn the_re_wake_schedule_takes_units_or_none_and_presence_is_seconds() {
+    let c = load(&[]).unwrap();
+    let secs =
+        |c: &Config| -> Vec<u64> { c.agent_rewake_delays.iter().map(|d| d.as_secs()).collect() };
+    assert_eq!(secs(&c), [60, 300]);
+    assert_eq!(c.agent_presence.as_secs(), 900);
+    let c = load(&[("HERMES_AGENT_REWAKE_DELAYS", "30s, 2m,1h,45")]).unwrap();
+    assert_eq!(secs(&c), [30, 120, 3600, 45]);
+    let c = load(&[("HERMES_AGENT_REWAKE_DELAYS", "none")]).unwrap();
+    assert!(c.agent_rewake_delays.is_empty());
+    for bad in ["0s", "1m,x", "-5", "1m,,2m", "3d"] {
+        let e = load(&[("HERMES_AGENT_REWAKE_DELAYS", bad)]).unwrap_err();
+        assert!(
+            e.to_string().contains("HERMES_AGENT_REWAKE_DELAYS"),
+            "{bad}: {e}"
+        );
+    }
+    assert!(load(&[("HERMES_AGENT_PRESENCE_SECS", "0")]).is_err());
+}
+
+#[test]
 fn the_global_budget_is_exact_money() {
     let c = load(&[("LLM_GLOBAL_DAILY_BUDGET_USD", "250.05")]).unwrap();
     assert_eq!(c.global_daily_budget_micro_usd, Some(250_050_000));

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use hermes_types::ids::{AgentId, DeliveryId, RunId, UserId, WorkspaceId};
 
 use super::{Client, DbError, Transaction};
+use crate::runs::CLOSED_SQL;
 use hermes_types::agent::{AgentKind, AgentStatus, EngagementMode, Tone, WakeEvent};
 use hermes_types::model::{BackendOverride, Tier};
 
@@ -42,6 +43,31 @@ pub struct Agent {
     pub reply_deadline_secs: i32,
     /// Internal agents: the tool rounds one run may take (the built-in persona takes one).
     pub max_tool_rounds: i32,
+}
+
+impl Agent {
+    /// An external agent silent (no 2xx to a wake, no heartbeat) for longer than `window`
+    /// at `now`: it counts as OFFLINE whatever its status says (docs/agents.md, "When an
+    /// external run ends"). Internal agents are answered by the fleet and never go silent.
+    pub fn is_silent(&self, window: std::time::Duration, now: DateTime<Utc>) -> bool {
+        let heard = self.last_heartbeat_at.unwrap_or(self.created_at);
+        self.kind == AgentKind::External
+            && chrono::TimeDelta::from_std(window).is_ok_and(|w| heard < now - w)
+    }
+
+    /// How long a run of this agent may wait for its answer.
+    pub fn reply_deadline(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(u64::try_from(self.reply_deadline_secs).unwrap_or(1))
+    }
+}
+
+/// SQL true for an agent `a` that is not an external agent silent for longer than the
+/// seconds in parameter `$n` (the query form of [`Agent::is_silent`]).
+pub fn heard_within_sql(n: usize) -> String {
+    format!(
+        "(a.kind <> 'external' OR coalesce(a.last_heartbeat_at, a.created_at) \
+         >= now() - make_interval(secs => ${n}::float8))"
+    )
 }
 
 pub(crate) const COLUMNS: &str = "a.id, a.workspace_id, a.profile_key, a.kind, a.display_name, a.tone, \
@@ -227,7 +253,7 @@ pub async fn list(client: &Client, workspace: &str) -> Result<Vec<(Agent, i64)>,
         .query(
             &format!(
                 "SELECT {COLUMNS}, (SELECT count(*) FROM agent_runs r WHERE r.agent_id = a.id
-                                     AND r.status NOT IN ('completed', 'failed', 'cancelled', 'expired')) AS open_runs
+                                     AND r.status NOT IN {CLOSED_SQL}) AS open_runs
                  FROM agents a JOIN workspaces w ON w.id = a.workspace_id
                  WHERE w.slug = $1 ORDER BY a.profile_key"
             ),
@@ -273,6 +299,8 @@ pub struct AgentUpdate<'a> {
     pub standard_webhooks: Option<bool>,
     /// `Some(None)` removes the list; `Some(Some(list))` replaces it.
     pub tool_allowlist: Option<Option<&'a [String]>>,
+    /// External agents: seconds a run may wait for the agent's answer.
+    pub reply_deadline_secs: Option<i32>,
 }
 
 /// Apply `u` to the agent; false when there is no such agent.
@@ -293,6 +321,7 @@ pub async fn update(client: &Client, id: AgentId, u: &AgentUpdate<'_>) -> Result
                                engagement_mode = COALESCE($11, engagement_mode),
                                standard_webhooks = COALESCE($12, standard_webhooks),
                                tool_allowlist = CASE WHEN $13 THEN $14 ELSE tool_allowlist END,
+                               reply_deadline_secs = COALESCE($15, reply_deadline_secs),
                                updated_at = now()
              WHERE id = $1",
             )
@@ -312,6 +341,7 @@ pub async fn update(client: &Client, id: AgentId, u: &AgentUpdate<'_>) -> Result
                 &u.standard_webhooks,
                 &u.tool_allowlist.is_some(),
                 &u.tool_allowlist.flatten(),
+                &u.reply_deadline_secs,
             ],
         )
         .await?;
@@ -420,4 +450,60 @@ pub async fn owe_wake(
     )
     .await?;
     Ok(())
+}
+
+/// An external agent marked OFFLINE because it was silent past the presence window.
+#[derive(Clone, Debug)]
+pub struct WentSilent {
+    pub id: AgentId,
+    pub workspace_id: WorkspaceId,
+    pub profile_key: String,
+    /// Its last 2xx or heartbeat (None: never heard from since it was created).
+    pub last_heartbeat_at: Option<DateTime<Utc>>,
+}
+
+/// Mark OFFLINE the external agents (at most `limit`) still ONLINE or BUSY although silent
+/// for longer than `window`. Rows another replica holds are skipped: it is marking them.
+pub async fn expire_presence(
+    tx: &Transaction<'_>,
+    window: std::time::Duration,
+    limit: i64,
+) -> Result<Vec<WentSilent>, DbError> {
+    let rows = tx
+        .query(
+            &format!(
+                "UPDATE agents SET status = 'OFFLINE', updated_at = now()
+                 WHERE id IN (SELECT a.id FROM agents a
+                              WHERE a.kind = 'external' AND a.status IN ('ONLINE', 'BUSY')
+                                AND NOT {}
+                              ORDER BY a.id LIMIT $2 FOR UPDATE SKIP LOCKED)
+                 RETURNING id, workspace_id, profile_key, last_heartbeat_at",
+                heard_within_sql(1)
+            ),
+            &[&window.as_secs_f64(), &limit],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| WentSilent {
+            id: r.get(0),
+            workspace_id: r.get(1),
+            profile_key: r.get(2),
+            last_heartbeat_at: r.get(3),
+        })
+        .collect())
+}
+
+/// The profile keys of every external agent (each workspace's), for the metric series that
+/// start at 0 so alerts see an agent before its first expiry or re-wake.
+pub async fn external_keys(client: &impl super::GenericClient) -> Result<Vec<String>, DbError> {
+    Ok(client
+        .query(
+            "SELECT DISTINCT profile_key FROM agents WHERE kind = 'external' ORDER BY 1",
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect())
 }

@@ -13,6 +13,8 @@ use hermes_types::stage::Outgoing;
 use super::{DbError, GenericClient, Transaction, outbox};
 use crate::runs::CLOSED_SQL;
 
+pub mod due;
+
 /// An external agent's run as its inbox shows it.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct ExternalRun {
@@ -169,4 +171,39 @@ pub async fn claim_reply(
 pub async fn enqueue(tx: &Transaction<'_>, messages: &[Envelope]) -> Result<(), DbError> {
     let out: Vec<Outgoing> = messages.iter().map(Outgoing::from_envelope).collect();
     outbox::enqueue(tx, &out).await
+}
+
+/// Start an external run's wait for its agent, in the transaction that dispatches it: its
+/// reply deadline (`deadline` from now) and its first wake.
+pub async fn start_wait(
+    tx: &Transaction<'_>,
+    run_id: RunId,
+    deadline: std::time::Duration,
+) -> Result<(), DbError> {
+    tx.execute(
+        &crate::stmt(
+            tx,
+            "UPDATE agent_runs SET deadline_at = now() + make_interval(secs => $2), wakes = 1
+             WHERE id = $1",
+        )
+        .await?,
+        &[&run_id, &deadline.as_secs_f64()],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The reply deadline of a run (`None`: the run has none, not being an external agent's
+/// run of this build, or does not exist).
+pub async fn deadline_of(
+    client: &impl GenericClient,
+    run_id: RunId,
+) -> Result<Option<DateTime<Utc>>, DbError> {
+    Ok(client
+        .query_opt(
+            "SELECT deadline_at FROM agent_runs WHERE id = $1",
+            &[&run_id],
+        )
+        .await?
+        .and_then(|r| r.get(0)))
 }

@@ -6,18 +6,26 @@ use hermes_types::ids::WorkspaceId;
 
 use super::agents::{Agent, COLUMNS, agent_from};
 use super::{DbError, Transaction};
+use crate::runs::CLOSED_SQL;
 
 /// Keeps round-robin locks apart from the other two-key advisory locks (sessions use
 /// their own class).
 const ROUND_ROBIN_LOCK_CLASS: i32 = 0x5252_4f42; // "RROB"
 
-/// Agents `a` round robin may choose in workspace `$1` for capability `$2`, capacity aside.
-const ELIGIBLE: &str = "a.workspace_id = $1 AND a.status = 'ONLINE'
-    AND (cardinality(a.capabilities) = 0 OR '*' = ANY (a.capabilities) OR $2 = ANY (a.capabilities))";
+/// Agents `a` round robin may choose in workspace `$1` for capability `$2`, capacity aside;
+/// `$3` is the presence window in seconds (an external agent silent longer is passed over
+/// even before the presence sweep marks it OFFLINE).
+fn eligible() -> String {
+    format!(
+        "a.workspace_id = $1 AND a.status = 'ONLINE' AND {}
+         AND (cardinality(a.capabilities) = 0 OR '*' = ANY (a.capabilities) OR $2 = ANY (a.capabilities))",
+        super::agents::heard_within_sql(3)
+    )
+}
 
 /// Round robin: the eligible agent dispatched to longest ago, locked for this transaction.
-/// Eligible = ONLINE, capability match (no capabilities, `*`, or `capability`), and fewer open
-/// runs than `max_concurrent`.
+/// Eligible = ONLINE, heard from within `presence` (external agents), capability match (no
+/// capabilities, `*`, or `capability`), and fewer open runs than `max_concurrent`.
 ///
 /// The choice of a workspace's round robin is serialized until commit by a transaction
 /// advisory lock: a choice must see every earlier choice's open run to keep capacity and the
@@ -33,13 +41,16 @@ pub async fn next(
     tx: &Transaction<'_>,
     workspace_id: WorkspaceId,
     capability: &str,
+    presence: std::time::Duration,
 ) -> Result<Option<Agent>, DbError> {
+    let eligible = eligible();
+    let presence = presence.as_secs_f64();
     // Capacity is left to the locked choice below: it needs the earlier choices' runs.
-    let exists = format!("SELECT EXISTS (SELECT 1 FROM agents a WHERE {ELIGIBLE})");
+    let exists = format!("SELECT EXISTS (SELECT 1 FROM agents a WHERE {eligible})");
     let any_eligible: bool = tx
         .query_one(
             &crate::stmt(tx, &exists).await?,
-            &[&workspace_id, &capability],
+            &[&workspace_id, &capability, &presence],
         )
         .await?
         .get(0);
@@ -55,14 +66,17 @@ pub async fn next(
     // briefly rather than passed over.
     let sql = format!(
         "SELECT {COLUMNS} FROM agents a
-         WHERE {ELIGIBLE}
+         WHERE {eligible}
            AND (SELECT count(*) FROM agent_runs r WHERE r.agent_id = a.id
-                  AND r.status NOT IN ('completed', 'failed', 'cancelled', 'expired')) < a.max_concurrent
+                  AND r.status NOT IN {CLOSED_SQL}) < a.max_concurrent
          ORDER BY a.last_dispatched_at ASC NULLS FIRST, a.profile_key
          LIMIT 1 FOR UPDATE OF a"
     );
     let row = tx
-        .query_opt(&crate::stmt(tx, &sql).await?, &[&workspace_id, &capability])
+        .query_opt(
+            &crate::stmt(tx, &sql).await?,
+            &[&workspace_id, &capability, &presence],
+        )
         .await?;
     row.map(|r| agent_from(&r)).transpose()
 }
@@ -108,7 +122,7 @@ mod tests {
 
     /// One message's dispatch as the router commits it: choose, mark, open the run.
     async fn dispatch(tx: &Transaction<'_>, workspace: WorkspaceId) -> Option<AgentId> {
-        let chosen = next(tx, workspace, "general").await.unwrap()?;
+        let chosen = next(tx, workspace, "general", PRESENCE).await.unwrap()?;
         agents::mark_dispatched(tx, chosen.id).await.unwrap();
         tx.execute(
             "INSERT INTO agent_runs (id, platform, sender_id, status, tier, agent_id)
@@ -121,6 +135,8 @@ mod tests {
     }
 
     const AT_ONCE: usize = 12;
+    /// The default presence window (the agents here are internal, which never go silent).
+    const PRESENCE: std::time::Duration = std::time::Duration::from_secs(900);
 
     #[tokio::test]
     async fn messages_dispatched_at_once_all_reach_agents_in_turn_within_capacity() {
@@ -205,7 +221,12 @@ mod tests {
         };
         let mut client = db.get().await.unwrap();
         let tx = client.transaction().await.unwrap();
-        assert!(next(&tx, workspace, "general").await.unwrap().is_none());
+        assert!(
+            next(&tx, workspace, "general", PRESENCE)
+                .await
+                .unwrap()
+                .is_none()
+        );
         let held: i64 = db
             .get()
             .await
@@ -223,5 +244,53 @@ mod tests {
         drop(db);
         scratch.drop_now().await.unwrap();
         assert_eq!(held, 0, "no round-robin lock is held");
+    }
+
+    /// An external agent silent past the presence window is passed over while its status
+    /// still says ONLINE (the presence sweep has not run), and chosen again once heard from.
+    #[tokio::test]
+    async fn a_silent_external_agent_is_passed_over_before_the_sweep() {
+        let scratch = ScratchDb::create(&server_from_env(), "hermes_scratch")
+            .await
+            .unwrap();
+        let db = Db::new(&scratch.url, 2).unwrap();
+        let a = agent(&db, "quiet", 2).await;
+        let c = db.get().await.unwrap();
+        c.execute(
+            "UPDATE agents SET kind = 'external', webhook_url = 'https://agent.example/forge',
+                 webhook_secret_enc = 'sealed', last_heartbeat_at = now() - interval '1 hour'
+             WHERE id = $1",
+            &[&a.id],
+        )
+        .await
+        .unwrap();
+        let silent = agents::get(&c, a.id).await.unwrap().unwrap();
+        assert_eq!(silent.status.as_str(), "ONLINE");
+        assert!(silent.is_silent(PRESENCE, chrono::Utc::now()));
+        let mut client = db.get().await.unwrap();
+        let tx = client.transaction().await.unwrap();
+        let chosen = next(&tx, a.workspace_id, "general", PRESENCE)
+            .await
+            .unwrap();
+        tx.rollback().await.unwrap();
+        assert!(chosen.is_none(), "a silent agent is not chosen");
+
+        c.execute(
+            "UPDATE agents SET last_heartbeat_at = now() WHERE id = $1",
+            &[&a.id],
+        )
+        .await
+        .unwrap();
+        let heard = agents::get(&c, a.id).await.unwrap().unwrap();
+        assert!(!heard.is_silent(PRESENCE, chrono::Utc::now()));
+        let tx = client.transaction().await.unwrap();
+        let chosen = next(&tx, a.workspace_id, "general", PRESENCE)
+            .await
+            .unwrap();
+        tx.rollback().await.unwrap();
+        assert_eq!(chosen.map(|c| c.id), Some(a.id), "heard from: chosen");
+        drop((c, client));
+        drop(db);
+        scratch.drop_now().await.unwrap();
     }
 }

@@ -504,6 +504,9 @@ pub async fn sweep_stuck(
                  SELECT id FROM agent_runs
                  WHERE status NOT IN ('completed', 'failed', 'cancelled', 'expired')
                    AND created_at < now() - make_interval(secs => $1)
+                   -- An external run is ended by its reply deadline (the expiry sweeper);
+                   -- it is stuck only when still open this long after that deadline.
+                   AND (deadline_at IS NULL OR deadline_at < now() - make_interval(secs => $1))
                  ORDER BY created_at
                  LIMIT $2
                  FOR UPDATE SKIP LOCKED)

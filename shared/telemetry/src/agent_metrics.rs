@@ -49,7 +49,23 @@ fn histogram(r: &Registry, name: &str, help: &str) -> HistogramVec {
     m
 }
 
+/// The outcomes of `hermes_agent_runs_total`.
+pub const RUN_OUTCOMES: &[&str] = &["answered", "failed", "expired"];
+
 impl AgentMetrics {
+    /// Start every series of an external agent at 0 (its runs by outcome, re-wakes, presence
+    /// expiries, and its two latency histograms), so rules over `increase()` and
+    /// `histogram_quantile()` see the agent before its first event.
+    pub fn touch_agent(&self, agent: &str) {
+        for outcome in RUN_OUTCOMES {
+            self.runs.with_label_values(&[agent, outcome]);
+        }
+        self.rewakes.with_label_values(&[agent]);
+        self.presence_expired.with_label_values(&[agent]);
+        self.time_to_ack.with_label_values(&[agent]);
+        self.time_to_answer.with_label_values(&[agent]);
+    }
+
     /// Register the agent contract's metrics in `r`.
     pub fn register(r: &Registry) -> Self {
         Self {

@@ -234,6 +234,45 @@ impl TestEnv {
         self.scoped_user(scope, sender_id, credits).await
     }
 
+    /// An external agent `key` of the default workspace, woken at `url` and signing with
+    /// `secret` (sealed with this environment's `HERMES_SECRET_KEYS`, which must be set).
+    pub async fn external_agent(
+        &self,
+        key: &str,
+        url: &str,
+        secret: &str,
+        max_concurrent: i32,
+        mode: hermes_types::agent::EngagementMode,
+    ) -> hermes_db::agents::Agent {
+        use hermes_db::agents::{self, NewAgent};
+        use hermes_types::agent::{AgentKind, Tone};
+        let ring = hermes_net::keyring::KeyRing::new(&self.config().router.secret_keys)
+            .expect("HERMES_SECRET_KEYS is set");
+        let sealed = ring.seal(secret.as_bytes());
+        let c = self.db().get().await.unwrap();
+        agents::create(
+            &c,
+            &NewAgent {
+                workspace: "default",
+                profile_key: key,
+                kind: AgentKind::External,
+                display_name: key,
+                tone: Tone::Professional,
+                role: None,
+                role_instructions: None,
+                tier: None,
+                toolsets: &[],
+                capabilities: &[],
+                webhook_url: Some(url),
+                webhook_secret_sealed: Some(&sealed),
+                max_concurrent,
+                engagement_mode: mode,
+            },
+        )
+        .await
+        .unwrap()
+    }
+
     async fn scoped_user(
         &self,
         scope: hermes_db::users::ChannelScope,

@@ -33,10 +33,20 @@ pub fn api_inbound(text: &str) -> hermes_types::model::Inbound {
 
 /// A REST-channel message from `sender`, as ingest would publish it to the router.
 pub fn rest_inbound(sender: &str, text: &str) -> hermes_types::model::Inbound {
-    use hermes_types::model::{MessageEvent, Platform};
+    channel_inbound(hermes_types::model::Platform::Rest, sender, text)
+}
+
+/// A chat message from `sender` on `platform` (its chat is the sender's), as ingest would
+/// publish it to the router.
+pub fn channel_inbound(
+    platform: hermes_types::model::Platform,
+    sender: &str,
+    text: &str,
+) -> hermes_types::model::Inbound {
+    use hermes_types::model::MessageEvent;
     let mut inbound = api_inbound(text);
     inbound.event = MessageEvent {
-        platform: Platform::Rest,
+        platform,
         sender_id: sender.into(),
         chat_id: sender.into(),
         ..inbound.event
@@ -44,6 +54,20 @@ pub fn rest_inbound(sender: &str, text: &str) -> hermes_types::model::Inbound {
     // Channels send one message; the router supplies the history.
     inbound.conversation = Vec::new();
     inbound
+}
+
+/// A fake Telegram Bot API answering every `sendMessage` of bot `token` with `ok`; pass
+/// its `uri()` as `TELEGRAM_API_BASE_URL`.
+pub async fn telegram_fake(token: &str) -> wiremock::MockServer {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .and(wiremock::matchers::path(format!("/bot{token}/sendMessage")))
+        .respond_with(
+            wiremock::ResponseTemplate::new(200).set_body_json(serde_json::json!({"ok": true})),
+        )
+        .mount(&server)
+        .await;
+    server
 }
 
 /// A chat completions answer as an OpenAI-compatible provider sends it.

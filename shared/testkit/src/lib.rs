@@ -20,7 +20,8 @@ pub use db::{count, pg_base, queued_llm_requests};
 pub use env::OPENAI_KEY;
 pub use env::{Server, TestEnv};
 pub use fakes::{
-    api_inbound, drain, metric, openai_answer, openai_fake, openai_tool_call, rest_inbound, send,
+    api_inbound, channel_inbound, drain, metric, openai_answer, openai_fake, openai_tool_call,
+    rest_inbound, send, telegram_fake,
 };
 pub use fleet::Fleet;
 pub use harness::StageHarness;

@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod backend;
 pub mod data_url;
+pub mod duration;
 pub mod envelope;
 pub mod ids;
 pub mod intent;

@@ -5,7 +5,7 @@
 
 use hermes_config::local_host_toolsets;
 use hermes_db::agents::{self, Agent};
-use hermes_db::{Transaction, credits, runs, sessions};
+use hermes_db::{Transaction, credits, inbox, runs, sessions};
 use hermes_runtime::stage::StageError;
 use hermes_types::agent::{AgentKind, CONTRACT_VERSION, EngagementMode, WakeEvent};
 use hermes_types::envelope::Envelope;
@@ -185,7 +185,15 @@ impl Router {
         r: &Routed,
         tx: &Transaction<'_>,
     ) -> Result<dispatch::Chosen, StageError> {
-        let chosen = dispatch::choose(tx, &self.presence, &r.who, &r.text, r.intent).await?;
+        let chosen = dispatch::choose(
+            tx,
+            &self.presence,
+            self.ctx.config.agent_presence,
+            &r.who,
+            &r.text,
+            r.intent,
+        )
+        .await?;
         self.ctx
             .metrics
             .dispatches
@@ -207,8 +215,12 @@ impl Router {
     ) -> Result<(), StageError> {
         let agent = a.agent();
         let intent_meta = serde_json::json!({ "intent": r.provenance.intent });
-        let dispatch_data =
+        let mut dispatch_data =
             serde_json::json!({ "dispatch": a.chosen.dispatch, "engagement_mode": a.mode });
+        // What an external agent's wake names, so that its re-wakes name the same.
+        if agent.is_some_and(|chosen| chosen.kind == AgentKind::External) {
+            dispatch_data["tool_allowlist"] = serde_json::json!(host_tool_allowlist(a));
+        }
         let routing = runs::Routing {
             user_id: r.who.user.id,
             agent_id: agent.map(|a| a.id),
@@ -249,8 +261,12 @@ impl Router {
         let delivery_id = DeliveryId::new();
         let run_id = env.run_id;
         agents::owe_wake(tx, delivery_id, run_id, agent.id, WakeEvent::AgentAssigned).await?;
+        // The run waits for its agent until the reply deadline (docs/agents.md, "When an
+        // external run ends"); this is its first wake.
+        inbox::start_wait(tx, run_id, agent.reply_deadline()).await?;
         tracing::info!(
             agent = agent.profile_key,
+            deadline_secs = agent.reply_deadline_secs,
             "run dispatched to an external agent"
         );
         Ok(env.follow(&AgentWake {

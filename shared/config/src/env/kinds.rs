@@ -276,6 +276,28 @@ pub(crate) const SECS_LIST: Kind<Vec<Duration>> = Kind {
     show: |d| join(d, |d| d.as_secs().to_string()),
 };
 
+/// Comma-separated durations with units (`1m,5m`; bare numbers are seconds), or `none` for
+/// the empty list.
+pub(crate) const DURATION_LIST: Kind<Vec<Duration>> = Kind {
+    parse: |name, value| {
+        if value.eq_ignore_ascii_case("none") {
+            return Ok(Vec::new());
+        }
+        hermes_types::duration::parse_durations(value).map_err(|e| {
+            vec![format!(
+                "{name}: {e}; expected comma-separated durations such as 1m,5m, or none"
+            )]
+        })
+    },
+    show: |d| {
+        if d.is_empty() {
+            "none".into()
+        } else {
+            join(d, |d| hermes_types::duration::duration_label(*d))
+        }
+    },
+};
+
 /// Comma-separated milliseconds, e.g. `1000,3000,9000`.
 pub(crate) const MILLIS_LIST: Kind<Vec<Duration>> = Kind {
     parse: |name, value| {

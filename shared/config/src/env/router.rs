@@ -1,5 +1,6 @@
 //! The router: the embeddings endpoint of semantic recall and the Fernet keyrings of the
-//! session-history cache and of agent webhook secrets; the bound of the stuck-run sweeper.
+//! session-history cache and of agent webhook secrets; the bound of the stuck-run sweeper;
+//! how external agents' runs are woken again and when a silent agent counts as offline.
 
 use std::time::Duration;
 
@@ -40,7 +41,19 @@ settings! {
             kind: kinds::SECS_ABOVE_ZERO,
             unset: Value("900"),
             secret: false,
-            help: "a run still open this long after it was created is ended by the router's sweeper: failed, refunded, its chat told",
+            help: "a run still open this long after it was created (an external agent's run: this long after its reply deadline) is ended by the router's sweeper: failed, refunded, its chat told",
+        },
+        HERMES_AGENT_REWAKE_DELAYS: Vec<Duration> {
+            kind: kinds::DURATION_LIST,
+            unset: Value("1m,5m"),
+            secret: false,
+            help: "an external agent's run it has not acknowledged is woken again after each of these delays (each counted from the previous wake, one re-wake per entry, e.g. 1m,5m; `none`: never), while its reply deadline is ahead",
+        },
+        HERMES_AGENT_PRESENCE_SECS: Duration {
+            kind: kinds::SECS_ABOVE_ZERO,
+            unset: Value("900"),
+            secret: false,
+            help: "an external agent with no 2xx to a wake and no heartbeat for this long is OFFLINE: dispatch passes it over and the router marks it so",
         },
     ]
 }

@@ -2,14 +2,21 @@
 //! left open with its caller waiting, its credit spent and an agent's slot taken. A message
 //! parked on its way to an answer (router, llm, tools) sends the run a failure reply through
 //! the delivery stage, which closes the run as failed, refunds its credit once and tells the
-//! caller or chat, like any failed run. A reply or wake that could not be delivered closes its
-//! run here, as failed, with its refund: there is nobody left to tell.
+//! caller or chat, like any failed run. A reply that could not be delivered closes its run
+//! here, as failed, with its refund: there is nobody left to tell.
+//!
+//! A wake that could not be delivered does not end its run when the run waits for its
+//! external agent until a reply deadline (docs/agents.md, "When an external run ends"): the
+//! wake is only a nudge and the agent's inbox is the truth, so the agent may still pull the
+//! run, and the deadline ends it with a fallback reply to the user and a refund if it does
+//! not (an answered run is closed by delivery with its answer). Only a wake of a run with
+//! no deadline (dispatched by an older build) closes its run here, as before.
 //!
 //! The failure reply's id is derived from the parked message's, so parking two copies of one
 //! message sends one reply. If the run cannot be ended now (PostgreSQL or the broker away),
 //! the stuck-run sweeper ends it later.
 
-use hermes_db::{credits, runs};
+use hermes_db::{credits, inbox, runs};
 use hermes_types::envelope::{Envelope, MessageKind};
 use hermes_types::ids::MessageId;
 use hermes_types::model::{FailureCode, Inbound, LlmRequest, Outcome, Reply, ToolRequest};
@@ -47,7 +54,8 @@ pub(super) async fn end_run(ctx: &Ctx, env: &Envelope) {
             Ok(tr) => reply(ctx, env, failed(tr.request)).await,
             Err(e) => Err(e.into()),
         },
-        MessageKind::Reply | MessageKind::AgentWake => close(ctx, env).await,
+        MessageKind::Reply => close(ctx, env).await,
+        MessageKind::AgentWake => leave_to_deadline(ctx, env).await,
         // Memory extraction follows a closed run: nothing is open.
         MessageKind::MemoryExtract => Ok(()),
         // A draft that could not be shown: the run's answer still comes as its reply.
@@ -76,7 +84,21 @@ async fn reply(ctx: &Ctx, parked: &Envelope, reply: Reply) -> anyhow::Result<()>
     Ok(())
 }
 
-/// Close the run as failed and refund it, when its reply (or wake) is what was parked.
+/// A parked wake: a run with a reply deadline is left to its agent's pull and its
+/// deadline (answered, delivery closes it; unanswered, the expiry sweeper does); a run with
+/// none is closed as failed.
+async fn leave_to_deadline(ctx: &Ctx, env: &Envelope) -> anyhow::Result<()> {
+    let client = ctx.db.get().await?;
+    if let Some(deadline) = inbox::deadline_of(&client, env.run_id).await? {
+        tracing::warn!(run_id = %env.run_id, %deadline, "agent wake parked: the run stays in the agent's inbox until its reply deadline");
+        return Ok(());
+    }
+    drop(client);
+    close(ctx, env).await
+}
+
+/// Close the run as failed and refund it, when its reply (or a wake of a run with no reply
+/// deadline) is what was parked.
 async fn close(ctx: &Ctx, env: &Envelope) -> anyhow::Result<()> {
     let mut client = ctx.db.get().await?;
     let tx = client.transaction().await?;
