@@ -22,6 +22,7 @@ fn thirty_days() -> Retention {
         facts_days: 30,
         ledger_days: 30,
         responses_days: 30,
+        forge_deliveries_days: 30,
         sweep_every: Duration::from_secs(1),
     }
 }

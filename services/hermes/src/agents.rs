@@ -60,6 +60,10 @@ pub enum AgentsCommand {
         /// EXECUTE, REVIEW, RESEARCH or DISCUSS.
         #[arg(long, default_value = "EXECUTE")]
         mode: EngagementMode,
+        /// Internal agents: the tool rounds one of its runs may take (1 to 32; default 4).
+        /// Chat messages answered by the built-in persona keep one round.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=32))]
+        max_tool_rounds: Option<i32>,
         /// Local-host toolsets or tool names its runs may use (comma-separated; empty: none).
         /// Without it no list applies and the engagement mode alone decides. Enforced by
         /// the tools stage for the runs the fleet answers; an external agent receives it.
@@ -123,6 +127,9 @@ pub enum AgentsCommand {
         /// EXECUTE, REVIEW, RESEARCH or DISCUSS.
         #[arg(long)]
         mode: Option<EngagementMode>,
+        /// Internal agents: the tool rounds one of its runs may take (1 to 32).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=32))]
+        max_tool_rounds: Option<i32>,
         /// Local-host toolsets or tool names its runs may use (comma-separated; replaces the
         /// list; empty: none).
         #[arg(
@@ -255,6 +262,7 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
             standard_webhooks,
             max_concurrent,
             mode,
+            max_tool_rounds,
             tool_allowlist,
             workspace,
             json,
@@ -262,6 +270,10 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
             anyhow::ensure!(
                 !standard_webhooks || kind == AgentKind::External,
                 "--standard-webhooks is for external agents"
+            );
+            anyhow::ensure!(
+                max_tool_rounds.is_none() || kind == AgentKind::Internal,
+                "--max-tool-rounds is for internal agents (an external agent runs its own tools)"
             );
             anyhow::ensure!(max_concurrent > 0, "--max-concurrent must be above 0");
             anyhow::ensure!(!name.trim().is_empty(), "--name must not be empty");
@@ -317,19 +329,21 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
             )
             .await?;
             let tool_allowlist = allowlist(tool_allowlist);
-            let agent = if standard_webhooks || tool_allowlist.is_some() {
-                let on = AgentUpdate {
-                    standard_webhooks: standard_webhooks.then_some(true),
-                    tool_allowlist: tool_allowlist.as_deref().map(Some),
-                    ..AgentUpdate::default()
+            let agent =
+                if standard_webhooks || tool_allowlist.is_some() || max_tool_rounds.is_some() {
+                    let on = AgentUpdate {
+                        standard_webhooks: standard_webhooks.then_some(true),
+                        tool_allowlist: tool_allowlist.as_deref().map(Some),
+                        max_tool_rounds,
+                        ..AgentUpdate::default()
+                    };
+                    agents::update(&client, agent.id, &on).await?;
+                    agents::get(&client, agent.id)
+                        .await?
+                        .context("the agent just created is gone")?
+                } else {
+                    agent
                 };
-                agents::update(&client, agent.id, &on).await?;
-                agents::get(&client, agent.id)
-                    .await?
-                    .context("the agent just created is gone")?
-            } else {
-                agent
-            };
             if json {
                 println!("{}", json!({ "agent": agent, "webhook_secret": secret }));
             } else {
@@ -378,6 +392,9 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
                     "  toolsets {:?}  capabilities {:?}",
                     a.toolsets, a.capabilities
                 );
+                if a.kind == AgentKind::Internal {
+                    println!("  max tool rounds {}", a.max_tool_rounds);
+                }
                 match &a.tool_allowlist {
                     Some(list) => println!("  tool allowlist {list:?}"),
                     None => println!("  tool allowlist (none: the mode alone decides)"),
@@ -410,6 +427,7 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
             max_concurrent,
             status,
             mode,
+            max_tool_rounds,
             tool_allowlist,
             clear_tool_allowlist,
             backend,
@@ -443,6 +461,7 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
                 } else {
                     tool_allowlist.as_deref().map(Some)
                 },
+                max_tool_rounds,
             };
             agents::update(&client, a.id, &update).await?;
             if let Some(b) = backend {

@@ -98,17 +98,7 @@ pub(crate) fn traceparent(headers: &HeaderMap) -> Option<TraceParent> {
 async fn accept_all(app: &AppState, events: Vec<MessageEvent>, headers: &HeaderMap) -> Response {
     let (mut routed, mut delayed) = (0usize, 0usize);
     for event in events {
-        let inbound = Inbound {
-            event,
-            conversation: Vec::new(),
-            requested_model: None,
-            callback_url: None,
-            api_key_id: None,
-            params: Default::default(),
-            stream: false,
-            policy: Default::default(),
-            job: None,
-        };
+        let inbound = Inbound::of(event);
         match accept::accept(app, inbound, traceparent(headers)).await {
             Ok(Accepted::Routed(_)) => routed += 1,
             Ok(Accepted::Delayed(_)) => delayed += 1,

@@ -273,6 +273,8 @@ pub struct AgentUpdate<'a> {
     pub standard_webhooks: Option<bool>,
     /// `Some(None)` removes the list; `Some(Some(list))` replaces it.
     pub tool_allowlist: Option<Option<&'a [String]>>,
+    /// Internal agents: the tool rounds one run may take (1 to 32).
+    pub max_tool_rounds: Option<i32>,
 }
 
 /// Apply `u` to the agent; false when there is no such agent.
@@ -293,6 +295,7 @@ pub async fn update(client: &Client, id: AgentId, u: &AgentUpdate<'_>) -> Result
                                engagement_mode = COALESCE($11, engagement_mode),
                                standard_webhooks = COALESCE($12, standard_webhooks),
                                tool_allowlist = CASE WHEN $13 THEN $14 ELSE tool_allowlist END,
+                               max_tool_rounds = COALESCE($15, max_tool_rounds),
                                updated_at = now()
              WHERE id = $1",
             )
@@ -312,6 +315,7 @@ pub async fn update(client: &Client, id: AgentId, u: &AgentUpdate<'_>) -> Result
                 &u.standard_webhooks,
                 &u.tool_allowlist.is_some(),
                 &u.tool_allowlist.flatten(),
+                &u.max_tool_rounds,
             ],
         )
         .await?;
