@@ -13,6 +13,8 @@ mod deploy;
 mod docs;
 mod failures_told;
 mod faults;
+mod forge_loop;
+mod forge_wakes;
 mod idempotency;
 mod images;
 mod ingest;

@@ -25,6 +25,7 @@ const FRAGMENTS: &[(&str, &str)] = &[
     ("jobs.json", include_str!("../openapi/jobs.json")),
     ("discovery.json", include_str!("../openapi/discovery.json")),
     ("channels.json", include_str!("../openapi/channels.json")),
+    ("forge.json", include_str!("../openapi/forge.json")),
     ("admin.json", include_str!("../openapi/admin.json")),
 ];
 

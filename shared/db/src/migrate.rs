@@ -100,6 +100,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0017_jobs",
         sql: include_str!("../../../migrations/0017_jobs.sql"),
     },
+    Migration {
+        version: 18,
+        name: "0018_agent_contract",
+        sql: include_str!("../../../migrations/0018_agent_contract.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.
