@@ -335,3 +335,115 @@ async fn the_body_only_signature_is_verified_where_configured_and_the_route_is_o
     nothing_queued(&env).await;
     fleet.stop().await.unwrap();
 }
+
+/// A wake the broker does not confirm is answered 503 and its delivery id released, so the
+/// Forge's retry of the same delivery is taken rather than answered as a duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wake_the_broker_does_not_confirm_is_503_and_its_retry_is_taken() {
+    let mut env = TestEnv::new().await;
+    let proxy = env.broker_behind_proxy().await;
+    forge_env(&mut env).set("HERMES_PUBLISH_TIMEOUT_SECS", "1");
+    agent(&env, "default", "victor", AgentKind::Internal).await;
+    let fleet = env.start(&[Service::Ingest]).await;
+    let db = env.db();
+
+    proxy.set_stalled(true);
+    let resp = wake(&fleet, &envelope("victor"), "dlv_stalled").await;
+    assert_eq!(refused(resp).await, (503, "unavailable".into()));
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM forge_deliveries", &[]).await,
+        0,
+        "the claim was released"
+    );
+    proxy.set_stalled(false);
+
+    let resp = wake(&fleet, &envelope("victor"), "dlv_stalled").await;
+    assert_eq!(resp.status(), 202, "the retry is taken, not a duplicate");
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM forge_deliveries", &[]).await,
+        1
+    );
+    let metrics = fleet.metrics().await;
+    assert_eq!(
+        metric(
+            &metrics,
+            "hermes_forge_wakes_total{outcome=\"unavailable\"}"
+        ),
+        Some(1.0)
+    );
+    fleet.stop().await.unwrap();
+}
+
+/// `hermes agents create|set KEY --max-tool-rounds N` sets an internal agent's bound (1 to
+/// 32); an external agent runs its own tools and takes none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_sets_an_internal_agents_tool_rounds() {
+    let mut env = TestEnv::new().await;
+    env.set("HERMES_SECRET_KEYS", SECRET_KEYS);
+    let hermes = |args: &'static [&'static str]| {
+        let mut command = env.command();
+        command.args(args);
+        async move { command.output().await.unwrap() }
+    };
+    let show = |out: std::process::Output| -> Value {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let created = show(
+        hermes(&[
+            "agents",
+            "create",
+            "victor",
+            "--name",
+            "Victor",
+            "--max-tool-rounds",
+            "6",
+            "--json",
+        ])
+        .await,
+    );
+    assert_eq!(created["agent"]["max_tool_rounds"], 6);
+    let plain = show(hermes(&["agents", "create", "mizu", "--name", "Mizu", "--json"]).await);
+    assert_eq!(plain["agent"]["max_tool_rounds"], 4, "the default");
+    let set = hermes(&["agents", "set", "victor", "--max-tool-rounds", "2"]).await;
+    assert!(
+        set.status.success(),
+        "{}",
+        String::from_utf8_lossy(&set.stderr)
+    );
+    let shown = show(hermes(&["agents", "show", "victor", "--json"]).await);
+    assert_eq!(shown["max_tool_rounds"], 2);
+    for args in [
+        &["agents", "set", "victor", "--max-tool-rounds", "0"][..],
+        &["agents", "set", "victor", "--max-tool-rounds", "33"][..],
+        &[
+            "agents",
+            "create",
+            "ext",
+            "--kind",
+            "external",
+            "--name",
+            "Ext",
+            "--webhook-url",
+            "https://agents.example/hook",
+            "--max-tool-rounds",
+            "3",
+        ][..],
+    ] {
+        let out = hermes(args).await;
+        assert!(!out.status.success(), "{args:?} was taken");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("max-tool-rounds"),
+            "{args:?}"
+        );
+    }
+    let shown = show(hermes(&["agents", "show", "victor", "--json"]).await);
+    assert_eq!(
+        shown["max_tool_rounds"], 2,
+        "a refused change changes nothing"
+    );
+}
