@@ -89,6 +89,7 @@ enum Taken {
     },
 }
 
+/// The steps of the module's list, in order; `Err` is the refusal to answer.
 async fn take(
     app: &AppState,
     headers: &HeaderMap,
@@ -146,18 +147,33 @@ async fn take(
         Some(traceparent(headers).unwrap_or_else(TraceParent::generate)),
         &inbound,
     );
+    // No connection is held while the broker is waited on: a stalled broker must not take
+    // the pool with it.
+    drop(client);
     if let Err(e) = app.ctx.bus.publish(&envelope).await {
         tracing::error!(%run, error = %e, "Forge wake not accepted by the broker");
-        // Not queued: the Forge's retry of this delivery must be taken, not deduplicated.
-        if let Err(e) = forge_deliveries::release(&client, &delivery_id, run).await {
-            tracing::warn!(error = %e, "cannot release the refused wake's delivery id");
-        }
+        release(app, &delivery_id, run).await;
         return Err(ApiError::unavailable(
             "the wake could not be queued; retry shortly",
         ));
     }
     tracing::info!(%run, agent = agent.profile_key, event = inbound.forge.as_ref().map(|f| f.event.as_str()), "Forge wake queued");
     Ok(Taken::Queued { run, delivery_id })
+}
+
+/// Release the claim of a wake that was not queued: the Forge's retry of this delivery
+/// must be taken, not deduplicated. Without PostgreSQL the id stays taken until retention
+/// removes it, and the Forge's retries are answered as duplicates (logged).
+async fn release(app: &AppState, delivery_id: &str, run: RunId) {
+    let released = match app.ctx.db.get().await {
+        Ok(client) => forge_deliveries::release(&client, delivery_id, run)
+            .await
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    if let Err(e) = released {
+        tracing::error!(%run, delivery_id, error = %e, "cannot release the refused wake's delivery id");
+    }
 }
 
 /// `X-Forge-Delivery`: 1 to [`MAX_DELIVERY_ID`] printable ASCII characters.
