@@ -69,7 +69,8 @@ impl Router {
             tool_allowlist: agent.tool_allowlist.clone(),
         }
         .inherit(&inbound.policy);
-        let tools = offered(catalog, &agent, &policy, &self.ctx.config.file.mcp_servers);
+        let local = local_host_toolsets(&self.ctx.config.file.mcp_servers);
+        let tools = offered(catalog, &agent.toolsets, &policy, &local);
         Ok(Decision::Forge(Box::new(ForgeRun {
             inbound,
             wake,
@@ -163,11 +164,11 @@ impl Router {
 /// local-host toolsets its policy disables.
 fn offered(
     catalog: Vec<ToolSpec>,
-    agent: &Agent,
+    agent_toolsets: &[String],
     policy: &ToolPolicy,
-    servers: &std::collections::BTreeMap<String, hermes_config::McpServerSettings>,
+    local_host: &[String],
 ) -> Vec<ToolSpec> {
-    let mut toolsets = agent.toolsets.clone();
+    let mut toolsets = agent_toolsets.to_vec();
     if !toolsets.is_empty() {
         toolsets.push(mcp_toolset(FORGE_MCP_SERVER));
     }
@@ -175,7 +176,7 @@ fn offered(
         catalog,
         &toolsets,
         policy.engagement_mode,
-        &local_host_toolsets(servers),
+        local_host,
         policy.tool_allowlist.as_deref(),
     )
 }
@@ -255,6 +256,44 @@ mod tests {
             event: "AGENT_ASSIGNED".into(),
             contract_version: None,
         }
+    }
+
+    #[test]
+    fn the_forge_toolset_is_always_offered_and_a_restricted_wake_gets_no_host_tools() {
+        let catalog = vec![
+            spec("mcp_forge_inbox_list", "mcp-forge"),
+            spec("mcp_shell_run", "mcp-shell"),
+            spec("web_search", "web"),
+        ];
+        let local = vec!["mcp-shell".to_string()];
+        let names = |tools: Vec<ToolSpec>| tools.into_iter().map(|t| t.name).collect::<Vec<_>>();
+        let execute = ToolPolicy::default();
+        assert_eq!(
+            names(offered(catalog.clone(), &[], &execute, &local)).len(),
+            3
+        );
+        // An agent narrowed to `web` still reaches its inbox.
+        assert_eq!(
+            names(offered(catalog.clone(), &["web".into()], &execute, &local)),
+            ["mcp_forge_inbox_list", "web_search"]
+        );
+        let review = ToolPolicy {
+            engagement_mode: EngagementMode::Review,
+            tool_allowlist: None,
+        };
+        assert_eq!(
+            names(offered(catalog.clone(), &[], &review, &local)),
+            ["mcp_forge_inbox_list", "web_search"]
+        );
+        // An empty allowlist (the seed's REVIEW dispatch) allows no host tool even in EXECUTE.
+        let listed = ToolPolicy {
+            engagement_mode: EngagementMode::Execute,
+            tool_allowlist: Some(Vec::new()),
+        };
+        assert_eq!(
+            names(offered(catalog, &[], &listed, &local)),
+            ["mcp_forge_inbox_list", "web_search"]
+        );
     }
 
     #[test]
