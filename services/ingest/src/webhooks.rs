@@ -430,4 +430,15 @@ pub fn log_channels(app: &AppState) {
         };
         tracing::info!(route, state, "channel route");
     }
+    let forge = &app.ctx.config.forge;
+    let state = match (forge.enabled(), forge.body_signature) {
+        (false, _) => "off (404): HERMES_FORGE_WEBHOOK_SECRETS not set",
+        (true, false) => "on (X-Forge-Signature over timestamp and body)",
+        (true, true) => "on (X-Forge-Body-Signature: the body alone)",
+    };
+    tracing::info!(
+        route = format!("POST {}", forge.path),
+        state,
+        "Forge wake route"
+    );
 }
