@@ -19,6 +19,8 @@ mod docs;
 mod drafts;
 mod failures_told;
 mod faults;
+mod forge_loop;
+mod forge_wakes;
 mod idempotency;
 mod images;
 mod ingest;

@@ -461,6 +461,7 @@ async fn a_response_keeps_its_run_until_the_response_expires() {
         facts_days: 30,
         ledger_days: 30,
         responses_days,
+        forge_deliveries_days: 30,
         sweep_every: Duration::from_secs(1),
     };
     let count = |sql: &'static str| {

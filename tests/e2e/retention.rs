@@ -22,6 +22,7 @@ fn thirty_days() -> Retention {
         facts_days: 30,
         ledger_days: 30,
         responses_days: 30,
+        forge_deliveries_days: 30,
         sweep_every: Duration::from_secs(1),
     }
 }
@@ -347,4 +348,39 @@ async fn users_erase_removes_a_person_everywhere_and_nobody_else() {
     let mut out = Vec::new();
     let again = hermes::erase::run(&config, gone, true, &mut out).await;
     assert!(again.unwrap_err().to_string().contains("no user"));
+}
+
+/// A Forge delivery id is remembered `HERMES_RETENTION_FORGE_DELIVERIES_DAYS`, then swept:
+/// long enough for every retry of a wake, not for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forge_delivery_ids_are_forgotten_after_their_days() {
+    let env = TestEnv::new().await;
+    let db = env.db();
+    db.get()
+        .await
+        .unwrap()
+        .batch_execute(
+            "INSERT INTO forge_deliveries (delivery_id, profile_key, run_id, received_at)
+               VALUES ('dlv_old', 'victor', gen_random_uuid(), now() - interval '8 days'),
+                      ('dlv_new', 'victor', gen_random_uuid(), now() - interval '6 days')",
+        )
+        .await
+        .unwrap();
+    let week = Retention {
+        forge_deliveries_days: 7,
+        ..thirty_days()
+    };
+    let swept = retention::sweep(&db, &week, 10).await.unwrap();
+    assert_eq!(swept.removed, vec![(Table::ForgeDeliveries, 1)]);
+    let left = count(
+        &db,
+        "SELECT count(*) FROM forge_deliveries WHERE delivery_id = 'dlv_new'",
+        &[],
+    )
+    .await;
+    assert_eq!(left, 1);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM forge_deliveries", &[]).await,
+        1
+    );
 }

@@ -10,7 +10,8 @@
 //! waiting API caller told (through the run's event stream in Redis), so a caller never
 //! learns of an answer the database does not hold; if Redis is down the caller still gets it
 //! from the row. A platform without credentials has no sender: its replies are parked,
-//! intact, for `hermes dlq replay` once one is configured.
+//! intact, for `hermes dlq replay` once one is configured. A Forge run's reply is sent
+//! nowhere: its agent answered through the Forge's tools, so delivery only closes it.
 //!
 //! An external agent's draft updates come through the same queue and are shown (or not) in
 //! `handler/drafts.rs`; the final reply of a shown draft edits its message instead of
@@ -302,6 +303,9 @@ impl Handler for DeliveryStage {
                 self.send_to_chat(env, to, chat_text(&reply.outcome), reply.draft_id)
                     .await?;
             }
+            // A Forge run's agent acted through the Forge's tools; its final text goes
+            // nowhere, and the run is closed (docs/agents.md, "Hermes as a Forge agent").
+            Platform::Forge => {}
         }
         Ok(Handled::Reply(Box::new(reply)))
     }

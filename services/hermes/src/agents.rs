@@ -65,6 +65,10 @@ pub enum AgentsCommand {
         /// the fallback reply and the credit back (e.g. 90s, 10m, 2h; default 10m).
         #[arg(long, value_name = "DURATION", value_parser = parse_reply_deadline)]
         reply_deadline: Option<i32>,
+        /// Internal agents: the tool rounds one of its runs may take (1 to 32; default 4).
+        /// Chat messages answered by the built-in persona keep one round.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=32))]
+        max_tool_rounds: Option<i32>,
         /// Local-host toolsets or tool names its runs may use (comma-separated; empty: none).
         /// Without it no list applies and the engagement mode alone decides. Enforced by
         /// the tools stage for the runs the fleet answers; an external agent receives it.
@@ -132,6 +136,9 @@ pub enum AgentsCommand {
         /// applies to runs dispatched from now on.
         #[arg(long, value_name = "DURATION", value_parser = parse_reply_deadline)]
         reply_deadline: Option<i32>,
+        /// Internal agents: the tool rounds one of its runs may take (1 to 32).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=32))]
+        max_tool_rounds: Option<i32>,
         /// Local-host toolsets or tool names its runs may use (comma-separated; replaces the
         /// list; empty: none).
         #[arg(
@@ -282,6 +289,7 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
             max_concurrent,
             mode,
             reply_deadline,
+            max_tool_rounds,
             tool_allowlist,
             workspace,
             json,
@@ -293,6 +301,10 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
             anyhow::ensure!(
                 reply_deadline.is_none() || kind == AgentKind::External,
                 "--reply-deadline is for external agents (the fleet answers internal ones)"
+            );
+            anyhow::ensure!(
+                max_tool_rounds.is_none() || kind == AgentKind::Internal,
+                "--max-tool-rounds is for internal agents (an external agent runs its own tools)"
             );
             anyhow::ensure!(max_concurrent > 0, "--max-concurrent must be above 0");
             anyhow::ensure!(!name.trim().is_empty(), "--name must not be empty");
@@ -348,12 +360,16 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
             )
             .await?;
             let tool_allowlist = allowlist(tool_allowlist);
-            let agent = if standard_webhooks || tool_allowlist.is_some() || reply_deadline.is_some()
+            let agent = if standard_webhooks
+                || tool_allowlist.is_some()
+                || reply_deadline.is_some()
+                || max_tool_rounds.is_some()
             {
                 let on = AgentUpdate {
                     standard_webhooks: standard_webhooks.then_some(true),
                     tool_allowlist: tool_allowlist.as_deref().map(Some),
                     reply_deadline_secs: reply_deadline,
+                    max_tool_rounds,
                     ..AgentUpdate::default()
                 };
                 agents::update(&client, agent.id, &on).await?;
@@ -411,6 +427,9 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
                     "  toolsets {:?}  capabilities {:?}",
                     a.toolsets, a.capabilities
                 );
+                if a.kind == AgentKind::Internal {
+                    println!("  max tool rounds {}", a.max_tool_rounds);
+                }
                 match &a.tool_allowlist {
                     Some(list) => println!("  tool allowlist {list:?}"),
                     None => println!("  tool allowlist (none: the mode alone decides)"),
@@ -451,6 +470,7 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
             status,
             mode,
             reply_deadline,
+            max_tool_rounds,
             tool_allowlist,
             clear_tool_allowlist,
             backend,
@@ -489,6 +509,7 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
                     tool_allowlist.as_deref().map(Some)
                 },
                 reply_deadline_secs: reply_deadline,
+                max_tool_rounds,
             };
             agents::update(&client, a.id, &update).await?;
             if let Some(b) = backend {

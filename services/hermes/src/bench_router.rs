@@ -146,6 +146,7 @@ fn message(sender: u32, i: u32) -> Inbound {
         stream: false,
         policy: Default::default(),
         job: None,
+        forge: None,
     }
 }
 

@@ -379,7 +379,8 @@ pub async fn run_channels(config: &Config, cmd: ChannelsCommand) -> anyhow::Resu
             json,
         } => {
             let platform = match Platform::parse(&platform) {
-                Some(p) if p != Platform::Api => p,
+                // API callers and Forge wakes have no sender to link.
+                Some(p) if !matches!(p, Platform::Api | Platform::Forge) => p,
                 _ => bail!("--platform must be telegram, whatsapp, instagram or rest"),
             };
             anyhow::ensure!(

@@ -372,6 +372,7 @@ mod tests {
             stream: false,
             policy: Default::default(),
             job: None,
+            forge: None,
         };
         without_nul(&mut inbound);
         assert_eq!(inbound.event.text.as_deref(), Some("hello"));

@@ -189,6 +189,7 @@ pub(crate) async fn publish(
         stream: turns.stream,
         policy: Default::default(),
         job: None,
+        forge: None,
     };
     let envelope = Envelope::new(run, Some(traceparent.clone()), &inbound);
     // Register before publishing so a fast answer cannot slip past us.

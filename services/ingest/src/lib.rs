@@ -9,6 +9,7 @@ pub mod channels;
 mod chat;
 mod content;
 mod cors;
+mod forge;
 mod health;
 mod idempotency;
 mod images;
@@ -290,6 +291,14 @@ pub fn app(state: AppState) -> Router {
             rest::require_jobs_caller,
         ))
         .route_layer(slot.clone());
+    // A Forge's wakes, at the configured path: their signature is the caller check, made in
+    // the handler on the raw body; a wake is small, so the route takes little.
+    let forge_settings = &state.ctx.config.forge;
+    let forge = Surface::default()
+        .route(Verb::Post, forge_settings.path.clone(), forge::wake)
+        .into_router()
+        .route_layer(slot.clone())
+        .layer(DefaultBodyLimit::max(forge_settings.max_body_bytes));
     let webhooks = Router::new()
         .route(
             "/webhooks/telegram",
@@ -338,6 +347,7 @@ pub fn app(state: AppState) -> Router {
         .merge(rest)
         .merge(run_routes)
         .merge(jobs)
+        .merge(forge)
         .merge(webhooks);
     let app = Router::new()
         .route("/health", get(health))

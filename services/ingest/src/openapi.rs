@@ -26,6 +26,7 @@ const FRAGMENTS: &[(&str, &str)] = &[
     ("agent_mcp.json", include_str!("../openapi/agent_mcp.json")),
     ("discovery.json", include_str!("../openapi/discovery.json")),
     ("channels.json", include_str!("../openapi/channels.json")),
+    ("forge.json", include_str!("../openapi/forge.json")),
     ("admin.json", include_str!("../openapi/admin.json")),
 ];
 

@@ -350,6 +350,7 @@ pub async fn post_message(
         stream: false,
         policy: Default::default(),
         job: None,
+        forge: None,
     };
     match accept::accept(&app, inbound, None).await {
         // A REST caller over its rate is answered 429 (below), never delayed.

@@ -2,6 +2,7 @@
 //! mounts, and `GET /v1/capabilities`, whose feature flags are read from that list: a flag
 //! is true only when the route that serves it is mounted (docs/api.md, capabilities).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::Json;
@@ -42,17 +43,17 @@ impl Verb {
     }
 }
 
-/// One mounted route.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// One mounted route. Its path is a literal, or configured (`HERMES_FORGE_PATH`).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mounted {
     pub verb: Verb,
-    pub path: &'static str,
+    pub path: Cow<'static, str>,
 }
 
 impl Mounted {
     /// Does this route serve `verb path`? Path parameters match whatever they are named.
     fn serves(&self, verb: Verb, path: &str) -> bool {
-        self.verb == verb && shape(self.path) == shape(path)
+        self.verb == verb && shape(&self.path) == shape(path)
     }
 }
 
@@ -95,12 +96,13 @@ impl Default for Surface {
 
 impl Surface {
     /// Mount `handler` for `verb path` (a path may take several verbs).
-    pub fn route<H, T>(mut self, verb: Verb, path: &'static str, handler: H) -> Self
+    pub fn route<H, T>(mut self, verb: Verb, path: impl Into<Cow<'static, str>>, handler: H) -> Self
     where
         H: Handler<T, AppState>,
         T: 'static,
     {
-        self.router = self.router.route(path, on(verb.filter(), handler));
+        let path = path.into();
+        self.router = self.router.route(&path, on(verb.filter(), handler));
         self.mounted.push(Mounted { verb, path });
         self
     }
@@ -182,16 +184,16 @@ mod tests {
         let mounted = [
             Mounted {
                 verb: Verb::Post,
-                path: "/v1/chat/completions",
+                path: "/v1/chat/completions".into(),
             },
             Mounted {
                 verb: Verb::Get,
-                path: "/v1/runs/{run_id}",
+                path: "/v1/runs/{run_id}".into(),
             },
             // The right path with the wrong verb serves nothing.
             Mounted {
                 verb: Verb::Get,
-                path: "/v1/responses",
+                path: "/v1/responses".into(),
             },
         ];
         let f = flags(&mounted);

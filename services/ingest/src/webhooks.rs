@@ -98,17 +98,7 @@ pub(crate) fn traceparent(headers: &HeaderMap) -> Option<TraceParent> {
 async fn accept_all(app: &AppState, events: Vec<MessageEvent>, headers: &HeaderMap) -> Response {
     let (mut routed, mut delayed) = (0usize, 0usize);
     for event in events {
-        let inbound = Inbound {
-            event,
-            conversation: Vec::new(),
-            requested_model: None,
-            callback_url: None,
-            api_key_id: None,
-            params: Default::default(),
-            stream: false,
-            policy: Default::default(),
-            job: None,
-        };
+        let inbound = Inbound::of(event);
         match accept::accept(app, inbound, traceparent(headers)).await {
             Ok(Accepted::Routed(_)) => routed += 1,
             Ok(Accepted::Delayed(_)) => delayed += 1,
@@ -440,4 +430,15 @@ pub fn log_channels(app: &AppState) {
         };
         tracing::info!(route, state, "channel route");
     }
+    let forge = &app.ctx.config.forge;
+    let state = match (forge.enabled(), forge.body_signature) {
+        (false, _) => "off (404): HERMES_FORGE_WEBHOOK_SECRETS not set",
+        (true, false) => "on (X-Forge-Signature over timestamp and body)",
+        (true, true) => "on (X-Forge-Body-Signature: the body alone)",
+    };
+    tracing::info!(
+        route = format!("POST {}", forge.path),
+        state,
+        "Forge wake route"
+    );
 }

@@ -1,6 +1,9 @@
 //! The llm stage for one message. A model request: call the model chain, then either hand
-//! its tool calls to the tools stage (at most one tool round per message) or emit the final
-//! reply. A memory extraction: see [`crate::memory`].
+//! its tool calls to the tools stage or emit the final reply. A run takes at most its
+//! request's `max_tool_rounds` tool rounds: one for chat messages and API runs, an agent's
+//! own bound for its runs (a Forge wake's loop takes several); a model still asking for
+//! tools after the last round is answered with what it has, never looped. A memory
+//! extraction: see [`crate::memory`].
 //!
 //! Before each model call the run is marked `running` and its stop request read in one
 //! statement: a run asked to stop (docs/api.md, runs) makes no further model call and ends
@@ -188,7 +191,7 @@ impl LlmStage {
             }) => {
                 let mut usage = request.usage_so_far;
                 usage += completion.usage;
-                if !completion.tool_calls.is_empty() && request.tool_round == 0 {
+                if !completion.tool_calls.is_empty() && request.may_take_tool_round() {
                     let names: Vec<&str> = completion
                         .tool_calls
                         .iter()
@@ -213,7 +216,7 @@ impl LlmStage {
                 }
                 let text = match completion.text {
                     Some(t) => t,
-                    // A second tool request after the single allowed round: answer with what we have.
+                    // A tool request after the run's last round: answer with what we have.
                     None => tool_output_fallback(&request),
                 };
                 note_backend(&mut request, &backend, usage, cache_hit);
@@ -287,19 +290,23 @@ fn tools_used(request: &LlmRequest) -> Vec<String> {
         .collect()
 }
 
-/// The tool round this run made, as it stands in the conversation after the round: the
-/// assistant turn that asked for tools and the tool results that follow it. A caller's own
-/// earlier tool turns (sent in its conversation) are not the run's: before the round
-/// (`tool_round == 0`) there is none.
+/// The tool rounds this run made, as they stand in the conversation after them: from the
+/// first assistant turn that asked for tools after the last user turn, every turn on. A
+/// caller's own earlier tool turns (sent in its conversation, before its last turn) are not
+/// the run's: before the first round (`tool_round == 0`) there is none.
 fn tool_round_transcript(request: &LlmRequest) -> Vec<ChatMessage> {
     if request.tool_round == 0 {
         return Vec::new();
     }
-    let start = request
+    let after_user = request
         .messages
         .iter()
-        .rposition(|m| m.role == Role::Assistant && !m.tool_calls.is_empty());
-    start.map_or_else(Vec::new, |i| request.messages[i..].to_vec())
+        .rposition(|m| m.role == Role::User)
+        .map_or(0, |i| i + 1);
+    let start = request.messages[after_user..]
+        .iter()
+        .position(|m| m.role == Role::Assistant && !m.tool_calls.is_empty());
+    start.map_or_else(Vec::new, |i| request.messages[after_user + i..].to_vec())
 }
 
 /// Record in the exchange's provenance which backend answered and the usage so far.
@@ -362,6 +369,11 @@ mod tests {
         after.push(asking("call_1"));
         after.push(ChatMessage::tool_result("call_1", "noon"));
         let transcript = tool_round_transcript(&request(after.clone(), 1));
+        assert_eq!(transcript, after[4..]);
+        // Several rounds of one run are all its own.
+        after.push(asking("call_2"));
+        after.push(ChatMessage::tool_result("call_2", "later"));
+        let transcript = tool_round_transcript(&request(after.clone(), 2));
         assert_eq!(transcript, after[4..]);
     }
 }

@@ -1,5 +1,5 @@
 //! The llm stage: turns a routed request into a model answer through the configured
-//! provider, failing over along the tier's chain, and runs the single tool round.
+//! provider, failing over along the tier's chain, and hands tool calls to the tools stage for as many rounds as the run may take.
 //! Consumes `{ns}.llm`; emits tool requests and replies through the outbox.
 
 mod handler;

@@ -4,9 +4,10 @@
 //! credit (step 2), the session, the dispatch, the inbound interaction, and the next
 //! message (step 8 onwards runs in the llm stage, or in an external agent). The commit of
 //! a known user's message is in [`route`], as named steps; the OpenAI-compatible API's
-//! messages are in [`api`].
+//! messages are in [`api`]; a Forge's wakes in [`forge`].
 
 mod api;
+mod forge;
 mod route;
 
 use hermes_types::ids::SessionId;
@@ -50,7 +51,7 @@ pub struct Router {
 /// that is rolled back and redone message by message must not count anything twice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Decided {
-    /// `routed`, `external`, `upgrade`, `signup`, `duplicate` or `job_deleted`.
+    /// `routed`, `external`, `forge`, `upgrade`, `signup`, `duplicate` or `job_deleted`.
     pub decision: &'static str,
     /// Credits the commit charged (0 when none).
     pub credits_charged: i64,
@@ -105,6 +106,8 @@ pub enum Decision {
     Signup { inbound: Inbound },
     /// A known user's message, ready to be charged and dispatched.
     Route(Box<Routed>),
+    /// A Forge's wake: its internal agent runs the agent loop; no user, no credit.
+    Forge(Box<forge::ForgeRun>),
 }
 
 impl Decision {
@@ -113,6 +116,7 @@ impl Decision {
         match self {
             Decision::Api { inbound, .. } | Decision::Signup { inbound } => inbound,
             Decision::Route(r) => &r.inbound,
+            Decision::Forge(f) => f.inbound(),
         }
     }
 }
@@ -145,8 +149,10 @@ impl Handler for Router {
 
     async fn prepare(&self, env: &Envelope) -> Result<Decision, StageError> {
         let inbound: Inbound = env.payload()?;
-        if inbound.event.platform == Platform::Api {
-            return self.prepare_api(inbound).await;
+        match inbound.event.platform {
+            Platform::Api => return self.prepare_api(inbound).await,
+            Platform::Forge => return self.prepare_forge(inbound).await,
+            _ => {}
         }
         let event = &inbound.event;
         let text = messages::user_text(event);
@@ -274,6 +280,7 @@ impl Handler for Router {
             } => self.commit_api(env, inbound, messages, tools, tx).await,
             Decision::Signup { inbound } => self.commit_signup(env, inbound, tx).await,
             Decision::Route(r) => self.commit_route(env, *r, tx).await,
+            Decision::Forge(f) => self.commit_forge(env, *f, tx).await,
         }
     }
 
@@ -301,7 +308,7 @@ impl GroupCommit for Router {
     fn lock_key(decision: &Decision) -> Option<uuid::Uuid> {
         match decision {
             Decision::Route(r) => Some(r.who.user.id.as_uuid()),
-            Decision::Api { .. } | Decision::Signup { .. } => None,
+            Decision::Api { .. } | Decision::Signup { .. } | Decision::Forge(_) => None,
         }
     }
 }

@@ -20,6 +20,7 @@ mod delivery;
 mod describe;
 pub mod env;
 mod file;
+mod forge;
 mod llm;
 mod load;
 mod mcp;
@@ -31,6 +32,7 @@ pub use delivery::{
     TelegramSender, WhatsappSender,
 };
 pub use file::{ApiSettings, FileConfig, IngestSettings, ModelSpec, Price};
+pub use forge::ForgeSettings;
 
 pub use llm::{
     BackendKind, CacheSettings, LlmSettings, ProviderSettings, Resolved, TierBudget,
@@ -168,6 +170,8 @@ pub struct Retention {
     pub ledger_days: u32,
     /// Responses of the Responses API (`responses`); their runs stay as long.
     pub responses_days: u32,
+    /// Forge delivery ids taken (`forge_deliveries`): how long a replayed wake is known.
+    pub forge_deliveries_days: u32,
     /// How often a router sweeps.
     pub sweep_every: Duration,
 }
@@ -216,6 +220,8 @@ pub struct Config {
     pub db_idle_in_tx_timeout: Duration,
     pub bus: BusSettings,
     pub channels: ChannelSecrets,
+    /// The Forge wake route (`HERMES_FORGE_*`).
+    pub forge: ForgeSettings,
     /// Default per-sender inbound limit (platforms may override in the file).
     pub inbound_rate: RateLimit,
     pub router: RouterSecrets,

@@ -56,6 +56,7 @@ impl Config {
         let llm_timeout = r.get(&providers::HERMES_LLM_TIMEOUT_SECS);
         let bus = read_bus(&mut r);
         let channels = read_channels(&mut r);
+        let forge = crate::forge::read_forge(&mut r);
         let inbound_per_minute = r.get(&ingest::HERMES_INBOUND_PER_MINUTE);
         let inbound_burst = r.get(&ingest::HERMES_INBOUND_BURST);
         let router = RouterSecrets {
@@ -114,6 +115,7 @@ impl Config {
                 db_idle_in_tx_timeout: db_idle_in_tx_timeout?,
                 bus: bus?,
                 channels: channels?,
+                forge: forge?,
                 inbound_rate: RateLimit {
                     per_minute: inbound_per_minute?,
                     burst: inbound_burst?,
@@ -169,6 +171,7 @@ fn read_retention(r: &mut Reader<'_>) -> Option<Retention> {
     let facts = r.get(&retention::HERMES_RETENTION_FACTS_DAYS);
     let ledger = r.get(&retention::HERMES_RETENTION_LEDGER_DAYS);
     let responses = r.get(&retention::HERMES_RETENTION_RESPONSES_DAYS);
+    let forge_deliveries = r.get(&retention::HERMES_RETENTION_FORGE_DELIVERIES_DAYS);
     let sweep_every = r.get(&retention::HERMES_RETENTION_SWEEP_SECS);
     Some(Retention {
         runs_days: runs?,
@@ -177,6 +180,7 @@ fn read_retention(r: &mut Reader<'_>) -> Option<Retention> {
         facts_days: facts?,
         ledger_days: ledger?,
         responses_days: responses?,
+        forge_deliveries_days: forge_deliveries?,
         sweep_every: sweep_every?,
     })
 }

@@ -319,3 +319,40 @@ fn uuid_like() -> String {
         .as_nanos();
     format!("{}-{nanos}", std::process::id())
 }
+
+#[test]
+fn the_forge_route_is_off_without_secrets_and_its_settings_are_checked() {
+    let off = load(&[]).unwrap().forge;
+    assert!(!off.enabled());
+    assert_eq!(off.path, "/agents/forge");
+    assert!(!off.body_signature);
+    assert_eq!(off.workspace, "default");
+    let c = load(&[
+        ("HERMES_FORGE_WEBHOOK_SECRETS", " new-secret , ,old-secret"),
+        ("HERMES_FORGE_PATH", "/hooks/forge-wake"),
+        ("HERMES_FORGE_BODY_SIGNATURE", "true"),
+    ])
+    .unwrap();
+    let secrets: Vec<&str> = c.forge.secrets.iter().map(|s| s.expose_secret()).collect();
+    assert_eq!(secrets, ["new-secret", "old-secret"]);
+    assert!(c.forge.enabled() && c.forge.body_signature);
+    assert_eq!(c.forge.path, "/hooks/forge-wake");
+    let shown = c
+        .describe()
+        .into_iter()
+        .find(|(k, _)| k == "HERMES_FORGE_WEBHOOK_SECRETS")
+        .unwrap()
+        .1;
+    assert_eq!(shown, "******** (2 secrets)");
+    for (name, bad) in [
+        ("HERMES_FORGE_PATH", "agents/forge"),
+        ("HERMES_FORGE_PATH", "/v1/forge"),
+        ("HERMES_FORGE_PATH", "/webhooks/forge"),
+        ("HERMES_FORGE_PATH", "/agents/{key}"),
+        ("HERMES_FORGE_BODY_SIGNATURE", "maybe"),
+        ("HERMES_FORGE_WEBHOOK_SECRETS", ", ,"),
+    ] {
+        let err = load(&[(name, bad)]).unwrap_err();
+        assert!(err.to_string().contains(name), "{name}={bad}: {err}");
+    }
+}

@@ -301,6 +301,8 @@ pub struct AgentUpdate<'a> {
     pub tool_allowlist: Option<Option<&'a [String]>>,
     /// External agents: seconds a run may wait for the agent's answer.
     pub reply_deadline_secs: Option<i32>,
+    /// Internal agents: the tool rounds one run may take (1 to 32).
+    pub max_tool_rounds: Option<i32>,
 }
 
 /// Apply `u` to the agent; false when there is no such agent.
@@ -322,6 +324,7 @@ pub async fn update(client: &Client, id: AgentId, u: &AgentUpdate<'_>) -> Result
                                standard_webhooks = COALESCE($12, standard_webhooks),
                                tool_allowlist = CASE WHEN $13 THEN $14 ELSE tool_allowlist END,
                                reply_deadline_secs = COALESCE($15, reply_deadline_secs),
+                               max_tool_rounds = COALESCE($16, max_tool_rounds),
                                updated_at = now()
              WHERE id = $1",
             )
@@ -342,6 +345,7 @@ pub async fn update(client: &Client, id: AgentId, u: &AgentUpdate<'_>) -> Result
                 &u.tool_allowlist.is_some(),
                 &u.tool_allowlist.flatten(),
                 &u.reply_deadline_secs,
+                &u.max_tool_rounds,
             ],
         )
         .await?;

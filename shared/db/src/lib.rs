@@ -9,6 +9,7 @@ pub mod credits;
 pub mod delivery_sends;
 pub mod drafts;
 pub mod erase;
+pub mod forge_deliveries;
 pub mod inbox;
 pub mod jobs;
 pub mod listen;

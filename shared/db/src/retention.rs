@@ -24,6 +24,7 @@ pub enum Table {
     UserMemory,
     CreditLedger,
     Responses,
+    ForgeDeliveries,
 }
 
 impl Table {
@@ -39,6 +40,7 @@ impl Table {
             Table::UserMemory => "user_memory",
             Table::CreditLedger => "credit_ledger",
             Table::Responses => "responses",
+            Table::ForgeDeliveries => "forge_deliveries",
         }
     }
 }
@@ -98,6 +100,11 @@ fn batch_sql(table: Table) -> String {
             format!("responses WHERE created_at < {CUTOFF}"),
             "created_at",
         ),
+        Table::ForgeDeliveries => (
+            "delivery_id",
+            format!("forge_deliveries WHERE received_at < {CUTOFF}"),
+            "received_at",
+        ),
         Table::CreditLedger => unreachable!("the ledger is summarised, not deleted"),
     };
     let name = table.as_str();
@@ -110,7 +117,7 @@ fn batch_sql(table: Table) -> String {
 
 /// The tables of each family with its retention in days, in the order they are swept
 /// (messages before their sessions, events and responses before their runs).
-fn families(r: &Retention) -> [(Table, u32); 9] {
+fn families(r: &Retention) -> [(Table, u32); 10] {
     [
         (Table::Interactions, r.conversations_days),
         (Table::Sessions, r.conversations_days),
@@ -121,6 +128,7 @@ fn families(r: &Retention) -> [(Table, u32); 9] {
         (Table::MessageStatuses, r.statuses_days),
         (Table::UserMemory, r.facts_days),
         (Table::CreditLedger, r.ledger_days),
+        (Table::ForgeDeliveries, r.forge_deliveries_days),
     ]
 }
 

@@ -178,6 +178,42 @@ pub async fn set_routing(tx: &Transaction<'_>, id: RunId, r: &Routing<'_>) -> Re
     Ok(())
 }
 
+/// How an agent's run with no user (a Forge's wake) was routed: the agent, its dispatch,
+/// the engagement mode and the contract version the dispatcher named.
+pub struct AgentRouting<'a> {
+    pub agent_id: AgentId,
+    pub dispatch: &'a Dispatch,
+    pub engagement_mode: EngagementMode,
+    pub contract_version: &'a str,
+}
+
+/// Record an agent's routing on the run `id`, created in the same transaction.
+pub async fn set_agent_routing(
+    tx: &Transaction<'_>,
+    id: RunId,
+    r: &AgentRouting<'_>,
+) -> Result<(), DbError> {
+    let dispatch = serde_json::to_value(r.dispatch).map_err(|e| DbError::Invalid(e.to_string()))?;
+    tx.execute(
+        &crate::stmt(
+            tx,
+            "UPDATE agent_runs SET agent_id = $2, dispatch = $3, engagement_mode = $4,
+                contract_version = $5, updated_at = now()
+             WHERE id = $1",
+        )
+        .await?,
+        &[
+            &id.as_uuid(),
+            &r.agent_id,
+            &dispatch,
+            &r.engagement_mode.as_str(),
+            &r.contract_version,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
 /// Everything the router records about a routed run besides the run itself: its routing,
 /// the inbound interaction and the dispatch activity event (see [`create_routed`]).
 pub struct Routed<'a> {

@@ -55,6 +55,13 @@ pub fn sha256_tag(key: &[u8], body: &[u8]) -> String {
 /// compared in constant time. `false` when the header is missing or malformed, or the key is
 /// empty (unconfigured): this fails closed.
 pub fn sha256_tag_valid(key: &[u8], body: &[u8], header: Option<&str>) -> bool {
+    sha256_tag_valid_over(key, &[body], header)
+}
+
+/// Whether `header` (`sha256=<hex>`) is the HMAC-SHA256 of the concatenated `parts` under
+/// `key`, compared in constant time; fails closed as [`sha256_tag_valid`]. A Forge's
+/// timestamped signature covers `["{timestamp}", ".", raw body]` without copying the body.
+pub fn sha256_tag_valid_over(key: &[u8], parts: &[&[u8]], header: Option<&str>) -> bool {
     let Some(header) = header else { return false };
     if key.is_empty() || header.len() > MAX_SHA256_HEADER {
         return false;
@@ -68,7 +75,9 @@ pub fn sha256_tag_valid(key: &[u8], body: &[u8], header: Option<&str>) -> bool {
     let Ok(mut mac) = HmacSha256::new_from_slice(key) else {
         return false;
     };
-    mac.update(body);
+    for part in parts {
+        mac.update(part);
+    }
     // Checks the length too: a truncated tag does not verify.
     mac.verify_slice(&tag).is_ok()
 }
@@ -201,6 +210,16 @@ mod tests {
         assert!(sha256_tag_valid(
             b"secret",
             &signed,
+            header(&h, FORGE_SIGNATURE)
+        ));
+        assert!(sha256_tag_valid_over(
+            b"secret",
+            &[b"1714080000", b".", body],
+            header(&h, FORGE_SIGNATURE)
+        ));
+        assert!(!sha256_tag_valid_over(
+            b"secret",
+            &[b"1714080001", b".", body],
             header(&h, FORGE_SIGNATURE)
         ));
         assert!(sha256_tag_valid(

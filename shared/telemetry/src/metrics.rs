@@ -519,7 +519,7 @@ impl Metrics {
         let router_decisions = counter_vec(
             &r,
             "hermes_router_decisions_total",
-            "Inbound messages by what the router did: routed, external (an agent woken), signup, upgrade, duplicate.",
+            "Inbound messages by what the router did: routed, external (an agent woken), forge (a Forge wake), signup, upgrade, duplicate.",
             &["decision"],
         );
         let credits = counter_vec(

@@ -28,6 +28,7 @@ pub fn api_inbound(text: &str) -> hermes_types::model::Inbound {
         stream: false,
         policy: Default::default(),
         job: None,
+        forge: None,
     }
 }
 

@@ -90,13 +90,14 @@ impl Senders {
         }
     }
 
-    /// The sender of a chat platform, if configured (`None` for the API channels too).
+    /// The sender of a chat platform, if configured (`None` for the API channels and Forge
+    /// runs too).
     pub fn get(&self, platform: Platform) -> Option<&Sender> {
         match platform {
             Platform::Telegram => self.telegram.as_ref(),
             Platform::Whatsapp => self.whatsapp.as_ref(),
             Platform::Instagram => self.instagram.as_ref(),
-            Platform::Api | Platform::Rest => None,
+            Platform::Api | Platform::Rest | Platform::Forge => None,
         }
     }
 }
@@ -110,5 +111,6 @@ pub fn how_to_enable(platform: Platform) -> &'static str {
         }
         Platform::Instagram => "set INSTAGRAM_ACCESS_TOKEN",
         Platform::Api | Platform::Rest => "nothing: API replies need no sender",
+        Platform::Forge => "nothing: a Forge run's reply is not sent",
     }
 }

@@ -9,7 +9,7 @@
 //! before handing the run to the broker and which names the key that made it.
 
 mod events;
-mod request;
+pub(crate) mod request;
 
 pub use events::events;
 
@@ -142,6 +142,7 @@ async fn start(
         stream: true,
         policy: request.policy.clone(),
         job: None,
+        forge: None,
     };
     // The first event, before the broker has the run: the run is visible to its key from
     // the moment it is accepted. Redis away only delays that until the router's row.

@@ -30,6 +30,15 @@ struct WireRun {
     conversation_history: Option<Value>,
     #[serde(default)]
     previous_response_id: Option<Value>,
+    #[serde(flatten)]
+    dispatch: DispatchFields,
+}
+
+/// The dispatch fields of the agent contract, as an orchestrator sends them with a run
+/// (`POST /v1/runs`) or a Forge with its wake (`POST /agents/forge`): read raw, so a wrong
+/// type is named, and settled once into the run's host-tool policy.
+#[derive(Debug, Default, Deserialize)]
+pub struct DispatchFields {
     #[serde(default)]
     engagement_mode: Option<Value>,
     #[serde(default)]
@@ -38,6 +47,61 @@ struct WireRun {
     tool_allowlist: Option<Value>,
     #[serde(default)]
     runtime_policy: Option<Value>,
+}
+
+/// What the dispatch fields settle.
+#[derive(Debug, PartialEq)]
+pub struct Dispatched {
+    /// What the run's tool calls may execute: the mode, and what both allowlists name.
+    pub policy: ToolPolicy,
+    /// The contract version named (at the top level or in `runtime_policy`).
+    pub contract_version: Option<String>,
+}
+
+impl DispatchFields {
+    /// Validate the fields into the run's policy; the top-level values and
+    /// `runtime_policy`'s must agree.
+    pub fn settle(&self) -> Result<Dispatched, ApiError> {
+        let top_mode = mode("engagement_mode", self.engagement_mode.clone())?;
+        let version = identifier(
+            "forge_contract_version",
+            self.forge_contract_version.clone(),
+        )?;
+        let allowlist = names("tool_allowlist", self.tool_allowlist.clone())?;
+        let rp = runtime_policy(&self.runtime_policy)?;
+        let (rp_mode, rp_version, rp_tools) = match rp {
+            Some(p) => (p.mode, p.contract_version, p.allowed_host_tools),
+            None => (None, None, None),
+        };
+        let engagement_mode = agreed("engagement_mode", top_mode, rp_mode)?.unwrap_or_default();
+        let contract_version = agreed("forge_contract_version", version, rp_version)?;
+        // Both lists narrow what the run may use on the host: it gets what both name.
+        let policy = ToolPolicy {
+            engagement_mode,
+            tool_allowlist: allowlist,
+        }
+        .inherit(&ToolPolicy {
+            engagement_mode,
+            tool_allowlist: rp_tools,
+        });
+        Ok(Dispatched {
+            policy,
+            contract_version,
+        })
+    }
+
+    /// The fields as sent, into a run's `metadata`.
+    pub fn record(self, metadata: &mut Map<String, Value>) {
+        let mut put = |k: &str, v: Option<Value>| {
+            if let Some(v) = v.filter(|v| !v.is_null()) {
+                metadata.insert(k.to_string(), v);
+            }
+        };
+        put("engagement_mode", self.engagement_mode);
+        put("forge_contract_version", self.forge_contract_version);
+        put("tool_allowlist", self.tool_allowlist);
+        put("runtime_policy", self.runtime_policy);
+    }
 }
 
 /// A validated `POST /v1/runs` body.
@@ -229,28 +293,7 @@ pub fn parse(body: &[u8]) -> Result<RunRequest, ApiError> {
     let history = history(wire.conversation_history)?;
     let session_id = identifier("session_id", wire.session_id)?;
     let previous_response_id = identifier("previous_response_id", wire.previous_response_id)?;
-    let top_mode = mode("engagement_mode", wire.engagement_mode.clone())?;
-    let version = identifier(
-        "forge_contract_version",
-        wire.forge_contract_version.clone(),
-    )?;
-    let allowlist = names("tool_allowlist", wire.tool_allowlist.clone())?;
-    let rp = runtime_policy(&wire.runtime_policy)?;
-    let (rp_mode, rp_version, rp_tools) = match rp {
-        Some(p) => (p.mode, p.contract_version, p.allowed_host_tools),
-        None => (None, None, None),
-    };
-    let engagement_mode = agreed("engagement_mode", top_mode, rp_mode)?.unwrap_or_default();
-    agreed("forge_contract_version", version, rp_version)?;
-    // Both lists narrow what the run may use on the host: it gets what both name.
-    let policy = ToolPolicy {
-        engagement_mode,
-        tool_allowlist: allowlist,
-    }
-    .inherit(&ToolPolicy {
-        engagement_mode,
-        tool_allowlist: rp_tools,
-    });
+    let policy = wire.dispatch.settle()?.policy;
     let mut metadata = Map::new();
     let mut record = |k: &str, v: Option<Value>| {
         if let Some(v) = v.filter(|v| !v.is_null()) {
@@ -262,12 +305,9 @@ pub fn parse(body: &[u8]) -> Result<RunRequest, ApiError> {
         "previous_response_id",
         previous_response_id.clone().map(Value::String),
     );
-    record("engagement_mode", wire.engagement_mode);
-    record("forge_contract_version", wire.forge_contract_version);
-    record("tool_allowlist", wire.tool_allowlist);
-    record("runtime_policy", wire.runtime_policy);
+    wire.dispatch.record(&mut metadata);
     // The policy the run is held to, as applied (after any narrowing).
-    record("policy", Some(json!(policy)));
+    metadata.insert("policy".into(), json!(policy));
     Ok(RunRequest {
         input,
         instructions,

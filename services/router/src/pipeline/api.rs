@@ -138,6 +138,7 @@ mod tests {
             stream,
             policy: Default::default(),
             job: None,
+            forge: None,
         }
     }
 

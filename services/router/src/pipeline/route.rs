@@ -12,6 +12,7 @@ use hermes_types::envelope::Envelope;
 use hermes_types::ids::{DeliveryId, SessionId};
 use hermes_types::model::{
     AgentWake, Exchange, FinishReason, LlmRequest, Reply, Tier, ToolPolicy, ToolSpec,
+    agent_tool_rounds,
 };
 
 use super::{Decided, Routed, Router, new_run};
@@ -329,6 +330,9 @@ impl Router {
                 engagement_mode: a.mode,
                 tool_allowlist: a.allowlist.clone(),
             },
+            // An agent's run takes up to its own bound of tool rounds; the built-in
+            // persona's keeps the single round of a chat message.
+            max_tool_rounds: agent.map_or(1, |a| agent_tool_rounds(a.max_tool_rounds)),
             ..LlmRequest::new(r.inbound.reply_to(), a.tier, chain, messages)
         }
     }

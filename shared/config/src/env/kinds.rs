@@ -142,6 +142,60 @@ pub(crate) const FERNET_KEYS: Kind<Vec<SecretString>> = Kind {
     },
 };
 
+/// Comma-separated secrets, any of which is accepted (rotation lists the new beside the
+/// old); blanks between commas are skipped. Shown as a count, never a value.
+pub(crate) const SECRET_LIST: Kind<Vec<SecretString>> = Kind {
+    parse: |name, value| {
+        let secrets: Vec<SecretString> = value
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| SecretString::from(s.to_string()))
+            .collect();
+        if secrets.is_empty() {
+            Err(vec![format!("{name} lists no secret")])
+        } else {
+            Ok(secrets)
+        }
+    },
+    show: |secrets| {
+        let n = secrets.len();
+        format!("******** ({n} secret{})", if n == 1 { "" } else { "s" })
+    },
+};
+
+/// `true` or `false`.
+pub(crate) const BOOL: Kind<bool> = Kind {
+    parse: |name, value| match value.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" => Ok(true),
+        "false" | "0" | "no" => Ok(false),
+        _ => Err(vec![format!("{name}={value:?} must be true or false")]),
+    },
+    show: display,
+};
+
+/// An absolute URL path to mount a route on: starts with `/`, no parameters, query or
+/// fragment, and not under a prefix the API owns.
+pub(crate) const ROUTE_PATH: Kind<String> = Kind {
+    parse: |name, value| {
+        let plain = value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/-_.".contains(&b));
+        let reserved = ["/v1/", "/api/", "/webhooks/", "/health", "/openapi.json"]
+            .iter()
+            .any(|p| value.starts_with(p));
+        if value.len() > 1 && value.starts_with('/') && !value.ends_with('/') && plain && !reserved
+        {
+            Ok(value.to_string())
+        } else {
+            Err(vec![format!(
+                "{name}={value:?} must be a path such as /agents/forge (letters, digits, '/', '-', '_', '.'; not under /v1/, /api/, /webhooks/ or /health)"
+            )])
+        }
+    },
+    show: Clone::clone,
+};
+
 /// Free text that is not secret.
 pub(crate) const TEXT: Kind<String> = Kind {
     parse: |_, value| Ok(value.to_string()),

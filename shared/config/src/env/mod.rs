@@ -10,6 +10,7 @@ mod read;
 pub mod api;
 pub mod bus;
 pub mod delivery;
+pub mod forge;
 pub mod ingest;
 pub mod process;
 pub mod providers;
@@ -131,6 +132,7 @@ static SECTIONS: &[&[&Setting]] = &[
     process::SETTINGS,
     providers::SETTINGS,
     ingest::SETTINGS,
+    forge::SETTINGS,
     api::SETTINGS,
     bus::SETTINGS,
     router::SETTINGS,

@@ -46,6 +46,12 @@ settings! {
             secret: false,
             help: "days a response of the Responses API (`responses`: its input, and through its run its output) is kept and can be read or chained to; its run stays as long; 0 keeps them",
         },
+        HERMES_RETENTION_FORGE_DELIVERIES_DAYS: u32 {
+            kind: kinds::U32,
+            unset: Value("7"),
+            secret: false,
+            help: "days a Forge wake's delivery id (`forge_deliveries`) is remembered, so a replay of it queues nothing; 0 keeps them",
+        },
         HERMES_RETENTION_SWEEP_SECS: Duration {
             kind: kinds::SECS_POSITIVE,
             unset: Value("3600"),

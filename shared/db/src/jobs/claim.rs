@@ -218,5 +218,6 @@ fn inbound_of(run: &RunOf<'_>, run_id: RunId) -> Inbound {
             toolsets: spec.toolsets.clone(),
             model: spec.model.clone(),
         }),
+        forge: None,
     }
 }

@@ -1,6 +1,6 @@
 //! One inbound message from any channel, normalized, and where its answer goes.
 
-use crate::ids::ApiKeyId;
+use crate::ids::{AgentId, ApiKeyId, WorkspaceId};
 use serde::{Deserialize, Serialize};
 
 use super::*;
@@ -97,9 +97,48 @@ pub struct Inbound {
     /// A scheduled job's run (docs/api.md, jobs): its toolsets and model override.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<JobRunOptions>,
+    /// A Forge's wake ([`Platform::Forge`]): the internal agent it routed to. The wake's
+    /// engagement mode and allowlist travel in `policy`, its envelope in the event's
+    /// `metadata`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forge: Option<ForgeWake>,
+}
+
+/// What ingest settled about a Forge wake before queueing it (docs/agents.md, "Hermes as a
+/// Forge agent"): the signature held, the delivery is new, and the profile key names this
+/// internal agent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForgeWake {
+    /// The internal agent that answers (its persona, tier, tools and round bound).
+    pub agent_id: AgentId,
+    pub workspace_id: WorkspaceId,
+    /// `X-Forge-Delivery`: the wake's id, the same on every retry of it.
+    pub delivery_id: String,
+    /// `X-Forge-Event` (or the envelope's `kind`): `AGENT_ASSIGNED`, `CHAT_MESSAGE_POSTED`, …
+    pub event: String,
+    /// The contract version the Forge dispatched under, when it named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract_version: Option<String>,
 }
 
 impl Inbound {
+    /// A channel's message: one event, no conversation of its own, default parameters and
+    /// policy (the router supplies the history).
+    pub fn of(event: MessageEvent) -> Self {
+        Self {
+            event,
+            conversation: Vec::new(),
+            requested_model: None,
+            callback_url: None,
+            api_key_id: None,
+            params: CallParams::default(),
+            stream: false,
+            policy: ToolPolicy::default(),
+            job: None,
+            forge: None,
+        }
+    }
+
     /// Where the answer to this message goes.
     pub fn reply_to(&self) -> ReplyTo {
         ReplyTo {

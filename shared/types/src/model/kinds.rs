@@ -49,15 +49,20 @@ pub enum Platform {
     /// WhatsApp, through the Cloud API or 360dialog.
     Whatsapp,
     Instagram,
+    /// A Forge's signed wake (`POST /agents/forge`): an internal agent runs the agent loop
+    /// against the Forge's MCP surface and acts through its tools. No user, no credit, no
+    /// session; the run's final text goes nowhere (docs/agents.md, "Hermes as a Forge agent").
+    Forge,
 }
 
 impl Platform {
-    pub const ALL: [Platform; 5] = [
+    pub const ALL: [Platform; 6] = [
         Platform::Api,
         Platform::Rest,
         Platform::Telegram,
         Platform::Whatsapp,
         Platform::Instagram,
+        Platform::Forge,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -67,6 +72,7 @@ impl Platform {
             Platform::Telegram => "telegram",
             Platform::Whatsapp => "whatsapp",
             Platform::Instagram => "instagram",
+            Platform::Forge => "forge",
         }
     }
 

@@ -17,9 +17,14 @@ pub struct LlmRequest {
     pub messages: Vec<ChatMessage>,
     #[serde(default)]
     pub tools: Vec<ToolSpec>,
-    /// 0 for the first call; 1 for the call after the (single) tool round.
+    /// 0 for the first call; n for the call after the n-th tool round.
     #[serde(default)]
     pub tool_round: u8,
+    /// How many tool rounds the run may take: one for chat messages and API runs (seed
+    /// 001), the agent's `max_tool_rounds` for an agent's run. A message written before
+    /// the field existed reads as one, as it was then.
+    #[serde(default = "one_round", skip_serializing_if = "is_one_round")]
+    pub max_tool_rounds: u8,
     /// Usage of the calls already made for this run, so the reply reports the total.
     #[serde(default)]
     pub usage_so_far: Usage,
@@ -89,7 +94,30 @@ impl ToolPolicy {
     }
 }
 
+/// Most tool rounds any run may take (the database bounds `agents.max_tool_rounds` so).
+pub const MAX_TOOL_ROUNDS: u8 = 32;
+
+/// The tool rounds of a run of an agent whose bound is `agent_bound`, within 1 and
+/// [`MAX_TOOL_ROUNDS`].
+pub fn agent_tool_rounds(agent_bound: i32) -> u8 {
+    agent_bound.clamp(1, i32::from(MAX_TOOL_ROUNDS)) as u8
+}
+
+fn one_round() -> u8 {
+    1
+}
+
+fn is_one_round(n: &u8) -> bool {
+    *n == 1
+}
+
 impl LlmRequest {
+    /// Whether a model's request for tools is answered with a tool round: the run has
+    /// rounds left.
+    pub fn may_take_tool_round(&self) -> bool {
+        self.tool_round < self.max_tool_rounds
+    }
+
     /// A first call of `chain` on `messages`: no tools, no exchange, default parameters.
     pub fn new(
         reply_to: ReplyTo,
@@ -104,6 +132,7 @@ impl LlmRequest {
             messages,
             tools: Vec::new(),
             tool_round: 0,
+            max_tool_rounds: one_round(),
             usage_so_far: Usage::default(),
             requested_model: None,
             exchange: None,
@@ -224,6 +253,41 @@ pub struct ToolRequest {
 
 impl Payload for ToolRequest {
     const KIND: MessageKind = MessageKind::ToolRequest;
+}
+
+#[cfg(test)]
+mod round_tests {
+    use super::*;
+
+    #[test]
+    fn a_request_written_before_the_round_bound_takes_one_round() {
+        let to = ReplyTo {
+            platform: Platform::Telegram,
+            chat_id: "c".into(),
+            callback_url: None,
+        };
+        let request = LlmRequest::new(to, Tier::Free, Vec::new(), Vec::new());
+        let mut wire = serde_json::to_value(&request).unwrap();
+        assert!(
+            wire.get("max_tool_rounds").is_none(),
+            "one round stays off the wire"
+        );
+        wire.as_object_mut().unwrap().remove("max_tool_rounds");
+        let old: LlmRequest = serde_json::from_value(wire).unwrap();
+        assert_eq!(old.max_tool_rounds, 1);
+        assert!(old.may_take_tool_round());
+        let after = LlmRequest {
+            tool_round: 1,
+            ..old
+        };
+        assert!(!after.may_take_tool_round());
+        let agent = LlmRequest {
+            max_tool_rounds: 4,
+            tool_round: 3,
+            ..after
+        };
+        assert!(agent.may_take_tool_round());
+    }
 }
 
 #[cfg(test)]

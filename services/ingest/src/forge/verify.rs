@@ -1,0 +1,226 @@
+//! A Forge wake's signature, checked on the raw bytes before anything parses them
+//! (docs/agents.md, "Hermes as a Forge agent"). By default `X-Forge-Signature` is
+//! `sha256=<hex>` of HMAC-SHA256 over `"{X-Forge-Timestamp}.{raw body}"` and the timestamp
+//! must be within 300 s of now, which makes a captured wake useless after five minutes.
+//! Where a proxy cannot keep the timestamp header (`HERMES_FORGE_BODY_SIGNATURE=true`),
+//! `X-Forge-Body-Signature` over the raw body alone is verified instead and replays are
+//! stopped by the delivery id only. Any configured secret verifies (rotation); every
+//! comparison is constant-time (the HMAC code is the one that signs Hermes's own wakes).
+
+use axum::http::HeaderMap;
+use hermes_net::signing::{
+    FORGE_BODY_SIGNATURE, FORGE_SIGNATURE, FORGE_TIMESTAMP, sha256_tag_valid, sha256_tag_valid_over,
+};
+use secrecy::{ExposeSecret, SecretString};
+
+/// How far `X-Forge-Timestamp` may be from now, either way.
+pub const TOLERANCE_SECS: i64 = 300;
+
+/// Which signature a route verifies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    /// `X-Forge-Signature` over `"{timestamp}.{body}"`, with the timestamp's tolerance.
+    Timestamped,
+    /// `X-Forge-Body-Signature` over the body alone (proxied paths).
+    BodyOnly,
+}
+
+/// Why a wake's signature was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SignatureError {
+    /// The header the scheme verifies (or the timestamp it covers) is absent.
+    Missing(&'static str),
+    /// `X-Forge-Timestamp` is not Unix seconds.
+    BadTimestamp,
+    /// The timestamp is more than [`TOLERANCE_SECS`] away from now.
+    Stale,
+    /// No configured secret produces the signature.
+    Mismatch,
+}
+
+impl SignatureError {
+    /// The error code callers see and the `outcome` label of the wake metric.
+    pub fn code(self) -> &'static str {
+        match self {
+            SignatureError::Missing(_) => "missing_signature",
+            SignatureError::BadTimestamp => "invalid_timestamp",
+            SignatureError::Stale => "stale_timestamp",
+            SignatureError::Mismatch => "invalid_signature",
+        }
+    }
+
+    /// What the caller is told.
+    pub fn message(self) -> String {
+        match self {
+            SignatureError::Missing(header) => format!("the {header} header is required"),
+            SignatureError::BadTimestamp => {
+                format!("{FORGE_TIMESTAMP} must be Unix seconds")
+            }
+            SignatureError::Stale => format!(
+                "{FORGE_TIMESTAMP} is more than {TOLERANCE_SECS} s from this server's clock; the wake is refused as a possible replay"
+            ),
+            SignatureError::Mismatch => "the signature does not match any configured secret".into(),
+        }
+    }
+}
+
+/// Verify `body` as signed under `scheme` by one of `secrets`, `now` in Unix seconds.
+pub fn verify(
+    scheme: Scheme,
+    secrets: &[SecretString],
+    headers: &HeaderMap,
+    body: &[u8],
+    now: i64,
+) -> Result<(), SignatureError> {
+    let header = |name: &'static str| headers.get(name).and_then(|v| v.to_str().ok());
+    match scheme {
+        Scheme::BodyOnly => {
+            let signature = header(FORGE_BODY_SIGNATURE)
+                .ok_or(SignatureError::Missing(FORGE_BODY_SIGNATURE))?;
+            any_secret(secrets, |key| sha256_tag_valid(key, body, Some(signature)))
+        }
+        Scheme::Timestamped => {
+            let signature =
+                header(FORGE_SIGNATURE).ok_or(SignatureError::Missing(FORGE_SIGNATURE))?;
+            let raw_ts = header(FORGE_TIMESTAMP).ok_or(SignatureError::Missing(FORGE_TIMESTAMP))?;
+            let ts: i64 = raw_ts
+                .trim()
+                .parse()
+                .map_err(|_| SignatureError::BadTimestamp)?;
+            // The signature is checked first: an unsigned caller learns nothing of the clock.
+            let signed = [raw_ts.as_bytes(), b".", body];
+            any_secret(secrets, |key| {
+                sha256_tag_valid_over(key, &signed, Some(signature))
+            })?;
+            if now.abs_diff(ts) > TOLERANCE_SECS.unsigned_abs() {
+                return Err(SignatureError::Stale);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Whether any secret verifies. Every secret is tried even after a match, so the time
+/// taken does not tell which one (or whether an early one) matched.
+fn any_secret(
+    secrets: &[SecretString],
+    valid: impl Fn(&[u8]) -> bool,
+) -> Result<(), SignatureError> {
+    let matched = secrets.iter().fold(false, |found, s| {
+        valid(s.expose_secret().as_bytes()) | found
+    });
+    if matched {
+        Ok(())
+    } else {
+        Err(SignatureError::Mismatch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hermes_net::signing::{WakeSigning, wake_headers};
+
+    const NOW: i64 = 1_714_080_000;
+
+    fn signed(secret: &str, ts: i64, body: &[u8]) -> HeaderMap {
+        let signing = WakeSigning {
+            event: "AGENT_ASSIGNED",
+            delivery_id: "dlv_1",
+            timestamp: ts,
+            standard: false,
+        };
+        let mut headers = HeaderMap::new();
+        for (name, value) in wake_headers(secret.as_bytes(), &signing, body) {
+            headers.insert(name, value.parse().unwrap());
+        }
+        headers
+    }
+
+    fn secrets(list: &[&str]) -> Vec<SecretString> {
+        list.iter()
+            .map(|s| SecretString::from(s.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_wake_signed_with_any_configured_secret_verifies_within_the_tolerance() {
+        let body = br#"{"kind":"AGENT_ASSIGNED"}"#;
+        let both = secrets(&["old", "new"]);
+        for secret in ["old", "new"] {
+            let h = signed(secret, NOW - 299, body);
+            assert_eq!(verify(Scheme::Timestamped, &both, &h, body, NOW), Ok(()));
+        }
+        let h = signed("other", NOW, body);
+        assert_eq!(
+            verify(Scheme::Timestamped, &both, &h, body, NOW),
+            Err(SignatureError::Mismatch)
+        );
+        // The body is covered: one byte changed and nothing verifies.
+        let h = signed("new", NOW, body);
+        assert_eq!(
+            verify(
+                Scheme::Timestamped,
+                &both,
+                &h,
+                br#"{"kind":"AGENT_ASSIGNEd"}"#,
+                NOW
+            ),
+            Err(SignatureError::Mismatch)
+        );
+    }
+
+    #[test]
+    fn stale_and_future_timestamps_are_refused_and_the_timestamp_is_signed() {
+        let body = b"{}";
+        let s = secrets(&["k"]);
+        let h = signed("k", NOW - 301, body);
+        assert_eq!(
+            verify(Scheme::Timestamped, &s, &h, body, NOW),
+            Err(SignatureError::Stale)
+        );
+        let h = signed("k", NOW + 301, body);
+        assert_eq!(
+            verify(Scheme::Timestamped, &s, &h, body, NOW),
+            Err(SignatureError::Stale)
+        );
+        // A fresh timestamp put on an old signature does not verify.
+        let mut h = signed("k", NOW - 1000, body);
+        h.insert(FORGE_TIMESTAMP, NOW.to_string().parse().unwrap());
+        assert_eq!(
+            verify(Scheme::Timestamped, &s, &h, body, NOW),
+            Err(SignatureError::Mismatch)
+        );
+        h.insert(FORGE_TIMESTAMP, "soon".parse().unwrap());
+        assert_eq!(
+            verify(Scheme::Timestamped, &s, &h, body, NOW),
+            Err(SignatureError::BadTimestamp)
+        );
+        h.remove(FORGE_TIMESTAMP);
+        assert_eq!(
+            verify(Scheme::Timestamped, &s, &h, body, NOW),
+            Err(SignatureError::Missing(FORGE_TIMESTAMP))
+        );
+    }
+
+    #[test]
+    fn the_body_only_scheme_reads_the_body_signature_alone() {
+        let body = b"{\"a\":1}";
+        let s = secrets(&["k"]);
+        // Any timestamp, even a stale one: a proxy may have rewritten it.
+        let mut h = signed("k", NOW - 10_000, body);
+        assert_eq!(verify(Scheme::BodyOnly, &s, &h, body, NOW), Ok(()));
+        h.remove(FORGE_BODY_SIGNATURE);
+        assert_eq!(
+            verify(Scheme::BodyOnly, &s, &h, body, NOW),
+            Err(SignatureError::Missing(FORGE_BODY_SIGNATURE))
+        );
+        // The timestamped route does not take a body-only signature.
+        let mut h = signed("k", NOW, body);
+        h.remove(FORGE_SIGNATURE);
+        assert_eq!(
+            verify(Scheme::Timestamped, &s, &h, body, NOW),
+            Err(SignatureError::Missing(FORGE_SIGNATURE))
+        );
+    }
+}
