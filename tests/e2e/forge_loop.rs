@@ -125,7 +125,7 @@ const LOOP: [&str; 4] = [
 ];
 
 /// A chat completion asking for `tool` with `arguments` (call ids unique per round).
-fn tool_call(tool: &str, arguments: Value, round: usize) -> Value {
+pub(crate) fn tool_call(tool: &str, arguments: Value, round: usize) -> Value {
     json!({
         "id": format!("c{round}"), "object": "chat.completion",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": [
@@ -150,7 +150,7 @@ fn user_turn(body: &Value) -> String {
 }
 
 /// The run tag a test put in a wake's envelope (`run.id`), read back from the user turn.
-fn tag_of(body: &Value) -> Option<String> {
+pub(crate) fn tag_of(body: &Value) -> Option<String> {
     let turn = user_turn(body);
     let envelope = turn.strip_prefix("Forge wake ")?.split_once('\n')?.1;
     let v: Value = serde_json::from_str(envelope).ok()?;

@@ -51,3 +51,4 @@ mod tls;
 mod tool_grants;
 mod tools;
 mod topology;
+mod two_fleets;
