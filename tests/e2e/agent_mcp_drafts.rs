@@ -1,6 +1,7 @@
 //! An external agent's streamed answer over the MCP surface (docs/agents.md, "Drafts"): the
 //! deltas reach a REST caller's `GET /v1/runs/{id}/events` while the run is open, and
-//! finalizing answers the run exactly once with the text so far.
+//! finalizing answers the run exactly once with the text so far; a draft the agent gives up
+//! on is replaced in the chat by the failure message.
 
 use std::time::Duration;
 
@@ -10,7 +11,10 @@ use hermes_types::agent::EngagementMode;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::agent_mcp::{Mcp, assign, env_with, external_agent, key, peer};
+use crate::agent_mcp::{
+    Mcp, assign, env_with, external_agent, key, peer, run_status, telegram, telegram_sent,
+};
+use hermes_types::model::Platform;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_draft_streams_to_a_rest_caller_and_finalizing_answers_once() {
@@ -143,5 +147,61 @@ async fn a_draft_streams_to_a_rest_caller_and_finalizing_answers_once() {
     .await;
     assert_eq!(updates, 0);
     drop(c);
+    fleet.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shown_draft_the_agent_gives_up_on_is_replaced_by_the_failure_message() {
+    let peer = peer().await;
+    let env = env_with(&peer).await;
+    let victor = external_agent(&env, &peer, "victor", EngagementMode::Execute).await;
+    let user = env.user(Platform::Telegram, "4343", 5).await;
+    assign(&env, user.id, victor).await;
+    let (_, agent_key) = key(&env, Some(victor)).await;
+    let fleet = env.start(&Service::ALL).await;
+    let mcp = Mcp::new(&fleet, &agent_key);
+
+    telegram(&fleet, 4343, 3, "summarise my week").await;
+    let run_id = mcp.next_run().await["runId"].as_str().unwrap().to_string();
+    let draft = mcp.ok("chat.startDraft", json!({"runId": run_id})).await;
+    let draft_id = draft["draftId"].as_str().unwrap().to_string();
+    mcp.ok(
+        "chat.appendDraftChunk",
+        json!({"runId": run_id, "draftId": draft_id, "delta": "Your week: Mon"}),
+    )
+    .await;
+    eventually(Duration::from_secs(30), "the draft shown", || async {
+        let sent = telegram_sent(&peer, "4343").await;
+        (sent == ["Your week: Mon"]).then_some(())
+    })
+    .await;
+    mcp.ok(
+        "runs.fail",
+        json!({"runId": run_id, "reason": "calendar unreachable"}),
+    )
+    .await;
+    eventually(Duration::from_secs(30), "the run failed", || async {
+        (run_status(&env, &run_id).await == "failed").then_some(())
+    })
+    .await;
+    let edits: Vec<String> = peer
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| r.url.path().ends_with("/editMessageText"))
+        .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+        .filter_map(|b| b["text"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(edits.len(), 1, "{edits:?}");
+    assert!(
+        edits[0].starts_with("Sorry, the agent could not answer"),
+        "{edits:?}"
+    );
+    assert_eq!(
+        telegram_sent(&peer, "4343").await,
+        ["Your week: Mon"],
+        "the failure replaced the draft, no second message"
+    );
     fleet.stop().await.unwrap();
 }

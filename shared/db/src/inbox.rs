@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, Utc};
 use hermes_types::envelope::Envelope;
-use hermes_types::ids::{AgentId, RunId, SessionId, UserId};
+use hermes_types::ids::{AgentId, DraftId, RunId, SessionId, UserId};
 use hermes_types::model::{Exchange, Platform, Provenance, ReplyTo, Tier};
 use hermes_types::stage::Outgoing;
 
@@ -38,13 +38,18 @@ pub struct ExternalRun {
     pub answered_at: Option<DateTime<Utc>>,
     pub deadline_at: Option<DateTime<Utc>>,
     pub wakes: i32,
+    /// The draft the agent was streaming and never finalized, if any: a failure or expiry
+    /// reply names it, so the chat's half-shown draft is replaced rather than left hanging.
+    pub open_draft: Option<DraftId>,
 }
 
 /// The columns [`external_from`] reads, of `agent_runs r` joined with `api_keys k`.
 pub const EXTERNAL_COLUMNS: &str = "r.id, r.agent_id, r.platform, r.chat_id, r.sender_id, \
     r.input_text, r.user_id, r.session_id, r.tier, r.status, r.engagement_mode, \
     r.contract_version, r.dispatch, k.callback_url, r.created_at, r.acked_at, r.answered_at, \
-    r.deadline_at, r.wakes";
+    r.deadline_at, r.wakes, \
+    (SELECT d.id FROM agent_drafts d WHERE d.run_id = r.id AND d.finalized_at IS NULL \
+     ORDER BY d.created_at DESC LIMIT 1) AS open_draft";
 
 /// `agent_runs r` with the key that sent it, for [`EXTERNAL_COLUMNS`].
 pub const EXTERNAL_FROM: &str = "agent_runs r LEFT JOIN api_keys k ON k.id = r.api_key_id";
@@ -74,6 +79,7 @@ pub fn external_from(row: &tokio_postgres::Row) -> Result<ExternalRun, DbError> 
         answered_at: row.get("answered_at"),
         deadline_at: row.get("deadline_at"),
         wakes: row.get("wakes"),
+        open_draft: row.get("open_draft"),
     })
 }
 

@@ -22,6 +22,7 @@ const EXPIRED_REPLY_ID: u128 = 0x6578_7069_7265_642d_7265_706c_7900_0001;
 pub fn fallback(run: &inbox::ExternalRun) -> Envelope {
     let reply = Reply {
         exchange: run.exchange(),
+        draft_id: run.open_draft,
         ..Reply::failed(run.reply_to(), FailureCode::Expired, EXPIRED_TEXT)
     };
     let mut env = Envelope::new(run.id, None, &reply);

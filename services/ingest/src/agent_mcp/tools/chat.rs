@@ -127,6 +127,8 @@ pub async fn fail(call: &Call<'_>, args: &Args) -> Result<Value, ToolError> {
     let reply = Reply {
         exchange: run.exchange(),
         detail: Some(format!("agent {}: {}", call.profile_key(), scrub(&reason))),
+        // A draft the agent gave up on is replaced by the failure message in the chat.
+        draft_id: run.open_draft,
         ..Reply::failed(run.reply_to(), FailureCode::AgentFailed, FAILED_TEXT)
     };
     queue(&tx, run.id, &reply).await?;
