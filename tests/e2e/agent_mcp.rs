@@ -8,9 +8,8 @@
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_db::agents::{self, NewAgent};
 use hermes_testkit::{Fleet, TestEnv, count, eventually, metric};
-use hermes_types::agent::{AgentKind, EngagementMode, Tone};
+use hermes_types::agent::EngagementMode;
 use hermes_types::ids::{AgentId, ApiKeyId, UserId};
 use hermes_types::model::Platform;
 use reqwest::StatusCode;
@@ -70,32 +69,10 @@ pub(crate) async fn external_agent(
     profile_key: &str,
     mode: EngagementMode,
 ) -> AgentId {
-    let c = env.db().get().await.unwrap();
-    let ring = hermes_net::keyring::KeyRing::new(&env.config().router.secret_keys).unwrap();
-    let sealed = ring.seal(AGENT_SECRET.as_bytes());
     let url = format!("{}/agents/forge", peer.uri());
-    agents::create(
-        &c,
-        &NewAgent {
-            workspace: "default",
-            profile_key,
-            kind: AgentKind::External,
-            display_name: profile_key,
-            tone: Tone::Professional,
-            role: None,
-            role_instructions: None,
-            tier: None,
-            toolsets: &[],
-            capabilities: &[],
-            webhook_url: Some(&url),
-            webhook_secret_sealed: Some(&sealed),
-            max_concurrent: 5,
-            engagement_mode: mode,
-        },
-    )
-    .await
-    .unwrap()
-    .id
+    env.external_agent(profile_key, &url, AGENT_SECRET, 5, mode)
+        .await
+        .id
 }
 
 /// A new API key (scope `messages`), linked to `agent` when given: (id, key).

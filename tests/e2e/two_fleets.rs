@@ -8,9 +8,9 @@
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_db::agents::{self, AgentUpdate, NewAgent};
+use hermes_db::agents::{self, AgentUpdate};
 use hermes_testkit::{Fleet, TestEnv, count, eventually};
-use hermes_types::agent::{AgentKind, EngagementMode, Tone};
+use hermes_types::agent::{AgentKind, EngagementMode};
 use hermes_types::ids::AgentId;
 use hermes_types::model::Platform;
 use serde_json::{Value, json};
@@ -21,6 +21,7 @@ use crate::agent_mcp::{
     AGENT_SECRET, SECRET_KEYS, assign, env_with, key, peer, run_status, telegram, telegram_sent,
 };
 use crate::forge_loop::{tag_of, tool_call};
+use crate::forge_wakes::agent;
 
 /// What fleet B's agent streams as a draft.
 const CHUNKS: [&str; 2] = ["Once upon", " a time."];
@@ -95,31 +96,14 @@ fn model(req: &Request) -> ResponseTemplate {
 /// Fleet A's external agent `victor` (one run at a time), signing its wakes with
 /// [`AGENT_SECRET`]; its webhook is pointed at fleet B once B listens.
 async fn fleet_a_agent(a: &TestEnv) -> AgentId {
-    let c = a.db().get().await.unwrap();
-    let ring = hermes_net::keyring::KeyRing::new(&a.config().router.secret_keys).unwrap();
-    let sealed = ring.seal(AGENT_SECRET.as_bytes());
-    let url = "https://fleet-b.invalid/agents/forge";
-    agents::create(
-        &c,
-        &NewAgent {
-            workspace: "default",
-            profile_key: "victor",
-            kind: AgentKind::External,
-            display_name: "Victor",
-            tone: Tone::Professional,
-            role: None,
-            role_instructions: None,
-            tier: None,
-            toolsets: &[],
-            capabilities: &[],
-            webhook_url: Some(url),
-            webhook_secret_sealed: Some(&sealed),
-            max_concurrent: 1,
-            engagement_mode: EngagementMode::Execute,
-        },
+    a.external_agent(
+        "victor",
+        "https://fleet-b.invalid/agents/forge",
+        AGENT_SECRET,
+        1,
+        EngagementMode::Execute,
     )
     .await
-    .unwrap()
     .id
 }
 
@@ -141,34 +125,14 @@ async fn fleet_b(a: &Fleet, agent_key: &str, provider: &MockServer) -> (TestEnv,
         .openai_mock(&format!("{}/v1", provider.uri()))
         .set("HERMES_MODEL", "gpt-test")
         .set("HERMES_CONFIG", config.to_str().unwrap());
+    let victor = agent(&b, "default", "victor", AgentKind::Internal).await;
     let c = b.db().get().await.unwrap();
-    let victor = agents::create(
-        &c,
-        &NewAgent {
-            workspace: "default",
-            profile_key: "victor",
-            kind: AgentKind::Internal,
-            display_name: "Victor",
-            tone: Tone::Professional,
-            role: None,
-            role_instructions: None,
-            tier: None,
-            toolsets: &[],
-            capabilities: &[],
-            webhook_url: None,
-            webhook_secret_sealed: None,
-            max_concurrent: 3,
-            engagement_mode: EngagementMode::Execute,
-        },
-    )
-    .await
-    .unwrap();
     // The streamed answer takes seven tool rounds.
     let rounds = AgentUpdate {
         max_tool_rounds: Some(8),
         ..AgentUpdate::default()
     };
-    assert!(agents::update(&c, victor.id, &rounds).await.unwrap());
+    assert!(agents::update(&c, victor, &rounds).await.unwrap());
     drop(c);
     let fleet = b.start(&Service::ALL).await;
     let db = b.db();
