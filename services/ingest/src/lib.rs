@@ -9,7 +9,7 @@ pub mod channels;
 mod chat;
 mod content;
 mod cors;
-mod forge;
+pub mod forge;
 mod health;
 mod idempotency;
 mod images;

@@ -16,8 +16,8 @@
 //! the refusal's error code.
 
 mod route;
-mod verify;
-mod wake;
+pub mod verify;
+pub mod wake;
 
 use axum::Json;
 use axum::body::Bytes;

@@ -9,7 +9,8 @@
 
 use axum::http::HeaderMap;
 use hermes_net::signing::{
-    FORGE_BODY_SIGNATURE, FORGE_SIGNATURE, FORGE_TIMESTAMP, sha256_tag_valid, sha256_tag_valid_over,
+    FORGE_BODY_SIGNATURE, FORGE_SIGNATURE, FORGE_TIMESTAMP, sha256_tag, sha256_tag_valid,
+    sha256_tag_valid_over,
 };
 use secrecy::{ExposeSecret, SecretString};
 
@@ -73,23 +74,42 @@ pub fn verify(
     now: i64,
 ) -> Result<(), SignatureError> {
     let header = |name: &'static str| headers.get(name).and_then(|v| v.to_str().ok());
+    let keys: Vec<&[u8]> = secrets
+        .iter()
+        .map(|s| s.expose_secret().as_bytes())
+        .collect();
+    let signature = match scheme {
+        Scheme::BodyOnly => header(FORGE_BODY_SIGNATURE),
+        Scheme::Timestamped => header(FORGE_SIGNATURE),
+    };
+    check(scheme, &keys, signature, header(FORGE_TIMESTAMP), body, now)
+}
+
+/// [`verify`] on the header values themselves (`signature` is the one `scheme` names): the
+/// part a fuzz target drives with arbitrary bytes.
+pub fn check(
+    scheme: Scheme,
+    keys: &[&[u8]],
+    signature: Option<&str>,
+    timestamp: Option<&str>,
+    body: &[u8],
+    now: i64,
+) -> Result<(), SignatureError> {
     match scheme {
         Scheme::BodyOnly => {
-            let signature = header(FORGE_BODY_SIGNATURE)
-                .ok_or(SignatureError::Missing(FORGE_BODY_SIGNATURE))?;
-            any_secret(secrets, |key| sha256_tag_valid(key, body, Some(signature)))
+            let signature = signature.ok_or(SignatureError::Missing(FORGE_BODY_SIGNATURE))?;
+            any_secret(keys, |key| sha256_tag_valid(key, body, Some(signature)))
         }
         Scheme::Timestamped => {
-            let signature =
-                header(FORGE_SIGNATURE).ok_or(SignatureError::Missing(FORGE_SIGNATURE))?;
-            let raw_ts = header(FORGE_TIMESTAMP).ok_or(SignatureError::Missing(FORGE_TIMESTAMP))?;
+            let signature = signature.ok_or(SignatureError::Missing(FORGE_SIGNATURE))?;
+            let raw_ts = timestamp.ok_or(SignatureError::Missing(FORGE_TIMESTAMP))?;
             let ts: i64 = raw_ts
                 .trim()
                 .parse()
                 .map_err(|_| SignatureError::BadTimestamp)?;
             // The signature is checked first: an unsigned caller learns nothing of the clock.
             let signed = [raw_ts.as_bytes(), b".", body];
-            any_secret(secrets, |key| {
+            any_secret(keys, |key| {
                 sha256_tag_valid_over(key, &signed, Some(signature))
             })?;
             if now.abs_diff(ts) > TOLERANCE_SECS.unsigned_abs() {
@@ -100,15 +120,20 @@ pub fn verify(
     }
 }
 
+/// The `X-Forge-Signature` a Forge sends for `body` at `timestamp` under `key` (for tests
+/// and the fuzz target: the one signing code of `hermes_net` produces it).
+pub fn sign(key: &[u8], timestamp: &str, body: &[u8]) -> String {
+    let mut signed = Vec::with_capacity(timestamp.len() + 1 + body.len());
+    signed.extend_from_slice(timestamp.as_bytes());
+    signed.push(b'.');
+    signed.extend_from_slice(body);
+    sha256_tag(key, &signed)
+}
+
 /// Whether any secret verifies. Every secret is tried even after a match, so the time
 /// taken does not tell which one (or whether an early one) matched.
-fn any_secret(
-    secrets: &[SecretString],
-    valid: impl Fn(&[u8]) -> bool,
-) -> Result<(), SignatureError> {
-    let matched = secrets.iter().fold(false, |found, s| {
-        valid(s.expose_secret().as_bytes()) | found
-    });
+fn any_secret(keys: &[&[u8]], valid: impl Fn(&[u8]) -> bool) -> Result<(), SignatureError> {
+    let matched = keys.iter().fold(false, |found, key| valid(key) | found);
     if matched {
         Ok(())
     } else {
@@ -141,6 +166,14 @@ mod tests {
         list.iter()
             .map(|s| SecretString::from(s.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn sign_is_what_a_wake_carries() {
+        let body = br#"{"kind":"AGENT_ASSIGNED"}"#;
+        let h = signed("k", NOW, body);
+        let carried = h.get(FORGE_SIGNATURE).unwrap().to_str().unwrap();
+        assert_eq!(sign(b"k", &NOW.to_string(), body), carried);
     }
 
     #[test]
