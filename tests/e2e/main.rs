@@ -3,6 +3,7 @@
 mod agent_mcp;
 mod agent_mcp_drafts;
 mod agent_mcp_refusals;
+mod agent_mcp_replicas;
 mod agent_mcp_sdk;
 mod agent_runs_end;
 mod agent_webhooks;
