@@ -299,4 +299,5 @@ async fn fleet_b_answers_fleet_a_as_its_external_agent_and_streams_a_draft() {
     assert_eq!(open_runs(&a, victor).await, 0);
     fleet_b.stop().await.unwrap();
     fleet_a.stop().await.unwrap();
+    let _ = std::fs::remove_file(std::env::temp_dir().join(format!("{}-two-fleets.toml", b.ns)));
 }

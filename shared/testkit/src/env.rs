@@ -406,10 +406,19 @@ impl Leftovers {
 impl Drop for TestEnv {
     fn drop(&mut self) {
         let ns = Namespace::parse(&self.ns);
-        let wait_queues = match (
-            Config::from_lookup(&|k| self.vars.get(k).cloned(), None),
-            ns,
-        ) {
+        // A test may have removed its TOML file already: the wait queues are then named from
+        // the environment alone (their delays are environment settings), not left behind.
+        let config = Config::from_lookup(&|k| self.vars.get(k).cloned(), None).or_else(|_| {
+            Config::from_lookup(
+                &|k| {
+                    (k != "HERMES_CONFIG")
+                        .then(|| self.vars.get(k).cloned())
+                        .flatten()
+                },
+                None,
+            )
+        });
+        let wait_queues = match (config, ns) {
             (Ok(c), Ok(ns)) => Names::new(ns).wait_queues(&c.bus),
             _ => Vec::new(),
         };
