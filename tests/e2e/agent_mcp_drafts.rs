@@ -29,17 +29,9 @@ async fn a_draft_streams_to_a_rest_caller_and_finalizing_answers_once() {
     let mcp = Mcp::new(&fleet, &agent_key);
     let http = reqwest::Client::new();
 
-    let posted: Value = http
-        .post(fleet.url("/v1/messages"))
-        .bearer_auth(&rest_key)
-        .json(&json!({"sender_id": "customer-1", "text": "tell me a story"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let run_id = posted["run_id"].as_str().unwrap().to_string();
+    let run_id = fleet
+        .rest_message(&rest_key, "customer-1", "tell me a story")
+        .await;
     let listed = mcp.next_run().await;
     assert_eq!(listed["runId"], run_id.as_str());
     mcp.ok("inbox.ack", json!({"runId": run_id})).await;

@@ -2,7 +2,8 @@
 //! answers gets the fallback reply in the user's chat past the agent's reply deadline, one
 //! refund, ends `expired` and frees the agent's slot; an answer claimed first means no
 //! fallback; an unacknowledged run is woken again with a new delivery id while an
-//! acknowledged one is not; a silent agent is passed over and marked OFFLINE.
+//! acknowledged one is not; a silent agent is passed over and marked OFFLINE, until a
+//! heartbeat brings it back.
 
 use std::time::Duration;
 
@@ -406,8 +407,28 @@ async fn a_silent_agent_is_not_chosen_and_is_marked_offline() {
     }
     assert!(fakes.agent.received_requests().await.unwrap().is_empty());
 
+    // A heartbeat on the MCP surface (an ingest of the same install) brings it back: ONLINE,
+    // and chosen again by the next message.
+    let ingest = env.start(&[Service::Ingest]).await;
+    let (_, key) = crate::agent_mcp::key(&env, Some(agent)).await;
+    let beat = crate::agent_mcp::Mcp::new(&ingest, &key)
+        .ok("agents.heartbeat", json!({}))
+        .await;
+    assert_eq!(beat["status"], "ONLINE", "{beat}");
+    let run = telegram(&bus, "7301", "back now?").await;
+    let chosen = eventually(Duration::from_secs(20), "the run routed", || async {
+        routed_to(&env, run).await
+    })
+    .await;
+    assert_eq!(
+        chosen,
+        Some(agent),
+        "a heartbeat makes the agent present again"
+    );
+
     drop(c);
     bus.close().await;
+    ingest.stop().await.unwrap();
     fleet.stop().await.unwrap();
 }
 

@@ -244,17 +244,9 @@ async fn fleet_b_answers_fleet_a_as_its_external_agent_and_streams_a_draft() {
 
     // An API caller of A (the REST channel, reading the run's events) sees B's draft stream.
     let http = reqwest::Client::new();
-    let posted: Value = http
-        .post(fleet_a.url("/v1/messages"))
-        .bearer_auth(&rest_key)
-        .json(&json!({"sender_id": "customer-1", "text": "tell me a story"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let story = posted["run_id"].as_str().unwrap().to_string();
+    let story = fleet_a
+        .rest_message(&rest_key, "customer-1", "tell me a story")
+        .await;
     // The run is readable once the router recorded it (a moment after the 202).
     let events_url = fleet_a.url(&format!("/v1/runs/{story}/events"));
     let mut events = eventually(Duration::from_secs(30), "the story's events", || async {

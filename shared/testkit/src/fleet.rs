@@ -64,6 +64,22 @@ impl Fleet {
             .expect("ingest answers")
     }
 
+    /// POST `text` on the REST channel as `sender` with `key`: the id of the run it started
+    /// (asserted accepted).
+    pub async fn rest_message(&self, key: &str, sender: &str, text: &str) -> String {
+        let resp = reqwest::Client::new()
+            .post(self.url("/v1/messages"))
+            .timeout(Duration::from_secs(30))
+            .bearer_auth(key)
+            .json(&serde_json::json!({"sender_id": sender, "text": text}))
+            .send()
+            .await
+            .expect("ingest answers");
+        assert!(resp.status().is_success(), "{}", resp.status());
+        let body: serde_json::Value = resp.json().await.expect("a JSON answer");
+        body["run_id"].as_str().expect("a run id").to_string()
+    }
+
     /// Stop the fleet the way SIGTERM does and return its result.
     pub async fn stop(mut self) -> anyhow::Result<()> {
         if let Some(tx) = self.stop.take() {
