@@ -11,17 +11,12 @@ use hermes_ingest::forge::verify::{Scheme, TOLERANCE_SECS, check, sign};
 use hermes_ingest::forge::wake::parse;
 use libfuzzer_sys::fuzz_target;
 
+#[path = "split.rs"]
+mod split;
+use split::split;
+
 /// The server's clock in the target: fixed, so a timestamp's staleness is reproducible.
 const NOW: i64 = 1_714_080_000;
-
-fn split(data: &[u8], len: u8) -> (&[u8], &[u8]) {
-    let n = if data.is_empty() {
-        0
-    } else {
-        usize::from(len) % (data.len() + 1)
-    };
-    data.split_at(n)
-}
 
 fuzz_target!(|data: &[u8]| {
     let [secret_len, signature_len, timestamp_len, rest @ ..] = data else {

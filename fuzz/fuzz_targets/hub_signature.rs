@@ -8,14 +8,9 @@
 use hermes_ingest::channels::verify::{handshake, hub_signature_valid, sign_hub, token_matches};
 use libfuzzer_sys::fuzz_target;
 
-fn split(data: &[u8], len: u8) -> (&[u8], &[u8]) {
-    let n = if data.is_empty() {
-        0
-    } else {
-        usize::from(len) % (data.len() + 1)
-    };
-    data.split_at(n)
-}
+#[path = "split.rs"]
+mod split;
+use split::split;
 
 fuzz_target!(|data: &[u8]| {
     let [secret_len, header_len, rest @ ..] = data else {
