@@ -11,12 +11,13 @@ use hermes_types::model::{Exchange, Platform, Provenance, ReplyTo, Tier};
 use hermes_types::stage::Outgoing;
 
 use super::{DbError, GenericClient, Transaction, outbox};
-use crate::runs::CLOSED_SQL;
+use crate::runs::{CLOSED_SQL, RunStatus};
+use hermes_types::agent::EngagementMode;
 
 pub mod due;
 
 /// An external agent's run as its inbox shows it.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug)]
 pub struct ExternalRun {
     pub id: RunId,
     pub agent_id: AgentId,
@@ -27,8 +28,9 @@ pub struct ExternalRun {
     pub user_id: Option<UserId>,
     pub session_id: Option<SessionId>,
     pub tier: Tier,
-    pub status: String,
-    pub engagement_mode: Option<String>,
+    pub status: RunStatus,
+    /// The mode the run was dispatched in (`None`: not recorded, treated as restricted).
+    pub engagement_mode: Option<EngagementMode>,
     pub contract_version: Option<String>,
     pub dispatch: Option<serde_json::Value>,
     /// Where a REST caller's answer is POSTed (its key's callback URL).
@@ -69,8 +71,13 @@ pub fn external_from(row: &tokio_postgres::Row) -> Result<ExternalRun, DbError> 
         user_id: row.get("user_id"),
         session_id: row.get("session_id"),
         tier: tier.parse().map_err(DbError::Invalid)?,
-        status: row.get("status"),
-        engagement_mode: row.get("engagement_mode"),
+        status: RunStatus::parse(row.get("status"))
+            .ok_or_else(|| DbError::Invalid("unknown run status".into()))?,
+        engagement_mode: row
+            .get::<_, Option<String>>("engagement_mode")
+            .map(|m| m.parse())
+            .transpose()
+            .map_err(DbError::Invalid)?,
         contract_version: row.get("contract_version"),
         dispatch: row.get("dispatch"),
         callback_url: row.get("callback_url"),

@@ -8,7 +8,7 @@
 use hermes_db::agents;
 use hermes_db::inbox::{self, due};
 use hermes_runtime::Ctx;
-use hermes_types::agent::{CONTRACT_VERSION, Dispatch, EngagementMode, WakeEvent};
+use hermes_types::agent::{CONTRACT_VERSION, Dispatch, WakeEvent};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::DeliveryId;
 use hermes_types::model::{AgentWake, MessageEvent};
@@ -66,10 +66,7 @@ pub fn wake_of(r: &due::Rewake) -> anyhow::Result<AgentWake> {
             .clone()
             .ok_or_else(|| anyhow::anyhow!("run {} has no dispatch record", run.id))?,
     )?;
-    let engagement_mode = match run.engagement_mode.as_deref() {
-        Some(m) => m.parse::<EngagementMode>().map_err(anyhow::Error::msg)?,
-        None => EngagementMode::default(),
-    };
+    let engagement_mode = run.engagement_mode.unwrap_or_default();
     Ok(AgentWake {
         delivery_id: DeliveryId::new(),
         agent_id: run.agent_id,

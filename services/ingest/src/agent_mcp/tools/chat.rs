@@ -11,8 +11,8 @@ use hermes_types::model::{FailureCode, FinishReason, Outcome, Platform, Reply, R
 use serde_json::{Value, json};
 
 use super::{
-    Args, Call, MAX_REASON, MAX_TEXT, Tool, ensure_mutation_allowed, ensure_open, mode_of, own_run,
-    queue, tx_error,
+    Args, Call, MAX_REASON, MAX_TEXT, Tool, ensure_mutation_allowed, ensure_open, own_run, queue,
+    tx_error,
 };
 use crate::agent_mcp::errors::ToolError;
 
@@ -164,7 +164,7 @@ pub async fn send_message(call: &Call<'_>, args: &Args) -> Result<Value, ToolErr
         )));
     }
     let sent = RunId::new();
-    let mode = mode_of(&run).unwrap_or_default();
+    let mode = run.engagement_mode.unwrap_or_default();
     agent_inbox::create_sent(
         &tx,
         &SentMessage {

@@ -8,7 +8,7 @@ use hermes_db::{memory, sessions};
 use hermes_types::agent::{CONTRACT_VERSION, EngagementMode};
 use serde_json::{Value, json};
 
-use super::{Args, Call, DEFAULT_LIST, MAX_LIST, mode_of, own_run, tx_error};
+use super::{Args, Call, DEFAULT_LIST, MAX_LIST, own_run, tx_error};
 use crate::agent_mcp::errors::ToolError;
 
 /// Turns of the run's conversation the bundle carries.
@@ -24,8 +24,8 @@ fn entry(r: &ExternalRun) -> Value {
         "chatId": r.chat_id,
         "senderId": r.sender_id,
         "text": r.input_text,
-        "status": r.status,
-        "engagementMode": r.engagement_mode,
+        "status": r.status.as_str(),
+        "engagementMode": r.engagement_mode.map(EngagementMode::as_str),
         "dispatch": r.dispatch,
         "createdAt": r.created_at,
         "ackedAt": r.acked_at,
@@ -77,7 +77,7 @@ pub async fn ack(call: &Call<'_>, args: &Args) -> Result<Value, ToolError> {
 
 /// What the run may do, as the contract's `runProtocol` says it.
 fn run_protocol(call: &Call<'_>, r: &ExternalRun) -> Value {
-    let mode = mode_of(r);
+    let mode = r.engagement_mode;
     let execute = mode == Some(EngagementMode::Execute);
     // Host-side tools: none in the restricted modes; in EXECUTE the agent's allowlist, or
     // without one its toolsets (as the wake names them).

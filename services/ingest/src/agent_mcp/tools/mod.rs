@@ -13,7 +13,6 @@ mod memory;
 
 use hermes_db::agents::Agent;
 use hermes_db::inbox::ExternalRun;
-use hermes_db::runs::RunStatus;
 use hermes_db::{Client, DbError};
 use hermes_types::agent::{AgentKind, EngagementMode};
 use hermes_types::envelope::{Envelope, Payload};
@@ -249,21 +248,15 @@ async fn own_run(
 
 /// Refuse a run that is closed or whose reply was already given.
 fn ensure_open(run: &ExternalRun) -> Result<(), ToolError> {
-    let closed = RunStatus::parse(&run.status).is_none_or(RunStatus::is_final);
-    if closed || run.answered_at.is_some() {
+    if run.status.is_final() || run.answered_at.is_some() {
         return Err(ToolError::run_ended());
     }
     Ok(())
 }
 
-/// The run's engagement mode (`None`: not recorded, treated as restricted).
-fn mode_of(run: &ExternalRun) -> Option<EngagementMode> {
-    run.engagement_mode.as_deref().and_then(|m| m.parse().ok())
-}
-
 /// A mutation beyond the run's own reply is allowed only in EXECUTE runs.
 fn ensure_mutation_allowed(run: &ExternalRun, tool: Tool) -> Result<(), ToolError> {
-    let mode = mode_of(run);
+    let mode = run.engagement_mode;
     if mode == Some(EngagementMode::Execute) {
         return Ok(());
     }
