@@ -124,30 +124,19 @@ async fn seed(db: &Db, args: &RouterBench, credits: i64) -> anyhow::Result<()> {
 }
 
 fn message(sender: u32, i: u32) -> Inbound {
-    Inbound {
-        event: MessageEvent {
-            platform: Platform::Rest,
-            sender_id: format!("bench-{sender}"),
-            chat_id: format!("bench-{sender}"),
-            text: Some(format!(
-                "find me a quiet sushi place near the beach, take {i}"
-            )),
-            media: Vec::new(),
-            external_message_id: None,
-            sender_name: None,
-            received_at: chrono::Utc::now(),
-            metadata: None,
-        },
-        conversation: Vec::new(),
-        requested_model: None,
-        callback_url: None,
-        api_key_id: None,
-        params: Default::default(),
-        stream: false,
-        policy: Default::default(),
-        job: None,
-        forge: None,
-    }
+    Inbound::of(MessageEvent {
+        platform: Platform::Rest,
+        sender_id: format!("bench-{sender}"),
+        chat_id: format!("bench-{sender}"),
+        text: Some(format!(
+            "find me a quiet sushi place near the beach, take {i}"
+        )),
+        media: Vec::new(),
+        external_message_id: None,
+        sender_name: None,
+        received_at: chrono::Utc::now(),
+        metadata: None,
+    })
 }
 
 /// Wait until the router acked `n` messages after committing them. It reads the stage's own

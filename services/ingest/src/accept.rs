@@ -352,28 +352,17 @@ mod tests {
 
     #[test]
     fn a_channel_message_loses_its_nul_characters_and_keeps_the_rest() {
-        let mut inbound = Inbound {
-            event: MessageEvent {
-                platform: Platform::Telegram,
-                sender_id: "42".into(),
-                chat_id: "42".into(),
-                text: Some("hel\0lo".into()),
-                media: Vec::new(),
-                external_message_id: Some("7".into()),
-                sender_name: Some("\0Ann".into()),
-                received_at: chrono::Utc::now(),
-                metadata: None,
-            },
-            conversation: Vec::new(),
-            requested_model: None,
-            callback_url: None,
-            api_key_id: None,
-            params: Default::default(),
-            stream: false,
-            policy: Default::default(),
-            job: None,
-            forge: None,
-        };
+        let mut inbound = Inbound::of(MessageEvent {
+            platform: Platform::Telegram,
+            sender_id: "42".into(),
+            chat_id: "42".into(),
+            text: Some("hel\0lo".into()),
+            media: Vec::new(),
+            external_message_id: Some("7".into()),
+            sender_name: Some("\0Ann".into()),
+            received_at: chrono::Utc::now(),
+            metadata: None,
+        });
         without_nul(&mut inbound);
         assert_eq!(inbound.event.text.as_deref(), Some("hello"));
         assert_eq!(inbound.event.sender_name.as_deref(), Some("Ann"));

@@ -169,7 +169,13 @@ pub(crate) async fn publish(
         .find(|m| m.role == Role::User)
         .and_then(|m| m.content.clone());
     let inbound = Inbound {
-        event: MessageEvent {
+        conversation: turns.messages,
+        requested_model: turns.model,
+        // A key's calls are metered against its budgets (docs/models-and-budgets.md).
+        api_key_id: caller.key_id(),
+        params: turns.params,
+        stream: turns.stream,
+        ..Inbound::of(MessageEvent {
             platform: Platform::Api,
             sender_id: "api".into(),
             chat_id: run.to_string(),
@@ -179,17 +185,7 @@ pub(crate) async fn publish(
             sender_name: None,
             received_at: chrono::Utc::now(),
             metadata: None,
-        },
-        conversation: turns.messages,
-        requested_model: turns.model,
-        callback_url: None,
-        // A key's calls are metered against its budgets (docs/models-and-budgets.md).
-        api_key_id: caller.key_id(),
-        params: turns.params,
-        stream: turns.stream,
-        policy: Default::default(),
-        job: None,
-        forge: None,
+        })
     };
     let envelope = Envelope::new(run, Some(traceparent.clone()), &inbound);
     // Register before publishing so a fast answer cannot slip past us.

@@ -341,16 +341,9 @@ pub async fn post_message(
         Caller::Key(k) => (k.callback_url.clone(), Some(k.id)),
     };
     let inbound = Inbound {
-        event,
-        conversation: Vec::new(),
-        requested_model: None,
         callback_url,
         api_key_id,
-        params: Default::default(),
-        stream: false,
-        policy: Default::default(),
-        job: None,
-        forge: None,
+        ..Inbound::of(event)
     };
     match accept::accept(&app, inbound, None).await {
         // A REST caller over its rate is answered 429 (below), never delayed.

@@ -9,7 +9,8 @@ use hermes_types::ids::RunId;
 pub fn api_inbound(text: &str) -> hermes_types::model::Inbound {
     use hermes_types::model::{ChatMessage, Inbound, MessageEvent, Platform, Role};
     Inbound {
-        event: MessageEvent {
+        conversation: vec![ChatMessage::text(Role::User, text)],
+        ..Inbound::of(MessageEvent {
             platform: Platform::Api,
             sender_id: "api".into(),
             chat_id: "api".into(),
@@ -19,16 +20,7 @@ pub fn api_inbound(text: &str) -> hermes_types::model::Inbound {
             sender_name: None,
             received_at: chrono::Utc::now(),
             metadata: None,
-        },
-        conversation: vec![ChatMessage::text(Role::User, text)],
-        requested_model: None,
-        callback_url: None,
-        api_key_id: None,
-        params: Default::default(),
-        stream: false,
-        policy: Default::default(),
-        job: None,
-        forge: None,
+        })
     }
 }
 

@@ -122,7 +122,12 @@ async fn start(
         None => Vec::new(),
     };
     let inbound = Inbound {
-        event: MessageEvent {
+        conversation: request::conversation(&request, earlier),
+        api_key_id: caller.key_id(),
+        // Runs are followed through their events: the model's text is streamed onto them.
+        stream: true,
+        policy: request.policy.clone(),
+        ..Inbound::of(MessageEvent {
             platform: Platform::Api,
             sender_id: "api".into(),
             chat_id: run.to_string(),
@@ -132,17 +137,7 @@ async fn start(
             sender_name: None,
             received_at: chrono::Utc::now(),
             metadata: Some(request.metadata.clone()),
-        },
-        conversation: request::conversation(&request, earlier),
-        requested_model: None,
-        callback_url: None,
-        api_key_id: caller.key_id(),
-        params: Default::default(),
-        // Runs are followed through their events: the model's text is streamed onto them.
-        stream: true,
-        policy: request.policy.clone(),
-        job: None,
-        forge: None,
+        })
     };
     // The first event, before the broker has the run: the run is visible to its key from
     // the moment it is accepted. Redis away only delays that until the router's row.

@@ -119,7 +119,11 @@ mod tests {
 
     fn api_inbound(params: CallParams, stream: bool) -> Inbound {
         Inbound {
-            event: MessageEvent {
+            conversation: vec![ChatMessage::text(Role::User, "hi")],
+            requested_model: Some("gpt-x".into()),
+            params,
+            stream,
+            ..Inbound::of(MessageEvent {
                 platform: Platform::Api,
                 sender_id: "api".into(),
                 chat_id: "run".into(),
@@ -129,16 +133,7 @@ mod tests {
                 sender_name: None,
                 received_at: Utc::now(),
                 metadata: None,
-            },
-            conversation: vec![ChatMessage::text(Role::User, "hi")],
-            requested_model: Some("gpt-x".into()),
-            callback_url: None,
-            api_key_id: None,
-            params,
-            stream,
-            policy: Default::default(),
-            job: None,
-            forge: None,
+            })
         }
     }
 

@@ -191,7 +191,15 @@ fn inbound_of(run: &RunOf<'_>, run_id: RunId) -> Inbound {
         ),
     };
     Inbound {
-        event: MessageEvent {
+        conversation,
+        callback_url: callback,
+        api_key_id: job.api_key_id,
+        job: Some(JobRunOptions {
+            job_id: Some(job.id),
+            toolsets: spec.toolsets.clone(),
+            model: spec.model.clone(),
+        }),
+        ..Inbound::of(MessageEvent {
             platform,
             sender_id: sender,
             chat_id: chat,
@@ -205,19 +213,6 @@ fn inbound_of(run: &RunOf<'_>, run_id: RunId) -> Inbound {
                 "trigger": trigger.as_str(),
                 "due_at": due_at,
             })),
-        },
-        conversation,
-        requested_model: None,
-        callback_url: callback,
-        api_key_id: job.api_key_id,
-        params: Default::default(),
-        stream: false,
-        policy: Default::default(),
-        job: Some(JobRunOptions {
-            job_id: Some(job.id),
-            toolsets: spec.toolsets.clone(),
-            model: spec.model.clone(),
-        }),
-        forge: None,
+        })
     }
 }
