@@ -11,10 +11,9 @@ use std::time::Duration;
 
 use hermes::Service;
 use hermes_bus::Bus;
-use hermes_db::agents::{self, NewAgent};
 use hermes_db::drafts;
 use hermes_testkit::{TestEnv, eventually, metric};
-use hermes_types::agent::{AgentKind, EngagementMode, Tone};
+use hermes_types::agent::EngagementMode;
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::{AgentId, DraftId, RunId};
 use hermes_types::model::{DraftUpdate, Platform, Reply, ReplyTo};
@@ -68,31 +67,16 @@ async fn telegram(api: &MockServer) {
 
 /// An external agent, an open run of a chat on `platform`, and a draft of it.
 async fn drafted_run(env: &TestEnv, platform: Platform) -> (AgentId, RunId, DraftId) {
-    let c = env.db().get().await.unwrap();
-    let ring = hermes_net::keyring::KeyRing::new(&env.config().router.secret_keys).unwrap();
-    let sealed = ring.seal(b"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
-    let agent = agents::create(
-        &c,
-        &NewAgent {
-            workspace: "default",
-            profile_key: "scribe",
-            kind: AgentKind::External,
-            display_name: "Scribe",
-            tone: Tone::Professional,
-            role: None,
-            role_instructions: None,
-            tier: None,
-            toolsets: &[],
-            capabilities: &[],
-            webhook_url: Some("https://agent.example/wake"),
-            webhook_secret_sealed: Some(&sealed),
-            max_concurrent: 3,
-            engagement_mode: EngagementMode::Execute,
-        },
-    )
-    .await
-    .unwrap()
-    .id;
+    let agent = env
+        .external_agent(
+            "scribe",
+            "https://agent.example/wake",
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            3,
+            EngagementMode::Execute,
+        )
+        .await
+        .id;
     let (run, draft) = another_run(env, agent, platform).await;
     (agent, run, draft)
 }
