@@ -134,10 +134,12 @@ pub(crate) async fn telegram_sent(peer: &MockServer, chat: &str) -> Vec<String> 
         .collect()
 }
 
-/// An agent runtime's view of the MCP surface: one key, both transports.
+/// An agent runtime's view of the MCP surface: one key, both transports. (The operator
+/// server's tests use it too, at `/mcp`, without the REST alias.)
 pub(crate) struct Mcp {
     http: reqwest::Client,
     base: String,
+    rpc: String,
     key: String,
 }
 
@@ -146,15 +148,35 @@ impl Mcp {
         Self {
             http: reqwest::Client::new(),
             base: fleet.url("/api/mcp"),
+            rpc: fleet.url("/api/mcp/rpc"),
             key: key.to_string(),
         }
     }
 
-    /// POST `body` (raw) to `/api/mcp/rpc`: the status and the JSON answer (Null if none).
+    /// The operator MCP server (`POST /mcp`) with `key`.
+    pub(crate) fn operator(fleet: &Fleet, key: &str) -> Self {
+        Self {
+            rpc: fleet.url("/mcp"),
+            ..Self::new(fleet, key)
+        }
+    }
+
+    /// The same endpoint with another key.
+    pub(crate) fn with_key(&self, key: &str) -> Self {
+        Self {
+            http: self.http.clone(),
+            base: self.base.clone(),
+            rpc: self.rpc.clone(),
+            key: key.to_string(),
+        }
+    }
+
+    /// POST `body` (raw) to the JSON-RPC endpoint: the status and the JSON answer (Null if
+    /// none).
     pub(crate) async fn post_raw(&self, body: impl Into<reqwest::Body>) -> (StatusCode, Value) {
         let resp = self
             .http
-            .post(format!("{}/rpc", self.base))
+            .post(&self.rpc)
             .bearer_auth(&self.key)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")

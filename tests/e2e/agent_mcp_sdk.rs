@@ -44,8 +44,9 @@ async fn message(
     run
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_official_mcp_sdk_answers_as_an_external_agent() {
+/// Are node and the SDK of tests/mcp there? Without node the test is skipped (said on
+/// stderr); without the SDK it fails: `npm ci` was forgotten.
+pub(crate) async fn sdk_installed() -> bool {
     if !tokio::process::Command::new("node")
         .arg("--version")
         .output()
@@ -53,13 +54,46 @@ async fn the_official_mcp_sdk_answers_as_an_external_agent() {
         .is_ok_and(|o| o.status.success())
     {
         eprintln!("SKIPPED: node is not installed; the MCP SDK test (tests/mcp) needs it");
-        return;
+        return false;
     }
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp");
     assert!(
-        dir.join("node_modules/@modelcontextprotocol/sdk").exists(),
+        mcp_dir()
+            .join("node_modules/@modelcontextprotocol/sdk")
+            .exists(),
         "run `npm ci` in tests/mcp"
     );
+    true
+}
+
+fn mcp_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp")
+}
+
+/// Run `script` of tests/mcp with `vars`; its stdout, once it ended with success and said
+/// "all checks passed".
+pub(crate) async fn run_script(script: &str, vars: &[(&str, String)]) -> String {
+    let run = tokio::process::Command::new("node")
+        .arg(script)
+        .current_dir(mcp_dir())
+        .envs(vars.iter().map(|(k, v)| (*k, v.as_str())))
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(120), run)
+        .await
+        .expect("the SDK script ends")
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{script} failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("all checks passed"), "{stdout}");
+    stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_mcp_sdk_answers_as_an_external_agent() {
+    if !sdk_installed().await {
+        return;
+    }
     let peer = peer().await;
     let env = env_with(&peer).await;
     let victor = external_agent(&env, &peer, "victor", EngagementMode::Execute).await;
@@ -86,28 +120,18 @@ async fn the_official_mcp_sdk_answers_as_an_external_agent() {
     }
     let review_run = message(&env, &bus, rita, "review-user", "review this").await;
 
-    let run = tokio::process::Command::new("node")
-        .arg("agent-client.mjs")
-        .current_dir(&dir)
-        .env("HERMES_MCP_URL", fleet.url("/api/mcp"))
-        .env("HERMES_AGENT_KEY", &victor_key)
-        .env("HERMES_REVIEW_KEY", &rita_key)
-        .env("HERMES_UNLINKED_KEY", &unlinked_key)
-        .env("HERMES_OTHER_CHAT", "777")
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(120), run)
-        .await
-        .expect("the SDK script ends")
-        .expect("node runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "agent-client.mjs failed:\n{stdout}\n{stderr}"
-    );
+    let stdout = run_script(
+        "agent-client.mjs",
+        &[
+            ("HERMES_MCP_URL", fleet.url("/api/mcp")),
+            ("HERMES_AGENT_KEY", victor_key.clone()),
+            ("HERMES_REVIEW_KEY", rita_key.clone()),
+            ("HERMES_UNLINKED_KEY", unlinked_key.clone()),
+            ("HERMES_OTHER_CHAT", "777".into()),
+        ],
+    )
+    .await;
     assert_eq!(stdout.matches("ok - ").count(), 10, "{stdout}");
-    assert!(stdout.contains("all checks passed"), "{stdout}");
 
     // What the fleet made of it: three answers, one failure, the REVIEW run's own reply.
     let want = [

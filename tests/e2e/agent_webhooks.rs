@@ -370,6 +370,7 @@ async fn hermes_dlq_lists_shows_replays_once_and_purges() {
             exchange: None,
             detail: None,
             draft_id: None,
+            operator: None,
         },
     );
     bus.publish(&orphan).await.unwrap();

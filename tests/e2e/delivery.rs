@@ -37,6 +37,7 @@ fn reply(platform: Platform, chat_id: &str, callback_url: Option<String>, text: 
         exchange: None,
         detail: None,
         draft_id: None,
+        operator: None,
     };
     Envelope::new(RunId::new(), None, &reply)
 }

@@ -55,6 +55,7 @@ async fn two_copies_of_a_reply_processed_together_send_it_once() {
         exchange: None,
         detail: None,
         draft_id: None,
+        operator: None,
     };
     let env_msg = Envelope::new(RunId::new(), None, &reply);
     // The same envelope twice, back to back: both are in flight together (prefetch 8).
@@ -149,6 +150,7 @@ async fn a_replica_killed_half_way_through_a_reply_while_redis_forgets_sends_onl
         exchange: None,
         detail: None,
         draft_id: None,
+        operator: None,
     };
     bus.publish(&Envelope::new(RunId::new(), None, &reply))
         .await

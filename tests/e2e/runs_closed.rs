@@ -199,6 +199,7 @@ async fn a_reply_that_cannot_be_delivered_closes_its_run_failed_and_refunded() {
         exchange: None,
         detail: None,
         draft_id: None,
+        operator: None,
     };
     bus.publish(&Envelope::new(run, None, &reply))
         .await

@@ -5,10 +5,12 @@
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_testkit::{TestEnv, eventually, metric, openai_answer, openai_tool_call, send};
+use hermes_testkit::{
+    TestEnv, eventually, metric, openai_answer, openai_tool_then_answer, send, tool_result,
+};
 use hermes_types::model::Platform;
 use serde_json::{Value, json};
-use wiremock::matchers::{body_string_contains, method, path};
+use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 /// The provider's requests, oldest first, as JSON.
@@ -26,33 +28,7 @@ async fn provider_calls(provider: &MockServer, n: usize) -> Vec<Value> {
 
 /// A provider that asks for `tool` first and answers once it sees a tool result.
 async fn provider_asking_for(tool: &str, arguments: Value) -> MockServer {
-    let provider = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .and(body_string_contains("\"role\":\"tool\""))
-        .respond_with(ResponseTemplate::new(200).set_body_json(openai_answer("done", 40, 3)))
-        .with_priority(1)
-        .mount(&provider)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(openai_tool_call(tool, &arguments)))
-        .with_priority(2)
-        .mount(&provider)
-        .await;
-    provider
-}
-
-/// The tool turn the second model call carried.
-fn tool_result(call: &Value) -> Value {
-    let tool = call["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rfind(|m| m["role"] == "tool")
-        .expect("a tool turn")
-        .clone();
-    serde_json::from_str(tool["content"].as_str().unwrap()).unwrap_or(tool["content"].clone())
+    openai_tool_then_answer(tool, &arguments, "done").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -76,7 +52,7 @@ async fn a_tool_the_run_was_not_offered_is_refused_and_never_runs() {
         "a trivial message is offered no tool: {}",
         calls[0]
     );
-    let result = tool_result(&calls[1]);
+    let result = tool_result(&calls[1]).expect("a tool turn");
     assert_eq!(result["refused"], true, "{result}");
     assert_eq!(result["reason"], "not_offered", "{result}");
     assert_eq!(result["tool"], "current_time", "{result}");

@@ -8,7 +8,7 @@ use hermes_config::Namespace;
 use hermes_testkit::{TestEnv, api_inbound};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
-use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 
@@ -28,6 +28,11 @@ async fn old_wait_queue(env: &TestEnv, n: usize) -> String {
         .await
         .unwrap();
     let ch = conn.create_channel().await.unwrap();
+    // Each message confirmed before the connection closes: unconfirmed publishes may still
+    // be in flight (or dropped with the connection) when the test counts the queue.
+    ch.confirm_select(ConfirmSelectOptions::default())
+        .await
+        .unwrap();
     ch.queue_declare(
         queue.clone().into(),
         QueueDeclareOptions {
@@ -46,6 +51,8 @@ async fn old_wait_queue(env: &TestEnv, n: usize) -> String {
             b"waiting",
             BasicProperties::default(),
         )
+        .await
+        .unwrap()
         .await
         .unwrap();
     }

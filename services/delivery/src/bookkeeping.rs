@@ -2,7 +2,9 @@
 //! where the run closes: the answer is logged as an interaction with its provenance `meta`,
 //! the session's activity moves on, a failed run's credit is refunded (once, whoever
 //! retries), and memory extraction is queued so it never delays the reply. The session
-//! history cache is extended after the commit.
+//! history cache is extended after the commit. An operator's message (`messages_send`,
+//! docs/operator-mcp.md) answers no turn: it is logged as an outbound message of its
+//! conversation with `meta` `{source: "operator", by}`, and no memory is extracted from it.
 
 use chrono::Utc;
 use hermes_cache::Cache;
@@ -11,7 +13,9 @@ use hermes_db::{DbError, Transaction, credits, sessions};
 use hermes_runtime::Ctx;
 use hermes_telemetry::Metrics;
 use hermes_types::envelope::Envelope;
-use hermes_types::model::{ChatMessage, Exchange, MemoryExtract, Outcome, Reply, Role};
+use hermes_types::model::{
+    ChatMessage, Exchange, MemoryExtract, OperatorMessage, Outcome, Reply, Role,
+};
 
 /// Writes what a finished exchange leaves behind.
 pub struct Bookkeeping {
@@ -48,6 +52,10 @@ impl Bookkeeping {
             }
             return Ok(Vec::new());
         }
+        if let (Some(op), Outcome::Answered { text, .. }) = (&reply.operator, &reply.outcome) {
+            log_operator_message(tx, run_id, op, text).await?;
+            return Ok(Vec::new());
+        }
         let Some(x) = &reply.exchange else {
             return Ok(Vec::new());
         };
@@ -82,6 +90,13 @@ impl Bookkeeping {
     /// session. A late answer of a session that is over lands in that session's entry, which
     /// no later message reads; a copy of a reply already closed adds nothing.
     pub async fn remember(&self, reply: &Reply) {
+        if let (Some(store), Some(op), Outcome::Answered { text, .. }) =
+            (&self.history, &reply.operator, &reply.outcome)
+        {
+            let said = [ChatMessage::text(Role::Assistant, text.clone())];
+            store.append(op.session_id, &said, self.max_turns).await;
+            return;
+        }
         let (Some(store), Some(x)) = (&self.history, &reply.exchange) else {
             return;
         };
@@ -91,6 +106,27 @@ impl Bookkeeping {
                 .await;
         }
     }
+}
+
+/// Log an operator's sent message in its conversation and move the session's activity on.
+async fn log_operator_message(
+    tx: &Transaction<'_>,
+    run_id: hermes_types::ids::RunId,
+    op: &OperatorMessage,
+    text: &str,
+) -> Result<(), DbError> {
+    let meta = serde_json::json!({ "source": "operator", "by": op.by });
+    sessions::log_interaction(
+        tx,
+        run_id,
+        op.user_id,
+        op.session_id,
+        sessions::Direction::Outbound,
+        text,
+        &meta,
+    )
+    .await?;
+    sessions::touch(tx, op.session_id, Utc::now()).await
 }
 
 fn turns(x: &Exchange, answer: &str) -> [ChatMessage; 2] {

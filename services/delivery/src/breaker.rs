@@ -197,6 +197,7 @@ mod tests {
                 discord_url: None,
                 dedupe_window: Duration::from_secs(60),
                 parking_threshold: 100,
+                approval_wait: Duration::from_secs(300),
             },
             cache.clone(),
             metrics.clone(),

@@ -3,7 +3,9 @@
 //! them in order on shutdown (docs/architecture.md §7). `hermes all` and the tests use it directly.
 
 pub mod agents;
+pub mod approvals;
 pub mod bench;
+pub mod bench_events;
 pub mod bench_faults;
 pub mod bench_fleet;
 pub mod bench_jobs;
@@ -15,6 +17,7 @@ pub mod erase;
 pub mod jobs_admin;
 pub mod keys;
 pub mod llm_admin;
+pub mod mcp;
 mod procstat;
 pub mod tools_admin;
 pub mod users;

@@ -68,6 +68,9 @@ enum Command {
     /// Workspace settings: provider keys that override the global ones.
     #[command(subcommand)]
     Workspaces(hermes::llm_admin::WorkspacesCommand),
+    /// Tool calls waiting for an operator's approval: list, show, allow or deny them.
+    #[command(subcommand)]
+    Approvals(hermes::approvals::ApprovalsCommand),
     /// Parked messages of every stage: list, show, replay (same id) or purge them.
     #[command(subcommand)]
     Dlq(hermes::dlq::DlqCommand),
@@ -77,6 +80,9 @@ enum Command {
     /// Manage keys of the REST channel (POST /v1/messages).
     #[command(name = "api-keys", subcommand)]
     ApiKeys(hermes::keys::KeysCommand),
+    /// Hermes as an MCP server for operators: `hermes mcp serve` speaks it on stdio.
+    #[command(subcommand)]
+    Mcp(hermes::mcp::McpCommand),
     /// Probe this process's /readyz on the admin port; exit 0 when ready (for container health checks).
     Health {
         /// Address of the admin server to probe.
@@ -102,6 +108,9 @@ enum BenchCommand {
     /// against a zero-latency fake model: throughput frontier, p50/p99/p99.9 at half of it,
     /// CPU and memory per process, with a ledger (docs/performance.md).
     Fleet(hermes::bench_fleet::FleetBench),
+    /// Operator events: from a Telegram webhook to `events_wait` returning its message, p50/p99,
+    /// against the webhook's own answer, ingest and the router in this process.
+    Events(hermes::bench_events::EventsBench),
 }
 
 /// The exit of a bench that needs no configuration of its own.
@@ -192,6 +201,12 @@ async fn dispatch(cli: Cli) -> ExitCode {
             })
             .await;
         }
+        Command::Bench(BenchCommand::Events(args)) => {
+            return admin("bench events", path, |c| async move {
+                Box::pin(hermes::bench_events::events(c, args)).await
+            })
+            .await;
+        }
         Command::Bench(BenchCommand::Router(args)) => {
             return admin("bench router", path, |c| async move {
                 hermes::bench_router::router(c, args).await
@@ -232,6 +247,14 @@ async fn dispatch(cli: Cli) -> ExitCode {
             })
             .await;
         }
+        Command::Mcp(cmd) => {
+            return admin(
+                "mcp",
+                path,
+                |c| async move { hermes::mcp::run(c, cmd).await },
+            )
+            .await;
+        }
         Command::Users(cmd) => {
             return admin("users", path, |c| async move {
                 hermes::users::run(&c, cmd).await
@@ -262,6 +285,12 @@ async fn dispatch(cli: Cli) -> ExitCode {
                 path,
                 |c| async move { hermes::dlq::run(&c, cmd).await },
             )
+            .await;
+        }
+        Command::Approvals(cmd) => {
+            return admin("approvals", path, |c| async move {
+                hermes::approvals::run(&c, cmd).await
+            })
             .await;
         }
         Command::Agents(cmd) => {

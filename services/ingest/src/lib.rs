@@ -14,8 +14,10 @@ mod health;
 mod idempotency;
 mod images;
 mod jobs;
+mod mcp_http;
 pub mod openai;
 pub mod openapi;
+mod operator_mcp;
 mod responses;
 mod rest;
 pub mod routes;
@@ -248,6 +250,10 @@ pub fn app(state: AppState) -> Router {
         .route(Verb::Post, "/api/jobs/{id}/run", jobs::run_now);
     // The agent MCP surface checks its own callers (JSON-RPC refusals have their own shape).
     let mcp = agent_mcp::surface().into_router().route_layer(slot.clone());
+    // So does the operator MCP server (its keys need the operator scope).
+    let operator_mcp = operator_mcp::surface()
+        .into_router()
+        .route_layer(slot.clone());
     let all: Vec<_> = [
         api.mounted(),
         rest.mounted(),
@@ -344,6 +350,7 @@ pub fn app(state: AppState) -> Router {
         );
     let bounded = api
         .merge(mcp)
+        .merge(operator_mcp)
         .merge(rest)
         .merge(run_routes)
         .merge(jobs)

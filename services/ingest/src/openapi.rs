@@ -24,6 +24,10 @@ const FRAGMENTS: &[(&str, &str)] = &[
     ("runs.json", include_str!("../openapi/runs.json")),
     ("jobs.json", include_str!("../openapi/jobs.json")),
     ("agent_mcp.json", include_str!("../openapi/agent_mcp.json")),
+    (
+        "operator_mcp.json",
+        include_str!("../openapi/operator_mcp.json"),
+    ),
     ("discovery.json", include_str!("../openapi/discovery.json")),
     ("channels.json", include_str!("../openapi/channels.json")),
     ("forge.json", include_str!("../openapi/forge.json")),

@@ -199,7 +199,7 @@ async fn authorize(app: AppState, mut req: Request, next: Next, scopes: &[KeySco
     {
         let surface = match scope {
             KeyScope::Messages => Platform::Rest,
-            KeyScope::Chat | KeyScope::Jobs => Platform::Api,
+            KeyScope::Chat | KeyScope::Jobs | KeyScope::Operator => Platform::Api,
         };
         app.ctx
             .metrics

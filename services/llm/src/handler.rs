@@ -211,6 +211,7 @@ impl LlmStage {
                     let next = env.follow(&ToolRequest {
                         request,
                         calls: completion.tool_calls,
+                        decisions: Vec::new(),
                     });
                     return Ok(vec![next]);
                 }
@@ -225,6 +226,7 @@ impl LlmStage {
                     exchange: request.exchange.clone(),
                     detail: None,
                     draft_id: None,
+                    operator: None,
                     outcome: Outcome::Answered {
                         text,
                         model: request.requested_model.clone().unwrap_or(backend),
@@ -242,6 +244,7 @@ impl LlmStage {
                     exchange: request.exchange.clone(),
                     detail: None,
                     draft_id: None,
+                    operator: None,
                     outcome: Outcome::Answered {
                         text: tool_output_fallback(&request),
                         model: request

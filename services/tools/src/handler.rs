@@ -5,12 +5,21 @@
 //! runs). Before the round, the run's stop request is read: a run asked to stop runs no tool
 //! and ends `cancelled`. (The calls of a round run side by side, so that one check is the
 //! safe point before each of them.)
+//!
+//! A round with a call that needs an operator's approval and has no answer yet runs
+//! nothing: its commit records the waiting calls with the round and sets the run
+//! `awaiting_approval`, and emits nothing (docs/operator-mcp.md, approvals). The answer that
+//! leaves no call waiting queues the round again with every answer; then allowed calls
+//! run, denied and timed-out ones get a structured denial, and the others run as usual.
+//! Either message is processed once (the stage's processed-message record), so a round
+//! never runs twice.
 
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use hermes_bus::Stage;
 use hermes_cache::run_events::{RunEvent, RunEvents};
+use hermes_db::approvals::{self, Approval};
 use hermes_db::{Transaction, runs};
 use hermes_runtime::Ctx;
 use hermes_runtime::stage::{Handler, StageError};
@@ -19,6 +28,7 @@ use hermes_types::ids::RunId;
 use hermes_types::model::{ChatMessage, Platform, Reply, ToolCall, ToolRequest};
 use hermes_types::sync;
 
+use crate::approval;
 use crate::policy::{self, Permit, RefusalReason};
 use crate::registry::{Registry, ToolError};
 
@@ -182,16 +192,34 @@ pub async fn execute(registry: &Registry, permit: Permit<'_>, call: &ToolCall) -
 
 /// What `prepare` did with a round.
 pub enum Round {
-    /// The calls ran; the request carries their results.
-    Ran(ToolRequest),
+    /// The calls ran; the request carries their results, and `answered` the calls of it
+    /// that had waited for an operator (for the metrics).
+    Ran {
+        req: ToolRequest,
+        answered: Vec<Approval>,
+    },
     /// A stop was asked for: no call ran and the run ends `cancelled`.
     Stopped(ToolRequest),
+    /// Calls wait for an operator (their ids): no call ran.
+    Awaiting {
+        req: ToolRequest,
+        calls: Vec<String>,
+    },
+}
+
+/// What a round's commit leaves to count once it is committed.
+pub enum Counted {
+    Nothing,
+    /// These calls now wait.
+    Requested(usize),
+    /// These calls waited and were answered.
+    Answered(Vec<Approval>),
 }
 
 impl Handler for ToolStage {
     const STAGE: Stage = Stage::Tools;
     type Prepared = Round;
-    type After = ();
+    type After = Counted;
 
     async fn prepare(&self, env: &Envelope) -> Result<Round, StageError> {
         let mut req: ToolRequest = env.payload()?;
@@ -203,6 +231,29 @@ impl Handler for ToolStage {
             tracing::info!("stop requested: no tool call");
             return Ok(Round::Stopped(req));
         }
+        let waiting: Vec<String> = {
+            let registry = sync::read(&self.registry);
+            approval::waiting(registry.approvals(), &req)
+                .iter()
+                .map(|c| c.id.clone())
+                .collect()
+        };
+        if !waiting.is_empty() {
+            tracing::info!(
+                calls = waiting.len(),
+                "tool calls wait for an operator's approval"
+            );
+            return Ok(Round::Awaiting {
+                req,
+                calls: waiting,
+            });
+        }
+        let answered = if req.decisions.is_empty() {
+            Vec::new()
+        } else {
+            let client = self.ctx.db.get().await?;
+            approvals::of_round(&client, env.run_id, req.request.tool_round).await?
+        };
         let started = Instant::now();
         let permit = Permit::of(&req.request);
         let announce = Announce {
@@ -210,9 +261,12 @@ impl Handler for ToolStage {
             run: env.run_id,
             round: req.request.tool_round,
         };
-        let results = futures_util::future::join_all(
-            req.calls.iter().map(|c| self.run_call(permit, c, announce)),
-        )
+        let results = futures_util::future::join_all(req.calls.iter().map(|c| async {
+            match approval::decision(&req, &c.id) {
+                Some(d) if !d.verdict.runs() => approval::denial_text(&c.name, d),
+                _ => self.run_call(permit, c, announce).await,
+            }
+        }))
         .await;
         if let Some(x) = req.request.exchange.as_mut() {
             x.provenance.tool_exec_ms += started.elapsed().as_millis() as u64;
@@ -226,20 +280,56 @@ impl Handler for ToolStage {
                 .push(ChatMessage::tool_result(call.id.clone(), result));
         }
         req.request.tool_round += 1;
-        Ok(Round::Ran(req))
+        req.decisions.clear();
+        Ok(Round::Ran { req, answered })
     }
 
     async fn commit(
         &self,
         env: &Envelope,
         round: Round,
-        _tx: &Transaction<'_>,
-    ) -> Result<(Vec<Envelope>, ()), StageError> {
-        let next = match round {
-            Round::Ran(req) => env.follow(&req.request),
-            Round::Stopped(req) => env.follow(&Reply::cancelled(&req.request)),
+        tx: &Transaction<'_>,
+    ) -> Result<(Vec<Envelope>, Counted), StageError> {
+        let (next, counted) = match round {
+            Round::Ran { req, answered } => (env.follow(&req.request), Counted::Answered(answered)),
+            Round::Stopped(req) => (
+                env.follow(&Reply::cancelled(&req.request)),
+                Counted::Nothing,
+            ),
+            Round::Awaiting { req, calls } => {
+                let waiting: Vec<&ToolCall> =
+                    req.calls.iter().filter(|c| calls.contains(&c.id)).collect();
+                let timeout = self.ctx.config.approvals.timeout;
+                let rows = approvals::request(tx, env.run_id, &req, &waiting, timeout).await?;
+                let requested = rows.iter().filter(|a| a.decided_at.is_none()).count();
+                return Ok((Vec::new(), Counted::Requested(requested)));
+            }
         };
-        Ok((vec![next], ()))
+        Ok((vec![next], counted))
+    }
+
+    async fn after_commit(&self, _env: &Envelope, counted: Counted) {
+        let m = &self.ctx.metrics.operator;
+        match counted {
+            Counted::Nothing => {}
+            Counted::Requested(n) => m
+                .approvals
+                .with_label_values(&["requested"])
+                .inc_by(n as u64),
+            Counted::Answered(answered) => {
+                for a in answered {
+                    let (approvals::Status::Decided(verdict), Some(waited)) =
+                        (a.status, a.waited_secs())
+                    else {
+                        continue;
+                    };
+                    m.approvals.with_label_values(&[verdict.as_str()]).inc();
+                    m.approval_wait
+                        .with_label_values(&[verdict.as_str()])
+                        .observe(waited);
+                }
+            }
+        }
     }
 }
 

@@ -4,6 +4,8 @@
 //! the server connects; a server's tool-list change is published again, and `hermes tools
 //! reload` makes it re-read the configuration file.
 
+pub mod approval;
+mod approval_watch;
 pub mod builtin;
 mod handler;
 pub mod mcp;
@@ -36,12 +38,22 @@ pub fn default_registry(settings: &ToolsSettings) -> Registry {
         .with(builtin::HttpFetch::new(&settings.http_fetch))
 }
 
+/// The approval rules of `file` over the built-ins of `builtins`; a rule naming no tool or
+/// toolset is a configuration problem, reported as one line.
+pub fn approval_rules(
+    file: &FileConfig,
+    builtins: &Registry,
+) -> Result<approval::ApprovalRules, String> {
+    approval::ApprovalRules::new(&file.tools, &file.mcp_servers, &builtins.builtin_names())
+}
+
 /// Start the MCP servers of `file` and build the registry over them and the built-ins.
 async fn assemble(
     ctx: &Ctx,
     file: &FileConfig,
     changes: &mpsc::UnboundedSender<ToolsetChanged>,
     llm: &Option<Arc<dyn Complete>>,
+    rules: approval::ApprovalRules,
 ) -> (Arc<McpHub>, Registry) {
     let hub = Arc::new(
         McpHub::start(
@@ -52,7 +64,9 @@ async fn assemble(
         )
         .await,
     );
-    let registry = default_registry(&file.tools).with_mcp(hub.clone());
+    let registry = default_registry(&file.tools)
+        .with_mcp(hub.clone())
+        .with_approvals(rules);
     (hub, registry)
 }
 
@@ -114,6 +128,11 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             .tool_refusals
             .with_label_values(&[reason.as_str()]);
     }
+    let operator = &ctx.metrics.operator;
+    operator.approvals.with_label_values(&["requested"]);
+    for verdict in hermes_types::model::Verdict::ALL {
+        operator.approvals.with_label_values(&[verdict.as_str()]);
+    }
     for outcome in RELOAD_OUTCOMES {
         ctx.metrics.tools_reloads.with_label_values(&[outcome]);
     }
@@ -131,6 +150,9 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     // Built-ins at once; each MCP server publishes its tools when it connects, through
     // `changes`, so a slow or absent server delays nothing.
     let builtins = default_registry(&file.tools);
+    // A gate that names nothing would leave the tool it meant ungated: refuse to start.
+    let rules = approval_rules(&file, &builtins).map_err(|e| anyhow::anyhow!(e))?;
+    let builtins = builtins.with_approvals(rules);
     publish_at_start(&ctx, &builtins, &file.mcp_servers).await?;
     ctx.readiness.done(REGISTRY_PUBLISHED);
     let publisher = tokio::spawn(publish_changes(ctx.clone(), changes));
@@ -158,7 +180,9 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         llm,
         reload_rx,
     ));
+    let watch = tokio::spawn(approval_watch::run(ctx.clone()));
     stage::run(ctx.clone(), ToolStage::new(ctx, registry.clone())).await;
+    watch.abort();
     reloader.abort();
     publisher.abort();
     sync::read(&registry).shutdown();
@@ -198,7 +222,18 @@ async fn reload_loop(
                 continue;
             }
         };
-        let (new_hub, new_registry) = assemble(&ctx, &file, &changes, &llm).await;
+        let rules = match approval_rules(&file, &default_registry(&file.tools)) {
+            Ok(rules) => rules,
+            Err(problem) => {
+                tracing::warn!(
+                    problems = problem,
+                    "tools reload refused: the configuration is invalid; keeping the current one"
+                );
+                reloaded(&ctx, "invalid");
+                continue;
+            }
+        };
+        let (new_hub, new_registry) = assemble(&ctx, &file, &changes, &llm, rules).await;
         let gone: Vec<String> = servers
             .keys()
             .filter(|n| !file.mcp_servers.contains_key(*n))

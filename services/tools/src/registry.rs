@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use hermes_types::model::ToolSpec;
 
+use crate::approval::ApprovalRules;
 use crate::mcp::McpHub;
 
 /// A tool's failure, returned to the model as the tool result (never a crash).
@@ -47,11 +48,12 @@ pub trait Tool: Send + Sync {
 }
 
 /// The tools of this replica by name: the built-ins, then whatever the MCP servers
-/// currently contribute.
+/// currently contribute; and which of them wait for an operator's approval.
 #[derive(Clone, Default)]
 pub struct Registry {
     tools: HashMap<String, Arc<dyn Tool>>,
     mcp: Option<Arc<McpHub>>,
+    approvals: Arc<ApprovalRules>,
 }
 
 impl Registry {
@@ -65,6 +67,25 @@ impl Registry {
     pub fn with_mcp(mut self, hub: Arc<McpHub>) -> Self {
         self.mcp = Some(hub);
         self
+    }
+
+    /// Gate the tools `rules` name behind an operator's approval.
+    pub fn with_approvals(mut self, rules: ApprovalRules) -> Self {
+        self.approvals = Arc::new(rules);
+        self
+    }
+
+    /// Which calls wait for an operator.
+    pub fn approvals(&self) -> &ApprovalRules {
+        &self.approvals
+    }
+
+    /// The built-in tools as (name, toolset), which `[tools] require_approval` may name.
+    pub fn builtin_names(&self) -> Vec<(String, String)> {
+        self.builtin_specs()
+            .into_iter()
+            .map(|s| (s.name, s.toolset))
+            .collect()
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {

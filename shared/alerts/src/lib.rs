@@ -171,6 +171,7 @@ mod tests {
             discord_url: Some(format!("{}/discord", server.uri()).into()),
             dedupe_window: Duration::from_secs(60),
             parking_threshold: 100,
+            approval_wait: Duration::from_secs(300),
         }
     }
 

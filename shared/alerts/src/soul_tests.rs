@@ -20,6 +20,7 @@ fn alerts(cache: &Cache, metrics: &Metrics) -> Alerts {
         discord_url: None,
         dedupe_window: Duration::from_secs(60),
         parking_threshold: 100,
+        approval_wait: Duration::from_secs(300),
     };
     Alerts::new(&settings, cache.clone(), metrics.clone())
 }

@@ -90,6 +90,8 @@ pub struct AlertSettings {
     pub dedupe_window: Duration,
     /// A parking queue holding more than this many messages raises an alert.
     pub parking_threshold: u32,
+    /// A tool call waiting longer than this for an operator raises an alert.
+    pub approval_wait: Duration,
 }
 
 /// 360dialog or the Cloud API: by `WHATSAPP_SENDER`, else by which credential is set.
@@ -199,11 +201,13 @@ pub(crate) fn read_alerts(r: &mut Reader<'_>) -> Option<AlertSettings> {
     let discord_url = r.get(&HERMES_ALERT_DISCORD_URL);
     let dedupe_window = r.get(&HERMES_ALERT_DEDUPE_SECS);
     let parking_threshold = r.get(&HERMES_ALERT_PARKING_ABOVE);
+    let approval_wait = r.get(&HERMES_ALERT_APPROVAL_WAIT);
     Some(AlertSettings {
         slack_url,
         discord_url,
         dedupe_window: dedupe_window?,
         parking_threshold: parking_threshold?,
+        approval_wait: approval_wait?,
     })
 }
 

@@ -284,7 +284,8 @@ impl FileConfig {
         }
         self.router.validate(&self.models, problems);
         self.llm.validate(problems);
-        self.tools.validate(problems);
+        let servers: Vec<&str> = self.mcp_servers.keys().map(String::as_str).collect();
+        self.tools.validate(&servers, problems);
         for (name, server) in &self.mcp_servers {
             server.validate(name, problems);
         }

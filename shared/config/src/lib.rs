@@ -176,6 +176,15 @@ pub struct Retention {
     pub sweep_every: Duration,
 }
 
+/// Tool calls that wait for an operator (docs/operator-mcp.md, approvals).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApprovalSettings {
+    /// How long a call waits before it is denied as timed out (`HERMES_APPROVAL_TIMEOUT`).
+    pub timeout: Duration,
+    /// How often the tools service times out calls and updates the gauges.
+    pub sweep_every: Duration,
+}
+
 /// The whole effective configuration of a process.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -224,6 +233,8 @@ pub struct Config {
     pub forge: ForgeSettings,
     /// Default per-sender inbound limit (platforms may override in the file).
     pub inbound_rate: RateLimit,
+    /// Per operator key: `messages_send` calls (docs/operator-mcp.md, limits).
+    pub operator_sends: RateLimit,
     pub router: RouterSecrets,
     /// Channel senders, send retries, breaker and rate gate of the delivery stage.
     pub delivery: DeliverySettings,
@@ -231,6 +242,8 @@ pub struct Config {
     pub retention: Retention,
     /// Where ops alerts go.
     pub alerts: AlertSettings,
+    /// Tool calls waiting for an operator.
+    pub approvals: ApprovalSettings,
     pub file: FileConfig,
     pub config_path: Option<PathBuf>,
     /// What each variable resolved to when read, secrets masked (for [`Config::describe`]).

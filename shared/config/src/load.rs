@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::env::{Reader, api, bus, ingest, process, providers, retention, router};
+use crate::env::{Reader, api, approvals, bus, ingest, process, providers, retention, router};
 use crate::{
-    ApiSurface, BackendKind, BusSettings, ChannelSecrets, Config, ConfigError, FileConfig,
-    ProviderSettings, RateLimit, Retention, RouterSecrets,
+    ApiSurface, ApprovalSettings, BackendKind, BusSettings, ChannelSecrets, Config, ConfigError,
+    FileConfig, ProviderSettings, RateLimit, Retention, RouterSecrets,
 };
 
 impl Config {
@@ -59,6 +59,7 @@ impl Config {
         let forge = crate::forge::read_forge(&mut r);
         let inbound_per_minute = r.get(&ingest::HERMES_INBOUND_PER_MINUTE);
         let inbound_burst = r.get(&ingest::HERMES_INBOUND_BURST);
+        let operator_sends = r.get(&ingest::HERMES_OPERATOR_SENDS_PER_MINUTE);
         let router = RouterSecrets {
             embeddings_url: r.get(&router::HERMES_EMBEDDINGS_URL),
             embeddings_api_key: r.get(&router::HERMES_EMBEDDINGS_API_KEY),
@@ -68,6 +69,8 @@ impl Config {
         let retention = read_retention(&mut r);
         let delivery = crate::delivery::read_delivery(&mut r);
         let alerts = crate::delivery::read_alerts(&mut r);
+        let approval_timeout = r.get(&approvals::HERMES_APPROVAL_TIMEOUT);
+        let approval_sweep = r.get(&approvals::HERMES_APPROVAL_SWEEP_SECS);
 
         // `--config` wins over the variable; doctor shows whichever was used.
         let from_env = r.get(&process::HERMES_CONFIG);
@@ -120,10 +123,18 @@ impl Config {
                     per_minute: inbound_per_minute?,
                     burst: inbound_burst?,
                 },
+                operator_sends: RateLimit {
+                    per_minute: operator_sends?,
+                    burst: operator_sends?,
+                },
                 router,
                 delivery: delivery?,
                 retention: retention?,
                 alerts: alerts?,
+                approvals: ApprovalSettings {
+                    timeout: approval_timeout?,
+                    sweep_every: approval_sweep?,
+                },
                 file,
                 config_path,
                 shown: std::mem::take(&mut r.shown),

@@ -43,7 +43,11 @@ pub struct McpServerSettings {
     /// RESEARCH and DISCUSS runs.
     #[serde(default)]
     pub local_host: bool,
-    /// Which tools and utilities are registered.
+    /// `true`: every tool of the server waits for an operator's approval before it runs
+    /// (docs/operator-mcp.md, approvals); `tools.require_approval` names single tools.
+    #[serde(default)]
+    pub requires_approval: bool,
+    /// Which tools and utilities are registered, and which wait for approval.
     #[serde(default)]
     pub tools: McpToolFilter,
     /// Limits of `sampling/createMessage` requests from this server.
@@ -146,6 +150,13 @@ impl McpServerSettings {
                 ));
             }
         }
+        for tool in &self.tools.require_approval {
+            if !self.tools.admits(tool) {
+                problems.push(format!(
+                    "mcp_servers.{name}.tools.require_approval names {tool:?}, which the tools filter does not register"
+                ));
+            }
+        }
         if self.sampling.max_tokens_cap == 0 {
             problems.push(format!(
                 "mcp_servers.{name}.sampling.max_tokens_cap must be above 0"
@@ -174,6 +185,8 @@ pub struct McpToolFilter {
     pub resources: bool,
     /// `list_prompts`/`get_prompt` when the server supports prompts.
     pub prompts: bool,
+    /// These server tools (by the server's own names) wait for an operator's approval.
+    pub require_approval: Vec<String>,
 }
 
 impl Default for McpToolFilter {
@@ -183,6 +196,7 @@ impl Default for McpToolFilter {
             exclude: Vec::new(),
             resources: true,
             prompts: true,
+            require_approval: Vec::new(),
         }
     }
 }
@@ -264,7 +278,7 @@ mod tests {
             command = "npx"
             args = ["-y", "@modelcontextprotocol/server-github"]
             env = { GITHUB_PERSONAL_ACCESS_TOKEN = "ghp_x" }
-            tools = { include = ["create_issue"], exclude = ["create_issue"], prompts = false }
+            tools = { include = ["create_issue"], exclude = ["create_issue"], prompts = false, require_approval = ["create_issue"] }
 
             [mcp_servers.stripe]
             url = "https://mcp.stripe.com"
@@ -272,6 +286,7 @@ mod tests {
             timeout = 5
             connect_timeout = 2.5
             sampling = { enabled = false, max_rpm = 3, log_level = "warning" }
+            requires_approval = true
             "#,
         )
         .unwrap();
@@ -280,11 +295,14 @@ mod tests {
         assert!(gh.tools.admits("create_issue"), "include wins over exclude");
         assert!(!gh.tools.admits("list_issues"));
         assert!(!gh.tools.prompts && gh.tools.resources);
+        assert_eq!(gh.tools.require_approval, ["create_issue"]);
+        assert!(!gh.requires_approval);
         assert_eq!(gh.call_timeout(), Duration::from_secs(120));
         let st = &servers["stripe"];
         assert_eq!(st.transport(), McpTransportKind::Http);
         assert_eq!(st.connect_deadline(), Duration::from_millis(2500));
         assert!(!st.sampling.enabled);
+        assert!(st.requires_approval);
         assert_eq!(st.sampling.max_rpm, 3);
         assert_eq!(st.sampling.max_tokens_cap, 4096);
         assert_eq!(st.sampling.log_level, AuditLevel::Warning);
@@ -301,7 +319,8 @@ mod tests {
         let servers = parse(
             "[mcp_servers.both]\ncommand = \"x\"\nurl = \"http://h\"\n\
              [mcp_servers.none]\ntimeout = 0\n\
-             [mcp_servers.ftp]\nurl = \"ftp://h\"\n",
+             [mcp_servers.ftp]\nurl = \"ftp://h\"\n\
+             [mcp_servers.gated]\ncommand = \"x\"\ntools = { exclude = [\"rm\"], require_approval = [\"rm\"] }\n",
         )
         .unwrap();
         let mut problems = Vec::new();
@@ -313,5 +332,9 @@ mod tests {
         assert!(all.contains("mcp_servers.none: needs command"), "{all}");
         assert!(all.contains("mcp_servers.none.timeout"), "{all}");
         assert!(all.contains("mcp_servers.ftp.url"), "{all}");
+        assert!(
+            all.contains("mcp_servers.gated.tools.require_approval names \"rm\""),
+            "{all}"
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! The tools stage's part of the configuration (`[tools]` in the TOML file): the limits and
-//! the operator allowlist of the built-in `http_fetch` tool.
+//! the operator allowlist of the built-in `http_fetch` tool, and which built-in tools or
+//! whole toolsets wait for an operator's approval (docs/operator-mcp.md, approvals).
 //!
 //! The allowlist parser lives here rather than in the tools crate so that a bad entry is
 //! reported at start with every other configuration problem, and the tool matches with the
@@ -18,12 +19,32 @@ use serde::Deserialize;
 pub struct ToolsSettings {
     /// `[tools.http_fetch]`.
     pub http_fetch: HttpFetchSettings,
+    /// Built-in tools (`http_fetch`) and whole toolsets (`builtin`, `mcp-<server>`) whose
+    /// calls wait for an operator's approval before they run. An MCP server's own tools
+    /// are named in its `[mcp_servers.<name>]` table instead.
+    pub require_approval: Vec<String>,
 }
 
 impl ToolsSettings {
-    /// Append one line per problem to `problems`.
-    pub fn validate(&self, problems: &mut Vec<String>) {
+    /// Append one line per problem to `problems`; `servers` are the configured MCP
+    /// servers, the only `mcp-<server>` toolsets `require_approval` may name.
+    pub fn validate(&self, servers: &[&str], problems: &mut Vec<String>) {
         self.http_fetch.validate(problems);
+        for entry in &self.require_approval {
+            if entry.trim().is_empty() {
+                problems.push("tools.require_approval: an entry is empty".into());
+            } else if entry.starts_with("mcp_") {
+                problems.push(format!(
+                    "tools.require_approval: {entry:?} looks like an MCP tool; name it in [mcp_servers.<server>] requires_approval or tools.require_approval"
+                ));
+            } else if let Some(server) = entry.strip_prefix("mcp-")
+                && !servers.contains(&server)
+            {
+                problems.push(format!(
+                    "tools.require_approval: {entry:?} names no configured MCP server"
+                ));
+            }
+        }
     }
 }
 
@@ -295,7 +316,7 @@ mod tests {
     #[test]
     fn validation_reports_bad_entries_and_zero_limits() {
         let mut problems = Vec::new();
-        ToolsSettings::default().validate(&mut problems);
+        ToolsSettings::default().validate(&[], &mut problems);
         assert!(problems.is_empty(), "{problems:?}");
         let settings = ToolsSettings {
             http_fetch: HttpFetchSettings {
@@ -304,9 +325,15 @@ mod tests {
                 timeout_secs: 0,
                 max_redirects: 0,
             },
+            require_approval: vec!["mcp-github".into(), "mcp-gone".into(), "mcp_x_y".into()],
         };
-        settings.validate(&mut problems);
-        assert_eq!(problems.len(), 4, "{problems:?}");
+        settings.validate(&["github"], &mut problems);
+        assert_eq!(problems.len(), 6, "{problems:?}");
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("\"mcp-gone\" names no configured MCP server"))
+        );
         assert_eq!(settings.http_fetch.allow_rules().len(), 1);
     }
 
@@ -320,5 +347,8 @@ mod tests {
         assert_eq!(s.http_fetch.timeout(), Duration::from_secs(10));
         assert_eq!(s.http_fetch.max_redirects, 5);
         assert!(toml::from_str::<ToolsSettings>("[http_fetch]\nmethod = \"POST\"\n").is_err());
+        let s: ToolsSettings =
+            toml::from_str("require_approval = [\"http_fetch\", \"mcp-github\"]\n").unwrap();
+        assert_eq!(s.require_approval, ["http_fetch", "mcp-github"]);
     }
 }

@@ -39,16 +39,25 @@ pub enum KeyScope {
     Chat,
     /// Scheduled jobs: `/api/jobs` (its own jobs only).
     Jobs,
+    /// The operator MCP server at `/mcp` (docs/operator-mcp.md): every conversation of the
+    /// install, sending to any known chat, answering approvals. Never a default.
+    Operator,
 }
 
 impl KeyScope {
-    pub const ALL: [KeyScope; 3] = [KeyScope::Messages, KeyScope::Chat, KeyScope::Jobs];
+    pub const ALL: [KeyScope; 4] = [
+        KeyScope::Messages,
+        KeyScope::Chat,
+        KeyScope::Jobs,
+        KeyScope::Operator,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             KeyScope::Messages => "messages",
             KeyScope::Chat => "chat",
             KeyScope::Jobs => "jobs",
+            KeyScope::Operator => "operator",
         }
     }
 
@@ -67,7 +76,8 @@ impl std::str::FromStr for KeyScope {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        Self::parse(s).ok_or_else(|| format!("{s:?} is not a scope (messages, chat, jobs)"))
+        Self::parse(s)
+            .ok_or_else(|| format!("{s:?} is not a scope (messages, chat, jobs, operator)"))
     }
 }
 

@@ -45,17 +45,20 @@ pub enum JobRunStatus {
     Routed,
     Running,
     AwaitingTools,
+    /// A tool call of the run waits for an operator (docs/operator-mcp.md, approvals).
+    AwaitingApproval,
     Completed,
     Failed,
     Cancelled,
 }
 
 impl JobRunStatus {
-    const ALL: [JobRunStatus; 7] = [
+    const ALL: [JobRunStatus; 8] = [
         JobRunStatus::Queued,
         JobRunStatus::Routed,
         JobRunStatus::Running,
         JobRunStatus::AwaitingTools,
+        JobRunStatus::AwaitingApproval,
         JobRunStatus::Completed,
         JobRunStatus::Failed,
         JobRunStatus::Cancelled,
@@ -67,6 +70,7 @@ impl JobRunStatus {
             JobRunStatus::Routed => "routed",
             JobRunStatus::Running => "running",
             JobRunStatus::AwaitingTools => "awaiting_tools",
+            JobRunStatus::AwaitingApproval => "awaiting_approval",
             JobRunStatus::Completed => "completed",
             JobRunStatus::Failed => "failed",
             JobRunStatus::Cancelled => "cancelled",

@@ -105,6 +105,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0018_agent_contract",
         sql: include_str!("../../../migrations/0018_agent_contract.sql"),
     },
+    Migration {
+        version: 19,
+        name: "0019_operator_mcp",
+        sql: include_str!("../../../migrations/0019_operator_mcp.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

@@ -19,6 +19,7 @@ pub enum Table {
     ActivityEvents,
     WebhookDeliveries,
     Interactions,
+    Events,
     Sessions,
     MessageStatuses,
     UserMemory,
@@ -35,6 +36,7 @@ impl Table {
             Table::ActivityEvents => "activity_events",
             Table::WebhookDeliveries => "webhook_deliveries",
             Table::Interactions => "interactions",
+            Table::Events => "events",
             Table::Sessions => "sessions",
             Table::MessageStatuses => "message_statuses",
             Table::UserMemory => "user_memory",
@@ -78,6 +80,13 @@ fn batch_sql(table: Table) -> String {
             format!("interactions WHERE created_at < {CUTOFF}"),
             "created_at",
         ),
+        // The operators' event log (docs/operator-mcp.md): it quotes messages, so it is kept
+        // as long as they are.
+        Table::Events => (
+            "id",
+            format!("events WHERE created_at < {CUTOFF}"),
+            "created_at",
+        ),
         Table::Sessions => (
             "id",
             format!("sessions WHERE last_activity_at < {CUTOFF}"),
@@ -117,9 +126,10 @@ fn batch_sql(table: Table) -> String {
 
 /// The tables of each family with its retention in days, in the order they are swept
 /// (messages before their sessions, events and responses before their runs).
-fn families(r: &Retention) -> [(Table, u32); 10] {
+fn families(r: &Retention) -> [(Table, u32); 11] {
     [
         (Table::Interactions, r.conversations_days),
+        (Table::Events, r.conversations_days),
         (Table::Sessions, r.conversations_days),
         (Table::Responses, r.responses_days),
         (Table::ActivityEvents, r.runs_days),

@@ -15,6 +15,8 @@ pub enum RunStatus {
     /// A stage is working on it (the llm stage began a model call).
     Running,
     AwaitingTools,
+    /// A tool call of the run waits for an operator (docs/operator-mcp.md, approvals).
+    AwaitingApproval,
     Completed,
     Failed,
     /// Stopped at a caller's request before it ended (docs/api.md, runs).
@@ -34,6 +36,7 @@ impl RunStatus {
             RunStatus::Routed => "routed",
             RunStatus::Running => "running",
             RunStatus::AwaitingTools => "awaiting_tools",
+            RunStatus::AwaitingApproval => "awaiting_approval",
             RunStatus::Completed => "completed",
             RunStatus::Failed => "failed",
             RunStatus::Cancelled => "cancelled",
@@ -46,6 +49,7 @@ impl RunStatus {
             Self::Routed,
             Self::Running,
             Self::AwaitingTools,
+            Self::AwaitingApproval,
             Self::Completed,
             Self::Failed,
             Self::Cancelled,
@@ -245,7 +249,7 @@ pub async fn create_routed(
         .query_one(
             &crate::stmt(
                 tx,
-                "WITH r AS (INSERT INTO agent_runs (id, platform, sender_id, chat_id,
+                &format!("WITH r AS (INSERT INTO agent_runs (id, platform, sender_id, chat_id,
                                 external_message_id, status, tier, input_text, metadata,
                                 api_key_id, traceparent, user_id, agent_id, session_id, dispatch,
                                 engagement_mode, contract_version, credits_charged, provenance)
@@ -254,10 +258,15 @@ pub async fn create_routed(
                             ON CONFLICT DO NOTHING RETURNING id),
                       i AS (INSERT INTO interactions (run_id, user_id, session_id, direction, text, meta)
                             SELECT id, $11, $13, 'inbound', $19, $20 FROM r
-                            ON CONFLICT (run_id, direction) DO NOTHING),
+                            ON CONFLICT (run_id, direction) DO NOTHING
+                            RETURNING id, run_id, user_id, session_id, direction, text),
+                      e AS ({}),
                       a AS (INSERT INTO activity_events (run_id, agent_id, user_id, kind, data)
                             SELECT id, $12, $11, $21, $22 FROM r)
                  SELECT count(*) FROM r",
+                // The inbound `message` event (docs/operator-mcp.md, events).
+                crate::sessions::message_events("i", "$23")
+            ),
             )
             .await?,
             &[
@@ -283,6 +292,7 @@ pub async fn create_routed(
                 r.inbound_meta,
                 &r.activity,
                 r.activity_data,
+                &crate::sessions::EVENT_TEXT_CHARS,
             ],
         )
         .await?;
@@ -543,6 +553,14 @@ pub async fn sweep_stuck(
                    -- An external run is ended by its reply deadline (the expiry sweeper);
                    -- it is stuck only when still open this long after that deadline.
                    AND (deadline_at IS NULL OR deadline_at < now() - make_interval(secs => $1))
+                   -- A run waiting for an operator's approval is not stuck until this long
+                   -- after its call's approval deadline, and a run resumed by an answer gets
+                   -- this long again from the answer (docs/operator-mcp.md, approvals).
+                   AND NOT EXISTS (
+                       SELECT 1 FROM tool_approvals a
+                       WHERE a.run_id = agent_runs.id
+                         AND COALESCE(a.decided_at, a.deadline_at)
+                             > now() - make_interval(secs => $1))
                  ORDER BY created_at
                  LIMIT $2
                  FOR UPDATE SKIP LOCKED)

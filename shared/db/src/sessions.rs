@@ -229,8 +229,27 @@ impl Direction {
     }
 }
 
+/// The most characters of a message its `message` event carries (`messages_read` has all).
+pub const EVENT_TEXT_CHARS: i32 = 1000;
+
 /// Log one message of run `run_id`. Returns false when that run's message in that
 /// direction is already logged: a redelivered message must not appear twice in a history.
+/// The statement writing the `message` events of the interactions the CTE `cte` returned
+/// (`id, run_id, user_id, session_id, direction, text`), their text cut to the parameter
+/// `chars` (bound to [`EVENT_TEXT_CHARS`]). Every statement that logs an interaction ends
+/// with it, so a message and its event exist together (docs/operator-mcp.md, events).
+pub(crate) fn message_events(cte: &str, chars: &str) -> String {
+    format!(
+        "INSERT INTO events (kind, workspace_id, platform, chat_id, session_id, run_id, body)
+         SELECT 'message', u.workspace_id, s.platform, s.channel_id, l.session_id, l.run_id,
+                jsonb_build_object('direction', l.direction, 'message_id', l.id,
+                  'user_id', l.user_id, 'text', left(l.text, {chars}),
+                  'truncated', length(l.text) > {chars})
+         FROM {cte} l JOIN sessions s ON s.id = l.session_id
+         JOIN users u ON u.id = l.user_id"
+    )
+}
+
 pub async fn log_interaction(
     tx: &Transaction<'_>,
     run_id: RunId,
@@ -244,8 +263,16 @@ pub async fn log_interaction(
         .execute(
             &crate::stmt(
                 tx,
-                "INSERT INTO interactions (run_id, user_id, session_id, direction, text, meta)
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id, direction) DO NOTHING",
+                // The `message` event of operators' MCP clients (docs/operator-mcp.md) is
+                // written with the interaction, so it exists exactly when the message does.
+                &format!(
+                    "WITH logged AS (
+                       INSERT INTO interactions (run_id, user_id, session_id, direction, text, meta)
+                       VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id, direction) DO NOTHING
+                       RETURNING id, run_id, user_id, session_id, direction, text)
+                     {}",
+                    message_events("logged", "$7")
+                ),
             )
             .await?,
             &[
@@ -255,6 +282,7 @@ pub async fn log_interaction(
                 &direction.as_str(),
                 &text,
                 meta,
+                &EVENT_TEXT_CHARS,
             ],
         )
         .await?;

@@ -1,7 +1,7 @@
 //! The runtime context every service's `run(ctx)` receives: configuration and handles on
 //! PostgreSQL, RabbitMQ and Redis, the metrics, readiness, and the service's stop signal.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -15,6 +15,7 @@ use hermes_bus::{Bus, Names};
 use hermes_cache::Cache;
 use hermes_config::Config;
 use hermes_db::Db;
+use hermes_db::event_hub::EventHub;
 use hermes_telemetry::Metrics;
 
 /// The services' pool: every session bounded by the configured statement and idle timeouts.
@@ -45,6 +46,9 @@ pub struct Ctx {
     pub outages: Outages,
     /// Cancelled when this service must stop taking new work.
     pub stop: CancellationToken,
+    /// The process's listener on the operator event log, started by the first
+    /// [`Ctx::event_hub`] (only processes that serve operators' MCP clients listen).
+    events: Arc<OnceLock<EventHub>>,
 }
 
 impl Ctx {
@@ -108,6 +112,17 @@ impl Ctx {
             fatal: Fatal::new(),
             outages,
             stop: CancellationToken::new(),
+            events: Arc::default(),
+        })
+    }
+
+    /// The event hub of this process (docs/operator-mcp.md, events): one `LISTEN` on the
+    /// event log for every waiting `events_wait` and `messages_send`, started on first use
+    /// and stopped with this context's stop signal.
+    pub fn event_hub(&self) -> &EventHub {
+        self.events.get_or_init(|| {
+            let (hub, _task) = EventHub::start(&self.db, self.stop.clone());
+            hub
         })
     }
 

@@ -404,7 +404,7 @@ async fn dispose<H: Handler>(
         // so its run ends (`park.rs`).
         e @ StageError::Transient(_) if deliveries >= ctx.config.bus.delivery_limit => {
             tracing::error!(error = %e, deliveries, "message failed on its own too often; parking it");
-            park::end_run(ctx, env).await;
+            park::end_run(ctx, env, "delivery_limit").await;
             Disposition::Reject
         }
         e @ StageError::Transient(_) => transient(e, deliveries).await,
@@ -423,7 +423,7 @@ async fn dispose<H: Handler>(
         }
         e @ StageError::Poison(_) => {
             tracing::error!(error = %e, "message cannot be processed; parking it");
-            park::end_run(ctx, env).await;
+            park::end_run(ctx, env, "poison").await;
             Disposition::Reject
         }
         StageError::Retry { reason, error } => {
@@ -497,7 +497,7 @@ async fn retry_later(
             {
                 Ok(()) => {
                     tracing::error!(%reason, error = %detail, attempt = env.attempt, queue, "send failed for good; message parked");
-                    park::end_run(ctx, env).await;
+                    park::end_run(ctx, env, reason.as_str()).await;
                     Disposition::Ack("parked")
                 }
                 Err(e) => {

@@ -18,17 +18,20 @@ pub enum AlertKind {
     SoulInvalidationFailed,
     /// A dependency (PostgreSQL) has been unreachable for a while: stages hold their messages.
     DependencyDown,
+    /// A tool call has waited longer than `HERMES_ALERT_APPROVAL_WAIT` for an operator.
+    ApprovalWaiting,
 }
 
 impl AlertKind {
     /// Every kind, so each series of `hermes_alerts_total` exists from the start.
-    pub const ALL: [AlertKind; 6] = [
+    pub const ALL: [AlertKind; 7] = [
         AlertKind::BreakerOpen,
         AlertKind::ParkingQueueGrowth,
         AlertKind::ParkingQueueFull,
         AlertKind::KillswitchOn,
         AlertKind::SoulInvalidationFailed,
         AlertKind::DependencyDown,
+        AlertKind::ApprovalWaiting,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -39,6 +42,7 @@ impl AlertKind {
             AlertKind::KillswitchOn => "killswitch_on",
             AlertKind::SoulInvalidationFailed => "soul_invalidation_failed",
             AlertKind::DependencyDown => "dependency_down",
+            AlertKind::ApprovalWaiting => "approval_waiting",
         }
     }
 }

@@ -4,10 +4,12 @@
 mod agent_metrics;
 mod alert_kind;
 mod metrics;
+mod operator_metrics;
 
 pub use agent_metrics::AgentMetrics;
 pub use alert_kind::AlertKind;
 pub use metrics::{Inner as MetricHandles, Metrics};
+pub use operator_metrics::OperatorMetrics;
 
 use tracing_subscriber::EnvFilter;
 
@@ -15,9 +17,17 @@ use hermes_config::LogFormat;
 
 /// Install the global log subscriber (once; later calls are no-ops, which tests rely on).
 pub fn init_tracing(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        EnvFilter::new("info,lapin=warn,amq_protocol=warn,tokio_postgres=warn")
-    });
+    init_tracing_at(
+        format,
+        "info,lapin=warn,amq_protocol=warn,tokio_postgres=warn",
+    );
+}
+
+/// [`init_tracing`] with another filter when `RUST_LOG` is not set (`hermes mcp serve`
+/// logs only warnings unless asked for more: its client shows stderr to people).
+pub fn init_tracing_at(format: LogFormat, default_filter: &str) {
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -102,6 +102,8 @@ pub struct Inner {
     pub ready: GaugeVec,
     /// The agent contract (external runs, the MCP surface, Forge wakes).
     pub agents: AgentMetrics,
+    /// The operator MCP server and tool approvals.
+    pub operator: crate::OperatorMetrics,
 }
 
 impl std::ops::Deref for Metrics {
@@ -111,14 +113,14 @@ impl std::ops::Deref for Metrics {
     }
 }
 
-fn counter_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+pub(crate) fn counter_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     let m = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
     r.register(Box::new(m.clone()))
         .expect("metric registered once");
     m
 }
 
-fn histogram_vec(
+pub(crate) fn histogram_vec(
     r: &Registry,
     name: &str,
     help: &str,
@@ -595,6 +597,7 @@ impl Metrics {
         .unwrap();
         r.register(Box::new(ready.clone())).unwrap();
         let agents = AgentMetrics::register(&r);
+        let operator = crate::OperatorMetrics::register(&r);
         Self(Arc::new(Inner {
             registry: r,
             http_requests,
@@ -666,6 +669,7 @@ impl Metrics {
             webhook_deliveries,
             ready,
             agents,
+            operator,
         }))
     }
 

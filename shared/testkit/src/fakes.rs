@@ -96,6 +96,48 @@ pub fn openai_tool_call(tool: &str, arguments: &serde_json::Value) -> serde_json
     })
 }
 
+/// An OpenAI-compatible fake model that asks for `tool` with `arguments` (see
+/// [`openai_tool_call`]) and answers `answer` once a request carries a tool result.
+pub async fn openai_tool_then_answer(
+    tool: &str,
+    arguments: &serde_json::Value,
+    answer: &str,
+) -> wiremock::MockServer {
+    use wiremock::matchers::{body_string_contains, method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let provider = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .and(body_string_contains("\"role\":\"tool\""))
+        .respond_with(ResponseTemplate::new(200).set_body_json(openai_answer(answer, 40, 3)))
+        .with_priority(1)
+        .mount(&provider)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(openai_tool_call(tool, arguments)))
+        .with_priority(2)
+        .mount(&provider)
+        .await;
+    provider
+}
+
+/// The last tool turn of a chat completions request to the fake model (its content parsed
+/// as JSON when it is JSON), if it has one.
+pub fn tool_result(request: &serde_json::Value) -> Option<serde_json::Value> {
+    let tool = request["messages"]
+        .as_array()?
+        .iter()
+        .rfind(|m| m["role"] == "tool")?;
+    let content = &tool["content"];
+    Some(
+        content
+            .as_str()
+            .and_then(|t| serde_json::from_str(t).ok())
+            .unwrap_or_else(|| content.clone()),
+    )
+}
+
 /// Take every message waiting in `stage`'s queue (acking them), decoded.
 pub async fn drain(bus: &Bus, stage: hermes_bus::Stage) -> Vec<Envelope> {
     use lapin::options::{BasicAckOptions, BasicGetOptions};

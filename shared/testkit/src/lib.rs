@@ -21,7 +21,7 @@ pub use env::OPENAI_KEY;
 pub use env::{Server, TestEnv};
 pub use fakes::{
     api_inbound, channel_inbound, drain, metric, openai_answer, openai_fake, openai_tool_call,
-    rest_inbound, send, telegram_fake,
+    openai_tool_then_answer, rest_inbound, send, telegram_fake, tool_result,
 };
 pub use fleet::Fleet;
 pub use harness::StageHarness;

@@ -119,6 +119,10 @@ uuid_id!(
     DraftId
 );
 uuid_id!(
+    /// A tool call waiting for an operator's approval (`tool_approvals`, docs/operator-mcp.md).
+    ApprovalId
+);
+uuid_id!(
     /// A response of the OpenAI Responses API (`responses`); on the wire `resp_` and the
     /// UUID's 32 hex digits, as OpenAI's ids look (see [`ResponseId::wire`]).
     ResponseId

@@ -5,11 +5,11 @@
 //! speak the protocol (initialize, list the tools) but every tool refuses it.
 
 use axum::http::HeaderMap;
-use hermes_runtime::http::ApiError;
 use hermes_types::ids::AgentId;
 
 use crate::AppState;
-use crate::rest::{Caller, bearer_of, over_rate, resolve};
+use crate::mcp_http::{self, Refused};
+use crate::rest::{Caller, over_rate};
 
 /// An authenticated caller of the surface.
 #[derive(Clone, Copy, Debug)]
@@ -18,25 +18,9 @@ pub struct Identity {
     pub agent: Option<AgentId>,
 }
 
-/// Why a request was refused before any tool ran.
-#[derive(Debug)]
-pub enum Refused {
-    /// No Bearer key, or not a live key.
-    Unauthenticated,
-    /// Over the key's request rate: retry after this many seconds.
-    RateLimited(u64),
-    /// The key could not be checked (PostgreSQL unreachable).
-    Unavailable(ApiError),
-}
-
 /// Resolve the Bearer key of `headers` and take one request from its rate.
 pub async fn identify(app: &AppState, headers: &HeaderMap) -> Result<Identity, Refused> {
-    let key = bearer_of(headers).ok_or(Refused::Unauthenticated)?;
-    let caller = resolve(app, &key)
-        .await
-        .map_err(Refused::Unavailable)?
-        .ok_or(Refused::Unauthenticated)?;
-    match caller {
+    match mcp_http::key_of(app, headers).await? {
         Caller::Operator => Ok(Identity { agent: None }),
         Caller::Key(k) => {
             if let Some(secs) = over_rate(app, &k).await {

@@ -2,13 +2,14 @@
 //! ended, a mode that forbids the mutation, a bad argument) is a [`ToolError`] with a stable
 //! code: on JSON-RPC it is a tool result with `isError: true` and the error as structured
 //! content, on the REST alias the body `{"error": {…}}` with a fitting HTTP status. Protocol
-//! faults (unparsable JSON, an unknown method) are JSON-RPC errors ([`RpcCode`]).
+//! faults (unparsable JSON, an unknown method) are JSON-RPC errors (`hermes_mcp_server::RpcCode`).
 
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use hermes_db::DbError;
-use serde_json::{Map, Value, json};
+use hermes_mcp_server::Refusal;
+use serde_json::{Value, json};
 
 /// The code of a tool's refusal, as agents match on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,21 +56,20 @@ impl ErrorCode {
     }
 }
 
-/// A tool's refusal: a code, a message for the agent's operator, and structured details.
+/// A tool's refusal: a code, and the refusal as the protocol core carries it (the code on
+/// the wire, a message for the agent's operator, structured details such as
+/// `engagementMode` and `tool` of a mode refusal).
 #[derive(Clone, Debug)]
 pub struct ToolError {
     pub code: ErrorCode,
-    pub message: String,
-    /// More fields of the error object (e.g. `engagementMode` and `tool` of a mode refusal).
-    pub details: Map<String, Value>,
+    pub refusal: Refusal,
 }
 
 impl ToolError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
             code,
-            message: message.into(),
-            details: Map::new(),
+            refusal: Refusal::new(code.as_str(), message),
         }
     }
 
@@ -92,17 +92,16 @@ impl ToolError {
     }
 
     /// Add a field to the error object.
-    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
-        self.details.insert(key.into(), value.into());
-        self
+    pub fn with(self, key: &str, value: impl Into<Value>) -> Self {
+        Self {
+            refusal: self.refusal.with(key, value),
+            ..self
+        }
     }
 
     /// The error object `{code, message, …details}`.
     pub fn body(&self) -> Value {
-        let mut o = self.details.clone();
-        o.insert("code".into(), json!(self.code.as_str()));
-        o.insert("message".into(), json!(self.message));
-        Value::Object(o)
+        self.refusal.body()
     }
 
     /// As the REST alias answers it: the fleet's error shape (docs/api.md) with the tool's
@@ -131,37 +130,5 @@ impl From<DbError> for ToolError {
     fn from(e: DbError) -> Self {
         tracing::warn!(error = %e, "agent MCP call could not reach PostgreSQL");
         ToolError::new(ErrorCode::Unavailable, "the database is unavailable; retry")
-    }
-}
-
-/// The JSON-RPC 2.0 error codes the surface answers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RpcCode {
-    /// The body is not JSON.
-    ParseError,
-    /// Not a JSON-RPC request (a batch included: not supported).
-    InvalidRequest,
-    /// No such method.
-    MethodNotFound,
-    /// Bad params, or an unknown tool.
-    InvalidParams,
-    /// The key is missing or not valid, or over its request rate.
-    Unauthorized,
-    /// Over the key's request rate.
-    RateLimited,
-}
-
-impl RpcCode {
-    /// The numeric code.
-    pub fn code(self) -> i64 {
-        match self {
-            RpcCode::ParseError => -32700,
-            RpcCode::InvalidRequest => -32600,
-            RpcCode::MethodNotFound => -32601,
-            RpcCode::InvalidParams => -32602,
-            // Implementation-defined server errors (-32000 to -32099).
-            RpcCode::Unauthorized => -32001,
-            RpcCode::RateLimited => -32002,
-        }
     }
 }

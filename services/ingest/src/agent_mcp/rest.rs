@@ -10,10 +10,11 @@ use axum::response::{IntoResponse, Response};
 use hermes_runtime::http::ApiError;
 use serde_json::Value;
 
-use super::auth::{Refused, identify};
+use super::auth::identify;
 use super::errors::{ErrorCode, ToolError};
 use super::tools::{self, Tool};
 use crate::AppState;
+use crate::mcp_http::Refused;
 
 /// `POST /api/mcp/{tool}`. The key is checked before the body is read.
 pub async fn handle(
@@ -34,6 +35,10 @@ pub async fn handle(
                 )
             }
             .into_response();
+        }
+        Err(Refused::Forbidden(why)) => {
+            return ApiError::new(axum::http::StatusCode::FORBIDDEN, "forbidden", why)
+                .into_response();
         }
         Err(Refused::Unavailable(e)) => return e.into_response(),
     };

@@ -40,11 +40,13 @@ pub(crate) enum Found {
 }
 
 /// The status a caller is shown for a stored status: `queued`, `running`, `completed`,
-/// `failed` or `cancelled`.
+/// `awaiting_approval`, `failed` or `cancelled`.
 pub(crate) fn shown_status(status: RunStatus) -> &'static str {
     match status {
         RunStatus::Routed => "queued",
         RunStatus::Running | RunStatus::AwaitingTools => "running",
+        // A tool call waits for an operator (docs/operator-mcp.md, approvals).
+        RunStatus::AwaitingApproval => "awaiting_approval",
         RunStatus::Completed => "completed",
         RunStatus::Failed => "failed",
         RunStatus::Cancelled => "cancelled",

@@ -169,5 +169,11 @@ settings! {
             secret: false,
             help: "a parking queue holding more messages than this raises an alert",
         },
+        HERMES_ALERT_APPROVAL_WAIT: Duration {
+            kind: kinds::DURATION,
+            unset: Value("5m"),
+            secret: false,
+            help: "a tool call waiting longer than this for an operator's approval raises an alert (docs/operator-mcp.md, approvals)",
+        },
     ]
 }

@@ -112,5 +112,11 @@ settings! {
             secret: false,
             help: "messages one sender may send at once before the per-minute rate applies",
         },
+        HERMES_OPERATOR_SENDS_PER_MINUTE: u32 {
+            kind: kinds::U32_POSITIVE,
+            unset: Value("30"),
+            secret: false,
+            help: "messages one operator key may send per minute with `messages_send` (as many at once), over MCP",
+        },
     ]
 }

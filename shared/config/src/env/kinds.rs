@@ -330,6 +330,18 @@ pub(crate) const SECS_LIST: Kind<Vec<Duration>> = Kind {
     show: |d| join(d, |d| d.as_secs().to_string()),
 };
 
+/// One positive duration with a unit (`90s`, `10m`, `2h`; a bare number is seconds).
+pub(crate) const DURATION: Kind<Duration> = Kind {
+    parse: |name, value| match hermes_types::duration::parse_duration(value) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err(vec![format!("{name}={value:?} must be above 0")]),
+        Err(e) => Err(vec![format!(
+            "{name}: {e}; expected a duration such as 90s, 10m or 2h"
+        )]),
+    },
+    show: |d| hermes_types::duration::duration_label(*d),
+};
+
 /// Comma-separated durations with units (`1m,5m`; bare numbers are seconds), or `none` for
 /// the empty list.
 pub(crate) const DURATION_LIST: Kind<Vec<Duration>> = Kind {

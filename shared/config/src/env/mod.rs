@@ -8,6 +8,7 @@ mod kinds;
 mod read;
 
 pub mod api;
+pub mod approvals;
 pub mod bus;
 pub mod delivery;
 pub mod forge;
@@ -139,6 +140,7 @@ static SECTIONS: &[&[&Setting]] = &[
     retention::SETTINGS,
     delivery::SETTINGS,
     delivery::ALERTS,
+    approvals::SETTINGS,
     process::OUTSIDE,
 ];
 

@@ -20,7 +20,7 @@ settings! {
             kind: kinds::U32,
             unset: Value("90"),
             secret: false,
-            help: "days a message (`interactions`) is kept, and an idle session (`sessions`); 0 keeps them",
+            help: "days a message (`interactions`, and the operators' `events` log) is kept, and an idle session (`sessions`); 0 keeps them",
         },
         HERMES_RETENTION_STATUSES_DAYS: u32 {
             kind: kinds::U32,

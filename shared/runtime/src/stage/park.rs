@@ -16,6 +16,7 @@
 //! message sends one reply. If the run cannot be ended now (PostgreSQL or the broker away),
 //! the stuck-run sweeper ends it later.
 
+use hermes_db::events::{self, EventKind, NewEvent};
 use hermes_db::{credits, inbox, runs};
 use hermes_types::envelope::{Envelope, MessageKind};
 use hermes_types::ids::MessageId;
@@ -33,7 +34,8 @@ const FAILURE_REPLY_ID: u128 = 0x7061_726b_6564_2d72_6570_6c79_0000_0001;
 
 /// End `env`'s run because `env` was parked. Best effort: a run this cannot end is left to
 /// the sweeper, and the message is parked either way.
-pub(super) async fn end_run(ctx: &Ctx, env: &Envelope) {
+/// `why` names the failure (a `FailureReason`, `poison` or `delivery_limit`).
+pub(super) async fn end_run(ctx: &Ctx, env: &Envelope, why: &str) {
     let result = match env.kind {
         MessageKind::Inbound => match env.payload::<Inbound>() {
             Ok(inbound) => {
@@ -54,7 +56,7 @@ pub(super) async fn end_run(ctx: &Ctx, env: &Envelope) {
             Ok(tr) => reply(ctx, env, failed(tr.request)).await,
             Err(e) => Err(e.into()),
         },
-        MessageKind::Reply => close(ctx, env).await,
+        MessageKind::Reply => close(ctx, env, why).await,
         MessageKind::AgentWake => leave_to_deadline(ctx, env).await,
         // Memory extraction follows a closed run: nothing is open.
         MessageKind::MemoryExtract => Ok(()),
@@ -94,12 +96,13 @@ async fn leave_to_deadline(ctx: &Ctx, env: &Envelope) -> anyhow::Result<()> {
         return Ok(());
     }
     drop(client);
-    close(ctx, env).await
+    close(ctx, env, "wake_parked").await
 }
 
 /// Close the run as failed and refund it, when its reply (or a wake of a run with no reply
-/// deadline) is what was parked.
-async fn close(ctx: &Ctx, env: &Envelope) -> anyhow::Result<()> {
+/// deadline) is what was parked. A reply given up on is a `delivery_failed` event for
+/// operators (docs/operator-mcp.md, events), written with the close.
+async fn close(ctx: &Ctx, env: &Envelope, why: &str) -> anyhow::Result<()> {
     let mut client = ctx.db.get().await?;
     let tx = client.transaction().await?;
     let outcome = Outcome::Failed {
@@ -108,6 +111,22 @@ async fn close(ctx: &Ctx, env: &Envelope) -> anyhow::Result<()> {
     };
     let closed = runs::finish(&tx, env.run_id, &outcome, None).await?;
     let refunded = closed && credits::refund(&tx, env.run_id).await?;
+    if closed
+        && env.kind == MessageKind::Reply
+        && let Ok(reply) = env.payload::<Reply>()
+    {
+        let to = &reply.reply_to;
+        let event = NewEvent {
+            platform: Some(to.platform),
+            chat_id: Some(&to.chat_id),
+            ..NewEvent::of_run(
+                EventKind::DeliveryFailed,
+                env.run_id,
+                serde_json::json!({ "reason": why, "message_id": env.id }),
+            )
+        };
+        events::record(&tx, &event).await?;
+    }
     tx.commit().await?;
     if closed {
         tracing::warn!(run_id = %env.run_id, refunded, "undeliverable message parked: its run closed as failed");

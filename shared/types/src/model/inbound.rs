@@ -64,6 +64,17 @@ pub struct ReplyTo {
     pub callback_url: Option<String>,
 }
 
+impl ReplyTo {
+    /// A chat on a chat platform (no callback).
+    pub fn chat(platform: Platform, chat_id: impl Into<String>) -> Self {
+        Self {
+            platform,
+            chat_id: chat_id.into(),
+            callback_url: None,
+        }
+    }
+}
+
 /// An inbound message on its way to the router.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Inbound {

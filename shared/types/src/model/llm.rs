@@ -249,6 +249,10 @@ impl Payload for LlmRequest {
 pub struct ToolRequest {
     pub request: LlmRequest,
     pub calls: Vec<ToolCall>,
+    /// Operators' answers to the calls of this round that waited for approval
+    /// (docs/operator-mcp.md, approvals): present when the round resumes after them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<ApprovalDecision>,
 }
 
 impl Payload for ToolRequest {

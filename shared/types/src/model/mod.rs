@@ -3,6 +3,7 @@
 //! These are the contract between services: the router never sees platform fields, the
 //! llm stage never sees HTTP, delivery never sees providers.
 
+mod approval;
 mod chat;
 mod inbound;
 mod jobs;
@@ -11,6 +12,7 @@ mod llm;
 mod reply;
 mod scheduled;
 
+pub use approval::*;
 pub use chat::*;
 pub use inbound::*;
 pub use jobs::*;

@@ -204,6 +204,19 @@ pub struct Reply {
     /// again (docs/agents.md, "Drafts").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draft_id: Option<crate::ids::DraftId>,
+    /// A message an operator sent (`messages_send`, docs/operator-mcp.md): delivery logs it
+    /// in the conversation's history when it is sent, with no turn it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator: Option<OperatorMessage>,
+}
+
+/// Where an operator's message is logged once sent, and who sent it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorMessage {
+    pub user_id: crate::ids::UserId,
+    pub session_id: crate::ids::SessionId,
+    /// The operator key that sent it (its id), kept in the interaction's `meta`.
+    pub by: String,
 }
 
 impl Reply {
@@ -218,6 +231,7 @@ impl Reply {
             exchange: None,
             detail: None,
             draft_id: None,
+            operator: None,
         }
     }
 
@@ -249,6 +263,7 @@ impl Reply {
             exchange: None,
             detail: None,
             draft_id: None,
+            operator: None,
         }
     }
 }

@@ -34,6 +34,7 @@ fn answered(call: &Call<'_>, run: &ExternalRun, text: String, draft: Option<Draf
         exchange: run.exchange(),
         detail: None,
         draft_id: draft,
+        operator: None,
     }
 }
 
@@ -177,11 +178,7 @@ pub async fn send_message(call: &Call<'_>, args: &Args) -> Result<Value, ToolErr
     )
     .await?;
     let reply = Reply {
-        reply_to: ReplyTo {
-            platform,
-            chat_id: chat_id.clone(),
-            callback_url: None,
-        },
+        reply_to: ReplyTo::chat(platform, chat_id.clone()),
         ..answered(call, &run, body, None)
     };
     // Not an exchange of that conversation: nothing is logged as an answer to a turn.
