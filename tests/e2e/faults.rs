@@ -250,6 +250,8 @@ async fn a_ledgered_run_through_kills_stops_and_outages_loses_and_doubles_nothin
     eprintln!("fault: kill -9 of the replica at {:?}", t0.elapsed());
     b.kill();
     b = env.start_killable(&replica).await;
+    // Every copy the killed replica could still have sent left it before this instant.
+    let replaced_at = std::time::Instant::now();
 
     // 2. The broker away: ingest refuses (503) and the platform sends again.
     progress.until(|s| s.answered >= 40).await;
@@ -327,10 +329,27 @@ async fn a_ledgered_run_through_kills_stops_and_outages_loses_and_doubles_nothin
     assert!(settled, "the run did not settle: {ledger:#?}");
     assert_eq!(ledger.lost, 0, "lost messages: {ledger:#?}");
     // Telegram takes no idempotency key, so a send is at-least-once at the platform edge: a
-    // copy killed between its send and the record of it is sent again by the next copy. The
-    // kill may cost that one; anything more is a defect (the record is in PostgreSQL, so the
-    // outages cost none).
-    assert!(ledger.doubled.len() <= 1, "doubled sends: {ledger:#?}");
+    // reply the killed replica had sent but not yet recorded is sent again by the next copy.
+    // How many replies sit in that gap at the kill depends on the machine's load (CI once
+    // caught two), so the check is on the cause, not a count: every doubled reply was first
+    // sent before the kill took effect, and none twice afterwards. The outages and the
+    // graceful stop cost none (the record is in PostgreSQL, and a stop finishes or hands back).
+    let sends = chat.sends.lock().unwrap().clone();
+    for (token, n) in &ledger.doubled {
+        let first = sends
+            .iter()
+            .filter(|(_, text)| text.split_whitespace().any(|w| w == token))
+            .map(|(t, _)| *t)
+            .min()
+            .expect("a doubled reply was sent");
+        assert!(
+            first <= replaced_at,
+            "{token} was sent {n} times, first at {:?}, after the kill was over ({:?}): {ledger:#?}",
+            first - t0,
+            replaced_at - t0
+        );
+        assert_eq!(*n, 2, "{token} was sent more than twice: {ledger:#?}");
+    }
     assert!(
         ledger.failure_replies.is_empty(),
         "failure replies instead of answers: {ledger:#?}"
