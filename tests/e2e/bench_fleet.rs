@@ -28,5 +28,22 @@ async fn a_short_fixed_rate_run_keeps_its_ledger() {
             stdout.lines().any(|l| l.starts_with(kind)),
             "no figures for {kind}:\n{stdout}"
         );
+        // The infrastructure's share is counted, not guessed: every answer went through the
+        // broker and PostgreSQL at least once.
+        let infra = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(kind) && l.contains("broker publishes"))
+            .unwrap_or_else(|| panic!("no infrastructure figures for {kind}:\n{stdout}"));
+        let before = |unit: &str| -> f64 {
+            let at = infra.find(unit).expect(unit);
+            infra[..at]
+                .split_whitespace()
+                .last()
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        assert!(before(" broker publishes") >= 1.0, "{infra}");
+        assert!(before(" transactions") >= 1.0, "{infra}");
     }
 }

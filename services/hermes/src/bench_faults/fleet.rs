@@ -198,6 +198,11 @@ impl Fleet {
             .collect()
     }
 
+    /// The admin port of every process (its `/metrics`).
+    pub fn admin_ports(&self) -> Vec<u16> {
+        self.procs.iter().map(|p| p.admin).collect()
+    }
+
     /// Stop every process (SIGTERM, then `kill -9` after 15 s).
     pub async fn stop_all(&mut self) {
         for p in &mut self.procs {

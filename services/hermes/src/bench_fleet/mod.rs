@@ -7,6 +7,7 @@
 //! each figure is the median of the rounds (docs/performance.md). Every step keeps a ledger:
 //! a request lost or answered with another's text voids the run (exit non-zero).
 
+mod infra;
 mod load;
 
 use std::collections::BTreeMap;
@@ -146,6 +147,12 @@ async fn run(
         .pool_max_idle_per_host(1024)
         .build()?;
     let bound = Duration::from_millis(args.p99_bound_ms);
+    let fleet_pids = || fleet.pids().into_iter().map(|(_, p)| p).collect::<Vec<_>>();
+    let machine = infra::Machine::now(&fleet_pids());
+    println!(
+        "machine at the start: load average {} (1, 5, 15 min)",
+        machine.load()
+    );
     let mut results: BTreeMap<&'static str, Vec<Round>> = BTreeMap::new();
     let mut void = Vec::new();
     for round in 0..args.rounds.max(1) {
@@ -159,6 +166,8 @@ async fn run(
                 .rate
                 .unwrap_or_else(|| (frontier.unwrap_or(args.start_rate) / 2.0).max(1.0));
             let before = costs(&fleet);
+            let infra_before =
+                infra::Snapshot::take(&scratch.db, &client, &fleet.admin_ports()).await?;
             let samples = load::step(
                 &client,
                 &base,
@@ -170,6 +179,8 @@ async fn run(
             )
             .await;
             let after = costs(&fleet);
+            let infra_after =
+                infra::Snapshot::take(&scratch.db, &client, &fleet.admin_ports()).await?;
             let figures = Figures::of(&samples);
             if !figures.adds_up() {
                 void.push(format!("{tag} at {rate:.0}/s: {figures:?}"));
@@ -179,11 +190,16 @@ async fn run(
                 rate,
                 figures,
                 per_process: per_answer(&before, &after, figures.answered),
+                infra: infra::PerAnswer::between(&infra_before, &infra_after, figures.answered),
             };
             eprintln!("bench fleet: {tag}: {}", line.summary());
             results.entry(kind.name()).or_default().push(line);
         }
     }
+    println!(
+        "machine at the end: {}",
+        infra::Machine::now(&fleet_pids()).since(&machine)
+    );
     fleet.stop_all().await;
     report(&results);
     if !void.is_empty() {
@@ -287,6 +303,8 @@ struct Round {
     figures: Figures,
     /// CPU milliseconds per answer and RSS (KiB) at the end, per service.
     per_process: Vec<(&'static str, f64, u64)>,
+    /// What PostgreSQL, RabbitMQ and Redis spent per answer.
+    infra: infra::PerAnswer,
 }
 
 impl Round {
@@ -392,6 +410,45 @@ fn report(results: &BTreeMap<&'static str, Vec<Round>>) {
             })
             .collect();
         println!("  {kind:<12} {}", cells.join(", "));
+    }
+    report_infra(results);
+}
+
+/// Print what the infrastructure spent per answer, each figure the median over the rounds.
+fn report_infra(results: &BTreeMap<&'static str, Vec<Round>>) {
+    println!(
+        "Infrastructure per answer (median over rounds; the servers' CPU and WAL include \
+         anything else they served meanwhile):"
+    );
+    for (kind, rounds) in results {
+        let m = |f: &dyn Fn(&infra::PerAnswer) -> f64| {
+            median(rounds.iter().map(|r| f(&r.infra)).collect())
+        };
+        let cpu: Vec<String> = rounds
+            .first()
+            .map(|r| r.infra.cpu_ms.iter().map(|(s, _)| *s).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .enumerate()
+            .map(|(i, server)| {
+                let v = m(&|p| p.cpu_ms.get(i).map_or(0.0, |c| c.1));
+                format!("{} {v:.2} ms", server.name())
+            })
+            .collect();
+        let statements = if rounds.iter().all(|r| r.infra.statements.is_some()) {
+            format!("{:.1}", m(&|p| p.statements.unwrap_or(0.0)))
+        } else {
+            "n/a (pg_stat_statements not loaded)".into()
+        };
+        println!(
+            "  {kind:<12} CPU {}; PostgreSQL {:.1} transactions, {statements} statements, \
+             {:.1} rows written, {:.0} WAL bytes; {:.1} broker publishes",
+            cpu.join(", "),
+            m(&|p| p.transactions),
+            m(&|p| p.rows_written),
+            m(&|p| p.wal_bytes),
+            m(&|p| p.publishes),
+        );
     }
 }
 
