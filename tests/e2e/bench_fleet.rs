@@ -18,12 +18,12 @@ async fn a_short_fixed_rate_run_keeps_its_ledger() {
             "--rounds",
             "1",
             "--kind",
-            "chat,chat-stream,responses,runs",
+            "chat,chat-stream,responses,runs,telegram",
         ])
         .await;
     assert_eq!(code, 0, "bench fleet failed:\n{stdout}\n{stderr}");
     assert!(stdout.contains("the ledger adds up"), "{stdout}");
-    for kind in ["chat ", "chat-stream ", "responses ", "runs "] {
+    for kind in ["chat ", "chat-stream ", "responses ", "runs ", "telegram "] {
         assert!(
             stdout.lines().any(|l| l.starts_with(kind)),
             "no figures for {kind}:\n{stdout}"

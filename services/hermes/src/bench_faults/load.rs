@@ -74,11 +74,21 @@ async fn send_message(State(seen): State<Arc<Seen>>, body: axum::body::Bytes) ->
 
 /// Serve the fake Bot API; returns its base URL.
 pub async fn fake_telegram(seen: Arc<Seen>) -> anyhow::Result<String> {
+    serve_bot_api(TG_TOKEN, post(send_message), seen).await
+}
+
+/// Serve a fake Bot API on loopback whose `sendMessage` for `token` is `send_message`;
+/// returns its base URL. Shared with `hermes bench fleet`'s Telegram kind.
+pub async fn serve_bot_api<S: Clone + Send + Sync + 'static>(
+    token: &str,
+    send_message: axum::routing::MethodRouter<S>,
+    state: S,
+) -> anyhow::Result<String> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let app = Router::new()
-        .route(&format!("/bot{TG_TOKEN}/sendMessage"), post(send_message))
-        .with_state(seen);
+        .route(&format!("/bot{token}/sendMessage"), send_message)
+        .with_state(state);
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });

@@ -11,7 +11,7 @@ mod api_load;
 pub(crate) mod fleet;
 mod killswitch;
 mod ledger;
-mod load;
+pub(crate) mod load;
 pub(crate) mod model;
 mod servers;
 
@@ -288,7 +288,11 @@ pub(crate) async fn interrupted() -> &'static str {
 
 /// Give `users` Telegram senders a user with ample credits each, and the capped senders a
 /// free-tier user whose token budget for today is already spent.
-async fn seed_users(db: &hermes_db::Db, users: usize, config: &Config) -> anyhow::Result<()> {
+pub(crate) async fn seed_users(
+    db: &hermes_db::Db,
+    users: usize,
+    config: &Config,
+) -> anyhow::Result<()> {
     use hermes_db::{budgets, users};
     let daily = config
         .file

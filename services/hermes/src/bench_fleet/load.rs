@@ -24,6 +24,8 @@ pub enum Kind {
     Responses,
     /// `POST /v1/runs`, then its events read to the final one.
     Runs,
+    /// A Telegram webhook update from a linked user, answered by the fleet's `sendMessage`.
+    Telegram,
 }
 
 impl Kind {
@@ -33,6 +35,7 @@ impl Kind {
             Kind::ChatStream => "chat-stream",
             Kind::Responses => "responses",
             Kind::Runs => "runs",
+            Kind::Telegram => "telegram",
         }
     }
 }
@@ -59,11 +62,19 @@ pub struct Sample {
     pub latency: Duration,
 }
 
-/// Send `rate` requests a second of `kind` for `secs` seconds to `base`; every sample,
+/// Where the requests go: the fleet's ingest, and the fake Bot API that sees its answers to
+/// Telegram updates.
+#[derive(Clone)]
+pub struct Target {
+    pub client: reqwest::Client,
+    pub base: String,
+    pub telegram: Arc<super::telegram::Channel>,
+}
+
+/// Send `rate` requests a second of `kind` for `secs` seconds to `target`; every sample,
 /// once each request ended (or after `timeout`).
 pub async fn step(
-    client: &reqwest::Client,
-    base: &str,
+    target: &Target,
     kind: Kind,
     rate: f64,
     secs: f64,
@@ -77,10 +88,10 @@ pub async fn step(
     for i in 0..total {
         let due = start + Duration::from_secs_f64(i as f64 / rate);
         tokio::time::sleep_until(due).await;
-        let (client, base, samples) = (client.clone(), base.to_string(), samples.clone());
+        let (target, samples) = (target.clone(), samples.clone());
         let token = format!("bench {tag}-{i}");
         tasks.push(tokio::spawn(async move {
-            let ending = tokio::time::timeout(timeout, one(&client, &base, kind, &token))
+            let ending = tokio::time::timeout(timeout, one(&target, kind, &token))
                 .await
                 .unwrap_or(Ending::Lost);
             let latency = due.into_std().elapsed();
@@ -95,9 +106,11 @@ pub async fn step(
 }
 
 /// Send one request and tell how it ended.
-async fn one(client: &reqwest::Client, base: &str, kind: Kind, token: &str) -> Ending {
+async fn one(target: &Target, kind: Kind, token: &str) -> Ending {
+    let (client, base) = (&target.client, target.base.as_str());
     let expected = format!("echo: {token}");
     match kind {
+        Kind::Telegram => super::telegram::one(client, base, &target.telegram, token).await,
         Kind::Chat => {
             let body = json!({"messages": [{"role": "user", "content": token}]});
             let Some(resp) = post(client, base, "/v1/chat/completions", &body).await else {
@@ -212,7 +225,7 @@ fn answer_text(response: &Value) -> String {
 }
 
 /// 503 and 429 answers: the request was not taken, and the caller was told.
-fn refused(status: reqwest::StatusCode) -> bool {
+pub fn refused(status: reqwest::StatusCode) -> bool {
     status == reqwest::StatusCode::SERVICE_UNAVAILABLE
         || status == reqwest::StatusCode::TOO_MANY_REQUESTS
 }

@@ -9,6 +9,7 @@
 
 mod infra;
 mod load;
+mod telegram;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,7 +30,7 @@ use load::{Figures, Kind};
 #[derive(Args, Debug)]
 pub struct FleetBench {
     /// Kinds of request to measure (alternated round by round).
-    #[arg(long = "kind", value_enum, value_delimiter = ',', default_values_t = [Kind::Chat, Kind::ChatStream, Kind::Responses, Kind::Runs])]
+    #[arg(long = "kind", value_enum, value_delimiter = ',', default_values_t = [Kind::Chat, Kind::ChatStream, Kind::Responses, Kind::Runs, Kind::Telegram])]
     kinds: Vec<Kind>,
     /// Measure at this rate (requests/s) only, with no frontier search: the ledger check of
     /// scripts/test, or a point of your choice.
@@ -111,6 +112,9 @@ async fn run(
 ) -> anyhow::Result<()> {
     let calls = Arc::new(model::Calls::default());
     let model_url = model::serve(calls).await?;
+    let channel = Arc::new(telegram::Channel::default());
+    let telegram_url = telegram::serve(channel.clone()).await?;
+    crate::bench_faults::seed_users(&scratch.db, telegram::USERS, config).await?;
     let http = fleet::free_port()?;
     let env: Vec<(String, String)> = [
         ("DATABASE_URL", scratch.url.expose_secret()),
@@ -121,6 +125,14 @@ async fn run(
         ("OPENAI_API_KEY", model::KEY),
         ("OPENAI_BASE_URL", model_url.as_str()),
         ("API_SERVER_KEY", load::API_KEY),
+        ("TELEGRAM_WEBHOOK_SECRET", telegram::SECRET),
+        ("TELEGRAM_BOT_TOKEN", telegram::TOKEN),
+        ("TELEGRAM_API_BASE_URL", telegram_url.as_str()),
+        // The fake Bot API has no flood limit, and each linked user sends about once a
+        // second at the frontier: what is measured is the fleet, not the pacing.
+        ("HERMES_DELIVERY_BOT_PER_SEC", "100000"),
+        ("HERMES_INBOUND_PER_MINUTE", "100000"),
+        ("HERMES_INBOUND_BURST", "100000"),
         ("HERMES_HTTP_ADDR", &format!("127.0.0.1:{http}")),
         ("HERMES_QUEUE_EXPIRES_SECS", &QUEUE_EXPIRES_SECS.to_string()),
         ("HERMES_LOG_FORMAT", "json"),
@@ -146,6 +158,11 @@ async fn run(
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(1024)
         .build()?;
+    let target = load::Target {
+        client: client.clone(),
+        base: base.clone(),
+        telegram: channel.clone(),
+    };
     let bound = Duration::from_millis(args.p99_bound_ms);
     let fleet_pids = || fleet.pids().into_iter().map(|(_, p)| p).collect::<Vec<_>>();
     let machine = infra::Machine::now(&fleet_pids());
@@ -160,7 +177,7 @@ async fn run(
             let tag = format!("r{round}-{}", kind.name());
             let frontier = match args.rate {
                 Some(_) => None,
-                None => Some(frontier(&client, &base, kind, args, bound, &tag, &mut void).await),
+                None => Some(frontier(&target, kind, args, bound, &tag, &mut void).await),
             };
             let rate = args
                 .rate
@@ -169,8 +186,7 @@ async fn run(
             let infra_before =
                 infra::Snapshot::take(&scratch.db, &client, &fleet.admin_ports()).await?;
             let samples = load::step(
-                &client,
-                &base,
+                &target,
                 kind,
                 rate,
                 args.duration,
@@ -182,8 +198,11 @@ async fn run(
             let infra_after =
                 infra::Snapshot::take(&scratch.db, &client, &fleet.admin_ports()).await?;
             let figures = Figures::of(&samples);
-            if !figures.adds_up() {
-                void.push(format!("{tag} at {rate:.0}/s: {figures:?}"));
+            let doubled = channel.take_doubled();
+            if !figures.adds_up() || doubled > 0 {
+                void.push(format!(
+                    "{tag} at {rate:.0}/s: {figures:?}, {doubled} Telegram answers doubled"
+                ));
             }
             let line = Round {
                 frontier,
@@ -201,6 +220,11 @@ async fn run(
         infra::Machine::now(&fleet_pids()).since(&machine)
     );
     fleet.stop_all().await;
+    // A doubled answer that came after its step ended still voids the run.
+    let late = channel.take_doubled();
+    if late > 0 {
+        void.push(format!("{late} Telegram answers doubled after their step"));
+    }
     report(&results);
     if !void.is_empty() {
         anyhow::bail!(
@@ -215,8 +239,7 @@ async fn run(
 /// The highest rate whose step answered every request as itself with p99 under `bound`:
 /// doubled from `--start-rate` until the bound breaks, then bisected.
 async fn frontier(
-    client: &reqwest::Client,
-    base: &str,
+    target: &load::Target,
     kind: Kind,
     args: &FleetBench,
     bound: Duration,
@@ -229,8 +252,7 @@ async fn frontier(
     let mut bisections = 0;
     for n in 0.. {
         let samples = load::step(
-            client,
-            base,
+            target,
             kind,
             rate,
             args.step_secs,
@@ -239,8 +261,11 @@ async fn frontier(
         )
         .await;
         let f = Figures::of(&samples);
-        if !f.adds_up() {
-            void.push(format!("{tag} search at {rate:.0}/s: {f:?}"));
+        let doubled = target.telegram.take_doubled();
+        if !f.adds_up() || doubled > 0 {
+            void.push(format!(
+                "{tag} search at {rate:.0}/s: {f:?}, {doubled} Telegram answers doubled"
+            ));
         }
         let holds = f.clean() && f.p99 <= bound;
         eprintln!(
@@ -268,25 +293,16 @@ async fn frontier(
         };
         // Let the backlog of a broken step drain before the next.
         if !holds {
-            settle(client, base).await;
+            settle(target).await;
         }
     }
     good
 }
 
 /// Wait until the fleet answers one request quickly again (a broken step leaves a backlog).
-async fn settle(client: &reqwest::Client, base: &str) {
+async fn settle(target: &load::Target) {
     for _ in 0..60 {
-        let samples = load::step(
-            client,
-            base,
-            Kind::Chat,
-            1.0,
-            1.0,
-            "settle",
-            REQUEST_TIMEOUT,
-        )
-        .await;
+        let samples = load::step(target, Kind::Chat, 1.0, 1.0, "settle", REQUEST_TIMEOUT).await;
         if samples
             .iter()
             .all(|s| s.latency < Duration::from_millis(100))
