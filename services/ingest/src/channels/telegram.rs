@@ -10,7 +10,7 @@
 use hermes_types::model::{Media, MediaKind, MessageEvent, Platform};
 use serde::Deserialize;
 
-use super::telegram_groups::{self, Addressing, Author, ChatType, RawEntity};
+use super::telegram_groups::{Addressing, Author, Facts, RawEntity};
 use super::{
     ParseError, decode, from_unix_seconds, lenient_i64, location_text, short_field, text_field,
 };
@@ -45,57 +45,29 @@ pub fn parse(body: &[u8]) -> Result<Update, ParseError> {
             addressing: None,
         });
     };
-    let facts = facts_of(&msg, edited);
+    let entities = match msg.text {
+        Some(_) => &msg.entities,
+        None => &msg.caption_entities,
+    };
+    let replies_to = msg.reply_to_message.as_ref().and_then(|r| r.from.as_ref());
+    let facts = Facts::new(
+        msg.chat.kind.as_deref(),
+        msg.message_id,
+        edited,
+        entities.clone(),
+        replies_to.map(|u| Author {
+            id: Some(u.id),
+            is_bot: u.is_bot.unwrap_or(false),
+            username: short_field(u.username.clone()),
+        }),
+    );
     let event = event(msg, edited);
-    let addressing = event.as_ref().map(|e| {
-        let (mentions, command) =
-            telegram_groups::entities(e.text.as_deref().unwrap_or_default(), &facts.entities);
-        Addressing {
-            mentions,
-            command,
-            ..facts.addressing
-        }
-    });
+    let addressing = event.as_ref().map(|e| facts.addressing(e.text.as_deref()));
     Ok(Update {
         update_id: raw.update_id,
         event,
         addressing,
     })
-}
-
-/// What [`Addressing`] is made of before the event's text is known: the entities of the
-/// text (or caption) it is made from.
-struct Facts {
-    addressing: Addressing,
-    entities: Vec<RawEntity>,
-}
-
-fn facts_of(m: &RawMessage, edited: bool) -> Facts {
-    let entities = if m.text.is_some() {
-        m.entities.clone()
-    } else {
-        m.caption_entities.clone()
-    };
-    let replies_to = m
-        .reply_to_message
-        .as_ref()
-        .and_then(|r| r.from.as_ref())
-        .map(|u| Author {
-            id: Some(u.id),
-            is_bot: u.is_bot.unwrap_or(false),
-            username: short_field(u.username.clone()),
-        });
-    Facts {
-        addressing: Addressing {
-            chat_type: ChatType::parse(m.chat.kind.as_deref()),
-            message_id: m.message_id,
-            edited,
-            mentions: Vec::new(),
-            command: None,
-            replies_to,
-        },
-        entities,
-    }
 }
 
 fn event(m: RawMessage, edited: bool) -> Option<MessageEvent> {

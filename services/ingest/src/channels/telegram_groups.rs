@@ -32,7 +32,7 @@ pub enum ChatType {
 }
 
 impl ChatType {
-    pub(crate) fn parse(s: Option<&str>) -> Self {
+    fn parse(s: Option<&str>) -> Self {
         match s {
             Some("private") => ChatType::Private,
             Some("group") => ChatType::Group,
@@ -85,6 +85,47 @@ pub struct Addressing {
     pub replies_to: Option<Author>,
 }
 
+/// What the parser reads of a message for its [`Addressing`], before the event's text
+/// (cut to its limit) is known.
+pub(crate) struct Facts {
+    addressing: Addressing,
+    entities: Vec<RawEntity>,
+}
+
+impl Facts {
+    /// The facts of message `message_id` in a chat of type `chat_type`, with the entities
+    /// of its text (or caption) and the author of the message it replies to.
+    pub(crate) fn new(
+        chat_type: Option<&str>,
+        message_id: i64,
+        edited: bool,
+        entities: Vec<RawEntity>,
+        replies_to: Option<Author>,
+    ) -> Self {
+        Self {
+            addressing: Addressing {
+                chat_type: ChatType::parse(chat_type),
+                message_id,
+                edited,
+                mentions: Vec::new(),
+                command: None,
+                replies_to,
+            },
+            entities,
+        }
+    }
+
+    /// The addressing of the event whose text is `text`.
+    pub(crate) fn addressing(self, text: Option<&str>) -> Addressing {
+        let (mentions, command) = entities(text.unwrap_or_default(), &self.entities);
+        Addressing {
+            mentions,
+            command,
+            ..self.addressing
+        }
+    }
+}
+
 /// One of Telegram's `MessageEntity` objects, as much as is read of it.
 #[derive(Clone, Debug, Deserialize)]
 pub(crate) struct RawEntity {
@@ -110,7 +151,7 @@ pub(crate) struct RawEntityUser {
 
 /// The mentions and leading command of `text` from its entities (offsets in UTF-16 units);
 /// entities past the end of `text` (cut at the text limit) or malformed are skipped.
-pub(crate) fn entities(text: &str, raw: &[RawEntity]) -> (Vec<Mention>, Option<Command>) {
+fn entities(text: &str, raw: &[RawEntity]) -> (Vec<Mention>, Option<Command>) {
     let mut mentions = Vec::new();
     let mut command = None;
     for e in raw {

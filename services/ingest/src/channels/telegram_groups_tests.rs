@@ -265,3 +265,57 @@ fn utf16_ranges_land_on_characters() {
     assert_eq!(byte_range("ab", Some(0), Some(2)), Some(0..2));
     assert_eq!(byte_range("ab", Some(0), Some(3)), None);
 }
+
+#[test]
+fn any_entities_on_any_text_never_panic_and_only_take_text_out() {
+    // A small deterministic generator: the same cases on every run.
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let pool = [
+        "@hermes_test_bot",
+        " ",
+        ",",
+        "😀",
+        "é",
+        "hi",
+        "/go",
+        "@x",
+        "\n",
+    ];
+    let kinds = ["mention", "text_mention", "bot_command", "bold"];
+    for _ in 0..3000 {
+        let text: String = (0..next(8))
+            .map(|_| pool[next(pool.len() as u64) as usize])
+            .collect();
+        let entities: Vec<_> = (0..next(4))
+            .map(|_| {
+                json!({"type": kinds[next(4) as usize], "offset": next(30) as i64 - 2,
+                       "length": next(20) as i64 - 2,
+                       "user": {"id": 7000000001_i64, "is_bot": true}})
+            })
+            .collect();
+        let body = json!({"update_id": 1, "message": {"message_id": 9, "date": 1700000000,
+            "chat": {"id": -5, "type": "group"}, "from": {"id": 2},
+            "text": text, "entities": entities}});
+        let u = parsed(&body.to_string());
+        let (Some(event), Some(facts)) = (u.event, u.addressing) else {
+            continue;
+        };
+        let original = event.text.clone().unwrap_or_default();
+        if let Ok(inbound) = admit(event, &facts, &named(), &Bot::new(&named(), Some(TOKEN))) {
+            let kept = inbound.event.text.unwrap_or_default();
+            assert!(!kept.trim().is_empty() || original.trim().is_empty());
+            // Only characters of the original, in order.
+            let mut rest = original.chars();
+            assert!(
+                kept.chars().all(|c| rest.any(|o| o == c)),
+                "{original:?} -> {kept:?}"
+            );
+        }
+    }
+}
