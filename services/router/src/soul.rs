@@ -206,7 +206,7 @@ pub async fn build_base(
 }
 
 /// What the model is told of a group chat.
-pub const GROUP_NOTE: &str = "- A group chat: every member reads your answer. Answer the member who wrote to you; bring up what you know about them only when they ask for it here.";
+const GROUP_NOTE: &str = "- A group chat: every member reads your answer. Answer the member who wrote to you; bring up what you know about them only when they ask for it here.";
 
 fn section(out: &mut String, title: &str, lines: impl Iterator<Item = String>) {
     let mut lines = lines.peekable();
