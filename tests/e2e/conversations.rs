@@ -45,7 +45,8 @@ async fn model_turns(db: &Db) -> Vec<Vec<String>> {
         .collect()
 }
 
-async fn completed(db: &Db, n: i64) {
+/// Wait until `n` runs are completed.
+pub(crate) async fn completed(db: &Db, n: i64) {
     eventually(Duration::from_secs(30), "runs completed", || async {
         let c = db.get().await.ok()?;
         let got: i64 = c
@@ -70,7 +71,7 @@ async fn exchange(env: &TestEnv, bus: &hermes_bus::Bus, inbound: &Inbound, n: i6
 }
 
 /// A Telegram Bot API that accepts every send.
-async fn telegram_api() -> MockServer {
+pub(crate) async fn telegram_api() -> MockServer {
     let api = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path_regex("^/bot.*/send"))

@@ -23,6 +23,7 @@ fn reply(platform: Platform, chat_id: &str, callback_url: Option<String>, text: 
         platform,
         chat_id: chat_id.into(),
         callback_url,
+        quote: None,
     };
     let reply = Reply {
         reply_to: to,

@@ -101,6 +101,7 @@ fn to(platform: Platform) -> ReplyTo {
         platform,
         chat_id: CHAT.into(),
         callback_url: None,
+        quote: None,
     }
 }
 

@@ -52,6 +52,7 @@ mod runs_closed;
 mod shutdown;
 mod slow_clients;
 mod streaming;
+mod telegram_groups;
 mod tenants;
 mod testkit;
 mod thin_path;

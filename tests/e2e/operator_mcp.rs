@@ -83,6 +83,7 @@ pub(crate) async fn waiting_calls(env: &TestEnv, chat: &str, calls: usize) -> Ve
         platform: Platform::Telegram,
         chat_id: chat.into(),
         callback_url: None,
+        quote: None,
     };
     let calls: Vec<ToolCall> = (0..calls)
         .map(|i| ToolCall {

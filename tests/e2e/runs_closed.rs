@@ -187,6 +187,7 @@ async fn a_reply_that_cannot_be_delivered_closes_its_run_failed_and_refunded() {
             platform: Platform::Telegram,
             chat_id: CHAT.into(),
             callback_url: None,
+            quote: None,
         },
         outcome: Outcome::Answered {
             text: "an answer nobody can carry".into(),

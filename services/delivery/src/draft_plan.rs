@@ -183,6 +183,7 @@ mod tests {
                 platform: Platform::Telegram,
                 chat_id: "1".into(),
                 callback_url: None,
+                quote: None,
             },
             text: text.into(),
             chunks,

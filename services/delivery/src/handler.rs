@@ -198,7 +198,11 @@ impl DeliveryStage {
                     reason: FailureReason::RateLimited,
                     error: e.into(),
                 })?;
-            let sent = self.send_one(sender, &to.chat_id, message, platform).await;
+            // Only the first message quotes the question.
+            let quote = to.quote.as_deref().filter(|_| index == 0);
+            let sent = self
+                .send_one(sender, &to.chat_id, message, quote, platform)
+                .await;
             if let Err(f) = sent {
                 if f.reason.counts_against_platform() {
                     self.breakers.record_failure(platform).await;
@@ -219,12 +223,13 @@ impl DeliveryStage {
         sender: &Sender,
         chat_id: &str,
         message: &Outbound,
+        quote: Option<&str>,
         platform: Platform,
     ) -> Result<(), SendFailure> {
         match message {
             Outbound::Send(part) => {
                 sender
-                    .send(&self.policy, chat_id, part, |r| {
+                    .send(&self.policy, chat_id, part, quote, |r| {
                         self.count_attempt(platform, r)
                     })
                     .await

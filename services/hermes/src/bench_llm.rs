@@ -66,6 +66,7 @@ fn request(i: u64) -> LlmRequest {
             platform: Platform::Api,
             chat_id: "bench".into(),
             callback_url: None,
+            quote: None,
         },
         Tier::Free,
         vec!["bench".into()],

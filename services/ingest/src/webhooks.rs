@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::accept::{self, Accepted};
-use crate::channels::{ParseError, instagram, telegram, verify, whatsapp};
+use crate::channels::{ParseError, instagram, telegram, telegram_groups, verify, whatsapp};
 use crate::{AppState, body_or_error};
 
 fn refused(app: &AppState, platform: Platform, reason: &'static str, e: ApiError) -> Response {
@@ -96,9 +96,13 @@ pub(crate) fn traceparent(headers: &HeaderMap) -> Option<TraceParent> {
 
 /// Accept every event of one webhook call; 503 if any could not be queued.
 async fn accept_all(app: &AppState, events: Vec<MessageEvent>, headers: &HeaderMap) -> Response {
+    accept_inbound(app, events.into_iter().map(Inbound::of).collect(), headers).await
+}
+
+/// Accept every message of one webhook call; 503 if any could not be queued.
+async fn accept_inbound(app: &AppState, messages: Vec<Inbound>, headers: &HeaderMap) -> Response {
     let (mut routed, mut delayed) = (0usize, 0usize);
-    for event in events {
-        let inbound = Inbound::of(event);
+    for inbound in messages {
         match accept::accept(app, inbound, traceparent(headers)).await {
             Ok(Accepted::Routed(_)) => routed += 1,
             Ok(Accepted::Delayed(_)) => delayed += 1,
@@ -165,20 +169,33 @@ pub async fn telegram(
         Ok(b) => b,
         Err((reason, e)) => return refused(&app, p, reason, e),
     };
-    match telegram::parse(&raw) {
-        Err(e) => malformed(&app, p, e),
-        Ok(update) => {
-            let events: Vec<MessageEvent> = update.event.into_iter().collect();
-            if events.is_empty() {
-                app.ctx
-                    .metrics
-                    .ingest_messages
-                    .with_label_values(&[p.as_str(), "ignored"])
-                    .inc();
-            }
-            accept_all(&app, events, &headers).await
-        }
+    let update = match telegram::parse(&raw) {
+        Err(e) => return malformed(&app, p, e),
+        Ok(update) => update,
+    };
+    let (Some(event), Some(facts)) = (update.event, update.addressing) else {
+        return skipped(&app, p, "ignored");
+    };
+    // Groups and edits (docs/channels.md, "Group chats"): a message not for the bot is
+    // acknowledged, counted, and creates no run.
+    let c = &app.ctx.config;
+    let settings = &c.file.channels.telegram;
+    let token = c.delivery.telegram.as_ref().map(|t| &t.bot_token);
+    let bot = telegram_groups::Bot::new(settings, token.map(|t| t.expose_secret()));
+    match telegram_groups::admit(event, &facts, settings, &bot) {
+        Ok(inbound) => accept_inbound(&app, vec![inbound], &headers).await,
+        Err(why) => skipped(&app, p, why.as_str()),
     }
+}
+
+/// Acknowledge a message that is not routed, counted under `outcome`.
+fn skipped(app: &AppState, platform: Platform, outcome: &str) -> Response {
+    app.ctx
+        .metrics
+        .ingest_messages
+        .with_label_values(&[platform.as_str(), outcome])
+        .inc();
+    Json(json!({ "ok": true, "routed": 0, "delayed": 0 })).into_response()
 }
 
 /// Query of Meta's subscription handshake.
@@ -429,6 +446,12 @@ pub fn log_channels(app: &AppState) {
             "off (404): secret not set"
         };
         tracing::info!(route, state, "channel route");
+    }
+    let telegram = &app.ctx.config.file.channels.telegram;
+    if c.telegram_webhook_secret.is_some() && telegram.username().is_none() {
+        tracing::warn!(
+            "[channels.telegram] bot_username is not set: in groups the bot hears replies to it and bare commands, not @mentions"
+        );
     }
     let forge = &app.ctx.config.forge;
     let state = match (forge.enabled(), forge.body_signature) {

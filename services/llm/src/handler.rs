@@ -339,6 +339,7 @@ mod tests {
             platform: Platform::Api,
             chat_id: "c".into(),
             callback_url: None,
+            quote: None,
         };
         LlmRequest {
             tool_round,

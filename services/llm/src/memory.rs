@@ -267,6 +267,7 @@ pub async fn extract_facts(
             platform: Platform::Api,
             chat_id: String::new(),
             callback_url: None,
+            quote: None,
         },
         job.tier,
         config

@@ -193,7 +193,7 @@ impl Handler for Router {
         let session_side = async {
             let base = self
                 .soul
-                .base(&client, who.user.id, session_seen, now)
+                .base(&client, who.user.id, session_seen, now, inbound.chat_kind)
                 .await?;
             let history = match session_seen {
                 Some(session) => self.history_of(&client, session).await?,

@@ -13,6 +13,7 @@ use hermes_db::{Client, DbError, memory, sessions};
 use hermes_telemetry::Metrics;
 use hermes_types::agent::Tone;
 use hermes_types::ids::{SessionId, UserId};
+use hermes_types::model::ChatKind;
 use redis::AsyncCommands;
 use uuid::Uuid;
 
@@ -82,14 +83,20 @@ impl Soul {
     /// The user's base prompt, from the cache or built and cached. Redis being down means a
     /// build from PostgreSQL every time, never a failed message. A message that opens a new
     /// session (`current_session` is None) always rebuilds: the session it closes becomes
-    /// cross-session context, which the cached base cannot know about.
+    /// cross-session context, which the cached base cannot know about. A group message's
+    /// base is built without the user's messages of other chats and never cached
+    /// (docs/security.md, "Conversations and tools").
     pub async fn base(
         &self,
         client: &Client,
         user_id: UserId,
         current_session: Option<SessionId>,
         now: DateTime<Utc>,
+        chat: ChatKind,
     ) -> Result<String, DbError> {
+        if chat == ChatKind::Group {
+            return build_base(client, user_id, current_session, now, chat).await;
+        }
         let key = cache_key(&self.cache, user_id);
         let mut conn = self.cache.conn();
         let cached = match current_session {
@@ -107,7 +114,7 @@ impl Soul {
                 tracing::warn!(error = %self.cache.failed("soul_get", e), "soul cache unavailable; building from PostgreSQL");
             }
         }
-        let base = build_base(client, user_id, current_session, now).await?;
+        let base = build_base(client, user_id, current_session, now, chat).await?;
         let set: Result<(), _> = conn.set_ex(&key, &base, SOUL_TTL.as_secs()).await;
         if let Err(e) = set {
             tracing::warn!(error = %self.cache.failed("soul_set", e), "could not cache the soul");
@@ -116,12 +123,15 @@ impl Soul {
     }
 }
 
-/// Build the user-specific base from PostgreSQL.
+/// Build the user-specific base from PostgreSQL. In a group everyone reads the answer, so
+/// the user's messages of earlier sessions (often a private chat) are left out, and the
+/// model is told where it speaks.
 pub async fn build_base(
     client: &Client,
     user_id: UserId,
     current_session: Option<SessionId>,
     now: DateTime<Utc>,
+    chat: ChatKind,
 ) -> Result<String, DbError> {
     let entries = memory::structural(client, user_id).await?;
     let (fitness, facts): (Vec<_>, Vec<_>) = entries
@@ -130,9 +140,13 @@ pub async fn build_base(
     // Without a live session every earlier message is from another session; the nil id
     // matches none.
     let current = current_session.unwrap_or(SessionId::from(Uuid::nil()));
-    let recent =
-        sessions::recent_inbound_elsewhere(client, user_id, current, CROSS_SESSION_MESSAGES)
-            .await?;
+    let recent = match chat {
+        ChatKind::Direct => {
+            sessions::recent_inbound_elsewhere(client, user_id, current, CROSS_SESSION_MESSAGES)
+                .await?
+        }
+        ChatKind::Group => Vec::new(),
+    };
     let insights = client
         .query(
             "(SELECT kind, text FROM user_insights WHERE user_id = $1 AND kind = 'insight'
@@ -181,8 +195,18 @@ pub async fn build_base(
             .filter(|r| r.get::<_, String>(0) == "knowledge_gap")
             .map(|r| format!("- {}", sanitize_value(&r.get::<_, String>(1)))),
     );
+    if chat == ChatKind::Group {
+        section(
+            &mut out,
+            "WHERE YOU ARE",
+            std::iter::once(GROUP_NOTE.to_owned()),
+        );
+    }
     Ok(out)
 }
+
+/// What the model is told of a group chat.
+const GROUP_NOTE: &str = "- A group chat: every member reads your answer. Answer the member who wrote to you; bring up what you know about them only when they ask for it here.";
 
 fn section(out: &mut String, title: &str, lines: impl Iterator<Item = String>) {
     let mut lines = lines.peekable();

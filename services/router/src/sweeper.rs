@@ -69,6 +69,7 @@ pub async fn sweep(ctx: &Ctx, bound: Duration) -> anyhow::Result<usize> {
                 platform,
                 chat_id: chat_id.clone(),
                 callback_url: None,
+                quote: None,
             },
             FailureCode::Invalid,
             SWEPT_TEXT,

@@ -10,7 +10,8 @@ use serde::Deserialize;
 use hermes_types::model::Tier;
 
 use crate::{
-    BackendKind, LlmSettings, McpServerSettings, RateLimit, RouterSettings, ToolsSettings,
+    BackendKind, ChannelsSettings, LlmSettings, McpServerSettings, RateLimit, RouterSettings,
+    ToolsSettings,
 };
 
 /// Ingest settings from the TOML file.
@@ -34,6 +35,8 @@ pub struct FileConfig {
     pub api: ApiSettings,
     /// Channel webhooks.
     pub ingest: IngestSettings,
+    /// How the chat channels behave: Telegram groups and edits.
+    pub channels: ChannelsSettings,
     /// The routing pipeline.
     pub router: RouterSettings,
     /// The llm stage: backpressure, timeouts, cache, budgets.
@@ -218,6 +221,7 @@ impl Default for FileConfig {
             models,
             api: ApiSettings::default(),
             ingest: IngestSettings::default(),
+            channels: ChannelsSettings::default(),
             router: RouterSettings::default(),
             llm: LlmSettings::default(),
             tools: ToolsSettings::default(),
@@ -282,6 +286,7 @@ impl FileConfig {
                 problems.push(format!("models.{name}: max_output_tokens must be above 0"));
             }
         }
+        self.channels.telegram.validate(problems);
         self.router.validate(&self.models, problems);
         self.llm.validate(problems);
         let servers: Vec<&str> = self.mcp_servers.keys().map(String::as_str).collect();

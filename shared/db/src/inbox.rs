@@ -97,6 +97,7 @@ impl ExternalRun {
             platform: self.platform,
             chat_id: self.chat_id.clone(),
             callback_url: self.callback_url.clone(),
+            quote: None,
         }
     }
 

@@ -164,6 +164,7 @@ fn ask() -> LlmRequest {
             platform: Platform::Api,
             chat_id: "c".into(),
             callback_url: None,
+            quote: None,
         },
         Tier::Free,
         vec!["gpt".into()],

@@ -142,6 +142,7 @@ fn request(tier: Tier, chain: &[&str], text: &str) -> LlmRequest {
             platform: Platform::Api,
             chat_id: "c".into(),
             callback_url: None,
+            quote: None,
         },
         tier,
         chain.iter().map(|s| s.to_string()).collect(),

@@ -151,6 +151,7 @@ mod tests {
             platform: Platform::Api,
             chat_id: "c".into(),
             callback_url: None,
+            quote: None,
         };
         Envelope::new(
             RunId::new(),

@@ -212,7 +212,7 @@ impl DeliveryStage {
         let count = |r| self.count_attempt(platform, r);
         let part = Part::Text(text.to_string());
         let Some(telegram) = sender.telegram() else {
-            return sender.send(&self.policy, chat_id, &part, count).await;
+            return sender.send(&self.policy, chat_id, &part, None, count).await;
         };
         match telegram
             .edit_text(
@@ -233,7 +233,9 @@ impl DeliveryStage {
                 tracing::info!(
                     "the draft's message cannot be edited; the answer goes as a new message"
                 );
-                telegram.send(&self.policy, chat_id, &part, count).await
+                telegram
+                    .send(&self.policy, chat_id, &part, None, count)
+                    .await
             }
             Err(f) => Err(f),
         }

@@ -3,6 +3,7 @@
 //! credentials are not configured has no sender; its replies are parked for replay.
 
 mod instagram;
+mod markdown;
 mod meta_errors;
 mod parts;
 mod split;
@@ -49,16 +50,18 @@ impl Sender {
         }
     }
 
-    /// Send one part to `chat_id`, with in-call retries.
+    /// Send one part to `chat_id`, with in-call retries; on Telegram quoting the message
+    /// `quote` when there is one (a group's question, docs/channels.md "Group chats").
     pub async fn send(
         &self,
         policy: &RetryPolicy,
         chat_id: &str,
         part: &Part,
+        quote: Option<&str>,
         on_failure: impl FnMut(FailureReason),
     ) -> Result<(), SendFailure> {
         match self {
-            Sender::Telegram(s) => s.send(policy, chat_id, part, on_failure).await,
+            Sender::Telegram(s) => s.send(policy, chat_id, part, quote, on_failure).await,
             Sender::Whatsapp(s) => s.send(policy, chat_id, part, on_failure).await,
             Sender::Instagram(s) => s.send(policy, chat_id, part, on_failure).await,
         }

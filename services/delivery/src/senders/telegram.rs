@@ -1,6 +1,6 @@
 //! Telegram's Bot API: `sendMessage` and `sendPhoto` with the bot token in the path, and
 //! `editMessageText` for an external agent's draft (docs/agents.md, "How drafts are shown").
-//! Replies go out as Markdown; when Telegram cannot parse the formatting ("can't parse
+//! A group's answer quotes the question (`reply_parameters`). Replies go out as Markdown; when Telegram cannot parse the formatting ("can't parse
 //! entities") the same message goes again as plain text. Texts over 4,096 characters are
 //! split beforehand; photo captions hold 1,024. A draft goes as plain text: a text cut
 //! mid-stream often holds half a Markdown entity.
@@ -72,15 +72,18 @@ impl Telegram {
         }
     }
 
-    /// Send one part to `chat_id`: a text of at most [`MAX_CHARS`], or a photo by URL.
+    /// Send one part to `chat_id`: a text of at most [`MAX_CHARS`], or a photo by URL; as
+    /// a reply to the message `quote` when one is given (sent anyway if that message is
+    /// gone).
     pub async fn send(
         &self,
         policy: &RetryPolicy,
         chat_id: &str,
         part: &Part,
+        quote: Option<&str>,
         on_failure: impl FnMut(FailureReason),
     ) -> Result<(), SendFailure> {
-        let (url, plain) = match part {
+        let (url, mut plain) = match part {
             Part::Text(text) => (
                 &self.send_message,
                 json!({ "chat_id": chat_id, "text": text }),
@@ -93,6 +96,10 @@ impl Telegram {
                 (&self.send_photo, body)
             }
         };
+        if let Some(message_id) = quote.and_then(|q| q.trim().parse::<i64>().ok()) {
+            plain["reply_parameters"] =
+                json!({ "message_id": message_id, "allow_sending_without_reply": true });
+        }
         // A photo without a caption has nothing to format.
         let format = match part {
             Part::Image { caption: None, .. } => Format::Plain,
@@ -259,6 +266,39 @@ mod tests {
         let gone = edit(6).await.unwrap_err();
         assert!(says(&gone, "message to edit not found"), "{gone}");
         assert_eq!(gone.tries, 1, "a 400 is not tried again");
+    }
+
+    #[tokio::test]
+    async fn a_quoted_part_replies_to_its_message_and_a_plain_one_does_not() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/bot1:t/sendMessage"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
+            .mount(&server)
+            .await;
+        let tg = telegram(&server);
+        let part = Part::Text("hi".into());
+        tg.send(&fast(), "-100", &part, Some("501"), |_| {})
+            .await
+            .unwrap();
+        tg.send(&fast(), "-100", &part, None, |_| {}).await.unwrap();
+        // Not a Telegram message id: sent without a quote rather than refused.
+        tg.send(&fast(), "-100", &part, Some("wamid.1"), |_| {})
+            .await
+            .unwrap();
+        let bodies: Vec<Value> = server
+            .received_requests()
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| serde_json::from_slice(&r.body).unwrap())
+            .collect();
+        assert_eq!(
+            bodies[0]["reply_parameters"],
+            json!({"message_id": 501, "allow_sending_without_reply": true})
+        );
+        assert!(bodies[1].get("reply_parameters").is_none());
+        assert!(bodies[2].get("reply_parameters").is_none());
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! 360dialog) and Instagram POST to us.
 //!
 //! Everything here works on the raw request body and headers and nothing else: no I/O, no
-//! clocks except as a fallback for a missing timestamp, no configuration. Every function is
+//! clocks except as a fallback for a missing timestamp, configuration only as arguments. Every function is
 //! total over its input (fuzzed in `fuzz/`): untrusted bytes give `Err` or an empty result,
 //! never a panic. Sizes are bounded: message text is cut at [`MAX_TEXT_BYTES`] on a char
 //! boundary, other strings (ids, names, URLs, MIME types) at [`MAX_FIELD_BYTES`]. A body with
@@ -10,6 +10,7 @@
 //! ([`ParseError::TooMany`]): nothing of a verified body is acknowledged and then dropped.
 //!
 //! - [`telegram::parse`]: one Bot API `Update` → at most one [`MessageEvent`].
+//! - [`telegram_groups::admit`]: whether a Telegram group message or edit is answered.
 //! - [`whatsapp::parse`]: one Cloud API webhook → messages and delivery statuses.
 //! - [`instagram::parse`]: one Instagram Messaging webhook → messages.
 //! - [`verify`]: `X-Hub-Signature-256`, the subscribe handshake, token comparison.
@@ -18,6 +19,7 @@
 
 pub mod instagram;
 pub mod telegram;
+pub mod telegram_groups;
 pub mod verify;
 pub mod whatsapp;
 

@@ -4,11 +4,13 @@
 //! text, a caption, media (photo, document, voice, audio, video, video note, sticker) or a
 //! location/venue. Everything else (callback queries, chat member changes, polls, service
 //! messages such as "X joined") parses to an [`Update`] without an event, so the webhook can
-//! still be acknowledged.
+//! still be acknowledged. Whom a message addresses (groups) and whether it is an edit are
+//! read into [`Addressing`], which [`super::telegram_groups::admit`] judges.
 
 use hermes_types::model::{Media, MediaKind, MessageEvent, Platform};
 use serde::Deserialize;
 
+use super::telegram_groups::{Addressing, Author, Facts, RawEntity};
 use super::{
     ParseError, decode, from_unix_seconds, lenient_i64, location_text, short_field, text_field,
 };
@@ -20,6 +22,8 @@ pub struct Update {
     pub update_id: i64,
     /// The message to route; `None` for updates we acknowledge but do not route.
     pub event: Option<MessageEvent>,
+    /// Whom the message addresses, and whether it is an edit (with every event).
+    pub addressing: Option<Addressing>,
 }
 
 /// Parses one webhook body. `Err` when it is not JSON or not an `Update` (no `update_id`, or a
@@ -38,11 +42,31 @@ pub fn parse(body: &[u8]) -> Result<Update, ParseError> {
         return Ok(Update {
             update_id: raw.update_id,
             event: None,
+            addressing: None,
         });
     };
+    let entities = match msg.text {
+        Some(_) => &msg.entities,
+        None => &msg.caption_entities,
+    };
+    let replies_to = msg.reply_to_message.as_ref().and_then(|r| r.from.as_ref());
+    let facts = Facts::new(
+        msg.chat.kind.as_deref(),
+        msg.message_id,
+        edited,
+        entities.clone(),
+        replies_to.map(|u| Author {
+            id: Some(u.id),
+            is_bot: u.is_bot.unwrap_or(false),
+            username: short_field(u.username.clone()),
+        }),
+    );
+    let event = event(msg, edited);
+    let addressing = event.as_ref().map(|e| facts.addressing(e.text.as_deref()));
     Ok(Update {
         update_id: raw.update_id,
-        event: event(msg, edited),
+        event,
+        addressing,
     })
 }
 
@@ -187,6 +211,12 @@ struct RawMessage {
     #[serde(default)]
     caption: Option<String>,
     #[serde(default)]
+    entities: Vec<RawEntity>,
+    #[serde(default)]
+    caption_entities: Vec<RawEntity>,
+    #[serde(default)]
+    reply_to_message: Option<Box<RawReplied>>,
+    #[serde(default)]
     photo: Vec<RawPhotoSize>,
     #[serde(default)]
     document: Option<RawFile>,
@@ -206,9 +236,18 @@ struct RawMessage {
     venue: Option<RawVenue>,
 }
 
+/// The message a message replies to: only its author is read.
+#[derive(Deserialize)]
+struct RawReplied {
+    #[serde(default)]
+    from: Option<RawUser>,
+}
+
 #[derive(Deserialize)]
 struct RawUser {
     id: i64,
+    #[serde(default)]
+    is_bot: Option<bool>,
     #[serde(default)]
     first_name: Option<String>,
     #[serde(default)]
@@ -222,6 +261,8 @@ struct RawChat {
     id: i64,
     #[serde(default)]
     title: Option<String>,
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -416,7 +457,7 @@ mod tests {
     }
 
     #[test]
-    fn edited_message_is_a_new_message() {
+    fn edited_message_has_a_key_of_its_own_per_edit() {
         let u = parse(fixture!("edited_message").as_bytes()).unwrap();
         assert_eq!(u.update_id, 10005);
         assert_eq!(

@@ -55,6 +55,7 @@ impl Complete for GatewaySampling {
                     platform: Platform::Api,
                     chat_id: String::new(),
                     callback_url: None,
+                    quote: None,
                 },
                 Tier::Free,
                 vec![model.to_owned()],

@@ -62,16 +62,41 @@ pub struct ReplyTo {
     /// REST channel: where the answer is POSTed (configured on the caller's key).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub callback_url: Option<String>,
+    /// The platform's id of the message the answer quotes (a Telegram group message the bot
+    /// answers, docs/channels.md "Group chats"); absent: no quote. Optional with a default,
+    /// so a reply written by an older build still reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quote: Option<String>,
 }
 
 impl ReplyTo {
-    /// A chat on a chat platform (no callback).
+    /// A chat on a chat platform (no callback, no quote).
     pub fn chat(platform: Platform, chat_id: impl Into<String>) -> Self {
         Self {
             platform,
             chat_id: chat_id.into(),
             callback_url: None,
+            quote: None,
         }
+    }
+}
+
+/// Whether a chat message came from a one-to-one chat or a group, where everyone reads the
+/// answer (docs/security.md, "Conversations and tools").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChatKind {
+    /// A one-to-one chat (and every channel without groups).
+    #[default]
+    Direct,
+    /// A group or supergroup: the answer is read by every member.
+    Group,
+}
+
+impl ChatKind {
+    /// Whether this is the default, left out of the serialized message.
+    pub fn is_direct(&self) -> bool {
+        *self == ChatKind::Direct
     }
 }
 
@@ -113,6 +138,14 @@ pub struct Inbound {
     /// `metadata`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forge: Option<ForgeWake>,
+    /// A group message (Telegram groups and supergroups): the router leaves the sender's
+    /// other conversations out of the model context (docs/security.md).
+    #[serde(default, skip_serializing_if = "ChatKind::is_direct")]
+    pub chat_kind: ChatKind,
+    /// The platform's id of this message when the answer should quote it (a group message);
+    /// it travels to delivery as [`ReplyTo::quote`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quote: Option<String>,
 }
 
 /// What ingest settled about a Forge wake before queueing it (docs/agents.md, "Hermes as a
@@ -147,6 +180,8 @@ impl Inbound {
             policy: ToolPolicy::default(),
             job: None,
             forge: None,
+            chat_kind: ChatKind::Direct,
+            quote: None,
         }
     }
 
@@ -156,6 +191,7 @@ impl Inbound {
             platform: self.event.platform,
             chat_id: self.event.chat_id.clone(),
             callback_url: self.callback_url.clone(),
+            quote: self.quote.clone(),
         }
     }
 }

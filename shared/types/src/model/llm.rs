@@ -269,6 +269,7 @@ mod round_tests {
             platform: Platform::Telegram,
             chat_id: "c".into(),
             callback_url: None,
+            quote: None,
         };
         let request = LlmRequest::new(to, Tier::Free, Vec::new(), Vec::new());
         let mut wire = serde_json::to_value(&request).unwrap();
