@@ -11,8 +11,10 @@ use std::time::Duration;
 use base64::Engine;
 use hermes::Service;
 use hermes_bus::Bus;
+use hermes_db::api_keys::KeyScope;
 use hermes_router::media::CANNOT_LISTEN;
 
+use crate::agent_mcp::Mcp;
 use crate::images::image_parts as image_urls;
 use hermes_testkit::{Fleet, TestEnv, channel_inbound, eventually, metric};
 use hermes_types::envelope::Envelope;
@@ -299,6 +301,25 @@ async fn telegram_and_whatsapp_photos_reach_the_vision_model_with_the_calorie_sc
     );
     // The bot token is in the file URL only, never in what reached the model.
     assert!(!first.to_string().contains(TG_TOKEN));
+    // Operators see the photo as a reference (its file id), never a download URL.
+    let (_, op_key) = crate::operator_mcp::key_with(&env, &[KeyScope::Operator]).await;
+    let c = env.db().get().await.unwrap();
+    let inbound: i64 = c
+        .query_one(
+            "SELECT id FROM interactions WHERE direction = 'inbound'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let media = Mcp::operator(&fleet, &op_key)
+        .ok("attachments_fetch", json!({ "message_id": inbound }))
+        .await;
+    assert_eq!(
+        media["attachments"],
+        json!([{"kind": "image", "platform": "telegram", "file_id": TG_PHOTO, "url": null, "mime_type": null}])
+    );
+    assert!(!media.to_string().contains(TG_TOKEN));
 
     // WhatsApp's published image message, through the Cloud API's media endpoint.
     let mut payload = fixture("whatsapp/image.json");

@@ -200,7 +200,13 @@ impl Router {
         tx: &Transaction<'_>,
     ) -> Result<(), StageError> {
         let agent = a.agent();
-        let intent_meta = serde_json::json!({ "intent": r.provenance.intent });
+        let mut intent_meta = serde_json::json!({ "intent": r.provenance.intent });
+        // The message's files as references (a platform's file id or the URL it sent, never
+        // a download URL or bytes), for operators (`attachments_fetch`).
+        let media = &r.inbound.event.media;
+        if !media.is_empty() {
+            intent_meta["media"] = serde_json::json!(media);
+        }
         let mut dispatch_data =
             serde_json::json!({ "dispatch": a.chosen.dispatch, "engagement_mode": a.mode });
         // What an external agent's wake names, so that its re-wakes name the same.
