@@ -1,8 +1,9 @@
 //! Media from chat platforms end to end (docs/channels.md, media): a Telegram photo and a
 //! WhatsApp photo, sent as the platforms publish them, reach the fake vision model as
-//! inline image blocks under the calorie-scan instruction; a voice note is transcribed and
-//! answered, its transcript kept as the message's text; without a transcription endpoint
-//! the sender is told so. Bad input (a file id the platform refuses, a photo over the
+//! inline image blocks under the calorie-scan instruction (and operators see them as
+//! references); a voice note is transcribed and answered, its transcript kept as the
+//! message's text, but not for a user out of credit; without a transcription endpoint the
+//! sender is told so. Bad input (a file id the platform refuses, a photo over the
 //! limit, a content type that lies, a download that never ends, a document) gets a clear
 //! reply and a metric each, nothing stuck and no credit spent.
 
@@ -409,6 +410,18 @@ async fn a_voice_note_is_transcribed_and_answered_and_its_transcript_is_the_text
         fetches(&fleet, "telegram", "voice", "transcribed").await,
         Some(1.0)
     );
+
+    // Out of credit: the upgrade prompt, and nothing is transcribed for it.
+    c.execute("UPDATE users SET credits = 0", &[])
+        .await
+        .unwrap();
+    let mut again = fixture("telegram/voice.json");
+    again["update_id"] = json!(10007);
+    again["message"]["message_id"] = json!(1372);
+    post_telegram(&fleet, &again).await;
+    let texts = sent_n(&telegram, 2).await;
+    assert!(texts[1].contains("out of credits"), "{}", texts[1]);
+    assert_eq!(whisper.received_requests().await.unwrap().len(), 1);
     fleet.stop().await.unwrap();
 }
 

@@ -192,25 +192,28 @@ impl Handler for Router {
         };
         // 1b. A chat platform's files: voice transcribed into the text, what the model
         // cannot use answered with a notice (docs/channels.md, media). No connection is
-        // held while a file downloads.
-        let (text, client) = if event.platform.is_chat() && !event.media.is_empty() {
-            drop(client);
-            // Boxed: the download and transcription futures are large, and most messages
-            // carry no file.
-            let text = match Box::pin(self.media.text_of(event)).await {
-                Ok(text) => text,
-                Err(notice) => {
-                    return Ok(Decision::MediaRefused {
-                        inbound,
-                        who: Box::new(who),
-                        notice,
-                    });
-                }
+        // held while a file downloads. A user without the credit for the message is not
+        // transcribed for: the commit answers with the upgrade prompt.
+        let cost = i64::from(self.ctx.config.file.router.credits_per_message);
+        let (text, client) =
+            if event.platform.is_chat() && !event.media.is_empty() && who.user.credits >= cost {
+                drop(client);
+                // Boxed: the download and transcription futures are large, and most messages
+                // carry no file.
+                let text = match Box::pin(self.media.text_of(event)).await {
+                    Ok(text) => text,
+                    Err(notice) => {
+                        return Ok(Decision::MediaRefused {
+                            inbound,
+                            who: Box::new(who),
+                            notice,
+                        });
+                    }
+                };
+                (text, self.ctx.db.get().await?)
+            } else {
+                (messages::user_text(event), client)
             };
-            (text, self.ctx.db.get().await?)
-        } else {
-            (messages::user_text(event), client)
-        };
         // 2 (credits) happens in `commit`, under the user's row lock.
         // The session clock (its injection point is `sessions::current_or_start`'s `now`).
         let now = Utc::now();

@@ -45,6 +45,14 @@ fn item(platform: Platform, kind: MediaKind, id: &str) -> MediaRef {
     }
 }
 
+/// Why `fetcher` refuses `item`.
+async fn refusal(fetcher: &MediaFetcher, item: MediaRef, want: Want) -> MediaError {
+    match fetcher.fetch(&item, want).await {
+        Ok(_) => panic!("the fetch succeeded"),
+        Err(e) => e,
+    }
+}
+
 fn png() -> Vec<u8> {
     let mut b = b"\x89PNG\r\n\x1a\n".to_vec();
     b.resize(100, 1);
@@ -112,14 +120,12 @@ async fn no_refusal_shows_the_bot_token() {
     // Refused by Telegram, and refused by the guard (loopback not allowlisted).
     for (allow, outcome) in [(true, Outcome::Refused), (false, Outcome::AddressRefused)] {
         let fetcher = MediaFetcher::new(&telegram_config(&server, allow), counted.clone());
-        let e = fetcher
-            .fetch(
-                &item(Platform::Telegram, MediaKind::Image, "BAD"),
-                Want::Image,
-            )
-            .await
-            .err()
-            .unwrap();
+        let e = refusal(
+            &fetcher,
+            item(Platform::Telegram, MediaKind::Image, "BAD"),
+            Want::Image,
+        )
+        .await;
         assert_eq!(e.outcome(), outcome);
         for shown in [
             e.to_string(),
@@ -155,14 +161,12 @@ async fn a_download_that_never_ends_is_cut_at_the_deadline() {
     ];
     vars.push(("HERMES_MEDIA_DEADLINE_SECS", "1".into()));
     let fetcher = MediaFetcher::new(&config(&vars), counter());
-    let e = fetcher
-        .fetch(
-            &item(Platform::Telegram, MediaKind::Image, "ANY"),
-            Want::Image,
-        )
-        .await
-        .err()
-        .unwrap();
+    let e = refusal(
+        &fetcher,
+        item(Platform::Telegram, MediaKind::Image, "ANY"),
+        Want::Image,
+    )
+    .await;
     assert!(matches!(e, MediaError::Timeout { secs: 1 }), "{e}");
 }
 
@@ -217,4 +221,51 @@ async fn a_360dialog_file_comes_through_its_proxy_with_the_key() {
     let body = String::from_utf8_lossy(&sent.body);
     assert!(body.contains("name=\"model\"\r\n\r\nwhisper-1"), "{body}");
     assert!(body.contains("filename=\"voice.ogg\""), "{body}");
+}
+
+#[tokio::test]
+async fn a_media_id_meta_refuses_is_refused_and_its_failures_are_unavailable() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/v21.0/404404"))
+        .and(header("authorization", "Bearer cloud-token"))
+        .respond_with(ResponseTemplate::new(400).set_body_json(json!({
+            "error": {"message": "Unsupported get request.", "code": 100}
+        })))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/v21.0/500500"))
+        .respond_with(ResponseTemplate::new(503))
+        .mount(&server)
+        .await;
+    let cfg = config(&[
+        ("WHATSAPP_ACCESS_TOKEN", "cloud-token".into()),
+        ("WHATSAPP_PHONE_NUMBER_ID", "PHONE".into()),
+        ("WHATSAPP_API_BASE_URL", format!("{}/v21.0", server.uri())),
+        ("HERMES_MEDIA_FETCH_ALLOW", "127.0.0.1".into()),
+    ]);
+    let fetcher = MediaFetcher::new(&cfg, counter());
+    for (id, outcome) in [
+        ("404404", Outcome::Refused),
+        ("500500", Outcome::Unavailable),
+    ] {
+        let e = refusal(
+            &fetcher,
+            item(Platform::Whatsapp, MediaKind::Image, id),
+            Want::Image,
+        )
+        .await;
+        assert_eq!(e.outcome(), outcome, "{id}: {e}");
+        assert!(!format!("{e} {e:?}").contains("cloud-token"));
+    }
+    // Without the platform's credentials nothing is requested.
+    let fetcher = MediaFetcher::new(&config(&[]), counter());
+    let e = refusal(
+        &fetcher,
+        item(Platform::Whatsapp, MediaKind::Image, "1"),
+        Want::Image,
+    )
+    .await;
+    assert_eq!(e.outcome(), Outcome::NoCredentials);
 }
