@@ -9,7 +9,7 @@
 
 use hermes_config::Config;
 use hermes_media::error::noun;
-use hermes_media::{MediaFetcher, Outcome, Transcriber, Want};
+use hermes_media::{MediaError, MediaFetcher, Outcome, Transcriber, Want};
 use hermes_types::model::{MediaKind, MediaRef, MessageEvent};
 
 /// What a voice note gets when no transcription endpoint is configured.
@@ -46,6 +46,15 @@ impl MediaStep {
                 platform: event.platform,
                 media: media.clone(),
             };
+            if media.platform_id.is_none() && media.url.is_none() {
+                // Nothing names the file: it cannot be fetched, whatever its kind.
+                self.fetcher.count(&item, Outcome::Refused);
+                return Err(MediaError::Refused {
+                    platform: event.platform.as_str(),
+                    why: "the message names no file".into(),
+                }
+                .user_message(media.kind));
+            }
             match media.kind {
                 MediaKind::Image => {}
                 MediaKind::Voice | MediaKind::Audio => {
@@ -90,6 +99,69 @@ impl MediaStep {
                 tracing::warn!(error = %e, "a voice note could not be transcribed");
                 Err(e.user_message(kind))
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hermes_types::model::{Media, Platform};
+
+    fn step(vars: &[(&str, &str)]) -> (MediaStep, prometheus::IntCounterVec) {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let config = Config::from_lookup(
+            &|k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()),
+            None,
+        )
+        .unwrap();
+        let counted = prometheus::IntCounterVec::new(
+            prometheus::Opts::new("hermes_media_fetch_total", "test"),
+            &["platform", "kind", "outcome"],
+        )
+        .unwrap();
+        (MediaStep::new(&config, counted.clone()).unwrap(), counted)
+    }
+
+    fn event(kind: MediaKind, id: Option<&str>) -> MessageEvent {
+        let mut e: MessageEvent = serde_json::from_value(serde_json::json!({
+            "platform": "telegram", "sender_id": "1", "chat_id": "1",
+            "received_at": "2026-11-22T00:00:00Z",
+        }))
+        .unwrap();
+        e.text = Some("look".into());
+        e.media = vec![Media {
+            kind,
+            platform_id: id.map(str::to_string),
+            url: None,
+            mime_type: None,
+        }];
+        e
+    }
+
+    #[tokio::test]
+    async fn photos_pass_and_what_the_model_cannot_use_gets_a_notice() {
+        let (step, counted) = step(&[]);
+        let text = step.text_of(&event(MediaKind::Image, Some("f"))).await;
+        assert_eq!(text.as_deref(), Ok("look"));
+        let sticker = step.text_of(&event(MediaKind::Sticker, Some("f"))).await;
+        assert!(sticker.unwrap_err().contains("can't open stickers"));
+        let voice = step.text_of(&event(MediaKind::Voice, Some("f"))).await;
+        assert_eq!(voice.unwrap_err(), CANNOT_LISTEN);
+        let nameless = step.text_of(&event(MediaKind::Image, None)).await;
+        assert!(nameless.unwrap_err().contains("Could you send it again"));
+        for (kind, outcome) in [
+            ("sticker", "unsupported"),
+            ("voice", "not_configured"),
+            ("image", "refused"),
+        ] {
+            let n = counted
+                .with_label_values(&[Platform::Telegram.as_str(), kind, outcome])
+                .get();
+            assert_eq!(n, 1, "{kind} {outcome}");
         }
     }
 }
