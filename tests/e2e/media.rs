@@ -161,10 +161,12 @@ fn data_url(bytes: &[u8]) -> String {
     )
 }
 
-/// An environment with Telegram's and the model's fakes, and downloads allowed on loopback
-/// (where the fakes are).
+/// An environment with Telegram's and the model's fakes, downloads allowed on loopback
+/// (where the fakes are), and photos of at most 1 KiB (the test photos are smaller; the
+/// bad-input test sends one larger).
 fn env_with(env: &mut TestEnv, model: &MockServer, telegram: &MockServer) {
     env.openai_mock(&model.uri())
+        .set("HERMES_IMAGE_MAX_BYTES", "1024")
         .set("TELEGRAM_BOT_TOKEN", TG_TOKEN)
         .set("TELEGRAM_API_BASE_URL", &telegram.uri())
         .set("TELEGRAM_WEBHOOK_SECRET", TG_SECRET)
@@ -482,8 +484,7 @@ async fn bad_files_each_get_a_clear_reply_and_a_metric_and_nothing_is_stuck_or_c
     .await;
     let mut env = TestEnv::new().await;
     env_with(&mut env, &model, &telegram);
-    env.set("HERMES_IMAGE_MAX_BYTES", "1024")
-        .set("HERMES_MEDIA_DEADLINE_SECS", "1");
+    env.set("HERMES_MEDIA_DEADLINE_SECS", "1");
     let user = env.user(Platform::Telegram, TG_USER, CREDITS).await;
     let fleet = env.start(&Service::ALL).await;
     let bus = env.bus().await;
