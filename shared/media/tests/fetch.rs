@@ -269,3 +269,33 @@ async fn a_media_id_meta_refuses_is_refused_and_its_failures_are_unavailable() {
     .await;
     assert_eq!(e.outcome(), Outcome::NoCredentials);
 }
+
+#[tokio::test]
+async fn an_instagram_attachment_is_its_url_and_a_lying_type_is_refused() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/ig/photo.png"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(png(), "image/png"))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/ig/lie.png"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(png(), "image/jpeg"))
+        .mount(&server)
+        .await;
+    let cfg = config(&[("HERMES_MEDIA_FETCH_ALLOW", "127.0.0.1".into())]);
+    let fetcher = MediaFetcher::new(&cfg, counter());
+    let at = |name: &str| MediaRef {
+        platform: Platform::Instagram,
+        media: Media {
+            kind: MediaKind::Image,
+            platform_id: None,
+            url: Some(format!("{}/ig/{name}", server.uri())),
+            mime_type: None,
+        },
+    };
+    let got = fetcher.fetch(&at("photo.png"), Want::Image).await.unwrap();
+    assert_eq!(got.mime, "image/png");
+    let e = refusal(&fetcher, at("lie.png"), Want::Image).await;
+    assert_eq!(e.outcome(), Outcome::WrongType, "{e}");
+}
