@@ -71,7 +71,11 @@ async fn servers() -> (MockServer, MockServer) {
 
 /// The image parts of the user turn the model was sent.
 fn image_urls(call: &wiremock::Request) -> Vec<String> {
-    let sent: Value = call.body_json().unwrap();
+    image_parts(&call.body_json().unwrap())
+}
+
+/// The image parts (their URLs) of the user turns of a chat completions request.
+pub(crate) fn image_parts(sent: &Value) -> Vec<String> {
     sent["messages"]
         .as_array()
         .unwrap()

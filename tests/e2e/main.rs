@@ -32,6 +32,7 @@ mod jobs_schedule;
 mod key_budgets;
 mod lifecycle;
 mod llm;
+mod media;
 mod openai_sdk;
 mod openapi;
 mod operator_approvals;

@@ -234,7 +234,7 @@ async fn operators_read_conversations_messages_and_channels() {
     assert_eq!(newer["messages"], json!([msgs[1].clone()]));
     assert_eq!(newer["has_more"], false);
 
-    // No media is kept for chat messages: an empty list that says why.
+    // A text message carries no media: an empty list that says why.
     let media = mcp
         .ok(
             "attachments_fetch",
@@ -242,7 +242,12 @@ async fn operators_read_conversations_messages_and_channels() {
         )
         .await;
     assert_eq!(media["attachments"], json!([]));
-    assert!(media["note"].as_str().unwrap().contains("not their media"));
+    assert!(
+        media["note"]
+            .as_str()
+            .unwrap()
+            .contains("No media is recorded")
+    );
 
     // Platforms and known chats.
     let channels = mcp.ok("channels_list", json!({})).await;

@@ -209,7 +209,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
         }
         Command::Bench(BenchCommand::Router(args)) => {
             return admin("bench router", path, |c| async move {
-                hermes::bench_router::router(c, args).await
+                Box::pin(hermes::bench_router::router(c, args)).await
             })
             .await;
         }

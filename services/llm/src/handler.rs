@@ -41,7 +41,7 @@ impl LlmStage {
     pub fn new(ctx: Ctx, gateway: Gateway) -> Self {
         let memory = MemoryWriter::new(ctx.clone());
         let events = RunEvents::new(ctx.cache.clone(), ctx.config.run_events_ttl);
-        let images = ImageFetcher::new(&ctx.config);
+        let images = ImageFetcher::new(&ctx.config, ctx.metrics.media_fetches.clone());
         Self {
             ctx,
             gateway,
@@ -51,7 +51,8 @@ impl LlmStage {
         }
     }
 
-    /// Call the model chain for `request`, an API caller's image URLs fetched first.
+    /// Call the model chain for `request`, an API caller's image URLs and a chat
+    /// platform's photos fetched first.
     async fn complete(&self, env: &Envelope, request: &LlmRequest) -> Result<Served, GatewayError> {
         let inlined = match self.images.inline(request).await {
             Ok(inlined) => inlined,

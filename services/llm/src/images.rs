@@ -5,29 +5,38 @@
 //! and only when the answer is an image whose bytes are the type it claims. The bytes go to
 //! the provider inline, so no provider is ever handed a URL it would fetch itself, and they
 //! live only in this call's memory: the queued request keeps the URL.
+//!
+//! A chat platform's photos (docs/channels.md, media) travel as references in the
+//! request's `media`; they are fetched here too, with the platform's credentials through
+//! `hermes_media`, into the last user turn's image blocks. A photo that cannot be used
+//! fails the call with a sentence for its sender, and no model is asked.
 
 use std::time::Duration;
 
 use base64::Engine;
 use hermes_config::Config;
+use hermes_media::{MediaFetcher, Outcome, Want};
 use hermes_net::guard::{AddressPolicy, shown};
 use hermes_net::http::describe;
-use hermes_types::model::{IMAGE_TYPES, ImageRef, LlmRequest, Platform, sniff_image};
+use hermes_types::model::{IMAGE_TYPES, ImageRef, LlmRequest, Platform, Role, sniff_image};
 use url::Url;
 
 const USER_AGENT: &str = concat!("hermes-image-fetch/", env!("CARGO_PKG_VERSION"));
 /// How long one image may take to arrive.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Fetches the images of API requests.
+/// Fetches the images of API requests and of chat platforms.
 pub struct ImageFetcher {
     policy: AddressPolicy,
     max_bytes: usize,
+    media: MediaFetcher,
 }
 
 impl ImageFetcher {
-    pub fn new(config: &Config) -> Self {
+    /// A fetcher under `config`'s limits, counting platform files in `media_fetches`.
+    pub fn new(config: &Config, media_fetches: prometheus::IntCounterVec) -> Self {
         Self {
+            media: MediaFetcher::new(config, media_fetches),
             policy: AddressPolicy::new(
                 config.api.image_fetch_allow.clone(),
                 "HERMES_IMAGE_FETCH_ALLOW",
@@ -36,22 +45,43 @@ impl ImageFetcher {
         }
     }
 
-    /// The request to send: `request` itself when it holds no caller's http(s) image (a
-    /// channel's images come from the platform, not from a caller, and are left alone),
-    /// else a copy with each such image inlined. The error names the image and what is
-    /// wrong with it, for the caller.
+    /// The request to send: `request` itself when it holds no caller's http(s) image and
+    /// no platform photo, else a copy with each such image inlined. The error names the
+    /// image and what is wrong with it, for the caller or the chat's sender.
     pub async fn inline(&self, request: &LlmRequest) -> Result<Option<LlmRequest>, String> {
         let remote = |i: &ImageRef| i.url.starts_with("http://") || i.url.starts_with("https://");
-        if request.reply_to.platform != Platform::Api
-            || !request.messages.iter().flat_map(|m| &m.images).any(remote)
-        {
+        let api_images = request.reply_to.platform == Platform::Api
+            && request.messages.iter().flat_map(|m| &m.images).any(remote);
+        if !api_images && request.media.is_empty() {
             return Ok(None);
         }
         let mut copy = request.clone();
-        for image in copy.messages.iter_mut().flat_map(|m| m.images.iter_mut()) {
-            if remote(image) {
-                *image = self.fetch(&image.url).await?;
+        if api_images {
+            for image in copy.messages.iter_mut().flat_map(|m| m.images.iter_mut()) {
+                if remote(image) {
+                    *image = self.fetch(&image.url).await?;
+                }
             }
+        }
+        let media = std::mem::take(&mut copy.media);
+        let mut blocks = Vec::with_capacity(media.len());
+        for item in &media {
+            let fetched = self
+                .media
+                .fetch(item, Want::Image)
+                .await
+                .map_err(|e| e.user_message(item.media.kind))?;
+            self.media.count(item, Outcome::Ok);
+            blocks.push(fetched.image_block());
+        }
+        // The photos belong to the user's turn of this message: the last one.
+        if let Some(turn) = copy
+            .messages
+            .iter_mut()
+            .rev()
+            .find(|m| m.role == Role::User)
+        {
+            turn.images.extend(blocks);
         }
         Ok(Some(copy))
     }

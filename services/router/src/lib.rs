@@ -12,6 +12,7 @@
 pub mod dispatch;
 pub mod external;
 pub mod intent;
+pub mod media;
 pub mod messages;
 pub mod pipeline;
 pub mod recall;

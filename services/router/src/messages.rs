@@ -1,8 +1,11 @@
 //! Step 6, the messages: the user's turn from a normalized event (text, caption, image
-//! blocks), and the API caller's own conversation.
+//! blocks, or a chat platform's photos as references the llm stage fetches), and the API
+//! caller's own conversation.
 
 use hermes_types::intent::{ImageIntent, Intent};
-use hermes_types::model::{ChatMessage, ImageRef, Inbound, MediaKind, MessageEvent, Role};
+use hermes_types::model::{
+    ChatMessage, ImageRef, Inbound, MediaKind, MediaRef, MessageEvent, Role,
+};
 
 /// The text of the user's turn: the message text or caption, with a note for each
 /// attachment the model cannot see (documents, voice, locations without text).
@@ -17,8 +20,9 @@ pub fn user_text(event: &MessageEvent) -> String {
     text
 }
 
+/// An image the model can be shown: one with a URL, or a chat platform's file id.
 fn is_visible_image(m: &hermes_types::model::Media) -> bool {
-    m.kind == MediaKind::Image && m.url.is_some()
+    m.kind == MediaKind::Image && (m.url.is_some() || m.platform_id.is_some())
 }
 
 /// Does the message carry an image the model can be shown?
@@ -35,9 +39,30 @@ pub fn intent_of_image(i: ImageIntent) -> Intent {
     }
 }
 
-/// The user's turn, with its images as image blocks.
+/// A chat platform's photos, as references for the llm stage (docs/channels.md, media):
+/// their bytes are fetched with the platform's credentials right before the model call.
+pub fn platform_images(event: &MessageEvent) -> Vec<MediaRef> {
+    if !event.platform.is_chat() {
+        return Vec::new();
+    }
+    event
+        .media
+        .iter()
+        .filter(|m| is_visible_image(m))
+        .map(|m| MediaRef {
+            platform: event.platform,
+            media: m.clone(),
+        })
+        .collect()
+}
+
+/// The user's turn, with the images of a caller's URLs as image blocks (a chat
+/// platform's photos are [`platform_images`] instead).
 pub fn user_turn(event: &MessageEvent, text: &str) -> ChatMessage {
     let mut turn = ChatMessage::text(Role::User, text);
+    if event.platform.is_chat() {
+        return turn;
+    }
     turn.images = event
         .media
         .iter()
@@ -100,7 +125,7 @@ mod tests {
 
     fn event(text: Option<&str>, media: Vec<Media>) -> MessageEvent {
         serde_json::from_value(serde_json::json!({
-            "platform": "telegram", "sender_id": "1", "chat_id": "1",
+            "platform": "rest", "sender_id": "1", "chat_id": "1",
             "received_at": "2026-11-22T00:00:00Z",
         }))
         .map(|mut e: MessageEvent| {
@@ -129,8 +154,9 @@ mod tests {
                 media(MediaKind::Document, Some("https://x/menu.pdf")),
             ],
         );
-        assert_eq!(e.platform, Platform::Telegram);
+        assert_eq!(e.platform, Platform::Rest);
         assert!(has_image(&e));
+        assert!(platform_images(&e).is_empty());
         let text = user_text(&e);
         assert_eq!(text, "how many calories\n[document attached]");
         let turn = user_turn(&e, &text);
@@ -143,6 +169,25 @@ mod tests {
         let e = event(None, vec![media(MediaKind::Image, None)]);
         assert!(!has_image(&e));
         assert_eq!(user_text(&e), "[image attached]");
+    }
+
+    #[test]
+    fn a_chat_platforms_photo_is_a_reference_not_a_block() {
+        let mut e = event(
+            Some("how many calories?"),
+            vec![media(MediaKind::Image, None)],
+        );
+        e.platform = Platform::Telegram;
+        e.media[0].platform_id = Some("AgACAgQAAxkBAAIB".into());
+        assert!(has_image(&e));
+        assert!(user_turn(&e, "how many calories?").images.is_empty());
+        let refs = platform_images(&e);
+        assert_eq!(refs.len(), 1);
+        assert_eq!(refs[0].platform, Platform::Telegram);
+        assert_eq!(
+            refs[0].media.platform_id.as_deref(),
+            Some("AgACAgQAAxkBAAIB")
+        );
     }
 
     #[test]

@@ -23,12 +23,13 @@ use hermes_db::{Transaction, jobs, runs, sessions};
 use hermes_runtime::Ctx;
 use hermes_runtime::stage::{GroupCommit, Handler, StageError};
 use hermes_types::envelope::Envelope;
-use hermes_types::intent::Intent;
+use hermes_types::intent::{ImageIntent, Intent};
 use hermes_types::model::{
-    ChatMessage, FinishReason, Inbound, Platform, Provenance, Reply, Tier, ToolSpec,
+    ChatMessage, FinishReason, Inbound, MediaRef, Platform, Provenance, Reply, Tier, ToolSpec,
 };
 
 use crate::dispatch;
+use crate::media::MediaStep;
 use crate::messages;
 use crate::recall::{Recall, RecallOutcome};
 use crate::soul::Soul;
@@ -45,13 +46,15 @@ pub struct Router {
     recall: Recall,
     history: Option<HistoryStore>,
     presence: dispatch::Presence,
+    media: MediaStep,
 }
 
 /// What one message's commit decided, counted only once the commit holds: a commit group
 /// that is rolled back and redone message by message must not count anything twice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Decided {
-    /// `routed`, `external`, `forge`, `upgrade`, `signup`, `duplicate` or `job_deleted`.
+    /// `routed`, `external`, `forge`, `upgrade`, `signup`, `media_refused`, `duplicate` or
+    /// `job_deleted`.
     pub decision: &'static str,
     /// Credits the commit charged (0 when none).
     pub credits_charged: i64,
@@ -87,6 +90,7 @@ impl Router {
             recall,
             history,
             presence: dispatch::Presence::default(),
+            media: MediaStep::new(&ctx.config, ctx.metrics.media_fetches.clone())?,
             ctx,
         })
     }
@@ -104,6 +108,12 @@ pub enum Decision {
     },
     /// Step 1's fallback: nobody known (or activated) sends from here.
     Signup { inbound: Inbound },
+    /// Step 1b's fallback: a known user's file the model cannot use; `notice` tells them.
+    MediaRefused {
+        inbound: Inbound,
+        who: Box<Resolved>,
+        notice: String,
+    },
     /// A known user's message, ready to be charged and dispatched.
     Route(Box<Routed>),
     /// A Forge's wake: its internal agent runs the agent loop; no user, no credit.
@@ -114,7 +124,9 @@ impl Decision {
     /// The message decided on.
     fn inbound(&self) -> &Inbound {
         match self {
-            Decision::Api { inbound, .. } | Decision::Signup { inbound } => inbound,
+            Decision::Api { inbound, .. }
+            | Decision::Signup { inbound }
+            | Decision::MediaRefused { inbound, .. } => inbound,
             Decision::Route(r) => &r.inbound,
             Decision::Forge(f) => f.inbound(),
         }
@@ -128,7 +140,10 @@ pub struct Routed {
     who: Resolved,
     text: String,
     intent: Intent,
-    vision: bool,
+    /// An image's intent: the vision model answers, with the intent's instruction.
+    image_intent: Option<ImageIntent>,
+    /// A chat platform's photos, by reference (fetched by the llm stage).
+    media: Vec<MediaRef>,
     /// The session the history below belongs to (None: a new session starts).
     session_seen: Option<SessionId>,
     now: DateTime<Utc>,
@@ -155,8 +170,7 @@ impl Handler for Router {
             _ => {}
         }
         let event = &inbound.event;
-        let text = messages::user_text(event);
-        if text.trim().is_empty() && event.media.is_empty() {
+        if event.text.as_deref().unwrap_or_default().trim().is_empty() && event.media.is_empty() {
             return Err(StageError::Poison(anyhow!(
                 "inbound message has no text or media"
             )));
@@ -176,6 +190,30 @@ impl Handler for Router {
         .filter(|(r, _)| r.activated) else {
             return Ok(Decision::Signup { inbound });
         };
+        // 1b. A chat platform's files: voice transcribed into the text, what the model
+        // cannot use answered with a notice (docs/channels.md, media). No connection is
+        // held while a file downloads. A user without the credit for the message is not
+        // transcribed for: the commit answers with the upgrade prompt.
+        let cost = i64::from(self.ctx.config.file.router.credits_per_message);
+        let (text, client) =
+            if event.platform.is_chat() && !event.media.is_empty() && who.user.credits >= cost {
+                drop(client);
+                // Boxed: the download and transcription futures are large, and most messages
+                // carry no file.
+                let text = match Box::pin(self.media.text_of(event)).await {
+                    Ok(text) => text,
+                    Err(notice) => {
+                        return Ok(Decision::MediaRefused {
+                            inbound,
+                            who: Box::new(who),
+                            notice,
+                        });
+                    }
+                };
+                (text, self.ctx.db.get().await?)
+            } else {
+                (messages::user_text(event), client)
+            };
         // 2 (credits) happens in `commit`, under the user's row lock.
         // The session clock (its injection point is `sessions::current_or_start`'s `now`).
         let now = Utc::now();
@@ -210,7 +248,7 @@ impl Handler for Router {
             .soul_load_duration
             .observe(soul_load.as_secs_f64());
 
-        // 5. Images: their intent picks the vision path and the toolsets.
+        // 5. Images: their intent picks the vision path, its instruction and its toolsets.
         let image_intent = messages::has_image(event).then(|| intent::classify_image(Some(&text)));
         let intent = match image_intent {
             Some(i) => messages::intent_of_image(i),
@@ -224,7 +262,11 @@ impl Handler for Router {
         let catalog = self.tools.tools(&client).await?;
         drop(client);
         let (recall_block, recall_used) = self.recall_rank(recall_facts, &text).await;
-        let gated = tool_gate::gate(intent, &catalog, &self.ctx.config.file.router.tool_gate);
+        let router = &self.ctx.config.file.router;
+        let gated = match image_intent {
+            Some(i) => tool_gate::gate_to(Some(&router.vision.toolsets(i)), &catalog),
+            None => tool_gate::gate(intent, &catalog, &router.tool_gate),
+        };
         self.ctx
             .metrics
             .tool_schema_tokens_saved
@@ -241,9 +283,10 @@ impl Handler for Router {
             ..Provenance::default()
         };
         Ok(Decision::Route(Box::new(Routed {
+            media: messages::platform_images(event),
             text,
             intent,
-            vision: image_intent.is_some(),
+            image_intent,
             session_seen,
             now,
             base,
@@ -279,6 +322,14 @@ impl Handler for Router {
                 tools,
             } => self.commit_api(env, inbound, messages, tools, tx).await,
             Decision::Signup { inbound } => self.commit_signup(env, inbound, tx).await,
+            Decision::MediaRefused {
+                inbound,
+                who,
+                notice,
+            } => {
+                self.commit_media_refused(env, inbound, &who, notice, tx)
+                    .await
+            }
             Decision::Route(r) => self.commit_route(env, *r, tx).await,
             Decision::Forge(f) => self.commit_forge(env, *f, tx).await,
         }
@@ -308,7 +359,10 @@ impl GroupCommit for Router {
     fn lock_key(decision: &Decision) -> Option<uuid::Uuid> {
         match decision {
             Decision::Route(r) => Some(r.who.user.id.as_uuid()),
-            Decision::Api { .. } | Decision::Signup { .. } | Decision::Forge(_) => None,
+            Decision::Api { .. }
+            | Decision::Signup { .. }
+            | Decision::MediaRefused { .. }
+            | Decision::Forge(_) => None,
         }
     }
 }
@@ -379,6 +433,63 @@ impl Router {
         tracing::info!("unknown or inactive sender: signup prompt");
         let notice = Reply::notice(inbound.reply_to(), FinishReason::SignupRequired, prompt);
         Ok((vec![env.follow(&notice)], Decided::uncharged("signup")))
+    }
+
+    /// A file the model cannot use: the run is recorded uncharged, for the user, and they
+    /// are told why (docs/channels.md, media).
+    async fn commit_media_refused(
+        &self,
+        env: &Envelope,
+        inbound: Inbound,
+        who: &Resolved,
+        notice: String,
+        tx: &Transaction<'_>,
+    ) -> Result<(Vec<Envelope>, Decided), StageError> {
+        let text = inbound.event.text.as_deref();
+        if !self
+            .record_uncharged(env, &inbound, &who.user, text, tx)
+            .await?
+        {
+            return Ok((Vec::new(), Decided::uncharged("duplicate")));
+        }
+        tracing::info!("a file the model cannot use: notice, no credit");
+        let reply = Reply::notice(inbound.reply_to(), FinishReason::MediaUnusable, notice);
+        Ok((
+            vec![env.follow(&reply)],
+            Decided::uncharged("media_refused"),
+        ))
+    }
+
+    /// A known user's run answered without a model and not charged (the upgrade prompt, a
+    /// refused file): the run row with its user and no session. False when the run exists
+    /// already.
+    async fn record_uncharged(
+        &self,
+        env: &Envelope,
+        inbound: &Inbound,
+        user: &users::User,
+        text: Option<&str>,
+        tx: &Transaction<'_>,
+    ) -> Result<bool, StageError> {
+        if !self.create_run(env, inbound, user.tier, text, tx).await? {
+            return Ok(false);
+        }
+        runs::set_routing(
+            tx,
+            env.run_id,
+            &runs::Routing {
+                user_id: user.id,
+                agent_id: None,
+                session_id: None,
+                dispatch: None,
+                engagement_mode: None,
+                credits_charged: 0,
+                tier: user.tier,
+                provenance: None,
+            },
+        )
+        .await?;
+        Ok(true)
     }
 
     /// The tier's chain of logical models.

@@ -34,12 +34,17 @@ pub struct Gated {
 /// Keeps the tools whose toolset `intent` is offered under `settings` (see the module
 /// documentation for the rules).
 pub fn gate(intent: Intent, tools: &[ToolSpec], settings: &ToolGateSettings) -> Gated {
-    let allowed = match (intent, settings.intents.get(&intent)) {
-        (Intent::Trivial, _) => Some(&[][..]),
-        (_, None) => None,
-        (_, Some(sets)) if sets.iter().any(|s| s == ALL_TOOLSETS) => None,
-        (_, Some(sets)) => Some(sets.as_slice()),
-    };
+    match (intent, settings.intents.get(&intent)) {
+        (Intent::Trivial, _) => gate_to(Some(&[]), tools),
+        (_, None) => gate_to(None, tools),
+        (_, Some(sets)) => gate_to(Some(sets), tools),
+    }
+}
+
+/// Keeps the tools of the toolsets `sets` names (`"*"` or `None`: every tool): how an image
+/// intent's configured toolsets (`[router.vision]`) gate a vision call.
+pub fn gate_to(sets: Option<&[String]>, tools: &[ToolSpec]) -> Gated {
+    let allowed = sets.filter(|sets| !sets.iter().any(|s| s == ALL_TOOLSETS));
     let Some(allowed) = allowed else {
         return Gated {
             tools: tools.to_vec(),

@@ -42,7 +42,8 @@ pub use llm::{
 };
 
 pub use router::{
-    PersonaSettings, RecallSettings, RouterSecrets, RouterSettings, ToolGateSettings,
+    PersonaSettings, RecallSettings, RouterSecrets, RouterSettings, ToolGateSettings, VisionIntent,
+    VisionIntents, VisionSettings,
 };
 
 pub use mcp::{
@@ -157,6 +158,28 @@ pub struct ApiSurface {
     pub image_fetch_allow: Vec<AllowRule>,
 }
 
+/// Media from chat platforms and their transcription (docs/channels.md, media).
+#[derive(Clone, Debug)]
+pub struct MediaSettings {
+    /// `HERMES_MEDIA_DEADLINE_SECS`: the whole fetch of one platform file.
+    pub deadline: Duration,
+    /// `HERMES_AUDIO_MAX_BYTES`: the largest voice note or audio file downloaded.
+    pub audio_max_bytes: usize,
+    /// `HERMES_MEDIA_FETCH_ALLOW`: non-public hosts a platform download may reach.
+    pub fetch_allow: Vec<AllowRule>,
+    /// The transcription endpoint; `None`: voice notes are not listened to.
+    pub transcribe: Option<TranscribeSettings>,
+}
+
+/// An OpenAI-compatible `POST {url}/audio/transcriptions` endpoint.
+#[derive(Clone, Debug)]
+pub struct TranscribeSettings {
+    pub url: Url,
+    pub key: Option<SecretString>,
+    pub model: String,
+    pub timeout: Duration,
+}
+
 /// Days each family of tables keeps its rows; 0 keeps them for ever (`docs/security.md`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Retention {
@@ -238,6 +261,8 @@ pub struct Config {
     /// Per operator key: `messages_send` calls (docs/operator-mcp.md, limits).
     pub operator_sends: RateLimit,
     pub router: RouterSecrets,
+    /// Platform media downloads and voice transcription.
+    pub media: MediaSettings,
     /// Channel senders, send retries, breaker and rate gate of the delivery stage.
     pub delivery: DeliverySettings,
     /// How long each family of tables keeps its rows (`HERMES_RETENTION_*`).

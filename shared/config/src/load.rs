@@ -5,10 +5,13 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::env::{Reader, api, approvals, bus, ingest, process, providers, retention, router};
+use crate::env::{
+    Reader, api, approvals, bus, ingest, media, process, providers, retention, router,
+};
 use crate::{
     ApiSurface, ApprovalSettings, BackendKind, BusSettings, ChannelSecrets, Config, ConfigError,
-    FileConfig, ProviderSettings, RateLimit, Retention, RouterSecrets,
+    FileConfig, MediaSettings, ProviderSettings, RateLimit, Retention, RouterSecrets,
+    TranscribeSettings,
 };
 
 impl Config {
@@ -66,6 +69,7 @@ impl Config {
             session_keys: r.get(&router::HERMES_SESSION_KEYS).unwrap_or_default(),
             secret_keys: r.get(&router::HERMES_SECRET_KEYS).unwrap_or_default(),
         };
+        let media = read_media(&mut r);
         let retention = read_retention(&mut r);
         let delivery = crate::delivery::read_delivery(&mut r);
         let alerts = crate::delivery::read_alerts(&mut r);
@@ -128,6 +132,7 @@ impl Config {
                     burst: operator_sends?,
                 },
                 router,
+                media: media?,
                 delivery: delivery?,
                 retention: retention?,
                 alerts: alerts?,
@@ -172,6 +177,32 @@ fn read_provider(r: &mut Reader<'_>) -> Option<ProviderSettings> {
         keys,
         base_urls,
         anthropic_version: anthropic_version?,
+    })
+}
+
+/// Platform media limits and the transcription endpoint (off without its URL).
+fn read_media(r: &mut Reader<'_>) -> Option<MediaSettings> {
+    let deadline = r.get(&media::HERMES_MEDIA_DEADLINE_SECS);
+    let audio_max_bytes = r.get(&media::HERMES_AUDIO_MAX_BYTES);
+    let fetch_allow = r.get(&media::HERMES_MEDIA_FETCH_ALLOW).unwrap_or_default();
+    let url = r.get(&media::HERMES_TRANSCRIBE_URL);
+    let key = r.get(&media::HERMES_TRANSCRIBE_KEY);
+    let model = r.get(&media::HERMES_TRANSCRIBE_MODEL);
+    let timeout = r.get(&media::HERMES_TRANSCRIBE_TIMEOUT_SECS);
+    let transcribe = match url {
+        Some(url) => Some(TranscribeSettings {
+            url,
+            key,
+            model: model?,
+            timeout: timeout?,
+        }),
+        None => None,
+    };
+    Some(MediaSettings {
+        deadline: deadline?,
+        audio_max_bytes: audio_max_bytes?,
+        fetch_allow,
+        transcribe,
     })
 }
 

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use url::Url;
 
 use hermes_types::agent::Tone;
-use hermes_types::intent::Intent;
+use hermes_types::intent::{ImageIntent, Intent};
 
 /// `[router]`: everything has the seed's value as its default.
 #[derive(Clone, Debug, Deserialize)]
@@ -32,6 +32,8 @@ pub struct RouterSettings {
     pub persona: PersonaSettings,
     /// Logical model (in `[models]`) that answers messages with images.
     pub vision_model: String,
+    /// `[router.vision]`: each image intent's instruction and toolsets.
+    pub vision: VisionSettings,
     pub recall: RecallSettings,
     pub tool_gate: ToolGateSettings,
 }
@@ -52,6 +54,7 @@ impl Default for RouterSettings {
             history_max_turns: 20,
             persona: PersonaSettings::default(),
             vision_model: "claude-sonnet".into(),
+            vision: VisionSettings::default(),
             recall: RecallSettings::default(),
             tool_gate: ToolGateSettings::default(),
         }
@@ -80,6 +83,7 @@ impl RouterSettings {
         if self.recall.top_k == 0 {
             problems.push("router.recall.top_k must be above 0".into());
         }
+        self.vision.validate(problems);
         if self.persona.name.trim().is_empty() {
             problems.push("router.persona.name must not be empty".into());
         }
@@ -104,6 +108,109 @@ impl Default for PersonaSettings {
                                 bookings and keep track of their goals."
                 .into(),
         }
+    }
+}
+
+/// `[router.vision]`: what the vision model is told, and which toolsets it is offered, for
+/// each image intent (docs/configuration.md, vision). An intent not set, or a key of it not
+/// set, keeps the built-in default.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VisionSettings {
+    pub intents: VisionIntents,
+}
+
+/// `[router.vision.intents.<intent>]`, one table per image intent.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VisionIntents {
+    pub calorie_scan: VisionIntent,
+    pub dupe_search: VisionIntent,
+    pub general: VisionIntent,
+}
+
+/// One image intent's settings; unset keys keep the defaults.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VisionIntent {
+    /// A system block added to the vision call.
+    pub instruction: Option<String>,
+    /// The toolsets offered (`"*"`: every toolset; empty: none).
+    pub toolsets: Option<Vec<String>>,
+}
+
+impl VisionSettings {
+    fn set(&self, intent: ImageIntent) -> &VisionIntent {
+        match intent {
+            ImageIntent::CalorieScan => &self.intents.calorie_scan,
+            ImageIntent::DupeSearch => &self.intents.dupe_search,
+            ImageIntent::General => &self.intents.general,
+        }
+    }
+
+    /// The system block the vision call gets for `intent`.
+    pub fn instruction(&self, intent: ImageIntent) -> &str {
+        self.set(intent)
+            .instruction
+            .as_deref()
+            .unwrap_or(default_instruction(intent))
+    }
+
+    /// The toolsets the vision call is offered for `intent` (`"*"`: every toolset).
+    pub fn toolsets(&self, intent: ImageIntent) -> Vec<String> {
+        match &self.set(intent).toolsets {
+            Some(sets) => sets.clone(),
+            None => default_toolsets(intent)
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        }
+    }
+
+    fn validate(&self, problems: &mut Vec<String>) {
+        for intent in [
+            ImageIntent::CalorieScan,
+            ImageIntent::DupeSearch,
+            ImageIntent::General,
+        ] {
+            if self.instruction(intent).trim().is_empty() {
+                problems.push(format!(
+                    "router.vision.intents.{}.instruction must not be empty",
+                    intent.as_str()
+                ));
+            }
+        }
+    }
+}
+
+/// The seed's meaning of each image intent, as an instruction to the vision model.
+fn default_instruction(intent: ImageIntent) -> &'static str {
+    match intent {
+        ImageIntent::CalorieScan => {
+            "The user sent a photo of food and wants a calorie scan. Name each item you can \
+             see with its estimated portion, then give the estimated calories of each and the \
+             total, with protein, carbohydrates and fat. Say plainly that these are estimates \
+             from a photo."
+        }
+        ImageIntent::DupeSearch => {
+            "The user sent a photo of a product or an outfit and wants a dupe: the same look \
+             for less. Describe what is pictured (kind, colour, material, cut, brand if \
+             visible), then suggest where to find it or close, cheaper alternatives."
+        }
+        ImageIntent::General => {
+            "The user sent an image. Look at it carefully and answer what they asked about \
+             it; if they asked nothing, say briefly what matters in it."
+        }
+    }
+}
+
+/// The toolsets the seed's intents use: nutrition for a calorie scan, search for a dupe,
+/// everything for a general question.
+fn default_toolsets(intent: ImageIntent) -> &'static [&'static str] {
+    match intent {
+        ImageIntent::CalorieScan => &["nutrition"],
+        ImageIntent::DupeSearch => &["search", "web"],
+        ImageIntent::General => &["*"],
     }
 }
 

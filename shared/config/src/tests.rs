@@ -356,3 +356,40 @@ fn the_forge_route_is_off_without_secrets_and_its_settings_are_checked() {
         assert!(err.to_string().contains(name), "{name}={bad}: {err}");
     }
 }
+
+#[test]
+fn vision_intents_keep_their_defaults_for_what_is_not_set() {
+    use hermes_types::intent::ImageIntent;
+    let file: FileConfig = toml::from_str(
+        "[router.vision.intents.calorie_scan]\ninstruction = 'Count the calories.'\n\
+         [router.vision.intents.dupe_search]\ntoolsets = []\n",
+    )
+    .unwrap();
+    let vision = &file.router.vision;
+    assert_eq!(
+        vision.instruction(ImageIntent::CalorieScan),
+        "Count the calories."
+    );
+    assert_eq!(vision.toolsets(ImageIntent::CalorieScan), ["nutrition"]);
+    assert!(vision.toolsets(ImageIntent::DupeSearch).is_empty());
+    assert!(vision.instruction(ImageIntent::DupeSearch).contains("dupe"));
+    assert_eq!(vision.toolsets(ImageIntent::General), ["*"]);
+    let err = toml::from_str::<FileConfig>("[router.vision.intents.selfie]\ntoolsets = []\n");
+    assert!(err.is_err());
+}
+
+#[test]
+fn transcription_is_off_without_its_url() {
+    let c = load(&[]).unwrap();
+    assert!(c.media.transcribe.is_none());
+    assert_eq!(c.media.deadline, Duration::from_secs(20));
+    let c = load(&[
+        ("HERMES_TRANSCRIBE_URL", "https://api.openai.com/v1"),
+        ("HERMES_TRANSCRIBE_KEY", "sk-transcribe"),
+    ])
+    .unwrap();
+    let t = c.media.transcribe.as_ref().unwrap();
+    assert_eq!(t.model, "whisper-1");
+    assert_eq!(t.key.as_ref().unwrap().expose_secret(), "sk-transcribe");
+    assert!(!format!("{:?}", c.describe()).contains("sk-transcribe"));
+}

@@ -89,6 +89,9 @@ pub struct Inner {
     pub webhook_deliveries: IntCounterVec,
     // Router.
     pub router_decisions: IntCounterVec,
+    /// Chat platforms' files fetched (router: voice notes; llm: photos) or refused, by
+    /// platform, media kind and outcome (docs/operations.md, media).
+    pub media_fetches: IntCounterVec,
     pub credits: IntCounterVec,
     pub soul_cache: IntCounterVec,
     pub soul_load_duration: Histogram,
@@ -521,8 +524,14 @@ impl Metrics {
         let router_decisions = counter_vec(
             &r,
             "hermes_router_decisions_total",
-            "Inbound messages by what the router did: routed, external (an agent woken), forge (a Forge wake), signup, upgrade, duplicate.",
+            "Inbound messages by what the router did: routed, external (an agent woken), forge (a Forge wake), signup, upgrade, media_refused (a file the model cannot use), duplicate.",
             &["decision"],
+        );
+        let media_fetches = counter_vec(
+            &r,
+            "hermes_media_fetch_total",
+            "Files of chat platforms fetched for the model or refused, by platform, kind and outcome (ok, transcribed, refused, too_large, wrong_type, timeout, unavailable, address_refused, no_credentials, unsupported, not_configured, transcription_failed).",
+            &["platform", "kind", "outcome"],
         );
         let credits = counter_vec(
             &r,
@@ -651,6 +660,7 @@ impl Metrics {
             tools_reloads,
             mcp_server_up,
             router_decisions,
+            media_fetches,
             credits,
             soul_cache,
             soul_load_duration,

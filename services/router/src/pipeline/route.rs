@@ -128,27 +128,12 @@ impl Router {
         let settings = &self.ctx.config.file.router;
         let user = &r.who.user;
         if !self
-            .create_run(env, &r.inbound, user.tier, Some(&r.text), tx)
+            .record_uncharged(env, &r.inbound, user, Some(&r.text), tx)
             .await?
         {
             return Err(StageError::Duplicate("the run exists already"));
         }
         tracing::info!(balance, "out of credits: upgrade prompt");
-        runs::set_routing(
-            tx,
-            env.run_id,
-            &runs::Routing {
-                user_id: user.id,
-                agent_id: None,
-                session_id: None,
-                dispatch: None,
-                engagement_mode: None,
-                credits_charged: 0,
-                tier: user.tier,
-                provenance: None,
-            },
-        )
-        .await?;
         let prompt = settings
             .upgrade_prompt
             .replace("{referral_code}", &user.referral_code)
@@ -215,7 +200,13 @@ impl Router {
         tx: &Transaction<'_>,
     ) -> Result<(), StageError> {
         let agent = a.agent();
-        let intent_meta = serde_json::json!({ "intent": r.provenance.intent });
+        let mut intent_meta = serde_json::json!({ "intent": r.provenance.intent });
+        // The message's files as references (a platform's file id or the URL it sent, never
+        // a download URL or bytes), for operators (`attachments_fetch`).
+        let media = &r.inbound.event.media;
+        if !media.is_empty() {
+            intent_meta["media"] = serde_json::json!(media);
+        }
         let mut dispatch_data =
             serde_json::json!({ "dispatch": a.chosen.dispatch, "engagement_mode": a.mode });
         // What an external agent's wake names, so that its re-wakes name the same.
@@ -289,7 +280,7 @@ impl Router {
         let settings = &self.ctx.config.file.router;
         let agent = a.agent();
         // Step 8, the model choice: the vision model for images, else the tier's chain.
-        let chain = if r.vision {
+        let chain = if r.image_intent.is_some() {
             vec![settings.vision_model.clone()]
         } else {
             self.tier_chain(a.tier)
@@ -302,7 +293,12 @@ impl Router {
         } else {
             Vec::new()
         };
-        let system = soul::compose(&persona, &r.base, r.recall_block.as_deref());
+        let mut system = soul::compose(&persona, &r.base, r.recall_block.as_deref());
+        // The image intent's instruction (`[router.vision]`) is the vision call's last
+        // system block.
+        if let Some(i) = r.image_intent {
+            system.push(settings.vision.instruction(i).to_string());
+        }
         let messages = messages::conversation(system, history, r.user_turn);
         tracing::info!(
             tier = a.tier.as_str(),
@@ -333,6 +329,8 @@ impl Router {
             // An agent's run takes up to its own bound of tool rounds; the built-in
             // persona's keeps the single round of a chat message.
             max_tool_rounds: agent.map_or(1, |a| agent_tool_rounds(a.max_tool_rounds)),
+            // Photos by reference; the llm stage fetches them for each call.
+            media: r.media,
             ..LlmRequest::new(r.inbound.reply_to(), a.tier, chain, messages)
         }
     }

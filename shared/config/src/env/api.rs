@@ -24,7 +24,7 @@ settings! {
             kind: kinds::COUNT_POSITIVE,
             unset: Value("5242880"),
             secret: false,
-            help: "largest image an API caller may send, decoded (`data:` URL, else 400 `image_too_large`) or fetched by the llm stage (http(s) URL, else the run fails `invalid`)",
+            help: "largest image an API caller may send, decoded (`data:` URL, else 400 `image_too_large`) or fetched by the llm stage (http(s) URL, else the run fails `invalid`); also the largest chat platform photo downloaded (else its sender is told)",
         },
         HERMES_IMAGE_FETCH_ALLOW: Vec<AllowRule> {
             kind: kinds::ALLOW_LIST,

@@ -13,6 +13,7 @@ pub mod bus;
 pub mod delivery;
 pub mod forge;
 pub mod ingest;
+pub mod media;
 pub mod process;
 pub mod providers;
 pub mod retention;
@@ -137,6 +138,7 @@ static SECTIONS: &[&[&Setting]] = &[
     api::SETTINGS,
     bus::SETTINGS,
     router::SETTINGS,
+    media::SETTINGS,
     retention::SETTINGS,
     delivery::SETTINGS,
     delivery::ALERTS,

@@ -1,12 +1,13 @@
-//! `messages_read` (a conversation's history from `interactions`, paged by message id) and
+//! `messages_read` (a conversation's messages, paged by message id both ways) and
 //! `attachments_fetch` (a message's media). Hermes keeps the text of every inbound and
-//! outbound message, but not the media of chat messages: the router reads an image's
-//! platform id or link to build the model's turn and stores only the text. So
-//! `attachments_fetch` answers what is kept, which today is an empty list and a note saying
-//! why (docs/operator-mcp.md, "The tools"); it does not guess links it never stored.
+//! outbound message and, for an inbound one, references to the files it carried: the
+//! platform's file id or the URL the platform sent, as the router recorded them in the
+//! message's `meta` (docs/channels.md, media). No bytes are kept and no download URL is
+//! built: a Telegram download URL holds the bot token (docs/operator-mcp.md, "The tools").
 
 use chrono::{DateTime, Utc};
 use hermes_types::ids::SessionId;
+use hermes_types::model::Media;
 use serde_json::{Value, json};
 
 use super::{DEFAULT_LIST, MAX_LIST};
@@ -46,9 +47,7 @@ pub const READ: Spec = Spec {
 /// `attachments_fetch`.
 pub const ATTACHMENTS: Spec = Spec {
     name: "attachments_fetch",
-    description: "The media of one message (its message_id from messages_read): links or bytes \
-        of what Hermes kept. Hermes does not keep the media of chat messages yet, so the list is \
-        empty and `note` says so.",
+    description: "The media of one message (its message_id from messages_read): for each file         the user sent, its kind (image, voice, audio, document, video, sticker), the platform's         file id or the URL the platform sent, and the MIME type the platform named. These are         references: Hermes keeps no bytes of media, and fetches a file from its platform when         a model or a transcription needs it. `note` says what the list is.",
     schema: || {
         object(
             json!({ "message_id": message_id("The message, as messages_read shows it") }),
@@ -57,10 +56,11 @@ pub const ATTACHMENTS: Spec = Spec {
     },
 };
 
+/// What an attachment list holds.
+pub const MEDIA_REFERENCES: &str = "References to the files the user sent, as the platform     named them (a file id, or the URL it sent); Hermes keeps no bytes of media and fetches a     file from its platform, with the platform's credentials, only when it is needed";
+
 /// Why a message's attachment list is empty.
-pub const NO_MEDIA_KEPT: &str = "Hermes keeps the text of chat messages but not their media: \
-    an image, voice note or file a user sent was handed to the model with that message and not \
-    stored, so there is nothing to fetch";
+pub const NO_MEDIA: &str = "No media is recorded for this message: it carried none, it is     one of Hermes' own answers, or it was received before media references were kept";
 
 /// `messages_read`.
 pub async fn read(op: &Operator, args: &Args) -> Result<Value, ToolError> {
@@ -122,18 +122,42 @@ pub async fn attachments(op: &Operator, args: &Args) -> Result<Value, ToolError>
     let client = op.db().await?;
     let Some(row) = client
         .query_opt(
-            "SELECT session_id, direction FROM interactions WHERE id = $1",
+            "SELECT i.session_id, i.direction, i.meta -> 'media', r.platform
+             FROM interactions i LEFT JOIN agent_runs r ON r.id = i.run_id
+             WHERE i.id = $1",
             &[&message],
         )
         .await?
     else {
         return Err(ToolError::not_found(format!("no message {message}")));
     };
+    let platform: Option<String> = row.get(3);
+    let media: Vec<Media> = row
+        .get::<_, Option<Value>>(2)
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_default();
+    let attachments: Vec<Value> = media
+        .iter()
+        .map(|m| {
+            json!({
+                "kind": m.kind,
+                "platform": platform,
+                "file_id": m.platform_id,
+                "url": m.url,
+                "mime_type": m.mime_type,
+            })
+        })
+        .collect();
+    let note = if attachments.is_empty() {
+        NO_MEDIA
+    } else {
+        MEDIA_REFERENCES
+    };
     Ok(json!({
         "message_id": message,
         "conversation_id": row.get::<_, SessionId>(0),
         "direction": row.get::<_, String>(1),
-        "attachments": [],
-        "note": NO_MEDIA_KEPT,
+        "attachments": attachments,
+        "note": note,
     }))
 }

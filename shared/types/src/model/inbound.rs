@@ -18,6 +18,20 @@ pub enum MediaKind {
     Sticker,
 }
 
+impl MediaKind {
+    /// The spelling on the wire and in metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MediaKind::Image => "image",
+            MediaKind::Document => "document",
+            MediaKind::Voice => "voice",
+            MediaKind::Audio => "audio",
+            MediaKind::Video => "video",
+            MediaKind::Sticker => "sticker",
+        }
+    }
+}
+
 /// Media attached to an inbound message: a platform file id, a URL, or both.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Media {
@@ -29,6 +43,15 @@ pub struct Media {
     pub url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mime_type: Option<String>,
+}
+
+/// A chat platform's media item named for the stage that needs its bytes: the platform it
+/// came from (whose credentials fetch it) and the item as ingest normalized it. Queued
+/// messages carry this, never the bytes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MediaRef {
+    pub platform: Platform,
+    pub media: Media,
 }
 
 /// One inbound message from any channel, normalized: the router never sees platform fields.

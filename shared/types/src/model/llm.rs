@@ -53,6 +53,11 @@ pub struct LlmRequest {
     /// later round of the run carries it unchanged.
     #[serde(default, skip_serializing_if = "ToolPolicy::is_default")]
     pub policy: ToolPolicy,
+    /// A chat platform's images of the user's turn, by reference only: the llm stage
+    /// fetches them into the last user turn's image blocks right before each model call,
+    /// so their bytes never travel through the broker (docs/channels.md, media).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub media: Vec<MediaRef>,
 }
 
 /// The host-tool policy of a run (docs/agents.md, "Engagement modes": the `runtime_policy`): in REVIEW, RESEARCH and
@@ -138,6 +143,7 @@ impl LlmRequest {
             exchange: None,
             params: CallParams::default(),
             stream: false,
+            media: Vec::new(),
             backend: None,
             workspace: None,
             api_key: None,

@@ -100,12 +100,15 @@ pub enum FinishReason {
     CreditsExhausted,
     /// A notice: the sender writes faster than the inbound rate allows.
     RateLimited,
+    /// A notice: the message's file cannot be used (a kind the model cannot read, voice
+    /// without transcription, or a file the platform would not give).
+    MediaUnusable,
     /// A provider's own reason, passed through.
     Other(String),
 }
 
 impl FinishReason {
-    const NAMED: [(FinishReason, &'static str); 8] = [
+    const NAMED: [(FinishReason, &'static str); 9] = [
         (FinishReason::Stop, "stop"),
         (FinishReason::Length, "length"),
         (FinishReason::ToolCalls, "tool_calls"),
@@ -114,6 +117,7 @@ impl FinishReason {
         (FinishReason::SignupRequired, "signup_required"),
         (FinishReason::CreditsExhausted, "credits_exhausted"),
         (FinishReason::RateLimited, "rate_limited"),
+        (FinishReason::MediaUnusable, "media_unusable"),
     ];
 
     /// The spelling on the wire.
