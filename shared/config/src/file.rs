@@ -42,6 +42,8 @@ pub struct FileConfig {
     pub tools: ToolsSettings,
     /// MCP servers the tools stage connects to, by name.
     pub mcp_servers: BTreeMap<String, McpServerSettings>,
+    /// What the channels need beyond credentials (WhatsApp's templates).
+    pub channels: crate::ChannelsFile,
 }
 
 /// One logical model.
@@ -222,6 +224,7 @@ impl Default for FileConfig {
             llm: LlmSettings::default(),
             tools: ToolsSettings::default(),
             mcp_servers: BTreeMap::new(),
+            channels: crate::ChannelsFile::default(),
         }
     }
 }
@@ -286,6 +289,7 @@ impl FileConfig {
         self.llm.validate(problems);
         let servers: Vec<&str> = self.mcp_servers.keys().map(String::as_str).collect();
         self.tools.validate(&servers, problems);
+        self.channels.whatsapp.validate(problems);
         for (name, server) in &self.mcp_servers {
             server.validate(name, problems);
         }

@@ -16,6 +16,7 @@ use secrecy::SecretString;
 use serde::Deserialize;
 use url::Url;
 
+mod channels;
 mod delivery;
 mod describe;
 pub mod env;
@@ -27,6 +28,7 @@ mod mcp;
 mod router;
 mod tools;
 
+pub use channels::{ChannelsFile, Piece, TemplateSpec, TemplateText, WhatsappFile};
 pub use delivery::{
     AlertSettings, BreakerSettings, DeliverySettings, InstagramSender, RateGateSettings,
     TelegramSender, WhatsappSender,

@@ -67,6 +67,12 @@ fn steps() -> Vec<(&'static str, String)> {
             "DELETE FROM credit_ledger WHERE user_id = $1".into(),
         ),
         (
+            "whatsapp_windows",
+            "DELETE FROM whatsapp_windows w USING user_channels c \
+             WHERE c.user_id = $1 AND c.platform = 'whatsapp' AND w.chat_id = c.sender_id"
+                .into(),
+        ),
+        (
             "user_channels",
             "DELETE FROM user_channels WHERE user_id = $1".into(),
         ),

@@ -333,6 +333,7 @@ impl Router {
             // An agent's run takes up to its own bound of tool rounds; the built-in
             // persona's keeps the single round of a chat message.
             max_tool_rounds: agent.map_or(1, |a| agent_tool_rounds(a.max_tool_rounds)),
+            inbound_message_id: r.inbound.user_message_id().map(str::to_string),
             ..LlmRequest::new(r.inbound.reply_to(), a.tier, chain, messages)
         }
     }

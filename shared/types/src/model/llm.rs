@@ -53,6 +53,11 @@ pub struct LlmRequest {
     /// later round of the run carries it unchanged.
     #[serde(default, skip_serializing_if = "ToolPolicy::is_default")]
     pub policy: ToolPolicy,
+    /// The platform's id of the person's chat message this run answers (a WhatsApp wamid),
+    /// for the read receipt shown when the run starts (docs/channels.md, "Presence");
+    /// absent for a job's run and the API channels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inbound_message_id: Option<String>,
 }
 
 /// The host-tool policy of a run (docs/agents.md, "Engagement modes": the `runtime_policy`): in REVIEW, RESEARCH and
@@ -142,6 +147,7 @@ impl LlmRequest {
             workspace: None,
             api_key: None,
             policy: ToolPolicy::default(),
+            inbound_message_id: None,
         }
     }
 }
