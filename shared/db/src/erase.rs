@@ -68,8 +68,8 @@ fn steps() -> Vec<(&'static str, String)> {
         ),
         (
             "whatsapp_windows",
-            "DELETE FROM whatsapp_windows w USING user_channels c \
-             WHERE c.user_id = $1 AND c.platform = 'whatsapp' AND w.chat_id = c.sender_id"
+            "DELETE FROM whatsapp_windows WHERE chat_id IN (SELECT sender_id FROM user_channels \
+             WHERE user_id = $1 AND platform = 'whatsapp')"
                 .into(),
         ),
         (
