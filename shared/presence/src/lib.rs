@@ -200,3 +200,58 @@ impl Inner {
             .inc();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use hermes_config::Config;
+    use wiremock::matchers::{body_json, header, method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    use super::*;
+
+    fn settings(vars: &[(&str, &str)]) -> DeliverySettings {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(&move |k| map.get(k).cloned(), None)
+            .unwrap()
+            .delivery
+    }
+
+    #[tokio::test]
+    async fn a_360dialog_receipt_goes_with_its_key_and_presence_off_calls_nothing() {
+        let api = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/messages"))
+            .and(header("D360-API-KEY", "d360-key"))
+            .and(body_json(json!({
+                "messaging_product": "whatsapp", "status": "read", "message_id": "wamid.1",
+                "typing_indicator": {"type": "text"}
+            })))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"success": true})))
+            .expect(1)
+            .mount(&api)
+            .await;
+        let uri = api.uri();
+        let vars = [
+            ("D360_API_KEY", "d360-key"),
+            ("D360_BASE_URL", uri.as_str()),
+        ];
+        let metrics = Metrics::new();
+        let on = Presence::new(&settings(&vars), metrics.clone()).unwrap();
+        on.inner.read_and_typing("wamid.1").await;
+        api.verify().await;
+        let sent = metrics
+            .chat_presence
+            .with_label_values(&["whatsapp", "sent"])
+            .get();
+        assert_eq!(sent, 1);
+
+        let off = [&vars[..], &[("HERMES_PRESENCE", "false")]].concat();
+        let off = Presence::new(&settings(&off), Metrics::new()).unwrap();
+        assert!(off.inner.whatsapp.is_none() && off.inner.telegram.is_none());
+    }
+}
