@@ -53,6 +53,10 @@ impl WhatsappFile {
                 "channels.whatsapp: outside_window_template names {name:?}, which is not in [channels.whatsapp.templates]"
             ));
         }
+        if self.unknown_user_name.trim().is_empty() {
+            // Meta refuses an empty template parameter.
+            problems.push("channels.whatsapp: unknown_user_name must not be empty".into());
+        }
         for (key, t) in &self.templates {
             if t.name.trim().is_empty() || t.language.trim().is_empty() {
                 problems.push(format!(
