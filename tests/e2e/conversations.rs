@@ -321,7 +321,9 @@ async fn no_phone_number_appears_in_a_redis_key_name() {
     let fleet = env.start(&Service::ALL).await;
     let http = reqwest::Client::new();
     for (i, text) in ["hola", "¿abren el domingo?"].into_iter().enumerate() {
-        // Real message ids embed the sender's number too.
+        // Real message ids embed the sender's number too. Sent now: inside the 24-hour
+        // window, the reply goes as free text.
+        let now = chrono::Utc::now().timestamp().to_string();
         let body = serde_json::to_vec(&json!({
             "object": "whatsapp_business_account",
             "entry": [{"id": "WABA_ID", "changes": [{"field": "messages", "value": {
@@ -329,7 +331,7 @@ async fn no_phone_number_appears_in_a_redis_key_name() {
                 "metadata": {"display_phone_number": "15550001111", "phone_number_id": "PHONE_ID"},
                 "contacts": [{"profile": {"name": "Kai"}, "wa_id": PHONE}],
                 "messages": [{"from": PHONE, "id": format!("wamid.{PHONE}.{i}"),
-                              "timestamp": "1760000000", "type": "text", "text": {"body": text}}]
+                              "timestamp": now, "type": "text", "text": {"body": text}}]
             }}]}]
         }))
         .unwrap();

@@ -18,7 +18,12 @@ use wiremock::matchers::{body_json, body_partial_json, header, method, path, que
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 /// A reply envelope answering `text` to `chat_id` on `platform`.
-fn reply(platform: Platform, chat_id: &str, callback_url: Option<String>, text: &str) -> Envelope {
+pub(crate) fn reply(
+    platform: Platform,
+    chat_id: &str,
+    callback_url: Option<String>,
+    text: &str,
+) -> Envelope {
     let to = ReplyTo {
         platform,
         chat_id: chat_id.into(),
@@ -293,6 +298,8 @@ async fn each_platform_gets_the_request_its_api_expects_photos_included_and_long
         .mount(&api)
         .await;
     let env = sender_env(&api).await;
+    // The WhatsApp user wrote a moment ago: free text may go (docs/channels.md).
+    crate::whatsapp_window::wrote(&env, "16315551181", chrono::TimeDelta::zero(), None).await;
     let fleet = env.start(&[Service::Delivery]).await;
     let bus = env.bus().await;
     bus.publish(&reply(Platform::Telegram, "4242", None, "hello *there*"))
@@ -368,6 +375,7 @@ async fn each_platform_gets_the_request_its_api_expects_photos_included_and_long
     env.set("WHATSAPP_ACCESS_TOKEN", "wa-cloud-token")
         .set("WHATSAPP_PHONE_NUMBER_ID", "555000")
         .set("WHATSAPP_API_BASE_URL", &format!("{}/v21.0", cloud.uri()));
+    crate::whatsapp_window::wrote(&env, "16315551181", chrono::TimeDelta::zero(), None).await;
     let fleet = env.start(&[Service::Delivery]).await;
     env.bus()
         .await

@@ -177,7 +177,12 @@ impl wiremock::Respond for Chat {
 async fn sent(api: &MockServer) -> (HashMap<String, usize>, Vec<String>) {
     let mut by_token = HashMap::new();
     let mut other = Vec::new();
-    for r in api.received_requests().await.unwrap_or_default() {
+    // Only sends: the typing actions shown while runs work are not messages.
+    let requests = api.received_requests().await.unwrap_or_default();
+    for r in requests
+        .iter()
+        .filter(|r| r.url.path().ends_with("/sendMessage"))
+    {
         let Ok(body) = serde_json::from_slice::<Value>(&r.body) else {
             continue;
         };

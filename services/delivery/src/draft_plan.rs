@@ -7,7 +7,7 @@ use hermes_db::drafts::Draft;
 use hermes_types::ids::{DraftId, MessageId, RunId};
 use hermes_types::model::DraftUpdate;
 
-use crate::senders::{MessageRef, Part, TELEGRAM_MAX_CHARS, split_text};
+use crate::senders::{MessageRef, Part, TELEGRAM_MAX_CHARS, TemplateMessage, split_text};
 
 /// What became of one draft update (`hermes_agent_draft_updates_total{outcome}`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,6 +118,9 @@ pub enum Outbound {
     Send(Part),
     /// The shown draft's message, edited to this text.
     Replace { message: MessageRef, text: String },
+    /// An approved WhatsApp template in place of the whole reply (outside the 24-hour
+    /// window, docs/channels.md).
+    Template(TemplateMessage),
 }
 
 /// The messages of a final reply: when its draft is shown in `shown`, that message becomes

@@ -16,6 +16,9 @@
 //! An external agent's draft updates come through the same queue and are shown (or not) in
 //! `handler/drafts.rs`; the final reply of a shown draft edits its message instead of
 //! sending the text again.
+//!
+//! A WhatsApp reply outside the 24-hour customer-service window goes as the configured
+//! template, or is parked as `outside_window` (`window.rs`).
 
 mod drafts;
 
@@ -41,6 +44,7 @@ use crate::rate_gate::RateGate;
 use crate::retry_policy::{RetryPolicy, SendFailure};
 use crate::senders::{Sender, Senders, how_to_enable};
 use crate::sent_parts::SentParts;
+use crate::window::{Plan, WindowRule};
 
 /// Every outbound request's deadline (docs/channels.md: a shared client with a 10 s timeout).
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -55,6 +59,7 @@ pub struct DeliveryStage {
     gate: RateGate,
     sent: SentParts,
     books: Bookkeeping,
+    window: WindowRule,
 }
 
 impl DeliveryStage {
@@ -100,9 +105,11 @@ impl DeliveryStage {
                 ctx.metrics.clone(),
                 ctx.alerts.clone(),
             ),
-            gate: RateGate::new(ctx.cache.clone(), settings.rate_gate, ctx.metrics.clone()),
+            gate: RateGate::new(ctx.cache.clone(), settings.rate_gate, ctx.metrics.clone())
+                .for_whatsapp_number(settings.whatsapp.as_ref().map_or("", |w| w.number())),
             sent: SentParts::new(ctx.db.clone()),
             books: Bookkeeping::new(&ctx),
+            window: WindowRule::new(ctx.db.clone(), ctx.config.file.channels.whatsapp.clone()),
             callbacks: Callbacks::new(ctx.clone(), policy.clone()),
             policy,
             ctx,
@@ -167,14 +174,45 @@ impl DeliveryStage {
                 self.replace_draft(env, sender, to, text, draft, &lease.sent)
                     .await
             }
-            (false, _, _) => {
-                let messages = sender.parts(text).into_iter().map(Outbound::Send);
-                self.send_parts(env, sender, to, &messages.collect::<Vec<_>>(), &lease.sent)
-                    .await
-            }
+            (false, _, _) => match self.messages(sender, to, text).await {
+                Ok(messages) => {
+                    self.send_parts(env, sender, to, &messages, &lease.sent)
+                        .await
+                }
+                Err(e) => Err(e),
+            },
         };
         self.sent.release(lease).await;
         sent
+    }
+
+    /// The messages a reply becomes: its parts; on WhatsApp outside the 24-hour window the
+    /// configured template instead, or the `outside_window` failure that parks it unsent.
+    async fn messages(
+        &self,
+        sender: &Sender,
+        to: &ReplyTo,
+        text: &str,
+    ) -> Result<Vec<Outbound>, StageError> {
+        if to.platform == Platform::Whatsapp {
+            match self.window.plan(&to.chat_id, text).await {
+                Ok(Plan::FreeText) => {}
+                Ok(Plan::Template(t)) => return Ok(vec![Outbound::Template(t)]),
+                Err(e) => {
+                    if matches!(
+                        e,
+                        StageError::Retry {
+                            reason: FailureReason::OutsideWindow,
+                            ..
+                        }
+                    ) {
+                        self.count_delivery(to.platform, FailureReason::OutsideWindow.as_str());
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(sender.parts(text).into_iter().map(Outbound::Send).collect())
     }
 
     /// The messages not yet sent (or edited), each through the rate gate and the sender.
@@ -213,7 +251,8 @@ impl DeliveryStage {
             self.sent.mark(env.id, index).await;
             self.breakers.record_success(platform).await;
         }
-        self.count_delivery(platform, "sent");
+        let template = messages.iter().any(|m| matches!(m, Outbound::Template(_)));
+        self.count_delivery(platform, if template { "template" } else { "sent" });
         Ok(())
     }
 
@@ -230,6 +269,13 @@ impl DeliveryStage {
             Outbound::Send(part) => {
                 sender
                     .send(&self.policy, chat_id, part, quote, |r| {
+                        self.count_attempt(platform, r)
+                    })
+                    .await
+            }
+            Outbound::Template(t) => {
+                sender
+                    .send_template(&self.policy, chat_id, t, |r| {
                         self.count_attempt(platform, r)
                     })
                     .await

@@ -6,6 +6,10 @@
 //! about 1 message a second per chat and 30 per bot; the defaults stay under that (and
 //! under WhatsApp's and Instagram's pair limits). A wait longer than the configured bound
 //! is refused (the send is retried later); Redis down lets sends through unthrottled.
+//!
+//! WhatsApp's second bucket is its business number's, at Meta's per-number throughput
+//! (`HERMES_WHATSAPP_PER_SEC`, 80 by default) rather than the bot rate of the other platforms,
+//! and named by the number, so every replica sending from it shares it.
 
 use std::time::Duration;
 
@@ -32,6 +36,8 @@ pub struct RateGate {
     cache: Cache,
     settings: RateGateSettings,
     metrics: Metrics,
+    /// The WhatsApp business number sends go from (its bucket's name).
+    whatsapp_number: String,
 }
 
 impl RateGate {
@@ -41,7 +47,15 @@ impl RateGate {
             cache,
             settings,
             metrics,
+            whatsapp_number: String::new(),
         }
+    }
+
+    /// The gate with WhatsApp's number bucket named after `number` (the business number
+    /// sends go from, docs/channels.md "Rate gate").
+    pub fn for_whatsapp_number(mut self, number: &str) -> Self {
+        self.whatsapp_number = number.to_string();
+        self
     }
 
     /// Wait until one more message may go to `chat_id` on `platform`.
@@ -105,8 +119,14 @@ impl RateGate {
             platform.as_str(),
             self.cache.opaque(chat_id)
         );
-        let bot = format!("rate:out:{}:bot", platform.as_str());
         let s = &self.settings;
+        let (bot, bot_per_sec) = match platform {
+            Platform::Whatsapp => (
+                format!("rate:out:whatsapp:number:{}", self.whatsapp_number),
+                s.whatsapp_per_sec,
+            ),
+            _ => (format!("rate:out:{}:bot", platform.as_str()), s.bot_per_sec),
+        };
         let paces = [
             Pace {
                 name: &chat,
@@ -115,7 +135,7 @@ impl RateGate {
             },
             Pace {
                 name: &bot,
-                interval: per_sec_interval(s.bot_per_sec),
+                interval: per_sec_interval(bot_per_sec),
                 burst: 1,
             },
         ];
@@ -156,6 +176,7 @@ mod tests {
         chat_per_sec: 5.0,
         chat_burst: 1,
         bot_per_sec: 100.0,
+        whatsapp_per_sec: 100.0,
         max_wait: Duration::from_secs(5),
     };
 
@@ -214,6 +235,46 @@ mod tests {
         // The refused try reserved nothing: a send waits one interval, not two.
         let wait = g.pass(Platform::Telegram, "7").await.unwrap();
         assert!(wait <= Duration::from_secs(2), "{wait:?}");
+    }
+
+    #[tokio::test]
+    async fn whatsapp_sends_share_their_business_numbers_bucket_at_its_own_rate() {
+        let ns = format!("gate{:016x}", rand::random::<u64>());
+        // Chats are free (100/s); the number allows 2 a second, the other bots 100.
+        let settings = RateGateSettings {
+            chat_per_sec: 100.0,
+            chat_burst: 10,
+            bot_per_sec: 100.0,
+            whatsapp_per_sec: 2.0,
+            max_wait: Duration::from_millis(700),
+        };
+        // Two replicas sending from the same number share its bucket.
+        let a = gate(&redis_url(), &ns, settings).for_whatsapp_number("555000");
+        let b = gate(&redis_url(), &ns, settings).for_whatsapp_number("555000");
+        assert_eq!(
+            a.pass(Platform::Whatsapp, "1").await.unwrap(),
+            Duration::ZERO
+        );
+        // The next slot of the number is 500 ms away whatever the chat, on either replica.
+        let wait = b.pass(Platform::Whatsapp, "2").await.unwrap();
+        assert!(wait > Duration::from_millis(300), "{wait:?}");
+        // The next slot is another 500 ms away: beyond a 300 ms bound, refused.
+        let strict = RateGateSettings {
+            max_wait: Duration::from_millis(300),
+            ..settings
+        };
+        let c = gate(&redis_url(), &ns, strict).for_whatsapp_number("555000");
+        assert!(c.pass(Platform::Whatsapp, "3").await.is_err());
+        // Another number has its own bucket; Telegram's bot bucket is apart too.
+        let other = gate(&redis_url(), &ns, settings).for_whatsapp_number("777000");
+        assert_eq!(
+            other.pass(Platform::Whatsapp, "4").await.unwrap(),
+            Duration::ZERO
+        );
+        assert_eq!(
+            a.pass(Platform::Telegram, "5").await.unwrap(),
+            Duration::ZERO
+        );
     }
 
     #[tokio::test]

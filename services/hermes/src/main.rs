@@ -197,7 +197,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Command::Health { addr } => return health(&addr).await,
         Command::Bench(BenchCommand::Jobs(args)) => {
             return admin("bench jobs", path, |c| async move {
-                hermes::bench_jobs::jobs(c, args).await
+                Box::pin(hermes::bench_jobs::jobs(c, args)).await
             })
             .await;
         }
@@ -248,11 +248,9 @@ async fn dispatch(cli: Cli) -> ExitCode {
             .await;
         }
         Command::Mcp(cmd) => {
-            return admin(
-                "mcp",
-                path,
-                |c| async move { hermes::mcp::run(c, cmd).await },
-            )
+            return admin("mcp", path, |c| async move {
+                Box::pin(hermes::mcp::run(c, cmd)).await
+            })
             .await;
         }
         Command::Users(cmd) => {

@@ -22,6 +22,7 @@ use crate::memory::{Extracted, Memorized, MemoryWriter};
 use crate::stream::RunStream;
 pub use hermes_gateway::RETRY_MESSAGE;
 use hermes_gateway::gateway::{Gateway, GatewayError, Served};
+use hermes_presence::Presence;
 
 /// Put before raw tool output when the model could not phrase it.
 pub const TOOL_DISCLAIMER: &str =
@@ -34,21 +35,24 @@ pub struct LlmStage {
     memory: MemoryWriter,
     events: RunEvents,
     images: ImageFetcher,
+    presence: Presence,
 }
 
 impl LlmStage {
     /// The stage calling models through `gateway`, with the memory writer of `ctx`.
-    pub fn new(ctx: Ctx, gateway: Gateway) -> Self {
+    pub fn new(ctx: Ctx, gateway: Gateway) -> anyhow::Result<Self> {
         let memory = MemoryWriter::new(ctx.clone());
         let events = RunEvents::new(ctx.cache.clone(), ctx.config.run_events_ttl);
         let images = ImageFetcher::new(&ctx.config, ctx.metrics.media_fetches.clone());
-        Self {
+        let presence = Presence::new(&ctx.config.delivery, ctx.metrics.clone())?;
+        Ok(Self {
             ctx,
             gateway,
             memory,
             events,
             images,
-        }
+            presence,
+        })
     }
 
     /// Call the model chain for `request`, an API caller's image URLs and a chat
@@ -133,7 +137,15 @@ impl Handler for LlmStage {
             tracing::info!("stop requested: no model call");
             return Ok(Prepared::Call(Box::new(Call::Stopped(request))));
         }
+        // The person sees their message read and being answered while the model works
+        // (docs/channels.md, "Presence"); best effort, on its own task.
+        let read = request
+            .inbound_message_id
+            .as_deref()
+            .filter(|_| request.tool_round == 0);
+        let working = self.presence.working(&request.reply_to, read);
         let result = self.complete(env, &request).await;
+        drop(working);
         // PostgreSQL away while the workspace's secrets were read: hold the message like any
         // other outage (docs/architecture.md §4); the global keys are never the fallback.
         let result = match result {

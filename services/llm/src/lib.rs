@@ -17,6 +17,6 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let gateway = Gateway::new(&ctx)?;
     let provider = gateway.backends().check()?;
     tracing::info!(%provider, "llm stage starting");
-    stage::run(ctx.clone(), LlmStage::new(ctx, gateway)).await;
+    stage::run(ctx.clone(), LlmStage::new(ctx, gateway)?).await;
     Ok(())
 }

@@ -19,7 +19,7 @@ use chrono::{DateTime, Utc};
 use hermes_bus::Stage;
 use hermes_cache::history::{HistoryCipher, HistoryStore};
 use hermes_db::users::{self, Resolved};
-use hermes_db::{Transaction, jobs, runs, sessions};
+use hermes_db::{Transaction, jobs, runs, sessions, whatsapp_windows};
 use hermes_runtime::Ctx;
 use hermes_runtime::stage::{GroupCommit, Handler, StageError};
 use hermes_types::envelope::Envelope;
@@ -315,6 +315,7 @@ impl Handler for Router {
             tracing::info!(job_id = %job, "the job was deleted: its run is dropped");
             return Ok((Vec::new(), Decided::uncharged("job_deleted")));
         }
+        self.open_whatsapp_window(decision.inbound(), tx).await?;
         match decision {
             Decision::Api {
                 inbound,
@@ -390,6 +391,28 @@ fn new_run<'a>(
 }
 
 impl Router {
+    /// A person's WhatsApp message opens (or extends) their chat's 24-hour window, recorded
+    /// with the run it creates: delivery sends free text only inside it (docs/channels.md,
+    /// "WhatsApp's window and templates"). A job's run is not the person writing.
+    async fn open_whatsapp_window(
+        &self,
+        inbound: &Inbound,
+        tx: &Transaction<'_>,
+    ) -> Result<(), StageError> {
+        let event = &inbound.event;
+        if event.platform != Platform::Whatsapp || inbound.user_message_id().is_none() {
+            return Ok(());
+        }
+        whatsapp_windows::record(
+            tx,
+            &event.chat_id,
+            event.received_at,
+            event.sender_name.as_deref(),
+        )
+        .await?;
+        Ok(())
+    }
+
     /// Create the run row; false when it exists already (a redelivery, or a duplicate
     /// webhook that slipped past ingest's fast check).
     async fn create_run(

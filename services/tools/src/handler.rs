@@ -13,6 +13,8 @@
 //! run, denied and timed-out ones get a structured denial, and the others run as usual.
 //! Either message is processed once (the stage's processed-message record), so a round
 //! never runs twice.
+//!
+//! While the calls run, a Telegram chat keeps seeing the typing action (`hermes-presence`).
 
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
@@ -21,6 +23,7 @@ use hermes_bus::Stage;
 use hermes_cache::run_events::{RunEvent, RunEvents};
 use hermes_db::approvals::{self, Approval};
 use hermes_db::{Transaction, runs};
+use hermes_presence::Presence;
 use hermes_runtime::Ctx;
 use hermes_runtime::stage::{Handler, StageError};
 use hermes_types::envelope::Envelope;
@@ -37,6 +40,7 @@ pub struct ToolStage {
     /// Swapped whole by a reload; a call in flight keeps the registry it started with.
     registry: Arc<RwLock<Registry>>,
     events: RunEvents,
+    presence: Presence,
 }
 
 /// Where a round's tool calls are announced: an API run's event stream, or nowhere.
@@ -59,13 +63,15 @@ impl Announce<'_> {
 }
 
 impl ToolStage {
-    pub fn new(ctx: Ctx, registry: Arc<RwLock<Registry>>) -> Self {
+    pub fn new(ctx: Ctx, registry: Arc<RwLock<Registry>>) -> anyhow::Result<Self> {
         let events = RunEvents::new(ctx.cache.clone(), ctx.config.run_events_ttl);
-        Self {
+        let presence = Presence::new(&ctx.config.delivery, ctx.metrics.clone())?;
+        Ok(Self {
             ctx,
             registry,
             events,
-        }
+            presence,
+        })
     }
 
     async fn run_call(
@@ -254,6 +260,9 @@ impl Handler for ToolStage {
             let client = self.ctx.db.get().await?;
             approvals::of_round(&client, env.run_id, req.request.tool_round).await?
         };
+        // The person keeps seeing the typing action while the tools run (docs/channels.md,
+        // "Presence").
+        let working = self.presence.working(&req.request.reply_to, None);
         let started = Instant::now();
         let permit = Permit::of(&req.request);
         let announce = Announce {
@@ -268,6 +277,7 @@ impl Handler for ToolStage {
             }
         }))
         .await;
+        drop(working);
         if let Some(x) = req.request.exchange.as_mut() {
             x.provenance.tool_exec_ms += started.elapsed().as_millis() as u64;
             x.provenance

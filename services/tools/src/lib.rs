@@ -181,7 +181,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         reload_rx,
     ));
     let watch = tokio::spawn(approval_watch::run(ctx.clone()));
-    stage::run(ctx.clone(), ToolStage::new(ctx, registry.clone())).await;
+    stage::run(ctx.clone(), ToolStage::new(ctx, registry.clone())?).await;
     watch.abort();
     reloader.abort();
     publisher.abort();

@@ -57,6 +57,9 @@ pub struct RateGateSettings {
     pub chat_burst: u32,
     /// Messages per second through one bot token / phone number / account.
     pub bot_per_sec: f64,
+    /// Messages per second through one WhatsApp business number (Meta's throughput), in
+    /// place of `bot_per_sec` for WhatsApp.
+    pub whatsapp_per_sec: f64,
     /// The longest a send waits at the gate before it is retried later instead.
     pub max_wait: Duration,
 }
@@ -73,6 +76,8 @@ pub struct DeliverySettings {
     pub max_retry_after: Duration,
     pub breaker: BreakerSettings,
     pub rate_gate: RateGateSettings,
+    /// Read receipts and typing indicators while a run answers (`HERMES_PRESENCE`).
+    pub presence: bool,
     /// Hosts and ranges agent webhook URLs may reach although they are not public
     /// (`HERMES_WEBHOOK_ALLOW`); everything else non-public is refused.
     pub webhook_allow: Vec<AllowRule>,
@@ -170,6 +175,8 @@ pub(crate) fn read_delivery(r: &mut Reader<'_>) -> Option<DeliverySettings> {
     let chat_per_sec = r.get(&HERMES_DELIVERY_CHAT_PER_SEC);
     let chat_burst = r.get(&HERMES_DELIVERY_CHAT_BURST);
     let bot_per_sec = r.get(&HERMES_DELIVERY_BOT_PER_SEC);
+    let whatsapp_per_sec = r.get(&HERMES_WHATSAPP_PER_SEC);
+    let presence = r.get(&HERMES_PRESENCE);
     let max_wait = r.get(&HERMES_RATE_GATE_WAIT_SECS);
     let webhook_allow = r.get(&HERMES_WEBHOOK_ALLOW).unwrap_or_default();
     let callback_allow = r.get(&HERMES_CALLBACK_ALLOW).unwrap_or_default();
@@ -188,8 +195,10 @@ pub(crate) fn read_delivery(r: &mut Reader<'_>) -> Option<DeliverySettings> {
             chat_per_sec: chat_per_sec?,
             chat_burst: chat_burst?,
             bot_per_sec: bot_per_sec?,
+            whatsapp_per_sec: whatsapp_per_sec?,
             max_wait: max_wait?,
         },
+        presence: presence?,
         webhook_allow,
         callback_allow,
     })
@@ -209,6 +218,38 @@ pub(crate) fn read_alerts(r: &mut Reader<'_>) -> Option<AlertSettings> {
         parking_threshold: parking_threshold?,
         approval_wait: approval_wait?,
     })
+}
+
+impl WhatsappSender {
+    /// The business number replies are sent from, as the rate gate names it: the phone
+    /// number id (Cloud API); a 360dialog key belongs to one number, the only one a process
+    /// sends from.
+    pub fn number(&self) -> &str {
+        match self {
+            WhatsappSender::Cloud {
+                phone_number_id, ..
+            } => phone_number_id,
+            WhatsappSender::Dialog360 { .. } => "360dialog",
+        }
+    }
+
+    /// Where messages (and read receipts) are POSTed: `{base}/messages` (360dialog) or
+    /// `{base}/{phone number id}/messages` (Cloud API).
+    pub fn messages_url(&self) -> String {
+        match self {
+            WhatsappSender::Dialog360 { base_url, .. } => {
+                format!("{}/messages", base_url.as_str().trim_end_matches('/'))
+            }
+            WhatsappSender::Cloud {
+                phone_number_id,
+                base_url,
+                ..
+            } => format!(
+                "{}/{phone_number_id}/messages",
+                base_url.as_str().trim_end_matches('/')
+            ),
+        }
+    }
 }
 
 impl DeliverySettings {

@@ -35,7 +35,7 @@ pub struct FileConfig {
     pub api: ApiSettings,
     /// Channel webhooks.
     pub ingest: IngestSettings,
-    /// How the chat channels behave: Telegram groups and edits.
+    /// How the chat channels behave: Telegram groups and edits, WhatsApp's templates.
     pub channels: ChannelsSettings,
     /// The routing pipeline.
     pub router: RouterSettings,
@@ -286,7 +286,7 @@ impl FileConfig {
                 problems.push(format!("models.{name}: max_output_tokens must be above 0"));
             }
         }
-        self.channels.telegram.validate(problems);
+        self.channels.validate(problems);
         self.router.validate(&self.models, problems);
         self.llm.validate(problems);
         let servers: Vec<&str> = self.mcp_servers.keys().map(String::as_str).collect();

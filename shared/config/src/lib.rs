@@ -28,7 +28,10 @@ mod mcp;
 mod router;
 mod tools;
 
-pub use channels::{ChannelsSettings, EditPolicy, GroupAnswer, GroupSettings, TelegramSettings};
+pub use channels::{
+    ChannelsSettings, EditPolicy, GroupAnswer, GroupSettings, Piece, TelegramSettings,
+    TemplateSpec, TemplateText, WhatsappFile,
+};
 pub use delivery::{
     AlertSettings, BreakerSettings, DeliverySettings, InstagramSender, RateGateSettings,
     TelegramSender, WhatsappSender,

@@ -67,6 +67,12 @@ fn steps() -> Vec<(&'static str, String)> {
             "DELETE FROM credit_ledger WHERE user_id = $1".into(),
         ),
         (
+            "whatsapp_windows",
+            "DELETE FROM whatsapp_windows WHERE chat_id IN (SELECT sender_id FROM user_channels \
+             WHERE user_id = $1 AND platform = 'whatsapp')"
+                .into(),
+        ),
+        (
             "user_channels",
             "DELETE FROM user_channels WHERE user_id = $1".into(),
         ),

@@ -30,6 +30,7 @@ pub mod tls;
 pub mod tool_registry;
 pub mod users;
 pub mod webhook_deliveries;
+pub mod whatsapp_windows;
 pub mod workspaces;
 
 use std::sync::Arc;

@@ -110,6 +110,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0019_operator_mcp",
         sql: include_str!("../../../migrations/0019_operator_mcp.sql"),
     },
+    Migration {
+        version: 20,
+        name: "0020_whatsapp_windows",
+        sql: include_str!("../../../migrations/0020_whatsapp_windows.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

@@ -26,6 +26,7 @@ pub enum Table {
     CreditLedger,
     Responses,
     ForgeDeliveries,
+    WhatsappWindows,
 }
 
 impl Table {
@@ -43,6 +44,7 @@ impl Table {
             Table::CreditLedger => "credit_ledger",
             Table::Responses => "responses",
             Table::ForgeDeliveries => "forge_deliveries",
+            Table::WhatsappWindows => "whatsapp_windows",
         }
     }
 }
@@ -114,6 +116,13 @@ fn batch_sql(table: Table) -> String {
             format!("forge_deliveries WHERE received_at < {CUTOFF}"),
             "received_at",
         ),
+        // When a chat's user last wrote, and their name: kept as long as their messages. No
+        // index on the time (it changes with every message; the table has a row per chat).
+        Table::WhatsappWindows => (
+            "chat_id",
+            format!("whatsapp_windows WHERE last_inbound_at < {CUTOFF}"),
+            "last_inbound_at",
+        ),
         Table::CreditLedger => unreachable!("the ledger is summarised, not deleted"),
     };
     let name = table.as_str();
@@ -126,9 +135,10 @@ fn batch_sql(table: Table) -> String {
 
 /// The tables of each family with its retention in days, in the order they are swept
 /// (messages before their sessions, events and responses before their runs).
-fn families(r: &Retention) -> [(Table, u32); 11] {
+fn families(r: &Retention) -> [(Table, u32); 12] {
     [
         (Table::Interactions, r.conversations_days),
+        (Table::WhatsappWindows, r.conversations_days),
         (Table::Events, r.conversations_days),
         (Table::Sessions, r.conversations_days),
         (Table::Responses, r.responses_days),

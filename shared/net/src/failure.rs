@@ -29,10 +29,14 @@ pub enum FailureReason {
     /// No sender is configured for the platform (its credentials are not set): the reply is
     /// parked, to be replayed (`hermes dlq replay --reason no_sender`) once they are.
     NoSender,
+    /// WhatsApp's 24-hour customer-service window is closed and no template is configured
+    /// for sends outside it (or Meta said so: error 131047): free text would be refused.
+    /// Parked, to be replayed once the user writes again or a template is configured.
+    OutsideWindow,
 }
 
 impl FailureReason {
-    pub const ALL: [FailureReason; 8] = [
+    pub const ALL: [FailureReason; 9] = [
         FailureReason::RateLimited,
         FailureReason::NetworkTimeout,
         FailureReason::ServiceUnavailable,
@@ -41,6 +45,7 @@ impl FailureReason {
         FailureReason::BreakerOpen,
         FailureReason::AddressRefused,
         FailureReason::NoSender,
+        FailureReason::OutsideWindow,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -53,6 +58,7 @@ impl FailureReason {
             FailureReason::BreakerOpen => "breaker_open",
             FailureReason::AddressRefused => "address_refused",
             FailureReason::NoSender => "no_sender",
+            FailureReason::OutsideWindow => "outside_window",
         }
     }
 
@@ -68,6 +74,7 @@ impl FailureReason {
                 | FailureReason::InvalidRecipient
                 | FailureReason::AddressRefused
                 | FailureReason::NoSender
+                | FailureReason::OutsideWindow
         )
     }
 
@@ -155,7 +162,8 @@ mod tests {
                 FailureReason::Unauthorized,
                 FailureReason::InvalidRecipient,
                 FailureReason::AddressRefused,
-                FailureReason::NoSender
+                FailureReason::NoSender,
+                FailureReason::OutsideWindow
             ]
         );
         for r in FailureReason::ALL {

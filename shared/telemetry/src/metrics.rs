@@ -85,6 +85,9 @@ pub struct Inner {
     pub delivery_retries: IntCounterVec,
     pub parking_rejected: IntCounterVec,
     pub delivery_rate_wait: HistogramVec,
+    /// Presence calls while a run answers a chat message (WhatsApp's read receipt with the
+    /// typing indicator, Telegram's typing action), by platform and outcome (`sent`, `failed`).
+    pub chat_presence: IntCounterVec,
     /// Agent wake webhooks by outcome: delivered, retried, parked, refused.
     pub webhook_deliveries: IntCounterVec,
     // Router.
@@ -505,6 +508,12 @@ impl Metrics {
             "Messages a full parking queue refused (they stay where they were), by queue.",
             &["queue"],
         );
+        let chat_presence = counter_vec(
+            &r,
+            "hermes_chat_presence_total",
+            "Read receipts and typing indicators sent while a run answers, by platform and outcome (sent, failed).",
+            &["platform", "outcome"],
+        );
         let delivery_rate_wait = histogram_vec(
             &r,
             "hermes_delivery_rate_wait_seconds",
@@ -676,6 +685,7 @@ impl Metrics {
             delivery_retries,
             parking_rejected,
             delivery_rate_wait,
+            chat_presence,
             webhook_deliveries,
             ready,
             agents,

@@ -2,7 +2,9 @@
 //! throttling and its own transient trouble as HTTP 400 with an error code in the body,
 //! which the status alone would call a refused recipient and park for good. The codes Meta
 //! documents as rate limits are read as `rate_limited`, and those it marks transient as
-//! `service_unavailable`, so the queued retry tries them again later.
+//! `service_unavailable`, so the queued retry tries them again later. WhatsApp's 131047
+//! (more than 24 hours since the user last wrote: free text refused) is `outside_window`,
+//! parked for replay (docs/channels.md, "WhatsApp's window and templates").
 
 use hermes_net::failure::FailureReason;
 
@@ -13,6 +15,8 @@ use crate::retry_policy::SendFailure;
 const RATE_LIMIT_CODES: [i64; 8] = [4, 17, 32, 613, 80007, 130429, 131048, 131056];
 /// Unknown error, service temporarily unavailable, and WhatsApp's "service unavailable".
 const TRANSIENT_CODES: [i64; 3] = [1, 2, 131000];
+/// Re-engagement message: the customer-service window is closed.
+const OUTSIDE_WINDOW_CODE: i64 = 131047;
 
 /// `f` with its reason corrected from the body's `error.code` / `error.is_transient`.
 pub fn reclassify(mut f: SendFailure) -> SendFailure {
@@ -32,7 +36,9 @@ pub fn reclassify(mut f: SendFailure) -> SendFailure {
         .get("is_transient")
         .and_then(serde_json::Value::as_bool)
         == Some(true);
-    if code.is_some_and(|c| RATE_LIMIT_CODES.contains(&c)) {
+    if code == Some(OUTSIDE_WINDOW_CODE) {
+        f.reason = FailureReason::OutsideWindow;
+    } else if code.is_some_and(|c| RATE_LIMIT_CODES.contains(&c)) {
         f.reason = FailureReason::RateLimited;
     } else if transient || code.is_some_and(|c| TRANSIENT_CODES.contains(&c)) {
         f.reason = FailureReason::ServiceUnavailable;
@@ -80,5 +86,12 @@ mod tests {
             FailureReason::InvalidRecipient
         );
         assert_eq!(r("not json"), FailureReason::InvalidRecipient);
+        // Free text after the 24-hour window.
+        assert_eq!(
+            r(
+                r#"{"error":{"message":"(#131047) Re-engagement message","type":"OAuthException","code":131047,"error_data":{"messaging_product":"whatsapp","details":"Message failed to send because more than 24 hours have passed since the customer last replied to this number."}}}"#
+            ),
+            FailureReason::OutsideWindow
+        );
     }
 }

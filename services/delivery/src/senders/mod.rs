@@ -20,7 +20,7 @@ pub use split::split_text;
 pub use telegram::{
     Edited, Format, MAX_CHARS as TELEGRAM_MAX_CHARS, MessageRef, Telegram, says as telegram_says,
 };
-pub use whatsapp::Whatsapp;
+pub use whatsapp::{TemplateMessage, Whatsapp};
 
 use crate::retry_policy::{RetryPolicy, SendFailure};
 
@@ -47,6 +47,27 @@ impl Sender {
         match self {
             Sender::Telegram(t) => Some(t),
             Sender::Whatsapp(_) | Sender::Instagram(_) => None,
+        }
+    }
+
+    /// Send an approved template to `chat_id`, with in-call retries: WhatsApp's alone (a
+    /// reply outside its 24-hour window); any other platform refuses it.
+    pub async fn send_template(
+        &self,
+        policy: &RetryPolicy,
+        chat_id: &str,
+        template: &TemplateMessage,
+        on_failure: impl FnMut(FailureReason),
+    ) -> Result<(), SendFailure> {
+        match self {
+            Sender::Whatsapp(s) => s.send_template(policy, chat_id, template, on_failure).await,
+            Sender::Telegram(_) | Sender::Instagram(_) => Err(SendFailure {
+                reason: FailureReason::InvalidRecipient,
+                status: None,
+                body: None,
+                detail: "message templates are WhatsApp's".into(),
+                tries: 0,
+            }),
         }
     }
 

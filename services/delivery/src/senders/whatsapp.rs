@@ -1,6 +1,7 @@
 //! WhatsApp, through 360dialog (`POST {base}/messages`, `D360-API-KEY` header) or Meta's
 //! Cloud API (`POST {base}/{phone number id}/messages`, Bearer token), as configured. Both
-//! take the same Cloud API message body: `text`, or `image` by link with a caption.
+//! take the same Cloud API message body: `text`, `image` by link with a caption, or an
+//! approved `template` (sent outside the 24-hour window, docs/channels.md).
 
 use hermes_config::WhatsappSender;
 use hermes_net::failure::FailureReason;
@@ -29,24 +30,15 @@ pub struct Whatsapp {
 
 impl Whatsapp {
     pub fn new(settings: &WhatsappSender, http: reqwest::Client) -> Self {
-        let (url, auth) = match settings {
-            WhatsappSender::Dialog360 { api_key, base_url } => (
-                format!("{}/messages", base_url.as_str().trim_end_matches('/')),
-                Auth::D360(api_key.clone()),
-            ),
-            WhatsappSender::Cloud {
-                access_token,
-                phone_number_id,
-                base_url,
-            } => (
-                format!(
-                    "{}/{phone_number_id}/messages",
-                    base_url.as_str().trim_end_matches('/')
-                ),
-                Auth::Bearer(access_token.clone()),
-            ),
+        let auth = match settings {
+            WhatsappSender::Dialog360 { api_key, .. } => Auth::D360(api_key.clone()),
+            WhatsappSender::Cloud { access_token, .. } => Auth::Bearer(access_token.clone()),
         };
-        Self { http, url, auth }
+        Self {
+            http,
+            url: settings.messages_url(),
+            auth,
+        }
     }
 
     /// Send one part to the user `to` (their WhatsApp id, the inbound chat id).
@@ -75,10 +67,38 @@ impl Whatsapp {
                 }
             }
         }
+        self.post(policy, &body, on_failure).await
+    }
+
+    /// Send the approved template `t` to the user `to` (outside the 24-hour window).
+    pub async fn send_template(
+        &self,
+        policy: &RetryPolicy,
+        to: &str,
+        t: &TemplateMessage,
+        on_failure: impl FnMut(FailureReason),
+    ) -> Result<(), SendFailure> {
+        let body = json!({
+            "messaging_product": "whatsapp",
+            "recipient_type": "individual",
+            "to": to,
+            "type": "template",
+            "template": t.body(),
+        });
+        self.post(policy, &body, on_failure).await
+    }
+
+    /// POST one message body with in-call retries; Meta's coded refusals reclassified.
+    async fn post(
+        &self,
+        policy: &RetryPolicy,
+        body: &serde_json::Value,
+        on_failure: impl FnMut(FailureReason),
+    ) -> Result<(), SendFailure> {
         policy
             .send(
                 || {
-                    let req = self.http.post(&self.url).json(&body);
+                    let req = self.http.post(&self.url).json(body);
                     match &self.auth {
                         Auth::D360(key) => req.header("D360-API-KEY", key.expose_secret()),
                         Auth::Bearer(token) => req.bearer_auth(token.expose_secret()),
@@ -89,5 +109,36 @@ impl Whatsapp {
             .await
             .map(drop)
             .map_err(meta_errors::reclassify)
+    }
+}
+
+/// An approved template with its body parameters filled in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TemplateMessage {
+    /// The template's name at Meta.
+    pub name: String,
+    /// Its language code.
+    pub language: String,
+    /// The body's parameters in order, as text.
+    pub parameters: Vec<String>,
+}
+
+impl TemplateMessage {
+    /// The `template` object of a message: name, language and the body's text parameters
+    /// (no components when it has none).
+    pub fn body(&self) -> serde_json::Value {
+        let mut t = json!({
+            "name": self.name,
+            "language": {"code": self.language},
+        });
+        if !self.parameters.is_empty() {
+            let params: Vec<_> = self
+                .parameters
+                .iter()
+                .map(|p| json!({"type": "text", "text": p}))
+                .collect();
+            t["components"] = json!([{"type": "body", "parameters": params}]);
+        }
+        t
     }
 }

@@ -331,6 +331,7 @@ impl Router {
             max_tool_rounds: agent.map_or(1, |a| agent_tool_rounds(a.max_tool_rounds)),
             // Photos by reference; the llm stage fetches them for each call.
             media: r.media,
+            inbound_message_id: r.inbound.user_message_id().map(str::to_string),
             ..LlmRequest::new(r.inbound.reply_to(), a.tier, chain, messages)
         }
     }

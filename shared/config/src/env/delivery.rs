@@ -121,6 +121,18 @@ settings! {
             secret: false,
             help: "outbound messages per second through one bot token, phone number or account",
         },
+        HERMES_WHATSAPP_PER_SEC: f64 {
+            kind: kinds::POSITIVE_RATE,
+            unset: Value("80"),
+            secret: false,
+            help: "outbound WhatsApp messages per second through one business number (Meta's default throughput; raise it when Meta raised the number's)",
+        },
+        HERMES_PRESENCE: bool {
+            kind: kinds::BOOL,
+            unset: Value("true"),
+            secret: false,
+            help: "while a run answers a chat message: mark the WhatsApp message read with the typing indicator, and show Telegram's typing action (best effort)",
+        },
         HERMES_RATE_GATE_WAIT_SECS: Duration {
             kind: kinds::SECS,
             unset: Value("30"),

@@ -217,6 +217,16 @@ impl Inbound {
             quote: self.quote.clone(),
         }
     }
+
+    /// The platform's id of the person's own chat message this is: none for a scheduled
+    /// job's run (its id is the job's), a Forge wake or the API channels. Its receipt and
+    /// WhatsApp's 24-hour window are about messages people wrote (docs/channels.md).
+    pub fn user_message_id(&self) -> Option<&str> {
+        if self.job.is_some() || self.forge.is_some() || !self.event.platform.is_chat() {
+            return None;
+        }
+        self.event.external_message_id.as_deref()
+    }
 }
 
 impl Payload for Inbound {

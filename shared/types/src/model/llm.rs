@@ -58,6 +58,11 @@ pub struct LlmRequest {
     /// so their bytes never travel through the broker (docs/channels.md, media).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub media: Vec<MediaRef>,
+    /// The platform's id of the person's chat message this run answers (a WhatsApp wamid),
+    /// for the read receipt shown when the run starts (docs/channels.md, "Presence");
+    /// absent for a job's run and the API channels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inbound_message_id: Option<String>,
 }
 
 /// The host-tool policy of a run (docs/agents.md, "Engagement modes": the `runtime_policy`): in REVIEW, RESEARCH and
@@ -148,6 +153,7 @@ impl LlmRequest {
             workspace: None,
             api_key: None,
             policy: ToolPolicy::default(),
+            inbound_message_id: None,
         }
     }
 }

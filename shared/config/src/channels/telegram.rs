@@ -1,18 +1,9 @@
-//! `[channels]` of the TOML file: how the chat channels behave beyond their credentials.
-//! Today Telegram's groups and edited messages (docs/channels.md, "Group chats" and "Edited
-//! messages").
+//! `[channels.telegram]`: Telegram's groups and edited messages (docs/channels.md, "Group
+//! chats" and "Edited messages").
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-
-/// The `[channels]` section.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct ChannelsSettings {
-    /// `[channels.telegram]`.
-    pub telegram: TelegramSettings,
-}
 
 /// When the bot answers a message in a Telegram group or supergroup.
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
