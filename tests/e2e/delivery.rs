@@ -76,10 +76,10 @@ async fn keyed_run(env: &TestEnv, key: hermes_types::ids::ApiKeyId, envelope: &E
 }
 
 /// A message taken from a parking queue, with its failure headers.
-struct Parked {
-    env: Envelope,
-    reason: Option<String>,
-    detail: Option<String>,
+pub(crate) struct Parked {
+    pub(crate) env: Envelope,
+    pub(crate) reason: Option<String>,
+    pub(crate) detail: Option<String>,
 }
 
 fn amqp_header(h: &lapin::types::FieldTable, name: &str) -> Option<String> {
@@ -117,7 +117,7 @@ async fn take_parked(bus: &Bus, stage: Stage) -> Vec<Parked> {
 }
 
 /// Wait until `stage`'s parking queue holds a message and take it.
-async fn parked_one(bus: &Bus, stage: Stage, within: Duration) -> Parked {
+pub(crate) async fn parked_one(bus: &Bus, stage: Stage, within: Duration) -> Parked {
     eventually(within, "a parked message", || async {
         take_parked(bus, stage).await.into_iter().next()
     })

@@ -110,6 +110,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0019_operator_mcp",
         sql: include_str!("../../../migrations/0019_operator_mcp.sql"),
     },
+    Migration {
+        version: 22,
+        name: "0022_statuses_bursts",
+        sql: include_str!("../../../migrations/0022_statuses_bursts.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

@@ -5,16 +5,12 @@
 //! `service_unavailable`, so the queued retry tries them again later.
 
 use hermes_net::failure::FailureReason;
+use hermes_net::meta_errors::classify;
 
 use crate::retry_policy::SendFailure;
 
-/// Application, account and pair rate limits (Graph API 4, 17, 32, 613; WhatsApp 80007,
-/// 130429 throughput, 131048 spam rate, 131056 pair rate).
-const RATE_LIMIT_CODES: [i64; 8] = [4, 17, 32, 613, 80007, 130429, 131048, 131056];
-/// Unknown error, service temporarily unavailable, and WhatsApp's "service unavailable".
-const TRANSIENT_CODES: [i64; 3] = [1, 2, 131000];
-
-/// `f` with its reason corrected from the body's `error.code` / `error.is_transient`.
+/// `f` with its reason corrected from the body's `error.code` / `error.is_transient`
+/// (`hermes_net::meta_errors`, which ingest reads `failed` statuses with too).
 pub fn reclassify(mut f: SendFailure) -> SendFailure {
     if f.reason != FailureReason::InvalidRecipient {
         return f;
@@ -32,11 +28,7 @@ pub fn reclassify(mut f: SendFailure) -> SendFailure {
         .get("is_transient")
         .and_then(serde_json::Value::as_bool)
         == Some(true);
-    if code.is_some_and(|c| RATE_LIMIT_CODES.contains(&c)) {
-        f.reason = FailureReason::RateLimited;
-    } else if transient || code.is_some_and(|c| TRANSIENT_CODES.contains(&c)) {
-        f.reason = FailureReason::ServiceUnavailable;
-    }
+    f.reason = classify(code, transient);
     f
 }
 

@@ -49,14 +49,15 @@ impl Sender {
         }
     }
 
-    /// Send one part to `chat_id`, with in-call retries.
+    /// Send one part to `chat_id`, with in-call retries. Returns the platform's id of the
+    /// message when its answer names one (docs/channels.md, statuses).
     pub async fn send(
         &self,
         policy: &RetryPolicy,
         chat_id: &str,
         part: &Part,
         on_failure: impl FnMut(FailureReason),
-    ) -> Result<(), SendFailure> {
+    ) -> Result<Option<String>, SendFailure> {
         match self {
             Sender::Telegram(s) => s.send(policy, chat_id, part, on_failure).await,
             Sender::Whatsapp(s) => s.send(policy, chat_id, part, on_failure).await,
@@ -99,6 +100,17 @@ impl Senders {
             Platform::Instagram => self.instagram.as_ref(),
             Platform::Api | Platform::Rest | Platform::Forge => None,
         }
+    }
+}
+
+/// The id a Meta platform gave the message it accepted, at JSON `pointer` of its `answer`
+/// (a string, or a number as Instagram may send); `None` when the answer names none.
+async fn answer_id(answer: reqwest::Response, pointer: &str) -> Option<String> {
+    let body: serde_json::Value = answer.json().await.ok()?;
+    match body.pointer(pointer)? {
+        serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
     }
 }
 

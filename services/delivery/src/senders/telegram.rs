@@ -73,13 +73,14 @@ impl Telegram {
     }
 
     /// Send one part to `chat_id`: a text of at most [`MAX_CHARS`], or a photo by URL.
+    /// Returns the message's id (`result.message_id`) when Telegram names it.
     pub async fn send(
         &self,
         policy: &RetryPolicy,
         chat_id: &str,
         part: &Part,
         on_failure: impl FnMut(FailureReason),
-    ) -> Result<(), SendFailure> {
+    ) -> Result<Option<String>, SendFailure> {
         let (url, plain) = match part {
             Part::Text(text) => (
                 &self.send_message,
@@ -100,7 +101,7 @@ impl Telegram {
         };
         self.post(policy, url, plain, format, on_failure)
             .await
-            .map(drop)
+            .map(|answer| message_id(&answer).map(MessageRef::to_stored))
     }
 
     /// Send a text of at most [`MAX_CHARS`] and return the message's id, so it can be edited.

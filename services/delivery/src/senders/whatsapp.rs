@@ -49,14 +49,15 @@ impl Whatsapp {
         Self { http, url, auth }
     }
 
-    /// Send one part to the user `to` (their WhatsApp id, the inbound chat id).
+    /// Send one part to the user `to` (their WhatsApp id, the inbound chat id). Returns the
+    /// message's wamid (`messages[0].id` of the answer), which its statuses name.
     pub async fn send(
         &self,
         policy: &RetryPolicy,
         to: &str,
         part: &Part,
         on_failure: impl FnMut(FailureReason),
-    ) -> Result<(), SendFailure> {
+    ) -> Result<Option<String>, SendFailure> {
         let mut body = json!({
             "messaging_product": "whatsapp",
             "recipient_type": "individual",
@@ -75,7 +76,7 @@ impl Whatsapp {
                 }
             }
         }
-        policy
+        let answer = policy
             .send(
                 || {
                     let req = self.http.post(&self.url).json(&body);
@@ -87,7 +88,7 @@ impl Whatsapp {
                 on_failure,
             )
             .await
-            .map(drop)
-            .map_err(meta_errors::reclassify)
+            .map_err(meta_errors::reclassify)?;
+        Ok(super::answer_id(answer, "/messages/0/id").await)
     }
 }

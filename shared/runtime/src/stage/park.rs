@@ -17,7 +17,7 @@
 //! the stuck-run sweeper ends it later.
 
 use hermes_db::events::{self, EventKind, NewEvent};
-use hermes_db::{credits, inbox, runs};
+use hermes_db::{credits, delivery_sends, inbox, runs};
 use hermes_types::envelope::{Envelope, MessageKind};
 use hermes_types::ids::MessageId;
 use hermes_types::model::{FailureCode, Inbound, LlmRequest, Outcome, Reply, ToolRequest};
@@ -109,7 +109,16 @@ async fn close(ctx: &Ctx, env: &Envelope, why: &str) -> anyhow::Result<()> {
         code: FailureCode::Invalid,
         message: PARKED_TEXT.into(),
     };
-    let closed = runs::finish(&tx, env.run_id, &outcome, None).await?;
+    let mut closed = runs::finish(&tx, env.run_id, &outcome, None).await?;
+    // A part the platform reported failed after the run was answered (docs/channels.md,
+    // statuses): the answered run fails now, with the usual refund and event.
+    if !closed
+        && env.kind == MessageKind::Reply
+        && let Some((reason, detail)) = delivery_sends::park_reason(&tx, env.id).await?
+    {
+        let detail = detail.unwrap_or(reason);
+        closed = runs::fail_after_answer(&tx, env.run_id, &detail).await?;
+    }
     let refunded = closed && credits::refund(&tx, env.run_id).await?;
     if closed
         && env.kind == MessageKind::Reply

@@ -113,6 +113,11 @@ pub struct Inbound {
     /// `metadata`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forge: Option<ForgeWake>,
+    /// A burst (docs/channels.md, bursts): this message is the held messages of one
+    /// conversation routed as one turn, this many of them; the router routes it at once
+    /// instead of holding it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u32>,
 }
 
 /// What ingest settled about a Forge wake before queueing it (docs/agents.md, "Hermes as a
@@ -147,6 +152,7 @@ impl Inbound {
             policy: ToolPolicy::default(),
             job: None,
             forge: None,
+            burst: None,
         }
     }
 
