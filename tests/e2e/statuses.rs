@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use hermes::Service;
 use hermes_bus::Stage;
-use hermes_testkit::{Fleet, KEY, TestEnv, eventually, metric};
+use hermes_testkit::{Fleet, TestEnv, eventually, metric};
 use hermes_types::model::Platform;
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
@@ -17,6 +17,7 @@ use sha2::Sha256;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
+use crate::api_edges::get_json;
 use crate::delivery::parked_one;
 
 const APP_SECRET: &str = "wa-app-secret-0123";
@@ -142,15 +143,7 @@ async fn run_of_send(env: &TestEnv, wamid: &str) -> uuid::Uuid {
 }
 
 async fn run_view(fleet: &Fleet, run: uuid::Uuid) -> Value {
-    reqwest::Client::new()
-        .get(fleet.url(&format!("/v1/runs/{run}")))
-        .bearer_auth(KEY)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    get_json(fleet, &format!("/v1/runs/{run}")).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -21,7 +21,8 @@ use hermes_types::trace::TraceParent;
 /// Conversations claimed per transaction (the next round takes the rest at once).
 const BATCH: i64 = 100;
 
-/// How often released messages past their keep are pruned, in ticks of the sweeper.
+/// How often released messages past their keep are pruned, in ticks of the sweeper (about
+/// every ten minutes with bursts on, every twenty hours with them off).
 const PRUNE_EVERY: u32 = 2400;
 
 /// Whether `inbound` waits in its conversation's quiet window: bursts are on, it is a chat
@@ -109,13 +110,30 @@ fn tick_of(quiet: Duration) -> Duration {
     (quiet / 4).clamp(Duration::from_millis(50), Duration::from_secs(1))
 }
 
-/// Route due bursts until `ctx.stop` (nothing to do while bursts are off).
+/// How often a router with bursts off looks for messages held while they were on (a
+/// replica that held them, stopped, or a setting turned off since), to route them at once.
+const OFF_TICK: Duration = Duration::from_secs(30);
+
+/// The windows a sweep applies: the configured ones, or none while bursts are off, so that
+/// messages held before are routed at once, not left behind.
+fn windows(ctx: &Ctx) -> (Duration, Duration) {
+    let settings = ctx.config.bursts;
+    if settings.on() {
+        (settings.quiet, settings.max_wait)
+    } else {
+        (Duration::ZERO, Duration::ZERO)
+    }
+}
+
+/// Route due bursts until `ctx.stop`.
 pub async fn run(ctx: Ctx) {
     let settings = ctx.config.bursts;
-    if !settings.on() {
-        return;
-    }
-    let mut every = tokio::time::interval(tick_of(settings.quiet));
+    let pause = if settings.on() {
+        tick_of(settings.quiet)
+    } else {
+        OFF_TICK
+    };
+    let mut every = tokio::time::interval(pause);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut ticks = 0u32;
     loop {
@@ -146,10 +164,10 @@ pub async fn run(ctx: Ctx) {
 /// One round: claim the due conversations and queue each burst as one turn, in one
 /// transaction. Returns how many conversations it claimed.
 pub async fn tick(ctx: &Ctx) -> anyhow::Result<usize> {
-    let settings = ctx.config.bursts;
+    let (quiet, max_wait) = windows(ctx);
     let mut client = ctx.db.get().await?;
     let tx = client.transaction().await?;
-    let due = bursts::claim_due(&tx, settings.quiet, settings.max_wait, BATCH).await?;
+    let due = bursts::claim_due(&tx, quiet, max_wait, BATCH).await?;
     if due.is_empty() {
         return Ok(0);
     }
