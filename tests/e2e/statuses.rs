@@ -1,7 +1,8 @@
 //! Statuses tied to sends (docs/channels.md, statuses): the wamid of each WhatsApp send kept
 //! with its run, the statuses Meta reports moving it forward only and shown by the run API,
 //! a redelivered status webhook changing nothing twice, and a `failed` status after a 200
-//! sending the part again, then parking the reply with its reason and failing the run.
+//! sending the part again, then parking the reply with its reason and failing the run; a
+//! Telegram send's message id kept the same way.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -294,5 +295,34 @@ async fn a_failed_status_after_a_200_is_sent_again_then_parked_with_its_reason()
     };
     assert_eq!((late("resent"), late("parked")), (Some(1.0), Some(1.0)));
     bus.close().await;
+    fleet.stop().await.unwrap();
+}
+
+/// Telegram reports no statuses, but the id of each message sent (`result.message_id`) is
+/// kept with the run all the same, and shown by the run API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_telegram_sends_message_id_is_kept_with_its_run() {
+    let api = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(format!("/bot{}/sendMessage", crate::delivery::TG_TOKEN)))
+        .respond_with(ResponseTemplate::new(200).set_body_json(
+            json!({"ok": true, "result": {"message_id": 77, "chat": {"id": 4242}, "date": 1_760_000_000}}),
+        ))
+        .mount(&api)
+        .await;
+    let mut env = crate::delivery::sender_env(&api).await;
+    env.set("TELEGRAM_WEBHOOK_SECRET", "tg-secret-0123456789");
+    env.user(Platform::Telegram, "4242", 10).await;
+    let fleet = env.start(&Service::ALL).await;
+    crate::delivery::telegram_webhook(&fleet, "ping").await;
+    let run = run_of_send(&env, "77").await;
+    let view = eventually(Duration::from_secs(30), "the run completed", || async {
+        let v = run_view(&fleet, run).await;
+        (v["status"] == "completed").then_some(v)
+    })
+    .await;
+    assert_eq!(view["sends"][0]["platform"], "telegram");
+    assert_eq!(view["sends"][0]["platform_message_id"], "77");
+    assert_eq!(view["sends"][0]["status"], "accepted");
     fleet.stop().await.unwrap();
 }
