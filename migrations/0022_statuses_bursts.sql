@@ -19,17 +19,21 @@ CREATE TABLE platform_sends (
     error_title          text,
     PRIMARY KEY (message_id, part)
 );
-CREATE UNIQUE INDEX platform_sends_platform_id ON platform_sends (platform, platform_message_id);
+-- Not unique: a Telegram message id is only unique within its chat, and a send is never
+-- refused for its record.
+CREATE INDEX platform_sends_platform_id ON platform_sends (platform, platform_message_id);
 CREATE INDEX platform_sends_run ON platform_sends (run_id);
 CREATE INDEX platform_sends_age ON platform_sends (sent_at);
 
 -- The reply a send of a platform that reports failures late (WhatsApp) belongs to, so a part
--- the platform reports failed after accepting it can be sent again; `attempt` counts those
--- sends again (0 for the reply itself), `resend_of` names the reply it repeats.
+-- the platform reports failed after accepting it can be sent again; `parts` is how many
+-- messages the reply became, `attempt` counts those sends again (0 for the reply itself),
+-- `resend_of` names the reply it repeats.
 CREATE TABLE platform_send_replies (
     message_id  uuid PRIMARY KEY,
     run_id      uuid NOT NULL,
     payload     jsonb NOT NULL,
+    parts       integer NOT NULL,
     resend_of   uuid,
     attempt     integer NOT NULL DEFAULT 0,
     created_at  timestamptz NOT NULL DEFAULT now()

@@ -231,7 +231,7 @@ impl DeliveryStage {
                 platform,
                 chat_id: &to.chat_id,
                 platform_message_id: id,
-                reply: reports_late_failures(platform).then_some(&env.payload),
+                reply: reports_late_failures(platform).then_some((&env.payload, messages.len())),
             });
             if send.is_some() {
                 self.ctx

@@ -71,8 +71,9 @@ pub struct NewSend<'a> {
     pub platform: Platform,
     pub chat_id: &'a str,
     pub platform_message_id: &'a str,
-    /// The reply's envelope payload, kept for a platform that reports failures late.
-    pub reply: Option<&'a serde_json::Value>,
+    /// The reply's envelope payload, kept for a platform that reports failures late, and
+    /// how many messages (parts) it became.
+    pub reply: Option<(&'a serde_json::Value, usize)>,
 }
 
 /// Record that part `index` of message `id` reached the platform as `send`, in one statement
@@ -86,6 +87,9 @@ pub async fn mark_sent(
 ) -> Result<(), DbError> {
     let index =
         i32::try_from(index).map_err(|_| DbError::Invalid("part index too large".into()))?;
+    let parts = send
+        .reply
+        .map_or(0, |(_, n)| i32::try_from(n).unwrap_or(i32::MAX));
     c.execute(
         &stmt(
             c,
@@ -103,8 +107,8 @@ pub async fn mark_sent(
                    SET platform_message_id = EXCLUDED.platform_message_id, sent_at = now(),
                        status = 'accepted', status_at = NULL, error_code = NULL, error_title = NULL
              )
-             INSERT INTO platform_send_replies (message_id, run_id, payload)
-             SELECT $1, $3, $7::jsonb WHERE $7::jsonb IS NOT NULL
+             INSERT INTO platform_send_replies (message_id, run_id, payload, parts)
+             SELECT $1, $3, $7::jsonb, $8 WHERE $7::jsonb IS NOT NULL
              ON CONFLICT (message_id) DO NOTHING",
         )
         .await?,
@@ -115,7 +119,8 @@ pub async fn mark_sent(
             &send.platform.as_str(),
             &send.chat_id,
             &send.platform_message_id,
-            &send.reply,
+            &send.reply.map(|(payload, _)| payload),
+            &parts,
         ],
     )
     .await?;
@@ -150,8 +155,8 @@ pub async fn apply_status(
     r: &Reported<'_>,
 ) -> Result<Option<Moved>, DbError> {
     let failed = r.status == SendStatus::Failed;
-    let row = c
-        .query_opt(
+    let rows = c
+        .query(
             &stmt(
                 c,
                 &format!(
@@ -176,7 +181,9 @@ pub async fn apply_status(
             ],
         )
         .await?;
-    Ok(row.map(|row| Moved {
+    // A WhatsApp id names one message; a Telegram id is unique only within its chat, but
+    // Telegram reports no statuses.
+    Ok(rows.first().map(|row| Moved {
         message_id: MessageId::from(row.get::<_, uuid::Uuid>(0)),
         part: usize::try_from(row.get::<_, i32>(1)).unwrap_or_default(),
         run_id: RunId::from(row.get::<_, uuid::Uuid>(2)),
@@ -188,9 +195,11 @@ pub async fn apply_status(
 pub struct KeptReply {
     pub run_id: RunId,
     pub payload: serde_json::Value,
+    /// How many messages the reply became.
+    pub parts: i32,
     /// How many times a part of the reply was sent again before this one (0: the reply).
     pub attempt: u32,
-    /// The parts of the reply the platform accepted (without the failed one).
+    /// The parts of the reply other than the failed one.
     pub other_parts: Vec<i32>,
 }
 
@@ -205,11 +214,8 @@ pub async fn kept_reply(
         .query_opt(
             &stmt(
                 c,
-                "SELECT r.run_id, r.payload, r.attempt,
-                        ARRAY(SELECT DISTINCT p FROM (
-                                SELECT unnest(d.sent_parts) AS p FROM delivery_sends d WHERE d.message_id = r.message_id
-                                UNION SELECT s.part FROM platform_sends s WHERE s.message_id = r.message_id) parts
-                               WHERE p <> $2 ORDER BY p)
+                "SELECT r.run_id, r.payload, r.attempt, r.parts,
+                        ARRAY(SELECT p FROM generate_series(0, r.parts - 1) p WHERE p <> $2 ORDER BY p)
                    FROM platform_send_replies r WHERE r.message_id = $1",
             )
             .await?,
@@ -220,7 +226,8 @@ pub async fn kept_reply(
         run_id: RunId::from(row.get::<_, uuid::Uuid>(0)),
         payload: row.get(1),
         attempt: u32::try_from(row.get::<_, i32>(2)).unwrap_or_default(),
-        other_parts: row.get(3),
+        parts: row.get(3),
+        other_parts: row.get(4),
     }))
 }
 
@@ -256,8 +263,8 @@ pub async fn seed_again(
             &stmt(
                 c,
                 "WITH kept AS (
-                    INSERT INTO platform_send_replies (message_id, run_id, payload, resend_of, attempt)
-                    VALUES ($1, $2, $3, $4, $5) ON CONFLICT (message_id) DO NOTHING RETURNING 1
+                    INSERT INTO platform_send_replies (message_id, run_id, payload, parts, resend_of, attempt)
+                    VALUES ($1, $2, $3, $9, $4, $5) ON CONFLICT (message_id) DO NOTHING RETURNING 1
                  )
                  INSERT INTO delivery_sends (message_id, sent_parts, park_reason, park_detail)
                  SELECT $1, $6, $7, $8 FROM kept
@@ -273,6 +280,7 @@ pub async fn seed_again(
                 &kept.other_parts,
                 &reason,
                 &detail,
+                &kept.parts,
             ],
         )
         .await?;
@@ -353,13 +361,14 @@ mod tests {
             let c = db.get().await.unwrap();
             let (id, run) = (MessageId::new(), RunId::new());
             let reply = serde_json::json!({"reply_to": {"platform": "whatsapp", "chat_id": "1"}});
+            // A reply of three parts, two of them sent so far.
             for (part, wamid) in [(0, "wamid.A"), (1, "wamid.B")] {
                 let send = NewSend {
                     run_id: run,
                     platform: Platform::Whatsapp,
                     chat_id: "1",
                     platform_message_id: wamid,
-                    reply: Some(&reply),
+                    reply: Some((&reply, 3)),
                 };
                 mark_sent(&c, id, part, &send).await.unwrap();
             }
@@ -395,8 +404,9 @@ mod tests {
                 None,
                 "a failure reported again is no news"
             );
+            // Every other part counts as sent, also the one still on its way.
             let kept = kept_reply(&c, id, 1).await.unwrap().unwrap();
-            assert_eq!((kept.attempt, kept.other_parts.clone()), (0, vec![0]));
+            assert_eq!((kept.attempt, kept.other_parts.clone()), (0, vec![0, 2]));
             let again = MessageId::new();
             assert!(
                 seed_again(&c, again, id, &kept, &Again::Send)
@@ -409,7 +419,7 @@ mod tests {
                     .unwrap()
             );
             let seeded = kept_reply(&c, again, 1).await.unwrap().unwrap();
-            assert_eq!((seeded.attempt, seeded.other_parts), (1, vec![0]));
+            assert_eq!((seeded.attempt, seeded.other_parts), (1, vec![0, 2]));
             let shown = of_run(&c, run).await.unwrap();
             let statuses: Vec<&str> = shown.iter().map(|s| s.status.as_str()).collect();
             assert_eq!(statuses, ["read", "failed"]);

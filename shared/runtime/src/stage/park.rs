@@ -4,6 +4,8 @@
 //! the delivery stage, which closes the run as failed, refunds its credit once and tells the
 //! caller or chat, like any failed run. A reply that could not be delivered closes its run
 //! here, as failed, with its refund: there is nobody left to tell.
+//! A reply queued only to be parked because its platform reported a part failed after
+//! accepting it (docs/channels.md, statuses) fails its run too, though the run was answered.
 //!
 //! A wake that could not be delivered does not end its run when the run waits for its
 //! external agent until a reply deadline (docs/agents.md, "When an external run ends"): the
