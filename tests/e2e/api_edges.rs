@@ -25,7 +25,7 @@ async fn preflight(fleet: &hermes_testkit::Fleet, origin: &str) -> reqwest::Resp
 }
 
 /// GET `path` with the operator's key, as JSON.
-async fn get_json(fleet: &hermes_testkit::Fleet, path: &str) -> Value {
+pub(crate) async fn get_json(fleet: &hermes_testkit::Fleet, path: &str) -> Value {
     reqwest::Client::new()
         .get(fleet.url(path))
         .bearer_auth(KEY)

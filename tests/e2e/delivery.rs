@@ -82,10 +82,10 @@ async fn keyed_run(env: &TestEnv, key: hermes_types::ids::ApiKeyId, envelope: &E
 }
 
 /// A message taken from a parking queue, with its failure headers.
-struct Parked {
-    env: Envelope,
-    reason: Option<String>,
-    detail: Option<String>,
+pub(crate) struct Parked {
+    pub(crate) env: Envelope,
+    pub(crate) reason: Option<String>,
+    pub(crate) detail: Option<String>,
 }
 
 fn amqp_header(h: &lapin::types::FieldTable, name: &str) -> Option<String> {
@@ -123,7 +123,7 @@ async fn take_parked(bus: &Bus, stage: Stage) -> Vec<Parked> {
 }
 
 /// Wait until `stage`'s parking queue holds a message and take it.
-async fn parked_one(bus: &Bus, stage: Stage, within: Duration) -> Parked {
+pub(crate) async fn parked_one(bus: &Bus, stage: Stage, within: Duration) -> Parked {
     eventually(within, "a parked message", || async {
         take_parked(bus, stage).await.into_iter().next()
     })
@@ -625,6 +625,29 @@ async fn a_burst_to_one_chat_is_spread_by_the_rate_gate() {
     fleet.stop().await.unwrap();
 }
 
+/// POST a Telegram update from user 4242 saying `text` to `fleet`'s webhook (secret
+/// `tg-secret-0123456789`); asserts it is accepted.
+pub(crate) async fn telegram_webhook(fleet: &hermes_testkit::Fleet, text: &str) {
+    let update = json!({
+        "update_id": 1,
+        "message": {
+            "message_id": 7,
+            "from": {"id": 4242, "is_bot": false, "first_name": "Ada"},
+            "chat": {"id": 4242, "type": "private"},
+            "date": 1_760_000_000,
+            "text": text
+        }
+    });
+    let resp = reqwest::Client::new()
+        .post(fleet.url("/webhooks/telegram"))
+        .header("x-telegram-bot-api-secret-token", "tg-secret-0123456789")
+        .json(&update)
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_telegram_webhook_is_answered_in_the_chat() {
     let api = MockServer::start().await;
@@ -637,24 +660,7 @@ async fn a_telegram_webhook_is_answered_in_the_chat() {
     env.set("TELEGRAM_WEBHOOK_SECRET", "tg-secret-0123456789");
     env.user(Platform::Telegram, "4242", 10).await;
     let fleet = env.start(&Service::ALL).await;
-    let update = json!({
-        "update_id": 1,
-        "message": {
-            "message_id": 7,
-            "from": {"id": 4242, "is_bot": false, "first_name": "Ada"},
-            "chat": {"id": 4242, "type": "private"},
-            "date": 1_760_000_000,
-            "text": "ping from telegram"
-        }
-    });
-    let resp = reqwest::Client::new()
-        .post(fleet.url("/webhooks/telegram"))
-        .header("x-telegram-bot-api-secret-token", "tg-secret-0123456789")
-        .json(&update)
-        .send()
-        .await
-        .unwrap();
-    assert!(resp.status().is_success());
+    telegram_webhook(&fleet, "ping from telegram").await;
     let sent = eventually(Duration::from_secs(30), "the reply in the chat", || async {
         bodies(&api, &tg_path()).await.into_iter().next()
     })

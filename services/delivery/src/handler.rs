@@ -28,6 +28,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use hermes_bus::Stage;
 use hermes_cache::run_events::{RunEvent, RunEvents};
+use hermes_db::platform_sends::{NewSend, SendStatus};
 use hermes_db::{Transaction, delivery_sends, runs};
 use hermes_net::failure::FailureReason;
 use hermes_runtime::Ctx;
@@ -168,6 +169,20 @@ impl DeliveryStage {
         // One copy of this reply sends at a time; parts an earlier attempt or copy already
         // delivered are not sent twice.
         let lease = self.sent.lease(env.id).await?;
+        // A part its platform reported failed after accepting it, for good or once too
+        // often: the reply was queued to be parked with the reason (docs/channels.md,
+        // statuses), and the stage parks it and fails the run.
+        if let Some((reason, detail)) = lease.park.clone() {
+            self.sent.release(lease).await;
+            let reason = FailureReason::parse(&reason).unwrap_or(FailureReason::InvalidRecipient);
+            self.count_delivery(platform, reason.as_str());
+            return Err(StageError::Retry {
+                reason,
+                error: anyhow!(
+                    detail.unwrap_or_else(|| "the platform reported the message failed".into())
+                ),
+            });
+        }
         let sent = match (lease.finished, draft, sender.telegram()) {
             (true, _, _) => Ok(()),
             (false, Some(draft), Some(_)) => {
@@ -241,14 +256,33 @@ impl DeliveryStage {
             let sent = self
                 .send_one(sender, &to.chat_id, message, quote, platform)
                 .await;
-            if let Err(f) = sent {
-                if f.reason.counts_against_platform() {
-                    self.breakers.record_failure(platform).await;
+            let platform_id = match sent {
+                Ok(id) => id,
+                Err(f) => {
+                    if f.reason.counts_against_platform() {
+                        self.breakers.record_failure(platform).await;
+                    }
+                    self.count_delivery(platform, f.reason.as_str());
+                    return Err(retry(f));
                 }
-                self.count_delivery(platform, f.reason.as_str());
-                return Err(retry(f));
+            };
+            // The platform's id of the message, kept with the run for its statuses; the reply
+            // too where a failure can still be reported after this send succeeded.
+            let send = platform_id.as_deref().map(|id| NewSend {
+                run_id: env.run_id,
+                platform,
+                chat_id: &to.chat_id,
+                platform_message_id: id,
+                reply: reports_late_failures(platform).then_some((&env.payload, messages.len())),
+            });
+            if send.is_some() {
+                self.ctx
+                    .metrics
+                    .delivery_statuses
+                    .with_label_values(&[platform.as_str(), SendStatus::Accepted.as_str()])
+                    .inc();
             }
-            self.sent.mark(env.id, index).await;
+            self.sent.mark(env.id, index, send).await;
             self.breakers.record_success(platform).await;
         }
         let template = messages.iter().any(|m| matches!(m, Outbound::Template(_)));
@@ -264,7 +298,7 @@ impl DeliveryStage {
         message: &Outbound,
         quote: Option<&str>,
         platform: Platform,
-    ) -> Result<(), SendFailure> {
+    ) -> Result<Option<String>, SendFailure> {
         match message {
             Outbound::Send(part) => {
                 sender
@@ -298,6 +332,12 @@ impl DeliveryStage {
             .send(env, url, outcome, |r| self.count_attempt(Platform::Rest, r))
             .await
     }
+}
+
+/// Whether `platform` may report a message failed after its send API accepted it (WhatsApp's
+/// `failed` status), so the reply is kept to send that part again.
+fn reports_late_failures(platform: Platform) -> bool {
+    platform == Platform::Whatsapp
 }
 
 /// A send that failed after its in-call retries, for the queued retry schedule.

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hermes_db::delivery_sends::{self, Holder, Take};
+use hermes_db::platform_sends::{self, NewSend};
 use hermes_db::{Db, DbError};
 use hermes_types::ids::MessageId;
 use hermes_types::ttl_cache::TtlCache;
@@ -64,6 +65,9 @@ pub struct Lease {
     pub sent: HashSet<usize>,
     /// Another copy already finished this reply and recorded it: send nothing.
     pub finished: bool,
+    /// The reply was queued only to be parked, with this reason and detail (a part its
+    /// platform reported failed after accepting it): send nothing.
+    pub park: Option<(String, Option<String>)>,
 }
 
 /// The record of sent parts.
@@ -93,11 +97,12 @@ impl SentParts {
         let holder = self.unreleased.remove(&id).unwrap_or_default();
         let mut poll = tokio::time::interval(LEASE_POLL);
         let mut waited = false;
-        let (recorded, finished) = loop {
+        let (recorded, finished, park) = loop {
             let c = self.db.get().await?;
             match delivery_sends::take_lease(&c, id, holder, LEASE_TTL).await? {
-                Take::Taken(parts) => break (parts, false),
-                Take::Done => break (Vec::new(), true),
+                Take::Taken(parts) => break (parts, false, None),
+                Take::Done => break (Vec::new(), true, None),
+                Take::Park { reason, detail } => break (Vec::new(), false, Some((reason, detail))),
                 Take::Held => {}
             }
             drop(c);
@@ -115,6 +120,7 @@ impl SentParts {
             _renewal: (!finished).then(|| self.renew_while_held(id, holder)),
             sent,
             finished,
+            park,
         })
     }
 
@@ -157,18 +163,20 @@ impl SentParts {
         }
     }
 
-    /// Remember that part `index` of message `id` was sent: here at once, then in PostgreSQL,
-    /// waiting up to [`RECORD_PATIENCE`] for it to be reachable.
-    pub async fn mark(&self, id: MessageId, index: usize) {
+    /// Remember that part `index` of message `id` was sent (as `send`, when the platform named
+    /// the message it became): here at once, then in PostgreSQL, waiting up to
+    /// [`RECORD_PATIENCE`] for it to be reachable.
+    pub async fn mark(&self, id: MessageId, index: usize, send: Option<NewSend<'_>>) {
         let mut here = self.local.get(&id).unwrap_or_default();
         here.push(index);
         self.local.insert(id, here);
         let deadline = tokio::time::Instant::now() + self.patience;
         let mut warned = false;
         loop {
-            let marked = match self.db.get().await {
-                Ok(c) => delivery_sends::mark_sent(&c, id, index).await,
-                Err(e) => Err(e),
+            let marked = match (self.db.get().await, &send) {
+                (Ok(c), Some(send)) => platform_sends::mark_sent(&c, id, index, send).await,
+                (Ok(c), None) => delivery_sends::mark_sent(&c, id, index).await,
+                (Err(e), _) => Err(e),
             };
             let e = match marked {
                 Ok(()) => return,
@@ -214,7 +222,7 @@ mod tests {
                 ..SentParts::new(away)
             };
             let id = MessageId::new();
-            during.mark(id, 0).await;
+            during.mark(id, 0, None).await;
             assert!(
                 during.lease(id).await.is_err(),
                 "no lease without PostgreSQL"

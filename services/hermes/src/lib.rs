@@ -19,6 +19,7 @@ pub mod keys;
 pub mod llm_admin;
 pub mod mcp;
 mod procstat;
+pub mod runs_admin;
 pub mod tools_admin;
 pub mod users;
 

@@ -77,6 +77,9 @@ enum Command {
     /// Scheduled jobs of every key and of the operator (made through /api/jobs).
     #[command(subcommand)]
     Jobs(hermes::jobs_admin::JobsCommand),
+    /// Runs: `hermes runs show <id>`, with what the user's phone reported about each send.
+    #[command(subcommand)]
+    Runs(hermes::runs_admin::RunsCommand),
     /// Manage keys of the REST channel (POST /v1/messages).
     #[command(name = "api-keys", subcommand)]
     ApiKeys(hermes::keys::KeysCommand),
@@ -238,6 +241,12 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Command::Jobs(cmd) => {
             return admin("jobs", path, |c| async move {
                 hermes::jobs_admin::run(&c, cmd).await
+            })
+            .await;
+        }
+        Command::Runs(cmd) => {
+            return admin("runs", path, |c| async move {
+                hermes::runs_admin::run(&c, cmd).await
             })
             .await;
         }

@@ -7,8 +7,10 @@
 //! prompt; `messages` the turns; `tool_gate` and `tools` the tools offered; `dispatch`
 //! the agent; `external` ends external agents' runs (deadline, re-wake, presence);
 //! `sweeper` ends runs left open too long; `retention` removes expired rows;
-//! `scheduler` queues the runs of scheduled jobs as they come due.
+//! `scheduler` queues the runs of scheduled jobs as they come due; `bursts` holds chat
+//! messages in their conversation's quiet window and routes each burst as one turn.
 
+pub mod bursts;
 pub mod dispatch;
 pub mod external;
 pub mod intent;
@@ -36,11 +38,13 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let retention = tokio::spawn(retention::run(ctx.clone()));
     let scheduler = tokio::spawn(scheduler::run(ctx.clone()));
     let external = tokio::spawn(external::run(ctx.clone()));
+    let bursts = tokio::spawn(bursts::run(ctx.clone()));
     // Its commits are a few short statements each: group them (HERMES_COMMIT_GROUP).
     stage::run_grouped(ctx, router).await;
     let _ = sweeper.await;
     let _ = retention.await;
     let _ = scheduler.await;
     let _ = external.await;
+    let _ = bursts.await;
     Ok(())
 }

@@ -49,12 +49,15 @@ pub struct Router {
     media: MediaStep,
 }
 
+/// The decision of a chat message held for its burst.
+const HELD: &str = "burst_held";
+
 /// What one message's commit decided, counted only once the commit holds: a commit group
 /// that is rolled back and redone message by message must not count anything twice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Decided {
-    /// `routed`, `external`, `forge`, `upgrade`, `signup`, `media_refused`, `duplicate` or
-    /// `job_deleted`.
+    /// `routed`, `external`, `forge`, `upgrade`, `signup`, `media_refused`, `duplicate`,
+    /// `job_deleted` or `burst_held`.
     pub decision: &'static str,
     /// Credits the commit charged (0 when none).
     pub credits_charged: i64,
@@ -118,6 +121,8 @@ pub enum Decision {
     Route(Box<Routed>),
     /// A Forge's wake: its internal agent runs the agent loop; no user, no credit.
     Forge(Box<forge::ForgeRun>),
+    /// A chat message held in its conversation's quiet window (docs/channels.md, bursts).
+    Hold { inbound: Inbound },
 }
 
 impl Decision {
@@ -126,7 +131,8 @@ impl Decision {
         match self {
             Decision::Api { inbound, .. }
             | Decision::Signup { inbound }
-            | Decision::MediaRefused { inbound, .. } => inbound,
+            | Decision::MediaRefused { inbound, .. }
+            | Decision::Hold { inbound } => inbound,
             Decision::Route(r) => &r.inbound,
             Decision::Forge(f) => f.inbound(),
         }
@@ -174,6 +180,10 @@ impl Handler for Router {
             return Err(StageError::Poison(anyhow!(
                 "inbound message has no text or media"
             )));
+        }
+        // Bursts: held until the conversation is quiet, then routed as one turn.
+        if crate::bursts::holds(&self.ctx, &inbound) {
+            return Ok(Decision::Hold { inbound });
         }
         let client = self.ctx.db.get().await?;
 
@@ -333,6 +343,11 @@ impl Handler for Router {
             }
             Decision::Route(r) => self.commit_route(env, *r, tx).await,
             Decision::Forge(f) => self.commit_forge(env, *f, tx).await,
+            Decision::Hold { inbound } => {
+                let held = crate::bursts::hold(env, &inbound, tx).await?;
+                let decision = if held { HELD } else { "duplicate" };
+                Ok((Vec::new(), Decided::uncharged(decision)))
+            }
         }
     }
 
@@ -340,6 +355,9 @@ impl Handler for Router {
     /// message must not count its decisions twice.
     async fn after_commit(&self, _env: &Envelope, decided: Decided) {
         self.decided(decided.decision);
+        if decided.decision == HELD {
+            self.ctx.metrics.bursts.with_label_values(&["held"]).inc();
+        }
         if decided.credits_charged > 0 {
             self.ctx
                 .metrics
@@ -363,7 +381,8 @@ impl GroupCommit for Router {
             Decision::Api { .. }
             | Decision::Signup { .. }
             | Decision::MediaRefused { .. }
-            | Decision::Forge(_) => None,
+            | Decision::Forge(_)
+            | Decision::Hold { .. } => None,
         }
     }
 }

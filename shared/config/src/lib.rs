@@ -213,6 +213,23 @@ pub struct ApprovalSettings {
     pub sweep_every: Duration,
 }
 
+/// Bursts (`HERMES_BURST_QUIET_MS`, `HERMES_BURST_MAX_WAIT_MS`, docs/channels.md): a chat
+/// message is held until its conversation has been quiet for `quiet`, or its first held
+/// message has waited `max_wait`, then the held messages are routed as one turn. A `quiet`
+/// of 0 is off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BurstSettings {
+    pub quiet: Duration,
+    pub max_wait: Duration,
+}
+
+impl BurstSettings {
+    /// Whether chat messages are held at all.
+    pub fn on(&self) -> bool {
+        !self.quiet.is_zero()
+    }
+}
+
 /// The whole effective configuration of a process.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -251,6 +268,8 @@ pub struct Config {
     pub agent_rewake_delays: Vec<Duration>,
     /// How long an external agent may be silent (no 2xx, no heartbeat) before it is OFFLINE.
     pub agent_presence: Duration,
+    /// Bursts of chat messages answered as one turn (docs/channels.md, bursts).
+    pub bursts: BurstSettings,
     /// `statement_timeout` of the services' pooled connections.
     pub db_statement_timeout: Duration,
     /// `idle_in_transaction_session_timeout` of the services' pooled connections.

@@ -40,6 +40,8 @@ impl Config {
         let run_stuck_after = r.get(&router::HERMES_RUN_STUCK_AFTER_SECS);
         let agent_rewake_delays = r.get(&router::HERMES_AGENT_REWAKE_DELAYS);
         let agent_presence = r.get(&router::HERMES_AGENT_PRESENCE_SECS);
+        let burst_quiet = r.get(&router::HERMES_BURST_QUIET_MS);
+        let burst_max_wait = r.get(&router::HERMES_BURST_MAX_WAIT_MS);
         let db_statement_timeout = r.get(&process::HERMES_DB_STATEMENT_TIMEOUT_SECS);
         let db_idle_in_tx_timeout = r.get(&process::HERMES_DB_IDLE_IN_TX_TIMEOUT_SECS);
         let api_server_key = r.get(&ingest::API_SERVER_KEY);
@@ -118,6 +120,10 @@ impl Config {
                 run_stuck_after: run_stuck_after?,
                 agent_rewake_delays: agent_rewake_delays?,
                 agent_presence: agent_presence?,
+                bursts: crate::BurstSettings {
+                    quiet: burst_quiet?,
+                    max_wait: burst_max_wait?,
+                },
                 db_statement_timeout: db_statement_timeout?,
                 db_idle_in_tx_timeout: db_idle_in_tx_timeout?,
                 bus: bus?,

@@ -27,6 +27,12 @@ pub enum Take {
     Held,
     /// The reply is finished: send nothing.
     Done,
+    /// This copy holds the lease of a reply queued only to be parked (a part its platform
+    /// reported failed after accepting it, docs/channels.md, statuses): send nothing, park it.
+    Park {
+        reason: String,
+        detail: Option<String>,
+    },
 }
 
 /// Who holds a reply's send lease: one per copy at work.
@@ -71,13 +77,19 @@ pub async fn take_lease(
                   WHERE NOT delivery_sends.done
                     AND (delivery_sends.lease_until IS NULL OR delivery_sends.lease_until < now()
                          OR delivery_sends.lease_holder = EXCLUDED.lease_holder)
-                 RETURNING sent_parts",
+                 RETURNING sent_parts, park_reason, park_detail",
             )
             .await?,
             &[&id.as_uuid(), &holder.0, &millis(ttl)],
         )
         .await?;
     if let Some(r) = row {
+        if let Some(reason) = r.get::<_, Option<String>>(1) {
+            return Ok(Take::Park {
+                reason,
+                detail: r.get(2),
+            });
+        }
         return Ok(Take::Taken(
             r.get::<_, Vec<i32>>(0)
                 .into_iter()
@@ -173,6 +185,20 @@ pub async fn finish(c: &impl GenericClient, id: MessageId) -> Result<(), DbError
     )
     .await?;
     Ok(())
+}
+
+/// Why reply `id` was queued only to be parked, with its detail; `None` for any other reply.
+pub async fn park_reason(
+    c: &impl GenericClient,
+    id: MessageId,
+) -> Result<Option<(String, Option<String>)>, DbError> {
+    let row = c
+        .query_opt(
+            "SELECT park_reason, park_detail FROM delivery_sends WHERE message_id = $1 AND park_reason IS NOT NULL",
+            &[&id.as_uuid()],
+        )
+        .await?;
+    Ok(row.map(|r| (r.get(0), r.get(1))))
 }
 
 /// Remove finished rows older than [`KEEP_DONE`] and unfinished ones older than [`KEEP`];

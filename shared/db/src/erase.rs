@@ -42,6 +42,20 @@ fn steps() -> Vec<(&'static str, String)> {
                 .into(),
         ),
         (
+            "platform_sends",
+            format!("DELETE FROM platform_sends WHERE run_id IN ({RUNS})"),
+        ),
+        (
+            "platform_send_replies",
+            format!("DELETE FROM platform_send_replies WHERE run_id IN ({RUNS})"),
+        ),
+        (
+            "burst_messages",
+            "DELETE FROM burst_messages s USING user_channels c \
+             WHERE c.user_id = $1 AND s.platform = c.platform AND s.sender_id = c.sender_id"
+                .into(),
+        ),
+        (
             "agent_runs",
             format!("DELETE FROM agent_runs WHERE id IN ({RUNS})"),
         ),

@@ -115,6 +115,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0020_whatsapp_windows",
         sql: include_str!("../../../migrations/0020_whatsapp_windows.sql"),
     },
+    Migration {
+        version: 21,
+        name: "0021_statuses_bursts",
+        sql: include_str!("../../../migrations/0021_statuses_bursts.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

@@ -390,6 +390,25 @@ pub async fn finish(
     Ok(n == 1)
 }
 
+/// Fail run `id`, answered already, because its answer did not reach the user after all (its
+/// platform reported a sent part failed, docs/channels.md, statuses): true when it was
+/// `completed` and is now `failed` with `detail`, false otherwise (failed once only).
+pub async fn fail_after_answer(
+    tx: &Transaction<'_>,
+    id: RunId,
+    detail: &str,
+) -> Result<bool, DbError> {
+    let n = tx
+        .execute(
+            "UPDATE agent_runs SET status = 'failed', error_code = $2, error_detail = $3,
+                updated_at = now()
+             WHERE id = $1 AND status = 'completed'",
+            &[&id.as_uuid(), &FailureCode::Invalid.as_str(), &detail],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
 /// Ask an open run to stop at its next safe point (docs/api.md, runs): true when the run
 /// was open and is now asked to stop (asking twice is still true), false when it is closed
 /// or unknown.

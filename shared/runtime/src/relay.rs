@@ -176,6 +176,8 @@ impl Relay {
         // Send records of finished replies, and of replies parked and never replayed
         // (docs/channels.md, delivery).
         hermes_db::delivery_sends::prune(&client).await?;
+        // What the platforms reported about sends, kept as long (docs/channels.md, statuses).
+        hermes_db::platform_sends::prune(&client).await?;
         Ok(())
     }
 

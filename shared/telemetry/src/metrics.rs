@@ -81,6 +81,14 @@ pub struct Inner {
     // Delivery.
     pub deliveries: IntCounterVec,
     pub delivery_attempts: IntCounterVec,
+    /// What the platforms reported about our sends (docs/channels.md, statuses), by platform
+    /// and status; `accepted` counts the sends whose platform named the message.
+    pub delivery_statuses: IntCounterVec,
+    /// Parts a platform reported failed after accepting them, by platform and what followed
+    /// (`resent`, `parked`, `unknown` for a send whose reply was not kept).
+    pub delivery_late_failures: IntCounterVec,
+    /// Chat messages held in a burst's quiet window, and bursts routed as one turn.
+    pub bursts: IntCounterVec,
     pub delivery_breaker_open: IntGaugeVec,
     pub delivery_retries: IntCounterVec,
     pub parking_rejected: IntCounterVec,
@@ -490,6 +498,24 @@ impl Metrics {
             "Failed outbound send attempts (each in-call try), by platform and failure reason.",
             &["platform", "reason"],
         );
+        let delivery_statuses = counter_vec(
+            &r,
+            "hermes_delivery_statuses_total",
+            "Statuses platforms reported for sent messages (accepted, sent, delivered, read, failed), by platform and status; each send's status counted once.",
+            &["platform", "status"],
+        );
+        let delivery_late_failures = counter_vec(
+            &r,
+            "hermes_delivery_late_failures_total",
+            "Sent messages a platform reported failed after accepting them, by platform and what followed (resent, parked, unknown).",
+            &["platform", "outcome"],
+        );
+        let bursts = counter_vec(
+            &r,
+            "hermes_router_bursts_total",
+            "Bursts of chat messages: messages held in a quiet window (held) and bursts routed as one turn (routed).",
+            &["outcome"],
+        );
         let delivery_breaker_open = gauge_vec(
             &r,
             "hermes_delivery_breaker_open",
@@ -681,6 +707,9 @@ impl Metrics {
             alerts,
             deliveries,
             delivery_attempts,
+            delivery_statuses,
+            delivery_late_failures,
+            bursts,
             delivery_breaker_open,
             delivery_retries,
             parking_rejected,

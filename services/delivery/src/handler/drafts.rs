@@ -208,7 +208,7 @@ impl DeliveryStage {
         message: MessageRef,
         text: &str,
         platform: Platform,
-    ) -> Result<(), SendFailure> {
+    ) -> Result<Option<String>, SendFailure> {
         let count = |r| self.count_attempt(platform, r);
         let part = Part::Text(text.to_string());
         let Some(telegram) = sender.telegram() else {
@@ -225,7 +225,7 @@ impl DeliveryStage {
             )
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(Some(message.to_stored())),
             Err(f)
                 if telegram_says(&f, "message to edit not found")
                     || telegram_says(&f, "message can't be edited") =>

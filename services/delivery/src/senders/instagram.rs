@@ -29,14 +29,15 @@ impl Instagram {
         Self { http, url }
     }
 
-    /// Send one part to the user `recipient` (their Instagram-scoped id).
+    /// Send one part to the user `recipient` (their Instagram-scoped id). Returns the
+    /// message's id (`message_id` of the answer).
     pub async fn send(
         &self,
         policy: &RetryPolicy,
         recipient: &str,
         part: &Part,
         on_failure: impl FnMut(FailureReason),
-    ) -> Result<(), SendFailure> {
+    ) -> Result<Option<String>, SendFailure> {
         let message = match part {
             Part::Text(text) => json!({ "text": text }),
             Part::Image { url, .. } => {
@@ -44,10 +45,10 @@ impl Instagram {
             }
         };
         let body = json!({ "recipient": { "id": recipient }, "message": message });
-        policy
+        let answer = policy
             .send(|| self.http.post(self.url.clone()).json(&body), on_failure)
             .await
-            .map(drop)
-            .map_err(meta_errors::reclassify)
+            .map_err(meta_errors::reclassify)?;
+        Ok(super::answer_id(answer, "/message_id").await)
     }
 }

@@ -7,18 +7,12 @@
 //! parked for replay (docs/channels.md, "WhatsApp's window and templates").
 
 use hermes_net::failure::FailureReason;
+use hermes_net::meta_errors::classify;
 
 use crate::retry_policy::SendFailure;
 
-/// Application, account and pair rate limits (Graph API 4, 17, 32, 613; WhatsApp 80007,
-/// 130429 throughput, 131048 spam rate, 131056 pair rate).
-const RATE_LIMIT_CODES: [i64; 8] = [4, 17, 32, 613, 80007, 130429, 131048, 131056];
-/// Unknown error, service temporarily unavailable, and WhatsApp's "service unavailable".
-const TRANSIENT_CODES: [i64; 3] = [1, 2, 131000];
-/// Re-engagement message: the customer-service window is closed.
-const OUTSIDE_WINDOW_CODE: i64 = 131047;
-
-/// `f` with its reason corrected from the body's `error.code` / `error.is_transient`.
+/// `f` with its reason corrected from the body's `error.code` / `error.is_transient`
+/// (`hermes_net::meta_errors`, which ingest reads `failed` statuses with too).
 pub fn reclassify(mut f: SendFailure) -> SendFailure {
     if f.reason != FailureReason::InvalidRecipient {
         return f;
@@ -36,13 +30,7 @@ pub fn reclassify(mut f: SendFailure) -> SendFailure {
         .get("is_transient")
         .and_then(serde_json::Value::as_bool)
         == Some(true);
-    if code == Some(OUTSIDE_WINDOW_CODE) {
-        f.reason = FailureReason::OutsideWindow;
-    } else if code.is_some_and(|c| RATE_LIMIT_CODES.contains(&c)) {
-        f.reason = FailureReason::RateLimited;
-    } else if transient || code.is_some_and(|c| TRANSIENT_CODES.contains(&c)) {
-        f.reason = FailureReason::ServiceUnavailable;
-    }
+    f.reason = classify(code, transient);
     f
 }
 

@@ -51,14 +51,15 @@ impl Sender {
     }
 
     /// Send an approved template to `chat_id`, with in-call retries: WhatsApp's alone (a
-    /// reply outside its 24-hour window); any other platform refuses it.
+    /// reply outside its 24-hour window); any other platform refuses it. Returns the
+    /// message's wamid, which its statuses name.
     pub async fn send_template(
         &self,
         policy: &RetryPolicy,
         chat_id: &str,
         template: &TemplateMessage,
         on_failure: impl FnMut(FailureReason),
-    ) -> Result<(), SendFailure> {
+    ) -> Result<Option<String>, SendFailure> {
         match self {
             Sender::Whatsapp(s) => s.send_template(policy, chat_id, template, on_failure).await,
             Sender::Telegram(_) | Sender::Instagram(_) => Err(SendFailure {
@@ -73,6 +74,8 @@ impl Sender {
 
     /// Send one part to `chat_id`, with in-call retries; on Telegram quoting the message
     /// `quote` when there is one (a group's question, docs/channels.md "Group chats").
+    /// Returns the platform's id of the message when its answer names one
+    /// (docs/channels.md, statuses).
     pub async fn send(
         &self,
         policy: &RetryPolicy,
@@ -80,7 +83,7 @@ impl Sender {
         part: &Part,
         quote: Option<&str>,
         on_failure: impl FnMut(FailureReason),
-    ) -> Result<(), SendFailure> {
+    ) -> Result<Option<String>, SendFailure> {
         match self {
             Sender::Telegram(s) => s.send(policy, chat_id, part, quote, on_failure).await,
             Sender::Whatsapp(s) => s.send(policy, chat_id, part, on_failure).await,
@@ -123,6 +126,17 @@ impl Senders {
             Platform::Instagram => self.instagram.as_ref(),
             Platform::Api | Platform::Rest | Platform::Forge => None,
         }
+    }
+}
+
+/// The id a Meta platform gave the message it accepted, at JSON `pointer` of its `answer`
+/// (a string, or a number as Instagram may send); `None` when the answer names none.
+async fn answer_id(answer: reqwest::Response, pointer: &str) -> Option<String> {
+    let body: serde_json::Value = answer.json().await.ok()?;
+    match body.pointer(pointer)? {
+        serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
     }
 }
 

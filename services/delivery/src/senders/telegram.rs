@@ -74,7 +74,7 @@ impl Telegram {
 
     /// Send one part to `chat_id`: a text of at most [`MAX_CHARS`], or a photo by URL; as
     /// a reply to the message `quote` when one is given (sent anyway if that message is
-    /// gone).
+    /// gone). Returns the message's id (`result.message_id`) when Telegram names it.
     pub async fn send(
         &self,
         policy: &RetryPolicy,
@@ -82,7 +82,7 @@ impl Telegram {
         part: &Part,
         quote: Option<&str>,
         on_failure: impl FnMut(FailureReason),
-    ) -> Result<(), SendFailure> {
+    ) -> Result<Option<String>, SendFailure> {
         let (url, mut plain) = match part {
             Part::Text(text) => (
                 &self.send_message,
@@ -107,7 +107,7 @@ impl Telegram {
         };
         self.post(policy, url, plain, format, on_failure)
             .await
-            .map(drop)
+            .map(|answer| message_id(&answer).map(MessageRef::to_stored))
     }
 
     /// Send a text of at most [`MAX_CHARS`] and return the message's id, so it can be edited.

@@ -41,14 +41,15 @@ impl Whatsapp {
         }
     }
 
-    /// Send one part to the user `to` (their WhatsApp id, the inbound chat id).
+    /// Send one part to the user `to` (their WhatsApp id, the inbound chat id). Returns the
+    /// message's wamid (`messages[0].id` of the answer), which its statuses name.
     pub async fn send(
         &self,
         policy: &RetryPolicy,
         to: &str,
         part: &Part,
         on_failure: impl FnMut(FailureReason),
-    ) -> Result<(), SendFailure> {
+    ) -> Result<Option<String>, SendFailure> {
         let mut body = json!({
             "messaging_product": "whatsapp",
             "recipient_type": "individual",
@@ -77,7 +78,7 @@ impl Whatsapp {
         to: &str,
         t: &TemplateMessage,
         on_failure: impl FnMut(FailureReason),
-    ) -> Result<(), SendFailure> {
+    ) -> Result<Option<String>, SendFailure> {
         let body = json!({
             "messaging_product": "whatsapp",
             "recipient_type": "individual",
@@ -89,13 +90,14 @@ impl Whatsapp {
     }
 
     /// POST one message body with in-call retries; Meta's coded refusals reclassified.
+    /// Returns the message's wamid (`messages[0].id` of the answer), which its statuses name.
     async fn post(
         &self,
         policy: &RetryPolicy,
         body: &serde_json::Value,
         on_failure: impl FnMut(FailureReason),
-    ) -> Result<(), SendFailure> {
-        policy
+    ) -> Result<Option<String>, SendFailure> {
+        let answer = policy
             .send(
                 || {
                     let req = self.http.post(&self.url).json(body);
@@ -107,8 +109,8 @@ impl Whatsapp {
                 on_failure,
             )
             .await
-            .map(drop)
-            .map_err(meta_errors::reclassify)
+            .map_err(meta_errors::reclassify)?;
+        Ok(super::answer_id(answer, "/messages/0/id").await)
     }
 }
 

@@ -20,6 +20,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hermes_cache::run_events::RunEvent;
+use hermes_db::platform_sends;
 use hermes_db::runs::{self, RunRow, RunStatus};
 use hermes_runtime::http::ApiError;
 use hermes_types::envelope::Envelope;
@@ -207,7 +208,28 @@ pub async fn get(
             "error": null,
         }))
         .into_response(),
-        Ok((_, Found::Row(row))) => Json(shown(&row, &caller)).into_response(),
+        Ok((run, Found::Row(row))) => {
+            let mut view = shown(&row, &caller);
+            // What the user's phone reported about each message the answer became
+            // (docs/channels.md, statuses); chat runs only.
+            if row.platform.is_some_and(|p| p.is_chat()) {
+                let sends = async {
+                    let client = app.ctx.db.get().await?;
+                    platform_sends::of_run(&client, run).await
+                }
+                .await;
+                match sends {
+                    Ok(sends) => view["sends"] = json!(sends),
+                    Err(e) => {
+                        return ApiError::unavailable(format!(
+                            "cannot read the run's sends right now: {e}"
+                        ))
+                        .into_response();
+                    }
+                }
+            }
+            Json(view).into_response()
+        }
         Err(e) => e.into_response(),
     }
 }

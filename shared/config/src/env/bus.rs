@@ -49,7 +49,7 @@ settings! {
             kind: kinds::SECS_LIST,
             unset: Value("60,300,1500"),
             secret: false,
-            help: "seconds a failed delivery or agent webhook waits before each queued retry (one wait queue per delay); after the last it is parked",
+            help: "seconds a failed delivery or agent webhook waits before each queued retry (one wait queue per delay); after the last it is parked. Also how many times a part WhatsApp reports failed after accepting it is sent again before its reply is parked",
         },
         HERMES_WAIT_QUEUE_MAX_LENGTH: u32 {
             kind: kinds::U32_POSITIVE,

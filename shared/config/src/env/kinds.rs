@@ -364,6 +364,12 @@ pub(crate) const DURATION_LIST: Kind<Vec<Duration>> = Kind {
     },
 };
 
+/// Whole milliseconds (0 allowed).
+pub(crate) const MILLIS: Kind<Duration> = Kind {
+    parse: |name, value| from_str::<u64>(name, value).map(Duration::from_millis),
+    show: |d| d.as_millis().to_string(),
+};
+
 /// Comma-separated milliseconds, e.g. `1000,3000,9000`.
 pub(crate) const MILLIS_LIST: Kind<Vec<Duration>> = Kind {
     parse: |name, value| {

@@ -1,6 +1,7 @@
 //! The router: the embeddings endpoint of semantic recall and the Fernet keyrings of the
 //! session-history cache and of agent webhook secrets; the bound of the stuck-run sweeper;
-//! how external agents' runs are woken again and when a silent agent counts as offline.
+//! how external agents' runs are woken again and when a silent agent counts as offline; the
+//! quiet window that coalesces a burst of chat messages into one turn.
 
 use std::time::Duration;
 
@@ -54,6 +55,18 @@ settings! {
             unset: Value("900"),
             secret: false,
             help: "an external agent with no 2xx to a wake and no heartbeat for this long is OFFLINE: dispatch passes it over and the router marks it so",
+        },
+        HERMES_BURST_QUIET_MS: Duration {
+            kind: kinds::MILLIS,
+            unset: Value("0"),
+            secret: false,
+            help: "bursts: a chat message is held until its conversation (one sender in one chat) has been quiet this long, then every held message is answered as one turn; 0 turns bursts off (docs/channels.md, bursts)",
+        },
+        HERMES_BURST_MAX_WAIT_MS: Duration {
+            kind: kinds::MILLIS,
+            unset: Value("10000"),
+            secret: false,
+            help: "bursts: the longest the first held message of a conversation waits, however the messages keep coming",
         },
     ]
 }

@@ -4,6 +4,8 @@
 //! the delivery stage, which closes the run as failed, refunds its credit once and tells the
 //! caller or chat, like any failed run. A reply that could not be delivered closes its run
 //! here, as failed, with its refund: there is nobody left to tell.
+//! A reply queued only to be parked because its platform reported a part failed after
+//! accepting it (docs/channels.md, statuses) fails its run too, though the run was answered.
 //!
 //! A wake that could not be delivered does not end its run when the run waits for its
 //! external agent until a reply deadline (docs/agents.md, "When an external run ends"): the
@@ -17,7 +19,7 @@
 //! the stuck-run sweeper ends it later.
 
 use hermes_db::events::{self, EventKind, NewEvent};
-use hermes_db::{credits, inbox, runs};
+use hermes_db::{credits, delivery_sends, inbox, runs};
 use hermes_types::envelope::{Envelope, MessageKind};
 use hermes_types::ids::MessageId;
 use hermes_types::model::{FailureCode, Inbound, LlmRequest, Outcome, Reply, ToolRequest};
@@ -109,7 +111,16 @@ async fn close(ctx: &Ctx, env: &Envelope, why: &str) -> anyhow::Result<()> {
         code: FailureCode::Invalid,
         message: PARKED_TEXT.into(),
     };
-    let closed = runs::finish(&tx, env.run_id, &outcome, None).await?;
+    let mut closed = runs::finish(&tx, env.run_id, &outcome, None).await?;
+    // A part the platform reported failed after the run was answered (docs/channels.md,
+    // statuses): the answered run fails now, with the usual refund and event.
+    if !closed
+        && env.kind == MessageKind::Reply
+        && let Some((reason, detail)) = delivery_sends::park_reason(&tx, env.id).await?
+    {
+        let detail = detail.unwrap_or(reason);
+        closed = runs::fail_after_answer(&tx, env.run_id, &detail).await?;
+    }
     let refunded = closed && credits::refund(&tx, env.run_id).await?;
     if closed
         && env.kind == MessageKind::Reply

@@ -169,6 +169,11 @@ pub struct Inbound {
     /// it travels to delivery as [`ReplyTo::quote`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quote: Option<String>,
+    /// A burst (docs/channels.md, bursts): this message is the held messages of one
+    /// conversation routed as one turn, this many of them; the router routes it at once
+    /// instead of holding it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u32>,
 }
 
 /// What ingest settled about a Forge wake before queueing it (docs/agents.md, "Hermes as a
@@ -205,6 +210,7 @@ impl Inbound {
             forge: None,
             chat_kind: ChatKind::Direct,
             quote: None,
+            burst: None,
         }
     }
 

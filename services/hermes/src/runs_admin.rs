@@ -1,0 +1,82 @@
+//! `hermes runs show <run-id>`: one run read from PostgreSQL, with every message its answer
+//! became on its platform and what the user's phone reported about each (docs/channels.md,
+//! statuses; docs/operations.md, runs).
+
+use hermes_config::Config;
+use hermes_db::platform_sends::{self, SendView};
+use hermes_db::{Db, runs};
+use hermes_types::ids::RunId;
+use serde_json::json;
+
+#[derive(clap::Subcommand)]
+pub enum RunsCommand {
+    /// A run's status, answer or error, and its sends with their last reported status.
+    Show {
+        /// The run's id.
+        run_id: String,
+        /// One JSON object instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub async fn run(config: &Config, cmd: RunsCommand) -> anyhow::Result<()> {
+    let RunsCommand::Show { run_id, json } = cmd;
+    let id: RunId = run_id
+        .parse()
+        .map_err(|_| anyhow::anyhow!("{run_id:?} is not a run id"))?;
+    let db = Db::new(&config.database_url, 1)?;
+    db.check_schema().await?;
+    let client = db.get().await?;
+    let Some(row) = runs::get(&client, id).await? else {
+        anyhow::bail!("no run {id}");
+    };
+    let sends = platform_sends::of_run(&client, id).await?;
+    if json {
+        let shown = json!({
+            "run_id": row.id,
+            "status": row.status.as_str(),
+            "platform": row.platform.map(|p| p.as_str()),
+            "error_code": row.error_code,
+            "error_detail": row.error_detail,
+            "created_at": row.created_at,
+            "finished_at": row.finished_at,
+            "sends": sends,
+        });
+        println!("{shown}");
+        return Ok(());
+    }
+    println!(
+        "run {}  {}  {}  created {}",
+        row.id,
+        row.platform.map_or("-", |p| p.as_str()),
+        row.status.as_str(),
+        row.created_at.to_rfc3339()
+    );
+    if let Some(code) = &row.error_code {
+        println!(
+            "  error {code}: {}",
+            row.error_detail.as_deref().unwrap_or("")
+        );
+    }
+    if sends.is_empty() {
+        println!("  no sends recorded");
+    }
+    for s in &sends {
+        println!("  {}", send_line(s));
+    }
+    Ok(())
+}
+
+/// One send as a line: part, platform id, status and when, the error of a failure.
+fn send_line(s: &SendView) -> String {
+    let when = s.status_at.unwrap_or(s.sent_at).to_rfc3339();
+    let error = match (s.error_code, &s.error_title) {
+        (Some(code), title) => format!("  error {code} {}", title.as_deref().unwrap_or("")),
+        (None, _) => String::new(),
+    };
+    format!(
+        "part {} {} {}  {} {when}{error}",
+        s.part, s.platform, s.platform_message_id, s.status
+    )
+}
