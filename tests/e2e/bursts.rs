@@ -44,6 +44,7 @@ async fn sent(api: &MockServer) -> Vec<String> {
         .await
         .unwrap()
         .iter()
+        .filter(|r| !crate::statuses::is_read_receipt(r))
         .map(|r| {
             let v: Value = serde_json::from_slice(&r.body).unwrap();
             v["text"]["body"].as_str().unwrap_or_default().to_string()

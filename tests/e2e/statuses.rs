@@ -25,11 +25,16 @@ const APP_SECRET: &str = "wa-app-secret-0123";
 const PHONE_ID: &str = "106540352242922";
 const USER: &str = "16315551181";
 
-/// Meta's answer to a send: a new wamid each time (`wamid.OUT-1`, `wamid.OUT-2`, …).
+/// Meta's answer to a send: a new wamid each time (`wamid.OUT-1`, `wamid.OUT-2`, …). A read
+/// receipt (the presence call at the run's start, same endpoint) is answered as Meta does,
+/// with no wamid.
 struct Wamids(Arc<AtomicUsize>);
 
 impl Respond for Wamids {
-    fn respond(&self, _: &Request) -> ResponseTemplate {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        if is_read_receipt(request) {
+            return ResponseTemplate::new(200).set_body_json(json!({"success": true}));
+        }
         let n = self.0.fetch_add(1, Ordering::SeqCst) + 1;
         ResponseTemplate::new(200).set_body_json(json!({
             "messaging_product": "whatsapp",
@@ -90,8 +95,11 @@ pub(crate) fn wa_body(messages: Value, statuses: Value) -> Value {
     })
 }
 
+/// A text message from the user, written now: inside WhatsApp's 24-hour window, so the
+/// answer goes as free text (docs/channels.md, "WhatsApp's window and templates").
 pub(crate) fn text_message(id: &str, text: &str) -> Value {
-    json!({"from": USER, "id": id, "timestamp": "1760000000", "type": "text", "text": {"body": text}})
+    let now = chrono::Utc::now().timestamp().to_string();
+    json!({"from": USER, "id": id, "timestamp": now, "type": "text", "text": {"body": text}})
 }
 
 fn status(wamid: &str, status: &str, at: u64) -> Value {
@@ -108,13 +116,19 @@ fn failed(wamid: &str) -> Value {
     body
 }
 
+/// Whether `request` to the messages endpoint is a read receipt (with the typing indicator),
+/// not a message.
+pub(crate) fn is_read_receipt(request: &Request) -> bool {
+    serde_json::from_slice::<Value>(&request.body).is_ok_and(|v| v["status"] == "read")
+}
+
 /// The texts sent to the Cloud API, in order.
 async fn sent_texts(api: &MockServer) -> Vec<String> {
     api.received_requests()
         .await
         .unwrap()
         .iter()
-        .filter(|r| r.url.path() == format!("/{PHONE_ID}/messages"))
+        .filter(|r| r.url.path() == format!("/{PHONE_ID}/messages") && !is_read_receipt(r))
         .map(|r| {
             let v: Value = serde_json::from_slice(&r.body).unwrap();
             v["text"]["body"].as_str().unwrap_or_default().to_string()
