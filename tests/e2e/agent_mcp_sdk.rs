@@ -47,12 +47,7 @@ async fn message(
 /// Are node and the SDK of tests/mcp there? Without node the test is skipped (said on
 /// stderr); without the SDK it fails: `npm ci` was forgotten.
 pub(crate) async fn sdk_installed() -> bool {
-    if !tokio::process::Command::new("node")
-        .arg("--version")
-        .output()
-        .await
-        .is_ok_and(|o| o.status.success())
-    {
+    if !crate::node::present().await {
         eprintln!("SKIPPED: node is not installed; the MCP SDK test (tests/mcp) needs it");
         return false;
     }
@@ -72,19 +67,7 @@ fn mcp_dir() -> PathBuf {
 /// Run `script` of tests/mcp with `vars`; its stdout, once it ended with success and said
 /// "all checks passed".
 pub(crate) async fn run_script(script: &str, vars: &[(&str, String)]) -> String {
-    let run = tokio::process::Command::new("node")
-        .arg(script)
-        .current_dir(mcp_dir())
-        .envs(vars.iter().map(|(k, v)| (*k, v.as_str())))
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(120), run)
-        .await
-        .expect("the SDK script ends")
-        .expect("node runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{script} failed:\n{stdout}\n{stderr}");
+    let stdout = crate::node::run(&mcp_dir(), script, vars, Duration::from_secs(120)).await;
     assert!(stdout.contains("all checks passed"), "{stdout}");
     stdout
 }

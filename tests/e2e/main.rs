@@ -34,6 +34,7 @@ mod key_budgets;
 mod lifecycle;
 mod llm;
 mod media;
+mod node;
 mod openai_sdk;
 mod openapi;
 mod operator_approvals;

@@ -10,19 +10,10 @@ use std::time::Duration;
 
 use hermes_testkit::{KEY, TestFleet};
 
-/// Whether `node` runs here.
-async fn node_present() -> bool {
-    tokio::process::Command::new("node")
-        .arg("--version")
-        .output()
-        .await
-        .is_ok_and(|o| o.status.success())
-}
-
 /// Run `tests/openai/<script>` with node against a fresh fleet (the mock provider answers);
 /// its standard output once it exited 0, or `None` when node is not installed.
 async fn run_script(script: &str) -> Option<String> {
-    if !node_present().await {
+    if !crate::node::present().await {
         eprintln!("SKIPPED: node is not installed; the OpenAI SDK test (tests/openai) needs it");
         return None;
     }
@@ -33,20 +24,11 @@ async fn run_script(script: &str) -> Option<String> {
         dir.join("node_modules/openai").display()
     );
     let fleet = TestFleet::builder().start().await;
-    let run = tokio::process::Command::new("node")
-        .arg(script)
-        .current_dir(&dir)
-        .env("HERMES_API_URL", fleet.url("/v1"))
-        .env("HERMES_API_KEY", KEY)
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(180), run)
-        .await
-        .expect("the SDK script ends")
-        .expect("node runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{script} failed:\n{stdout}\n{stderr}");
+    let vars = [
+        ("HERMES_API_URL", fleet.url("/v1")),
+        ("HERMES_API_KEY", KEY.to_string()),
+    ];
+    let stdout = crate::node::run(&dir, script, &vars, Duration::from_secs(180)).await;
     fleet.stop().await.unwrap();
     Some(stdout)
 }
