@@ -127,6 +127,24 @@ impl Refusal {
     }
 }
 
+/// The optional integer argument `name` of a tool call's `args`, within `min..=max`: none
+/// when absent or null; otherwise the sentence telling the caller what it must be. Both
+/// servers' tools read their paging and bound arguments with it.
+pub fn int_argument(
+    args: &Map<String, Value>,
+    name: &str,
+    min: i64,
+    max: i64,
+) -> Result<Option<i64>, String> {
+    match args.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_i64() {
+            Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
+            _ => Err(format!("{name} must be an integer from {min} to {max}")),
+        },
+    }
+}
+
 /// The tools of one server as one caller sees them. A value is made per request (or per
 /// stdio process) and carries the caller's identity, so the core knows nothing of keys.
 pub trait ToolSet: Sync {

@@ -142,3 +142,17 @@ async fn tool_calls_answer_results_refusals_and_param_errors() {
         assert_eq!(b["error"]["code"], -32602, "{params}");
     }
 }
+
+#[test]
+fn an_integer_argument_is_absent_within_its_bounds_or_refused_with_a_sentence() {
+    let args = json!({"limit": 5, "none": null, "big": 500, "text": "5"});
+    let args = args.as_object().unwrap();
+    assert_eq!(int_argument(args, "limit", 1, 100), Ok(Some(5)));
+    assert_eq!(int_argument(args, "none", 1, 100), Ok(None));
+    assert_eq!(int_argument(args, "absent", 1, 100), Ok(None));
+    assert_eq!(
+        int_argument(args, "big", 1, 100),
+        Err("big must be an integer from 1 to 100".into())
+    );
+    assert!(int_argument(args, "text", 1, 100).is_err());
+}

@@ -86,16 +86,8 @@ impl Args {
 
     /// An optional integer within `min..=max`.
     pub fn opt_int(&self, name: &str, min: i64, max: i64) -> Result<Option<i64>, ToolError> {
-        match self.map.get(name) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => match v.as_i64() {
-                Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
-                _ => Err(ToolError::invalid(format!(
-                    "{name} must be an integer from {min} to {max}"
-                ))
-                .with("argument", name)),
-            },
-        }
+        hermes_mcp_server::int_argument(&self.map, name, min, max)
+            .map_err(|m| ToolError::invalid(m).with("argument", name))
     }
 
     /// A page size: `limit` within `1..=max`, `default` when absent.

@@ -223,15 +223,7 @@ impl Args {
 
     /// An optional integer within `min..=max`.
     fn opt_int(&self, name: &str, min: i64, max: i64) -> Result<Option<i64>, ToolError> {
-        match self.map.get(name) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => match v.as_i64() {
-                Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
-                _ => Err(ToolError::invalid(format!(
-                    "{name} must be an integer from {min} to {max}"
-                ))),
-            },
-        }
+        hermes_mcp_server::int_argument(&self.map, name, min, max).map_err(ToolError::invalid)
     }
 }
 
