@@ -18,6 +18,8 @@ use hermes_types::model::Inbound;
 use hermes_types::stage::Outgoing;
 use hermes_types::trace::TraceParent;
 
+use crate::periodic;
+
 /// Conversations claimed per transaction (the next round takes the rest at once).
 const BATCH: i64 = 100;
 
@@ -133,24 +135,10 @@ pub async fn run(ctx: Ctx) {
     } else {
         OFF_TICK
     };
-    let mut every = tokio::time::interval(pause);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut every = periodic::ticker(pause);
     let mut ticks = 0u32;
-    loop {
-        tokio::select! {
-            _ = ctx.stop.cancelled() => return,
-            _ = every.tick() => {}
-        }
-        loop {
-            match tick(&ctx).await {
-                Ok(n) if n as i64 == BATCH => continue,
-                Ok(_) => break,
-                Err(e) => {
-                    tracing::warn!(error = %format!("{e:#}"), "routing due bursts failed; trying again next tick");
-                    break;
-                }
-            }
-        }
+    while periodic::next(&ctx, &mut every).await {
+        periodic::drain("due bursts", BATCH, || tick(&ctx)).await;
         ticks = ticks.wrapping_add(1);
         if ticks.is_multiple_of(PRUNE_EVERY)
             && let Ok(c) = ctx.db.get().await

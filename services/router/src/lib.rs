@@ -16,6 +16,7 @@ pub mod external;
 pub mod intent;
 pub mod media;
 pub mod messages;
+pub mod periodic;
 pub mod pipeline;
 pub mod recall;
 pub mod retention;

@@ -11,13 +11,8 @@ pub const BATCH: i64 = 500;
 
 /// Sweep until `ctx.stop`.
 pub async fn run(ctx: Ctx) {
-    let mut every = tokio::time::interval(ctx.config.retention.sweep_every);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = ctx.stop.cancelled() => return,
-            _ = every.tick() => {}
-        }
+    let mut every = crate::periodic::ticker(ctx.config.retention.sweep_every);
+    while crate::periodic::next(&ctx, &mut every).await {
         let sweep = tokio::select! {
             _ = ctx.stop.cancelled() => return,
             sweep = retention::sweep(&ctx.db, &ctx.config.retention, BATCH) => sweep,

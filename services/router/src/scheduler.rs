@@ -13,6 +13,8 @@ use hermes_db::jobs::claim::{self, RunOf};
 use hermes_runtime::Ctx;
 use hermes_types::model::JobTrigger;
 
+use crate::periodic;
+
 /// How often a replica looks for due jobs: the most a job starts late, plus the outbox
 /// relay's hop (docs/api.md, jobs).
 pub const TICK: Duration = Duration::from_secs(1);
@@ -22,23 +24,9 @@ const BATCH: i64 = 100;
 
 /// Claim and queue due jobs until `ctx.stop`.
 pub async fn run(ctx: Ctx) {
-    let mut every = tokio::time::interval(TICK);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = ctx.stop.cancelled() => return,
-            _ = every.tick() => {}
-        }
-        loop {
-            match tick(&ctx, Utc::now()).await {
-                Ok(n) if n as i64 == BATCH => continue,
-                Ok(_) => break,
-                Err(e) => {
-                    tracing::warn!(error = %format!("{e:#}"), "job scheduling failed; trying again next tick");
-                    break;
-                }
-            }
-        }
+    let mut every = periodic::ticker(TICK);
+    while periodic::next(&ctx, &mut every).await {
+        periodic::drain("job scheduling", BATCH, || tick(&ctx, Utc::now())).await;
         if let Ok(client) = ctx.db.get().await
             && let Ok(due) = claim::count_due(&client, Utc::now()).await
         {

@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use hermes_runtime::Ctx;
 
+use crate::periodic;
+
 /// How often a replica sweeps: the most a deadline or a re-wake is late, plus the outbox
 /// relay's hop.
 pub const TICK: Duration = Duration::from_secs(1);
@@ -26,39 +28,16 @@ const TOUCH_EVERY: u32 = 60;
 
 /// Sweep until `ctx.stop`.
 pub async fn run(ctx: Ctx) {
-    let mut every = tokio::time::interval(TICK);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut every = periodic::ticker(TICK);
     let mut ticks = 0u32;
-    loop {
-        tokio::select! {
-            _ = ctx.stop.cancelled() => return,
-            _ = every.tick() => {}
-        }
+    while periodic::next(&ctx, &mut every).await {
         if ticks.is_multiple_of(TOUCH_EVERY) {
             touch_agents(&ctx).await;
         }
         ticks = ticks.wrapping_add(1);
-        drain("expiry", || expiry::sweep(&ctx)).await;
-        drain("re-wake", || rewake::sweep(&ctx)).await;
-        drain("presence", || presence::sweep(&ctx)).await;
-    }
-}
-
-/// Run `sweep` until it takes less than a full batch or fails (then the next tick retries).
-async fn drain<F, Fut>(what: &str, sweep: F)
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = anyhow::Result<usize>>,
-{
-    loop {
-        match sweep().await {
-            Ok(n) if n as i64 == BATCH => continue,
-            Ok(_) => return,
-            Err(e) => {
-                tracing::warn!(sweep = what, error = %format!("{e:#}"), "external-run sweep failed; trying again next tick");
-                return;
-            }
-        }
+        periodic::drain("external-run expiry", BATCH, || expiry::sweep(&ctx)).await;
+        periodic::drain("external-run re-wake", BATCH, || rewake::sweep(&ctx)).await;
+        periodic::drain("external-agent presence", BATCH, || presence::sweep(&ctx)).await;
     }
 }
 
