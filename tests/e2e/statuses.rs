@@ -205,6 +205,24 @@ async fn a_sends_wamid_is_kept_and_the_phones_statuses_show_on_the_run_once() {
     assert_eq!(sends[0]["status"], "read", "never backwards");
     assert_eq!(sends[0]["error_code"], Value::Null);
 
+    // The operator's view: `hermes runs show` reads the same from PostgreSQL.
+    let id = run.to_string();
+    let (code, out, err) = env.hermes(&["runs", "show", &id, "--json"]).await;
+    assert_eq!(code, 0, "{err}");
+    let shown: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(shown["status"], "completed", "{shown}");
+    assert_eq!(shown["sends"][0]["platform_message_id"], "wamid.OUT-1");
+    assert_eq!(shown["sends"][0]["status"], "read");
+    let (code, lines, err) = env.hermes(&["runs", "show", &id]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        lines.contains("part 0 whatsapp wamid.OUT-1  read"),
+        "{lines}"
+    );
+    let (code, _, err) = env.hermes(&["runs", "show", "not-a-run"]).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("is not a run id"), "{err}");
+
     // Each status counted once, however often it was reported.
     let metrics = fleet.metrics().await;
     for (s, n) in [
