@@ -1,6 +1,7 @@
 //! `hermes bench fleet` cannot rot: a short run at a fixed rate through the fleet as separate
 //! processes must keep its ledger (every request answered as itself, once), whatever the
-//! figures (docs/performance.md). The figures themselves are never asserted.
+//! figures (docs/performance.md), and so must the floor it is compared with (`--with-floor`).
+//! The figures themselves are never asserted.
 
 use hermes_testkit::TestEnv;
 
@@ -19,11 +20,22 @@ async fn a_short_fixed_rate_run_keeps_its_ledger() {
             "1",
             "--kind",
             "chat,chat-stream,responses,runs,telegram",
+            "--with-floor",
+            "--serial",
+            "5",
         ])
         .await;
     assert_eq!(code, 0, "bench fleet failed:\n{stdout}\n{stderr}");
     assert!(stdout.contains("the ledger adds up"), "{stdout}");
-    for kind in ["chat ", "chat-stream ", "responses ", "runs ", "telegram "] {
+    assert!(stdout.contains("Against the floor"), "no ratios:\n{stdout}");
+    for kind in [
+        "chat ",
+        "chat-stream ",
+        "responses ",
+        "runs ",
+        "telegram ",
+        "floor ",
+    ] {
         assert!(
             stdout.lines().any(|l| l.starts_with(kind)),
             "no figures for {kind}:\n{stdout}"
@@ -44,6 +56,11 @@ async fn a_short_fixed_rate_run_keeps_its_ledger() {
                 .unwrap()
         };
         assert!(before(" broker publishes") >= 1.0, "{infra}");
+        if kind == "floor " {
+            // The floor publishes what an API chat completion does: to the router, the llm
+            // stage and delivery.
+            assert!(before(" broker publishes") >= 3.0, "{infra}");
+        }
         assert!(before(" transactions") >= 1.0, "{infra}");
     }
 }

@@ -8,6 +8,7 @@ pub mod bench;
 pub mod bench_events;
 pub mod bench_faults;
 pub mod bench_fleet;
+pub mod bench_floor;
 pub mod bench_jobs;
 pub mod bench_llm;
 pub mod bench_router;

@@ -111,6 +111,10 @@ enum BenchCommand {
     /// against a zero-latency fake model: throughput frontier, p50/p99/p99.9 at half of it,
     /// CPU and memory per process, with a ledger (docs/performance.md).
     Fleet(hermes::bench_fleet::FleetBench),
+    /// The infrastructure's floor for one API chat completion: the same publishes, consumes,
+    /// transactions and statements with no Hermes logic, measured like `bench fleet`
+    /// (docs/performance.md, "The floor").
+    Floor(hermes::bench_floor::FloorBench),
     /// Operator events: from a Telegram webhook to `events_wait` returning its message, p50/p99,
     /// against the webhook's own answer, ingest and the router in this process.
     Events(hermes::bench_events::EventsBench),
@@ -219,6 +223,12 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Command::Bench(BenchCommand::Faults(args)) => {
             return admin("bench faults", path, |c| async move {
                 hermes::bench_faults::faults(c, args).await
+            })
+            .await;
+        }
+        Command::Bench(BenchCommand::Floor(args)) => {
+            return admin("bench floor", path, |c| async move {
+                hermes::bench_floor::floor(c, args).await
             })
             .await;
         }

@@ -166,16 +166,18 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Read the servers, the scratch database and the fleet's publish counters now.
+    /// Read the servers, the scratch database and the publish counters now: those of the
+    /// processes serving `admin_ports`, plus `local` (publishes made in this process).
     pub async fn take(
         db: &Db,
         client: &reqwest::Client,
         admin_ports: &[u16],
+        local: f64,
     ) -> anyhow::Result<Self> {
         Ok(Self {
             ticks: server_ticks(),
             pg: pg_counters(db).await?,
-            published: published(client, admin_ports).await,
+            published: published(client, admin_ports).await + local,
         })
     }
 }

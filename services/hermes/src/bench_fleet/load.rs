@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::ValueEnum;
+use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
@@ -71,11 +72,30 @@ pub struct Target {
     pub telegram: Arc<super::telegram::Channel>,
 }
 
-/// Send `rate` requests a second of `kind` for `secs` seconds to `target`; every sample,
-/// once each request ended (or after `timeout`).
+/// Something that answers requests: the fleet through one kind of request, or the floor
+/// (`hermes bench floor`). Each request carries `token`; it ends answered only when the echo
+/// of that token came back, once.
+pub trait Requests: Send + Sync + 'static {
+    /// Send one request and tell how it ended.
+    fn one<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Ending>;
+}
+
+/// One kind of request to the fleet.
+pub struct FleetRequests {
+    pub target: Target,
+    pub kind: Kind,
+}
+
+impl Requests for FleetRequests {
+    fn one<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Ending> {
+        Box::pin(one(&self.target, self.kind, token))
+    }
+}
+
+/// Send `rate` requests a second to `requests` for `secs` seconds; every sample, once each
+/// request ended (or after `timeout`).
 pub async fn step(
-    target: &Target,
-    kind: Kind,
+    requests: &Arc<dyn Requests>,
     rate: f64,
     secs: f64,
     tag: &str,
@@ -88,10 +108,10 @@ pub async fn step(
     for i in 0..total {
         let due = start + Duration::from_secs_f64(i as f64 / rate);
         tokio::time::sleep_until(due).await;
-        let (target, samples) = (target.clone(), samples.clone());
+        let (requests, samples) = (requests.clone(), samples.clone());
         let token = format!("bench {tag}-{i}");
         tasks.push(tokio::spawn(async move {
-            let ending = tokio::time::timeout(timeout, one(&target, kind, &token))
+            let ending = tokio::time::timeout(timeout, requests.one(&token))
                 .await
                 .unwrap_or(Ending::Lost);
             let latency = due.into_std().elapsed();
@@ -103,6 +123,29 @@ pub async fn step(
     }
     let samples = samples.lock().await;
     samples.clone()
+}
+
+/// `count` requests one at a time, each sent once the one before ended: the latency of the
+/// path itself, with nothing queued ahead of it.
+pub async fn serial(
+    requests: &Arc<dyn Requests>,
+    count: usize,
+    tag: &str,
+    timeout: Duration,
+) -> Vec<Sample> {
+    let mut samples = Vec::with_capacity(count);
+    for i in 0..count {
+        let token = format!("bench {tag}-{i}");
+        let sent = std::time::Instant::now();
+        let ending = tokio::time::timeout(timeout, requests.one(&token))
+            .await
+            .unwrap_or(Ending::Lost);
+        samples.push(Sample {
+            ending,
+            latency: sent.elapsed(),
+        });
+    }
+    samples
 }
 
 /// Send one request and tell how it ended.

@@ -5,10 +5,16 @@
 //! measures p50/p99/p99.9 at half of it, with the CPU time and memory of every process per
 //! answer. Kinds alternate round by round, so the machine's drift touches each alike, and
 //! each figure is the median of the rounds (docs/performance.md). Every step keeps a ledger:
-//! a request lost or answered with another's text voids the run (exit non-zero).
+//! a request lost or answered with another's text voids the run (exit non-zero). With
+//! `--with-floor` the floor (`hermes bench floor`: the same infrastructure work with no
+//! Hermes logic) takes its turn in every round, and the report gives the fleet's figures as
+//! ratios to the floor's.
 
-mod infra;
-mod load;
+pub(crate) mod infra;
+pub(crate) mod load;
+mod report;
+pub(crate) use report::report;
+pub(crate) mod search;
 mod telegram;
 
 use std::collections::BTreeMap;
@@ -25,49 +31,29 @@ use secrecy::ExposeSecret;
 use crate::bench_faults::{fleet, model};
 use crate::procstat;
 pub(crate) use load::read_sse;
-use load::{Figures, Kind};
+use load::{Figures, Kind, Requests};
+use search::{REQUEST_TIMEOUT, SearchArgs, ms};
 
 #[derive(Args, Debug)]
 pub struct FleetBench {
     /// Kinds of request to measure (alternated round by round).
     #[arg(long = "kind", value_enum, value_delimiter = ',', default_values_t = [Kind::Chat, Kind::ChatStream, Kind::Responses, Kind::Runs, Kind::Telegram])]
     kinds: Vec<Kind>,
-    /// Measure at this rate (requests/s) only, with no frontier search: the ledger check of
-    /// scripts/test, or a point of your choice.
-    #[arg(long)]
-    rate: Option<f64>,
-    /// Seconds of load at the measured rate (half the frontier, or `--rate`).
-    #[arg(long, default_value_t = 10.0)]
-    duration: f64,
-    /// Rounds: each kind's frontier and measurement is taken this many times, alternated.
-    #[arg(long, default_value_t = 3)]
-    rounds: usize,
-    /// The frontier search starts here (requests/s) and doubles while the bound holds.
-    #[arg(long, default_value_t = 25.0)]
-    start_rate: f64,
-    /// The frontier search never goes above this rate.
-    #[arg(long, default_value_t = 4000.0)]
-    max_rate: f64,
-    /// Seconds of load per step of the frontier search.
-    #[arg(long, default_value_t = 4.0)]
-    step_secs: f64,
-    /// The p99 bound of the frontier, in milliseconds (from each request's scheduled time).
-    #[arg(long, default_value_t = 250)]
-    p99_bound_ms: u64,
+    #[command(flatten)]
+    search: SearchArgs,
     /// Processes of the fleet, one each, in start order.
     #[arg(long, value_delimiter = ',', default_values_t = ["ingest".to_string(), "router".into(), "llm".into(), "tools".into(), "delivery".into()])]
     services: Vec<String>,
+    /// Also measure the floor (`hermes bench floor`) in every round, alternated with the
+    /// fleet's kinds, and print the fleet's figures as ratios to the floor's.
+    #[arg(long)]
+    with_floor: bool,
 }
 
-/// A request not answered in this long is lost (the fleet's own run timeout is shorter).
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// The fleet's queues expire this long after the run if it could not delete them.
 const QUEUE_EXPIRES_SECS: u64 = 600;
 /// What `--services` may name.
 const SERVICES: [&str; 6] = ["ingest", "router", "llm", "tools", "delivery", "all"];
-/// Halving steps of the frontier search once the bound broke.
-const BISECTIONS: usize = 3;
-
 pub async fn fleet(config: Config, args: FleetBench) -> anyhow::Result<()> {
     let id = &uuid::Uuid::now_v7().simple().to_string()[20..];
     let ns = format!("bench{id}");
@@ -163,8 +149,11 @@ async fn run(
         base: base.clone(),
         telegram: channel.clone(),
     };
-    let bound = Duration::from_millis(args.p99_bound_ms);
     let fleet_pids = || fleet.pids().into_iter().map(|(_, p)| p).collect::<Vec<_>>();
+    let floor = match args.with_floor {
+        true => Some(crate::bench_floor::Standalone::start(config, &format!("{ns}f")).await?),
+        false => None,
+    };
     let machine = infra::Machine::now(&fleet_pids());
     println!(
         "machine at the start: load average {} (1, 5, 15 min)",
@@ -172,60 +161,66 @@ async fn run(
     );
     let mut results: BTreeMap<&'static str, Vec<Round>> = BTreeMap::new();
     let mut void = Vec::new();
-    for round in 0..args.rounds.max(1) {
-        for &kind in &args.kinds {
-            let tag = format!("r{round}-{}", kind.name());
-            let frontier = match args.rate {
-                Some(_) => None,
-                None => Some(frontier(&target, kind, args, bound, &tag, &mut void).await),
-            };
-            let rate = args
-                .rate
-                .unwrap_or_else(|| (frontier.unwrap_or(args.start_rate) / 2.0).max(1.0));
-            let before = costs(&fleet);
-            let infra_before =
-                infra::Snapshot::take(&scratch.db, &client, &fleet.admin_ports()).await?;
-            let samples = load::step(
-                &target,
-                kind,
-                rate,
-                args.duration,
-                &format!("{tag}-measure"),
-                REQUEST_TIMEOUT,
-            )
-            .await;
-            let after = costs(&fleet);
-            let infra_after =
-                infra::Snapshot::take(&scratch.db, &client, &fleet.admin_ports()).await?;
-            let figures = Figures::of(&samples);
-            let doubled = channel.take_doubled();
-            if !figures.adds_up() || doubled > 0 {
-                void.push(format!(
-                    "{tag} at {rate:.0}/s: {figures:?}, {doubled} Telegram answers doubled"
-                ));
+    let no_doubles = || 0;
+    let doubles = || channel.take_doubled();
+    let outcome: anyhow::Result<()> = async {
+        for round in 0..args.search.rounds.max(1) {
+            for &kind in &args.kinds {
+                let requests: Arc<dyn Requests> = Arc::new(load::FleetRequests {
+                    target: target.clone(),
+                    kind,
+                });
+                let meter = Meter::Fleet {
+                    fleet: &fleet,
+                    db: &scratch.db,
+                    client: &client,
+                };
+                let tag = format!("r{round}-{}", kind.name());
+                let line =
+                    measure(&requests, &meter, &args.search, &tag, &mut void, &doubles).await?;
+                results.entry(kind.name()).or_default().push(line);
             }
-            let line = Round {
-                frontier,
-                rate,
-                figures,
-                per_process: per_answer(&before, &after, figures.answered),
-                infra: infra::PerAnswer::between(&infra_before, &infra_after, figures.answered),
-            };
-            eprintln!("bench fleet: {tag}: {}", line.summary());
-            results.entry(kind.name()).or_default().push(line);
+            if let Some(floor) = &floor {
+                let requests: Arc<dyn Requests> = floor.floor.clone();
+                let meter = Meter::Floor {
+                    floor: &floor.floor,
+                    db: &floor.scratch.db,
+                    client: &client,
+                };
+                let tag = format!("r{round}-floor");
+                let line = measure(
+                    &requests,
+                    &meter,
+                    &args.search,
+                    &tag,
+                    &mut void,
+                    &no_doubles,
+                )
+                .await?;
+                results.entry(FLOOR).or_default().push(line);
+            }
         }
+        Ok(())
     }
+    .await;
     println!(
         "machine at the end: {}",
         infra::Machine::now(&fleet_pids()).since(&machine)
     );
     fleet.stop_all().await;
+    if let Some(floor) = floor {
+        floor.finish().await;
+    }
+    outcome?;
     // A doubled answer that came after its step ended still voids the run.
     let late = channel.take_doubled();
     if late > 0 {
         void.push(format!("{late} Telegram answers doubled after their step"));
     }
     report(&results);
+    if args.with_floor {
+        report::ratios(&results);
+    }
     if !void.is_empty() {
         anyhow::bail!(
             "the ledger does not add up, the run is void: {}",
@@ -236,88 +231,117 @@ async fn run(
     Ok(())
 }
 
-/// The highest rate whose step answered every request as itself with p99 under `bound`:
-/// doubled from `--start-rate` until the bound breaks, then bisected.
-async fn frontier(
-    target: &load::Target,
-    kind: Kind,
-    args: &FleetBench,
-    bound: Duration,
+/// The name the floor's figures are reported under.
+pub(crate) const FLOOR: &str = "floor";
+
+/// Where a measurement reads its costs: the fleet's processes and their admin ports, or the
+/// floor in this process.
+pub(crate) enum Meter<'a> {
+    Fleet {
+        fleet: &'a fleet::Fleet,
+        db: &'a hermes_db::Db,
+        client: &'a reqwest::Client,
+    },
+    Floor {
+        floor: &'a crate::bench_floor::Floor,
+        db: &'a hermes_db::Db,
+        client: &'a reqwest::Client,
+    },
+}
+
+impl Meter<'_> {
+    /// Every process's CPU time and memory, and the infrastructure's counters, now.
+    async fn read(
+        &self,
+    ) -> anyhow::Result<(Vec<(&'static str, procstat::Reading)>, infra::Snapshot)> {
+        match self {
+            Meter::Fleet { fleet, db, client } => {
+                let procs = fleet
+                    .pids()
+                    .into_iter()
+                    .filter_map(|(service, pid)| Some((service, procstat::read(pid)?)))
+                    .collect();
+                let snapshot = infra::Snapshot::take(db, client, &fleet.admin_ports(), 0.0).await?;
+                Ok((procs, snapshot))
+            }
+            Meter::Floor { floor, db, client } => {
+                let procs = procstat::read(std::process::id())
+                    .map(|r| ("floor (this process, the load included)", r))
+                    .into_iter()
+                    .collect();
+                let snapshot = infra::Snapshot::take(db, client, &[], floor.published()).await?;
+                Ok((procs, snapshot))
+            }
+        }
+    }
+}
+
+/// One round of one subject: its frontier (unless `--rate`), a measurement at half of it
+/// (or at `--rate`) with its costs, and `--serial` requests one at a time.
+pub(crate) async fn measure(
+    requests: &Arc<dyn Requests>,
+    meter: &Meter<'_>,
+    args: &SearchArgs,
     tag: &str,
     void: &mut Vec<String>,
-) -> f64 {
-    let mut good = 0.0_f64;
-    let mut bad = None::<f64>;
-    let mut rate = args.start_rate;
-    let mut bisections = 0;
-    for n in 0.. {
-        let samples = load::step(
-            target,
-            kind,
-            rate,
-            args.step_secs,
-            &format!("{tag}-f{n}"),
-            REQUEST_TIMEOUT,
-        )
-        .await;
-        let f = Figures::of(&samples);
-        let doubled = target.telegram.take_doubled();
-        if !f.adds_up() || doubled > 0 {
-            void.push(format!(
-                "{tag} search at {rate:.0}/s: {f:?}, {doubled} Telegram answers doubled"
-            ));
-        }
-        let holds = f.clean() && f.p99 <= bound;
-        eprintln!(
-            "bench fleet: {tag} {rate:.0}/s: p99 {} ms, {}/{} answered{}",
-            f.p99.as_millis(),
-            f.answered,
-            f.sent,
-            if holds { "" } else { " (bound broken)" }
-        );
-        if holds {
-            good = good.max(rate);
-        } else {
-            bad = Some(bad.map_or(rate, |b| b.min(rate)));
-        }
-        rate = match bad {
-            None if rate * 2.0 <= args.max_rate => rate * 2.0,
-            None => return good,
-            Some(b) => {
-                if bisections == BISECTIONS {
-                    return good;
-                }
-                bisections += 1;
-                (good + b) / 2.0
+    doubled: &(dyn Fn() -> usize + Sync),
+) -> anyhow::Result<Round> {
+    let frontier = match args.rate {
+        Some(_) => None,
+        None => Some(search::frontier(requests, args, tag, void, doubled).await),
+    };
+    let rate = args
+        .rate
+        .unwrap_or_else(|| (frontier.unwrap_or(args.start_rate) / 2.0).max(1.0));
+    let (procs_before, infra_before) = meter.read().await?;
+    let samples = load::step(
+        requests,
+        rate,
+        args.duration,
+        &format!("{tag}-measure"),
+        REQUEST_TIMEOUT,
+    )
+    .await;
+    let (procs_after, infra_after) = meter.read().await?;
+    let figures = Figures::of(&samples);
+    let twice = doubled();
+    if !figures.adds_up() || twice > 0 {
+        void.push(format!(
+            "{tag} at {rate:.0}/s: {figures:?}, {twice} answers doubled"
+        ));
+    }
+    let serial = match args.serial {
+        0 => None,
+        n => {
+            let samples =
+                load::serial(requests, n, &format!("{tag}-serial"), REQUEST_TIMEOUT).await;
+            let f = Figures::of(&samples);
+            if !f.adds_up() || doubled() > 0 {
+                void.push(format!("{tag} one at a time: {f:?}"));
             }
-        };
-        // Let the backlog of a broken step drain before the next.
-        if !holds {
-            settle(target).await;
+            Some(f.p50)
         }
-    }
-    good
+    };
+    let line = Round {
+        frontier,
+        rate,
+        figures,
+        serial_p50: serial,
+        per_process: per_answer(&procs_before, &procs_after, figures.answered),
+        infra: infra::PerAnswer::between(&infra_before, &infra_after, figures.answered),
+    };
+    eprintln!("bench: {tag}: {}", line.summary());
+    Ok(line)
 }
 
-/// Wait until the fleet answers one request quickly again (a broken step leaves a backlog).
-async fn settle(target: &load::Target) {
-    for _ in 0..60 {
-        let samples = load::step(target, Kind::Chat, 1.0, 1.0, "settle", REQUEST_TIMEOUT).await;
-        if samples
-            .iter()
-            .all(|s| s.latency < Duration::from_millis(100))
-        {
-            return;
-        }
-    }
-}
-
-/// One kind's figures in one round.
-struct Round {
+/// One subject's figures in one round.
+pub(crate) struct Round {
     frontier: Option<f64>,
     rate: f64,
     figures: Figures,
-    /// CPU milliseconds per answer and RSS (KiB) at the end, per service.
+    /// p50 of the requests sent one at a time.
+    serial_p50: Option<Duration>,
+    /// CPU milliseconds per answer and RSS (KiB) at the end, per process.
     per_process: Vec<(&'static str, f64, u64)>,
     /// What PostgreSQL, RabbitMQ and Redis spent per answer.
     infra: infra::PerAnswer,
@@ -327,7 +351,7 @@ impl Round {
     fn summary(&self) -> String {
         let f = &self.figures;
         format!(
-            "frontier {}, at {:.0}/s: {}/{} answered, p50 {:.1} ms, p99 {:.1} ms, p99.9 {:.1} ms",
+            "frontier {}, at {:.0}/s: {}/{} answered, p50 {:.1} ms, p99 {:.1} ms, p99.9 {:.1} ms{}",
             self.frontier
                 .map_or("-".to_string(), |r| format!("{r:.0}/s")),
             self.rate,
@@ -335,22 +359,13 @@ impl Round {
             f.sent,
             ms(f.p50),
             ms(f.p99),
-            ms(f.p999)
+            ms(f.p999),
+            self.serial_p50.map_or(String::new(), |p| format!(
+                ", one at a time p50 {:.1} ms",
+                ms(p)
+            ))
         )
     }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-/// Every process's CPU time and memory now.
-fn costs(fleet: &fleet::Fleet) -> Vec<(&'static str, procstat::Reading)> {
-    fleet
-        .pids()
-        .into_iter()
-        .filter_map(|(service, pid)| Some((service, procstat::read(pid)?)))
-        .collect()
 }
 
 /// CPU milliseconds per answer between two readings, and memory at the second, per process.
@@ -369,115 +384,9 @@ fn per_answer(
         .collect()
 }
 
-/// The median of `values` (the mean of the middle two for an even count).
-fn median(mut values: Vec<f64>) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
-}
-
-/// Print each kind's medians over the rounds, then the cost per process.
-fn report(results: &BTreeMap<&'static str, Vec<Round>>) {
-    println!(
-        "{:<12} {:>7} {:>12} {:>10} {:>10} {:>10} {:>10}",
-        "kind", "rounds", "frontier/s", "rate/s", "p50 ms", "p99 ms", "p99.9 ms"
-    );
-    for (kind, rounds) in results {
-        let m = |f: &dyn Fn(&Round) -> f64| median(rounds.iter().map(f).collect());
-        let frontier = if rounds.iter().any(|r| r.frontier.is_some()) {
-            format!("{:.0}", m(&|r| r.frontier.unwrap_or(0.0)))
-        } else {
-            "-".into()
-        };
-        println!(
-            "{:<12} {:>7} {:>12} {:>10.0} {:>10.1} {:>10.1} {:>10.1}",
-            kind,
-            rounds.len(),
-            frontier,
-            m(&|r| r.rate),
-            m(&|r| ms(r.figures.p50)),
-            m(&|r| ms(r.figures.p99)),
-            m(&|r| ms(r.figures.p999)),
-        );
-    }
-    println!("CPU ms per answer (median over rounds) and RSS at the end, per process:");
-    for (kind, rounds) in results {
-        let Some(last) = rounds.last() else { continue };
-        let cells: Vec<String> = last
-            .per_process
-            .iter()
-            .enumerate()
-            .map(|(i, (service, _, rss))| {
-                let cpu = median(
-                    rounds
-                        .iter()
-                        .filter_map(|r| r.per_process.get(i))
-                        .map(|p| p.1)
-                        .collect(),
-                );
-                format!("{service} {cpu:.2} ms {:.1} MiB", *rss as f64 / 1024.0)
-            })
-            .collect();
-        println!("  {kind:<12} {}", cells.join(", "));
-    }
-    report_infra(results);
-}
-
-/// Print what the infrastructure spent per answer, each figure the median over the rounds.
-fn report_infra(results: &BTreeMap<&'static str, Vec<Round>>) {
-    println!(
-        "Infrastructure per answer (median over rounds; the servers' CPU and WAL include \
-         anything else they served meanwhile):"
-    );
-    for (kind, rounds) in results {
-        let m = |f: &dyn Fn(&infra::PerAnswer) -> f64| {
-            median(rounds.iter().map(|r| f(&r.infra)).collect())
-        };
-        let cpu: Vec<String> = rounds
-            .first()
-            .map(|r| r.infra.cpu_ms.iter().map(|(s, _)| *s).collect::<Vec<_>>())
-            .unwrap_or_default()
-            .into_iter()
-            .enumerate()
-            .map(|(i, server)| {
-                let v = m(&|p| p.cpu_ms.get(i).map_or(0.0, |c| c.1));
-                format!("{} {v:.2} ms", server.name())
-            })
-            .collect();
-        let statements = if rounds.iter().all(|r| r.infra.statements.is_some()) {
-            format!("{:.1}", m(&|p| p.statements.unwrap_or(0.0)))
-        } else {
-            "n/a (pg_stat_statements not loaded)".into()
-        };
-        println!(
-            "  {kind:<12} CPU {}; PostgreSQL {:.1} transactions, {statements} statements, \
-             {:.1} rows written, {:.0} WAL bytes; {:.1} broker publishes",
-            cpu.join(", "),
-            m(&|p| p.transactions),
-            m(&|p| p.rows_written),
-            m(&|p| p.wal_bytes),
-            m(&|p| p.publishes),
-        );
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
-        assert_eq!(median(Vec::new()), 0.0);
-    }
 
     #[test]
     fn cpu_per_answer_divides_the_difference_of_two_readings() {

@@ -1,0 +1,149 @@
+//! The report of `hermes bench fleet`: each subject's medians over the rounds, what every
+//! process and the infrastructure spent per answer, and with `--with-floor` the fleet's
+//! figures as ratios to the floor's (docs/performance.md, "The floor").
+
+use std::collections::BTreeMap;
+
+use super::search::{median, ms};
+use super::{FLOOR, Round, infra};
+
+/// Print each kind's medians over the rounds, then the cost per process.
+pub(crate) fn report(results: &BTreeMap<&'static str, Vec<Round>>) {
+    println!(
+        "{:<12} {:>7} {:>12} {:>10} {:>10} {:>10} {:>10}",
+        "kind", "rounds", "frontier/s", "rate/s", "p50 ms", "p99 ms", "p99.9 ms"
+    );
+    for (kind, rounds) in results {
+        let m = |f: &dyn Fn(&Round) -> f64| median(rounds.iter().map(f).collect());
+        let frontier = if rounds.iter().any(|r| r.frontier.is_some()) {
+            format!("{:.0}", m(&|r| r.frontier.unwrap_or(0.0)))
+        } else {
+            "-".into()
+        };
+        println!(
+            "{:<12} {:>7} {:>12} {:>10.0} {:>10.1} {:>10.1} {:>10.1}",
+            kind,
+            rounds.len(),
+            frontier,
+            m(&|r| r.rate),
+            m(&|r| ms(r.figures.p50)),
+            m(&|r| ms(r.figures.p99)),
+            m(&|r| ms(r.figures.p999)),
+        );
+    }
+    println!("CPU ms per answer (median over rounds) and RSS at the end, per process:");
+    for (kind, rounds) in results {
+        let Some(last) = rounds.last() else { continue };
+        let cells: Vec<String> = last
+            .per_process
+            .iter()
+            .enumerate()
+            .map(|(i, (service, _, rss))| {
+                let cpu = median(
+                    rounds
+                        .iter()
+                        .filter_map(|r| r.per_process.get(i))
+                        .map(|p| p.1)
+                        .collect(),
+                );
+                format!("{service} {cpu:.2} ms {:.1} MiB", *rss as f64 / 1024.0)
+            })
+            .collect();
+        println!("  {kind:<12} {}", cells.join(", "));
+    }
+    report_infra(results);
+}
+
+/// Print what the infrastructure spent per answer, each figure the median over the rounds.
+fn report_infra(results: &BTreeMap<&'static str, Vec<Round>>) {
+    println!(
+        "Infrastructure per answer (median over rounds; the servers' CPU and WAL include \
+         anything else they served meanwhile):"
+    );
+    for (kind, rounds) in results {
+        let m = |f: &dyn Fn(&infra::PerAnswer) -> f64| {
+            median(rounds.iter().map(|r| f(&r.infra)).collect())
+        };
+        let cpu: Vec<String> = rounds
+            .first()
+            .map(|r| r.infra.cpu_ms.iter().map(|(s, _)| *s).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .enumerate()
+            .map(|(i, server)| {
+                let v = m(&|p| p.cpu_ms.get(i).map_or(0.0, |c| c.1));
+                format!("{} {v:.2} ms", server.name())
+            })
+            .collect();
+        let statements = if rounds.iter().all(|r| r.infra.statements.is_some()) {
+            format!("{:.1}", m(&|p| p.statements.unwrap_or(0.0)))
+        } else {
+            "n/a (pg_stat_statements not loaded)".into()
+        };
+        println!(
+            "  {kind:<12} CPU {}; PostgreSQL {:.1} transactions, {statements} statements, \
+             {:.1} rows written, {:.0} WAL bytes; {:.1} broker publishes",
+            cpu.join(", "),
+            m(&|p| p.transactions),
+            m(&|p| p.rows_written),
+            m(&|p| p.wal_bytes),
+            m(&|p| p.publishes),
+        );
+    }
+}
+
+/// The fleet's figures as ratios to the floor's, each the median over the rounds: the
+/// frontier (target: at least 70 % of the floor's) and the p50 of requests sent one at a
+/// time (target: at most 1.5 times the floor's). The floor replays an API chat completion's
+/// hops, so the targets are judged on `chat`; the other kinds are shown beside it.
+pub(crate) fn ratios(results: &BTreeMap<&'static str, Vec<Round>>) {
+    let Some(floor) = results.get(FLOOR) else {
+        return;
+    };
+    let m = |rounds: &[Round], f: &dyn Fn(&Round) -> Option<f64>| -> Option<f64> {
+        let values: Vec<f64> = rounds.iter().filter_map(f).collect();
+        (!values.is_empty()).then(|| median(values))
+    };
+    let frontier = |r: &Round| r.frontier;
+    let serial = |r: &Round| r.serial_p50.map(ms);
+    let floor_frontier = m(floor, &frontier);
+    let floor_serial = m(floor, &serial);
+    println!(
+        "Against the floor (the same hops with no Hermes logic; medians over the rounds; \
+         targets judged on chat):"
+    );
+    println!(
+        "{:<12} {:>12} {:>12} {:>8} {:>14} {:>14} {:>8}",
+        "kind", "frontier/s", "floor/s", "ratio", "1-at-a-time", "floor p50", "ratio"
+    );
+    for (kind, rounds) in results.iter().filter(|(k, _)| **k != FLOOR) {
+        let cell =
+            |v: Option<f64>, unit: &str| v.map_or("-".to_string(), |v| format!("{v:.1}{unit}"));
+        let ratio = |a: Option<f64>, b: Option<f64>, target: &dyn Fn(f64) -> bool| match (a, b) {
+            (Some(a), Some(b)) if b > 0.0 => {
+                let r = a / b;
+                let verdict = if *kind != "chat" {
+                    ""
+                } else if target(r) {
+                    " met"
+                } else {
+                    " not met"
+                };
+                format!("{r:.2}{verdict}")
+            }
+            _ => "-".into(),
+        };
+        let f = m(rounds, &frontier);
+        let s = m(rounds, &serial);
+        println!(
+            "{:<12} {:>12} {:>12} {:>8} {:>14} {:>14} {:>8}",
+            kind,
+            cell(f, ""),
+            cell(floor_frontier, ""),
+            ratio(f, floor_frontier, &|r| r >= 0.70),
+            cell(s, " ms"),
+            cell(floor_serial, " ms"),
+            ratio(s, floor_serial, &|r| r <= 1.5),
+        );
+    }
+}
