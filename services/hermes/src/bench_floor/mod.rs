@@ -41,7 +41,9 @@ impl Standalone {
         let mut config = config.clone();
         // The floor's queues expire if this process dies before deleting them.
         config.bus.queue_expires = Some(std::time::Duration::from_secs(600));
-        match Floor::start(&config, scratch.db.clone(), ns).await {
+        // A pool as large as one stage's (the scratch database's own is small).
+        let db = hermes_db::Db::new(&scratch.url, config.db_pool_size)?;
+        match Floor::start(&config, db, ns).await {
             Ok(floor) => Ok(Self { floor, scratch }),
             Err(e) => {
                 let _ = scratch.drop_now().await;

@@ -39,6 +39,9 @@ use crate::bench_fleet::load::{Ending, Requests};
 /// llm → delivery), read from the broker and the outbox.
 const BODY_BYTES: [usize; 3] = [640, 1310, 513];
 
+/// Attempts of one hop's work before its message is handed back to the broker.
+const RETRIES: u32 = 30;
+
 /// The floor running in this process: its consumers, its relay and its waiting requests.
 pub struct Floor {
     bus: Bus,
@@ -215,21 +218,36 @@ impl Requests for Floor {
 }
 
 impl Hop {
-    /// One delivery of `stage`'s queue: its work, then the ack (a failure is redelivered).
+    /// One delivery of `stage`'s queue: its work, then the ack. A failure (the database out
+    /// of connections, say) is retried here, as a stage pauses on a dependency that is down
+    /// instead of spending the message's delivery budget; only a lasting one nacks it.
     async fn handle(&self, stage: Stage, delivery: Delivery) {
         let Some(message) = Message::decode(&delivery.data) else {
             let _ = delivery.acker.ack(BasicAckOptions::default()).await;
             return;
         };
-        let done = match stage {
-            Stage::Router => self.router(message).await,
-            Stage::Llm => self.llm(message).await,
-            _ => self.delivery(message).await,
+        let mut backoff = std::time::Duration::from_millis(20);
+        let mut tries = 0;
+        let done = loop {
+            let done = match stage {
+                Stage::Router => self.router(message.clone()).await,
+                Stage::Llm => self.llm(message.clone()).await,
+                _ => self.delivery(message.clone()).await,
+            };
+            tries += 1;
+            match done {
+                Err(e) if tries < RETRIES => {
+                    eprintln!("bench floor: {stage:?} hop failed, trying again: {e}");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(std::time::Duration::from_secs(1));
+                }
+                done => break done,
+            }
         };
         let _ = match done {
             Ok(()) => delivery.acker.ack(BasicAckOptions::default()).await,
             Err(e) => {
-                eprintln!("bench floor: {stage:?} hop failed, redelivering: {e}");
+                eprintln!("bench floor: {stage:?} hop failed {tries} times, redelivering: {e}");
                 let requeue = BasicNackOptions {
                     requeue: true,
                     ..Default::default()
@@ -275,6 +293,9 @@ impl Hop {
     async fn delivery(&self, message: Message) -> Result<(), DbError> {
         let mut client = self.db.get().await?;
         if hermes_db::already_processed(&client, "delivery", message.id).await? {
+            // Committed before, its event perhaps not appended: the caller reads the run.
+            self.answer(message.run, format!("echo: {}", message.token))
+                .await;
             return Ok(());
         }
         let outcome = Outcome::Answered {
@@ -298,10 +319,15 @@ impl Hop {
             .append(message.run, &RunEvent::Final { outcome })
             .await
             .map_err(|e| DbError::Invalid(e.to_string()))?;
-        if let Some(waiter) = self.waiters.lock().await.remove(&message.run) {
+        self.answer(message.run, text).await;
+        Ok(())
+    }
+
+    /// Hand `text` to the request waiting for `run`, if it still waits.
+    async fn answer(&self, run: RunId, text: String) {
+        if let Some(waiter) = self.waiters.lock().await.remove(&run) {
             let _ = waiter.send(text);
         }
-        Ok(())
     }
 }
 
