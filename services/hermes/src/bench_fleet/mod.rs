@@ -9,6 +9,7 @@
 
 mod infra;
 mod load;
+mod soak;
 mod telegram;
 
 use std::collections::BTreeMap;
@@ -57,6 +58,14 @@ pub struct FleetBench {
     /// Processes of the fleet, one each, in start order.
     #[arg(long, value_delimiter = ',', default_values_t = ["ingest".to_string(), "router".into(), "llm".into(), "tools".into(), "delivery".into()])]
     services: Vec<String>,
+    /// Instead of the frontier table: a soak of this many minutes (fractions accepted) at
+    /// `--rate`, or half the frontier, the `--kind`s taking turns step by step; it reports each
+    /// process's idle memory and its growth (docs/performance.md, "Memory: the soak").
+    #[arg(long, value_name = "MINUTES")]
+    soak: Option<f64>,
+    /// Seconds of each step of a soak (each step has its own ledger and memory sample).
+    #[arg(long, default_value_t = 60.0)]
+    soak_step_secs: f64,
 }
 
 /// A request not answered in this long is lost (the fleet's own run timeout is shorter).
@@ -170,6 +179,9 @@ async fn run(
         "machine at the start: load average {} (1, 5, 15 min)",
         machine.load()
     );
+    if let Some(minutes) = args.soak {
+        return soak::run(&target, &mut fleet, args, minutes).await;
+    }
     let mut results: BTreeMap<&'static str, Vec<Round>> = BTreeMap::new();
     let mut void = Vec::new();
     for round in 0..args.rounds.max(1) {
@@ -222,18 +234,8 @@ async fn run(
     fleet.stop_all().await;
     // A doubled answer that came after its step ended still voids the run.
     let late = channel.take_doubled();
-    if late > 0 {
-        void.push(format!("{late} Telegram answers doubled after their step"));
-    }
     report(&results);
-    if !void.is_empty() {
-        anyhow::bail!(
-            "the ledger does not add up, the run is void: {}",
-            void.join("; ")
-        );
-    }
-    println!("bench fleet: the ledger adds up");
-    Ok(())
+    load::close_ledger(late, void)
 }
 
 /// The highest rate whose step answered every request as itself with p99 under `bound`:
