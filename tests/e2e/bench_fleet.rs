@@ -64,3 +64,61 @@ async fn a_short_fixed_rate_run_keeps_its_ledger() {
         assert!(before(" transactions") >= 1.0, "{infra}");
     }
 }
+
+/// `--soak` reports the idle memory, each step's latency and memory, the growth and the
+/// targets, and its ledger adds up: a soak of a few seconds in steps of two, two kinds taking
+/// turns. Whether a target is met is never asserted (the figures are the machine's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_brief_soak_reports_memory_and_keeps_its_ledger() {
+    let env = TestEnv::new().await;
+    let (code, stdout, stderr) = env
+        .hermes(&[
+            "bench",
+            "fleet",
+            "--soak",
+            "0.1",
+            "--soak-step-secs",
+            "2",
+            "--rate",
+            "5",
+            "--kind",
+            "chat,telegram",
+        ])
+        .await;
+    assert_eq!(code, 0, "bench fleet --soak failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("the ledger adds up"), "{stdout}");
+    assert!(
+        stderr.contains("bench fleet soak: step 3/3"),
+        "progress per step:\n{stderr}"
+    );
+    let line = |prefix: &str| {
+        stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line starting {prefix:?}:\n{stdout}"))
+    };
+    for service in ["ingest", "router", "llm", "tools", "delivery"] {
+        assert!(
+            line("idle RSS").contains(&format!("{service} ")),
+            "{stdout}"
+        );
+        assert!(line(service).contains("MiB/10 min"), "{stdout}");
+    }
+    for step in ["1 ", "2 ", "3 "] {
+        let kind = if step == "2 " { "telegram" } else { "chat" };
+        assert!(line(step).contains(kind), "kinds take turns:\n{stdout}");
+    }
+    line("target growth");
+    line("target idle");
+    // ledger: N sent, N answered, N failed with an answer, N refused, N wrong, N lost
+    let numbers: Vec<usize> = line("ledger:")
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    let [sent, answered, failed, refused, wrong, lost] = numbers[..] else {
+        panic!("ledger line: {numbers:?}\n{stdout}");
+    };
+    assert_eq!(sent, 30, "three steps of 2 s at 5/s:\n{stdout}");
+    assert_eq!((wrong, lost), (0, 0), "{stdout}");
+    assert_eq!(answered + failed + refused, sent, "{stdout}");
+}

@@ -233,8 +233,9 @@ async fn dispatch(cli: Cli) -> ExitCode {
             .await;
         }
         Command::Bench(BenchCommand::Fleet(args)) => {
+            // Boxed: the fleet bench's future is large, and main's would carry it inline.
             return admin("bench fleet", path, |c| async move {
-                hermes::bench_fleet::fleet(c, args).await
+                Box::pin(hermes::bench_fleet::fleet(c, args)).await
             })
             .await;
         }

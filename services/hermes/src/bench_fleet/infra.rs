@@ -52,9 +52,24 @@ impl Server {
 
 /// CPU ticks of each server family, summed over its processes now.
 fn server_ticks() -> BTreeMap<Server, u64> {
-    let mut ticks = BTreeMap::new();
+    // A process that ended between the listing and the read adds nothing; its time is lost
+    // from the sum, which only ever makes the servers look cheaper.
+    per_server(procstat::process_ticks)
+}
+
+/// Resident memory (KiB) of each server family, summed over its processes now. Shared memory
+/// (PostgreSQL's buffers) is counted once per process that touched it, so the sum is an upper
+/// bound, and backends come and go with connections: a label beside the fleet's figures, not
+/// a target.
+pub fn server_rss_kib() -> BTreeMap<Server, u64> {
+    per_server(|pid| Some(procstat::read(pid)?.rss_kib))
+}
+
+/// `read` of every process of each server family, summed per family.
+fn per_server(read: impl Fn(u32) -> Option<u64>) -> BTreeMap<Server, u64> {
+    let mut sums = BTreeMap::new();
     let Ok(dir) = std::fs::read_dir("/proc") else {
-        return ticks;
+        return sums;
     };
     for entry in dir.flatten() {
         let Some(pid) = entry
@@ -67,15 +82,11 @@ fn server_ticks() -> BTreeMap<Server, u64> {
         let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else {
             continue;
         };
-        if let Some(server) = Server::of(comm.trim()) {
-            // A process that ended between the listing and the read adds nothing; its time
-            // is lost from the sum, which only ever makes the servers look cheaper.
-            if let Some(t) = procstat::process_ticks(pid) {
-                *ticks.entry(server).or_insert(0) += t;
-            }
+        if let Some((server, v)) = Server::of(comm.trim()).and_then(|s| Some((s, read(pid)?))) {
+            *sums.entry(server).or_insert(0) += v;
         }
     }
-    ticks
+    sums
 }
 
 /// PostgreSQL's counters at one instant.
@@ -130,6 +141,12 @@ async fn pg_counters(db: &Db) -> anyhow::Result<PgCounters> {
 
 /// The sum of `hermes_bus_published_total` over every process's admin `/metrics`.
 async fn published(client: &reqwest::Client, admin_ports: &[u16]) -> f64 {
+    metric_sum(client, admin_ports, "hermes_bus_published_total").await
+}
+
+/// The sum of every series of `metric` over every process's admin `/metrics` (a process that
+/// does not answer adds nothing).
+pub async fn metric_sum(client: &reqwest::Client, admin_ports: &[u16], metric: &str) -> f64 {
     let mut total = 0.0;
     for port in admin_ports {
         let url = format!("http://127.0.0.1:{port}/metrics");
@@ -139,7 +156,7 @@ async fn published(client: &reqwest::Client, admin_ports: &[u16]) -> f64 {
         let Ok(text) = resp.text().await else {
             continue;
         };
-        total += sum_of(&text, "hermes_bus_published_total");
+        total += sum_of(&text, metric);
     }
     total
 }

@@ -327,6 +327,24 @@ pub async fn read_sse(mut resp: reqwest::Response) -> Vec<(String, String)> {
     out
 }
 
+/// The end of a run: void (an error, so the process exits non-zero) when a Telegram answer
+/// was doubled after its step (`late_doubled`) or any step's ledger broke (`void`, why each).
+pub fn close_ledger(late_doubled: usize, mut void: Vec<String>) -> anyhow::Result<()> {
+    if late_doubled > 0 {
+        void.push(format!(
+            "{late_doubled} Telegram answers doubled after their step"
+        ));
+    }
+    if !void.is_empty() {
+        anyhow::bail!(
+            "the ledger does not add up, the run is void: {}",
+            void.join("; ")
+        );
+    }
+    println!("bench fleet: the ledger adds up");
+    Ok(())
+}
+
 /// The samples' figures.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Figures {

@@ -15,6 +15,7 @@ pub(crate) mod load;
 mod report;
 pub(crate) use report::report;
 pub(crate) mod search;
+mod soak;
 mod telegram;
 
 use std::collections::BTreeMap;
@@ -48,6 +49,14 @@ pub struct FleetBench {
     /// fleet's kinds, and print the fleet's figures as ratios to the floor's.
     #[arg(long)]
     with_floor: bool,
+    /// Instead of the frontier table: a soak of this many minutes (fractions accepted) at
+    /// `--rate`, or half the frontier, the `--kind`s taking turns step by step; it reports each
+    /// process's idle memory and its growth (docs/performance.md, "Memory: the soak").
+    #[arg(long, value_name = "MINUTES")]
+    soak: Option<f64>,
+    /// Seconds of each step of a soak (each step has its own ledger and memory sample).
+    #[arg(long, default_value_t = 60.0)]
+    soak_step_secs: f64,
 }
 
 /// The fleet's queues expire this long after the run if it could not delete them.
@@ -150,6 +159,9 @@ async fn run(
         telegram: channel.clone(),
     };
     let fleet_pids = || fleet.pids().into_iter().map(|(_, p)| p).collect::<Vec<_>>();
+    if let Some(minutes) = args.soak {
+        return soak::run(&target, &mut fleet, args, minutes).await;
+    }
     let floor = match args.with_floor {
         true => Some(crate::bench_floor::Standalone::start(config, &format!("{ns}f")).await?),
         false => None,
@@ -214,21 +226,11 @@ async fn run(
     outcome?;
     // A doubled answer that came after its step ended still voids the run.
     let late = channel.take_doubled();
-    if late > 0 {
-        void.push(format!("{late} Telegram answers doubled after their step"));
-    }
     report(&results);
     if args.with_floor {
         report::ratios(&results);
     }
-    if !void.is_empty() {
-        anyhow::bail!(
-            "the ledger does not add up, the run is void: {}",
-            void.join("; ")
-        );
-    }
-    println!("bench fleet: the ledger adds up");
-    Ok(())
+    load::close_ledger(late, void)
 }
 
 /// The name the floor's figures are reported under.
