@@ -8,6 +8,28 @@ use hermes_testkit::{TestEnv, api_inbound, eventually};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 
+/// Wait, bounded, until the router created run `run` from its inbound message.
+async fn routed(db: &hermes_db::Db, run: RunId, within: Duration) {
+    eventually(within, "the run created from the swept row", || async {
+        let c = db.get().await.ok()?;
+        let row = c
+            .query_opt(
+                "SELECT status FROM agent_runs WHERE id = $1",
+                &[&run.as_uuid()],
+            )
+            .await
+            .ok()??;
+        Some(row.get::<_, String>(0))
+    })
+    .await;
+}
+
+/// The fleet's `hermes_outbox_published_total` of `path` (`eager` or `swept`).
+async fn published(fleet: &hermes_testkit::Fleet, path: &str) -> Option<f64> {
+    let series = format!(r#"hermes_outbox_published_total{{path="{path}"}}"#);
+    hermes_testkit::metric(&fleet.metrics().await, &series)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unpublished_outbox_row_is_published_by_the_relay() {
     let env = TestEnv::new().await;
@@ -25,22 +47,7 @@ async fn an_unpublished_outbox_row_is_published_by_the_relay() {
     }
     // A restarted router process: its relay finds the row and the router routes it.
     let fleet = env.start(&[Service::Router]).await;
-    eventually(
-        Duration::from_secs(15),
-        "the run created from the swept row",
-        || async {
-            let c = db.get().await.ok()?;
-            let row = c
-                .query_opt(
-                    "SELECT status FROM agent_runs WHERE id = $1",
-                    &[&run.as_uuid()],
-                )
-                .await
-                .ok()??;
-            Some(row.get::<_, String>(0))
-        },
-    )
-    .await;
+    routed(&db, run, Duration::from_secs(15)).await;
     let c = db.get().await.unwrap();
     let unpublished: i64 = c
         .query_one(
@@ -117,7 +124,7 @@ async fn rows_of_an_unknown_stage_never_starve_the_relay() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stage_publishes_its_own_rows_and_marks_them() {
     use hermes_bus::Stage;
-    use hermes_testkit::{drain, metric};
+    use hermes_testkit::drain;
 
     let env = TestEnv::new().await;
     env.user(hermes_types::model::Platform::Rest, "eager", 5)
@@ -129,13 +136,7 @@ async fn a_stage_publishes_its_own_rows_and_marks_them() {
     eventually(
         Duration::from_secs(15),
         "a row published by the router itself",
-        || async {
-            let eager = metric(
-                &fleet.metrics().await,
-                r#"hermes_outbox_published_total{path="eager"}"#,
-            )?;
-            (eager >= 1.0).then_some(())
-        },
+        || async { (published(&fleet, "eager").await? >= 1.0).then_some(()) },
     )
     .await;
     // The router's row for the llm stage: published, and marked, by the router itself.
@@ -161,10 +162,7 @@ async fn a_stage_publishes_its_own_rows_and_marks_them() {
         "the row was written for its stage to publish"
     );
     assert_eq!(
-        metric(
-            &fleet.metrics().await,
-            r#"hermes_outbox_published_total{path="swept"}"#
-        ),
+        published(&fleet, "swept").await,
         Some(0.0),
         "the relay claimed nothing"
     );
@@ -181,7 +179,7 @@ async fn a_stage_publishes_its_own_rows_and_marks_them() {
 async fn a_row_its_stage_never_published_is_swept_once_its_hold_passes() {
     use hermes_bus::Stage;
     use hermes_runtime::relay::eager::HOLD;
-    use hermes_testkit::{drain, metric};
+    use hermes_testkit::drain;
     use hermes_types::ids::MessageId;
 
     let env = TestEnv::new().await;
@@ -207,22 +205,7 @@ async fn a_row_its_stage_never_published_is_swept_once_its_hold_passes() {
     }
     // Another process's relay sweeps it up, once its hold has passed; its router routes it.
     let fleet = env.start(&[Service::Router]).await;
-    eventually(
-        Duration::from_secs(30),
-        "the run created from the swept row",
-        || async {
-            let c = db.get().await.ok()?;
-            let row = c
-                .query_opt(
-                    "SELECT status FROM agent_runs WHERE id = $1",
-                    &[&run.as_uuid()],
-                )
-                .await
-                .ok()??;
-            Some(row.get::<_, String>(0))
-        },
-    )
-    .await;
+    routed(&db, run, Duration::from_secs(30)).await;
     let c = db.get().await.unwrap();
     let (unpublished, late): (i64, bool) = {
         let row = c
@@ -239,24 +222,14 @@ async fn a_row_its_stage_never_published_is_swept_once_its_hold_passes() {
     assert_eq!(unpublished, 0);
     assert!(late, "the relay left the row alone while it was held");
     eventually(Duration::from_secs(15), "the sweep counted", || async {
-        let swept = metric(
-            &fleet.metrics().await,
-            r#"hermes_outbox_published_total{path="swept"}"#,
-        )?;
-        (swept >= 1.0).then_some(())
+        (published(&fleet, "swept").await? >= 1.0).then_some(())
     })
     .await;
-    assert_eq!(
-        metric(
-            &fleet.metrics().await,
-            r#"hermes_outbox_published_total{path="swept"}"#
-        ),
-        Some(1.0),
-        "swept once"
-    );
+    assert_eq!(published(&fleet, "swept").await, Some(1.0), "swept once");
     fleet.stop().await.unwrap();
-    // The router handled it once: one message on to the llm stage.
-    let next = drain(&bus, Stage::Llm).await;
+    // The router handled it once: one message on (to the model, or a failure reply).
+    let mut next = drain(&bus, Stage::Llm).await;
+    next.extend(drain(&bus, Stage::Delivery).await);
     assert_eq!(next.iter().filter(|e| e.run_id == run).count(), 1);
     bus.close().await;
 }
