@@ -76,11 +76,17 @@ impl LlmStage {
     }
 
     /// The safe point before a model call: mark the run `running` (and say so on an API
-    /// run's event stream); true when a stop was asked for, and no call must be made.
+    /// run's event stream); true when a stop was asked for, and no call must be made. A
+    /// message this stage processed already (a redelivery) is a duplicate, found in the same
+    /// statement: the stage's own duplicate check is folded in here.
     async fn begin_call(&self, env: &Envelope, request: &LlmRequest) -> Result<bool, StageError> {
-        let stop = {
+        let begun = {
             let client = self.ctx.db.get().await?;
-            runs::begin_call(&client, env.run_id).await?
+            runs::begin_call(&client, env.run_id, Self::STAGE.as_str(), env.id).await?
+        };
+        let stop = match begun {
+            runs::Begin::Processed => return Err(StageError::Duplicate("processed already")),
+            runs::Begin::Call { stop } => stop,
         };
         if !stop && request.reply_to.platform == Platform::Api {
             let event = RunEvent::Running {
@@ -123,9 +129,19 @@ impl Handler for LlmStage {
     type Prepared = Prepared;
     /// The extraction's outcome, for counting and soul invalidation; `None` for requests.
     type After = Option<Memorized>;
+    /// A model request checks in `begin_call`, in the statement that marks its run running;
+    /// an extraction checks first thing in `prepare`.
+    const PRECHECK_DUPLICATES: bool = false;
 
     async fn prepare(&self, env: &Envelope) -> Result<Prepared, StageError> {
         if env.kind == MessageKind::MemoryExtract {
+            let processed = {
+                let client = self.ctx.db.get().await?;
+                hermes_db::already_processed(&client, Self::STAGE.as_str(), env.id).await?
+            };
+            if processed {
+                return Err(StageError::Duplicate("processed already"));
+            }
             let job = env.payload()?;
             return Ok(Prepared::Memory(
                 self.memory.prepare(&self.gateway, job).await,

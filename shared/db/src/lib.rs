@@ -159,17 +159,21 @@ pub struct Db {
     relay: Arc<LocalRelay>,
 }
 
-/// The outbox relay running in this process, if any: stages that commit outbox rows wake
-/// it directly instead of through `NOTIFY`, whose commit-time lock serializes every
-/// committing transaction of the database (and holds it across the WAL flush).
+/// The outbox relay running in this process, if any. While it runs, stages publish the rows
+/// they commit themselves (docs/architecture.md §2, "the outbox"): the rows skip `NOTIFY`,
+/// whose commit-time lock serializes every committing transaction of the database (and holds
+/// it across the WAL flush), and the ids they published wait here for the relay's marker,
+/// which marks them all with one statement.
 #[derive(Default)]
 pub struct LocalRelay {
     running: AtomicBool,
-    wake: Notify,
+    published: std::sync::Mutex<Vec<i64>>,
+    marks: Notify,
 }
 
 impl LocalRelay {
-    /// Is a relay of this process publishing? (Else commits must `NOTIFY`.)
+    /// Is a relay of this process running (so its marker marks what stages publish)? Else
+    /// stages leave their rows to the relays and their commits `NOTIFY`.
     pub fn running(&self) -> bool {
         self.running.load(Ordering::Acquire)
     }
@@ -178,13 +182,28 @@ impl LocalRelay {
         self.running.store(on, Ordering::Release);
     }
 
-    /// Tell the relay rows were committed.
-    pub fn wake(&self) {
-        self.wake.notify_one();
+    /// Rows a stage published (confirmed by the broker), for the marker to mark.
+    pub fn published(&self, ids: &[i64]) {
+        if ids.is_empty() {
+            return;
+        }
+        if let Ok(mut waiting) = self.published.lock() {
+            waiting.extend_from_slice(ids);
+        }
+        self.marks.notify_one();
     }
 
-    pub async fn woken(&self) {
-        self.wake.notified().await;
+    /// Every id waiting to be marked, taken.
+    pub fn take_published(&self) -> Vec<i64> {
+        self.published
+            .lock()
+            .map(|mut waiting| std::mem::take(&mut *waiting))
+            .unwrap_or_default()
+    }
+
+    /// Resolves once ids are waiting (at once if some arrived since the last call).
+    pub async fn marks_waiting(&self) {
+        self.marks.notified().await;
     }
 }
 

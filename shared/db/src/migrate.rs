@@ -120,6 +120,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0021_statuses_bursts",
         sql: include_str!("../../../migrations/0021_statuses_bursts.sql"),
     },
+    Migration {
+        version: 22,
+        name: "0022_outbox_hold",
+        sql: include_str!("../../../migrations/0022_outbox_hold.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

@@ -1,7 +1,7 @@
 //! AgentRun rows: created by the router, advanced by each stage in the same transaction as
 //! its other effects, closed by delivery. A closed run never changes again.
 
-use hermes_types::ids::{AgentId, ApiKeyId, RunId, SessionId, UserId};
+use hermes_types::ids::{AgentId, ApiKeyId, MessageId, RunId, SessionId, UserId};
 use std::fmt;
 
 use super::{Client, DbError, Transaction};
@@ -444,23 +444,50 @@ pub async fn stop_requested(client: &Client, id: RunId) -> Result<bool, DbError>
     Ok(row.is_some_and(|r| r.get::<_, bool>(0)))
 }
 
+/// What [`begin_call`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Begin {
+    /// `consumer` processed this message already: nothing was changed.
+    Processed,
+    /// The run is marked `running`; `stop` tells whether a stop was asked for.
+    Call { stop: bool },
+}
+
 /// Mark an open run `running` as a model call of it begins, and tell whether a stop was
-/// asked for (the llm stage's safe point): one statement, so a model call costs no extra
-/// round trip for it. A closed or unknown run is left alone and reads as not stopped.
-pub async fn begin_call(client: &Client, id: RunId) -> Result<bool, DbError> {
+/// asked for (the llm stage's safe point), unless `consumer` processed `message_id` already
+/// (a redelivery, skipped before the model is called): one statement, so neither the
+/// duplicate check nor the mark costs a round trip of its own. A closed or unknown run is
+/// left alone and reads as not stopped.
+pub async fn begin_call(
+    client: &Client,
+    id: RunId,
+    consumer: &str,
+    message_id: MessageId,
+) -> Result<Begin, DbError> {
     let row = client
-        .query_opt(
+        .query_one(
             &crate::stmt(
                 client,
-                "UPDATE agent_runs SET status = 'running', updated_at = now()
-                 WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled', 'expired')
-                 RETURNING stop_requested_at IS NOT NULL",
+                "WITH d AS (SELECT EXISTS (SELECT 1 FROM processed_messages
+                                           WHERE consumer = $2 AND message_id = $3) AS done),
+                      u AS (UPDATE agent_runs SET status = 'running', updated_at = now()
+                            WHERE id = $1
+                              AND status NOT IN ('completed', 'failed', 'cancelled', 'expired')
+                              AND NOT (SELECT done FROM d)
+                            RETURNING stop_requested_at IS NOT NULL AS stop)
+                 SELECT (SELECT done FROM d), COALESCE((SELECT stop FROM u), false)",
             )
             .await?,
-            &[&id.as_uuid()],
+            &[&id.as_uuid(), &consumer, &message_id.as_uuid()],
         )
         .await?;
-    Ok(row.is_some_and(|r| r.get::<_, bool>(0)))
+    Ok(if row.get::<_, bool>(0) {
+        Begin::Processed
+    } else {
+        Begin::Call {
+            stop: row.get::<_, bool>(1),
+        }
+    })
 }
 
 /// A run as stored.

@@ -1,10 +1,13 @@
-//! The outbox relay (docs/architecture.md, "the outbox"): publishes the rows stages commit
-//! to the `outbox` table with publisher confirms and marks them published.
+//! The outbox relay (docs/architecture.md, "the outbox"): publishes with publisher confirms
+//! the `outbox` rows nobody else publishes, and marks them published.
 //!
-//! The relay claims rows with `FOR UPDATE SKIP LOCKED` (so any number of replicas share the
-//! work), wakes on `LISTEN hermes_outbox` (a trigger notifies on insert) or on this
-//! process's own commits, and polls as a backstop. Published rows and old idempotency
-//! records are swept periodically.
+//! Stages publish the rows they commit themselves (`eager.rs`), and this process's marker
+//! (started with the relay) marks them; the relay sweeps up the rest: rows of other writers
+//! (ingest, the scheduler, operators' sends), rows whose eager publish failed, and rows whose
+//! writer's hold passed unmarked (a crash). It claims rows with `FOR UPDATE SKIP LOCKED` (so
+//! any number of replicas share the work), wakes on `LISTEN hermes_outbox` (a trigger
+//! notifies on insert, except for rows a stage publishes itself), and polls as a backstop.
+//! Published rows and old idempotency records are swept periodically.
 
 use std::time::Duration;
 
@@ -14,6 +17,8 @@ use hermes_telemetry::Metrics;
 use hermes_types::ids::MessageId;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+
+pub mod eager;
 
 /// Rows claimed per relay round.
 const BATCH: i64 = 256;
@@ -48,6 +53,7 @@ impl Relay {
         // Only rows of stages this build knows: a row naming another stage (written by a
         // newer build during a rolling upgrade, or by hand) waits for a relay that knows it,
         // and never fills a batch so that the rows behind it starve. `sweep` reports it.
+        // Only rows nobody holds: a stage publishes its own rows during their hold.
         let known: Vec<&str> = Stage::ALL.iter().map(|s| s.as_str()).collect();
         let rows = tx
             .query(
@@ -55,6 +61,7 @@ impl Relay {
                     &tx,
                     "SELECT id, message_id, stage, traceparent, body FROM outbox
                  WHERE published_at IS NULL AND stage = ANY($2)
+                   AND (held_until IS NULL OR held_until < now())
                  ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED",
                 )
                 .await?,
@@ -118,7 +125,10 @@ impl Relay {
             tracing::warn!(failed = failed.len(), error = %last_error, "outbox publish failed; will retry");
         }
         tx.commit().await?;
-        self.metrics.outbox_published.inc_by(done.len() as u64);
+        self.metrics
+            .outbox_published
+            .with_label_values(&["swept"])
+            .inc_by(done.len() as u64);
         self.metrics
             .outbox_publish_failures
             .inc_by(failed.len() as u64);
@@ -188,9 +198,14 @@ impl Relay {
         hermes_db::listen(&self.db, "hermes_outbox", stop, move |_| wake.notify_one());
     }
 
-    /// Run until `stop`, then publish what is left once more before returning.
+    /// Run until `stop`, then mark and publish what is left once more before returning.
     pub async fn run(self, stop: CancellationToken) {
         self.spawn_listener(stop.clone());
+        let marker = tokio::spawn(eager::mark_until(
+            self.db.clone(),
+            self.metrics.clone(),
+            stop.clone(),
+        ));
         self.db.local_relay().set_running(true);
         let mut last_sweep = std::time::Instant::now();
         let mut last_lag = std::time::Instant::now() - Duration::from_secs(60);
@@ -232,13 +247,14 @@ impl Relay {
             tokio::select! {
                 _ = stop.cancelled() => break,
                 _ = self.wake.notified() => {}
-                _ = self.db.local_relay().woken() => {}
                 _ = tokio::time::sleep(POLL) => {}
             }
         }
         // From here on commits must NOTIFY again (another process's relay will take them).
         self.db.local_relay().set_running(false);
-        // Final flush so what the stopping stages committed goes out with this process.
+        let _ = marker.await;
+        // What the stopping stages published, marked; then a final flush of what is left.
+        eager::mark_waiting(&self.db, &self.metrics).await;
         for _ in 0..10 {
             match self.publish_batch().await {
                 Ok((0, _)) | Err(_) => break,

@@ -26,6 +26,7 @@ use tracing::Instrument;
 
 use crate::context::Ctx;
 use crate::outages::Dependency;
+use crate::relay::eager;
 use hermes_alerts::AlertKind;
 use hermes_bus::{BusError, Outgoing, Stage, delay_label, delivery_count};
 use hermes_db::{Transaction, outbox};
@@ -365,8 +366,13 @@ async fn handle<H: Handler>(
         Commit::Grouped(committers) => committers.commit(env, prepared).await,
     };
     match committed {
-        Ok(Some(after)) => {
-            handler.after_commit(env, after).await;
+        Ok(Some((after, rows))) => {
+            // The next stages' messages go out now, from memory (docs/architecture.md §2);
+            // the caller is told meanwhile. Both follow the commit, and the ack follows both.
+            tokio::join!(
+                eager::publish(&ctx.db, &ctx.bus, &ctx.metrics, rows),
+                handler.after_commit(env, after),
+            );
             Disposition::Ack("acked")
         }
         Ok(None) => {
@@ -535,6 +541,17 @@ async fn transient(e: StageError, deliveries: u32) -> Disposition {
     Disposition::Requeue
 }
 
+/// A committed message: what `after_commit` gets, and the outbox rows it wrote beside their
+/// ids, for the stage to publish itself (empty when this process runs no relay to mark them:
+/// the relays then publish the rows).
+pub(crate) type Committed<A> = (A, Vec<(i64, Outgoing)>);
+
+/// How long the relays leave the rows a commit writes now to this stage: [`eager::HOLD`]
+/// while this process's relay (and its marker) runs, else no hold (the relays publish them).
+fn writer_hold(ctx: &Ctx) -> Option<Duration> {
+    ctx.db.local_relay().running().then_some(eager::HOLD)
+}
+
 /// One message's effects, idempotency record and outbox rows in a transaction of its own.
 async fn commit_alone<H: Handler>(
     handler: &H,
@@ -542,41 +559,41 @@ async fn commit_alone<H: Handler>(
     prepared: H::Prepared,
     ctx: &Ctx,
     consumer: &str,
-) -> Result<Option<H::After>, StageError> {
+) -> Result<Option<Committed<H::After>>, StageError> {
     let mut client = ctx.db.get().await?;
     let tx = client
         .transaction()
         .await
         .map_err(hermes_db::DbError::from)?;
-    let relay = ctx.db.local_relay();
-    let local = relay.running();
-    let Some((after, emitted)) = apply(handler, env, prepared, &tx, consumer, local).await? else {
+    let Some(committed) = apply(handler, env, prepared, &tx, consumer, writer_hold(ctx)).await?
+    else {
         return Ok(None);
     };
     tx.commit().await.map_err(hermes_db::DbError::from)?;
-    if local && emitted {
-        relay.wake();
-    }
-    Ok(Some(after))
+    Ok(Some(committed))
 }
 
 /// Inside `tx`: the handler's effects, then the idempotency record and the outbox rows in
 /// one statement, last, so a duplicate (a concurrent redelivery waits there for the first to
 /// commit) is found after everything the handler wrote, which the caller then rolls back.
-/// `None`: processed already. Otherwise what `after_commit` gets, and whether the message
-/// emitted anything for the relay to publish.
+/// `None`: processed already. With `hold` the rows are the stage's to publish after the
+/// commit, and come back with their ids.
 async fn apply<H: Handler>(
     handler: &H,
     env: &Envelope,
     prepared: H::Prepared,
     tx: &Transaction<'_>,
     consumer: &str,
-    local_relay: bool,
-) -> Result<Option<(H::After, bool)>, StageError> {
+    hold: Option<Duration>,
+) -> Result<Option<Committed<H::After>>, StageError> {
     let (next, after) = handler.commit(env, prepared, tx).await?;
     let outgoing: Vec<Outgoing> = next.iter().map(Outgoing::from_envelope).collect();
-    if !outbox::record_processed(tx, consumer, env.id, &outgoing, local_relay).await? {
+    let Some(ids) = outbox::record_processed(tx, consumer, env.id, &outgoing, hold).await? else {
         return Ok(None);
-    }
-    Ok(Some((after, !outgoing.is_empty())))
+    };
+    let rows = match hold {
+        Some(_) => ids.into_iter().zip(outgoing).collect(),
+        None => Vec::new(),
+    };
+    Ok(Some((after, rows)))
 }

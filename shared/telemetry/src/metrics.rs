@@ -51,7 +51,8 @@ pub struct Inner {
     pub dependency_up: IntGaugeVec,
     pub dependency_outages: IntCounterVec,
     // Outbox.
-    pub outbox_published: IntCounter,
+    /// Labelled `path`: `eager` or `swept` (docs/architecture.md §2).
+    pub outbox_published: IntCounterVec,
     pub outbox_publish_failures: IntCounter,
     pub outbox_lag: Gauge,
     // Redis.
@@ -289,12 +290,16 @@ impl Metrics {
             "Runs that reached a final status (completed, failed, cancelled), by platform.",
             &["platform", "status"],
         );
-        let outbox_published = IntCounter::new(
+        let outbox_published = counter_vec(
+            &r,
             "hermes_outbox_published_total",
-            "Outbox rows published and marked.",
-        )
-        .unwrap();
-        r.register(Box::new(outbox_published.clone())).unwrap();
+            "Outbox rows published and marked, by path: eager (by the stage that committed them) or swept (by the relay).",
+            &["path"],
+        );
+        // Both series exist from the start, so rate() sees the first of each.
+        for path in ["eager", "swept"] {
+            outbox_published.with_label_values(&[path]);
+        }
         let outbox_publish_failures = IntCounter::new(
             "hermes_outbox_publish_failures_total",
             "Outbox rows whose publish failed and will be retried.",

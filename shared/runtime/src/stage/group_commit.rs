@@ -22,7 +22,7 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio::task::JoinSet;
 use uuid::Uuid;
 
-use super::{Handler, StageError, apply, commit_alone};
+use super::{Committed, Handler, StageError, apply, commit_alone, writer_hold};
 use crate::context::Ctx;
 use hermes_types::envelope::Envelope;
 
@@ -33,8 +33,9 @@ pub trait GroupCommit: Handler<Prepared: Clone + Sync> {
     fn lock_key(prepared: &Self::Prepared) -> Option<Uuid>;
 }
 
-/// What one message's task waits for: its commit's outcome (`None`: a duplicate).
-type Outcome<H> = Result<Option<<H as Handler>::After>, StageError>;
+/// What one message's task waits for: its commit's outcome (`None`: a duplicate), with the
+/// rows it is to publish.
+type Outcome<H> = Result<Option<Committed<<H as Handler>::After>>, StageError>;
 
 struct Job<H: Handler> {
     env: Envelope,
@@ -169,9 +170,9 @@ async fn commit_group<H: GroupCommit>(ctx: &Ctx, handler: &H, mut jobs: Vec<Job<
     }
     jobs.sort_by_key(|j| H::lock_key(&j.prepared));
     match try_group(ctx, handler, &jobs).await {
-        Ok(afters) => {
-            for (job, after) in jobs.into_iter().zip(afters) {
-                let _ = job.done.send(Ok(Some(after)));
+        Ok(committed) => {
+            for (job, committed) in jobs.into_iter().zip(committed) {
+                let _ = job.done.send(Ok(Some(committed)));
             }
         }
         Err(why) => {
@@ -190,40 +191,27 @@ async fn commit_group<H: GroupCommit>(ctx: &Ctx, handler: &H, mut jobs: Vec<Job<
 
 /// Every message of the group in one transaction; any message that would not commit as it
 /// stands (an error, a duplicate) fails the whole group, which is then redone one by one.
+/// Each message's task publishes its own rows, so the committer is free for the next group.
 async fn try_group<H: GroupCommit>(
     ctx: &Ctx,
     handler: &H,
     jobs: &[Job<H>],
-) -> Result<Vec<H::After>, StageError> {
+) -> Result<Vec<Committed<H::After>>, StageError> {
     let consumer = H::STAGE.as_str();
     let mut client = ctx.db.get().await?;
     let tx = client
         .transaction()
         .await
         .map_err(hermes_db::DbError::from)?;
-    let relay = ctx.db.local_relay();
-    let local = relay.running();
-    let mut afters = Vec::with_capacity(jobs.len());
-    let mut emitted = false;
+    let hold = writer_hold(ctx);
+    let mut committed = Vec::with_capacity(jobs.len());
     for job in jobs {
-        let applied = apply(
-            handler,
-            &job.env,
-            job.prepared.clone(),
-            &tx,
-            consumer,
-            local,
-        )
-        .await?;
-        let Some((after, sent)) = applied else {
+        let applied = apply(handler, &job.env, job.prepared.clone(), &tx, consumer, hold).await?;
+        let Some(one) = applied else {
             return Err(StageError::Duplicate("processed already"));
         };
-        emitted |= sent;
-        afters.push(after);
+        committed.push(one);
     }
     tx.commit().await.map_err(hermes_db::DbError::from)?;
-    if local && emitted {
-        relay.wake();
-    }
-    Ok(afters)
+    Ok(committed)
 }
