@@ -546,10 +546,10 @@ async fn transient(e: StageError, deliveries: u32) -> Disposition {
 /// the relays then publish the rows).
 pub(crate) type Committed<A> = (A, Vec<(i64, Outgoing)>);
 
-/// How long the relays leave the rows a commit writes now to this stage: [`eager::HOLD`]
-/// while this process's relay (and its marker) runs, else no hold (the relays publish them).
+/// How long the relays leave the rows a commit writes now to this stage (see
+/// [`eager::hold`]).
 fn writer_hold(ctx: &Ctx) -> Option<Duration> {
-    ctx.db.local_relay().running().then_some(eager::HOLD)
+    eager::hold(&ctx.db)
 }
 
 /// One message's effects, idempotency record and outbox rows in a transaction of its own.

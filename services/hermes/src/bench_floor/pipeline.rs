@@ -3,15 +3,17 @@
 //!
 //! Per message, as the fleet does it: a publish with confirm to `{ns}.router`; the router's
 //! transaction (the run's row, then the idempotency record with the outbox row, committed
-//! in groups as the router commits them); the relay's claim, publish with confirm and mark;
-//! the llm stage's pre-check and `running` update, then its idempotency record with the
-//! outbox row; the relay again; delivery's pre-check, then the run's final update with its
-//! idempotency record; the run's final event appended to its Redis stream. Every statement
-//! is the very function the stages call (`hermes_db::runs`, `hermes_db::outbox`), and the
-//! relay is the fleet's own, so the floor follows the stages when their statements change.
-//! What it leaves out is Hermes: HTTP, parsing and validation, the routing pipeline, budgets,
-//! the model call, serialisation of real envelopes (the bodies are opaque bytes of the same
-//! sizes).
+//! in groups as the router commits them), its row published right after the commit and
+//! marked by the process's marker (docs/architecture.md, "the outbox"); the llm stage's
+//! duplicate check folded into its `running` update, the run's `running` event in Redis,
+//! then its idempotency record with the outbox row, published the same way; delivery's
+//! duplicate check, then the run's final update with its idempotency record, and the run's
+//! final event in Redis. Every statement is the very function the stages call
+//! (`hermes_db::runs`, `hermes_db::outbox`, `hermes_runtime::relay::eager`), and the relay
+//! that sweeps is the fleet's own, so the floor follows the stages when their statements
+//! change. What it leaves out is Hermes: HTTP, parsing and validation, the routing pipeline,
+//! budgets, the model call, serialisation of real envelopes (the bodies are opaque bytes of
+//! the same sizes).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,7 +25,7 @@ use hermes_cache::run_events::{RunEvent, RunEvents};
 use hermes_config::{Config, Namespace};
 use hermes_db::runs::{self, NewRun};
 use hermes_db::{Db, DbError, outbox};
-use hermes_runtime::relay::Relay;
+use hermes_runtime::relay::{Relay, eager};
 use hermes_telemetry::Metrics;
 use hermes_types::ids::{MessageId, RunId};
 use hermes_types::model::{FinishReason, Outcome, Platform, Tier, Usage};
@@ -55,6 +57,8 @@ pub struct Floor {
 #[derive(Clone)]
 struct Hop {
     db: Db,
+    bus: Bus,
+    metrics: Metrics,
     events: RunEvents,
     waiters: Arc<Mutex<HashMap<RunId, oneshot::Sender<String>>>>,
     commits: mpsc::Sender<RouterJob>,
@@ -134,14 +138,20 @@ impl Floor {
         // As the router: a quarter of the pool commits, up to the commit group each time.
         for _ in 0..(config.db_pool_size / 4).max(1) {
             tasks.spawn(committer(
-                db.clone(),
+                Publisher {
+                    db: db.clone(),
+                    bus: bus.clone(),
+                    metrics: metrics.clone(),
+                },
                 queue.clone(),
                 config.bus.commit_group,
             ));
         }
         let waiters = Arc::new(Mutex::new(HashMap::new()));
         let hop = Hop {
-            db,
+            db: db.clone(),
+            bus: bus.clone(),
+            metrics: metrics.clone(),
             events: RunEvents::new(cache, config.run_events_ttl),
             waiters: waiters.clone(),
             commits,
@@ -269,21 +279,29 @@ impl Hop {
             .map_err(|_| DbError::Invalid("the floor's committer ended".into()))?
     }
 
-    /// The llm stage without the model: pre-check, `running`, idempotency record + outbox.
+    /// The llm stage without the model: the duplicate check folded into `running`, the run's
+    /// `running` event, then the idempotency record with the outbox row, published eagerly.
     async fn llm(&self, message: Message) -> Result<(), DbError> {
         let mut client = self.db.get().await?;
-        if hermes_db::already_processed(&client, "llm", message.id).await? {
+        if runs::begin_call(&client, message.run, "llm", message.id).await?
+            == runs::Begin::Processed
+        {
             return Ok(());
         }
-        runs::begin_call(&client, message.run).await?;
+        self.events
+            .append(message.run, &RunEvent::Running { round: 0 })
+            .await
+            .map_err(|e| DbError::Invalid(e.to_string()))?;
         let next = message.next().outgoing(Stage::Delivery, BODY_BYTES[2]);
         let tx = client.transaction().await?;
-        let relay = self.db.local_relay();
-        let local = relay.running();
-        outbox::record_processed(&tx, "llm", message.id, &[next], local).await?;
+        let hold = eager::hold(&self.db);
+        let ids =
+            outbox::record_processed(&tx, "llm", message.id, std::slice::from_ref(&next), hold)
+                .await?;
         tx.commit().await?;
-        if local {
-            relay.wake();
+        if let (Some(ids), Some(_)) = (ids, hold) {
+            let rows = ids.into_iter().zip([next]).collect();
+            eager::publish(&self.db, &self.bus, &self.metrics, rows).await;
         }
         Ok(())
     }
@@ -308,8 +326,7 @@ impl Hop {
         };
         let tx = client.transaction().await?;
         runs::finish(&tx, message.run, &outcome, None).await?;
-        let local = self.db.local_relay().running();
-        outbox::record_processed(&tx, "delivery", message.id, &[], local).await?;
+        outbox::record_processed(&tx, "delivery", message.id, &[], eager::hold(&self.db)).await?;
         tx.commit().await?;
         let text = match &outcome {
             Outcome::Answered { text, .. } => text.clone(),
@@ -331,10 +348,17 @@ impl Hop {
     }
 }
 
+/// What publishes a commit's outbox rows right after it, as a stage does.
+struct Publisher {
+    db: Db,
+    bus: Bus,
+    metrics: Metrics,
+}
+
 /// Commit the router's transactions: take whatever messages are waiting (up to `group`,
 /// never waiting for more), write each one's run and its idempotency record with the
-/// outbox row in one transaction, commit once, answer each.
-async fn committer(db: Db, queue: Arc<Mutex<mpsc::Receiver<RouterJob>>>, group: usize) {
+/// outbox row in one transaction, commit once, publish the rows, answer each.
+async fn committer(p: Publisher, queue: Arc<Mutex<mpsc::Receiver<RouterJob>>>, group: usize) {
     loop {
         let mut jobs = Vec::with_capacity(group);
         {
@@ -351,21 +375,26 @@ async fn committer(db: Db, queue: Arc<Mutex<mpsc::Receiver<RouterJob>>>, group: 
             }
         }
         let messages: Vec<Message> = jobs.iter().map(|j| j.message.clone()).collect();
-        let outcome = commit_group(&db, &messages).await;
+        let outcome = commit_group(&p.db, &messages).await;
+        if let Ok(rows) = &outcome {
+            eager::publish(&p.db, &p.bus, &p.metrics, rows.clone()).await;
+        }
         for job in jobs {
             let _ = job.done.send(match &outcome {
-                Ok(()) => Ok(()),
+                Ok(_) => Ok(()),
                 Err(e) => Err(DbError::Invalid(e.to_string())),
             });
         }
     }
 }
 
-async fn commit_group(db: &Db, messages: &[Message]) -> Result<(), DbError> {
+/// The group's transaction; the outbox rows it wrote, with their ids, when they are this
+/// process's to publish.
+async fn commit_group(db: &Db, messages: &[Message]) -> Result<Vec<(i64, Outgoing)>, DbError> {
     let mut client = db.get().await?;
     let tx = client.transaction().await?;
-    let relay = db.local_relay();
-    let local = relay.running();
+    let hold = eager::hold(db);
+    let mut rows = Vec::new();
     for m in messages {
         let chat = m.run.to_string();
         runs::create(
@@ -385,13 +414,14 @@ async fn commit_group(db: &Db, messages: &[Message]) -> Result<(), DbError> {
         )
         .await?;
         let next = m.next().outgoing(Stage::Llm, BODY_BYTES[1]);
-        outbox::record_processed(&tx, "router", m.id, &[next], local).await?;
+        let ids = outbox::record_processed(&tx, "router", m.id, std::slice::from_ref(&next), hold)
+            .await?;
+        if let (Some(ids), Some(_)) = (ids, hold) {
+            rows.extend(ids.into_iter().zip([next]));
+        }
     }
     tx.commit().await?;
-    if local {
-        relay.wake();
-    }
-    Ok(())
+    Ok(rows)
 }
 
 #[cfg(test)]

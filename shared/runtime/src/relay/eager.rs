@@ -20,6 +20,13 @@ use tokio_util::sync::CancellationToken;
 /// with confirm (milliseconds), far below the outbox-lag alert (30 s).
 pub const HOLD: Duration = Duration::from_secs(5);
 
+/// How long the relays leave the rows a commit on `db` writes now to their writer:
+/// [`HOLD`] while this process's relay (and its marker) runs, else no hold (the relays
+/// publish them).
+pub fn hold(db: &Db) -> Option<Duration> {
+    db.local_relay().running().then_some(HOLD)
+}
+
 /// Publish rows a stage committed (their ids beside them), then hand the confirmed ones to
 /// the marker. A failed publish is counted, and its rows released to the relays.
 pub async fn publish(db: &Db, bus: &Bus, metrics: &Metrics, rows: Vec<(i64, Outgoing)>) {
