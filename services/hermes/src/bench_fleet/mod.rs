@@ -23,6 +23,7 @@ use hermes_telemetry::Metrics;
 use secrecy::ExposeSecret;
 
 use crate::bench_faults::{fleet, model};
+use crate::bench_stats::median;
 use crate::procstat;
 pub(crate) use load::read_sse;
 use load::{Figures, Kind};
@@ -246,11 +247,9 @@ async fn frontier(
     tag: &str,
     void: &mut Vec<String>,
 ) -> f64 {
-    let mut good = 0.0_f64;
-    let mut bad = None::<f64>;
-    let mut rate = args.start_rate;
-    let mut bisections = 0;
+    let mut search = crate::bench_stats::Frontier::new(args.start_rate, args.max_rate, BISECTIONS);
     for n in 0.. {
+        let rate = search.rate();
         let samples = load::step(
             target,
             kind,
@@ -275,28 +274,15 @@ async fn frontier(
             f.sent,
             if holds { "" } else { " (bound broken)" }
         );
-        if holds {
-            good = good.max(rate);
-        } else {
-            bad = Some(bad.map_or(rate, |b| b.min(rate)));
+        if !search.record(holds) {
+            break;
         }
-        rate = match bad {
-            None if rate * 2.0 <= args.max_rate => rate * 2.0,
-            None => return good,
-            Some(b) => {
-                if bisections == BISECTIONS {
-                    return good;
-                }
-                bisections += 1;
-                (good + b) / 2.0
-            }
-        };
         // Let the backlog of a broken step drain before the next.
         if !holds {
             settle(target).await;
         }
     }
-    good
+    search.result()
 }
 
 /// Wait until the fleet answers one request quickly again (a broken step leaves a backlog).
@@ -367,20 +353,6 @@ fn per_answer(
             (*service, cpu / answers.max(1) as f64, a.rss_kib)
         })
         .collect()
-}
-
-/// The median of `values` (the mean of the middle two for an even count).
-fn median(mut values: Vec<f64>) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
 }
 
 /// Print each kind's medians over the rounds, then the cost per process.
@@ -471,13 +443,6 @@ fn report_infra(results: &BTreeMap<&'static str, Vec<Round>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
-        assert_eq!(median(Vec::new()), 0.0);
-    }
 
     #[test]
     fn cpu_per_answer_divides_the_difference_of_two_readings() {
