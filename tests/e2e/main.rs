@@ -11,6 +11,7 @@ mod api_edges;
 mod approvals;
 mod bench_events;
 mod bench_fleet;
+mod bench_floors;
 mod bursts;
 mod bus;
 mod channels;

@@ -4,14 +4,15 @@
 
 pub mod agents;
 pub mod approvals;
-pub mod bench;
 pub mod bench_events;
 pub mod bench_faults;
 pub mod bench_fleet;
 pub mod bench_floor;
+pub mod bench_ingest;
 pub mod bench_jobs;
 pub mod bench_llm;
 pub mod bench_router;
+mod bench_stats;
 pub mod dlq;
 pub mod doctor;
 pub mod erase;

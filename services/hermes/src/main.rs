@@ -97,7 +97,7 @@ enum Command {
 #[derive(Subcommand)]
 enum BenchCommand {
     /// Signed WhatsApp webhooks at a fixed rate against a running ingest: accepted/s, p50/p99/max.
-    Ingest(hermes::bench::IngestBench),
+    Ingest(hermes::bench_ingest::IngestBench),
     /// The router stage alone in this process, warm caches and fake embeddings: messages/s, p50/p99 stage time.
     Router(hermes::bench_router::RouterBench),
     /// The job scheduler's claim alone: jobs due at once, several schedulers, jobs/s, each run once.
@@ -247,7 +247,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
             .await;
         }
         Command::Bench(BenchCommand::Ingest(args)) => {
-            return bench_result(hermes::bench::ingest(args).await);
+            return bench_result(hermes::bench_ingest::ingest(args).await);
         }
         Command::Jobs(cmd) => {
             return admin("jobs", path, |c| async move {

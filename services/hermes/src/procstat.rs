@@ -38,6 +38,13 @@ pub fn machine_busy_ticks() -> Option<u64> {
     busy_of(&std::fs::read_to_string("/proc/stat").ok()?)
 }
 
+/// The machine's load average over 1, 5 and 15 minutes, as `/proc/loadavg` gives it.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(", "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
 /// Milliseconds of `ticks`.
 pub fn ticks_to_ms(ticks: u64) -> f64 {
     ticks as f64 * 1000.0 / USER_HZ as f64

@@ -262,10 +262,7 @@ impl Machine {
                 Some((pid, (comm, procstat::process_ticks(pid)?)))
             })
             .collect();
-        let load = std::fs::read_to_string("/proc/loadavg")
-            .ok()
-            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-            .unwrap_or_else(|| "unknown".into());
+        let load = procstat::load_average();
         Self { load, others }
     }
 

@@ -4,8 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use super::search::{median, ms};
+use super::search::ms;
 use super::{FLOOR, Round, infra};
+use crate::bench_stats::{Ratio, Target, median};
 
 /// Print each kind's medians over the rounds, then the cost per process.
 pub(crate) fn report(results: &BTreeMap<&'static str, Vec<Round>>) {
@@ -113,37 +114,39 @@ pub(crate) fn ratios(results: &BTreeMap<&'static str, Vec<Round>>) {
          targets judged on chat):"
     );
     println!(
-        "{:<12} {:>12} {:>12} {:>8} {:>14} {:>14} {:>8}",
+        "{:<12} {:>12} {:>12} {:>14} {:>14} {:>14} {:>14}",
         "kind", "frontier/s", "floor/s", "ratio", "1-at-a-time", "floor p50", "ratio"
     );
     for (kind, rounds) in results.iter().filter(|(k, _)| **k != FLOOR) {
         let cell =
             |v: Option<f64>, unit: &str| v.map_or("-".to_string(), |v| format!("{v:.1}{unit}"));
-        let ratio = |a: Option<f64>, b: Option<f64>, target: &dyn Fn(f64) -> bool| match (a, b) {
-            (Some(a), Some(b)) if b > 0.0 => {
-                let r = a / b;
-                let verdict = if *kind != "chat" {
-                    ""
-                } else if target(r) {
-                    " met"
-                } else {
-                    " not met"
-                };
-                format!("{r:.2}{verdict}")
-            }
-            _ => "-".into(),
+        let ratio = |measured: Option<f64>, floor: Option<f64>, target: Target| {
+            let (Some(measured), Some(floor)) = (measured, floor) else {
+                return "-".to_string();
+            };
+            let r = Ratio {
+                measured,
+                floor,
+                target,
+            };
+            let verdict = match (*kind == "chat", r.meets()) {
+                (false, _) => "",
+                (true, true) => " met",
+                (true, false) => " not met",
+            };
+            format!("{}{verdict}", r.value_text(false))
         };
         let f = m(rounds, &frontier);
         let s = m(rounds, &serial);
         println!(
-            "{:<12} {:>12} {:>12} {:>8} {:>14} {:>14} {:>8}",
+            "{:<12} {:>12} {:>12} {:>14} {:>14} {:>14} {:>14}",
             kind,
             cell(f, ""),
             cell(floor_frontier, ""),
-            ratio(f, floor_frontier, &|r| r >= 0.70),
+            ratio(f, floor_frontier, Target::AtLeast(0.70)),
             cell(s, " ms"),
             cell(floor_serial, " ms"),
-            ratio(s, floor_serial, &|r| r <= 1.5),
+            ratio(s, floor_serial, Target::AtMost(1.5)),
         );
     }
 }

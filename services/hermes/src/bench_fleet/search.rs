@@ -1,7 +1,8 @@
 //! The throughput frontier, shared by `hermes bench fleet` and `hermes bench floor`: the
 //! highest open-loop rate whose step answered every request as itself with p99 under a
 //! bound, found by doubling from a start rate until the bound breaks, then bisecting. Both
-//! use the same search, so their frontiers compare (docs/performance.md, "Whole fleet").
+//! use the same search (its bookkeeping is `bench_stats::Frontier`, which the ingest bench
+//! uses too), so their frontiers compare (docs/performance.md, "Whole fleet").
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +10,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::load::{self, Figures, Requests};
+use crate::bench_stats::Frontier;
 
 /// How the frontier is searched and how long each measurement runs.
 #[derive(Args, Debug, Clone)]
@@ -63,11 +65,9 @@ pub async fn frontier(
     doubled: &(dyn Fn() -> usize + Sync),
 ) -> f64 {
     let bound = args.bound();
-    let mut good = 0.0_f64;
-    let mut bad = None::<f64>;
-    let mut rate = args.start_rate;
-    let mut bisections = 0;
+    let mut search = Frontier::new(args.start_rate, args.max_rate, BISECTIONS);
     for n in 0.. {
+        let rate = search.rate();
         let samples = load::step(
             requests,
             rate,
@@ -91,28 +91,15 @@ pub async fn frontier(
             f.sent,
             if holds { "" } else { " (bound broken)" }
         );
-        if holds {
-            good = good.max(rate);
-        } else {
-            bad = Some(bad.map_or(rate, |b| b.min(rate)));
+        if !search.record(holds) {
+            break;
         }
-        rate = match bad {
-            None if rate * 2.0 <= args.max_rate => rate * 2.0,
-            None => return good,
-            Some(b) => {
-                if bisections == BISECTIONS {
-                    return good;
-                }
-                bisections += 1;
-                (good + b) / 2.0
-            }
-        };
         // Let the backlog of a broken step drain before the next.
         if !holds {
             settle(requests).await;
         }
     }
-    good
+    search.result()
 }
 
 /// Wait until one request a second is answered quickly again (a broken step leaves a
@@ -129,33 +116,7 @@ pub async fn settle(requests: &Arc<dyn Requests>) {
     }
 }
 
-/// The median of `values` (the mean of the middle two for an even count).
-pub fn median(mut values: Vec<f64>) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
-}
-
 /// Milliseconds of a duration, for printing.
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
-        assert_eq!(median(Vec::new()), 0.0);
-    }
 }

@@ -20,6 +20,8 @@ use hermes_types::model::{Inbound, MessageEvent, Platform};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+mod floor;
+
 #[derive(Args, Debug)]
 pub struct RouterBench {
     /// Messages in the measured burst.
@@ -34,6 +36,20 @@ pub struct RouterBench {
     /// Dimensions of the fake embeddings.
     #[arg(long, default_value_t = 256)]
     dims: usize,
+    /// Also measure the floor: the router's own statements per message replayed through
+    /// pgbench on the same database, alternated with the router round by round, and print
+    /// the router's messages/s as a share of it (docs/performance.md, Router).
+    #[arg(long)]
+    with_floor: bool,
+    /// Rounds of the burst (and of the floor); default 3 with `--with-floor`, else 1.
+    #[arg(long)]
+    rounds: Option<usize>,
+    /// Seconds of each pgbench replay.
+    #[arg(long, default_value_t = 15)]
+    floor_secs: u64,
+    /// pgbench connections; default the router's consumer concurrency (HERMES_PREFETCH).
+    #[arg(long)]
+    floor_clients: Option<usize>,
 }
 
 /// A deterministic unit-ish vector for a text: the fake embeddings endpoint's answer.
@@ -213,14 +229,24 @@ pub async fn router(mut config: Config, args: RouterBench) -> anyhow::Result<()>
         hermes_config::Namespace::parse(&format!("bench{id}")).map_err(anyhow::Error::msg)?;
     config.bus.queue_expires = Some(Duration::from_secs(60));
     config.router.embeddings_url = Some(embeddings_server(args.dims).await?.parse()?);
-    let result = measure(&config, &scratch.db, &args).await;
+    // Ctrl-C still drops the scratch database (pgbench's connections with it).
+    let result = tokio::select! {
+        r = measure(&config, &scratch, &args) => r,
+        signal = crate::bench_faults::interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
+    };
     scratch.drop_now().await?;
     result
 }
 
-async fn measure(config: &Config, db: &Db, args: &RouterBench) -> anyhow::Result<()> {
+async fn measure(config: &Config, scratch: &ScratchDb, args: &RouterBench) -> anyhow::Result<()> {
+    let db = &scratch.db;
+    let rounds = args
+        .rounds
+        .unwrap_or(if args.with_floor { 3 } else { 1 })
+        .max(1);
     let seeding = Instant::now();
-    seed(db, args, i64::from(args.messages) + 1).await?;
+    let total = u64::from(args.messages) * rounds as u64;
+    seed(db, args, i64::try_from(total).unwrap_or(i64::MAX) + 1).await?;
     println!(
         "seeded {} users x {} facts ({} dims) in {:.1}s",
         args.users,
@@ -235,7 +261,23 @@ async fn measure(config: &Config, db: &Db, args: &RouterBench) -> anyhow::Result
     // As in `hermes router`: the process's outbox relay publishes what the stage commits.
     let relay = hermes_runtime::relay::Relay::new(ctx.db.clone(), ctx.bus.clone(), metrics.clone());
     let relay = tokio::spawn(relay.run(stop.clone()));
+    let result = rounds_of(config, scratch, args, rounds, &ctx, &metrics).await;
+    stop.cancel();
+    let _ = router.await;
+    let _ = relay.await;
+    result
+}
 
+/// Warm every user, then run the rounds: a burst through the router, and with
+/// `--with-floor` the pgbench replays, one after the other.
+async fn rounds_of(
+    config: &Config,
+    scratch: &ScratchDb,
+    args: &RouterBench,
+    rounds: usize,
+    ctx: &Ctx,
+    metrics: &Metrics,
+) -> anyhow::Result<()> {
     // Warm every user's soul (and the connection pools).
     for u in 1..=args.users {
         ctx.bus
@@ -244,18 +286,188 @@ async fn measure(config: &Config, db: &Db, args: &RouterBench) -> anyhow::Result
     }
     let queue = ctx.bus.names().queue(hermes_bus::Stage::Router);
     wait_for(
-        &metrics,
+        metrics,
         &queue,
         u64::from(args.users),
         Duration::from_secs(300),
     )
     .await?;
-    let before = buckets(&metrics);
-    let cpu_before = crate::bench::CpuTicks::now(Some(std::process::id()));
+    let machine = crate::procstat::load_average();
+    let mut bursts = Vec::new();
+    let mut floors = Vec::new();
+    for round in 0..rounds {
+        let b = burst(config, ctx, metrics, args, round).await?;
+        b.print();
+        if args.with_floor {
+            let group = b.mean_group.round().max(1.0) as usize;
+            let body_len = outbox_body_len(&scratch.db).await?;
+            let setup = floor::Setup {
+                url: &scratch.url,
+                users: args.users,
+                body_len,
+                clients: args
+                    .floor_clients
+                    .unwrap_or(usize::from(config.bus.prefetch)),
+                secs: args.floor_secs,
+            };
+            let grouped = floor::replay(&setup, group).await?;
+            let alone = if group == 1 {
+                grouped
+            } else {
+                floor::replay(&setup, 1).await?
+            };
+            println!(
+                "floor (pgbench, {} clients, {body_len}-byte outbox body): {:.0} messages/s in groups of {group}, {:.0} messages/s one per transaction ({} + {} failed after retries)",
+                setup.clients,
+                grouped.messages_per_sec,
+                alone.messages_per_sec,
+                grouped.failed,
+                alone.failed
+            );
+            floors.push((group, grouped, alone));
+        }
+        bursts.push(b);
+    }
+    // What the counter promised, the database holds: every message made its run.
+    let runs: i64 = scratch
+        .db
+        .get()
+        .await?
+        .query_one("SELECT count(*) FROM agent_runs WHERE platform = 'rest' AND input_text LIKE '%, take %'", &[])
+        .await?
+        .get(0);
+    let expected = i64::from(args.users) + i64::from(args.messages) * rounds as i64;
+    anyhow::ensure!(
+        runs == expected,
+        "{runs} runs in the database for {expected} messages"
+    );
+    if args.with_floor {
+        report_floor(&bursts, &floors, &machine);
+    }
+    Ok(())
+}
 
+/// The mean size of the outbox bodies the router wrote (its LLM requests).
+async fn outbox_body_len(db: &Db) -> anyhow::Result<usize> {
+    let len: i32 = db
+        .get()
+        .await?
+        .query_one(
+            "SELECT coalesce(avg(length(body)), 0)::int FROM outbox WHERE stage = 'llm'",
+            &[],
+        )
+        .await?
+        .get(0);
+    Ok(usize::try_from(len).unwrap_or(0))
+}
+
+/// Print the router against its floor: each figure the median of the rounds.
+fn report_floor(bursts: &[Burst], floors: &[(usize, floor::Replay, floor::Replay)], machine: &str) {
+    use crate::bench_stats::{Ratio, Target, median};
+    let router = median(bursts.iter().map(|b| b.rate).collect());
+    let grouped = median(floors.iter().map(|f| f.1.messages_per_sec).collect());
+    let alone = median(floors.iter().map(|f| f.2.messages_per_sec).collect());
+    let groups: Vec<String> = floors.iter().map(|f| f.0.to_string()).collect();
+    println!(
+        "router against its floor, medians of {} rounds (load average at the start {machine}):",
+        bursts.len()
+    );
+    println!(
+        "{:<58} {:>10} {:>10} {:>8} {:>8} {:>5}",
+        "figure", "router", "floor", "ratio", "target", "met"
+    );
+    for (name, floor) in [
+        (
+            format!(
+                "messages/s ÷ pgbench, commit groups of {}",
+                groups.join("/")
+            ),
+            grouped,
+        ),
+        (
+            "messages/s ÷ pgbench, one message per transaction".to_string(),
+            alone,
+        ),
+    ] {
+        let r = Ratio {
+            measured: router,
+            floor,
+            target: Target::AtLeast(0.8),
+        };
+        println!(
+            "{name:<58} {router:>10.0} {floor:>10.0} {:>8} {:>8} {:>5}",
+            r.value_text(true),
+            r.target_text(true),
+            if r.meets() { "yes" } else { "no" }
+        );
+    }
+}
+
+/// One burst's figures.
+struct Burst {
+    messages: u32,
+    rate: f64,
+    elapsed: Duration,
+    published: Duration,
+    p50: f64,
+    p99: f64,
+    cpu: (f64, Option<f64>),
+    transactions: u64,
+    mean_group: f64,
+    fallbacks: u64,
+    commit_group: usize,
+}
+
+impl Burst {
+    fn print(&self) {
+        println!(
+            "router: {} messages in {:.2}s = {:.0} messages/s (published in {:.2}s)",
+            self.messages,
+            self.elapsed.as_secs_f64(),
+            self.rate,
+            self.published.as_secs_f64()
+        );
+        println!(
+            "stage time: p50 {:.1} ms, p99 {:.1} ms (interpolated from hermes_stage_duration_seconds)",
+            self.p50 * 1000.0,
+            self.p99 * 1000.0
+        );
+        println!(
+            "CPU per message: {:.2} ms on the whole machine (this process {:.2} ms: the router, its relay, the publisher and the fake embeddings; the rest is PostgreSQL, RabbitMQ and Redis)",
+            self.cpu.0,
+            self.cpu.1.unwrap_or(0.0)
+        );
+        println!(
+            "commits: {} transactions for {} messages (mean group {:.1}, HERMES_COMMIT_GROUP {}); {} groups redone one by one",
+            self.transactions, self.messages, self.mean_group, self.commit_group, self.fallbacks,
+        );
+    }
+}
+
+/// Publish one round's burst and wait until the router acked all of it.
+async fn burst(
+    config: &Config,
+    ctx: &Ctx,
+    metrics: &Metrics,
+    args: &RouterBench,
+    round: usize,
+) -> anyhow::Result<Burst> {
+    let queue = ctx.bus.names().queue(hermes_bus::Stage::Router);
+    let before = buckets(metrics);
+    let groups = metrics.commit_batch_size.with_label_values(&["router"]);
+    let fallbacks = metrics
+        .commit_batch_fallbacks
+        .with_label_values(&["router"]);
+    let (groups_before, sum_before, fallbacks_before) = (
+        groups.get_sample_count(),
+        groups.get_sample_sum(),
+        fallbacks.get(),
+    );
+    let cpu_before = crate::bench_ingest::CpuTicks::now(Some(std::process::id()));
     let started = Instant::now();
+    let first = args.messages * round as u32;
     // Publish in windows of 512 confirms at a time (the bus pipelines within a window).
-    let ids: Vec<u32> = (0..args.messages).collect();
+    let ids: Vec<u32> = (first..first + args.messages).collect();
     for chunk in ids.chunks(512) {
         let sends = chunk.iter().map(|&i| {
             let bus = ctx.bus.clone();
@@ -274,66 +486,31 @@ async fn measure(config: &Config, db: &Db, args: &RouterBench) -> anyhow::Result
     }
     let published = started.elapsed();
     wait_for(
-        &metrics,
+        metrics,
         &queue,
-        u64::from(args.users) + u64::from(args.messages),
+        u64::from(args.users) + u64::from(args.messages) * (round as u64 + 1),
         Duration::from_secs(900),
     )
     .await?;
-    // What the counter promised, the database holds: every message made its run.
-    let runs: i64 = db
-        .get()
-        .await?
-        .query_one("SELECT count(*) FROM agent_runs", &[])
-        .await?
-        .get(0);
-    anyhow::ensure!(
-        runs == i64::from(args.users) + i64::from(args.messages),
-        "{runs} runs in the database for {} messages",
-        args.users + args.messages
-    );
     let elapsed = started.elapsed();
-    let cpu = crate::bench::CpuTicks::now(Some(std::process::id()))
+    let cpu = crate::bench_ingest::CpuTicks::now(Some(std::process::id()))
         .per_item(cpu_before, u64::from(args.messages));
-    let after = buckets(&metrics);
-    stop.cancel();
-    let _ = router.await;
-    let _ = relay.await;
-
-    let rate = f64::from(args.messages) / elapsed.as_secs_f64();
-    println!(
-        "router: {} messages in {:.2}s = {:.0} messages/s (published in {:.2}s)",
-        args.messages,
-        elapsed.as_secs_f64(),
-        rate,
-        published.as_secs_f64()
-    );
-    println!(
-        "stage time: p50 {:.1} ms, p99 {:.1} ms (interpolated from hermes_stage_duration_seconds)",
-        quantile(0.50, &before, &after) * 1000.0,
-        quantile(0.99, &before, &after) * 1000.0
-    );
-    println!(
-        "CPU per message: {:.2} ms on the whole machine (this process {:.2} ms: the router, its relay, the publisher and the fake embeddings; the rest is PostgreSQL, RabbitMQ and Redis)",
-        cpu.0,
-        cpu.1.unwrap_or(0.0)
-    );
-    let recall = metrics.semantic_recall.with_label_values(&["used"]).get();
-    let hits = metrics.soul_cache.with_label_values(&["hit"]).get();
-    println!("semantic recall used {recall} times; soul cache hits {hits}");
-    let groups = metrics.commit_batch_size.with_label_values(&["router"]);
-    let fallbacks = metrics
-        .commit_batch_fallbacks
-        .with_label_values(&["router"])
-        .get();
-    println!(
-        "commits: {} transactions for {} messages (mean group {:.1}, HERMES_COMMIT_GROUP {}); {fallbacks} groups redone one by one",
-        groups.get_sample_count(),
-        groups.get_sample_sum(),
-        groups.get_sample_sum() / groups.get_sample_count().max(1) as f64,
-        config.bus.commit_group,
-    );
-    Ok(())
+    let after = buckets(metrics);
+    let transactions = groups.get_sample_count() - groups_before;
+    let grouped = groups.get_sample_sum() - sum_before;
+    Ok(Burst {
+        messages: args.messages,
+        rate: f64::from(args.messages) / elapsed.as_secs_f64(),
+        elapsed,
+        published,
+        p50: quantile(0.50, &before, &after),
+        p99: quantile(0.99, &before, &after),
+        cpu,
+        transactions,
+        mean_group: grouped / transactions.max(1) as f64,
+        fallbacks: fallbacks.get() - fallbacks_before,
+        commit_group: config.bus.commit_group,
+    })
 }
 
 #[cfg(test)]
