@@ -15,6 +15,9 @@ pub struct Reading {
     pub rss_kib: u64,
     /// The highest resident memory it ever had (`VmHWM`).
     pub peak_kib: u64,
+    /// The part of `rss_kib` that is its own (`RssAnon`): the rest is mapped from files, most
+    /// of it the binary's code, shared with every process of the same binary.
+    pub anon_kib: u64,
 }
 
 /// Read `pid`'s CPU time and memory; `None` when it is gone.
@@ -24,6 +27,7 @@ pub fn read(pid: u32) -> Option<Reading> {
         cpu: Duration::from_millis(process_ticks(pid)? * 1000 / USER_HZ),
         rss_kib: kib_of(&status, "VmRSS:")?,
         peak_kib: kib_of(&status, "VmHWM:")?,
+        anon_kib: kib_of(&status, "RssAnon:").unwrap_or(0),
     })
 }
 

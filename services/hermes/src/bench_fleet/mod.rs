@@ -396,6 +396,7 @@ mod tests {
             cpu: Duration::from_millis(cpu_ms),
             rss_kib,
             peak_kib: rss_kib,
+            anon_kib: rss_kib,
         };
         let before = vec![("ingest", r(1000, 10)), ("router", r(500, 10))];
         let after = vec![("ingest", r(1500, 20)), ("router", r(700, 30))];

@@ -77,6 +77,8 @@ struct Soak {
     services: Vec<&'static str>,
     /// The highest resident memory (KiB) of each process during the idle reading.
     idle_kib: Vec<u64>,
+    /// The highest of its own part (`RssAnon`, KiB) during the idle reading.
+    idle_anon_kib: Vec<u64>,
     /// Whether the fleet was quiet before the idle reading (else it was read after the bound).
     quiet: bool,
     rate: f64,
@@ -122,7 +124,7 @@ async fn soak(
         keep_ledger(target, &tag, &Figures::of(&samples), void);
     }
     let was_quiet = quiet(&target.client, &ports).await;
-    let idle_kib = idle_reading(&pids).await?;
+    let (idle_kib, idle_anon_kib) = idle_reading(&pids).await?;
     eprintln!(
         "bench fleet soak: warm-up and idle reading took {:.0} s{}",
         warm_began.elapsed().as_secs_f64(),
@@ -204,6 +206,7 @@ async fn soak(
     Ok(Soak {
         services,
         idle_kib,
+        idle_anon_kib,
         quiet: was_quiet,
         rate,
         steps,
@@ -241,19 +244,22 @@ async fn quiet(client: &reqwest::Client, ports: &[u16]) -> bool {
     }
 }
 
-/// The highest resident memory (KiB) of each process over `IDLE_READ_SECS` of idleness.
-async fn idle_reading(pids: &[u32]) -> anyhow::Result<Vec<u64>> {
+/// The highest resident memory (KiB) of each process over `IDLE_READ_SECS` of idleness, and
+/// the highest of its own part (`RssAnon`).
+async fn idle_reading(pids: &[u32]) -> anyhow::Result<(Vec<u64>, Vec<u64>)> {
     let mut highest = vec![0; pids.len()];
+    let mut anon = vec![0; pids.len()];
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     for _ in 0..IDLE_READ_SECS {
         tick.tick().await;
-        for (h, pid) in highest.iter_mut().zip(pids) {
+        for ((h, a), pid) in highest.iter_mut().zip(anon.iter_mut()).zip(pids) {
             let r = procstat::read(*pid)
                 .ok_or_else(|| anyhow::anyhow!("pid {pid} ended before the soak"))?;
             *h = (*h).max(r.rss_kib);
+            *a = (*a).max(r.anon_kib);
         }
     }
-    Ok(highest)
+    Ok((highest, anon))
 }
 
 /// The least-squares slope of `points` (seconds, MiB), in MiB per 10 minutes; `None` with
@@ -366,6 +372,10 @@ impl Soak {
                 "still busy after 30 s"
             },
             mib_list(&self.services, &self.idle_kib)
+        );
+        println!(
+            "  of which its own (RssAnon; the rest is mapped from files, mostly the binary's code, shared by every process of it): {}",
+            mib_list(&self.services, &self.idle_anon_kib)
         );
         println!(
             "{:<5} {:<12} {:>7} {:>8} {:>9} {:>8} {:>9} {:>9}  RSS MiB per process",
