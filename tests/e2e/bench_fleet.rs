@@ -102,6 +102,10 @@ async fn a_brief_soak_reports_memory_and_keeps_its_ledger() {
             line("idle RSS").contains(&format!("{service} ")),
             "{stdout}"
         );
+        assert!(
+            line("of which its own").contains(&format!("{service} ")),
+            "each service's own idle memory (RssAnon) is shown:\n{stdout}"
+        );
         assert!(line(service).contains("MiB/10 min"), "{stdout}");
     }
     for step in ["1 ", "2 ", "3 "] {

@@ -89,6 +89,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_process_own_memory_is_read_and_is_part_of_its_resident_memory() {
+        let me = read(std::process::id()).expect("this process is running");
+        assert!(me.anon_kib > 0, "{me:?}");
+        assert!(me.anon_kib <= me.rss_kib, "{me:?}");
+    }
+
+    #[test]
     fn cpu_ticks_are_read_after_a_command_name_with_spaces() {
         let stat = "1234 (tokio (worker) 1) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 8 0 100 0 0";
         assert_eq!(ticks_of(stat), Some(300));

@@ -97,6 +97,11 @@ impl Message {
         Some(Self { run, id, token })
     }
 
+    /// The answer the request waits for: the echo of its token, as the fake model gives it.
+    fn echo(&self) -> String {
+        format!("echo: {}", self.token)
+    }
+
     /// The next hop's message: the same run and token under a new id.
     fn next(&self) -> Self {
         Self {
@@ -312,12 +317,12 @@ impl Hop {
         let mut client = self.db.get().await?;
         if hermes_db::already_processed(&client, "delivery", message.id).await? {
             // Committed before, its event perhaps not appended: the caller reads the run.
-            self.answer(message.run, format!("echo: {}", message.token))
-                .await;
+            self.answer(message.run, message.echo()).await;
             return Ok(());
         }
+        let text = message.echo();
         let outcome = Outcome::Answered {
-            text: format!("echo: {}", message.token),
+            text: text.clone(),
             model: "floor".into(),
             usage: Usage::default(),
             finish_reason: FinishReason::Stop,
@@ -328,10 +333,6 @@ impl Hop {
         runs::finish(&tx, message.run, &outcome, None).await?;
         outbox::record_processed(&tx, "delivery", message.id, &[], eager::hold(&self.db)).await?;
         tx.commit().await?;
-        let text = match &outcome {
-            Outcome::Answered { text, .. } => text.clone(),
-            Outcome::Failed { message, .. } => message.clone(),
-        };
         self.events
             .append(message.run, &RunEvent::Final { outcome })
             .await
