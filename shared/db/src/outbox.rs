@@ -224,6 +224,55 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_released_row_is_the_relays_at_once_and_a_published_one_is_left_alone() {
+        ScratchDb::with(|db| async move {
+            let mut client = db.get().await.unwrap();
+            let tx = client.transaction().await.unwrap();
+            let ids = record_processed(
+                &tx,
+                "test",
+                MessageId::new(),
+                &[outgoing(), outgoing()],
+                Some(Duration::from_secs(5)),
+            )
+            .await
+            .unwrap()
+            .expect("recorded");
+            tx.commit().await.unwrap();
+            mark_published(&client, &ids[1..]).await.unwrap();
+            release(&client, &ids, "broker gone").await.unwrap();
+            let rows = client
+                .query(
+                    "SELECT held_until IS NULL, attempts, last_error, published_at IS NULL
+                     FROM outbox WHERE id = ANY($1) ORDER BY id",
+                    &[&ids],
+                )
+                .await
+                .unwrap();
+            let state = |i: usize| {
+                let r = &rows[i];
+                (
+                    r.get::<_, bool>(0),
+                    r.get::<_, i32>(1),
+                    r.get::<_, Option<String>>(2),
+                    r.get::<_, bool>(3),
+                )
+            };
+            assert_eq!(
+                state(0),
+                (true, 1, Some("broker gone".to_string()), true),
+                "the failed row loses its hold and counts the attempt"
+            );
+            assert_eq!(
+                state(1),
+                (false, 0, None, false),
+                "a row published meanwhile is left as it is"
+            );
+        })
+        .await;
+    }
+
+    #[tokio::test]
     async fn held_commits_skip_notify_and_duplicates_enqueue_nothing() {
         ScratchDb::with(|db| async move {
             let (listener, mut conn) = db.pg_config().connect(db.tls()).await.unwrap();
