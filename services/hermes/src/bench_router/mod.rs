@@ -223,7 +223,8 @@ pub async fn router(mut config: Config, args: RouterBench) -> anyhow::Result<()>
     );
     let scratch = ScratchDb::create(&config.database_url, "hermes_bench").await?;
     config.database_url = scratch.url.clone();
-    // The database's random suffix names the namespace too (queues expire after the run).
+    // The database's random suffix names the namespace too (its queues are deleted at the end,
+    // and expire if the run dies first).
     let id = scratch.name().trim_start_matches("hermes_bench_");
     config.namespace =
         hermes_config::Namespace::parse(&format!("bench{id}")).map_err(anyhow::Error::msg)?;
@@ -265,6 +266,11 @@ async fn measure(config: &Config, scratch: &ScratchDb, args: &RouterBench) -> an
     stop.cancel();
     let _ = router.await;
     let _ = relay.await;
+    // The run's queues cost the broker files and CPU; expiry is only the backstop.
+    if let Err(e) = ctx.bus.delete_topology().await {
+        eprintln!("bench router: cannot delete the run's queues (they expire): {e}");
+    }
+    ctx.bus.close().await;
     result
 }
 
