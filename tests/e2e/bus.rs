@@ -160,6 +160,47 @@ async fn a_message_that_always_fails_is_parked_after_the_delivery_limit() {
     ctx.bus.close().await;
 }
 
+/// The frame size sets most of an idle process's memory (two buffers of 32 frames per
+/// connection), so the fleet asks for `HERMES_AMQP_FRAME_MAX` instead of the broker's
+/// 128 KiB, a URL's own `frame_max` winning, and a message larger than a frame still
+/// travels whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bus_asks_for_its_frame_size_and_a_larger_message_travels_whole() {
+    let env = TestEnv::new().await;
+    let config = env.config();
+    let connect = |url: String, frame_max: u32| {
+        let mut settings = config.bus.clone();
+        settings.frame_max = frame_max;
+        let names = hermes_bus::Names::new(hermes_config::Namespace::parse(&env.ns).unwrap());
+        hermes_bus::Bus::connect(url.into(), names, settings, Metrics::new())
+    };
+    let url = secrecy::ExposeSecret::expose_secret(&config.amqp_url).to_string();
+    let bus = connect(url.clone(), 8192).await.unwrap();
+    assert_eq!(bus.frame_max().await, Some(8192));
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let own = connect(format!("{url}{sep}frame_max=4096"), 8192)
+        .await
+        .unwrap();
+    assert_eq!(
+        own.frame_max().await,
+        Some(4096),
+        "the URL's frame_max wins"
+    );
+    own.close().await;
+
+    // A reply of 40,000 characters crosses several 8 KiB frames on the way in and out.
+    let text = "x".repeat(40_000);
+    let message = Envelope::new(RunId::new(), None, &api_inbound(&text));
+    bus.publish(&message).await.unwrap();
+    // The publish was confirmed, so the message is in the queue already.
+    let got = hermes_testkit::fakes::drain(&bus, Stage::Router).await;
+    assert_eq!(got.len(), 1);
+    let got = &got[0];
+    assert_eq!(got.id, message.id);
+    assert_eq!(got.payload, message.payload);
+    bus.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queue_arguments_match_the_design() {
     let env = TestEnv::new().await;

@@ -28,6 +28,7 @@ use lapin::options::{
     ConfirmSelectOptions, QueueDeclareOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, ShortString};
+use lapin::uri::AMQPUri;
 use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties};
 use secrecy::{ExposeSecret, SecretString};
 use tokio::sync::{RwLock, Semaphore, watch};
@@ -54,6 +55,9 @@ pub enum BusError {
         "the broker did not take and confirm the message within {0:?} (HERMES_PUBLISH_TIMEOUT_SECS)"
     )]
     PublishTimeout(Duration),
+    /// The URL itself is never in the message: it carries the broker's password.
+    #[error("AMQP_URL is not a valid amqp:// or amqps:// URL")]
+    InvalidUrl,
 }
 
 struct Inner {
@@ -77,9 +81,17 @@ pub struct Bus {
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-async fn open(url: &str, name: &str) -> Result<Connection, BusError> {
+/// Open a connection named `name`, asking for frames of at most `frame_max` bytes unless the
+/// URL sets its own `frame_max`. The client keeps two ring buffers of 32 frames per
+/// connection, so the frame size, not the traffic, sets most of an idle process's memory
+/// (docs/performance.md, "Memory: the soak").
+async fn open(url: &str, name: &str, frame_max: Option<u32>) -> Result<Connection, BusError> {
+    let mut uri: AMQPUri = url.parse().map_err(|_| BusError::InvalidUrl)?;
+    if uri.query.frame_max.is_none() {
+        uri.query.frame_max = frame_max;
+    }
     let props = ConnectionProperties::default().with_connection_name(name.to_string().into());
-    match tokio::time::timeout(CONNECT_TIMEOUT, Connection::connect(url, props)).await {
+    match tokio::time::timeout(CONNECT_TIMEOUT, Connection::connect_uri(uri, props)).await {
         Ok(res) => Ok(res?),
         Err(_) => Err(BusError::NotConnected),
     }
@@ -87,7 +99,7 @@ async fn open(url: &str, name: &str) -> Result<Connection, BusError> {
 
 /// Check that the broker accepts a connection (for `hermes doctor`); declares nothing.
 pub async fn probe(url: &SecretString) -> Result<(), BusError> {
-    let conn = open(url.expose_secret(), "hermes-doctor").await?;
+    let conn = open(url.expose_secret(), "hermes-doctor", None).await?;
     let _ = conn.close(200, "probe".into()).await;
     Ok(())
 }
@@ -135,8 +147,9 @@ impl Bus {
         let i = &self.inner;
         let url = i.url.expose_secret();
         let ns = i.names.namespace().to_string();
-        let publish_conn = open(url, &format!("hermes-{ns}-publish")).await?;
-        let consume_conn = open(url, &format!("hermes-{ns}-consume")).await?;
+        let frame_max = Some(i.settings.frame_max);
+        let publish_conn = open(url, &format!("hermes-{ns}-publish"), frame_max).await?;
+        let consume_conn = open(url, &format!("hermes-{ns}-consume"), frame_max).await?;
         topology::declare(&publish_conn, &i.names, &i.settings).await?;
         let channel = publish_conn.create_channel().await?;
         channel
@@ -268,6 +281,14 @@ impl Bus {
 
     pub fn names(&self) -> &Names {
         &self.inner.names
+    }
+
+    /// The frame size the broker agreed to on the publishing connection (`None` while
+    /// disconnected): the lower of `HERMES_AMQP_FRAME_MAX` (or the URL's `frame_max`) and
+    /// the broker's own limit.
+    pub async fn frame_max(&self) -> Option<u32> {
+        let conn = self.inner.publish_conn.read().await;
+        conn.as_ref().map(|c| c.configuration().frame_max())
     }
 
     /// Publish an envelope to the queue of its kind and wait for the broker's confirm.

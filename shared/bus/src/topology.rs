@@ -316,6 +316,7 @@ mod tests {
             commit_group: 1,
             delivery_limit: 5,
             publish_window: 1,
+            frame_max: 16_384,
             reconnect_timeout: Duration::from_secs(1),
             queue_expires: None,
             retry_delays: vec![mins(1), mins(5)],

@@ -101,6 +101,8 @@ pub struct BusSettings {
     pub commit_group: usize,
     pub delivery_limit: u32,
     pub publish_window: usize,
+    /// Largest AMQP frame asked of the broker, unless the URL sets one.
+    pub frame_max: u32,
     pub reconnect_timeout: Duration,
     pub queue_expires: Option<Duration>,
     /// Waits before each queued retry of the stages that retry later (delivery, webhooks);

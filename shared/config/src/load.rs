@@ -238,6 +238,7 @@ fn read_bus(r: &mut Reader<'_>) -> Option<BusSettings> {
     let commit_group = r.get(&bus::HERMES_COMMIT_GROUP);
     let delivery_limit = r.get(&bus::HERMES_DELIVERY_LIMIT);
     let publish_window = r.get(&bus::HERMES_PUBLISH_WINDOW);
+    let frame_max = r.get(&bus::HERMES_AMQP_FRAME_MAX);
     let reconnect_timeout = r.get(&bus::HERMES_BUS_RECONNECT_SECS);
     let queue_expires = r.get(&bus::HERMES_QUEUE_EXPIRES_SECS);
     let retry_delays = r.get(&bus::HERMES_DELIVERY_RETRY_DELAYS);
@@ -249,6 +250,7 @@ fn read_bus(r: &mut Reader<'_>) -> Option<BusSettings> {
         commit_group: commit_group?,
         delivery_limit: delivery_limit?,
         publish_window: publish_window?,
+        frame_max: frame_max?,
         reconnect_timeout: reconnect_timeout?,
         queue_expires,
         retry_delays: retry_delays?,

@@ -103,6 +103,7 @@ async fn drain(
         commit_group: 1,
         delivery_limit: 5,
         publish_window: 1,
+        frame_max: 16_384,
         reconnect_timeout: Duration::from_secs(10),
         queue_expires,
         retry_delays: Vec::new(),

@@ -1,5 +1,5 @@
 //! The bus: consumer concurrency, group commit, the delivery limit that parks poison,
-//! publisher confirms, reconnects, queue expiry and the queued retries.
+//! publisher confirms, frame size, reconnects, queue expiry and the queued retries.
 
 use std::time::Duration;
 
@@ -32,6 +32,12 @@ settings! {
             unset: Value("512"),
             secret: false,
             help: "publishes awaiting broker confirms at once",
+        },
+        HERMES_AMQP_FRAME_MAX: u32 {
+            kind: kinds::AMQP_FRAME,
+            unset: Value("16384"),
+            secret: false,
+            help: "largest AMQP frame, in bytes (at least 4096), each connection asks the broker for; a larger message travels in several frames. The client keeps two buffers of 32 frames per connection and a process has two connections, so this sets most of an idle process's memory: the broker's default of 131072 costs 16 MiB. A `frame_max` in AMQP_URL wins",
         },
         HERMES_BUS_RECONNECT_SECS: Duration {
             kind: kinds::SECS,

@@ -275,6 +275,8 @@ const fn whole<T: Display>(parse: fn(&str, &str) -> Result<T, Vec<String>>) -> K
 pub(crate) const U32: Kind<u32> = whole(from_str);
 /// A `u32` of at least 1.
 pub(crate) const U32_POSITIVE: Kind<u32> = whole(at_least::<u32, 1>);
+/// An AMQP frame size in bytes, raised to the protocol's minimum frame of 4096.
+pub(crate) const AMQP_FRAME: Kind<u32> = whole(at_least::<u32, 4096>);
 /// A `u16` of at least 1.
 pub(crate) const U16_POSITIVE: Kind<u16> = whole(at_least::<u16, 1>);
 /// Any `usize`.
