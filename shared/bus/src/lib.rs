@@ -8,7 +8,11 @@
 //! deliveries of a lost channel can no longer be acked and consumers must be re-spawned
 //! with their own prefetch either way.
 
+mod connect;
 mod topology;
+
+use connect::open;
+pub use connect::probe;
 
 pub use hermes_types::stage::{Outgoing, Stage};
 pub use topology::{
@@ -28,8 +32,7 @@ use lapin::options::{
     ConfirmSelectOptions, QueueDeclareOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, ShortString};
-use lapin::uri::AMQPUri;
-use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties};
+use lapin::{BasicProperties, Channel, Confirmation, Connection};
 use secrecy::{ExposeSecret, SecretString};
 use tokio::sync::{RwLock, Semaphore, watch};
 use tokio::task::JoinSet;
@@ -77,31 +80,6 @@ struct Inner {
 #[derive(Clone)]
 pub struct Bus {
     inner: Arc<Inner>,
-}
-
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Open a connection named `name`, asking for frames of at most `frame_max` bytes unless the
-/// URL sets its own `frame_max`. The client keeps two ring buffers of 32 frames per
-/// connection, so the frame size, not the traffic, sets most of an idle process's memory
-/// (docs/performance.md, "Memory: the soak").
-async fn open(url: &str, name: &str, frame_max: Option<u32>) -> Result<Connection, BusError> {
-    let mut uri: AMQPUri = url.parse().map_err(|_| BusError::InvalidUrl)?;
-    if uri.query.frame_max.is_none() {
-        uri.query.frame_max = frame_max;
-    }
-    let props = ConnectionProperties::default().with_connection_name(name.to_string().into());
-    match tokio::time::timeout(CONNECT_TIMEOUT, Connection::connect_uri(uri, props)).await {
-        Ok(res) => Ok(res?),
-        Err(_) => Err(BusError::NotConnected),
-    }
-}
-
-/// Check that the broker accepts a connection (for `hermes doctor`); declares nothing.
-pub async fn probe(url: &SecretString) -> Result<(), BusError> {
-    let conn = open(url.expose_secret(), "hermes-doctor", None).await?;
-    let _ = conn.close(200, "probe".into()).await;
-    Ok(())
 }
 
 impl Bus {
