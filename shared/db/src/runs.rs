@@ -1,12 +1,15 @@
 //! AgentRun rows: created by the router, advanced by each stage in the same transaction as
 //! its other effects, closed by delivery. A closed run never changes again.
 
-use hermes_types::ids::{AgentId, ApiKeyId, MessageId, RunId, SessionId, UserId};
+use hermes_types::ids::{AgentId, ApiKeyId, RunId, SessionId, UserId};
 use std::fmt;
 
 use super::{Client, DbError, Transaction};
+
+mod stop;
 use hermes_types::agent::{CONTRACT_VERSION, Dispatch, EngagementMode};
 use hermes_types::model::{ChatMessage, FailureCode, Outcome, Platform, Provenance, Tier, Usage};
+pub use stop::{Begin, begin_call, request_stop, stop_requested};
 
 /// The lifecycle of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -407,87 +410,6 @@ pub async fn fail_after_answer(
         )
         .await?;
     Ok(n == 1)
-}
-
-/// Ask an open run to stop at its next safe point (docs/api.md, runs): true when the run
-/// was open and is now asked to stop (asking twice is still true), false when it is closed
-/// or unknown.
-pub async fn request_stop(client: &Client, id: RunId) -> Result<bool, DbError> {
-    let n = client
-        .execute(
-            &crate::stmt(
-                client,
-                "UPDATE agent_runs SET stop_requested_at = COALESCE(stop_requested_at, now()),
-                    updated_at = now()
-                 WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled', 'expired')",
-            )
-            .await?,
-            &[&id.as_uuid()],
-        )
-        .await?;
-    Ok(n == 1)
-}
-
-/// Whether a stop was asked for the run: each stage checks before its next model or tool
-/// call.
-pub async fn stop_requested(client: &Client, id: RunId) -> Result<bool, DbError> {
-    let row = client
-        .query_opt(
-            &crate::stmt(
-                client,
-                "SELECT stop_requested_at IS NOT NULL FROM agent_runs WHERE id = $1",
-            )
-            .await?,
-            &[&id.as_uuid()],
-        )
-        .await?;
-    Ok(row.is_some_and(|r| r.get::<_, bool>(0)))
-}
-
-/// What [`begin_call`] found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Begin {
-    /// `consumer` processed this message already: nothing was changed.
-    Processed,
-    /// The run is marked `running`; `stop` tells whether a stop was asked for.
-    Call { stop: bool },
-}
-
-/// Mark an open run `running` as a model call of it begins, and tell whether a stop was
-/// asked for (the llm stage's safe point), unless `consumer` processed `message_id` already
-/// (a redelivery, skipped before the model is called): one statement, so neither the
-/// duplicate check nor the mark costs a round trip of its own. A closed or unknown run is
-/// left alone and reads as not stopped.
-pub async fn begin_call(
-    client: &Client,
-    id: RunId,
-    consumer: &str,
-    message_id: MessageId,
-) -> Result<Begin, DbError> {
-    let row = client
-        .query_one(
-            &crate::stmt(
-                client,
-                "WITH d AS (SELECT EXISTS (SELECT 1 FROM processed_messages
-                                           WHERE consumer = $2 AND message_id = $3) AS done),
-                      u AS (UPDATE agent_runs SET status = 'running', updated_at = now()
-                            WHERE id = $1
-                              AND status NOT IN ('completed', 'failed', 'cancelled', 'expired')
-                              AND NOT (SELECT done FROM d)
-                            RETURNING stop_requested_at IS NOT NULL AS stop)
-                 SELECT (SELECT done FROM d), COALESCE((SELECT stop FROM u), false)",
-            )
-            .await?,
-            &[&id.as_uuid(), &consumer, &message_id.as_uuid()],
-        )
-        .await?;
-    Ok(if row.get::<_, bool>(0) {
-        Begin::Processed
-    } else {
-        Begin::Call {
-            stop: row.get::<_, bool>(1),
-        }
-    })
 }
 
 /// A run as stored.

@@ -546,12 +546,6 @@ async fn transient(e: StageError, deliveries: u32) -> Disposition {
 /// the relays then publish the rows).
 pub(crate) type Committed<A> = (A, Vec<(i64, Outgoing)>);
 
-/// How long the relays leave the rows a commit writes now to this stage (see
-/// [`eager::hold`]).
-fn writer_hold(ctx: &Ctx) -> Option<Duration> {
-    eager::hold(&ctx.db)
-}
-
 /// One message's effects, idempotency record and outbox rows in a transaction of its own.
 async fn commit_alone<H: Handler>(
     handler: &H,
@@ -565,7 +559,8 @@ async fn commit_alone<H: Handler>(
         .transaction()
         .await
         .map_err(hermes_db::DbError::from)?;
-    let Some(committed) = apply(handler, env, prepared, &tx, consumer, writer_hold(ctx)).await?
+    let Some(committed) =
+        apply(handler, env, prepared, &tx, consumer, eager::hold(&ctx.db)).await?
     else {
         return Ok(None);
     };

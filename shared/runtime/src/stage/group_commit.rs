@@ -22,7 +22,7 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio::task::JoinSet;
 use uuid::Uuid;
 
-use super::{Committed, Handler, StageError, apply, commit_alone, writer_hold};
+use super::{Committed, Handler, StageError, apply, commit_alone};
 use crate::context::Ctx;
 use hermes_types::envelope::Envelope;
 
@@ -203,7 +203,7 @@ async fn try_group<H: GroupCommit>(
         .transaction()
         .await
         .map_err(hermes_db::DbError::from)?;
-    let hold = writer_hold(ctx);
+    let hold = crate::relay::eager::hold(&ctx.db);
     let mut committed = Vec::with_capacity(jobs.len());
     for job in jobs {
         let applied = apply(handler, &job.env, job.prepared.clone(), &tx, consumer, hold).await?;
