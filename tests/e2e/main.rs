@@ -65,6 +65,7 @@ mod thin_path;
 mod tls;
 mod tool_grants;
 mod tools;
+mod tools_readiness;
 mod topology;
 mod two_fleets;
 mod whatsapp_window;

@@ -129,12 +129,15 @@ async fn a_fresh_fleet_offers_its_tools_to_the_first_message_and_forgets_removed
     let config = silent_server_config(&env.ns);
     env.openai_mock(&format!("{}/v1", provider.uri()))
         .set("HERMES_MODEL", "gpt-test")
-        .set("HERMES_CONFIG", config.to_str().unwrap());
+        .set("HERMES_CONFIG", config.to_str().unwrap())
+        // `silent` never answers: readiness waits for it this long only.
+        .set("HERMES_TOOLS_READY_TIMEOUT", "1s");
     // A server of the previous configuration left its tools behind.
     publish(&env, "mcp-gone", &["mcp_gone_wipe_disk"]).await;
     env.user(Platform::Rest, "early", 5).await;
     let fleet = env.start(&Service::ALL).await;
-    // Ready: the first message is offered the built-ins, while `silent` is still connecting.
+    // Ready: the first message is offered the built-ins, while `silent` is still connecting
+    // past the readiness bound.
     let bus = env.bus().await;
     send(&bus, "early", "what time is it in Tokyo right now?").await;
     let calls = provider_calls(&provider, 1).await;

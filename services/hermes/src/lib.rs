@@ -154,6 +154,8 @@ pub async fn run(
         // Not ready before the registry holds this build's tools: a message routed earlier
         // would be offered none.
         ctx.readiness.expect(hermes_tools::REGISTRY_PUBLISHED);
+        // Nor before its MCP servers' first discovery is in it (or failed, or timed out).
+        ctx.readiness.expect(hermes_tools::MCP_DISCOVERED);
     }
     let mut http = listeners.http;
     let mut ingest = None;

@@ -27,6 +27,11 @@ pub use handler::{Executed, Outcome, ToolStage, execute};
 /// The start-up step a process running the tools stage announces to its readiness: the
 /// first publication of the registry (docs/tools-and-mcp.md, "The registry").
 pub const REGISTRY_PUBLISHED: &str = "tool_registry";
+
+/// The start-up step after it: every enabled MCP server's first discovery published (or
+/// failed), bounded by `HERMES_TOOLS_READY_TIMEOUT` (docs/tools-and-mcp.md, "The registry").
+/// A message routed before would be offered none of those servers' tools.
+pub const MCP_DISCOVERED: &str = "mcp_servers";
 pub use registry::{Registry, Tool, ToolError};
 
 use mcp::{Complete, GatewaySampling, McpHub, ToolsetChanged};
@@ -163,6 +168,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         llm.clone(),
     ));
     let registry = Arc::new(RwLock::new(builtins.with_mcp(hub.clone())));
+    let discovery = tokio::spawn(announce_discovery(ctx.clone(), hub.clone()));
 
     let (reload_tx, reload_rx) = mpsc::channel(1);
     reload::spawn_listener(
@@ -183,10 +189,27 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let watch = tokio::spawn(approval_watch::run(ctx.clone()));
     stage::run(ctx.clone(), ToolStage::new(ctx, registry.clone())?).await;
     watch.abort();
+    discovery.abort();
     reloader.abort();
     publisher.abort();
     sync::read(&registry).shutdown();
     Ok(())
+}
+
+/// Mark [`MCP_DISCOVERED`] done once every enabled server's first discovery is in the
+/// registry or failed, or when `HERMES_TOOLS_READY_TIMEOUT` has passed, naming the servers
+/// still missing then (they publish when they connect, as after any restart).
+async fn announce_discovery(ctx: Ctx, hub: Arc<McpHub>) {
+    let bound = ctx.config.tools_ready_timeout;
+    let missing = hub.discovered_within(bound).await;
+    if !missing.is_empty() {
+        tracing::warn!(
+            servers = ?missing,
+            timeout = ?bound,
+            "ready without these MCP servers' tools: no first discovery within HERMES_TOOLS_READY_TIMEOUT"
+        );
+    }
+    ctx.readiness.done(MCP_DISCOVERED);
 }
 
 /// What became of a reload request (the `outcome` of `hermes_tools_reloads_total`).
@@ -268,6 +291,10 @@ async fn publish_changes(ctx: Ctx, mut changes: mpsc::UnboundedReceiver<ToolsetC
             anyhow::Ok(())
         }
         .await;
+        // Tried, whatever the outcome: a first discovery no longer holds readiness.
+        if let Some(flag) = &change.published {
+            flag.send_replace(true);
+        }
         match result {
             Ok(()) => tracing::info!(
                 toolset = change.toolset,

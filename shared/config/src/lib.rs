@@ -295,6 +295,9 @@ pub struct Config {
     pub alerts: AlertSettings,
     /// Tool calls waiting for an operator.
     pub approvals: ApprovalSettings,
+    /// How long the tools stage's readiness waits for its MCP servers' first discovery
+    /// (`HERMES_TOOLS_READY_TIMEOUT`).
+    pub tools_ready_timeout: Duration,
     pub file: FileConfig,
     pub config_path: Option<PathBuf>,
     /// What each variable resolved to when read, secrets masked (for [`Config::describe`]).

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::env::{
-    Reader, api, approvals, bus, ingest, media, process, providers, retention, router,
+    Reader, api, approvals, bus, ingest, media, process, providers, retention, router, tools,
 };
 use crate::{
     ApiSurface, ApprovalSettings, BackendKind, BusSettings, ChannelSecrets, Config, ConfigError,
@@ -77,6 +77,7 @@ impl Config {
         let alerts = crate::delivery::read_alerts(&mut r);
         let approval_timeout = r.get(&approvals::HERMES_APPROVAL_TIMEOUT);
         let approval_sweep = r.get(&approvals::HERMES_APPROVAL_SWEEP_SECS);
+        let tools_ready_timeout = r.get(&tools::HERMES_TOOLS_READY_TIMEOUT);
 
         // `--config` wins over the variable; doctor shows whichever was used.
         let from_env = r.get(&process::HERMES_CONFIG);
@@ -146,6 +147,7 @@ impl Config {
                     timeout: approval_timeout?,
                     sweep_every: approval_sweep?,
                 },
+                tools_ready_timeout: tools_ready_timeout?,
                 file,
                 config_path,
                 shown: std::mem::take(&mut r.shown),

@@ -26,7 +26,9 @@ pub use fakes::{
 pub use fleet::Fleet;
 pub use harness::StageHarness;
 pub use killable::KillableFleet;
-pub use process::{RealProcess, everything_server_toml, free_port, hermes_bin};
+pub use process::{
+    RealProcess, everything_server_js, everything_server_toml, free_port, hermes_bin,
+};
 pub use wait::eventually;
 
 /// The Bearer key every test fleet uses.

@@ -25,9 +25,9 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// `[mcp_servers.everything]`: the MCP reference server (`@modelcontextprotocol/server-everything`,
-/// installed in `tests/mcp/` by `scripts/test`) over stdio, with `extra` keys.
-pub fn everything_server_toml(extra: &str) -> String {
+/// The MCP reference server's script (`@modelcontextprotocol/server-everything`, installed
+/// in `tests/mcp/` by `scripts/test`): `node <it> stdio` serves MCP on stdio.
+pub fn everything_server_js() -> PathBuf {
     let server = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     assert!(
@@ -35,6 +35,13 @@ pub fn everything_server_toml(extra: &str) -> String {
         "{} is missing: run `npm ci` in tests/mcp",
         server.display()
     );
+    server
+}
+
+/// `[mcp_servers.everything]`: the MCP reference server (`@modelcontextprotocol/server-everything`,
+/// installed in `tests/mcp/` by `scripts/test`) over stdio, with `extra` keys.
+pub fn everything_server_toml(extra: &str) -> String {
+    let server = everything_server_js();
     format!(
         "[mcp_servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n{extra}\n",
         server.display().to_string()
@@ -118,8 +125,8 @@ impl RealProcess {
 
 impl crate::TestEnv {
     /// Start `hermes <service>` as a real process with this test's environment on free ports
-    /// (its log on this test's stderr) and wait until it is ready.
-    pub async fn spawn_ready(&self, service: &str) -> RealProcess {
+    /// (its log on this test's stderr), without waiting for it.
+    pub fn spawn(&self, service: &str) -> RealProcess {
         let (http, admin) = (free_port(), free_port());
         let child = self
             .command()
@@ -131,19 +138,30 @@ impl crate::TestEnv {
             .kill_on_drop(true)
             .spawn()
             .expect("hermes starts");
-        let process = RealProcess { child, http, admin };
-        let ready = process.readyz();
-        crate::eventually(
-            std::time::Duration::from_secs(30),
-            &format!("hermes {service} ready"),
-            || async {
-                reqwest::get(&ready)
-                    .await
-                    .is_ok_and(|r| r.status().is_success())
-                    .then_some(())
-            },
-        )
-        .await;
+        RealProcess { child, http, admin }
+    }
+
+    /// [`TestEnv::spawn`], then wait until it is ready.
+    pub async fn spawn_ready(&self, service: &str) -> RealProcess {
+        let process = self.spawn(service);
+        process.wait_ready(std::time::Duration::from_secs(30)).await;
         process
+    }
+}
+
+impl RealProcess {
+    /// Its `/readyz` answer: the status and the JSON body (`None` while it does not answer).
+    pub async fn readiness(&self) -> Option<(u16, serde_json::Value)> {
+        let resp = reqwest::get(self.readyz()).await.ok()?;
+        let status = resp.status().as_u16();
+        Some((status, resp.json().await.ok()?))
+    }
+
+    /// Wait until `/readyz` answers 200, at most `limit`.
+    pub async fn wait_ready(&self, limit: std::time::Duration) {
+        crate::eventually(limit, "hermes ready", || async {
+            (self.readiness().await?.0 == 200).then_some(())
+        })
+        .await;
     }
 }

@@ -37,6 +37,9 @@ pub struct McpHub {
     servers: Vec<Arc<McpServer>>,
     /// Per server: the bound of its first attempt and the flag that turns true after it.
     first: Vec<(Duration, watch::Receiver<bool>)>,
+    /// Per server: its name and the flag that turns true once its first discovery is in
+    /// the registry (or its first attempt failed).
+    discovered: Vec<(String, watch::Receiver<bool>)>,
     stop: CancellationToken,
 }
 
@@ -69,6 +72,7 @@ impl McpHub {
         let stop = CancellationToken::new();
         let mut started = Vec::new();
         let mut first = Vec::new();
+        let mut discovered = Vec::new();
         for (name, settings) in servers.iter().filter(|(_, s)| s.enabled) {
             let server = Arc::new(McpServer::new(
                 name.clone(),
@@ -77,12 +81,15 @@ impl McpHub {
                 llm.clone(),
             ));
             let (first_tx, first_rx) = watch::channel(false);
+            let (discovered_tx, discovered_rx) = watch::channel(false);
             tokio::spawn(supervisor::supervise(
                 server.clone(),
                 changes.clone(),
                 first_tx,
+                discovered_tx,
                 stop.child_token(),
             ));
+            discovered.push((name.clone(), discovered_rx));
             first.push((
                 settings.connect_deadline() + Duration::from_secs(1),
                 first_rx,
@@ -92,8 +99,31 @@ impl McpHub {
         Self {
             servers: started,
             first,
+            discovered,
             stop,
         }
+    }
+
+    /// Wait until every server's first discovery is published to the registry, or its
+    /// first attempt failed, at most `bound` in all; the names of the servers still
+    /// missing then. A flag whose sender is gone (its change dropped unpublished, the
+    /// supervisor stopped) counts as settled.
+    pub async fn discovered_within(&self, bound: Duration) -> Vec<String> {
+        let deadline = tokio::time::Instant::now() + bound;
+        let waits = self.discovered.iter().map(|(name, rx)| {
+            let mut rx = rx.clone();
+            async move {
+                let settled = tokio::time::timeout_at(deadline, rx.wait_for(|done| *done))
+                    .await
+                    .is_ok();
+                (!settled).then(|| name.clone())
+            }
+        });
+        futures_util::future::join_all(waits)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
     }
 
     /// Wait until every server has made its first connection attempt, each at most its

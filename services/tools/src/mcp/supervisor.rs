@@ -17,10 +17,14 @@ use super::server::McpServer;
 const LIVENESS_POLL: Duration = Duration::from_millis(200);
 
 /// A server's tools changed: publish `specs` as its toolset.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct ToolsetChanged {
     pub toolset: String,
     pub specs: Vec<ToolSpec>,
+    /// The server's first discovery carries its readiness flag: the publisher turns it true
+    /// once the list is in the registry (tried, whatever the outcome). A change dropped
+    /// unpublished drops the flag, which counts as done.
+    pub published: Option<watch::Sender<bool>>,
 }
 
 fn backoff() -> impl Iterator<Item = Duration> {
@@ -33,13 +37,17 @@ fn backoff() -> impl Iterator<Item = Duration> {
 }
 
 /// Supervise `server` until `stop`. `first_attempt` turns true once the first connection
-/// attempt (and its discovery) is over, successful or not.
+/// attempt (and its discovery) is over, successful or not; `discovered` once that discovery
+/// is also published to the registry, or the attempt failed (the readiness of the tools
+/// stage, docs/tools-and-mcp.md, "The registry").
 pub async fn supervise(
     server: Arc<McpServer>,
     changes: mpsc::UnboundedSender<ToolsetChanged>,
     first_attempt: watch::Sender<bool>,
+    discovered: watch::Sender<bool>,
     stop: CancellationToken,
 ) {
+    let mut discovered = Some(discovered);
     let mut delays = backoff();
     loop {
         let (tx, mut tools_changed) = mpsc::unbounded_channel();
@@ -56,7 +64,7 @@ pub async fn supervise(
                 let session = Arc::new(session);
                 server.attach(session.clone());
                 tracing::info!(server = server.name, "MCP server connected");
-                refresh(&server, &session, &changes).await;
+                refresh(&server, &session, &changes, discovered.take()).await;
                 first_attempt.send_replace(true);
                 delays = backoff();
                 loop {
@@ -73,7 +81,7 @@ pub async fn supervise(
                         Some(()) = tools_changed.recv() => {
                             // A burst of notifications needs one refresh.
                             while tools_changed.try_recv().is_ok() {}
-                            refresh(&server, &session, &changes).await;
+                            refresh(&server, &session, &changes, None).await;
                         }
                         _ = tokio::time::sleep(LIVENESS_POLL) => {
                             if session.is_closed() {
@@ -88,6 +96,7 @@ pub async fn supervise(
             Ok(Err(e)) => {
                 tracing::warn!(server = server.name, error = %e, "MCP server connection failed");
                 first_attempt.send_replace(true);
+                settle(&mut discovered);
             }
             Err(_) => {
                 tracing::warn!(
@@ -96,6 +105,7 @@ pub async fn supervise(
                     "MCP server did not connect in time"
                 );
                 first_attempt.send_replace(true);
+                settle(&mut discovered);
             }
         }
         let delay = delays.next().unwrap_or(Duration::from_secs(30));
@@ -106,10 +116,20 @@ pub async fn supervise(
     }
 }
 
+/// The first attempt is over without a list to publish: the server is done with readiness.
+fn settle(discovered: &mut Option<watch::Sender<bool>>) {
+    if let Some(flag) = discovered.take() {
+        flag.send_replace(true);
+    }
+}
+
+/// List the server's tools and hand a changed list to the publisher, with `discovered`
+/// (the first discovery's readiness flag) for it to settle once published.
 async fn refresh(
     server: &McpServer,
     session: &McpConnection,
     changes: &mpsc::UnboundedSender<ToolsetChanged>,
+    mut discovered: Option<watch::Sender<bool>>,
 ) {
     match server.refresh(session).await {
         Ok(Some(specs)) => {
@@ -121,11 +141,13 @@ async fn refresh(
             let _ = changes.send(ToolsetChanged {
                 toolset: server.toolset(),
                 specs,
+                published: discovered,
             });
         }
-        Ok(None) => {}
+        Ok(None) => settle(&mut discovered),
         Err(e) => {
             tracing::warn!(server = server.name, error = %e, "MCP tool discovery failed");
+            settle(&mut discovered);
         }
     }
 }

@@ -18,6 +18,7 @@ pub mod process;
 pub mod providers;
 pub mod retention;
 pub mod router;
+pub mod tools;
 
 pub(crate) use read::Reader;
 
@@ -143,6 +144,7 @@ static SECTIONS: &[&[&Setting]] = &[
     delivery::SETTINGS,
     delivery::ALERTS,
     approvals::SETTINGS,
+    tools::SETTINGS,
     process::OUTSIDE,
 ];
 
