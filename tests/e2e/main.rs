@@ -9,6 +9,7 @@ mod agent_runs_end;
 mod agent_webhooks;
 mod api_edges;
 mod approvals;
+mod bench_abuse;
 mod bench_events;
 mod bench_fleet;
 mod bench_floors;

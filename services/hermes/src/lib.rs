@@ -4,6 +4,7 @@
 
 pub mod agents;
 pub mod approvals;
+pub mod bench_abuse;
 pub mod bench_events;
 pub mod bench_faults;
 pub mod bench_fleet;

@@ -96,6 +96,9 @@ enum Command {
 
 #[derive(Subcommand)]
 enum BenchCommand {
+    /// What each attack of docs/security.md does to a normal caller's p99 and error rate,
+    /// against quiet phases in the same run, and Redis bytes of run events per chat run
+    Abuse(hermes::bench_abuse::AbuseBench),
     /// Signed WhatsApp webhooks at a fixed rate against a running ingest: accepted/s, p50/p99/max.
     Ingest(hermes::bench_ingest::IngestBench),
     /// The router stage alone in this process, warm caches and fake embeddings: messages/s, p50/p99 stage time.
@@ -205,6 +208,12 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Command::Bench(BenchCommand::Jobs(args)) => {
             return admin("bench jobs", path, |c| async move {
                 Box::pin(hermes::bench_jobs::jobs(c, args)).await
+            })
+            .await;
+        }
+        Command::Bench(BenchCommand::Abuse(args)) => {
+            return admin("bench abuse", path, |c| async move {
+                Box::pin(hermes::bench_abuse::abuse(c, args)).await
             })
             .await;
         }
