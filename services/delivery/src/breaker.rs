@@ -101,8 +101,14 @@ impl Breakers {
 
     /// A send to `platform` failed (after its in-call retries).
     pub async fn record_failure(&self, platform: Platform) {
+        self.record_failure_at(platform, Utc::now()).await;
+    }
+
+    /// [`Breakers::record_failure`] as of `at`: the window slides over these instants, so a
+    /// test can place failures in and out of it without waiting for it to pass.
+    async fn record_failure_at(&self, platform: Platform, at: DateTime<Utc>) {
         let [failures, open] = self.keys(platform);
-        let now = Utc::now().timestamp_millis();
+        let now = at.timestamp_millis();
         let mut c = self.cache.conn();
         let opened: Result<i64, _> = Script::new(FAIL)
             .key(&failures)
@@ -279,11 +285,18 @@ mod tests {
         };
         let (a, _) = breakers(&redis_url(), &ns(), settings);
         let ig = Platform::Instagram;
-        a.record_failure(ig).await;
-        a.record_failure(ig).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        a.record_failure(ig).await;
+        let t0 = Utc::now();
+        a.record_failure_at(ig, t0).await;
+        a.record_failure_at(ig, t0).await;
+        // The third comes after the window has slid past the first two.
+        a.record_failure_at(ig, t0 + chrono::Duration::milliseconds(300))
+            .await;
         assert!(a.open_until(ig).await.is_none());
+        // Three within the window open it (the threshold is three).
+        let t1 = t0 + chrono::Duration::milliseconds(400);
+        a.record_failure_at(ig, t1).await;
+        a.record_failure_at(ig, t1).await;
+        assert!(a.open_until(ig).await.is_some());
     }
 
     #[tokio::test]

@@ -427,25 +427,57 @@ mod tests {
     async fn concurrent_first_messages_open_one_session() {
         with_db(|db| async move {
             let user = new_user(&db).await;
-            let start = |delay_ms: u64, hold_ms: u64| {
+            // A opens the session and keeps its transaction open; B starts while A's
+            // session is not committed, and must wait on the scope lock, then see it.
+            let mut client_a = db.get().await.unwrap();
+            let tx_a = client_a.transaction().await.unwrap();
+            let a = current_or_start(&tx_a, user, Platform::Telegram, "c1", t0(), IDLE)
+                .await
+                .unwrap();
+            let (pid_tx, pid_rx) = tokio::sync::oneshot::channel::<i32>();
+            let b = {
                 let db = db.clone();
                 tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_millis(delay_ms)).await;
                     let mut client = db.get().await.unwrap();
+                    let pid: i32 = client
+                        .query_one("SELECT pg_backend_pid()", &[])
+                        .await
+                        .unwrap()
+                        .get(0);
+                    let _ = pid_tx.send(pid);
                     let tx = client.transaction().await.unwrap();
                     let s = current_or_start(&tx, user, Platform::Telegram, "c1", t0(), IDLE)
                         .await
                         .unwrap();
-                    // Hold the transaction open so the other one looks while this one's
-                    // session is not committed yet.
-                    tokio::time::sleep(Duration::from_millis(hold_ms)).await;
                     tx.commit().await.unwrap();
                     s
                 })
             };
-            let a = start(0, 300);
-            let b = start(100, 0);
-            let (a, b) = (a.await.unwrap(), b.await.unwrap());
+            // The barrier: B is blocked on a lock (A's scope lock) before A commits.
+            let pid_b = pid_rx.await.unwrap();
+            let watcher = db.get().await.unwrap();
+            let give_up = std::time::Instant::now() + Duration::from_secs(30);
+            loop {
+                let waiting: i64 = watcher
+                    .query_one(
+                        "SELECT count(*) FROM pg_stat_activity \
+                         WHERE pid = $1 AND wait_event_type = 'Lock'",
+                        &[&pid_b],
+                    )
+                    .await
+                    .unwrap()
+                    .get(0);
+                if waiting == 1 {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < give_up,
+                    "B never waited on A's lock"
+                );
+                tokio::task::yield_now().await;
+            }
+            tx_a.commit().await.unwrap();
+            let b = b.await.unwrap();
             assert_eq!(a.id, b.id);
             assert!(a.is_new && !b.is_new);
             let n: i64 = db
