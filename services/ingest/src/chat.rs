@@ -161,6 +161,7 @@ pub(crate) async fn publish(
     run: RunId,
     turns: Turns,
 ) -> Result<WaiterGuard, ApiError> {
+    crate::images::within_count(&turns.messages, app.ctx.config.api.image_max_count)?;
     let traceparent = crate::webhooks::traceparent(headers).unwrap_or_else(TraceParent::generate);
     let last_user_text = turns
         .messages
