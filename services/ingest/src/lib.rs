@@ -18,6 +18,7 @@ mod mcp_http;
 pub mod openai;
 pub mod openapi;
 mod operator_mcp;
+mod request_id;
 mod responses;
 mod rest;
 pub mod routes;
