@@ -166,3 +166,120 @@ async fn private_oversized_and_lying_images_are_refused_and_no_model_is_asked() 
     );
     fleet.stop().await.unwrap();
 }
+
+/// `n` image parts of `url_of(i)` in one user turn.
+fn with_images(n: usize, url_of: impl Fn(usize) -> String) -> Value {
+    let mut parts = vec![json!({"type": "text", "text": "what is in these images?"})];
+    parts.extend((0..n).map(|i| json!({"type": "image_url", "image_url": {"url": url_of(i)}})));
+    json!({"messages": [{"role": "user", "content": parts}]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eleven_images_are_refused_at_ingest_naming_the_limit() {
+    let env = TestEnv::new().await;
+    // Refused before anything is queued: ingest alone answers.
+    let fleet = env.start(&[Service::Ingest]).await;
+    let url = |i: usize| format!("https://cdn.example/{i}.png");
+    let (status, body) = post(&fleet, &with_images(11, url)).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "too_many_images", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("at most 10"), "{message}");
+    // Counted over the whole conversation, earlier turns included.
+    let mut split = with_images(6, url);
+    let earlier = split["messages"][0].clone();
+    split["messages"] = json!([earlier, {"role": "assistant", "content": "nice"}, earlier]);
+    let (status, body) = post(&fleet, &split).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (400, &json!("too_many_images"))
+    );
+    // The Responses API counts its `input_image` parts the same way.
+    let input: Vec<Value> = (0..11)
+        .map(|i| json!({"type": "input_image", "image_url": url(i)}))
+        .chain([json!({"type": "input_text", "text": "what is this?"})])
+        .collect();
+    let resp = reqwest::Client::new()
+        .post(fleet.url("/v1/responses"))
+        .bearer_auth(KEY)
+        .json(&json!({"input": [{"role": "user", "content": input}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 400);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "too_many_images", "{body}");
+    let metrics = fleet.metrics().await;
+    assert!(
+        metrics.contains(
+            "hermes_ingest_messages_total{outcome=\"too_many_images\",platform=\"api\"} 3"
+        ),
+        "{metrics}"
+    );
+    fleet.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_slow_images_end_within_one_deadline_and_too_many_bytes_are_refused() {
+    let (model, images) = servers().await;
+    // Every /slow/… image takes an hour: only the deadline of the whole call ends the wait.
+    Mock::given(method("GET"))
+        .and(wiremock::matchers::path_regex("^/slow/"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_raw(png(300), "image/png")
+                .set_delay(std::time::Duration::from_secs(3600)),
+        )
+        .mount(&images)
+        .await;
+    let mut env = TestEnv::new().await;
+    env.openai_mock(&model.uri())
+        .set("HERMES_IMAGE_FETCH_ALLOW", "127.0.0.1")
+        .set("HERMES_IMAGE_FETCH_DEADLINE_SECS", "2")
+        // Three 300-byte images fit; four do not.
+        .set("HERMES_IMAGE_INLINE_MAX_BYTES", "1000");
+    let fleet = env.start(&Service::ALL).await;
+
+    // Ten images of an hour each, formerly fetched one after another for 20 s each (past
+    // the caller's 30 s run timeout): now one deadline of 2 s for them all.
+    let slow = with_images(10, |i| format!("{}/slow/{i}.png", images.uri()));
+    let (status, body) = post(&fleet, &slow).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["code"], "invalid", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("did not all arrive within 2 s"),
+        "{message}"
+    );
+    // A few at a time: never more than four fetches were begun.
+    let asked = images.received_requests().await.unwrap().len();
+    assert!((1..=4).contains(&asked), "{asked} fetches begun");
+
+    let cats = |n| with_images(n, |_| format!("{}/cat.png", images.uri()));
+    let (status, body) = post(&fleet, &cats(4)).await;
+    assert_eq!(status, 422, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("more than 1000 bytes together"),
+        "{message}"
+    );
+    assert!(model.received_requests().await.unwrap().is_empty());
+    // Within the budget the images reach the model.
+    let (status, body) = post(&fleet, &cats(3)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        image_urls(&model.received_requests().await.unwrap()[0]).len(),
+        3
+    );
+
+    let metrics = fleet.metrics().await;
+    for (outcome, n) in [("deadline", 1.0), ("too_many_bytes", 1.0), ("ok", 1.0)] {
+        let series = format!("hermes_image_inline_total{{outcome=\"{outcome}\"}}");
+        assert_eq!(
+            hermes_testkit::metric(&metrics, &series),
+            Some(n),
+            "{series}"
+        );
+    }
+    fleet.stop().await.unwrap();
+}

@@ -27,6 +27,7 @@ mod failures_told;
 mod faults;
 mod forge_loop;
 mod forge_wakes;
+mod held_streams;
 mod idempotency;
 mod images;
 mod ingest;

@@ -534,3 +534,59 @@ async fn bad_files_each_get_a_clear_reply_and_a_metric_and_nothing_is_stuck_or_c
     }
     fleet.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_photo_that_outlasts_the_deadline_of_the_calls_images_fails_the_run_told_and_refunded() {
+    let model = model("unused").await;
+    let telegram = telegram(vec![(
+        "SLOW",
+        "photos/slow.jpg",
+        ResponseTemplate::new(200)
+            .set_body_raw(jpeg(100), "image/jpeg")
+            .set_delay(Duration::from_secs(3600)),
+    )])
+    .await;
+    let mut env = TestEnv::new().await;
+    env_with(&mut env, &model, &telegram);
+    // The file's own deadline is an hour away: the one deadline over the call's images cuts.
+    env.set("HERMES_MEDIA_DEADLINE_SECS", "3600")
+        .set("HERMES_IMAGE_FETCH_DEADLINE_SECS", "1");
+    let user = env.user(Platform::Telegram, TG_USER, CREDITS).await;
+    let fleet = env.start(&Service::ALL).await;
+    let bus = env.bus().await;
+
+    let run = telegram_media(&bus, MediaKind::Image, "SLOW").await;
+    let texts = sent_n(&telegram, 1).await;
+    assert!(texts[0].contains("took too long"), "{}", texts[0]);
+    all_closed(&env, 1).await;
+    let c = env.db().get().await.unwrap();
+    let status: String = c
+        .query_one(
+            "SELECT status FROM agent_runs WHERE id = $1",
+            &[&run.as_uuid()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(status, "failed");
+    eventually(Duration::from_secs(30), "the refund", || async {
+        (credits(&env, &user).await == CREDITS).then_some(())
+    })
+    .await;
+    let refunds: i64 = c
+        .query_one(
+            "SELECT count(*) FROM credit_ledger WHERE run_id = $1 AND reason = 'refund'",
+            &[&run.as_uuid()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(refunds, 1);
+    assert!(model.received_requests().await.unwrap().is_empty());
+    let deadline = metric(
+        &fleet.metrics().await,
+        "hermes_image_inline_total{outcome=\"deadline\"}",
+    );
+    assert_eq!(deadline, Some(1.0));
+    fleet.stop().await.unwrap();
+}

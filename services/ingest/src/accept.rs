@@ -52,8 +52,20 @@ pub enum Accepted {
 /// Accept `inbound`; `Err` (503) only when the broker did not take it.
 pub async fn accept(
     app: &AppState,
+    inbound: Inbound,
+    traceparent: Option<TraceParent>,
+) -> Result<Accepted, ApiError> {
+    accept_as(app, inbound, traceparent, RunId::new()).await
+}
+
+/// [`accept`] as run `run` when it is routed: a run id derived from the caller's request id
+/// ([`crate::request_id`]) makes a retry of a try the broker may have taken the same run,
+/// which the router does not make twice.
+pub async fn accept_as(
+    app: &AppState,
     mut inbound: Inbound,
     traceparent: Option<TraceParent>,
+    run: RunId,
 ) -> Result<Accepted, ApiError> {
     without_nul(&mut inbound);
     let event = &inbound.event;
@@ -106,7 +118,6 @@ pub async fn accept(
             tracing::warn!(error = %e, "dedupe and rate limit unavailable; letting the message through")
         }
     }
-    let run = RunId::new();
     // A REST message id is claimed before the publish, and looked up in PostgreSQL, whose
     // runs outlive Redis' 24 hours.
     let claimed = match (platform, dedupe_id.as_deref()) {

@@ -54,7 +54,21 @@ async fn handle(
 ) -> Result<Response, ApiError> {
     let body = api_body(app.ctx.config.max_body_bytes, body)?;
     let request = openai::parse(&body)?;
-    let run = RunId::new();
+    // The caller's Idempotency-Key, else its request id, names the run, so that a retry after
+    // a 503 cannot make a second one (docs/api.md, retrying safely). The idempotency
+    // middleware checked the key's shape already.
+    let request_id = crate::request_id::of(headers)?;
+    let named = headers
+        .get(crate::idempotency::HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .or(request_id);
+    let run = match named {
+        Some(id) => {
+            crate::request_id::run_for(caller, crate::request_id::Surface::Chat, &id, &body)
+        }
+        None => RunId::new(),
+    };
     let guard = publish(
         app,
         caller,
@@ -161,6 +175,7 @@ pub(crate) async fn publish(
     run: RunId,
     turns: Turns,
 ) -> Result<WaiterGuard, ApiError> {
+    crate::images::within_count(&turns.messages, app.ctx.config.api.image_max_count)?;
     let traceparent = crate::webhooks::traceparent(headers).unwrap_or_else(TraceParent::generate);
     let last_user_text = turns
         .messages

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use base64::Engine;
 use hermes_runtime::http::ApiError;
-use hermes_types::model::{IMAGE_TYPES, ImageRef, sniff_image};
+use hermes_types::model::{ChatMessage, IMAGE_TYPES, ImageRef, sniff_image};
 
 /// `HERMES_IMAGE_MAX_BYTES` of this process, set once at start ([`set_max_bytes`]): the
 /// parsers that call [`image_ref`] have no configuration at hand, and every ingest of a
@@ -104,6 +104,22 @@ fn data_image(url: &str, rest: &str) -> Result<ImageRef, ApiError> {
     }
 }
 
+/// At most `max` images over the whole conversation a request sends (`HERMES_IMAGE_MAX_COUNT`):
+/// each one is fetched and inlined for every model call of the run, so the count bounds
+/// what one request costs the llm stage. More is `400 too_many_images`, naming the limit.
+pub(crate) fn within_count(messages: &[ChatMessage], max: usize) -> Result<(), ApiError> {
+    let count: usize = messages.iter().map(|m| m.images.len()).sum();
+    if count > max {
+        return Err(ApiError::bad_request(
+            "too_many_images",
+            format!(
+                "the request carries {count} images (its earlier turns included); at most {max} are taken per request"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn too_large(max: usize) -> ApiError {
     ApiError::bad_request(
         "image_too_large",
@@ -163,6 +179,19 @@ mod tests {
                 e.message
             );
         }
+    }
+
+    #[test]
+    fn images_are_counted_over_every_turn_and_more_than_the_limit_is_refused() {
+        let image = || image_ref("https://cdn.example/cat.png").unwrap();
+        let turn = |n: usize| ChatMessage {
+            images: (0..n).map(|_| image()).collect(),
+            ..ChatMessage::text(hermes_types::model::Role::User, "look")
+        };
+        assert!(within_count(&[turn(4), turn(6)], 10).is_ok());
+        let e = within_count(&[turn(4), turn(7)], 10).unwrap_err();
+        assert_eq!((e.status.as_u16(), e.code), (400, "too_many_images"));
+        assert!(e.message.contains("11 images") && e.message.contains("at most 10"));
     }
 
     #[test]

@@ -14,10 +14,12 @@ mod health;
 mod idempotency;
 mod images;
 mod jobs;
+mod limits;
 mod mcp_http;
 pub mod openai;
 pub mod openapi;
 mod operator_mcp;
+mod request_id;
 mod responses;
 mod rest;
 pub mod routes;
@@ -69,6 +71,8 @@ pub struct Shared {
     pub limiter: RateLimiter,
     pub idempotency: Idempotency,
     keys: rest::KeyCache,
+    /// The requests each key holds open (`HERMES_STREAMS_PER_KEY`).
+    key_slots: Arc<limits::KeySlots>,
     /// When this replica started (its uptime on `/health/detailed`).
     started: Instant,
 }
@@ -83,6 +87,10 @@ impl AppState {
             limiter: RateLimiter::new(ctx.cache.clone()),
             idempotency: Idempotency::new(ctx.cache.clone()),
             keys: rest::KeyCache::default(),
+            key_slots: limits::KeySlots::new(
+                ctx.config.streams_per_key,
+                ctx.metrics.limits.clone(),
+            ),
             started: Instant::now(),
             ctx,
         }))
@@ -185,7 +193,7 @@ async fn bound_in_flight(
     }
 }
 
-fn is_event_stream(resp: &Response) -> bool {
+pub(crate) fn is_event_stream(resp: &Response) -> bool {
     resp.headers()
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -264,10 +272,14 @@ pub fn app(state: AppState) -> Router {
     let cors = cors::Origins::new(&state.ctx.config.api.cors_origins);
     let api = routes::with_capabilities(api, &all, cors.is_some());
     let idempotent = middleware::from_fn_with_state(state.clone(), idempotency::idempotent);
+    // A key's requests that may be held (waits, streams) take one of its slots once the key
+    // is known (docs/security.md, "No caller can hurt another").
+    let key_slot = middleware::from_fn_with_state(state.clone(), limits::hold_key_slot);
     // Each group behind its caller check; keys may be resolved in PostgreSQL: inside the slot.
     let api = api
         .into_router()
         .route_layer(idempotent.clone())
+        .route_layer(key_slot.clone())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             rest::require_chat_caller,
@@ -284,6 +296,7 @@ pub fn app(state: AppState) -> Router {
     let run_routes = run_routes
         .into_router()
         .route_layer(idempotent.clone())
+        .route_layer(key_slot)
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             rest::require_run_caller,
@@ -356,6 +369,8 @@ pub fn app(state: AppState) -> Router {
         .merge(jobs)
         .merge(forge)
         .merge(webhooks);
+    let keyless = state.ctx.config.api_server_key.is_none();
+    let limit_metrics = state.ctx.metrics.limits.clone();
     let app = Router::new()
         .route("/health", get(health))
         .route("/v1/health", get(health))
@@ -371,6 +386,15 @@ pub fn app(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(metrics, track))
         .layer(middleware::from_fn(security_headers))
         .layer(CatchPanicLayer::custom(panic_response));
+    // Without a key only loopback is served, and only to requests naming it (DNS rebinding).
+    let app = if keyless {
+        app.layer(middleware::from_fn_with_state(
+            limit_metrics,
+            limits::loopback_host,
+        ))
+    } else {
+        app
+    };
     // Outermost: preflights are answered before anything else runs, and every answer to an
     // allowed origin (errors and panics included) carries the CORS headers.
     match cors {
@@ -393,11 +417,12 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
 
 /// Serve on an already bound listener until `ctx.stop`; in-flight requests finish first.
 pub async fn serve(ctx: Ctx, listener: TcpListener) -> anyhow::Result<()> {
-    ctx.config.check_ingest()?;
+    // The address actually bound, which tests and `hermes all` may have chosen themselves.
+    let bound = listener.local_addr()?;
+    ctx.config.check_ingest_at(bound)?;
     if ctx.config.api_server_key.is_none() {
         tracing::warn!(
-            "API_SERVER_KEY is not set: the API is open to anyone who can reach {}",
-            ctx.config.http_addr
+            "API_SERVER_KEY is not set: the API is open to anything on this machine that reaches {bound} (loopback only; requests must name a loopback host)"
         );
     }
     let state = AppState::new(ctx.clone());
@@ -406,10 +431,14 @@ pub async fn serve(ctx: Ctx, listener: TcpListener) -> anyhow::Result<()> {
         .waiters
         .spawn_subscriber(ctx.cache.clone(), subscriber_stop.clone());
     webhooks::log_channels(&state);
-    let addr = listener.local_addr()?;
+    let addr = bound;
     tracing::info!(%addr, "ingest listening");
-    let header_timeout = ctx.config.http_header_timeout;
-    hermes_runtime::http::serve(listener, app(state), header_timeout, ctx.stop.clone()).await?;
+    let limits = hermes_runtime::http::ConnLimits {
+        header_timeout: ctx.config.http_header_timeout,
+        write_timeout: ctx.config.http_write_timeout,
+        write_cuts: Some(ctx.metrics.http_slow_clients.with_label_values(&["write"])),
+    };
+    hermes_runtime::http::serve(listener, app(state), limits, ctx.stop.clone()).await?;
     subscriber_stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(1), subscriber).await;
     tracing::info!("ingest stopped");

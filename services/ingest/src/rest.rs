@@ -14,19 +14,21 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Request, State};
-use axum::http::StatusCode;
 use axum::http::header::AUTHORIZATION;
+use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hermes_cache::rate_limit::Verdict;
 use hermes_db::api_keys::{self, ApiKey, KeyScope};
 use hermes_runtime::http::ApiError;
+use hermes_types::ids::RunId;
 use hermes_types::model::{Inbound, Media, MediaKind, MessageEvent, Platform};
 use hermes_types::ttl_cache::TtlCache;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::accept::{self, Accepted};
+use crate::request_id;
 use crate::{AppState, api_body};
 
 /// Who is calling the REST channel.
@@ -166,7 +168,7 @@ fn bearer(req: &Request) -> Option<String> {
 }
 
 /// The key of an `Authorization: Bearer …` header.
-pub(crate) fn bearer_of(headers: &axum::http::HeaderMap) -> Option<String> {
+pub(crate) fn bearer_of(headers: &HeaderMap) -> Option<String> {
     headers
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -309,6 +311,7 @@ fn validate(m: RestMessage) -> Result<MessageEvent, ApiError> {
 pub async fn post_message(
     State(app): State<AppState>,
     axum::Extension(caller): axum::Extension<Caller>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let refuse = |e: ApiError| {
@@ -336,6 +339,15 @@ pub async fn post_message(
         Ok(e) => e,
         Err(e) => return refuse(e),
     };
+    // Without a message id, the caller's request id names the run (docs/api.md, retrying
+    // safely); a message id is deduplicated as it is.
+    let run = match request_id::of(&headers) {
+        Ok(Some(id)) if event.external_message_id.is_none() => {
+            request_id::run_for(&caller, request_id::Surface::Rest, &id, &body)
+        }
+        Ok(_) => RunId::new(),
+        Err(e) => return refuse(e),
+    };
     let (callback_url, api_key_id) = match &caller {
         Caller::Operator => (None, None),
         Caller::Key(k) => (k.callback_url.clone(), Some(k.id)),
@@ -345,7 +357,7 @@ pub async fn post_message(
         api_key_id,
         ..Inbound::of(event)
     };
-    match accept::accept(&app, inbound, None).await {
+    match accept::accept_as(&app, inbound, None, run).await {
         // A REST caller over its rate is answered 429 (below), never delayed.
         Ok(Accepted::Routed(run) | Accepted::Delayed(run)) => (
             StatusCode::ACCEPTED,

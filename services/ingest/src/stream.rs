@@ -137,15 +137,24 @@ pub(crate) fn follow<R: Render>(
             r.advance().await;
         }
     });
-    sse(body)
+    sse(ctx, body)
 }
 
 /// Server-sent events from `body`, with keep-alive comments while it is quiet, and unbuffered
-/// by proxies (every streamed answer of the API goes out this way).
-pub(crate) fn sse<S>(body: S) -> Response
+/// by proxies (every streamed answer of the API goes out this way). A stream still open after
+/// `HERMES_STREAM_MAX_SECS` ends with a `hermes.stream.closed` event ([`within_lifetime`]).
+pub(crate) fn sse<S>(ctx: &Ctx, body: S) -> Response
 where
     S: futures_util::Stream<Item = Result<Event, Infallible>> + Send + 'static,
 {
+    let body = within_lifetime(
+        body,
+        ctx.config.stream_max_lifetime,
+        ctx.metrics
+            .limits
+            .streams_cut
+            .with_label_values(&["lifetime"]),
+    );
     let mut resp = Sse::new(body)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
         .into_response();
@@ -153,6 +162,47 @@ where
     resp.headers_mut()
         .insert("x-accel-buffering", HeaderValue::from_static("no"));
     resp
+}
+
+/// The name of the event that ends a stream open for its whole lifetime.
+pub(crate) const CLOSED_EVENT: &str = "hermes.stream.closed";
+
+/// `body` until `lifetime` has passed, then a named `hermes.stream.closed` event (which
+/// OpenAI's SDKs pass by; an `EventSource` reconnects with `Last-Event-ID` and resumes a
+/// run's stream), counted in `cut`, and the end. A stream may hold a connection, a slot and
+/// one of its key's slots for no longer.
+pub(crate) fn within_lifetime<S>(
+    body: S,
+    lifetime: Duration,
+    cut: prometheus::IntCounter,
+) -> impl futures_util::Stream<Item = Result<Event, Infallible>> + Send + 'static
+where
+    S: futures_util::Stream<Item = Result<Event, Infallible>> + Send + 'static,
+{
+    let expiry = Box::pin(tokio::time::sleep(lifetime));
+    futures_util::stream::unfold(
+        (Box::pin(body), expiry, false),
+        move |(mut body, mut expiry, closed)| {
+            let cut = cut.clone();
+            async move {
+                if closed {
+                    return None;
+                }
+                tokio::select! {
+                    biased;
+                    item = futures_util::StreamExt::next(&mut body) => {
+                        item.map(|event| (event, (body, expiry, false)))
+                    }
+                    _ = expiry.as_mut() => {
+                        cut.inc();
+                        let data = json!({ "reason": "lifetime", "max_secs": lifetime.as_secs() });
+                        let event = Event::default().event(CLOSED_EVENT).data(data.to_string());
+                        Some((Ok(event), (body, expiry, true)))
+                    }
+                }
+            }
+        },
+    )
 }
 
 /// Follows one run's event stream and queues the server-sent events it produces.

@@ -43,7 +43,11 @@ impl LlmStage {
     pub fn new(ctx: Ctx, gateway: Gateway) -> anyhow::Result<Self> {
         let memory = MemoryWriter::new(ctx.clone());
         let events = RunEvents::new(ctx.cache.clone(), ctx.config.run_events_ttl);
-        let images = ImageFetcher::new(&ctx.config, ctx.metrics.media_fetches.clone());
+        let images = ImageFetcher::new(
+            &ctx.config,
+            ctx.metrics.media_fetches.clone(),
+            ctx.metrics.limits.clone(),
+        );
         let presence = Presence::new(&ctx.config.delivery, ctx.metrics.clone())?;
         Ok(Self {
             ctx,

@@ -161,6 +161,12 @@ pub struct ApiSurface {
     pub image_max_bytes: usize,
     /// `HERMES_IMAGE_FETCH_ALLOW`: non-public hosts an image URL may reach.
     pub image_fetch_allow: Vec<AllowRule>,
+    /// `HERMES_IMAGE_MAX_COUNT`: the most images one API request may carry.
+    pub image_max_count: usize,
+    /// `HERMES_IMAGE_INLINE_MAX_BYTES`: the most image bytes inlined into one model call.
+    pub image_inline_max_bytes: usize,
+    /// `HERMES_IMAGE_FETCH_DEADLINE_SECS`: the whole fetch of one model call's images.
+    pub image_fetch_deadline: Duration,
 }
 
 /// Media from chat platforms and their transcription (docs/channels.md, media).
@@ -256,6 +262,12 @@ pub struct Config {
     /// The body limit of Meta's webhook routes (WhatsApp, 360dialog, Instagram).
     pub meta_max_body_bytes: usize,
     pub max_in_flight: usize,
+    /// `HERMES_STREAMS_PER_KEY`: requests one key may hold open at once on one replica.
+    pub streams_per_key: usize,
+    /// `HERMES_STREAM_MAX_SECS`: the longest an event stream is held open.
+    pub stream_max_lifetime: Duration,
+    /// How long a client may leave written bytes untaken (`HERMES_HTTP_WRITE_TIMEOUT_SECS`).
+    pub http_write_timeout: Duration,
     /// CORS, the advertised model name and the image limit of the API surface.
     pub api: ApiSurface,
     /// How long a client may take to send a request's headers (`HERMES_HTTP_HEADER_TIMEOUT_SECS`).
@@ -323,11 +335,16 @@ impl fmt::Display for ConfigError {
 impl Config {
     /// What ingest needs beyond the common settings: a strong key unless bound to loopback.
     pub fn check_ingest(&self) -> Result<(), ConfigError> {
-        if self.api_server_key.is_none() && !self.http_addr.ip().is_loopback() {
+        self.check_ingest_at(self.http_addr)
+    }
+
+    /// [`Config::check_ingest`] for a listener already bound to `addr` (which may not be
+    /// `HERMES_HTTP_ADDR`): without `API_SERVER_KEY`, only a loopback address is served.
+    pub fn check_ingest_at(&self, addr: SocketAddr) -> Result<(), ConfigError> {
+        if self.api_server_key.is_none() && !addr.ip().is_loopback() {
             return Err(ConfigError {
                 problems: vec![format!(
-                    "API_SERVER_KEY is required when ingest listens on {} (not loopback)",
-                    self.http_addr
+                    "API_SERVER_KEY is required when ingest listens on {addr} (not loopback)"
                 )],
             });
         }

@@ -56,6 +56,12 @@ impl Config {
         let model_name = r.get(&api::API_SERVER_MODEL_NAME);
         let image_max_bytes = r.get(&api::HERMES_IMAGE_MAX_BYTES);
         let image_fetch_allow = r.get(&api::HERMES_IMAGE_FETCH_ALLOW).unwrap_or_default();
+        let image_max_count = r.get(&api::HERMES_IMAGE_MAX_COUNT);
+        let image_inline_max_bytes = r.get(&api::HERMES_IMAGE_INLINE_MAX_BYTES);
+        let image_fetch_deadline = r.get(&api::HERMES_IMAGE_FETCH_DEADLINE_SECS);
+        let streams_per_key = r.get(&ingest::HERMES_STREAMS_PER_KEY);
+        let stream_max_lifetime = r.get(&ingest::HERMES_STREAM_MAX_SECS);
+        let http_write_timeout = r.get(&ingest::HERMES_HTTP_WRITE_TIMEOUT_SECS);
         let provider = read_provider(&mut r);
         let global_daily_budget_micro_usd = r.get(&providers::LLM_GLOBAL_DAILY_BUDGET_USD);
         let llm_timeout = r.get(&providers::HERMES_LLM_TIMEOUT_SECS);
@@ -107,12 +113,18 @@ impl Config {
                 max_body_bytes: max_body_bytes?,
                 meta_max_body_bytes: meta_max_body_bytes?,
                 max_in_flight: max_in_flight?,
+                streams_per_key: streams_per_key?,
+                stream_max_lifetime: stream_max_lifetime?,
+                http_write_timeout: http_write_timeout?,
                 api: ApiSurface {
                     cors_origins,
                     // The variable is an alias of the file's key and wins over it.
                     model_name: model_name.unwrap_or_else(|| file.api.model_name.clone()),
                     image_max_bytes: image_max_bytes?,
                     image_fetch_allow,
+                    image_max_count: image_max_count?,
+                    image_inline_max_bytes: image_inline_max_bytes?,
+                    image_fetch_deadline: image_fetch_deadline?,
                 },
                 http_header_timeout: http_header_timeout?,
                 http_body_timeout: http_body_timeout?,

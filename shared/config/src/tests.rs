@@ -77,6 +77,10 @@ fn ingest_needs_a_key_unless_on_loopback() {
     assert!(c.check_ingest().is_ok());
     let c = load(&[("API_SERVER_KEY", "0123456789abcdef")]).unwrap();
     assert!(c.check_ingest().is_ok());
+    // The address actually bound counts, not only the one configured.
+    let c = load(&[("HERMES_HTTP_ADDR", "127.0.0.1:8080")]).unwrap();
+    assert!(c.check_ingest_at("0.0.0.0:8080".parse().unwrap()).is_err());
+    assert!(c.check_ingest_at("[::1]:8080".parse().unwrap()).is_ok());
 }
 
 #[test]

@@ -144,7 +144,12 @@ pub async fn serve(
             readiness,
         });
     // Scrapers and probes send their headers at once; an idle connection is cut.
-    crate::http::serve(listener, app, ADMIN_HEADER_TIMEOUT, stop).await
+    let limits = crate::http::ConnLimits {
+        header_timeout: ADMIN_HEADER_TIMEOUT,
+        write_timeout: ADMIN_HEADER_TIMEOUT,
+        write_cuts: None,
+    };
+    crate::http::serve(listener, app, limits, stop).await
 }
 
 /// How long a client of the admin port may take to send its headers.

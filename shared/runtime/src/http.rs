@@ -25,6 +25,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use hermes_telemetry::Metrics;
+use prometheus::IntCounter;
+
+use crate::write_deadline::WriteDeadline;
 
 /// An error answered to an HTTP caller: status, a machine-readable code, a human message.
 #[derive(Debug, thiserror::Error)]
@@ -111,14 +114,27 @@ pub async fn track(State(metrics): State<Metrics>, req: Request, next: Next) -> 
     resp
 }
 
+/// What one connection of [`serve`] may take of the server.
+#[derive(Clone, Debug)]
+pub struct ConnLimits {
+    /// A request's whole header block must arrive within this.
+    pub header_timeout: Duration,
+    /// A client must take what is written to it within this (`WriteDeadline`); one that
+    /// stops reading is disconnected.
+    pub write_timeout: Duration,
+    /// Counts the connections cut by `write_timeout`.
+    pub write_cuts: Option<IntCounter>,
+}
+
 /// Serve `app` on `listener` until `stop`, then wait for the open connections to finish
 /// their requests. Unlike `axum::serve`, which runs hyper without a timer, a client that has
 /// not sent a request's whole header block within `header_timeout` is disconnected, so slow
-/// or idle clients cannot hold connections (and their memory) for ever.
+/// or idle clients cannot hold connections (and their memory) for ever; and a client that
+/// leaves what is written to it untaken for `write_timeout` is disconnected too.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
-    header_timeout: Duration,
+    limits: ConnLimits,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
     let connections = TaskTracker::new();
@@ -138,11 +154,13 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(app.clone());
         let stop = stop.clone();
+        let limits = limits.clone();
         connections.spawn(async move {
             let mut builder = http1::Builder::new();
             builder
                 .timer(TokioTimer::new())
-                .header_read_timeout(header_timeout);
+                .header_read_timeout(limits.header_timeout);
+            let stream = WriteDeadline::new(stream, limits.write_timeout, limits.write_cuts);
             let conn = builder.serve_connection(TokioIo::new(stream), service);
             let mut conn = pin!(conn);
             tokio::select! {

@@ -10,5 +10,6 @@ pub mod outages;
 pub mod relay;
 pub mod shutdown;
 pub mod stage;
+mod write_deadline;
 
 pub use context::Ctx;

@@ -119,6 +119,8 @@ pub struct Inner {
     pub agents: AgentMetrics,
     /// The operator MCP server and tool approvals.
     pub operator: crate::OperatorMetrics,
+    /// The limits that keep one caller from hurting another.
+    pub limits: crate::LimitMetrics,
 }
 
 impl std::ops::Deref for Metrics {
@@ -194,7 +196,7 @@ impl Metrics {
         let http_slow_clients = counter_vec(
             &r,
             "hermes_http_slow_clients_total",
-            "Requests cut because the client was too slow to send them, by phase (body; a header block cut by its timeout closes the connection before a request exists).",
+            "Connections cut because the client was too slow, by phase (body: sending a request body; write: taking an answer, past HERMES_HTTP_WRITE_TIMEOUT_SECS; a header block cut by its timeout closes the connection before a request exists).",
             &["phase"],
         );
         let idempotency = counter_vec(
@@ -647,6 +649,7 @@ impl Metrics {
         r.register(Box::new(ready.clone())).unwrap();
         let agents = AgentMetrics::register(&r);
         let operator = crate::OperatorMetrics::register(&r);
+        let limits = crate::LimitMetrics::register(&r);
         Self(Arc::new(Inner {
             registry: r,
             http_requests,
@@ -724,6 +727,7 @@ impl Metrics {
             ready,
             agents,
             operator,
+            limits,
         }))
     }
 

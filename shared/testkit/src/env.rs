@@ -118,6 +118,12 @@ impl TestEnv {
         self
     }
 
+    /// Leave `name` unset (as `API_SERVER_KEY`, which is set by default).
+    pub fn unset(&mut self, name: &str) -> &mut Self {
+        self.vars.remove(name);
+        self
+    }
+
     /// Call models through the OpenAI-compatible fake at `base_url` (a wiremock server's
     /// address, with `/v1` when its mocks match that prefix), with [`OPENAI_KEY`].
     pub fn openai_mock(&mut self, base_url: &str) -> &mut Self {

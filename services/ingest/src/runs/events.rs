@@ -100,7 +100,7 @@ pub async fn events(
             f.advance().await;
         }
     });
-    crate::stream::sse(body)
+    crate::stream::sse(&app.ctx, body)
 }
 
 /// Whether the run's stream holds nothing after `after` (an unreadable stream is read as

@@ -124,8 +124,10 @@ async fn start(
         Some(previous) => crate::responses::conversation_before(app, caller, previous).await?,
         None => Vec::new(),
     };
+    let conversation = request::conversation(&request, earlier);
+    crate::images::within_count(&conversation, app.ctx.config.api.image_max_count)?;
     let inbound = Inbound {
-        conversation: request::conversation(&request, earlier),
+        conversation,
         api_key_id: caller.key_id(),
         // Runs are followed through their events: the model's text is streamed onto them.
         stream: true,

@@ -1,5 +1,8 @@
 //! The OpenAI-compatible API surface: which browser origins may call it (CORS), the model
-//! name it advertises, and the largest image a caller may send (`docs/api.md`).
+//! name it advertises, and what images a caller may send and the llm stage fetch for them
+//! (`docs/api.md`, images; `docs/security.md`).
+
+use std::time::Duration;
 
 use super::Unset::{Means, Value};
 use super::{kinds, settings};
@@ -25,6 +28,24 @@ settings! {
             unset: Value("5242880"),
             secret: false,
             help: "largest image an API caller may send, decoded (`data:` URL, else 400 `image_too_large`) or fetched by the llm stage (http(s) URL, else the run fails `invalid`); also the largest chat platform photo downloaded (else its sender is told)",
+        },
+        HERMES_IMAGE_MAX_COUNT: usize {
+            kind: kinds::COUNT_POSITIVE,
+            unset: Value("10"),
+            secret: false,
+            help: "most images one API request may carry, counted over the whole conversation it sends (earlier responses it continues included); more is 400 `too_many_images`",
+        },
+        HERMES_IMAGE_INLINE_MAX_BYTES: usize {
+            kind: kinds::COUNT_POSITIVE,
+            unset: Value("20971520"),
+            secret: false,
+            help: "most image bytes (decoded) the llm stage inlines into one model call, `data:` images, fetched URLs and chat platform photos together; beyond, the run fails `invalid` and no model is asked",
+        },
+        HERMES_IMAGE_FETCH_DEADLINE_SECS: Duration {
+            kind: kinds::SECS_POSITIVE,
+            unset: Value("30"),
+            secret: false,
+            help: "how long the llm stage may take to fetch all the images of one model call (a few at a time); past it the run fails `invalid` and no model is asked",
         },
         HERMES_IMAGE_FETCH_ALLOW: Vec<AllowRule> {
             kind: kinds::ALLOW_LIST,

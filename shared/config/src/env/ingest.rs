@@ -58,6 +58,24 @@ settings! {
             secret: false,
             help: "HTTP requests ingest handles at once; beyond, it answers 503 with `Retry-After` instead of queueing (health checks are never shed)",
         },
+        HERMES_HTTP_WRITE_TIMEOUT_SECS: Duration {
+            kind: kinds::SECS_POSITIVE,
+            unset: Value("30"),
+            secret: false,
+            help: "how long a client may leave written bytes untaken (it stopped reading) before ingest closes the connection",
+        },
+        HERMES_STREAMS_PER_KEY: usize {
+            kind: kinds::COUNT_POSITIVE,
+            unset: Value("64"),
+            secret: false,
+            help: "requests one API key may hold open at once on one ingest replica (event streams, streamed answers, callers waiting for their run); beyond, 429 `too_many_streams` with `Retry-After` (`API_SERVER_KEY` is bounded by `HERMES_MAX_IN_FLIGHT` only)",
+        },
+        HERMES_STREAM_MAX_SECS: Duration {
+            kind: kinds::SECS_POSITIVE,
+            unset: Value("3600"),
+            secret: false,
+            help: "longest an event stream is held open; then it ends (a run's event stream is resumed with `Last-Event-ID`)",
+        },
         TELEGRAM_WEBHOOK_SECRET: SecretString {
             kind: kinds::SECRET,
             unset: Means("(none: route off)"),
