@@ -1,5 +1,5 @@
 //! The bus guarantees: idempotent consumers, poison parked after the delivery limit, and
-//! queue arguments as docs/architecture.md §8 states them.
+//! queue arguments as docs/architecture.md#8-the-bus states them.
 
 use std::time::Duration;
 

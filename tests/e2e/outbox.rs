@@ -120,7 +120,7 @@ async fn rows_of_an_unknown_stage_never_starve_the_relay() {
 }
 
 /// The row a stage commits goes out from that stage right after its commit and is marked
-/// by the process's marker, never claimed by the relay (docs/architecture.md §2).
+/// by the process's marker, never claimed by the relay (docs/architecture.md#2-every-state-change-travels-with-its-message-the-outbox).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stage_publishes_its_own_rows_and_marks_them() {
     use hermes_bus::Stage;

@@ -1,6 +1,6 @@
 //! Ingest under slow clients: headers and bodies that take for ever are cut within their
 //! bounds, and a wrong header secret is refused before the body is read
-//! (`docs/security.md`, "Slow clients").
+//! (`docs/security.md`, "The front door under slow or hostile clients").
 
 use std::time::{Duration, Instant};
 

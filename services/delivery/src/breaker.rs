@@ -3,7 +3,7 @@
 //! sliding `window` open it for `open_for`; while open, sends to that platform are not
 //! attempted (they go to the queued retry as `breaker_open`); the first success closes it.
 //! Each transition is one Lua script, so two replicas failing at once count both failures
-//! and open it once. Redis down reads as closed (docs/architecture.md §5): sends are attempted.
+//! and open it once. Redis down reads as closed (docs/architecture.md#5-what-redis-may-lose): sends are attempted.
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! The `hermes` binary's library half: starting any set of services in one process with
 //! the shared infrastructure (admin server, bus supervisor, outbox relay), and stopping
-//! them in order on shutdown (docs/architecture.md §7). `hermes all` and the tests use it directly.
+//! them in order on shutdown (docs/architecture.md#7-graceful-shutdown). `hermes all` and the tests use it directly.
 
 pub mod agents;
 pub mod approvals;

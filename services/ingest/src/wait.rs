@@ -1,6 +1,6 @@
 //! Waiting for a run's outcome on behalf of an HTTP caller: read the run's event stream
 //! when woken (or on a backstop tick). The run row in PostgreSQL, which delivery closes with
-//! the same outcome, is the truth behind the stream (docs/architecture.md §5): it is read
+//! the same outcome, is the truth behind the stream (docs/architecture.md#5-what-redis-may-lose): it is read
 //! when Redis is unavailable, every few backstop ticks that bring no final event (a lost
 //! append, a Redis restart), and once more before the caller is told the run timed out.
 

@@ -167,7 +167,7 @@ impl Handler for LlmStage {
         let result = self.complete(env, &request).await;
         drop(working);
         // PostgreSQL away while the workspace's secrets were read: hold the message like any
-        // other outage (docs/architecture.md §4); the global keys are never the fallback.
+        // other outage (docs/architecture.md#4-poison-is-parked-never-looped); the global keys are never the fallback.
         let result = match result {
             Err(GatewayError::WorkspaceSecrets(e)) if e.error.is_unavailable() => {
                 return Err(e.error.into());

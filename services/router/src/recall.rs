@@ -1,4 +1,4 @@
-//! Semantic recall on stock PostgreSQL (docs/architecture.md §9, docs/models-and-budgets.md): embed the inbound message,
+//! Semantic recall on stock PostgreSQL (docs/architecture.md#9-postgresql, docs/models-and-budgets.md): embed the inbound message,
 //! rank the user's facts (`real[]` embeddings) by cosine similarity here in the router,
 //! and append the best ones to the system prompt as a `RELEVANT CONTEXT` block.
 //!

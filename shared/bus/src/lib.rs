@@ -1,4 +1,4 @@
-//! The bus (docs/architecture.md §8): RabbitMQ with quorum queues, publisher confirms and manual acks.
+//! The bus (docs/architecture.md#8-the-bus): RabbitMQ with quorum queues, publisher confirms and manual acks.
 //!
 //! Separate connections publish and consume. A supervisor watches both; when either is
 //! lost it reconnects with backoff, re-declares the topology, and bumps a generation that

@@ -1,4 +1,4 @@
-//! Queue and exchange names under the namespace, and their declaration (docs/architecture.md §8).
+//! Queue and exchange names under the namespace, and their declaration (docs/architecture.md#8-the-bus).
 //!
 //! One direct work exchange `{ns}.work` routes by stage name to the quorum work queues
 //! `{ns}.<stage>`; each work queue dead-letters (at-least-once) through `{ns}.dead` into

@@ -1,4 +1,4 @@
-//! Session history cache (docs/architecture.md §10): the recent turns of one session, kept in
+//! Session history cache (docs/architecture.md#10-redis): the recent turns of one session, kept in
 //! Redis under the session's internal id (`{ns}:session:{session_id}`) so the router does not
 //! read PostgreSQL on every message.
 //!

@@ -1,4 +1,4 @@
-//! Redis, for what may be lost (docs/architecture.md §5): one lazily connected, auto-reconnecting
+//! Redis, for what may be lost (docs/architecture.md#5-what-redis-may-lose): one lazily connected, auto-reconnecting
 //! multiplexed connection with short timeouts, and keys under the namespace.
 
 pub mod dedupe;

@@ -1,6 +1,6 @@
 //! Assembling a [`Config`] from the declared environment variables and the TOML file. Every
 //! variable is read (so every problem is found) before any is required; a configuration
-//! with a problem is refused as a whole (`docs/architecture.md` §6).
+//! with a problem is refused as a whole (`docs/architecture.md#6-fail-loud-at-start-degrade-at-run-time`).
 
 use std::collections::BTreeMap;
 use std::path::Path;

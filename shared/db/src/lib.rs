@@ -1,4 +1,4 @@
-//! PostgreSQL, the truth (docs/architecture.md §9): the connection pool, the schema-version check that
+//! PostgreSQL, the truth (docs/architecture.md#9-postgresql): the connection pool, the schema-version check that
 //! keeps services off an older schema, idempotency records, and the outbox.
 
 pub mod agent_inbox;
@@ -160,7 +160,7 @@ pub struct Db {
 }
 
 /// The outbox relay running in this process, if any. While it runs, stages publish the rows
-/// they commit themselves (docs/architecture.md §2, "the outbox"): the rows skip `NOTIFY`,
+/// they commit themselves (docs/architecture.md#2-every-state-change-travels-with-its-message-the-outbox): the rows skip `NOTIFY`,
 /// whose commit-time lock serializes every committing transaction of the database (and holds
 /// it across the WAL flush), and the ids they published wait here for the relay's marker,
 /// which marks them all with one statement.

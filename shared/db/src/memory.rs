@@ -1,6 +1,6 @@
 //! The user's memory (`user_memory`): structural keys, one value each, that the soul shows
 //! in full, and free facts, several per key, with embeddings as `real[]` that semantic
-//! recall ranks in the router (stock PostgreSQL has no pgvector, docs/architecture.md §9).
+//! recall ranks in the router (stock PostgreSQL has no pgvector, docs/architecture.md#9-postgresql).
 //!
 //! Whether a key is structural is decided here, from [`STRUCTURAL_KEYS`] and
 //! [`FITNESS_KEYS`], never by the caller, so a key cannot be both a structural value and

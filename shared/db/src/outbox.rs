@@ -1,4 +1,4 @@
-//! The transactional outbox (docs/architecture.md §2): stages insert their next messages in the same
+//! The transactional outbox (docs/architecture.md#2-every-state-change-travels-with-its-message-the-outbox): stages insert their next messages in the same
 //! transaction as their effects and publish them themselves after the commit; the relay
 //! publishes, with confirms, whatever is left (other writers' rows, and what a crash left).
 //!
@@ -37,8 +37,8 @@ pub async fn enqueue(tx: &Transaction<'_>, messages: &[Outgoing]) -> Result<(), 
 /// `None` (and nothing enqueued) when the message was processed already; otherwise the new
 /// rows' ids, in the order of `messages`.
 ///
-/// With `hold` the writer publishes the rows itself right after its commit (docs/architecture.md
-/// §2, "the outbox"): the rows skip `NOTIFY` and the relays leave them alone for `hold`, after
+/// With `hold` the writer publishes the rows itself right after its commit
+/// (docs/architecture.md#2-every-state-change-travels-with-its-message-the-outbox): the rows skip `NOTIFY` and the relays leave them alone for `hold`, after
 /// which any relay sweeps up what the writer did not mark published. Without it the rows are
 /// the relays' at once, woken by `NOTIFY`.
 pub async fn record_processed(

@@ -1,4 +1,4 @@
-//! Sessions and interactions (docs/architecture.md §9, docs/models-and-budgets.md): one conversation per user, platform and
+//! Sessions and interactions (docs/architecture.md#9-postgresql, docs/models-and-budgets.md): one conversation per user, platform and
 //! channel, rolled over to a new session after the idle timeout; and every inbound and
 //! outbound message, the truth the Redis history cache is rebuilt from.
 

@@ -1,5 +1,5 @@
 //! A client of OpenAI-compatible embeddings endpoints (`POST {base}/embeddings`), used by
-//! semantic recall (docs/architecture.md §9): the router embeds each non-trivial inbound message and the
+//! semantic recall (docs/architecture.md#9-postgresql): the router embeds each non-trivial inbound message and the
 //! facts it stores, then ranks the user's facts by cosine similarity itself.
 //!
 //! Failures are typed so the caller can tell a slow endpoint from a refusing one, and they

@@ -1,4 +1,4 @@
-//! The outbox relay (docs/architecture.md, "the outbox"): publishes with publisher confirms
+//! The outbox relay (docs/architecture.md#2-every-state-change-travels-with-its-message-the-outbox): publishes with publisher confirms
 //! the `outbox` rows nobody else publishes, and marks them published.
 //!
 //! Stages publish the rows they commit themselves (`eager.rs`), and this process's marker

@@ -1,5 +1,5 @@
 //! The consume → process → commit → ack loop every queue-driven stage shares
-//! (docs/architecture.md §1–§4).
+//! (docs/architecture.md, "1. Nothing accepted is lost" to "4. Poison is parked, never looped").
 //!
 //! For each delivery: decode the envelope (garbage is parked at once), skip it if this
 //! consumer already processed its id, run the handler's slow work outside any transaction
@@ -367,7 +367,7 @@ async fn handle<H: Handler>(
     };
     match committed {
         Ok(Some((after, rows))) => {
-            // The next stages' messages go out now, from memory (docs/architecture.md §2);
+            // The next stages' messages go out now, from memory (docs/architecture.md#2-every-state-change-travels-with-its-message-the-outbox);
             // the caller is told meanwhile. Both follow the commit, and the ack follows both.
             tokio::join!(
                 eager::publish(&ctx.db, &ctx.bus, &ctx.metrics, rows),

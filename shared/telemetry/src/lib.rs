@@ -1,4 +1,4 @@
-//! Telemetry (docs/architecture.md §12): structured logs with the run id on every line, and the Prometheus
+//! Telemetry (docs/architecture.md#12-observability): structured logs with the run id on every line, and the Prometheus
 //! metrics of the whole fleet (served by the runtime crate's admin server).
 
 mod agent_metrics;

@@ -1,5 +1,5 @@
 //! The Prometheus metrics of the fleet, in one registry per process (per test fleet in
-//! tests, so parallel fleets never share counters). Names follow docs/architecture.md §12.
+//! tests, so parallel fleets never share counters). Names follow docs/architecture.md#12-observability.
 
 use std::sync::Arc;
 
@@ -51,7 +51,7 @@ pub struct Inner {
     pub dependency_up: IntGaugeVec,
     pub dependency_outages: IntCounterVec,
     // Outbox.
-    /// Labelled `path`: `eager` or `swept` (docs/architecture.md §2).
+    /// Labelled `path`: `eager` or `swept` (docs/architecture.md#2-every-state-change-travels-with-its-message-the-outbox).
     pub outbox_published: IntCounterVec,
     pub outbox_publish_failures: IntCounter,
     pub outbox_lag: Gauge,

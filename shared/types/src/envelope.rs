@@ -1,4 +1,4 @@
-//! The versioned JSON envelope every bus message travels in (docs/architecture.md §8).
+//! The versioned JSON envelope every bus message travels in (docs/architecture.md#8-the-bus).
 //!
 //! Readers ignore unknown fields so a rolling upgrade can add fields; the `kind` names
 //! the payload type and, through [`MessageKind::stage`], the queue it is routed to.

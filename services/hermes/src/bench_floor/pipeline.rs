@@ -4,7 +4,7 @@
 //! Per message, as the fleet does it: a publish with confirm to `{ns}.router`; the router's
 //! transaction (the run's row, then the idempotency record with the outbox row, committed
 //! in groups as the router commits them), its row published right after the commit and
-//! marked by the process's marker (docs/architecture.md, "the outbox"); the llm stage's
+//! marked by the process's marker (docs/architecture.md#2-every-state-change-travels-with-its-message-the-outbox); the llm stage's
 //! duplicate check folded into its `running` update, the run's `running` event in Redis,
 //! then its idempotency record with the outbox row, published the same way; delivery's
 //! duplicate check, then the run's final update with its idempotency record, and the run's

@@ -147,7 +147,7 @@ impl Floor {
 }
 
 /// One persistent publish through the window, waiting for the broker's confirm, as the bus
-/// publishes (docs/architecture.md §8); `true` when confirmed.
+/// publishes (docs/architecture.md#8-the-bus); `true` when confirmed.
 async fn publish(channel: &Channel, queue: &str, body: &[u8], window: &Semaphore) -> bool {
     let Ok(_slot) = window.acquire().await else {
         return false;

@@ -1,6 +1,6 @@
-//! `conversations_list` and `conversation_get`. A conversation is a session (docs/
-//! architecture.md §9): one user's chat on one platform, rolled over to a new session after
-//! the router's idle timeout. It is named by its session id (a UUID); its `target`
+//! `conversations_list` and `conversation_get`. A conversation is a session
+//! (docs/architecture.md#9-postgresql): one user's chat on one platform, rolled over to a new
+//! session after the router's idle timeout. It is named by its session id (a UUID); its `target`
 //! (`<platform>:<chat id>`) is what `messages_send` writes to.
 
 use base64::Engine as _;

@@ -1,4 +1,4 @@
-//! Eager publishing (docs/architecture.md §2, "the outbox"): a stage publishes the outbox
+//! Eager publishing (docs/architecture.md#2-every-state-change-travels-with-its-message-the-outbox): a stage publishes the outbox
 //! rows it just committed itself, with confirms, instead of waking the relay to claim them
 //! in a transaction of its own; this process's marker then marks every row its stages
 //! published since its last statement with one `UPDATE`, outside any transaction.
