@@ -32,21 +32,25 @@ COPY services/llm/Cargo.toml services/llm/
 COPY services/tools/Cargo.toml services/tools/
 COPY services/delivery/Cargo.toml services/delivery/
 COPY services/hermes/Cargo.toml services/hermes/
+COPY services/bench/Cargo.toml services/bench/
 COPY tests/Cargo.toml tests/
 # Empty crates in place of the workspace's: the build below compiles only the dependencies.
 # The workspace's own artifacts are then deleted, so the real sources are always rebuilt
 # (their files may be older than these stubs, and cargo compares modification times).
 RUN for crate in shared/types shared/config shared/telemetry shared/net shared/db shared/bus shared/cache shared/alerts shared/runtime shared/gateway shared/testkit \
                  services/ingest services/router services/llm services/tools \
-                 services/delivery services/hermes tests; do \
+                 services/delivery services/hermes services/bench tests; do \
         mkdir -p "$crate/src" && touch "$crate/src/lib.rs"; \
     done \
     && echo 'fn main() {}' > services/hermes/src/main.rs \
+    && echo 'fn main() {}' > services/bench/src/main.rs \
     && mkdir -p tests/e2e && touch tests/e2e/main.rs \
     && cargo build --release --locked -p hermes \
     && rm -rf target/release/.fingerprint/hermes* target/release/deps/hermes* \
               target/release/deps/libhermes* target/release/hermes*
 
+# Only `hermes`: the benchmarks are the separate `hermes-bench` binary, which the production
+# image does not ship (`hermes bench` in it says so).
 FROM deps AS build
 COPY shared shared
 COPY services services

@@ -1,19 +1,10 @@
 //! The `hermes` binary's library half: starting any set of services in one process with
 //! the shared infrastructure (admin server, bus supervisor, outbox relay), and stopping
-//! them in order on shutdown (docs/architecture.md#7-graceful-shutdown). `hermes all` and the tests use it directly.
+//! them in order on shutdown (docs/architecture.md#7-graceful-shutdown). `hermes all`, the tests and the
+//! in-process benches (`hermes-bench`) use it directly.
 
 pub mod agents;
 pub mod approvals;
-pub mod bench_abuse;
-pub mod bench_events;
-pub mod bench_faults;
-pub mod bench_fleet;
-pub mod bench_floor;
-pub mod bench_ingest;
-pub mod bench_jobs;
-pub mod bench_llm;
-pub mod bench_router;
-mod bench_stats;
 pub mod dlq;
 pub mod doctor;
 pub mod erase;
@@ -21,7 +12,6 @@ pub mod jobs_admin;
 pub mod keys;
 pub mod llm_admin;
 pub mod mcp;
-mod procstat;
 pub mod runs_admin;
 pub mod tools_admin;
 pub mod users;

@@ -1,5 +1,6 @@
 //! `hermes`: run any Hermes service, all of them at once, or an operator command.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -50,9 +51,21 @@ enum Command {
     Migrate,
     /// Show the effective configuration and check PostgreSQL, RabbitMQ, Redis and the schema.
     Doctor,
-    /// Benchmarks that print figures (`ingest` against a fleet you started; `router` and `llm` in-process).
-    #[command(subcommand)]
-    Bench(BenchCommand),
+    /// Benchmarks that print figures, run by `hermes-bench` (installed next to `hermes`).
+    ///
+    /// The benches: abuse, ingest, router, jobs, llm, faults, fleet, floor, events. They are
+    /// the separate `hermes-bench` binary, so none of them is in this one; this runs it with
+    /// the same arguments (`hermes bench fleet --help` for one bench's flags).
+    Bench {
+        /// The bench and its flags, passed to `hermes-bench` as they are.
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "BENCH [ARGS]"
+        )]
+        args: Vec<OsString>,
+    },
     /// Manage users: create, show, credit, set, remember.
     #[command(subcommand)]
     Users(hermes::users::UsersCommand),
@@ -92,46 +105,6 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:9090", env = "HERMES_HEALTH_ADDR")]
         addr: String,
     },
-}
-
-#[derive(Subcommand)]
-enum BenchCommand {
-    /// What each attack of docs/security.md does to a normal caller's p99 and error rate,
-    /// against quiet phases in the same run, and Redis bytes of run events per chat run
-    Abuse(hermes::bench_abuse::AbuseBench),
-    /// Signed WhatsApp webhooks at a fixed rate against a running ingest: accepted/s, p50/p99/max.
-    Ingest(hermes::bench_ingest::IngestBench),
-    /// The router stage alone in this process, warm caches and fake embeddings: messages/s, p50/p99 stage time.
-    Router(hermes::bench_router::RouterBench),
-    /// The job scheduler's claim alone: jobs due at once, several schedulers, jobs/s, each run once.
-    Jobs(hermes::bench_jobs::JobsBench),
-    /// The llm gateway alone at a fixed call rate against a zero-latency fake provider: overhead p50/p99, memory.
-    Llm(hermes::bench_llm::LlmBench),
-    /// The fleet as separate processes under kills, stops and server outages, with a ledger
-    /// that must add up (docs/faults.md).
-    Faults(hermes::bench_faults::FaultsBench),
-    /// The whole path (API call in, answer out) through the fleet as separate processes
-    /// against a zero-latency fake model: throughput frontier, p50/p99/p99.9 at half of it,
-    /// CPU and memory per process, with a ledger (docs/performance.md).
-    Fleet(hermes::bench_fleet::FleetBench),
-    /// The infrastructure's floor for one API chat completion: the same publishes, consumes,
-    /// transactions and statements with no Hermes logic, measured like `bench fleet`
-    /// (docs/performance.md, "The floor").
-    Floor(hermes::bench_floor::FloorBench),
-    /// Operator events: from a Telegram webhook to `events_wait` returning its message, p50/p99,
-    /// against the webhook's own answer, ingest and the router in this process.
-    Events(hermes::bench_events::EventsBench),
-}
-
-/// The exit of a bench that needs no configuration of its own.
-fn bench_result(result: anyhow::Result<()>) -> ExitCode {
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("hermes bench: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
 }
 
 fn load(path: Option<&std::path::Path>) -> Result<Config, ExitCode> {
@@ -205,59 +178,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
             };
         }
         Command::Health { addr } => return health(&addr).await,
-        Command::Bench(BenchCommand::Jobs(args)) => {
-            return admin("bench jobs", path, |c| async move {
-                Box::pin(hermes::bench_jobs::jobs(c, args)).await
-            })
-            .await;
-        }
-        Command::Bench(BenchCommand::Abuse(args)) => {
-            return admin("bench abuse", path, |c| async move {
-                Box::pin(hermes::bench_abuse::abuse(c, args)).await
-            })
-            .await;
-        }
-        Command::Bench(BenchCommand::Events(args)) => {
-            return admin("bench events", path, |c| async move {
-                Box::pin(hermes::bench_events::events(c, args)).await
-            })
-            .await;
-        }
-        Command::Bench(BenchCommand::Router(args)) => {
-            return admin("bench router", path, |c| async move {
-                Box::pin(hermes::bench_router::router(c, args)).await
-            })
-            .await;
-        }
-        Command::Bench(BenchCommand::Faults(args)) => {
-            return admin("bench faults", path, |c| async move {
-                hermes::bench_faults::faults(c, args).await
-            })
-            .await;
-        }
-        Command::Bench(BenchCommand::Floor(args)) => {
-            return admin("bench floor", path, |c| async move {
-                hermes::bench_floor::floor(c, args).await
-            })
-            .await;
-        }
-        Command::Bench(BenchCommand::Fleet(args)) => {
-            // Boxed: the fleet bench's future is large, and main's would carry it inline.
-            return admin("bench fleet", path, |c| async move {
-                Box::pin(hermes::bench_fleet::fleet(c, args)).await
-            })
-            .await;
-        }
-        Command::Bench(BenchCommand::Llm(args)) => {
-            // Boxed: the gateway bench's future is large, and main's would carry it inline.
-            return Box::pin(admin("bench llm", path, |c| async move {
-                hermes::bench_llm::llm(c, args).await
-            }))
-            .await;
-        }
-        Command::Bench(BenchCommand::Ingest(args)) => {
-            return bench_result(hermes::bench_ingest::ingest(args).await);
-        }
+        Command::Bench { args } => return bench(path, args),
         Command::Jobs(cmd) => {
             return admin("jobs", path, |c| async move {
                 hermes::jobs_admin::run(&c, cmd).await
@@ -346,6 +267,37 @@ async fn dispatch(cli: Cli) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `hermes bench …`: exec `hermes-bench …` from beside this binary, so the benchmarks stay out
+/// of the production binary (docs/development.md#benchmarks) and operators keep the spelling
+/// the docs use. A `--config` given before the bench's name goes along with it.
+fn bench(config: Option<&std::path::Path>, args: Vec<OsString>) -> ExitCode {
+    use std::os::unix::process::CommandExt as _;
+    let bin = match std::env::current_exe() {
+        Ok(exe) => exe.with_file_name("hermes-bench"),
+        Err(e) => {
+            eprintln!("hermes bench: cannot tell where this binary is: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if !bin.is_file() {
+        eprintln!(
+            "hermes bench: hermes-bench is not installed next to hermes ({}): build it with \
+             `cargo build -p hermes-bench`",
+            bin.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    let mut command = std::process::Command::new(&bin);
+    if let Some(config) = config {
+        // As the variable, not the flag: a `--config` among `args` then wins, as it would here.
+        command.env("HERMES_CONFIG", config);
+    }
+    // Only returns when the exec failed.
+    let error = command.args(args).exec();
+    eprintln!("hermes bench: cannot run {}: {error}", bin.display());
+    ExitCode::FAILURE
 }
 
 async fn migrate_cmd(config: &Config) -> ExitCode {

@@ -1,7 +1,10 @@
-//! The fleet under test as separate `hermes` processes (this very binary), each with its own
-//! admin port and log file, that a fault kills (`kill -9`), stops (SIGTERM) and restarts as
-//! Kubernetes would.
+//! The fleet under test as separate `hermes` processes, each with its own admin port and log
+//! file, that a fault kills (`kill -9`), stops (SIGTERM) and restarts as Kubernetes would;
+//! where the benches find the `hermes` binary (they are a binary of their own, so the fleet
+//! is not this executable), and how they read the fleet's streamed answers. The faults, fleet
+//! and abuse benches share it, which is why it sits beside them rather than in one.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -25,6 +28,40 @@ pub struct Proc {
 pub struct Fleet {
     pub procs: Vec<Proc>,
     env: Vec<(String, String)>,
+    /// The `hermes` binary every process runs.
+    bin: PathBuf,
+}
+
+/// The `hermes` binary the benches start: `HERMES_BIN` when set, else `hermes` next to this
+/// executable (where `cargo build -p hermes -p hermes-bench` puts both, and where an install
+/// puts them side by side).
+pub fn hermes_binary() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot tell where this executable is")?;
+    find_hermes(std::env::var_os("HERMES_BIN"), &exe)
+}
+
+/// [`hermes_binary`] with its inputs given, so a test can try each case.
+fn find_hermes(var: Option<OsString>, exe: &Path) -> anyhow::Result<PathBuf> {
+    let beside = exe.with_file_name("hermes");
+    if let Some(var) = var {
+        let bin = PathBuf::from(var);
+        if bin.is_file() {
+            return Ok(bin);
+        }
+        bail!(
+            "HERMES_BIN={} is not a file: point it at the hermes binary, or unset it to use {}",
+            bin.display(),
+            beside.display()
+        );
+    }
+    if beside.is_file() {
+        return Ok(beside);
+    }
+    bail!(
+        "the hermes binary is not at {} and HERMES_BIN is not set: build it with \
+         `cargo build -p hermes`, or set HERMES_BIN to its path",
+        beside.display()
+    )
 }
 
 /// A free loopback port (bound and released at once).
@@ -45,6 +82,7 @@ impl Fleet {
         let mut fleet = Self {
             procs: Vec::new(),
             env,
+            bin: hermes_binary()?,
         };
         for (i, service) in services.iter().enumerate() {
             fleet.procs.push(Proc {
@@ -66,13 +104,12 @@ impl Fleet {
     }
 
     fn spawn(&mut self, i: usize) -> anyhow::Result<()> {
-        let exe = std::env::current_exe().context("the hermes binary")?;
         let p = &mut self.procs[i];
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&p.log)?;
-        let mut cmd = Command::new(exe);
+        let mut cmd = Command::new(&self.bin);
         cmd.arg(p.service)
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env("HERMES_ADMIN_ADDR", format!("127.0.0.1:{}", p.admin))
@@ -222,5 +259,60 @@ impl Fleet {
                 }
             }
         }
+    }
+}
+
+/// Every server-sent event of `resp` as `(event name, data)`, until the body ends.
+pub async fn read_sse(mut resp: reqwest::Response) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut buffer = String::new();
+    while let Ok(Some(chunk)) = resp.chunk().await {
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let mut event = String::from("message");
+            let mut data = Vec::new();
+            for line in block.lines() {
+                if let Some(name) = line.strip_prefix("event: ") {
+                    event = name.to_string();
+                } else if let Some(d) = line.strip_prefix("data: ") {
+                    data.push(d);
+                }
+            }
+            if !data.is_empty() {
+                out.push((event, data.join("\n")));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hermes_is_found_from_the_variable_or_beside_this_executable() {
+        let dir = std::env::temp_dir().join(format!("hermes-bin-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let exe = dir.join("hermes-bench");
+        let beside = dir.join("hermes");
+        let err = find_hermes(None, &exe).unwrap_err().to_string();
+        assert!(err.contains("HERMES_BIN") && err.contains(&*beside.to_string_lossy()));
+
+        std::fs::write(&beside, b"").unwrap();
+        assert_eq!(find_hermes(None, &exe).unwrap(), beside);
+
+        let other = dir.join("other-hermes");
+        let err = find_hermes(Some(other.clone().into()), &exe)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("HERMES_BIN") && err.contains(&*beside.to_string_lossy()));
+        std::fs::write(&other, b"").unwrap();
+        assert_eq!(
+            find_hermes(Some(other.clone().into()), &exe).unwrap(),
+            other
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

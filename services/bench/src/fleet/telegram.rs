@@ -112,12 +112,12 @@ async fn send_message(
 
 /// Serve the fake Bot API; returns its base URL.
 pub async fn serve(channel: Arc<Channel>) -> anyhow::Result<String> {
-    crate::bench_faults::load::serve_bot_api(TOKEN, post(send_message), channel).await
+    crate::faults::load::serve_bot_api(TOKEN, post(send_message), channel).await
 }
 
 /// The Telegram sender (and private chat) of the `i`th update; the users seeded for the run.
 pub fn sender(i: usize) -> i64 {
-    crate::bench_faults::load::sender(i, USERS)
+    crate::faults::load::sender(i, USERS)
 }
 
 /// Send one update carrying `token` and wait for its answer. The caller bounds the wait.

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use super::load::{self, Figures, FleetRequests, Kind, Requests};
 use super::search::{self, REQUEST_TIMEOUT, ms};
 use super::{FleetBench, infra};
-use crate::bench_faults::fleet::Fleet;
+use crate::fleet_process::Fleet;
 use crate::procstat;
 
 /// Requests of `kind` to the fleet at `target`.

@@ -19,7 +19,7 @@ use anyhow::{Context, bail};
 use clap::ValueEnum;
 use hermes_net::chaos::ChaosProxy;
 
-use super::fleet::free_port;
+use crate::fleet_process::free_port;
 
 /// Where the run's servers come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -21,7 +21,7 @@ use hermes_types::ids::UserId;
 use hermes_types::model::{ChatMessage, LlmRequest, Platform, ReplyTo, Role, Tier};
 use serde_json::{Value, json};
 
-use crate::bench_ingest::memory;
+use crate::procstat::memory;
 
 #[derive(Args, Debug)]
 pub struct LlmBench {

@@ -8,7 +8,6 @@
 //! command exits non-zero.
 
 mod api_load;
-pub(crate) mod fleet;
 mod killswitch;
 mod ledger;
 pub(crate) mod load;
@@ -27,7 +26,7 @@ use hermes_telemetry::Metrics;
 use hermes_types::model::{Platform, Tier};
 use secrecy::{ExposeSecret, SecretString};
 
-use fleet::Fleet;
+use crate::fleet_process::{Fleet, free_port};
 use ledger::Ledger;
 use load::Seen;
 use servers::{Server, ServerMode, Servers, Urls};
@@ -126,7 +125,7 @@ pub async fn faults(config: Config, args: FaultsBench) -> anyhow::Result<()> {
     // fleet is dropped, and the database and private servers removed below.
     let result = tokio::select! {
         r = run(&config, &args, &ns, &scratch, &servers, &dir) => r,
-        signal = interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
+        signal = crate::interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
     };
     if let Err(e) = scratch.drop_now().await {
         eprintln!("faults: could not drop the scratch database: {e}");
@@ -157,7 +156,7 @@ async fn run(
     let telegram = load::fake_telegram(seen.clone()).await?;
     let calls = Arc::new(model::Calls::default());
     let model_url = model::serve(calls.clone()).await?;
-    let http = fleet::free_port()?;
+    let http = free_port()?;
     let retry_delays = RETRY_DELAYS.map(|s| s.to_string()).join(",");
     let env: Vec<(String, String)> = [
         ("DATABASE_URL", pg_url.as_str()),
@@ -269,21 +268,6 @@ async fn run(
     }
     println!("faults: the ledger adds up");
     Ok(())
-}
-
-/// The first of SIGINT and SIGTERM, by name.
-pub(crate) async fn interrupted() -> &'static str {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = int.recv() => "SIGINT",
-        _ = term.recv() => "SIGTERM",
-    }
 }
 
 /// Give `users` Telegram senders a user with ample credits each, and the capped senders a

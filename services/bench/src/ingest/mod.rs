@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use tokio::sync::Mutex;
 
+use crate::procstat::{CpuTicks, memory};
+
 mod floor;
 mod rounds;
 
@@ -149,45 +151,6 @@ pub(crate) fn body(i: u64, senders: u32, run: &str) -> Vec<u8> {
         r#"{{"object":"whatsapp_business_account","entry":[{{"id":"BENCH","changes":[{{"field":"messages","value":{{"messaging_product":"whatsapp","metadata":{{"display_phone_number":"15550000000","phone_number_id":"BENCH_PHONE"}},"contacts":[{{"profile":{{"name":"Bench"}},"wa_id":"{sender}"}}],"messages":[{{"from":"{sender}","id":"wamid.bench.{run}.{i}","timestamp":"{now}","type":"text","text":{{"body":"load test message {i}"}}}}]}}}}]}}]}}"#
     )
     .into_bytes()
-}
-
-/// VmRSS and VmHWM of a process, from /proc.
-pub(crate) fn memory(pid: u32) -> Option<String> {
-    let r = crate::procstat::read(pid)?;
-    Some(format!(
-        "VmRSS {} kB (peak VmHWM {} kB)",
-        r.rss_kib, r.peak_kib
-    ))
-}
-
-/// CPU time spent on this machine, from /proc: the whole machine's busy time (user, system,
-/// interrupts; not idle, I/O wait or steal) and one process's, in clock ticks. Throughput on a
-/// shared two-core machine moves with its neighbours; CPU time per message does much less, so
-/// the benches report both.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct CpuTicks {
-    machine: u64,
-    process: Option<u64>,
-}
-
-impl CpuTicks {
-    pub(crate) fn now(pid: Option<u32>) -> Self {
-        Self {
-            machine: crate::procstat::machine_busy_ticks().unwrap_or(0),
-            process: pid.and_then(crate::procstat::process_ticks),
-        }
-    }
-
-    /// Milliseconds of CPU per item since `before`: (machine, process).
-    pub(crate) fn per_item(self, before: Self, items: u64) -> (f64, Option<f64>) {
-        let ms = |ticks: u64| crate::procstat::ticks_to_ms(ticks) / items.max(1) as f64;
-        (
-            ms(self.machine.saturating_sub(before.machine)),
-            self.process
-                .zip(before.process)
-                .map(|(a, b)| ms(a.saturating_sub(b))),
-        )
-    }
 }
 
 /// The seconds of the run whose own p99 went over 15 ms, with that p99: a tail made of a few
@@ -522,22 +485,5 @@ mod tests {
         let len = envelope_len(100).unwrap();
         // The envelope carries the message and its ids, well beyond the text alone.
         assert!(len > "load test message 0".len(), "{len}");
-    }
-
-    #[test]
-    fn cpu_ticks_become_milliseconds_per_item() {
-        let before = CpuTicks {
-            machine: 1_000,
-            process: Some(100),
-        };
-        let after = CpuTicks {
-            machine: 1_300,
-            process: Some(160),
-        };
-        // 300 ticks of 10 ms over 1,000 items: 3 ms each; 60 ticks: 0.6 ms.
-        let (machine, process) = after.per_item(before, 1_000);
-        assert!((machine - 3.0).abs() < 1e-9);
-        assert!((process.unwrap() - 0.6).abs() < 1e-9);
-        assert!(CpuTicks::now(Some(std::process::id())).process.is_some());
     }
 }

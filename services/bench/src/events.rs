@@ -23,7 +23,7 @@ use secrecy::ExposeSecret;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Listeners, Service};
+use hermes::{Listeners, Service};
 
 const TG_SECRET: &str = "bench-events-secret-0123456789";
 const SENDER: i64 = 777_001;
@@ -115,7 +115,7 @@ async fn run(fleet_config: Config, args: &EventsBench, scratch: &ScratchDb) -> a
     let ready = format!("http://{}/readyz", admin.local_addr()?);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let fleet = tokio::spawn(async move {
-        crate::run(
+        hermes::run(
             fleet_config,
             &[Service::Ingest, Service::Router],
             Listeners {

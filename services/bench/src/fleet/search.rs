@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::load::{self, Figures, Requests};
-use crate::bench_stats::Frontier;
+use crate::stats::Frontier;
 
 /// How the frontier is searched and how long each measurement runs.
 #[derive(Args, Debug, Clone)]

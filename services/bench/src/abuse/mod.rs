@@ -1,5 +1,5 @@
 //! `hermes bench abuse`: what each attack of docs/security.md ("Abuse") does to a normal
-//! caller. A fleet (`hermes all`, this binary as a child process) runs on a throw-away
+//! caller. A fleet (`hermes all`, the `hermes` binary as a child process) runs on a throw-away
 //! database and namespace against a fake model and channel API on loopback. For each attack,
 //! rounds alternate a quiet phase and an attacked phase, the normal caller sending chat
 //! completions with its own key through both; the report gives the normal caller's p50, p99
@@ -24,6 +24,8 @@ use hermes_db::scratch::ScratchDb;
 use hermes_telemetry::Metrics;
 use hermes_types::model::{Platform, Tier};
 use secrecy::ExposeSecret;
+
+use crate::fleet_process::{free_port, hermes_binary};
 
 pub use attacks::Attack;
 use attacks::{Sample, Target};
@@ -264,12 +266,6 @@ async fn seed(db: &hermes_db::Db) -> anyhow::Result<(String, String)> {
     Ok((normal, keys.remove(0)))
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
 /// The environment of the fleet under attack: the scratch database and namespace, every
 /// channel on, the model and the channel APIs at `upstream`, no inbound limit.
 fn fleet_vars(
@@ -333,7 +329,7 @@ async fn spawn_fleet(ns: &str, vars: &HashMap<&'static str, String>) -> anyhow::
         .parse()?;
     let log = std::env::temp_dir().join(format!("{ns}-fleet.log"));
     eprintln!("abuse: the fleet's log is {}", log.display());
-    let child = tokio::process::Command::new(std::env::current_exe().context("the hermes binary")?)
+    let child = tokio::process::Command::new(hermes_binary()?)
         .arg("all")
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())

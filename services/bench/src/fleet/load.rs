@@ -11,6 +11,8 @@ use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
+use crate::fleet_process::read_sse;
+
 /// The key the fleet under test is given.
 pub const API_KEY: &str = "bench-fleet-api-key-0123456789";
 
@@ -300,31 +302,6 @@ async fn post(
         Ok(_) => Some(Err(true)),
         Err(_) => Some(Err(false)),
     }
-}
-
-/// Every server-sent event of `resp` as `(event name, data)`, until the body ends.
-pub async fn read_sse(mut resp: reqwest::Response) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut buffer = String::new();
-    while let Ok(Some(chunk)) = resp.chunk().await {
-        buffer.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = buffer.find("\n\n") {
-            let block: String = buffer.drain(..end + 2).collect();
-            let mut event = String::from("message");
-            let mut data = Vec::new();
-            for line in block.lines() {
-                if let Some(name) = line.strip_prefix("event: ") {
-                    event = name.to_string();
-                } else if let Some(d) = line.strip_prefix("data: ") {
-                    data.push(d);
-                }
-            }
-            if !data.is_empty() {
-                out.push((event, data.join("\n")));
-            }
-        }
-    }
-    out
 }
 
 /// The end of a run: void (an error, so the process exits non-zero) when a Telegram answer

@@ -52,7 +52,7 @@ pub async fn send(client: &reqwest::Client, base: &str, text: &str, seen: &ApiSe
     };
     let mut content = String::new();
     let mut done = false;
-    for (_, data) in crate::bench_fleet::read_sse(response).await {
+    for (_, data) in crate::fleet_process::read_sse(response).await {
         if data.trim() == "[DONE]" {
             done = true;
         } else if let Ok(v) = serde_json::from_str::<Value>(&data)

@@ -233,7 +233,7 @@ pub async fn router(mut config: Config, args: RouterBench) -> anyhow::Result<()>
     // Ctrl-C still drops the scratch database (pgbench's connections with it).
     let result = tokio::select! {
         r = measure(&config, &scratch, &args) => r,
-        signal = crate::bench_faults::interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
+        signal = crate::interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
     };
     scratch.drop_now().await?;
     result
@@ -369,7 +369,7 @@ async fn outbox_body_len(db: &Db) -> anyhow::Result<usize> {
 
 /// Print the router against its floor: each figure the median of the rounds.
 fn report_floor(bursts: &[Burst], floors: &[(usize, floor::Replay, floor::Replay)], machine: &str) {
-    use crate::bench_stats::{Ratio, Target, median};
+    use crate::stats::{Ratio, Target, median};
     let router = median(bursts.iter().map(|b| b.rate).collect());
     let grouped = median(floors.iter().map(|f| f.1.messages_per_sec).collect());
     let alone = median(floors.iter().map(|f| f.2.messages_per_sec).collect());
@@ -469,7 +469,7 @@ async fn burst(
         groups.get_sample_sum(),
         fallbacks.get(),
     );
-    let cpu_before = crate::bench_ingest::CpuTicks::now(Some(std::process::id()));
+    let cpu_before = crate::procstat::CpuTicks::now(Some(std::process::id()));
     let started = Instant::now();
     let first = args.messages * round as u32;
     // Publish in windows of 512 confirms at a time (the bus pipelines within a window).
@@ -499,7 +499,7 @@ async fn burst(
     )
     .await?;
     let elapsed = started.elapsed();
-    let cpu = crate::bench_ingest::CpuTicks::now(Some(std::process::id()))
+    let cpu = crate::procstat::CpuTicks::now(Some(std::process::id()))
         .per_item(cpu_before, u64::from(args.messages));
     let after = buckets(metrics);
     let transactions = groups.get_sample_count() - groups_before;

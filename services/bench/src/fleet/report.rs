@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::search::ms;
 use super::{FLOOR, Round, infra};
-use crate::bench_stats::{Ratio, Target, median};
+use crate::stats::{Ratio, Target, median};
 
 /// Print each kind's medians over the rounds, then the cost per process.
 pub(crate) fn report(results: &BTreeMap<&'static str, Vec<Round>>) {

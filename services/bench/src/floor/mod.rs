@@ -16,9 +16,9 @@ use clap::Args;
 use hermes_config::{Config, Namespace};
 use hermes_db::scratch::ScratchDb;
 
-use crate::bench_fleet::load::Requests;
-use crate::bench_fleet::search::SearchArgs;
-use crate::bench_fleet::{FLOOR, Meter, infra, measure};
+use crate::fleet::load::Requests;
+use crate::fleet::search::SearchArgs;
+use crate::fleet::{FLOOR, Meter, infra, measure};
 pub use pipeline::Floor;
 
 #[derive(Args, Debug)]
@@ -91,7 +91,7 @@ pub async fn floor(config: Config, args: FloorBench) -> anyhow::Result<()> {
             }
             anyhow::Ok(())
         } => r,
-        signal = crate::bench_faults::interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
+        signal = crate::interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
     };
     println!(
         "machine at the end: {}",
@@ -99,7 +99,7 @@ pub async fn floor(config: Config, args: FloorBench) -> anyhow::Result<()> {
     );
     standalone.finish().await;
     outcome?;
-    crate::bench_fleet::report(&results);
+    crate::fleet::report(&results);
     if !void.is_empty() {
         anyhow::bail!(
             "the ledger does not add up, the run is void: {}",

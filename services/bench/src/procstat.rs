@@ -1,7 +1,8 @@
 //! What a process, and the machine, spent, read from `/proc` for the benchmarks: CPU time
 //! (user + system) and resident memory of a process, and the machine's busy time. CPU times
 //! are in clock ticks of `USER_HZ`, which Linux fixes at 100 a second for user space on every
-//! architecture it ships, whatever the kernel's own tick rate.
+//! architecture it ships, whatever the kernel's own tick rate. Every bench reads it here, so
+//! none of them needs another bench's module for it.
 
 use std::time::Duration;
 
@@ -84,6 +85,45 @@ fn kib_of(status: &str, field: &str) -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// VmRSS and VmHWM of a process, from /proc.
+pub fn memory(pid: u32) -> Option<String> {
+    let r = read(pid)?;
+    Some(format!(
+        "VmRSS {} kB (peak VmHWM {} kB)",
+        r.rss_kib, r.peak_kib
+    ))
+}
+
+/// CPU time spent on this machine, from /proc: the whole machine's busy time (user, system,
+/// interrupts; not idle, I/O wait or steal) and one process's, in clock ticks. Throughput on a
+/// shared two-core machine moves with its neighbours; CPU time per message does much less, so
+/// the benches report both.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuTicks {
+    machine: u64,
+    process: Option<u64>,
+}
+
+impl CpuTicks {
+    pub fn now(pid: Option<u32>) -> Self {
+        Self {
+            machine: machine_busy_ticks().unwrap_or(0),
+            process: pid.and_then(process_ticks),
+        }
+    }
+
+    /// Milliseconds of CPU per item since `before`: (machine, process).
+    pub fn per_item(self, before: Self, items: u64) -> (f64, Option<f64>) {
+        let ms = |ticks: u64| ticks_to_ms(ticks) / items.max(1) as f64;
+        (
+            ms(self.machine.saturating_sub(before.machine)),
+            self.process
+                .zip(before.process)
+                .map(|(a, b)| ms(a.saturating_sub(b))),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,5 +160,22 @@ mod tests {
         let r = read(std::process::id()).expect("own /proc entry");
         assert!(r.rss_kib > 0 && r.peak_kib >= r.rss_kib);
         assert!(machine_busy_ticks().is_some());
+    }
+
+    #[test]
+    fn cpu_ticks_become_milliseconds_per_item() {
+        let before = CpuTicks {
+            machine: 1_000,
+            process: Some(100),
+        };
+        let after = CpuTicks {
+            machine: 1_300,
+            process: Some(160),
+        };
+        // 300 ticks of 10 ms over 1,000 items: 3 ms each; 60 ticks: 0.6 ms.
+        let (machine, process) = after.per_item(before, 1_000);
+        assert!((machine - 3.0).abs() < 1e-9);
+        assert!((process.unwrap() - 0.6).abs() < 1e-9);
+        assert!(CpuTicks::now(Some(std::process::id())).process.is_some());
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::floor::Floor;
 use super::{IngestBench, Step, Webhooks, drain};
-use crate::bench_stats::{Frontier, Ratio, Target, median};
+use crate::stats::{Frontier, Ratio, Target, median};
 
 /// Bisections of each frontier search after the first broken step.
 const BISECTIONS: usize = 2;
@@ -57,7 +57,7 @@ pub(super) async fn run(args: &IngestBench) -> anyhow::Result<()> {
     };
     let result = tokio::select! {
         r = rounds(args, &floor) => r,
-        signal = crate::bench_faults::interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
+        signal = crate::interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
     };
     stop_drain.cancel();
     if let Some(d) = drainer {

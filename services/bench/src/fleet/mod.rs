@@ -29,9 +29,9 @@ use hermes_db::scratch::ScratchDb;
 use hermes_telemetry::Metrics;
 use secrecy::ExposeSecret;
 
-use crate::bench_faults::{fleet, model};
+use crate::faults::model;
+use crate::fleet_process::{Fleet, free_port};
 use crate::procstat;
-pub(crate) use load::read_sse;
 use load::{Figures, Kind, Requests};
 use search::{REQUEST_TIMEOUT, SearchArgs, ms};
 
@@ -76,7 +76,7 @@ pub async fn fleet(config: Config, args: FleetBench) -> anyhow::Result<()> {
     );
     let result = tokio::select! {
         r = run(&config, &args, &ns, &scratch, &logs) => r,
-        signal = crate::bench_faults::interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
+        signal = crate::interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
     };
     if let Err(e) = scratch.drop_now().await {
         eprintln!("bench fleet: could not drop the scratch database: {e}");
@@ -109,8 +109,8 @@ async fn run(
     let model_url = model::serve(calls).await?;
     let channel = Arc::new(telegram::Channel::default());
     let telegram_url = telegram::serve(channel.clone()).await?;
-    crate::bench_faults::seed_users(&scratch.db, telegram::USERS, config).await?;
-    let http = fleet::free_port()?;
+    crate::faults::seed_users(&scratch.db, telegram::USERS, config).await?;
+    let http = free_port()?;
     let env: Vec<(String, String)> = [
         ("DATABASE_URL", scratch.url.expose_secret()),
         ("REDIS_URL", config.redis_url.expose_secret()),
@@ -148,7 +148,7 @@ async fn run(
         })
         .collect::<anyhow::Result<Vec<&'static str>>>()?;
     eprintln!("bench fleet: starting {services:?}");
-    let mut fleet = fleet::Fleet::start(&services, env, logs).await?;
+    let mut fleet = Fleet::start(&services, env, logs).await?;
     let base = format!("http://127.0.0.1:{http}");
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(1024)
@@ -163,7 +163,7 @@ async fn run(
         return soak::run(&target, &mut fleet, args, minutes).await;
     }
     let floor = match args.with_floor {
-        true => Some(crate::bench_floor::Standalone::start(config, &format!("{ns}f")).await?),
+        true => Some(crate::floor::Standalone::start(config, &format!("{ns}f")).await?),
         false => None,
     };
     let machine = infra::Machine::now(&fleet_pids());
@@ -240,12 +240,12 @@ pub(crate) const FLOOR: &str = "floor";
 /// floor in this process.
 pub(crate) enum Meter<'a> {
     Fleet {
-        fleet: &'a fleet::Fleet,
+        fleet: &'a Fleet,
         db: &'a hermes_db::Db,
         client: &'a reqwest::Client,
     },
     Floor {
-        floor: &'a crate::bench_floor::Floor,
+        floor: &'a crate::floor::Floor,
         db: &'a hermes_db::Db,
         client: &'a reqwest::Client,
     },

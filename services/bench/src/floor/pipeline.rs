@@ -35,7 +35,7 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::bench_fleet::load::{Ending, Requests};
+use crate::fleet::load::{Ending, Requests};
 
 /// Body sizes of one warm chat completion's messages (ingest → router, router → llm,
 /// llm → delivery), read from the broker and the outbox.
