@@ -25,6 +25,10 @@ COPY shared/cache/Cargo.toml shared/cache/
 COPY shared/alerts/Cargo.toml shared/alerts/
 COPY shared/runtime/Cargo.toml shared/runtime/
 COPY shared/gateway/Cargo.toml shared/gateway/
+COPY shared/media/Cargo.toml shared/media/
+COPY shared/mcp_server/Cargo.toml shared/mcp_server/
+COPY shared/operator/Cargo.toml shared/operator/
+COPY shared/presence/Cargo.toml shared/presence/
 COPY shared/testkit/Cargo.toml shared/testkit/
 COPY services/ingest/Cargo.toml services/ingest/
 COPY services/router/Cargo.toml services/router/
@@ -37,7 +41,8 @@ COPY tests/Cargo.toml tests/
 # Empty crates in place of the workspace's: the build below compiles only the dependencies.
 # The workspace's own artifacts are then deleted, so the real sources are always rebuilt
 # (their files may be older than these stubs, and cargo compares modification times).
-RUN for crate in shared/types shared/config shared/telemetry shared/net shared/db shared/bus shared/cache shared/alerts shared/runtime shared/gateway shared/testkit \
+RUN for crate in shared/types shared/config shared/telemetry shared/net shared/db shared/bus shared/cache shared/alerts shared/runtime shared/gateway \
+                 shared/media shared/mcp_server shared/operator shared/presence shared/testkit \
                  services/ingest services/router services/llm services/tools \
                  services/delivery services/hermes services/bench tests; do \
         mkdir -p "$crate/src" && touch "$crate/src/lib.rs"; \

@@ -208,3 +208,36 @@ async fn every_metric_of_the_dashboard_and_alerts_is_exported_and_promtool_clean
     fleet.stop().await.unwrap();
     let _ = std::fs::remove_file(config);
 }
+
+/// The image's dependency layer builds the workspace against stub crates: it must copy every
+/// member's manifest and stub every member, or `docker build` fails on the first one missing
+/// (shared/media, mcp_server, operator and presence once were).
+#[test]
+fn the_dockerfile_copies_and_stubs_every_workspace_member() {
+    let manifest = std::fs::read_to_string(repo_file("Cargo.toml")).unwrap();
+    let dockerfile = std::fs::read_to_string(repo_file("Dockerfile")).unwrap();
+    let start = manifest.find("members = [").expect("workspace members");
+    let end = start + manifest[start..].find(']').expect("end of members");
+    let members: Vec<&str> = manifest[start..end]
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.trim().strip_prefix('"')?.split('"').next())
+        .collect();
+    assert!(members.len() > 10, "{members:?}");
+    let from = dockerfile.find("RUN for crate in").expect("the stub loop");
+    let to = from
+        + dockerfile[from..]
+            .find("; do")
+            .expect("the stub loop's end");
+    let stubs = dockerfile[from..to].replace('\\', " ");
+    for member in members {
+        assert!(
+            dockerfile.contains(&format!("COPY {member}/Cargo.toml {member}/")),
+            "the Dockerfile does not copy {member}/Cargo.toml"
+        );
+        assert!(
+            stubs.split_whitespace().any(|w| w == member),
+            "the Dockerfile does not stub {member}"
+        );
+    }
+}
