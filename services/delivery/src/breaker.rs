@@ -214,9 +214,7 @@ mod tests {
         )
     }
 
-    fn redis_url() -> String {
-        std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
-    }
+    use hermes_testkit_core::redis_url;
 
     fn ns() -> String {
         format!("brk{:016x}", rand::random::<u64>())

@@ -168,9 +168,7 @@ mod tests {
         RateGate::new(cache, settings, metrics)
     }
 
-    fn redis_url() -> String {
-        std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
-    }
+    use hermes_testkit_core::redis_url;
 
     const FIVE_A_SECOND: RateGateSettings = RateGateSettings {
         chat_per_sec: 5.0,

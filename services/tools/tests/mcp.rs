@@ -95,12 +95,8 @@ async fn call(
     tool.call(&args).await
 }
 
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+async fn eventually(what: &str, check: impl FnMut() -> bool) {
+    hermes_testkit_core::eventually_sync(Duration::from_secs(20), what, check).await
 }
 
 #[tokio::test]
@@ -301,21 +297,21 @@ async fn a_server_killed_mid_call_answers_with_an_error_then_is_restarted() {
         up.with_label_values(&["every-thing"]).get() == 1
     })
     .await;
-    let mut answer = None;
-    for _ in 0..100 {
-        if let Ok(text) = call(
-            &s.registry,
-            "mcp_every_thing_echo",
-            json!({"message": "back"}),
-        )
-        .await
-        {
-            answer = Some(text);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(answer.expect("echo after the restart").contains("back"));
+    let answer =
+        hermes_testkit_core::eventually(Duration::from_secs(10), "echo after the restart", || {
+            let registry = s.registry.clone();
+            async move {
+                call(
+                    &registry,
+                    "mcp_every_thing_echo",
+                    json!({"message": "back"}),
+                )
+                .await
+                .ok()
+            }
+        })
+        .await;
+    assert!(answer.contains("back"));
     s.hub.shutdown();
 }
 

@@ -161,9 +161,7 @@ mod tests {
         Cache::new(&SecretString::from(url.to_string()), ns, metrics).unwrap()
     }
 
-    fn redis_url() -> String {
-        std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
-    }
+    use hermes_testkit_core::redis_url;
 
     fn settings(server: &MockServer) -> AlertSettings {
         AlertSettings {

@@ -30,9 +30,7 @@ fn cache(url: &str, metrics: Metrics) -> Cache {
     Cache::new(&SecretString::from(url.to_string()), ns, metrics).unwrap()
 }
 
-fn redis_url() -> String {
-    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
-}
+use hermes_testkit_core::redis_url;
 
 #[tokio::test]
 async fn the_key_is_namespaced_and_invalidation_deletes_it() {

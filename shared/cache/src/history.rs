@@ -325,9 +325,7 @@ mod tests {
     }
 
     fn redis_url() -> SecretString {
-        SecretString::from(
-            std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into()),
-        )
+        SecretString::from(hermes_testkit_core::redis_url())
     }
 
     fn store(url: &SecretString, metrics: Metrics) -> HistoryStore {

@@ -26,6 +26,7 @@ pub mod responses;
 pub mod retention;
 pub mod round_robin;
 pub mod runs;
+#[cfg(any(test, feature = "testing"))]
 pub mod scratch;
 pub mod sessions;
 pub mod tls;

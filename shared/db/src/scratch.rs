@@ -11,12 +11,9 @@ use secrecy::{ExposeSecret, SecretString};
 
 use super::{Db, DbError, migrate};
 
-/// The server tests use: `DATABASE_URL`, else the local default.
+/// The server tests use: `DATABASE_URL`, else the local default (the test kit's one).
 pub fn server_from_env() -> SecretString {
-    SecretString::from(
-        std::env::var("DATABASE_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into()),
-    )
+    SecretString::from(hermes_testkit_core::pg_base())
 }
 
 /// A migrated database of its own.

@@ -13,7 +13,6 @@ use hermes_runtime::Ctx;
 use hermes_telemetry::Metrics;
 use hermes_types::model::{FailureCode, LlmRequest, Usage};
 use tokio::sync::Semaphore;
-use uuid::Uuid;
 
 use crate::backends::{Backends, SecretsUnreadable};
 use crate::budget::{self, Budgets, Refusal};
@@ -458,6 +457,7 @@ impl Gateway {
     }
 }
 
+#[cfg(feature = "testing")]
 pub mod testing {
     //! Test support for the crates that call the gateway (the llm and tools stages'
     //! tests): a gateway over the mock provider and the local Redis. Production code
@@ -466,7 +466,7 @@ pub mod testing {
 
     /// The configuration (mock forced, unique namespace) and its gateway.
     pub fn mock(metrics: &Metrics) -> (Arc<Config>, Gateway) {
-        let ns = format!("t{}", &Uuid::now_v7().simple().to_string()[20..]);
+        let ns = format!("t{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
         let config = Arc::new(
             Config::from_lookup(
                 &|k| match k {

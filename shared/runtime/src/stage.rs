@@ -39,6 +39,7 @@ mod park;
 use group_commit::Committers;
 pub use group_commit::GroupCommit;
 #[doc(hidden)]
+#[cfg(feature = "testing")]
 pub use group_commit::hold_for_burst;
 
 /// The AMQP header naming why a parked message failed (a [`FailureReason`]).

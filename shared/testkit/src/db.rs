@@ -9,20 +9,7 @@ use secrecy::SecretString;
 use sha2::{Digest, Sha256};
 use tokio_postgres::NoTls;
 
-pub(crate) fn env_or(name: &str, default: &str) -> String {
-    std::env::var(name)
-        .ok()
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| default.to_string())
-}
-
-/// Server URL of the PostgreSQL instance the tests use (any database; we switch names).
-pub fn pg_base() -> String {
-    env_or(
-        "DATABASE_URL",
-        "postgres://postgres:postgres@127.0.0.1:5432/postgres",
-    )
-}
+use hermes_testkit_core::pg_base;
 
 pub(crate) fn pg_config(dbname: &str) -> tokio_postgres::Config {
     let mut c = tokio_postgres::Config::from_str(&pg_base()).expect("DATABASE_URL parses");

@@ -12,7 +12,7 @@ use secrecy::SecretString;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-use crate::db::{admin_exec, env_or, template, url_with_db};
+use crate::db::{admin_exec, template, url_with_db};
 use crate::tls::{Protocol, TestCa, TlsTerminator};
 use crate::{Fleet, KEY, chaos};
 
@@ -88,12 +88,9 @@ impl TestEnv {
         }
         let mut vars = HashMap::new();
         vars.insert("DATABASE_URL".into(), url_with_db(&db_name));
-        let broker = env_or("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2f");
+        let broker = hermes_testkit_core::amqp_url();
         vars.insert("AMQP_URL".into(), broker.clone());
-        vars.insert(
-            "REDIS_URL".into(),
-            env_or("REDIS_URL", "redis://127.0.0.1:6379"),
-        );
+        vars.insert("REDIS_URL".into(), hermes_testkit_core::redis_url());
         vars.insert("HERMES_NAMESPACE".into(), ns.clone());
         vars.insert("HERMES_PROVIDER".into(), "mock".into());
         vars.insert("API_SERVER_KEY".into(), KEY.into());

@@ -1,7 +1,8 @@
 //! The Hermes test kit: each test gets its own namespace (queues and Redis keys) and its own
 //! database cloned from a migrated template, and can start any set of services in-process on
 //! free ports, or the real binary. The end-to-end tests (`tests/`) and any crate testing
-//! against the real servers use it.
+//! against the real servers use it. Its core (`hermes-testkit-core`: the servers, waiting on
+//! a condition) has no Hermes dependency and is re-exported here.
 
 mod builder;
 pub use hermes_net::chaos;
@@ -13,10 +14,9 @@ mod harness;
 mod killable;
 mod process;
 pub mod tls;
-mod wait;
 
 pub use builder::{TestFleet, TestFleetBuilder};
-pub use db::{count, pg_base, queued_llm_requests};
+pub use db::{count, queued_llm_requests};
 pub use env::OPENAI_KEY;
 pub use env::{Server, TestEnv};
 pub use fakes::{
@@ -25,11 +25,11 @@ pub use fakes::{
 };
 pub use fleet::Fleet;
 pub use harness::StageHarness;
+pub use hermes_testkit_core::{amqp_url, eventually, eventually_sync, pg_base, redis_url};
 pub use killable::KillableFleet;
 pub use process::{
     RealProcess, everything_server_js, everything_server_toml, free_port, hermes_bin,
 };
-pub use wait::eventually;
 
 /// The Bearer key every test fleet uses.
 pub const KEY: &str = "test-key-0123456789abcdef";

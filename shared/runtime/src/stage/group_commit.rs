@@ -108,13 +108,14 @@ pub(super) fn start<H: GroupCommit>(
 }
 
 /// Bursts that tests asked the committers of a namespace to wait for ([`hold_for_burst`]).
+#[cfg(feature = "testing")]
 static HELD: std::sync::Mutex<Vec<(String, usize)>> = std::sync::Mutex::new(Vec::new());
 
 /// Test hook: the committers started next in `namespace` take nothing until `messages`
 /// messages wait, then commit those in full groups. A committer otherwise never waits to fill
 /// a group (docs/architecture.md, "How a message travels"), so which messages share a
 /// transaction depends on timing, and a test asserting on grouping needs it certain.
-#[doc(hidden)]
+#[cfg(feature = "testing")]
 pub fn hold_for_burst(namespace: &str, messages: usize) {
     if let Ok(mut held) = HELD.lock() {
         held.push((namespace.to_string(), messages));
@@ -122,12 +123,19 @@ pub fn hold_for_burst(namespace: &str, messages: usize) {
 }
 
 /// The burst held for `namespace` (0: none), consumed by the committers it was held for.
+#[cfg(feature = "testing")]
 fn held_burst(namespace: &str) -> usize {
     let Ok(mut held) = HELD.lock() else { return 0 };
     match held.iter().position(|(ns, _)| ns == namespace) {
         Some(i) => held.swap_remove(i).1,
         None => 0,
     }
+}
+
+/// Without the test hook no burst is ever held.
+#[cfg(not(feature = "testing"))]
+fn held_burst(_namespace: &str) -> usize {
+    0
 }
 
 /// The next group: wait for one message, then take what else is already waiting (or, for a
