@@ -6,7 +6,7 @@ mod alert_kind;
 mod metrics;
 mod operator_metrics;
 
-pub use agent_metrics::AgentMetrics;
+pub use agent_metrics::{AgentMetrics, TenantLimit};
 pub use alert_kind::AlertKind;
 pub use metrics::{Inner as MetricHandles, Metrics};
 pub use operator_metrics::OperatorMetrics;

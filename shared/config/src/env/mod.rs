@@ -18,6 +18,7 @@ pub mod process;
 pub mod providers;
 pub mod retention;
 pub mod router;
+pub mod tenants;
 
 pub(crate) use read::Reader;
 
@@ -143,6 +144,7 @@ static SECTIONS: &[&[&Setting]] = &[
     delivery::SETTINGS,
     delivery::ALERTS,
     approvals::SETTINGS,
+    tenants::SETTINGS,
     process::OUTSIDE,
 ];
 
