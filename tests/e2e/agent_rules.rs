@@ -1,19 +1,21 @@
 //! What an external agent and an operator's assignment may reach (docs/security.md, "Keys and
 //! tenants"; docs/agents.md, "The agent's side"): `context.bundle` only while its run waits
 //! for its reply, and none of the user's memory in a group run; `memory.remember` only on an
-//! open run, stored as the agent's, capped per user and expired under retention.
+//! open run, stored as the agent's, capped per user and expired under retention; an
+//! explicit assignment only to an agent of the user's own workspace.
 
 use std::time::Duration;
 
 use hermes::Service;
 use hermes_config::Retention;
 use hermes_db::memory::{self, Source};
-use hermes_testkit::{count, metric};
-use hermes_types::agent::EngagementMode;
+use hermes_testkit::{TestEnv, count, metric};
+use hermes_types::agent::{AgentKind, EngagementMode};
 use hermes_types::model::Platform;
 use serde_json::json;
 
 use crate::agent_mcp::{Mcp, assign, env_with, external_agent, key, peer, telegram};
+use crate::forge_wakes::agent;
 
 /// A Telegram group message of sender `from` in group `group`, addressed to the bot.
 async fn telegram_group(fleet: &hermes_testkit::Fleet, group: i64, from: i64, text: &str) {
@@ -244,4 +246,102 @@ async fn remembered_facts_are_the_agents_capped_per_user_and_expire() {
     // Room again: the agent may remember anew.
     mcp.ok("memory.remember", remember("book", "Dune")).await;
     fleet.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_assignment_names_an_agent_of_the_users_own_workspace() {
+    let env = TestEnv::new().await;
+    let db = env.db();
+    let c = db.get().await.unwrap();
+    c.execute(
+        "INSERT INTO workspaces (slug, name) VALUES ('acme', 'Acme')",
+        &[],
+    )
+    .await
+    .unwrap();
+    let rex = agent(&env, "acme", "rex", AgentKind::Internal).await;
+    let ana = agent(&env, "default", "ana", AgentKind::Internal).await;
+    let user = env.user(Platform::Telegram, "5150", 0).await;
+    let id = user.id.to_string();
+
+    // The CLI looks the agent up in the user's workspace, and refuses another one.
+    let (code, _, err) = env
+        .hermes(&["users", "set", &id, "--agent", "rex", "--workspace", "acme"])
+        .await;
+    assert_ne!(code, 0);
+    assert!(err.contains("is not in workspace \"acme\""), "{err}");
+    let (code, _, err) = env.hermes(&["users", "set", &id, "--agent", "rex"]).await;
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("no agent \"rex\" in the workspace of user"),
+        "{err}"
+    );
+    let link = |agent: &'static str| {
+        let id = id.clone();
+        let env = &env;
+        async move {
+            env.hermes(&[
+                "channels",
+                "link",
+                &id,
+                "--platform",
+                "telegram",
+                "--sender-id",
+                "6160",
+                "--agent",
+                agent,
+            ])
+            .await
+        }
+    };
+    let (code, _, err) = link("rex").await;
+    assert_ne!(code, 0);
+    assert!(err.contains("no agent \"rex\""), "{err}");
+    let assigned = |table: &'static str| {
+        let db = db.clone();
+        async move {
+            let sql = format!("SELECT count(*) FROM {table} WHERE agent_id = $1");
+            count(&db, &sql, &[&ana]).await
+        }
+    };
+    assert_eq!(assigned("users").await, 0);
+
+    // Its own workspace's agent is assigned.
+    let (code, out, err) = env.hermes(&["users", "set", &id, "--agent", "ana"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = link("ana").await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(assigned("users").await, 1);
+    assert_eq!(assigned("user_channels").await, 1);
+
+    // Written past the CLI, the database refuses it too.
+    let err = c
+        .execute(
+            "UPDATE users SET agent_id = $1 WHERE id = $2",
+            &[&rex, &user.id],
+        )
+        .await
+        .unwrap_err();
+    let db_err = err.as_db_error().expect("a database error");
+    assert_eq!(db_err.constraint(), Some("users_agent_in_workspace"));
+    let scope = hermes_db::users::ChannelScope::from(Platform::Telegram);
+    let err = hermes_db::users::link_channel(&c, user.id, scope, "7170", true, Some(rex))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("is not an agent of the workspace"),
+        "{err}"
+    );
+    let err = c
+        .execute(
+            "UPDATE user_channels SET agent_id = $1 WHERE sender_id = '6160'",
+            &[&rex],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.as_db_error().and_then(|e| e.constraint()),
+        Some("user_channels_agent_in_workspace")
+    );
+    assert_eq!(assigned("users").await, 1, "unchanged");
 }
