@@ -194,7 +194,9 @@ async fn a_gated_call_waits_and_runs_once_when_two_operators_allow_it_at_once() 
                 assert_eq!(a.status, Status::Decided(Verdict::Allowed));
                 already += 1;
             }
-            Answered::NotFound => panic!("the call vanished"),
+            Answered::NotFound | Answered::PastDeadline { .. } => {
+                panic!("the call vanished or timed out")
+            }
         }
     }
     assert_eq!((decided, already), (1, 1));
@@ -314,5 +316,48 @@ async fn a_waiting_run_is_not_stuck_and_a_stop_ends_it_cancelled() {
     assert_eq!(answered.status, Status::Decided(Verdict::Denied));
     assert_eq!(t.tool_ran().await, None, "never ran");
     assert_eq!(t.provider.received_requests().await.unwrap().len(), 1);
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allow_after_the_deadline_is_refused_and_the_call_times_out() {
+    // The timeout sweeper stays out of the way: the late allow itself times the call out.
+    let t = Gated::start(&[("HERMES_APPROVAL_SWEEP_SECS", "3600")]).await;
+    let (db, run) = (&t.db, t.run);
+    let call = waiting_call(db, run).await;
+    db.get()
+        .await
+        .unwrap()
+        .execute(
+            "UPDATE tool_approvals SET deadline_at = now() - interval '1 second' WHERE id = $1",
+            &[&call.id],
+        )
+        .await
+        .unwrap();
+
+    let operator = crate::agent_mcp::Mcp::operator(&t.fleet, hermes_testkit::KEY);
+    let refused = operator
+        .refused(
+            "permissions_respond",
+            json!({"approval_id": call.id, "decision": "allow"}),
+        )
+        .await;
+    assert_eq!(refused["code"], "DEADLINE_PASSED", "{refused}");
+    assert_eq!(refused["verdict"], "timed_out", "{refused}");
+    assert_eq!(refused["approval"]["status"], "timed_out", "{refused}");
+    // Decided once: a second allow (the CLI's way) is told it timed out.
+    let again = decide(db, call.id, Verdict::Allowed, "cli:late", None)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&again, Answered::AlreadyDecided(a) if a.status == Status::Decided(Verdict::TimedOut)),
+        "{again:?}"
+    );
+
+    completed(db, run).await;
+    let result = tool_turn(&t.provider).await;
+    assert_eq!(result["denied"], true, "{result}");
+    assert_eq!(result["verdict"], "timed_out", "{result}");
+    assert_eq!(t.tool_ran().await, None, "never ran");
     t.stop().await;
 }

@@ -465,3 +465,124 @@ async fn a_run_on_its_way_when_its_job_is_deleted_is_dropped_by_the_router() {
     assert_eq!(runs, 0, "no run was made for the deleted job");
     fleet.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_holds_a_bounded_number_of_jobs_run_no_more_often_than_the_minimum() {
+    let mut env = TestEnv::new().await;
+    env.set("HERMES_JOBS_PER_KEY", "2")
+        .set("HERMES_JOB_MIN_INTERVAL_SECS", "120");
+    let key = jobs_key(&env, None).await;
+    // Ingest alone: no scheduler runs anything under the test.
+    let fleet = env.start(&[Service::Ingest]).await;
+    let k = key.secret_key.as_str();
+    let job = |schedule: Value| json!({"name": "j", "prompt": "p", "schedule": schedule});
+
+    // Too frequent, by interval or by cron expression: refused, naming the setting.
+    for schedule in [
+        json!({"every_seconds": 60}),
+        json!({"cron": "* * * * *"}),
+        json!({"cron": "0,1 9 * * *"}),
+    ] {
+        let (status, body) =
+            call(&fleet, "POST", "/api/jobs", k, Some(job(schedule.clone()))).await;
+        assert_eq!(status, 400, "{schedule}: {body}");
+        assert_eq!(body["error"]["code"], "invalid_schedule");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("HERMES_JOB_MIN_INTERVAL_SECS"),
+            "{message}"
+        );
+    }
+    let first = create_job(&fleet, k, job(json!({"cron": "*/5 * * * *"}))).await;
+    create_job(&fleet, k, job(json!({"every_seconds": 120}))).await;
+    // The key holds its two jobs: a third is refused; the operator's are not counted.
+    let (status, body) = call(
+        &fleet,
+        "POST",
+        "/api/jobs",
+        k,
+        Some(job(json!({"every_seconds": 3600}))),
+    )
+    .await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["code"], "job_limit_reached");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("HERMES_JOBS_PER_KEY=2"),
+        "{body}"
+    );
+    create_job(&fleet, KEY, job(json!({"every_seconds": 3600}))).await;
+
+    // A schedule changed to run too often is refused; one kept from before the limit stays.
+    let route = format!("/api/jobs/{first}");
+    let (status, body) = call(
+        &fleet,
+        "PATCH",
+        &route,
+        k,
+        Some(json!({"schedule": {"every_seconds": 30}})),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("invalid_schedule"))
+    );
+    env.db()
+        .get()
+        .await
+        .unwrap()
+        .execute(
+            "UPDATE jobs SET schedule = '{\"every_seconds\": 1}' WHERE id = $1::text::uuid",
+            &[&first],
+        )
+        .await
+        .unwrap();
+    let (status, body) = call(&fleet, "PATCH", &route, k, Some(json!({"name": "renamed"}))).await;
+    assert_eq!(status, 200, "{body}");
+
+    // Run now: once, then not again within the minimum.
+    let (status, _) = call(&fleet, "POST", &format!("{route}/run"), k, None).await;
+    assert_eq!(status, 202);
+    let resp = reqwest::Client::new()
+        .post(fleet.url(&format!("{route}/run")))
+        .bearer_auth(k)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 429);
+    let wait: u64 = resp.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=120).contains(&wait), "{wait}");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "job_too_frequent");
+    let runs = hermes_testkit::count(
+        &env.db(),
+        "SELECT count(*) FROM job_runs WHERE job_id = $1::text::uuid",
+        &[&first],
+    )
+    .await;
+    assert_eq!(runs, 1);
+
+    // Deleting one makes room again.
+    assert_eq!(call(&fleet, "DELETE", &route, k, None).await.0, 200);
+    create_job(&fleet, k, job(json!({"every_seconds": 3600}))).await;
+    let metrics = fleet.metrics().await;
+    let refused = |limit: &str| {
+        hermes_testkit::metric(
+            &metrics,
+            &format!("hermes_tenant_limit_refusals_total{{limit=\"{limit}\"}}"),
+        )
+    };
+    assert_eq!(refused("jobs_per_key"), Some(1.0));
+    assert_eq!(
+        refused("job_interval"),
+        Some(5.0),
+        "three creations, a patch, a run now"
+    );
+    fleet.stop().await.unwrap();
+}

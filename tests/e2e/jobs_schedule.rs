@@ -1,7 +1,9 @@
 //! The job scheduler keeps each due time to one run (docs/architecture.md, the job
 //! scheduler): two fleets on one database and namespace share a job due every second, two
 //! schedulers driven through the same due times claim each once, a job that missed a day
-//! while the fleet was away runs once, and a revoked key's jobs do not run.
+//! while the fleet was away runs once, a revoked key's jobs (or a key's without the `jobs`
+//! scope) do not run, and no job runs sooner than `HERMES_JOB_MIN_INTERVAL_SECS` after the
+//! last.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +11,7 @@ use std::time::Duration;
 use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
 use hermes::Service;
 use hermes_db::Db;
+use hermes_db::api_keys::KeyScope;
 use hermes_runtime::Ctx;
 use hermes_telemetry::Metrics;
 use hermes_testkit::{KEY, TestEnv, eventually};
@@ -45,7 +48,8 @@ async fn set_due(db: &Db, job: &str, at: DateTime<Utc>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_fleets_run_a_job_due_every_second_once_per_due_time() {
-    let env = TestEnv::new().await;
+    let mut env = TestEnv::new().await;
+    env.set("HERMES_JOB_MIN_INTERVAL_SECS", "1");
     let db = env.db();
     // Two whole fleets on one database and namespace: two schedulers, two of every stage.
     let one = env.start(&Service::ALL).await;
@@ -110,7 +114,8 @@ async fn two_fleets_run_a_job_due_every_second_once_per_due_time() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_schedulers_driven_through_thirty_due_times_claim_each_once() {
-    let env = TestEnv::new().await;
+    let mut env = TestEnv::new().await;
+    env.set("HERMES_JOB_MIN_INTERVAL_SECS", "1");
     let db = env.db();
     // Ingest only, to create the job; the two schedulers below are the only ones.
     let fleet = env.start(&[Service::Ingest]).await;
@@ -198,7 +203,8 @@ async fn a_job_that_missed_a_day_runs_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revoked_keys_jobs_are_not_run_nor_counted_due() {
-    let env = TestEnv::new().await;
+    let mut env = TestEnv::new().await;
+    env.set("HERMES_JOB_MIN_INTERVAL_SECS", "1");
     let db = env.db();
     let key = crate::jobs::jobs_key(&env, None).await;
     let ingest = env.start(&[Service::Ingest]).await;
@@ -228,5 +234,93 @@ async fn a_revoked_keys_jobs_are_not_run_nor_counted_due() {
     );
     assert_eq!(hermes_router::scheduler::tick(&ctx, t0).await.unwrap(), 0);
     assert_eq!(runs_and_due_times(&db, &id).await, (0, 0));
+    ingest.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keys_jobs_run_only_while_it_holds_the_jobs_scope() {
+    let env = TestEnv::new().await;
+    let db = env.db();
+    let key = crate::jobs::jobs_key(&env, None).await;
+    let ingest = env.start(&[Service::Ingest]).await;
+    let job = json!({"name": "k", "prompt": "k", "schedule": {"every_seconds": 3600}});
+    let id = create_job(&ingest, &key.secret_key, job).await;
+    let t0: DateTime<Utc> = "2030-01-01T00:00:00Z".parse().unwrap();
+    set_due(&db, &id, t0).await;
+    let ctx = Ctx::without_broker(env.config(), Metrics::new())
+        .await
+        .unwrap();
+    let client = db.get().await.unwrap();
+    let set_scopes = |scopes: &'static [KeyScope]| {
+        let db = db.clone();
+        let id = key.key.id;
+        async move {
+            let c = db.get().await.unwrap();
+            assert!(
+                hermes_db::api_keys::set_scopes(&c, id, scopes)
+                    .await
+                    .unwrap()
+            );
+        }
+    };
+
+    // The key keeps its jobs but loses the scope: nothing is claimed or counted due.
+    set_scopes(&[KeyScope::Chat]).await;
+    let due = hermes_db::jobs::claim::count_due(&client, t0)
+        .await
+        .unwrap();
+    assert_eq!(due, 0);
+    assert_eq!(hermes_router::scheduler::tick(&ctx, t0).await.unwrap(), 0);
+    assert_eq!(runs_and_due_times(&db, &id).await, (0, 0));
+    // The scope back, the job runs (once for the time it missed).
+    set_scopes(&[KeyScope::Chat, KeyScope::Jobs]).await;
+    assert_eq!(hermes_router::scheduler::tick(&ctx, t0).await.unwrap(), 1);
+    assert_eq!(runs_and_due_times(&db, &id).await, (1, 1));
+    ingest.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scheduler_never_runs_a_job_sooner_than_the_minimum_interval() {
+    let mut env = TestEnv::new().await;
+    env.set("HERMES_JOB_MIN_INTERVAL_SECS", "60");
+    let db = env.db();
+    let ingest = env.start(&[Service::Ingest]).await;
+    let job = json!({"name": "m", "prompt": "m", "schedule": {"every_seconds": 60}});
+    let id = create_job(&ingest, KEY, job).await;
+    // A schedule stored before the limit (or written past the API): every second.
+    db.get()
+        .await
+        .unwrap()
+        .execute(
+            "UPDATE jobs SET schedule = '{\"every_seconds\": 1}' WHERE id = $1::text::uuid",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    let t0: DateTime<Utc> = "2030-01-01T00:00:00Z".parse().unwrap();
+    set_due(&db, &id, t0).await;
+    let ctx = Ctx::without_broker(env.config(), Metrics::new())
+        .await
+        .unwrap();
+    let next = || async {
+        let c = db.get().await.unwrap();
+        c.query_one(
+            "SELECT next_run_at FROM jobs WHERE id = $1::text::uuid",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get::<_, DateTime<Utc>>(0)
+    };
+    assert_eq!(hermes_router::scheduler::tick(&ctx, t0).await.unwrap(), 1);
+    assert_eq!(next().await, t0 + TimeDelta::seconds(60));
+    // Driven through the next minute second by second: nothing more is due.
+    for second in 1..60 {
+        let now = t0 + TimeDelta::seconds(second);
+        assert_eq!(hermes_router::scheduler::tick(&ctx, now).await.unwrap(), 0);
+    }
+    let now = t0 + TimeDelta::seconds(60);
+    assert_eq!(hermes_router::scheduler::tick(&ctx, now).await.unwrap(), 1);
+    assert_eq!(runs_and_due_times(&db, &id).await, (2, 2));
     ingest.stop().await.unwrap();
 }

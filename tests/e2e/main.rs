@@ -5,6 +5,7 @@ mod agent_mcp_drafts;
 mod agent_mcp_refusals;
 mod agent_mcp_replicas;
 mod agent_mcp_sdk;
+mod agent_rules;
 mod agent_runs_end;
 mod agent_webhooks;
 mod api_edges;

@@ -424,3 +424,120 @@ async fn a_run_not_yet_routed_is_shown_queued_to_its_key_and_cannot_be_stopped_y
     stages.stop().await.unwrap();
     ingest.stop().await.unwrap();
 }
+
+/// A key with the `chat` scope only.
+async fn chat_key(env: &TestEnv, name: &str) -> api_keys::Created {
+    let c = env.db().get().await.unwrap();
+    let key = api_keys::create(&c, name, None, None).await.unwrap();
+    api_keys::set_scopes(&c, key.key.id, &[KeyScope::Chat])
+        .await
+        .unwrap();
+    key
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_keys_runs_get_no_local_host_tool_unless_the_key_was_granted_it() {
+    let provider = provider_asking_for(
+        "mcp_shell_run",
+        json!({"command": "cat /etc/passwd"}),
+        &["done"],
+    )
+    .await;
+    let mut env = TestEnv::new().await;
+    let config = shell_config(&env.ns);
+    env.openai_mock(&format!("{}/v1", provider.uri()))
+        .set("HERMES_MODEL", "gpt-test")
+        .set("HERMES_CONFIG", config.to_str().unwrap());
+    {
+        let mut c = env.db().get().await.unwrap();
+        let shell = hermes_types::model::ToolSpec {
+            name: "mcp_shell_run".into(),
+            description: "run a shell command".into(),
+            parameters: json!({"type": "object"}),
+            toolset: "mcp-shell".into(),
+        };
+        hermes_db::tool_registry::publish(&mut c, &["mcp-shell"], &[shell])
+            .await
+            .unwrap();
+    }
+    let plain = chat_key(&env, "plain").await;
+    let granted = chat_key(&env, "granted").await;
+    let (code, out, err) = env
+        .hermes(&[
+            "api-keys",
+            "set",
+            &granted.key.id.to_string(),
+            "--toolsets",
+            "mcp-shell",
+        ])
+        .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("host toolsets mcp-shell"), "{out}");
+    let fleet = env.start(&Service::ALL).await;
+    let offered = |call: &Value| -> Vec<String> {
+        call["tools"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+
+    // A key granted nothing: its EXECUTE run is not offered the host tool, and the model's
+    // call of it anyway is refused by the tools stage.
+    let run = start_run(
+        &fleet,
+        &plain.secret_key,
+        json!({"input": "list the files please"}),
+    )
+    .await;
+    run_in(&fleet, &run, "completed").await;
+    let calls = provider_calls(&provider).await;
+    assert_eq!(calls.len(), 2, "the call, then the tool round");
+    let names = offered(&calls[0]);
+    assert!(
+        !names.contains(&"mcp_shell_run".to_string()),
+        "{}",
+        calls[0]
+    );
+    assert!(
+        names.contains(&"current_time".to_string()),
+        "other tools stay"
+    );
+    let tool_turn = calls[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|m| m["role"] == "tool")
+        .unwrap()
+        .clone();
+    let refusal: Value = serde_json::from_str(tool_turn["content"].as_str().unwrap()).unwrap();
+    assert_eq!(refusal["refused"], true, "{refusal}");
+    assert_eq!(refusal["tool"], "mcp_shell_run");
+
+    // The key granted `mcp-shell` is offered it.
+    let run = start_run(
+        &fleet,
+        &granted.secret_key,
+        json!({"input": "list the files please"}),
+    )
+    .await;
+    run_in(&fleet, &run, "completed").await;
+    let calls = provider_calls(&provider).await;
+    assert!(
+        offered(&calls[2]).contains(&"mcp_shell_run".to_string()),
+        "{}",
+        calls[2]
+    );
+    assert_eq!(
+        hermes_testkit::metric(
+            &fleet.metrics().await,
+            "hermes_tool_refusals_total{reason=\"not_offered\"}"
+        ),
+        Some(1.0)
+    );
+    fleet.stop().await.unwrap();
+    let _ = std::fs::remove_file(config);
+}

@@ -116,6 +116,7 @@ async fn respond(db: &Db, answer: Answer, verdict: Verdict) -> anyhow::Result<()
             Ok(())
         }
         Answered::AlreadyDecided(a) => bail!("{}", already(&a)),
+        Answered::PastDeadline { approval, .. } => bail!("{}", past_deadline(&approval)),
         Answered::NotFound => bail!("no approval {}", answer.id),
     }
 }
@@ -135,6 +136,15 @@ pub async fn decide(
         .with_context(|| format!("answering approval {id}"))?;
     tx.commit().await?;
     Ok(answered)
+}
+
+/// What an operator is told of an allow that came after the call's deadline.
+pub fn past_deadline(a: &Approval) -> String {
+    format!(
+        "approval {} could not be allowed: its deadline passed at {}; it was denied as timed out",
+        a.id,
+        a.deadline_at.to_rfc3339()
+    )
 }
 
 /// What an operator is told of a call answered before.

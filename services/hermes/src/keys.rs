@@ -34,6 +34,11 @@ pub struct AccessArgs {
     /// Dollars per UTC month (0: no limit).
     #[arg(long, value_name = "USD")]
     monthly_usd: Option<String>,
+    /// Local-host toolsets (e.g. `mcp-shell`) or tools the key's API and job runs may be
+    /// offered, comma-separated; replaces what the key had (`""`: none). A key has none
+    /// until granted: its runs get only the tools that act off the host.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    toolsets: Option<Vec<String>>,
 }
 
 /// `Some(n)` for a limit, `None` for 0 (no limit).
@@ -78,6 +83,15 @@ impl AccessArgs {
         if limits != key.limits {
             api_keys::set_limits(client, key.id, &limits).await?;
         }
+        if let Some(list) = &self.toolsets {
+            // Names trimmed, empty entries dropped: `--toolsets ""` grants none.
+            let list: Vec<String> = list
+                .iter()
+                .map(|n| n.trim().to_owned())
+                .filter(|n| !n.is_empty())
+                .collect();
+            api_keys::set_toolsets(client, key.id, &list).await?;
+        }
         Ok(())
     }
 }
@@ -88,6 +102,9 @@ fn describe(k: &api_keys::ApiKey) -> String {
     let usd = |m: Option<u64>| m.map(|m| format!("${}.{:06}", m / 1_000_000, m % 1_000_000));
     let l = &k.limits;
     let mut parts = vec![format!("scopes {}", scopes.join(","))];
+    if !k.toolsets.is_empty() {
+        parts.push(format!("host toolsets {}", k.toolsets.join(",")));
+    }
     for (name, value) in [
         ("rpm", l.requests_per_minute.map(|n| n.to_string())),
         ("tokens/day", l.daily_tokens.map(|n| n.to_string())),
@@ -220,7 +237,8 @@ pub async fn run(config: &Config, cmd: KeysCommand) -> anyhow::Result<()> {
                     "{}",
                     json!({ "id": key.id, "name": key.name, "key": created.secret_key,
                             "callback_url": key.callback_url, "callback_secret": created.callback_secret,
-                            "access": describe(key), "agent": agent_json(agent.as_ref()) })
+                            "access": describe(key), "toolsets": key.toolsets,
+                            "agent": agent_json(agent.as_ref()) })
                 );
             } else {
                 println!("created key {} ({}): {}", key.id, key.name, describe(key));
@@ -250,7 +268,7 @@ pub async fn run(config: &Config, cmd: KeysCommand) -> anyhow::Result<()> {
                     .map(|(k, a)| {
                         json!({ "id": k.id, "name": k.name, "prefix": k.prefix, "callback_url": k.callback_url,
                                 "created_at": k.created_at, "revoked": k.revoked, "access": describe(k),
-                                "agent": agent_json(a.as_ref()) })
+                                "toolsets": k.toolsets, "agent": agent_json(a.as_ref()) })
                     })
                     .collect();
                 println!("{}", serde_json::Value::from(rows));

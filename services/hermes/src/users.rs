@@ -67,11 +67,14 @@ pub enum UsersCommand {
         /// Display name.
         #[arg(long)]
         name: Option<String>,
-        /// Assign to this agent (profile key), or `none` to unassign.
+        /// Assign to this agent (profile key) of the user's own workspace, or `none` to
+        /// unassign.
         #[arg(long, value_name = "PROFILE_KEY|none")]
         agent: Option<String>,
-        #[arg(long, default_value = "default")]
-        workspace: String,
+        /// The user's workspace (slug), checked when given: an agent of another workspace
+        /// is never assigned.
+        #[arg(long, value_name = "SLUG")]
+        workspace: Option<String>,
     },
     /// Set a memory value (a structural key such as diet, or a free fact) and drop the cached soul.
     Remember {
@@ -110,15 +113,17 @@ pub enum ChannelsCommand {
         /// Link without activating (messages get the signup prompt until activated).
         #[arg(long)]
         inactive: bool,
-        /// Assign this channel to an agent (profile key); wins over the user's agent.
+        /// Assign this channel to an agent (profile key) of the user's own workspace; wins
+        /// over the user's agent.
         #[arg(long, value_name = "PROFILE_KEY")]
         agent: Option<String>,
         /// For `--platform rest`: the API key (its id) whose callers post as this sender.
         /// Without it only the operator key (`API_SERVER_KEY`) reaches the sender.
         #[arg(long, value_name = "KEY_ID")]
         api_key: Option<hermes_types::ids::ApiKeyId>,
-        #[arg(long, default_value = "default")]
-        workspace: String,
+        /// The user's workspace (slug), checked when given.
+        #[arg(long, value_name = "SLUG")]
+        workspace: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -130,6 +135,40 @@ async fn agent_id(db: &Db, workspace: &str, key: &str) -> anyhow::Result<AgentId
         .await?
         .map(|a| a.id)
         .with_context(|| format!("no agent {key:?} in workspace {workspace:?}"))
+}
+
+/// The agent `key` of `user`'s own workspace: an explicit assignment never names another
+/// workspace's agent (docs/security.md, "Keys and tenants"; the database refuses it too).
+/// `workspace`, when given, must be the user's.
+async fn agent_of_users_workspace(
+    db: &Db,
+    user: UserId,
+    workspace: Option<&str>,
+    key: &str,
+) -> anyhow::Result<AgentId> {
+    let client = db.get().await?;
+    let user = users::get(&client, user)
+        .await?
+        .with_context(|| format!("no user {user}"))?;
+    if let Some(slug) = workspace {
+        let id = hermes_db::workspaces::id_by_slug(&client, slug)
+            .await?
+            .with_context(|| format!("no workspace {slug:?}"))?;
+        anyhow::ensure!(
+            id == user.workspace_id,
+            "user {} is not in workspace {slug:?}: an agent is assigned only within its user's workspace",
+            user.id
+        );
+    }
+    agents::by_key_in(&client, user.workspace_id, key)
+        .await?
+        .map(|a| a.id)
+        .with_context(|| {
+            format!(
+                "no agent {key:?} in the workspace of user {}: an agent is assigned only within its user's workspace",
+                user.id
+            )
+        })
 }
 
 async fn connect(config: &Config) -> anyhow::Result<Db> {
@@ -338,7 +377,9 @@ pub async fn run(config: &Config, cmd: UsersCommand) -> anyhow::Result<()> {
             let agent = match agent.as_deref() {
                 None => None,
                 Some("none") => Some(None),
-                Some(k) => Some(Some(agent_id(&db, &workspace, k).await?)),
+                Some(k) => Some(Some(
+                    agent_of_users_workspace(&db, id, workspace.as_deref(), k).await?,
+                )),
             };
             let client = db.get().await?;
             anyhow::ensure!(
@@ -391,12 +432,14 @@ pub async fn run_channels(config: &Config, cmd: ChannelsCommand) -> anyhow::Resu
                 !sender_id.trim().is_empty(),
                 "--sender-id must not be empty"
             );
-            let agent = match &agent {
-                Some(k) => Some(agent_id(&db, &workspace, k).await?),
-                None => None,
-            };
             let client = db.get().await?;
             anyhow::ensure!(users::get(&client, user).await?.is_some(), "no user {user}");
+            let agent = match &agent {
+                Some(k) => {
+                    Some(agent_of_users_workspace(&db, user, workspace.as_deref(), k).await?)
+                }
+                None => None,
+            };
             if let Some(key) = api_key {
                 anyhow::ensure!(
                     hermes_db::api_keys::get(&client, key).await?.is_some(),

@@ -16,6 +16,7 @@ use chrono::Utc;
 use hermes_db::jobs::{self, Job, claim};
 use hermes_db::runs;
 use hermes_runtime::http::ApiError;
+use hermes_telemetry::TenantLimit;
 use hermes_types::ids::JobId;
 use hermes_types::model::JobTrigger;
 use serde_json::json;
@@ -69,7 +70,20 @@ fn respond(answer: Answer) -> Response {
     answer.unwrap_or_else(|e| e.into_response())
 }
 
-/// `POST /api/jobs`
+/// A schedule more frequent than `HERMES_JOB_MIN_INTERVAL_SECS` is refused (and counted).
+fn check_interval(
+    app: &AppState,
+    schedule: &hermes_types::model::Schedule,
+) -> Result<(), ApiError> {
+    body::check_interval(schedule, app.ctx.config.tenants.job_min_interval).inspect_err(|e| {
+        if e.code == "invalid_schedule" {
+            app.ctx.metrics.agents.refused(TenantLimit::JobInterval);
+        }
+    })
+}
+
+/// `POST /api/jobs`: a key holds at most `HERMES_JOBS_PER_KEY` jobs (the operator's are not
+/// counted); past it `429 job_limit_reached`.
 pub async fn create(
     State(app): State<AppState>,
     axum::Extension(caller): axum::Extension<Caller>,
@@ -80,12 +94,31 @@ pub async fn create(
             let body = api_body(app.ctx.config.max_body_bytes, body)?;
             let spec = body::parse(&body)?.merge(None)?;
             body::check_target(&spec, &caller, &app.ctx.config.file.models)?;
+            check_interval(&app, &spec.schedule)?;
             let next = first_run(&spec)?;
-            let client = app.ctx.db.get().await.map_err(unavailable)?;
+            let mut client = app.ctx.db.get().await.map_err(unavailable)?;
             body::check_chat(&client, &spec).await?;
-            let job = jobs::create(&client, caller.key_id(), &spec, next)
+            let tx = client.transaction().await.map_err(unavailable)?;
+            if let Some(key) = caller.key_id() {
+                let max = app.ctx.config.tenants.jobs_per_key;
+                let held = jobs::count_of_key_locked(&tx, key)
+                    .await
+                    .map_err(unavailable)?;
+                if held >= i64::from(max) {
+                    app.ctx.metrics.agents.refused(TenantLimit::JobsPerKey);
+                    return Err(ApiError::new(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        "job_limit_reached",
+                        format!(
+                            "this key holds {held} jobs, the most allowed (HERMES_JOBS_PER_KEY={max}): delete one first"
+                        ),
+                    ));
+                }
+            }
+            let job = jobs::create(&tx, caller.key_id(), &spec, next)
                 .await
                 .map_err(unavailable)?;
+            tx.commit().await.map_err(unavailable)?;
             tracing::info!(job_id = %job.id, "job created");
             Ok((StatusCode::CREATED, Json(body::view(&job, None))).into_response())
         }
@@ -160,9 +193,14 @@ pub async fn patch(call: JobCall, body: Result<Bytes, BytesRejection>) -> Respon
             let patch = body::parse(&body)?;
             let config = call.app.ctx.config.clone();
             let caller = call.caller.clone();
+            let app = call.app.clone();
             change(call, |job| {
                 let spec = patch.merge(Some(&job.spec))?;
                 body::check_target(&spec, &caller, &config.file.models)?;
+                // A schedule kept from before the limit stays; a new one must respect it.
+                if spec.schedule != job.spec.schedule {
+                    check_interval(&app, &spec.schedule)?;
+                }
                 if spec.schedule != job.spec.schedule && !job.paused {
                     job.next_run_at = Some(first_run(&spec)?);
                 }
@@ -204,7 +242,8 @@ pub async fn resume(call: JobCall) -> Response {
 
 /// `POST /api/jobs/{id}/run`: one run now, out of schedule (the schedule is unchanged).
 /// The run is queued in the outbox with its record in one transaction: once answered, it
-/// runs once.
+/// runs once. Not sooner than `HERMES_JOB_MIN_INTERVAL_SECS` after the job's last run
+/// (`429 job_too_frequent` with `Retry-After`).
 pub async fn run_now(JobCall { app, caller, id }: JobCall) -> Response {
     respond(
         async {
@@ -215,6 +254,23 @@ pub async fn run_now(JobCall { app, caller, id }: JobCall) -> Response {
                 .await
                 .map_err(unavailable)?
                 .ok_or_else(body::not_found)?;
+            let since = claim::since_last_run_locked(&tx, id)
+                .await
+                .map_err(unavailable)?;
+            if let Some(wait) = too_soon(since, app.ctx.config.tenants.job_min_interval) {
+                app.ctx.metrics.agents.refused(TenantLimit::JobInterval);
+                return Err(ApiError {
+                    retry_after: Some(wait),
+                    ..ApiError::new(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        "job_too_frequent",
+                        format!(
+                            "the job ran less than {} s ago (HERMES_JOB_MIN_INTERVAL_SECS); retry in {wait} s",
+                            app.ctx.config.tenants.job_min_interval.as_secs()
+                        ),
+                    )
+                });
+            }
             let callback = claim::callback_url(&tx, &job).await.map_err(unavailable)?;
             let run = claim::RunOf {
                 job: &job,
@@ -241,6 +297,13 @@ pub async fn run_now(JobCall { app, caller, id }: JobCall) -> Response {
         }
         .await,
     )
+}
+
+/// The whole seconds to wait before a job whose last run was `since` ago may run again,
+/// when that is too soon (`None`: it may run now).
+fn too_soon(since: Option<std::time::Duration>, min: std::time::Duration) -> Option<u64> {
+    let left = min.checked_sub(since?)?;
+    (!left.is_zero()).then(|| left.as_secs_f64().ceil() as u64)
 }
 
 /// `DELETE /api/jobs/{id}`: the job goes, and its runs still open are asked to stop.

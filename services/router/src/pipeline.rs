@@ -47,6 +47,7 @@ pub struct Router {
     history: Option<HistoryStore>,
     presence: dispatch::Presence,
     media: MediaStep,
+    grants: api::KeyGrants,
 }
 
 /// The decision of a chat message held for its burst.
@@ -94,6 +95,7 @@ impl Router {
             history,
             presence: dispatch::Presence::default(),
             media: MediaStep::new(&ctx.config, ctx.metrics.media_fetches.clone())?,
+            grants: api::KeyGrants::default(),
             ctx,
         })
     }

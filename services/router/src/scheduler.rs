@@ -4,7 +4,9 @@
 //! job's next due time past now (a job that missed several times while the fleet was away
 //! runs once), and queues the run's inbound message in the outbox, all in one transaction:
 //! a crash before the commit leaves the job due for the next tick, a crash after it leaves
-//! the message for the outbox relay. Either way the due time runs once.
+//! the message for the outbox relay. Either way the due time runs once. A job never runs
+//! sooner than `HERMES_JOB_MIN_INTERVAL_SECS` after its previous due time, whatever its
+//! stored schedule says (a schedule written before the limit, or past the API).
 
 use std::time::Duration;
 
@@ -42,6 +44,8 @@ pub async fn tick(ctx: &Ctx, now: DateTime<Utc>) -> anyhow::Result<usize> {
     let mut client = ctx.db.get().await?;
     let tx = client.transaction().await?;
     let due = claim::claim_due(&tx, now, BATCH).await?;
+    let min_interval = chrono::TimeDelta::from_std(ctx.config.tenants.job_min_interval)
+        .unwrap_or(chrono::TimeDelta::MAX);
     let mut moves = Vec::with_capacity(due.len());
     let mut runs = Vec::with_capacity(due.len());
     for d in &due {
@@ -50,7 +54,11 @@ pub async fn tick(ctx: &Ctx, now: DateTime<Utc>) -> anyhow::Result<usize> {
             continue;
         };
         let next = match d.job.spec.schedule.next_after(due_at, now) {
-            Ok(next) => Some(next),
+            Ok(next) => Some(
+                due_at
+                    .checked_add_signed(min_interval)
+                    .map_or(next, |soonest| next.max(soonest)),
+            ),
             Err(why) => {
                 tracing::warn!(job_id = %d.job.id, why, "job has no time to come: paused");
                 None

@@ -221,6 +221,17 @@ pub struct ApprovalSettings {
     pub sweep_every: Duration,
 }
 
+/// What one tenant may hold (docs/security.md, "Keys and tenants").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TenantLimits {
+    /// `HERMES_JOBS_PER_KEY`: most scheduled jobs one API key holds.
+    pub jobs_per_key: u32,
+    /// `HERMES_JOB_MIN_INTERVAL_SECS`: shortest time between two runs of one job.
+    pub job_min_interval: Duration,
+    /// `HERMES_AGENT_FACTS_PER_USER`: most facts agents remember about one user.
+    pub agent_facts_per_user: u32,
+}
+
 /// Bursts (`HERMES_BURST_QUIET_MS`, `HERMES_BURST_MAX_WAIT_MS`, docs/channels.md): a chat
 /// message is held until its conversation has been quiet for `quiet`, or its first held
 /// message has waited `max_wait`, then the held messages are routed as one turn. A `quiet`
@@ -310,6 +321,8 @@ pub struct Config {
     /// How long the tools stage's readiness waits for its MCP servers' first discovery
     /// (`HERMES_TOOLS_READY_TIMEOUT`).
     pub tools_ready_timeout: Duration,
+    /// What one tenant (a key, its agents) may hold.
+    pub tenants: TenantLimits,
     pub file: FileConfig,
     pub config_path: Option<PathBuf>,
     /// What each variable resolved to when read, secrets masked (for [`Config::describe`]).

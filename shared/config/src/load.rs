@@ -6,11 +6,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::env::{
-    Reader, api, approvals, bus, ingest, media, process, providers, retention, router, tools,
+    Reader, api, approvals, bus, ingest, media, process, providers, retention, router, tenants,
+    tools,
 };
 use crate::{
     ApiSurface, ApprovalSettings, BackendKind, BusSettings, ChannelSecrets, Config, ConfigError,
-    FileConfig, MediaSettings, ProviderSettings, RateLimit, Retention, RouterSecrets,
+    FileConfig, MediaSettings, ProviderSettings, RateLimit, Retention, RouterSecrets, TenantLimits,
     TranscribeSettings,
 };
 
@@ -84,6 +85,9 @@ impl Config {
         let approval_timeout = r.get(&approvals::HERMES_APPROVAL_TIMEOUT);
         let approval_sweep = r.get(&approvals::HERMES_APPROVAL_SWEEP_SECS);
         let tools_ready_timeout = r.get(&tools::HERMES_TOOLS_READY_TIMEOUT);
+        let jobs_per_key = r.get(&tenants::HERMES_JOBS_PER_KEY);
+        let job_min_interval = r.get(&tenants::HERMES_JOB_MIN_INTERVAL_SECS);
+        let agent_facts_per_user = r.get(&tenants::HERMES_AGENT_FACTS_PER_USER);
 
         // `--config` wins over the variable; doctor shows whichever was used.
         let from_env = r.get(&process::HERMES_CONFIG);
@@ -160,6 +164,11 @@ impl Config {
                     sweep_every: approval_sweep?,
                 },
                 tools_ready_timeout: tools_ready_timeout?,
+                tenants: TenantLimits {
+                    jobs_per_key: jobs_per_key?,
+                    job_min_interval: job_min_interval?,
+                    agent_facts_per_user: agent_facts_per_user?,
+                },
                 file,
                 config_path,
                 shown: std::mem::take(&mut r.shown),

@@ -28,6 +28,9 @@ pub struct ApiKey {
     /// The agent this key speaks for on the MCP surface (docs/agents.md, "The agent's side");
     /// `None`: a key of people or scripts, refused by the agent tools.
     pub agent_id: Option<AgentId>,
+    /// The local-host toolsets (or tools) its API and job runs may be offered; empty: none
+    /// (docs/security.md, "Keys and tenants").
+    pub toolsets: Vec<String>,
 }
 
 /// A surface a key may call (docs/security.md, keys and tenants).
@@ -176,6 +179,7 @@ pub async fn create(
         scopes: vec![KeyScope::Messages],
         limits: KeyLimits::default(),
         agent_id: None,
+        toolsets: Vec::new(),
     };
     Ok(Created {
         key: record,
@@ -204,7 +208,7 @@ pub async fn rotate_secret(
 const COLUMNS: &str =
     "id, name, key_prefix, callback_url, created_at, revoked_at, callback_secret_enc,
      scopes, requests_per_minute, daily_tokens, monthly_tokens, daily_micro_usd, monthly_micro_usd,
-     agent_id";
+     agent_id, toolsets";
 
 /// A non-negative amount column as `u64`.
 fn amount(r: &tokio_postgres::Row, i: usize) -> Option<u64> {
@@ -246,6 +250,36 @@ pub async fn set_agent(client: &Client, id: ApiKeyId, agent: AgentId) -> Result<
         )
         .await?;
     Ok(n == 1)
+}
+
+/// Grant a key the local-host toolsets (or tools) its API and job runs may be offered,
+/// replacing what it had (empty: none). False when no key has that id.
+pub async fn set_toolsets(
+    client: &Client,
+    id: ApiKeyId,
+    toolsets: &[String],
+) -> Result<bool, DbError> {
+    let n = client
+        .execute(
+            "UPDATE api_keys SET toolsets = $2 WHERE id = $1",
+            &[&id, &toolsets],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+/// The local-host toolsets (or tools) key `id` was granted (`None`: no such key).
+pub async fn toolsets_of(
+    client: &impl crate::GenericClient,
+    id: ApiKeyId,
+) -> Result<Option<Vec<String>>, DbError> {
+    Ok(client
+        .query_opt(
+            &crate::stmt(client, "SELECT toolsets FROM api_keys WHERE id = $1").await?,
+            &[&id],
+        )
+        .await?
+        .map(|r| r.get(0)))
 }
 
 /// Replace a key's rate and budgets. False when no key has that id.
@@ -297,6 +331,7 @@ fn from_row(r: &tokio_postgres::Row) -> ApiKey {
             monthly_micro_usd: amount(r, 12),
         },
         agent_id: r.get(13),
+        toolsets: r.get(14),
     }
 }
 

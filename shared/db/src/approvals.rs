@@ -5,6 +5,10 @@
 //! of the round waiting queues the round again, carrying every answer, in its own
 //! transaction.
 //!
+//! **An allow comes before the deadline.** An allow answered once the call's deadline has
+//! passed is refused ([`Answered::PastDeadline`]): the call is timed out there and then, as
+//! the timeout sweeper would have, so a call nobody allowed in time never runs.
+//!
 //! **Nothing runs twice when two operators answer at once.** Every answer first locks the
 //! run's row, so answers to one run are taken one after the other; a call is answered only
 //! while it is `pending` (the second answer finds it decided and is told so); and the round
@@ -262,6 +266,12 @@ pub enum Answered {
     },
     /// The call was answered before (by another operator or its timeout): nothing changed.
     AlreadyDecided(Approval),
+    /// An allow after the call's deadline: refused, and the call timed out instead
+    /// ([`Verdict::TimedOut`]); `resumed` as for [`Answered::Decided`].
+    PastDeadline {
+        approval: Approval,
+        resumed: bool,
+    },
     NotFound,
 }
 
@@ -275,12 +285,22 @@ pub async fn answer(
     reason: Option<&str>,
 ) -> Result<Answered, DbError> {
     let Some(run) = tx
-        .query_opt("SELECT run_id FROM tool_approvals WHERE id = $1", &[&id])
+        .query_opt(
+            "SELECT run_id, deadline_at <= now() FROM tool_approvals WHERE id = $1",
+            &[&id],
+        )
         .await?
     else {
         return Ok(Answered::NotFound);
     };
     let run_id: RunId = run.get(0);
+    // Past its deadline a call may only be refused: an allow times it out instead.
+    let late = verdict == Verdict::Allowed && run.get::<_, bool>(1);
+    let (verdict, by, reason) = if late {
+        (Verdict::TimedOut, None, Some(TIMED_OUT))
+    } else {
+        (verdict, by, reason)
+    };
     let run = tx
         .query_one(
             "SELECT status, traceparent, platform, chat_id, session_id FROM agent_runs
@@ -313,7 +333,11 @@ pub async fn answer(
         .await?;
     let resumed = run_status == RunStatus::AwaitingApproval.as_str()
         && resume_if_answered(tx, run_id, round, traceparent.as_deref()).await?;
-    Ok(Answered::Decided { approval, resumed })
+    Ok(if late {
+        Answered::PastDeadline { approval, resumed }
+    } else {
+        Answered::Decided { approval, resumed }
+    })
 }
 
 /// Queue the round again with every answer when none of its calls waits any more. The run

@@ -137,9 +137,24 @@ fn json<T: serde::Serialize>(v: &T) -> serde_json::Value {
     serde_json::to_value(v).expect("schedules and targets serialize infallibly")
 }
 
+/// How many jobs key `key` holds, serializing the callers of one key until the caller's
+/// transaction ends (a transaction-level advisory lock), so that concurrent creations
+/// cannot pass a limit together.
+pub async fn count_of_key_locked(tx: &Transaction<'_>, key: ApiKeyId) -> Result<i64, DbError> {
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended('jobs:' || $1::uuid::text, 0))",
+        &[&key],
+    )
+    .await?;
+    Ok(tx
+        .query_one("SELECT count(*) FROM jobs WHERE api_key_id = $1", &[&key])
+        .await?
+        .get(0))
+}
+
 /// Store a new job, first due at `next_run_at`.
 pub async fn create(
-    client: &Client,
+    client: &impl GenericClient,
     owner: Option<ApiKeyId>,
     spec: &JobSpec,
     next_run_at: DateTime<Utc>,

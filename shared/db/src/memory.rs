@@ -55,6 +55,9 @@ pub enum Source {
     Operator,
     /// Extracted from the user's own messages.
     Extracted,
+    /// Remembered by an external agent (`memory.remember`, docs/agents.md): capped per user
+    /// ([`remember_as_agent`]), and its facts expire under retention like extracted ones.
+    Agent,
 }
 
 impl Source {
@@ -63,6 +66,7 @@ impl Source {
         match self {
             Source::Operator => "operator",
             Source::Extracted => "extracted",
+            Source::Agent => "agent",
         }
     }
 }
@@ -195,6 +199,64 @@ async fn insert_fact(
         )
         .await?;
     Ok(row.get(0))
+}
+
+/// What [`remember_as_agent`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Remembered {
+    /// A structural value set, or a new fact added.
+    Stored,
+    /// The user had that fact already (same key and value): it was refreshed, not repeated.
+    Refreshed,
+    /// The user holds `held` facts agents remembered, the cap: nothing was written.
+    Full { held: i64 },
+}
+
+/// Remember `key = value` for `user_id` as an external agent ([`Source::Agent`]): a
+/// structural key replaces its value; a fact the user already has is refreshed (its
+/// retention counts from now); a new fact is added only while the user holds fewer than
+/// `max_facts` facts remembered by agents. Calls for one user are serialized (a
+/// transaction-level advisory lock), so concurrent calls cannot pass the cap together; use
+/// it inside a transaction.
+pub async fn remember_as_agent(
+    tx: &crate::Transaction<'_>,
+    user_id: UserId,
+    key: &str,
+    value: &str,
+    max_facts: u32,
+) -> Result<Remembered, DbError> {
+    if is_structural(key) {
+        upsert_structural(tx, user_id, key, value, Source::Agent).await?;
+        return Ok(Remembered::Stored);
+    }
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended('user_memory:' || $1::uuid::text, 0))",
+        &[&user_id],
+    )
+    .await?;
+    let refreshed = tx
+        .execute(
+            "UPDATE user_memory SET updated_at = now()
+             WHERE user_id = $1 AND NOT structural AND key = $2 AND value = $3",
+            &[&user_id, &key, &value],
+        )
+        .await?;
+    if refreshed > 0 {
+        return Ok(Remembered::Refreshed);
+    }
+    let held: i64 = tx
+        .query_one(
+            "SELECT count(*) FROM user_memory
+             WHERE user_id = $1 AND NOT structural AND source = 'agent'",
+            &[&user_id],
+        )
+        .await?
+        .get(0);
+    if held >= i64::from(max_facts) {
+        return Ok(Remembered::Full { held });
+    }
+    insert_fact(tx, user_id, key, value, None, Source::Agent).await?;
+    Ok(Remembered::Stored)
 }
 
 /// The user's facts that have an embedding, newest first, at most [`MAX_RECALL_FACTS`].
@@ -425,6 +487,82 @@ mod tests {
             .await
             .unwrap();
             assert_eq!(facts_with_embeddings(&c, user).await.unwrap().len(), 2);
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn agents_facts_are_capped_per_user_even_when_remembered_at_once() {
+        ScratchDb::with(|db| async move {
+            let user = insert_user(&db).await.unwrap();
+            // Ten agents' calls at once, three facts allowed: three are stored.
+            let calls = (0..10).map(|i| {
+                let db = db.clone();
+                tokio::spawn(async move {
+                    let mut c = db.get().await.unwrap();
+                    let tx = c.transaction().await.unwrap();
+                    let got = remember_as_agent(&tx, user, "fact", &format!("v{i}"), 3)
+                        .await
+                        .unwrap();
+                    tx.commit().await.unwrap();
+                    got
+                })
+            });
+            let mut stored = 0;
+            for call in calls {
+                match call.await.unwrap() {
+                    Remembered::Stored => stored += 1,
+                    Remembered::Full { held } => assert_eq!(held, 3),
+                    Remembered::Refreshed => panic!("every value differs"),
+                }
+            }
+            assert_eq!(stored, 3);
+            let c = db.get().await.unwrap();
+            let remember = |k: String, v: String| {
+                let db = db.clone();
+                async move {
+                    let mut c = db.get().await.unwrap();
+                    let tx = c.transaction().await.unwrap();
+                    let got = remember_as_agent(&tx, user, &k, &v, 3).await.unwrap();
+                    tx.commit().await.unwrap();
+                    got
+                }
+            };
+            // Past the cap, a fact the user has is refreshed and a structural value replaced;
+            // a new fact is not stored.
+            let kept: String = c
+                .query_one(
+                    "SELECT value FROM user_memory WHERE user_id = $1 AND NOT structural LIMIT 1",
+                    &[&user],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            assert_eq!(
+                remember("fact".into(), kept).await,
+                Remembered::Refreshed
+            );
+            assert_eq!(
+                remember("fact".into(), "new".into()).await,
+                Remembered::Full { held: 3 }
+            );
+            assert_eq!(
+                remember("diet".into(), "vegan".into()).await,
+                Remembered::Stored
+            );
+            let row = c
+                .query_one(
+                    "SELECT count(*) FILTER (WHERE NOT structural), count(*) FILTER (WHERE structural),
+                            bool_and(source = 'agent')
+                     FROM user_memory WHERE user_id = $1",
+                    &[&user],
+                )
+                .await
+                .unwrap();
+            assert_eq!(
+                (row.get::<_, i64>(0), row.get::<_, i64>(1), row.get::<_, bool>(2)),
+                (3, 1, true)
+            );
         })
         .await;
     }

@@ -125,6 +125,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0022_outbox_hold",
         sql: include_str!("../../../migrations/0022_outbox_hold.sql"),
     },
+    Migration {
+        version: 25,
+        name: "0025_agent_rules",
+        sql: include_str!("../../../migrations/0025_agent_rules.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

@@ -99,10 +99,13 @@ fn batch_sql(table: Table) -> String {
             format!("message_statuses WHERE recorded_at < {CUTOFF}"),
             "recorded_at",
         ),
+        // Facts extracted from conversations or remembered by external agents; what
+        // operators set stays until changed or erased.
         Table::UserMemory => (
             "id",
             format!(
-                "user_memory WHERE source = 'extracted' AND NOT structural AND updated_at < {CUTOFF}"
+                "user_memory WHERE source IN ('extracted', 'agent') AND NOT structural \
+                 AND updated_at < {CUTOFF}"
             ),
             "updated_at",
         ),

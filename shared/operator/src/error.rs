@@ -19,6 +19,8 @@ pub enum ErrorCode {
     UnknownChat,
     /// PostgreSQL (or another dependency) could not be reached; retry.
     Unavailable,
+    /// An allow of a call whose deadline has passed: the call was timed out instead.
+    DeadlinePassed,
 }
 
 impl ErrorCode {
@@ -30,6 +32,7 @@ impl ErrorCode {
             ErrorCode::RateLimited => "RATE_LIMITED",
             ErrorCode::UnknownChat => "UNKNOWN_CHAT",
             ErrorCode::Unavailable => "UNAVAILABLE",
+            ErrorCode::DeadlinePassed => "DEADLINE_PASSED",
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The metrics of the agent contract (docs/agents.md, "The agent's side" and "Hermes as a
 //! Forge agent"): external runs by agent and outcome, how long agents take to acknowledge and
-//! to answer, re-wakes and expiries, presence, the MCP surface's calls and Forge wakes.
+//! to answer, re-wakes and expiries, presence, the MCP surface's calls and Forge wakes; and
+//! the refusals of what tenants (keys and their agents) may hold (docs/security.md).
 
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
 
@@ -32,6 +33,36 @@ pub struct AgentMetrics {
     /// (older than what is shown, the run answered, a platform that shows no drafts, or the
     /// platform refused it).
     pub draft_updates: IntCounterVec,
+    /// Requests refused because a tenant's limit was reached, by [`TenantLimit`].
+    pub limit_refusals: IntCounterVec,
+}
+
+/// A limit on what one tenant may hold or do (the `limit` label of
+/// `hermes_tenant_limit_refusals_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TenantLimit {
+    /// `HERMES_JOBS_PER_KEY`: a key's scheduled jobs.
+    JobsPerKey,
+    /// `HERMES_JOB_MIN_INTERVAL_SECS`: a schedule, or a run now, closer than the minimum.
+    JobInterval,
+    /// `HERMES_AGENT_FACTS_PER_USER`: the facts agents remembered about one user.
+    AgentFacts,
+}
+
+impl TenantLimit {
+    pub const ALL: [TenantLimit; 3] = [
+        TenantLimit::JobsPerKey,
+        TenantLimit::JobInterval,
+        TenantLimit::AgentFacts,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TenantLimit::JobsPerKey => "jobs_per_key",
+            TenantLimit::JobInterval => "job_interval",
+            TenantLimit::AgentFacts => "agent_facts",
+        }
+    }
 }
 
 fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -66,9 +97,26 @@ impl AgentMetrics {
         self.time_to_answer.with_label_values(&[agent]);
     }
 
+    /// Count a request refused by `limit`.
+    pub fn refused(&self, limit: TenantLimit) {
+        self.limit_refusals
+            .with_label_values(&[limit.as_str()])
+            .inc();
+    }
+
     /// Register the agent contract's metrics in `r`.
     pub fn register(r: &Registry) -> Self {
+        let limit_refusals = counter(
+            r,
+            "hermes_tenant_limit_refusals_total",
+            "Requests refused because a tenant's limit was reached, by limit (jobs_per_key, job_interval, agent_facts).",
+            &["limit"],
+        );
+        for limit in TenantLimit::ALL {
+            limit_refusals.with_label_values(&[limit.as_str()]);
+        }
         Self {
+            limit_refusals,
             runs: counter(
                 r,
                 "hermes_agent_runs_total",

@@ -7,7 +7,7 @@ mod limit_metrics;
 mod metrics;
 mod operator_metrics;
 
-pub use agent_metrics::AgentMetrics;
+pub use agent_metrics::{AgentMetrics, TenantLimit};
 pub use alert_kind::AlertKind;
 pub use limit_metrics::LimitMetrics;
 pub use metrics::{Inner as MetricHandles, Metrics};

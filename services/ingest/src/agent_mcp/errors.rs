@@ -26,6 +26,8 @@ pub enum ErrorCode {
     InvalidArgument,
     /// No tool of that name.
     UnknownTool,
+    /// A limit of what the agent may store was reached (the details name it).
+    LimitExceeded,
     /// PostgreSQL could not be reached; retry.
     Unavailable,
 }
@@ -40,6 +42,7 @@ impl ErrorCode {
             ErrorCode::MutationNotAllowed => "MUTATION_NOT_ALLOWED",
             ErrorCode::InvalidArgument => "INVALID_ARGUMENT",
             ErrorCode::UnknownTool => "UNKNOWN_TOOL",
+            ErrorCode::LimitExceeded => "LIMIT_EXCEEDED",
             ErrorCode::Unavailable => "UNAVAILABLE",
         }
     }
@@ -51,6 +54,7 @@ impl ErrorCode {
             ErrorCode::NotFound | ErrorCode::UnknownTool => StatusCode::NOT_FOUND,
             ErrorCode::RunEnded => StatusCode::CONFLICT,
             ErrorCode::InvalidArgument => StatusCode::BAD_REQUEST,
+            ErrorCode::LimitExceeded => StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }

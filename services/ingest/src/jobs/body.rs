@@ -172,6 +172,26 @@ pub fn check_target(
     }
 }
 
+/// A schedule may not run more often than `min` (`HERMES_JOB_MIN_INTERVAL_SECS`): an
+/// interval shorter than it, or a cron expression with two times closer than it, is
+/// `400 invalid_schedule`.
+pub fn check_interval(schedule: &Schedule, min: std::time::Duration) -> Result<(), ApiError> {
+    let min_secs = min.as_secs();
+    let gap = schedule
+        .shortest_gap(chrono::Utc::now())
+        .map_err(|e| ApiError::bad_request("invalid_schedule", e))?;
+    match gap {
+        Some(gap) if gap.num_seconds() < min_secs as i64 => Err(ApiError::bad_request(
+            "invalid_schedule",
+            format!(
+                "the schedule runs every {} s at its most frequent; the shortest interval allowed is {min_secs} s (HERMES_JOB_MIN_INTERVAL_SECS)",
+                gap.num_seconds()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// A `chat` target must be a linked, activated chat of a user Hermes knows (in a private
 /// chat the chat id is the sender's id).
 pub async fn check_chat(

@@ -1,20 +1,81 @@
 //! The OpenAI-compatible API's messages: the caller brings its own conversation, sampling
 //! parameters and streaming choice; no user, no credit, no session. A run dispatched with an
 //! engagement mode or a tool allowlist (`POST /v1/runs`) is offered, and may execute, only
-//! what that policy allows, as an agent's run is (docs/api.md, runs).
+//! what that policy allows, as an agent's run is (docs/api.md, runs). A tenant key's runs
+//! (its chat completions, responses, runs and jobs) get no local-host tool unless the key
+//! was granted its toolset (`hermes api-keys create|set --toolsets`): the grant becomes the
+//! run's allowlist, which the tools stage enforces too (docs/security.md, "Keys and tenants").
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::anyhow;
 use hermes_db::Transaction;
 use hermes_runtime::stage::StageError;
 use hermes_types::envelope::Envelope;
+use hermes_types::ids::ApiKeyId;
 use hermes_types::model::{ChatMessage, Inbound, LlmRequest, Role, Tier, ToolSpec};
+use hermes_types::ttl_cache::TtlCache;
 
 use super::{Decided, Decision, Router};
 use crate::{messages, tool_gate};
 use hermes_config::local_host_toolsets;
 
+/// How long a key's grant is trusted before it is read again: a change made with
+/// `hermes api-keys set --toolsets` applies within it, like the key's other limits.
+const GRANTS_TTL: Duration = Duration::from_secs(30);
+
+/// Keys whose grants are remembered at once.
+const GRANTS_CACHED: usize = 10_000;
+
+/// The local-host toolsets each API key was granted, read from `api_keys` and cached.
+pub struct KeyGrants(TtlCache<ApiKeyId, Arc<[String]>>);
+
+impl Default for KeyGrants {
+    fn default() -> Self {
+        Self(TtlCache::new(GRANTS_TTL, GRANTS_CACHED))
+    }
+}
+
+impl KeyGrants {
+    /// What `key` was granted; a key deleted since its message was sent has nothing.
+    async fn of(
+        &self,
+        client: &hermes_db::Client,
+        key: ApiKeyId,
+    ) -> Result<Arc<[String]>, StageError> {
+        if let Some(granted) = self.0.get(&key) {
+            return Ok(granted);
+        }
+        let granted: Arc<[String]> = hermes_db::api_keys::toolsets_of(client, key)
+            .await?
+            .unwrap_or_default()
+            .into();
+        self.0.insert(key, granted.clone());
+        Ok(granted)
+    }
+}
+
+/// The allowlist of a key's run: the local-host tools of `catalog` that both the key's
+/// `granted` list and the run's own `requested` allowlist (if any) name, by toolset or by
+/// tool. Empty when the key was granted none: no local-host tool is offered or may run.
+pub fn key_allowlist(
+    catalog: &[ToolSpec],
+    local_host: &[String],
+    granted: &[String],
+    requested: Option<&[String]>,
+) -> Vec<String> {
+    let names = |list: &[String], t: &ToolSpec| list.contains(&t.toolset) || list.contains(&t.name);
+    catalog
+        .iter()
+        .filter(|t| local_host.contains(&t.toolset))
+        .filter(|t| names(granted, t) && requested.is_none_or(|r| names(r, t)))
+        .map(|t| t.name.clone())
+        .collect()
+}
+
 impl Router {
-    pub(super) async fn prepare_api(&self, inbound: Inbound) -> Result<Decision, StageError> {
+    pub(super) async fn prepare_api(&self, mut inbound: Inbound) -> Result<Decision, StageError> {
         let messages = messages::under_core_prompt(
             self.ctx.config.file.api.core_prompt(),
             messages::api_turns(&inbound),
@@ -33,8 +94,16 @@ impl Router {
         if let Some(toolsets) = inbound.job.as_ref().and_then(|j| j.toolsets.as_ref()) {
             catalog.retain(|t| toolsets.contains(&t.toolset));
         }
-        let policy = &inbound.policy;
         let local = local_host_toolsets(&self.ctx.config.file.mcp_servers);
+        // A tenant key's run: only what the key was granted (the operator key's runs, which
+        // have no key id, keep every tool their policy allows).
+        if let Some(key) = inbound.api_key_id {
+            let granted = self.grants.of(&client, key).await?;
+            let requested = inbound.policy.tool_allowlist.as_deref();
+            inbound.policy.tool_allowlist =
+                Some(key_allowlist(&catalog, &local, &granted, requested));
+        }
+        let policy = &inbound.policy;
         let tools = tool_gate::offered_to(
             catalog,
             &[],
@@ -175,6 +244,56 @@ mod tests {
         let policy = inbound.policy.clone();
         let request = api_request(inbound, Tier::Free, Vec::new(), Vec::new(), Vec::new());
         assert_eq!(request.policy, policy);
+    }
+
+    #[test]
+    fn a_keys_run_may_use_only_the_host_tools_it_was_granted() {
+        let tool = |name: &str, toolset: &str| ToolSpec {
+            name: name.into(),
+            description: String::new(),
+            parameters: json!({"type": "object"}),
+            toolset: toolset.into(),
+        };
+        let catalog = vec![
+            tool("current_time", "builtin"),
+            tool("shell_run", "mcp-shell"),
+            tool("shell_kill", "mcp-shell"),
+            tool("files_read", "mcp-files"),
+        ];
+        let local = vec!["mcp-shell".to_string(), "mcp-files".to_string()];
+        let names = |v: Vec<String>| v.join(",");
+        // Granted nothing: no host tool, whatever the run asks for.
+        assert_eq!(names(key_allowlist(&catalog, &local, &[], None)), "");
+        let asked = vec!["mcp-shell".to_string()];
+        assert_eq!(
+            names(key_allowlist(&catalog, &local, &[], Some(&asked))),
+            ""
+        );
+        // A toolset granted: its tools; a tool granted: that one.
+        let shell = vec!["mcp-shell".to_string()];
+        assert_eq!(
+            names(key_allowlist(&catalog, &local, &shell, None)),
+            "shell_run,shell_kill"
+        );
+        let one = vec!["files_read".to_string()];
+        assert_eq!(
+            names(key_allowlist(&catalog, &local, &one, None)),
+            "files_read"
+        );
+        // The run's own allowlist narrows the grant, by tool or by toolset.
+        let run = vec!["shell_kill".to_string()];
+        assert_eq!(
+            names(key_allowlist(&catalog, &local, &shell, Some(&run))),
+            "shell_kill"
+        );
+        let both = vec!["mcp-shell".to_string(), "mcp-files".to_string()];
+        assert_eq!(
+            names(key_allowlist(&catalog, &local, &both, Some(&one))),
+            "files_read"
+        );
+        // Tools that act off the host are never in the list (no list applies to them).
+        let builtin = vec!["builtin".to_string()];
+        assert_eq!(names(key_allowlist(&catalog, &local, &builtin, None)), "");
     }
 
     #[test]

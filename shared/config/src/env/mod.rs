@@ -19,6 +19,7 @@ pub mod providers;
 pub mod retention;
 pub mod router;
 pub mod tools;
+pub mod tenants;
 
 pub(crate) use read::Reader;
 
@@ -145,6 +146,7 @@ static SECTIONS: &[&[&Setting]] = &[
     delivery::ALERTS,
     approvals::SETTINGS,
     tools::SETTINGS,
+    tenants::SETTINGS,
     process::OUTSIDE,
 ];
 

@@ -18,10 +18,12 @@ use hermes_types::trace::TraceParent;
 use super::{COLUMNS, Job, job_of};
 use crate::{Client, DbError, Transaction, outbox};
 
-/// The jobs a scheduler claims at `$1`: due, not paused, not a revoked key's.
+/// The jobs a scheduler claims at `$1`: due, not paused, and the operator's or a live key's
+/// that still holds the `jobs` scope (a key that lost it stops running its jobs, as a
+/// revoked one does; they run again once it has the scope back).
 const DUE: &str = "FROM jobs j LEFT JOIN api_keys k ON k.id = j.api_key_id
     WHERE NOT j.paused AND j.next_run_at <= $1
-      AND (j.api_key_id IS NULL OR k.revoked_at IS NULL)";
+      AND (j.api_key_id IS NULL OR (k.revoked_at IS NULL AND 'jobs' = ANY (k.scopes)))";
 
 /// A due job, claimed, with what its run needs from its key.
 #[derive(Clone, Debug)]
@@ -33,8 +35,8 @@ pub struct Due {
 
 /// Claim up to `limit` jobs due at `now`, oldest due first, locked until the transaction
 /// ends; rows another replica holds are skipped (a router holding a job's row in key-share
-/// mode while it routes one of its runs does not block the claim). Jobs of a revoked key
-/// are not claimed.
+/// mode while it routes one of its runs does not block the claim). Jobs of a revoked key,
+/// or of a key without the `jobs` scope, are not claimed.
 pub async fn claim_due(
     tx: &Transaction<'_>,
     now: DateTime<Utc>,
@@ -88,6 +90,30 @@ pub async fn count_due(client: &Client, now: DateTime<Utc>) -> Result<i64, DbErr
         .query_one(&format!("SELECT count(*) {DUE}"), &[&now])
         .await?
         .get(0))
+}
+
+/// How long ago job `id`'s latest run was queued, by the database's clock (`None`: never),
+/// holding the job's row (`FOR NO KEY UPDATE`: the scheduler skips it meanwhile, a router's
+/// hold does not wait) until the transaction ends, so that two runs asked for at once see
+/// each other.
+pub async fn since_last_run_locked(
+    tx: &Transaction<'_>,
+    id: JobId,
+) -> Result<Option<std::time::Duration>, DbError> {
+    tx.execute(
+        "SELECT 1 FROM jobs WHERE id = $1 FOR NO KEY UPDATE",
+        &[&id.as_uuid()],
+    )
+    .await?;
+    let secs: Option<f64> = tx
+        .query_one(
+            "SELECT EXTRACT(EPOCH FROM now() - max(created_at))::float8
+             FROM job_runs WHERE job_id = $1",
+            &[&id.as_uuid()],
+        )
+        .await?
+        .get(0);
+    Ok(secs.map(|s| std::time::Duration::from_secs_f64(s.max(0.0))))
 }
 
 /// The owning key's callback URL (for a run queued outside the scheduler).

@@ -13,7 +13,7 @@ use super::{DEFAULT_LIST, MAX_LIST};
 use crate::Operator;
 use crate::args::Args;
 use crate::catalog::{Spec, limit, object, string};
-use crate::error::ToolError;
+use crate::error::{ErrorCode, ToolError};
 
 /// The longest reason kept with an answer.
 pub const MAX_REASON: usize = 2000;
@@ -31,7 +31,9 @@ pub const LIST_OPEN: Spec = Spec {
 pub const RESPOND: Spec = Spec {
     name: "permissions_respond",
     description: "Allow or deny one waiting tool call. Exactly one answer decides it: a call \
-        already answered (by another operator or its timeout) is reported with that verdict.",
+        already answered (by another operator or its timeout) is reported with that verdict. \
+        An allow after the call's deadline is refused (DEADLINE_PASSED) and the call is denied \
+        as timed out.",
     schema: || {
         object(
             json!({
@@ -108,6 +110,17 @@ pub async fn respond(op: &Operator, args: &Args) -> Result<Value, ToolError> {
             "verdict": approval.status.as_str(),
             "approval": shown(&approval),
         }),
+        Answered::PastDeadline { approval, .. } => {
+            return Err(ToolError::new(
+                ErrorCode::DeadlinePassed,
+                format!(
+                    "the call's deadline passed at {}: it can no longer be allowed, and was denied as timed_out",
+                    approval.deadline_at.to_rfc3339()
+                ),
+            )
+            .with("verdict", Verdict::TimedOut.as_str())
+            .with("approval", shown(&approval)));
+        }
         Answered::NotFound => return Err(ToolError::not_found(format!("no approval {id}"))),
     })
 }

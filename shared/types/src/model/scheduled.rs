@@ -157,7 +157,36 @@ impl Schedule {
     pub fn first_after(&self, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
         self.next_after(now, now)
     }
+
+    /// The shortest time between two due times from `now` on: an interval's step; for a
+    /// cron expression the shortest gap among its next [`GAP_SAMPLES`] times, which covers
+    /// more than a day of even an every-minute expression, so every gap within a day and
+    /// across midnight shows (a 5-field expression's fields are minute, hour and days:
+    /// `None` when it has fewer than two times to come).
+    pub fn shortest_gap(&self, now: DateTime<Utc>) -> Result<Option<TimeDelta>, String> {
+        match self {
+            Schedule::Every { seconds } => Ok(Some(TimeDelta::seconds(*seconds as i64))),
+            Schedule::Cron { expr, timezone } => {
+                let cron = parse_cron(expr)?;
+                let tz = parse_timezone(timezone.as_deref())?;
+                let mut times = cron.iter_after(now.with_timezone(&tz)).take(GAP_SAMPLES);
+                let Some(mut last) = times.next() else {
+                    return Ok(None);
+                };
+                let mut shortest: Option<TimeDelta> = None;
+                for t in times {
+                    let gap = t.signed_duration_since(last);
+                    shortest = Some(shortest.map_or(gap, |s| s.min(gap)));
+                    last = t;
+                }
+                Ok(shortest)
+            }
+        }
+    }
 }
+
+/// Due times of a cron expression [`Schedule::shortest_gap`] looks at.
+pub const GAP_SAMPLES: usize = 2000;
 
 /// Where a job's answers go.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -249,6 +278,32 @@ mod tests {
 
     fn parse(v: serde_json::Value) -> Result<Schedule, String> {
         serde_json::from_value(v).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_shortest_gap_is_an_intervals_step_or_a_cron_expressions_closest_times() {
+        let now = at("2030-01-01T00:00:30Z");
+        let gap = |v: serde_json::Value| {
+            parse(v)
+                .unwrap()
+                .shortest_gap(now)
+                .unwrap()
+                .map(|d| d.num_seconds())
+        };
+        assert_eq!(gap(json!({"every_seconds": 45})), Some(45));
+        assert_eq!(gap(json!({"cron": "* * * * *"})), Some(60));
+        assert_eq!(gap(json!({"cron": "*/5 * * * *"})), Some(300));
+        assert_eq!(gap(json!({"cron": "0 9 * * *"})), Some(86_400));
+        // Two close times once a day, far from now, still show.
+        assert_eq!(gap(json!({"cron": "0,1 9 * * *"})), Some(60));
+        // Across midnight.
+        assert_eq!(gap(json!({"cron": "59,0 23,0 * * *"})), Some(60));
+        assert_eq!(gap(json!({"cron": "0 9 * * 1"})), Some(7 * 86_400));
+        // In a zone with summer time, the night the clocks go forward is an hour short.
+        assert_eq!(
+            gap(json!({"cron": "0 9 * * *", "timezone": "Europe/Paris"})),
+            Some(23 * 3600)
+        );
     }
 
     #[test]

@@ -92,7 +92,7 @@ impl Tool {
                 "Acknowledge a run (clears 'wake sent'); idempotent. Always ack, even when you will not answer."
             }
             Tool::ContextBundle => {
-                "What to answer a run with: the message, the conversation's recent turns, what is known of the user, and runProtocol (mode, mutationAllowed, toolAllowlist)."
+                "What to answer a run with: the message, the conversation's recent turns, what is known of the user (none in a group chat), and runProtocol (mode, mutationAllowed, toolAllowlist). Only until the run's reply is given (RUN_ENDED after)."
             }
             Tool::ChatAppendMessage => {
                 "Answer a run with one message: delivered to the user's channel or API caller, and the run completes. A run has one reply."
@@ -110,7 +110,7 @@ impl Tool {
                 "Give a run up: the user is told it could not be answered and gets the credit back; reason is kept for operators."
             }
             Tool::MemoryRemember => {
-                "Remember something about the run's user (key = value). A mutation: refused in REVIEW, RESEARCH and DISCUSS runs."
+                "Remember something about the run's user (key = value) while the run is open. A mutation: refused in REVIEW, RESEARCH and DISCUSS runs. Facts are capped per user (LIMIT_EXCEEDED) and expire under retention."
             }
             Tool::ChatSendMessage => {
                 "Send a message to another conversation of the run's user (a chat channel linked to that user). A mutation: refused in REVIEW, RESEARCH and DISCUSS runs."

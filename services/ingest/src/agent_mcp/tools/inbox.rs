@@ -1,14 +1,17 @@
 //! `inbox.list`, `inbox.ack` and `context.bundle`: the agent finds its runs, acknowledges
 //! them (the inbox, not the wake, is the source of truth), and reads what it needs to
-//! answer one.
+//! answer one. The bundle is there only while the run waits for its reply (`RUN_ENDED`
+//! after), and in a group run it holds none of the user's memory: the group-chat rule of
+//! the fleet's own prompts (docs/security.md, "Conversations and tools").
 
 use hermes_db::agent_inbox::{self, AckFilter, Acked};
 use hermes_db::inbox::ExternalRun;
 use hermes_db::{memory, sessions};
 use hermes_types::agent::{CONTRACT_VERSION, EngagementMode};
+use hermes_types::model::ChatKind;
 use serde_json::{Value, json};
 
-use super::{Args, Call, DEFAULT_LIST, MAX_LIST, own_run, tx_error};
+use super::{Args, Call, DEFAULT_LIST, MAX_LIST, ensure_open, own_run, tx_error};
 use crate::agent_mcp::errors::ToolError;
 
 /// Turns of the run's conversation the bundle carries.
@@ -98,10 +101,28 @@ fn run_protocol(call: &Call<'_>, r: &ExternalRun) -> Value {
     })
 }
 
+/// What the agent is told of a group run (as the fleet's own prompt tells its model).
+const GROUP_NOTE: &str = "A group chat: every member reads your answer. Answer the member who wrote to you. The user's memory is not shown in a group run.";
+
+/// Whether the run's chat is a group: on a chat platform a private chat's id is its
+/// sender's, so a chat that is not the sender's own is a group (a Telegram group or
+/// supergroup). The run row keeps no more than that.
+fn chat_kind(r: &ExternalRun) -> ChatKind {
+    if r.platform.is_chat() && !r.chat_id.is_empty() && r.chat_id != r.sender_id {
+        ChatKind::Group
+    } else {
+        ChatKind::Direct
+    }
+}
+
 /// `context.bundle`
 pub async fn bundle(call: &Call<'_>, args: &Args) -> Result<Value, ToolError> {
     let client = call.db().await?;
     let run = own_run(&client, call, args.run_id()?).await?;
+    // A run with its reply is done: its session has moved on, and what the bundle shows
+    // (turns, memory, facts) is the user's current state, not the run's.
+    ensure_open(&run)?;
+    let group = chat_kind(&run) == ChatKind::Group;
     let metadata = agent_inbox::run_metadata(&client, run.id).await?;
     let turns = match run.session_id {
         Some(s) => sessions::history(&client, s, RECENT_TURNS).await?,
@@ -113,8 +134,16 @@ pub async fn bundle(call: &Call<'_>, args: &Args) -> Result<Value, ToolError> {
         .collect();
     let user = match run.user_id {
         Some(id) => {
-            let known = memory::structural(&client, id).await?;
-            let facts = agent_inbox::recent_facts(&client, id, RECENT_FACTS).await?;
+            // In a group every member reads the answer: what the user told the bot
+            // elsewhere (a private chat) stays out of it.
+            let (known, facts) = if group {
+                (Vec::new(), Vec::new())
+            } else {
+                (
+                    memory::structural(&client, id).await?,
+                    agent_inbox::recent_facts(&client, id, RECENT_FACTS).await?,
+                )
+            };
             let display_name = hermes_db::users::get(&client, id)
                 .await?
                 .and_then(|u| u.display_name);
@@ -123,9 +152,15 @@ pub async fn bundle(call: &Call<'_>, args: &Args) -> Result<Value, ToolError> {
                 "displayName": display_name,
                 "memory": known.iter().map(|m| (m.key.clone(), json!(m.value))).collect::<serde_json::Map<_, _>>(),
                 "facts": facts.iter().map(|(k, v)| json!({ "key": k, "value": v })).collect::<Vec<_>>(),
+                "memoryWithheld": group,
             })
         }
         None => Value::Null,
+    };
+    let chat = if group {
+        json!({ "kind": "group", "note": GROUP_NOTE })
+    } else {
+        json!({ "kind": "direct" })
     };
     Ok(json!({
         "run": entry(&run),
@@ -139,6 +174,7 @@ pub async fn bundle(call: &Call<'_>, args: &Args) -> Result<Value, ToolError> {
             "metadata": metadata,
         },
         "conversation": conversation,
+        "chat": chat,
         "user": user,
         "runProtocol": run_protocol(call, &run),
     }))

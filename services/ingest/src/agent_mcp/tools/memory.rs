@@ -1,13 +1,19 @@
-//! `memory.remember`: an EXECUTE run writes what it learned about its user into the user's
-//! memory ([`hermes_db::memory`]: a structural key replaces its value, any other key adds a
-//! fact), recorded as an `activity_events` row, and the user's cached soul is dropped so
-//! the next message sees it. Refused in the restricted engagement modes.
+//! `memory.remember`: an open EXECUTE run writes what it learned about its user into the
+//! user's memory ([`hermes_db::memory::remember_as_agent`]: a structural key replaces its
+//! value, any other key adds a fact, stored with source `agent`), recorded as an
+//! `activity_events` row, and the user's cached soul is dropped so the next message sees it.
+//! Refused in the restricted engagement modes, once the run has its reply (`RUN_ENDED`), and
+//! past `HERMES_AGENT_FACTS_PER_USER` facts for the user (`LIMIT_EXCEEDED`); its facts expire
+//! after `HERMES_RETENTION_FACTS_DAYS` like extracted ones (docs/agents.md, memory).
 
-use hermes_db::memory::{self, Source};
+use hermes_db::memory::{self, Remembered};
+use hermes_telemetry::TenantLimit;
 use serde_json::{Value, json};
 
-use super::{Args, Call, MAX_MEMORY_VALUE, Tool, ensure_mutation_allowed, own_run, tx_error};
-use crate::agent_mcp::errors::ToolError;
+use super::{
+    Args, Call, MAX_MEMORY_VALUE, Tool, ensure_mutation_allowed, ensure_open, own_run, tx_error,
+};
+use crate::agent_mcp::errors::{ErrorCode, ToolError};
 
 /// Whether `key` is a memory key: a lower-case letter, then up to 63 lower-case letters,
 /// digits or `_` (the spelling of the structural keys).
@@ -34,20 +40,37 @@ pub async fn remember(call: &Call<'_>, args: &Args) -> Result<Value, ToolError> 
     let mut client = call.db().await?;
     let tx = client.transaction().await.map_err(tx_error)?;
     let run = own_run(&tx, call, run_id).await?;
+    ensure_open(&run)?;
     ensure_mutation_allowed(&run, Tool::MemoryRemember)?;
     let user = run
         .user_id
         .ok_or_else(|| ToolError::invalid("the run has no user to remember for"))?;
-    // The column knows operators and extraction; an agent writes as the operator who linked
-    // its key, and the activity event says which agent and run it was.
-    memory::set(&tx, user, &key, &value, Source::Operator).await?;
+    let max = call.app.ctx.config.tenants.agent_facts_per_user;
+    let remembered = memory::remember_as_agent(&tx, user, &key, &value, max).await?;
+    if let Remembered::Full { held } = remembered {
+        call.app.ctx.metrics.agents.refused(TenantLimit::AgentFacts);
+        return Err(ToolError::new(
+            ErrorCode::LimitExceeded,
+            format!(
+                "the user holds {held} facts remembered by agents, the most allowed (HERMES_AGENT_FACTS_PER_USER={max}); nothing was stored"
+            ),
+        )
+        .with("limit", "HERMES_AGENT_FACTS_PER_USER")
+        .with("max", max)
+        .with("held", held));
+    }
+    // The activity event says which agent and run it was.
     hermes_db::agents::record_activity(
         &tx,
         run.id,
         Some(call.agent.id),
         Some(user),
         "memory.remembered",
-        &json!({ "key": key, "structural": memory::is_structural(&key) }),
+        &json!({
+            "key": key,
+            "structural": memory::is_structural(&key),
+            "refreshed": remembered == Remembered::Refreshed,
+        }),
     )
     .await?;
     tx.commit().await.map_err(tx_error)?;
@@ -57,6 +80,7 @@ pub async fn remember(call: &Call<'_>, args: &Args) -> Result<Value, ToolError> 
         "key": key,
         "structural": memory::is_structural(&key),
         "remembered": true,
+        "refreshed": remembered == Remembered::Refreshed,
     }))
 }
 
