@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hermes::Service;
-use hermes::approvals::decide;
+use hermes::cli::approvals::decide;
 use hermes_bus::Bus;
 use hermes_db::approvals::{self, Answered, Approval, Status};
 use hermes_db::{Db, runs};

@@ -288,7 +288,7 @@ async fn users_erase_removes_a_person_everywhere_and_nobody_else() {
 
     // Without --yes: counted, nothing removed.
     let mut out = Vec::new();
-    hermes::erase::run(&config, gone, false, &mut out)
+    hermes::cli::users::erase::run(&config, gone, false, &mut out)
         .await
         .unwrap();
     let text = String::from_utf8(out).unwrap();
@@ -300,7 +300,7 @@ async fn users_erase_removes_a_person_everywhere_and_nobody_else() {
     assert_eq!(exists(keys_of(gone, "9301")).await, 4);
 
     let mut out = Vec::new();
-    hermes::erase::run(&config, gone, true, &mut out)
+    hermes::cli::users::erase::run(&config, gone, true, &mut out)
         .await
         .unwrap();
     let text = String::from_utf8(out).unwrap();
@@ -346,7 +346,7 @@ async fn users_erase_removes_a_person_everywhere_and_nobody_else() {
     assert_eq!(exists(keys_of(kept, "9302")).await, 4);
 
     let mut out = Vec::new();
-    let again = hermes::erase::run(&config, gone, true, &mut out).await;
+    let again = hermes::cli::users::erase::run(&config, gone, true, &mut out).await;
     assert!(again.unwrap_err().to_string().contains("no user"));
 }
 

@@ -170,16 +170,16 @@ async fn tools_reload_rereads_the_configuration_file() {
 
     // The operator edits the file: reload applies it.
     write_config(&env.ns, &only("get-sum"));
-    hermes::tools_admin::run(&env.config(), hermes::tools_admin::ToolsCommand::Reload)
+    hermes::cli::tools::run(&env.config(), hermes::cli::tools::ToolsCommand::Reload)
         .await
         .unwrap();
     wait_for(&env, "mcp-everything", &["mcp_everything_get_sum"]).await;
 
     // An invalid file is refused; the replica keeps what it has.
     std::fs::write(&config, "[mcp_servers.everything]\ncomand = \"typo\"\n").unwrap();
-    hermes::tools_admin::run(
+    hermes::cli::tools::run(
         &config_without_file(&env),
-        hermes::tools_admin::ToolsCommand::Reload,
+        hermes::cli::tools::ToolsCommand::Reload,
     )
     .await
     .unwrap();
@@ -199,9 +199,9 @@ async fn tools_reload_rereads_the_configuration_file() {
 
     // A server removed from the file disappears from the registry.
     std::fs::write(&config, "").unwrap();
-    hermes::tools_admin::run(
+    hermes::cli::tools::run(
         &config_without_file(&env),
-        hermes::tools_admin::ToolsCommand::Reload,
+        hermes::cli::tools::ToolsCommand::Reload,
     )
     .await
     .unwrap();

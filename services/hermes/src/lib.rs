@@ -3,18 +3,7 @@
 //! them in order on shutdown (docs/architecture.md#7-graceful-shutdown). `hermes all`, the tests and the
 //! in-process benches (`hermes-bench`) use it directly.
 
-pub mod agents;
-pub mod approvals;
-pub mod dlq;
-pub mod doctor;
-pub mod erase;
-pub mod jobs_admin;
-pub mod keys;
-pub mod llm_admin;
-pub mod mcp;
-pub mod runs_admin;
-pub mod tools_admin;
-pub mod users;
+pub mod cli;
 
 use std::future::Future;
 use std::time::{Duration, Instant};

@@ -41,7 +41,7 @@ enum Command {
     /// every running tools replica re-read its configuration.
     Tools {
         #[command(subcommand)]
-        command: Option<hermes::tools_admin::ToolsCommand>,
+        command: Option<hermes::cli::tools::ToolsCommand>,
     },
     /// Deliver answers and close runs.
     Delivery,
@@ -68,37 +68,37 @@ enum Command {
     },
     /// Manage users: create, show, credit, set, remember.
     #[command(subcommand)]
-    Users(hermes::users::UsersCommand),
+    Users(hermes::cli::users::UsersCommand),
     /// Link platform senders to users.
     #[command(subcommand)]
-    Channels(hermes::users::ChannelsCommand),
+    Channels(hermes::cli::channels::ChannelsCommand),
     /// Manage agents: internal personas and external runtimes woken by signed webhooks.
     #[command(subcommand)]
-    Agents(hermes::agents::AgentsCommand),
+    Agents(hermes::cli::agents::AgentsCommand),
     /// Block or resume every model call of the fleet; show today's spend.
     #[command(subcommand)]
-    Killswitch(hermes::llm_admin::KillswitchCommand),
+    Killswitch(hermes::cli::killswitch::KillswitchCommand),
     /// Workspace settings: provider keys that override the global ones.
     #[command(subcommand)]
-    Workspaces(hermes::llm_admin::WorkspacesCommand),
+    Workspaces(hermes::cli::workspaces::WorkspacesCommand),
     /// Tool calls waiting for an operator's approval: list, show, allow or deny them.
     #[command(subcommand)]
-    Approvals(hermes::approvals::ApprovalsCommand),
+    Approvals(hermes::cli::approvals::ApprovalsCommand),
     /// Parked messages of every stage: list, show, replay (same id) or purge them.
     #[command(subcommand)]
-    Dlq(hermes::dlq::DlqCommand),
+    Dlq(hermes::cli::dlq::DlqCommand),
     /// Scheduled jobs of every key and of the operator (made through /api/jobs).
     #[command(subcommand)]
-    Jobs(hermes::jobs_admin::JobsCommand),
+    Jobs(hermes::cli::jobs::JobsCommand),
     /// Runs: `hermes runs show <id>`, with what the user's phone reported about each send.
     #[command(subcommand)]
-    Runs(hermes::runs_admin::RunsCommand),
+    Runs(hermes::cli::runs::RunsCommand),
     /// Manage keys of the REST channel (POST /v1/messages).
     #[command(name = "api-keys", subcommand)]
-    ApiKeys(hermes::keys::KeysCommand),
+    ApiKeys(hermes::cli::api_keys::KeysCommand),
     /// Hermes as an MCP server for operators: `hermes mcp serve` speaks it on stdio.
     #[command(subcommand)]
-    Mcp(hermes::mcp::McpCommand),
+    Mcp(hermes::cli::mcp::McpCommand),
     /// Probe this process's /readyz on the admin port; exit 0 when ready (for container health checks).
     Health {
         /// Address of the admin server to probe.
@@ -171,7 +171,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
                 Ok(c) => c,
                 Err(code) => return code,
             };
-            return if hermes::doctor::run(&config).await == 0 {
+            return if hermes::cli::doctor::run(&config).await == 0 {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE
@@ -181,75 +181,73 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Command::Bench { args } => return bench(path, args),
         Command::Jobs(cmd) => {
             return admin("jobs", path, |c| async move {
-                hermes::jobs_admin::run(&c, cmd).await
+                hermes::cli::jobs::run(&c, cmd).await
             })
             .await;
         }
         Command::Runs(cmd) => {
             return admin("runs", path, |c| async move {
-                hermes::runs_admin::run(&c, cmd).await
+                hermes::cli::runs::run(&c, cmd).await
             })
             .await;
         }
         Command::ApiKeys(cmd) => {
             return admin("api-keys", path, |c| async move {
-                hermes::keys::run(&c, cmd).await
+                hermes::cli::api_keys::run(&c, cmd).await
             })
             .await;
         }
         Command::Mcp(cmd) => {
             return admin("mcp", path, |c| async move {
-                Box::pin(hermes::mcp::run(c, cmd)).await
+                Box::pin(hermes::cli::mcp::run(c, cmd)).await
             })
             .await;
         }
         Command::Users(cmd) => {
             return admin("users", path, |c| async move {
-                hermes::users::run(&c, cmd).await
+                hermes::cli::users::run(&c, cmd).await
             })
             .await;
         }
         Command::Channels(cmd) => {
             return admin("channels", path, |c| async move {
-                hermes::users::run_channels(&c, cmd).await
+                hermes::cli::channels::run_channels(&c, cmd).await
             })
             .await;
         }
         Command::Killswitch(cmd) => {
             return admin("killswitch", path, |c| async move {
-                hermes::llm_admin::killswitch(&c, cmd).await
+                hermes::cli::killswitch::killswitch(&c, cmd).await
             })
             .await;
         }
         Command::Workspaces(cmd) => {
             return admin("workspaces", path, |c| async move {
-                hermes::llm_admin::workspaces_cmd(&c, cmd).await
+                hermes::cli::workspaces::workspaces_cmd(&c, cmd).await
             })
             .await;
         }
         Command::Dlq(cmd) => {
-            return admin(
-                "dlq",
-                path,
-                |c| async move { hermes::dlq::run(&c, cmd).await },
-            )
+            return admin("dlq", path, |c| async move {
+                hermes::cli::dlq::run(&c, cmd).await
+            })
             .await;
         }
         Command::Approvals(cmd) => {
             return admin("approvals", path, |c| async move {
-                hermes::approvals::run(&c, cmd).await
+                hermes::cli::approvals::run(&c, cmd).await
             })
             .await;
         }
         Command::Agents(cmd) => {
             return admin("agents", path, |c| async move {
-                hermes::agents::run(&c, cmd).await
+                hermes::cli::agents::run(&c, cmd).await
             })
             .await;
         }
         Command::Tools { command: Some(cmd) } => {
             return admin("tools", path, |c| async move {
-                hermes::tools_admin::run(&c, cmd).await
+                hermes::cli::tools::run(&c, cmd).await
             })
             .await;
         }

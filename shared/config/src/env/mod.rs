@@ -18,8 +18,8 @@ pub mod process;
 pub mod providers;
 pub mod retention;
 pub mod router;
-pub mod tools;
 pub mod tenants;
+pub mod tools;
 
 pub(crate) use read::Reader;
 

@@ -270,8 +270,7 @@ async fn switch_backend(
 
 pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
     // Two: `set --backend` writes in its own transaction while the lookup holds one.
-    let db = Db::new(&config.database_url, 2)?;
-    db.check_schema().await?;
+    let db = super::database(config, 2).await?;
     let client = db.get().await?;
     match cmd {
         AgentsCommand::Create {

@@ -6,7 +6,7 @@
 use clap::Subcommand;
 use hermes_config::Config;
 use hermes_db::api_keys::{KeyLimits, KeyScope};
-use hermes_db::{Db, agents, api_keys};
+use hermes_db::{agents, api_keys};
 use hermes_net::keyring::KeyRing;
 use serde_json::json;
 
@@ -189,8 +189,7 @@ fn check_callback(url: &str) -> anyhow::Result<()> {
 }
 
 pub async fn run(config: &Config, cmd: KeysCommand) -> anyhow::Result<()> {
-    let db = Db::new(&config.database_url, 1)?;
-    db.check_schema().await?;
+    let db = super::database(config, 1).await?;
     let client = db.get().await?;
     match cmd {
         KeysCommand::Create {

@@ -4,7 +4,7 @@
 
 use hermes_config::Config;
 use hermes_db::platform_sends::{self, SendView};
-use hermes_db::{Db, runs};
+use hermes_db::runs;
 use hermes_types::ids::RunId;
 use serde_json::json;
 
@@ -25,8 +25,7 @@ pub async fn run(config: &Config, cmd: RunsCommand) -> anyhow::Result<()> {
     let id: RunId = run_id
         .parse()
         .map_err(|_| anyhow::anyhow!("{run_id:?} is not a run id"))?;
-    let db = Db::new(&config.database_url, 1)?;
-    db.check_schema().await?;
+    let db = super::database(config, 1).await?;
     let client = db.get().await?;
     let Some(row) = runs::get(&client, id).await? else {
         anyhow::bail!("no run {id}");

@@ -1,5 +1,7 @@
-//! `hermes users` and `hermes channels`: the people the fleet answers, their credits and
-//! memory, and the platform senders linked to them.
+//! `hermes users`: the people the fleet answers, their credits, memory and agent, and
+//! erasing one (`erase.rs`); their platform senders are `hermes channels` (`../channels.rs`).
+
+pub mod erase;
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
@@ -11,7 +13,7 @@ use hermes_db::{Db, agents, credits, memory, users};
 use hermes_gateway::budget::Budgets;
 use hermes_telemetry::Metrics;
 use hermes_types::ids::{AgentId, UserId};
-use hermes_types::model::{Platform, Tier};
+use hermes_types::model::Tier;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -98,37 +100,6 @@ pub enum UsersCommand {
     },
 }
 
-#[derive(Subcommand)]
-pub enum ChannelsCommand {
-    /// Link a platform sender to a user so its messages are answered.
-    Link {
-        /// The user's id.
-        user: UserId,
-        /// telegram, whatsapp, instagram or rest.
-        #[arg(long)]
-        platform: String,
-        /// The sender id on that platform (Telegram user id, WhatsApp number, IG-scoped id, REST sender_id).
-        #[arg(long)]
-        sender_id: String,
-        /// Link without activating (messages get the signup prompt until activated).
-        #[arg(long)]
-        inactive: bool,
-        /// Assign this channel to an agent (profile key) of the user's own workspace; wins
-        /// over the user's agent.
-        #[arg(long, value_name = "PROFILE_KEY")]
-        agent: Option<String>,
-        /// For `--platform rest`: the API key (its id) whose callers post as this sender.
-        /// Without it only the operator key (`API_SERVER_KEY`) reaches the sender.
-        #[arg(long, value_name = "KEY_ID")]
-        api_key: Option<hermes_types::ids::ApiKeyId>,
-        /// The user's workspace (slug), checked when given.
-        #[arg(long, value_name = "SLUG")]
-        workspace: Option<String>,
-        #[arg(long)]
-        json: bool,
-    },
-}
-
 async fn agent_id(db: &Db, workspace: &str, key: &str) -> anyhow::Result<AgentId> {
     let client = db.get().await?;
     agents::by_key(&client, workspace, key)
@@ -140,7 +111,7 @@ async fn agent_id(db: &Db, workspace: &str, key: &str) -> anyhow::Result<AgentId
 /// The agent `key` of `user`'s own workspace: an explicit assignment never names another
 /// workspace's agent (docs/security.md, "Keys and tenants"; the database refuses it too).
 /// `workspace`, when given, must be the user's.
-async fn agent_of_users_workspace(
+pub(crate) async fn agent_of_users_workspace(
     db: &Db,
     user: UserId,
     workspace: Option<&str>,
@@ -169,12 +140,6 @@ async fn agent_of_users_workspace(
                 user.id
             )
         })
-}
-
-async fn connect(config: &Config) -> anyhow::Result<Db> {
-    let db = Db::new(&config.database_url, 2)?;
-    db.check_schema().await?;
-    Ok(db)
 }
 
 /// Drop the user's cached soul; a failure is reported, not fatal (it expires within the hour).
@@ -213,7 +178,7 @@ async fn token_budget(config: &Config, db: &Db, user: UserId, tier: Tier) -> ser
 }
 
 pub async fn run(config: &Config, cmd: UsersCommand) -> anyhow::Result<()> {
-    let db = connect(config).await?;
+    let db = super::database(config, 2).await?;
     match cmd {
         UsersCommand::Create {
             name,
@@ -390,7 +355,7 @@ pub async fn run(config: &Config, cmd: UsersCommand) -> anyhow::Result<()> {
             println!("user {id} updated");
         }
         UsersCommand::Erase { id, yes } => {
-            crate::erase::run(config, id, yes, &mut std::io::stdout()).await?;
+            erase::run(config, id, yes, &mut std::io::stdout()).await?;
         }
         UsersCommand::Remember { id, key, value } => {
             anyhow::ensure!(!key.trim().is_empty(), "the key must not be empty");
@@ -401,80 +366,6 @@ pub async fn run(config: &Config, cmd: UsersCommand) -> anyhow::Result<()> {
             tx.commit().await?;
             invalidate_soul(config, id).await;
             println!("user {id}: {} remembered", key.trim());
-        }
-    }
-    Ok(())
-}
-
-pub async fn run_channels(config: &Config, cmd: ChannelsCommand) -> anyhow::Result<()> {
-    let db = connect(config).await?;
-    match cmd {
-        ChannelsCommand::Link {
-            user,
-            platform,
-            sender_id,
-            inactive,
-            agent,
-            api_key,
-            workspace,
-            json,
-        } => {
-            let platform = match Platform::parse(&platform) {
-                // API callers and Forge wakes have no sender to link.
-                Some(p) if !matches!(p, Platform::Api | Platform::Forge) => p,
-                _ => bail!("--platform must be telegram, whatsapp, instagram or rest"),
-            };
-            anyhow::ensure!(
-                api_key.is_none() || platform == Platform::Rest,
-                "--api-key is for --platform rest"
-            );
-            anyhow::ensure!(
-                !sender_id.trim().is_empty(),
-                "--sender-id must not be empty"
-            );
-            let client = db.get().await?;
-            anyhow::ensure!(users::get(&client, user).await?.is_some(), "no user {user}");
-            let agent = match &agent {
-                Some(k) => {
-                    Some(agent_of_users_workspace(&db, user, workspace.as_deref(), k).await?)
-                }
-                None => None,
-            };
-            if let Some(key) = api_key {
-                anyhow::ensure!(
-                    hermes_db::api_keys::get(&client, key).await?.is_some(),
-                    "no API key {key}"
-                );
-            }
-            let scope = users::ChannelScope { platform, api_key };
-            let linked =
-                users::link_channel(&client, user, scope, sender_id.trim(), !inactive, agent)
-                    .await?;
-            anyhow::ensure!(
-                linked,
-                "{} sender {sender_id} is linked to another user; unlink it there first",
-                platform.as_str()
-            );
-            if json {
-                println!(
-                    "{}",
-                    json!({ "user": user, "platform": platform.as_str(), "sender_id": sender_id.trim(),
-                            "api_key_id": api_key, "activated": !inactive })
-                );
-            } else {
-                println!(
-                    "linked {} sender {} to user {user}{}",
-                    platform.as_str(),
-                    sender_id.trim(),
-                    if inactive { " (inactive)" } else { "" }
-                );
-                if platform == Platform::Rest && api_key.is_none() {
-                    println!(
-                        "(no --api-key: only API_SERVER_KEY posts as this sender; an API key's \
-                         callers need it linked under their key)"
-                    );
-                }
-            }
         }
     }
     Ok(())

@@ -2,7 +2,6 @@
 //! (docs/operations.md, scheduled jobs). Jobs are made and changed through `/api/jobs`.
 
 use hermes_config::Config;
-use hermes_db::Db;
 use hermes_db::jobs;
 use serde_json::json;
 
@@ -17,8 +16,7 @@ pub enum JobsCommand {
 }
 
 pub async fn run(config: &Config, cmd: JobsCommand) -> anyhow::Result<()> {
-    let db = Db::new(&config.database_url, 1)?;
-    db.check_schema().await?;
+    let db = super::database(config, 1).await?;
     let client = db.get().await?;
     let JobsCommand::List { json } = cmd;
     let all = jobs::list(&client, None).await?;
