@@ -22,6 +22,7 @@ mod describe;
 pub mod env;
 mod file;
 mod forge;
+mod front_door;
 mod llm;
 mod load;
 mod mcp;
@@ -37,7 +38,8 @@ pub use delivery::{
     TelegramSender, WhatsappSender,
 };
 pub use file::{ApiSettings, FileConfig, IngestSettings, ModelSpec, Price};
-pub use forge::ForgeSettings;
+pub use forge::{ForgeBudget, ForgeSettings};
+pub use front_door::FrontDoor;
 
 pub use llm::{
     BackendKind, CacheSettings, LlmSettings, ProviderSettings, Resolved, TierBudget,
@@ -256,6 +258,8 @@ pub struct Config {
     /// The body limit of Meta's webhook routes (WhatsApp, 360dialog, Instagram).
     pub meta_max_body_bytes: usize,
     pub max_in_flight: usize,
+    /// What a request whose caller is not known yet may hold (`HERMES_UNVERIFIED_*`, …).
+    pub front_door: FrontDoor,
     /// CORS, the advertised model name and the image limit of the API surface.
     pub api: ApiSurface,
     /// How long a client may take to send a request's headers (`HERMES_HTTP_HEADER_TIMEOUT_SECS`).

@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes, HttpBody};
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -23,11 +23,12 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tower::ServiceExt;
 
 use hermes_telemetry::Metrics;
 
 /// An error answered to an HTTP caller: status, a machine-readable code, a human message.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 #[error("{status} {code}: {message}")]
 pub struct ApiError {
     pub status: StatusCode,
@@ -114,7 +115,9 @@ pub async fn track(State(metrics): State<Metrics>, req: Request, next: Next) -> 
 /// Serve `app` on `listener` until `stop`, then wait for the open connections to finish
 /// their requests. Unlike `axum::serve`, which runs hyper without a timer, a client that has
 /// not sent a request's whole header block within `header_timeout` is disconnected, so slow
-/// or idle clients cannot hold connections (and their memory) for ever.
+/// or idle clients cannot hold connections (and their memory) for ever. Every request
+/// carries its connection's peer address as `ConnectInfo<SocketAddr>` (per-client limits
+/// read it).
 pub async fn serve(
     listener: TcpListener,
     app: Router,
@@ -123,10 +126,10 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let connections = TaskTracker::new();
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             _ = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors, say: back off rather than spin.
                     tracing::warn!(error = %e, "cannot accept a connection");
@@ -136,7 +139,12 @@ pub async fn serve(
             },
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
+        let service = TowerToHyperService::new(app.clone().map_request(
+            move |mut req: hyper::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(ConnectInfo(peer));
+                req
+            },
+        ));
         let stop = stop.clone();
         connections.spawn(async move {
             let mut builder = http1::Builder::new();
