@@ -125,6 +125,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0022_outbox_hold",
         sql: include_str!("../../../migrations/0022_outbox_hold.sql"),
     },
+    Migration {
+        version: 23,
+        name: "0023_forge_hardening",
+        sql: include_str!("../../../migrations/0023_forge_hardening.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.
