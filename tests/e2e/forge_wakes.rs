@@ -10,7 +10,8 @@ use hermes::Service;
 use hermes_bus::Stage;
 use hermes_db::agents::{self, NewAgent};
 use hermes_net::signing::{
-    FORGE_BODY_SIGNATURE, FORGE_DELIVERY, FORGE_TIMESTAMP, WakeSigning, wake_headers,
+    FORGE_BODY_SIGNATURE, FORGE_DELIVERY, FORGE_SIGNATURE, FORGE_TIMESTAMP, WakeSigning,
+    wake_headers,
 };
 use hermes_testkit::fakes::drain;
 use hermes_testkit::{Fleet, TestEnv, count, metric};
@@ -20,8 +21,8 @@ use hermes_types::model::{Inbound, Platform};
 use serde_json::{Value, json};
 
 /// The secret the tests' Forge signs with now, and the one it used before (both listed).
-pub const SECRET: &str = "forge-secret-current";
-const OLD_SECRET: &str = "forge-secret-previous";
+pub const SECRET: &str = "forge-secret-current-0123456789abcdef";
+const OLD_SECRET: &str = "forge-secret-previous-0123456789abcdef";
 const SECRET_KEYS: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 
 /// `env` set up to take Forge wakes signed with [`SECRET`] (or the previous secret).
@@ -245,10 +246,35 @@ async fn bad_wakes_are_refused_clearly_and_queue_nothing_and_a_replay_is_taken_o
     let replay: Value = resp.json().await.unwrap();
     assert_eq!(replay["duplicate"], true);
     assert_eq!(replay["run_id"], run.as_str());
+    // A captured wake replayed under a fresh X-Forge-Delivery (which no signature covers),
+    // as captured or with its signature re-spelled: refused for what the signature covers.
+    let mut captured_wake = envelope("victor");
+    captured_wake["issue"]["key"] = "AXI-43".into();
+    let captured_body = captured_wake.to_string();
+    let cb = captured_body.as_bytes();
+    let captured = signed(OLD_SECRET, now(), "dlv_captured", cb);
+    assert_eq!(post(&fleet, cb, &captured).await.status(), 202);
+    let under = |delivery: &str, upper: bool| -> Vec<(String, String)> {
+        captured
+            .iter()
+            .map(|(k, v)| match k.as_str() {
+                FORGE_DELIVERY => (k.clone(), delivery.to_string()),
+                FORGE_SIGNATURE if upper => {
+                    let hex = v.trim_start_matches("sha256=").to_uppercase();
+                    (k.clone(), format!(" sha256={hex} "))
+                }
+                _ => (k.clone(), v.clone()),
+            })
+            .collect()
+    };
+    for (delivery, upper) in [("dlv_fresh_1", false), ("dlv_fresh_2", true)] {
+        let resp = post(&fleet, cb, &under(delivery, upper)).await;
+        assert_eq!(refused(resp).await, (409, "replayed".into()), "{delivery}");
+    }
 
     let bus = env.bus().await;
     let queued = drain(&bus, Stage::Router).await;
-    assert_eq!(queued.len(), 1, "the replay queued nothing");
+    assert_eq!(queued.len(), 2, "the retry and the replays queued nothing");
     assert_eq!(queued[0].run_id.to_string(), run);
     let inbound: Inbound = queued[0].payload().unwrap();
     assert_eq!(inbound.event.platform, Platform::Forge);
@@ -266,12 +292,12 @@ async fn bad_wakes_are_refused_clearly_and_queue_nothing_and_a_replay_is_taken_o
     let db = env.db();
     assert_eq!(
         count(&db, "SELECT count(*) FROM forge_deliveries", &[]).await,
-        1
+        2
     );
 
     let metrics = fleet.metrics().await;
     for (outcome, n) in [
-        ("queued", 1.0),
+        ("queued", 2.0),
         ("duplicate", 1.0),
         ("invalid_signature", 2.0),
         ("stale_timestamp", 1.0),
@@ -279,6 +305,7 @@ async fn bad_wakes_are_refused_clearly_and_queue_nothing_and_a_replay_is_taken_o
         ("unknown_agent", 1.0),
         ("external_agent", 1.0),
         ("body_too_large", 1.0),
+        ("replayed", 2.0),
     ] {
         let series = format!("hermes_forge_wakes_total{{outcome=\"{outcome}\"}}");
         assert_eq!(metric(&metrics, &series), Some(n), "{series}\n{metrics}");
@@ -316,21 +343,26 @@ async fn the_body_only_signature_is_verified_where_configured_and_the_route_is_o
     nothing_queued(&env).await;
     let resp = post(&fleet, b, &only_body(SECRET, "dlv_b1")).await;
     assert_eq!(resp.status(), 202);
-    // Replays are stopped by the delivery id alone in this mode.
+    // The Forge's retry of the delivery is a duplicate; the same body under a fresh
+    // delivery id (which no signature covers) is a replay, refused by the body itself.
     let resp = post(&fleet, b, &only_body(SECRET, "dlv_b1")).await;
     assert_eq!(resp.status(), 200);
+    assert_eq!(
+        refused(post(&fleet, b, &only_body(SECRET, "dlv_b2")).await).await,
+        (409, "replayed".into())
+    );
     let bus = env.bus().await;
     assert_eq!(drain(&bus, Stage::Router).await.len(), 1);
     fleet.stop().await.unwrap();
 
-    // Without a secret the route is off: nothing can be woken.
+    // Without a secret the route is not even mounted: nothing can be woken.
     let env = TestEnv::new().await;
     agent(&env, "default", "victor", AgentKind::Internal).await;
     let fleet = env.start(&[Service::Ingest]).await;
     let h = signed(SECRET, now(), "dlv_off", b);
     assert_eq!(
         refused(post(&fleet, b, &h).await).await,
-        (404, "not_configured".into())
+        (404, "not_found".into())
     );
     nothing_queued(&env).await;
     fleet.stop().await.unwrap();

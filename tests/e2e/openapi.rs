@@ -61,7 +61,9 @@ fn concrete(path: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_document_names_every_route_and_every_route_answers() {
-    let env = TestEnv::new().await;
+    let mut env = TestEnv::new().await;
+    // The Forge route is mounted only with a secret.
+    crate::forge_wakes::forge_env(&mut env);
     let fleet = env.start(&[Service::Ingest]).await;
     let http = reqwest::Client::new();
 
@@ -173,7 +175,8 @@ async fn schemathesis_finds_no_server_error_and_no_answer_outside_the_document()
         eprintln!("schemathesis not installed: skipped (scripts/test installs it)");
         return;
     };
-    let env = TestEnv::new().await;
+    let mut env = TestEnv::new().await;
+    crate::forge_wakes::forge_env(&mut env);
     let fleet = env
         .start(&[
             Service::Ingest,

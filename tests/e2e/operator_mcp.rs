@@ -12,7 +12,7 @@ use std::time::Duration;
 use hermes::Service;
 use hermes_db::api_keys::{self, KeyScope};
 use hermes_testkit::{Fleet, KEY, TestEnv, count, eventually};
-use hermes_types::ids::{ApprovalId, RunId};
+use hermes_types::ids::{ApiKeyId, ApprovalId, RunId};
 use hermes_types::model::{LlmRequest, Platform, ReplyTo, Tier, ToolCall, ToolRequest};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -20,8 +20,8 @@ use tokio::sync::Barrier;
 
 use crate::agent_mcp::{Mcp, env_with, peer, telegram};
 
-/// A new key with `scopes`: (its prefix, the key).
-pub(crate) async fn key_with(env: &TestEnv, scopes: &[KeyScope]) -> (String, String) {
+/// A new key with `scopes`: (its id, the key).
+pub(crate) async fn key_with(env: &TestEnv, scopes: &[KeyScope]) -> (ApiKeyId, String) {
     let c = env.db().get().await.unwrap();
     let created = api_keys::create(&c, "operator-test", None, None)
         .await
@@ -31,7 +31,7 @@ pub(crate) async fn key_with(env: &TestEnv, scopes: &[KeyScope]) -> (String, Str
             .await
             .unwrap()
     );
-    (created.key.prefix, created.secret_key)
+    (created.key.id, created.secret_key)
 }
 
 /// Users on Telegram chats `chats` (named `names`), each with one message sent through the
@@ -275,7 +275,7 @@ async fn operators_read_conversations_messages_and_channels() {
 async fn approvals_are_listed_and_decided_once_by_concurrent_operators() {
     let peer = peer().await;
     let env = env_with(&peer).await;
-    let (prefix, op_key) = key_with(&env, &[KeyScope::Operator]).await;
+    let (key_id, op_key) = key_with(&env, &[KeyScope::Operator]).await;
     let fleet = env.start(&[Service::Ingest]).await;
     let ids = waiting_calls(&env, "4242", 3).await;
     let mcp = Arc::new(Mcp::operator(&fleet, &op_key));
@@ -318,7 +318,8 @@ async fn approvals_are_listed_and_decided_once_by_concurrent_operators() {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(by == "operator" || by == format!("key:{prefix}"), "{by}");
+    // The key is recorded by its id, never by its shown prefix (which many keys share).
+    assert!(by == "operator" || by == format!("key:{key_id}"), "{by}");
     let resolved = count(
         &env.db(),
         "SELECT count(*) FROM events WHERE kind = 'approval_resolved'",
@@ -335,7 +336,7 @@ async fn approvals_are_listed_and_decided_once_by_concurrent_operators() {
         )
         .await;
     assert_eq!(denied["verdict"], "denied");
-    assert_eq!(denied["approval"]["decided_by"], format!("key:{prefix}"));
+    assert_eq!(denied["approval"]["decided_by"], format!("key:{key_id}"));
     assert_eq!(denied["approval"]["reason"], "no");
     let open = mcp.ok("permissions_list_open", json!({})).await;
     assert_eq!(open["approvals"].as_array().unwrap().len(), 1);

@@ -124,9 +124,11 @@ async fn run(cli: Cli) -> ExitCode {
             .await
         }
         Bench::Llm(args) => {
-            Box::pin(with_config("llm", path, |c| async move {
-                llm::llm(c, args).await
-            }))
+            with_config(
+                "llm",
+                path,
+                |c| async move { Box::pin(llm::llm(c, args)).await },
+            )
             .await
         }
         Bench::Faults(args) => {

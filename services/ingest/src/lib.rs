@@ -10,6 +10,7 @@ mod chat;
 mod content;
 mod cors;
 pub mod forge;
+mod front_door;
 mod health;
 mod idempotency;
 mod images;
@@ -44,6 +45,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use front_door::signed::SignedRoute;
 use futures_util::StreamExt;
 use hermes_cache::dedupe::Dedupe;
 use hermes_cache::idempotency::Idempotency;
@@ -70,7 +72,7 @@ pub struct Shared {
     pub dedupe: Dedupe,
     pub limiter: RateLimiter,
     pub idempotency: Idempotency,
-    keys: rest::KeyCache,
+    keys: front_door::keys::Keys,
     /// The requests each key holds open (`HERMES_STREAMS_PER_KEY`).
     key_slots: Arc<limits::KeySlots>,
     /// When this replica started (its uptime on `/health/detailed`).
@@ -86,7 +88,7 @@ impl AppState {
             dedupe: Dedupe::new(ctx.cache.clone()),
             limiter: RateLimiter::new(ctx.cache.clone()),
             idempotency: Idempotency::new(ctx.cache.clone()),
-            keys: rest::KeyCache::default(),
+            keys: front_door::keys::Keys::new(ctx.config.front_door.key_misses_per_minute),
             key_slots: limits::KeySlots::new(
                 ctx.config.streams_per_key,
                 ctx.metrics.limits.clone(),
@@ -176,7 +178,7 @@ async fn security_headers(req: Request, next: Next) -> Response {
 /// whose confirms stall, a flood), answer 503 with `Retry-After` so the caller retries later,
 /// rather than holding ever more requests in memory. Health checks are never shed.
 async fn bound_in_flight(
-    State(slots): State<Arc<Semaphore>>,
+    State((app, slots)): State<(AppState, Arc<Semaphore>)>,
     req: Request,
     next: Next,
 ) -> Response {
@@ -189,7 +191,7 @@ async fn bound_in_flight(
                 resp
             }
         }
-        Err(_) => ApiError::unavailable("ingest is at capacity; retry shortly").into_response(),
+        Err(_) => front_door::shed(&app, front_door::Pool::InFlight),
     }
 }
 
@@ -223,11 +225,18 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 /// The HTTP application (exposed for tests that drive it without a socket).
 pub fn app(state: AppState) -> Router {
     let metrics = state.ctx.metrics.clone();
-    // A request takes one of HERMES_MAX_IN_FLIGHT slots after its header secret was checked
-    // (a caller without it is refused at once and never holds a slot) and before its body is
-    // read. REST keys are resolved inside the slot: that look-up may reach PostgreSQL.
+    // A request takes one of HERMES_MAX_IN_FLIGHT slots only once its caller is known
+    // (docs/security.md, "The front door under slow or hostile clients"): a header secret
+    // checked, a Bearer key resolved (that look-up may reach PostgreSQL, and a stranger's
+    // never holds a slot), or a body's signature verified after it was read in the small
+    // pool of unverified bodies. Then the body is read, within the slot.
     let slots = Arc::new(Semaphore::new(state.ctx.config.max_in_flight));
-    let slot = middleware::from_fn_with_state(slots, bound_in_flight);
+    let slot = middleware::from_fn_with_state((state.clone(), slots), bound_in_flight);
+    let unverified = front_door::signed::Unverified::new(state.clone());
+    let signed = |route| {
+        middleware::from_fn_with_state((unverified.clone(), route), front_door::signed::read_signed)
+    };
+    let screen = middleware::from_fn_with_state(state.clone(), front_door::screen_bearer);
     // The API's routes, through one list per caller check: the capability flags are read
     // from them. Every group goes through the idempotency middleware (POSTs with an
     // Idempotency-Key) after its caller was authorized, and within a slot. A route mounted on
@@ -256,12 +265,17 @@ pub fn app(state: AppState) -> Router {
         .route(Verb::Post, "/api/jobs/{id}/pause", jobs::pause)
         .route(Verb::Post, "/api/jobs/{id}/resume", jobs::resume)
         .route(Verb::Post, "/api/jobs/{id}/run", jobs::run_now);
-    // The agent MCP surface checks its own callers (JSON-RPC refusals have their own shape).
-    let mcp = agent_mcp::surface().into_router().route_layer(slot.clone());
+    // The agent MCP surface checks its own callers (JSON-RPC refusals have their own shape),
+    // from the key resolved before the slot.
+    let mcp = agent_mcp::surface()
+        .into_router()
+        .route_layer(slot.clone())
+        .route_layer(screen.clone());
     // So does the operator MCP server (its keys need the operator scope).
     let operator_mcp = operator_mcp::surface()
         .into_router()
-        .route_layer(slot.clone());
+        .route_layer(slot.clone())
+        .route_layer(screen);
     let all: Vec<_> = [
         api.mounted(),
         rest.mounted(),
@@ -273,51 +287,57 @@ pub fn app(state: AppState) -> Router {
     let api = routes::with_capabilities(api, &all, cors.is_some());
     let idempotent = middleware::from_fn_with_state(state.clone(), idempotency::idempotent);
     // A key's requests that may be held (waits, streams) take one of its slots once the key
-    // is known (docs/security.md, "No caller can hurt another").
+    // is known (docs/security.md, "No caller can hurt another"), before a main slot.
     let key_slot = middleware::from_fn_with_state(state.clone(), limits::hold_key_slot);
-    // Each group behind its caller check; keys may be resolved in PostgreSQL: inside the slot.
+    // Each group behind its caller check, outside the slot: a stranger never holds one.
     let api = api
         .into_router()
         .route_layer(idempotent.clone())
+        .route_layer(slot.clone())
         .route_layer(key_slot.clone())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             rest::require_chat_caller,
-        ))
-        .route_layer(slot.clone());
+        ));
     let rest = rest
         .into_router()
         .route_layer(idempotent.clone())
+        .route_layer(slot.clone())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             rest::require_caller,
-        ))
-        .route_layer(slot.clone());
+        ));
     let run_routes = run_routes
         .into_router()
         .route_layer(idempotent.clone())
+        .route_layer(slot.clone())
         .route_layer(key_slot)
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             rest::require_run_caller,
-        ))
-        .route_layer(slot.clone());
+        ));
     let jobs = jobs
         .into_router()
         .route_layer(idempotent)
+        .route_layer(slot.clone())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             rest::require_jobs_caller,
-        ))
-        .route_layer(slot.clone());
-    // A Forge's wakes, at the configured path: their signature is the caller check, made in
-    // the handler on the raw body; a wake is small, so the route takes little.
+        ));
+    // A Forge's wakes, at the configured path, mounted only when a secret is set: their
+    // signature is the caller check, made on the raw body read in the pool of unverified
+    // bodies, before the wake takes a slot.
     let forge_settings = &state.ctx.config.forge;
-    let forge = Surface::default()
-        .route(Verb::Post, forge_settings.path.clone(), forge::wake)
-        .into_router()
-        .route_layer(slot.clone())
-        .layer(DefaultBodyLimit::max(forge_settings.max_body_bytes));
+    let forge = if forge_settings.enabled() {
+        Surface::default()
+            .route(Verb::Post, forge_settings.path.clone(), forge::wake)
+            .into_router()
+            .route_layer(slot.clone())
+            .route_layer(signed(SignedRoute::Forge))
+            .layer(DefaultBodyLimit::max(forge_settings.max_body_bytes))
+    } else {
+        Router::new()
+    };
     let webhooks = Router::new()
         .route(
             "/webhooks/telegram",
@@ -334,9 +354,9 @@ pub fn app(state: AppState) -> Router {
                 .route(
                     "/webhooks/whatsapp",
                     get(webhooks::whatsapp_handshake).layer(slot.clone()).merge(
-                        post(webhooks::whatsapp).layer(slot.clone()).layer(
-                            middleware::from_fn_with_state(state.clone(), webhooks::hub_gate),
-                        ),
+                        post(webhooks::whatsapp)
+                            .layer(slot.clone())
+                            .layer(signed(SignedRoute::Whatsapp)),
                     ),
                 )
                 .route(
@@ -355,9 +375,11 @@ pub fn app(state: AppState) -> Router {
                     "/webhooks/instagram",
                     get(webhooks::instagram_handshake)
                         .layer(slot.clone())
-                        .merge(post(webhooks::instagram).layer(slot).layer(
-                            middleware::from_fn_with_state(state.clone(), webhooks::hub_gate),
-                        )),
+                        .merge(
+                            post(webhooks::instagram)
+                                .layer(slot)
+                                .layer(signed(SignedRoute::Instagram)),
+                        ),
                 )
                 .layer(DefaultBodyLimit::max(state.ctx.config.meta_max_body_bytes)),
         );
@@ -381,6 +403,10 @@ pub fn app(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(
             (state.ctx.config.http_body_timeout, metrics.clone()),
             bound_body,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            front_door::tag_client,
         ))
         .with_state(state)
         .layer(middleware::from_fn_with_state(metrics, track))

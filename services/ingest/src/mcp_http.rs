@@ -12,13 +12,14 @@ use axum::body::Bytes;
 use axum::extract::FromRequest;
 use axum::extract::Request;
 use axum::http::header::{ALLOW, RETRY_AFTER, WWW_AUTHENTICATE};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use hermes_mcp_server::{PROTOCOL_VERSIONS, Reply, RpcCode, ServerInfo, ToolSet, error};
 use hermes_runtime::http::ApiError;
 use serde_json::Value;
 
 use crate::AppState;
+use crate::front_door::{Client, Screened};
 use crate::rest::{Caller, bearer_of, resolve};
 
 /// A JSON-RPC error answer with HTTP `status`.
@@ -69,12 +70,24 @@ impl IntoResponse for Refused {
     }
 }
 
-/// The live key of `headers`' Bearer (the operator key, or a key of `hermes api-keys`,
-/// cached briefly), before any rate or scope is checked.
-pub async fn key_of(app: &AppState, headers: &HeaderMap) -> Result<Caller, Refused> {
+/// The live key of a request's Bearer (the operator key, or a key of `hermes api-keys`,
+/// cached briefly), before any rate or scope is checked: as resolved before the request took
+/// its slot (`crate::front_door::screen_bearer`, which refused an unknown key there, leaves
+/// it in `extensions`), else resolved now.
+pub async fn key_of(
+    app: &AppState,
+    headers: &HeaderMap,
+    extensions: &Extensions,
+) -> Result<Caller, Refused> {
     let key = bearer_of(headers).ok_or(Refused::Unauthenticated)?;
-    resolve(app, &key)
-        .await
+    let found = match extensions.get::<Screened>() {
+        Some(Screened::Known(caller)) => Ok(Some(caller.clone())),
+        None => {
+            let client = extensions.get::<Client>().and_then(|c| c.0);
+            resolve(app, &key, client).await
+        }
+    };
+    found
         .map_err(Refused::Unavailable)?
         .ok_or(Refused::Unauthenticated)
 }

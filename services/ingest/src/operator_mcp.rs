@@ -6,7 +6,7 @@
 //! request. The tools are `hermes-operator`'s.
 
 use axum::extract::{Request, State};
-use axum::http::HeaderMap;
+use axum::http::{Extensions, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use hermes_db::api_keys::KeyScope;
 use hermes_operator::{Caller, Operator, SERVER_INFO, Transport};
@@ -27,10 +27,14 @@ pub fn surface() -> Surface {
         .route(Verb::Delete, PATH, not_allowed)
 }
 
-/// Resolve the Bearer key of `headers`: the operator key, or a live key with the
+/// Resolve the Bearer key of a request: the operator key, or a live key with the
 /// `operator` scope, which takes one request from its rate.
-async fn identify(app: &AppState, headers: &HeaderMap) -> Result<Caller, Refused> {
-    match mcp_http::key_of(app, headers).await? {
+async fn identify(
+    app: &AppState,
+    headers: &HeaderMap,
+    extensions: &Extensions,
+) -> Result<Caller, Refused> {
+    match mcp_http::key_of(app, headers, extensions).await? {
         rest::Caller::Operator => Ok(Caller::OperatorKey),
         rest::Caller::Key(k) => {
             if !k.scopes.contains(&KeyScope::Operator) {
@@ -41,10 +45,7 @@ async fn identify(app: &AppState, headers: &HeaderMap) -> Result<Caller, Refused
             if let Some(secs) = over_rate(app, &k).await {
                 return Err(Refused::RateLimited(secs));
             }
-            Ok(Caller::Key {
-                id: k.id,
-                prefix: k.prefix.clone(),
-            })
+            Ok(Caller::Key { id: k.id })
         }
     }
 }
@@ -56,7 +57,7 @@ async fn not_allowed() -> Response {
 
 /// `POST /mcp`. The key is checked before the body is read.
 async fn handle(State(app): State<AppState>, req: Request) -> Response {
-    let caller = match identify(&app, req.headers()).await {
+    let caller = match identify(&app, req.headers(), req.extensions()).await {
         Ok(c) => c,
         Err(r) => return r.into_response(),
     };

@@ -7,8 +7,7 @@
 //! OpenAI-compatible API: a key reaches a surface only with its scope (`messages`, `chat`)
 //! and within its request rate (docs/security.md, keys and tenants).
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::net::IpAddr;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -23,11 +22,11 @@ use hermes_db::api_keys::{self, ApiKey, KeyScope};
 use hermes_runtime::http::ApiError;
 use hermes_types::ids::RunId;
 use hermes_types::model::{Inbound, Media, MediaKind, MessageEvent, Platform};
-use hermes_types::ttl_cache::TtlCache;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::accept::{self, Accepted};
+use crate::front_door::Client;
 use crate::request_id;
 use crate::{AppState, api_body};
 
@@ -57,42 +56,61 @@ impl Caller {
     }
 }
 
-/// Key lookups are cached briefly: a revoked key stops working within this long.
-const KEY_CACHE_TTL: Duration = Duration::from_secs(30);
-
-/// Keys remembered at once.
-const KEY_CACHE_SIZE: usize = 10_000;
-
-/// A short-lived cache of key hash → key (or its absence).
-#[derive(Clone)]
-pub struct KeyCache(Arc<TtlCache<String, Option<ApiKey>>>);
-
-impl Default for KeyCache {
-    fn default() -> Self {
-        Self(Arc::new(TtlCache::new(KEY_CACHE_TTL, KEY_CACHE_SIZE)))
-    }
-}
-
-/// The caller a key names (`None`: no such live key), from a short-lived cache.
-pub(crate) async fn resolve(app: &AppState, key: &str) -> Result<Option<Caller>, ApiError> {
+/// The caller a key names (`None`: no such live key), from the caches of
+/// [`crate::front_door::keys`]. A key not known as live is looked up only while `client`
+/// (the request's address; `None` for no per-client limit) is within its unknown keys
+/// (`HERMES_KEY_MISSES_PER_MINUTE`): beyond, `429 too_many_unknown_keys` without a look-up.
+/// Every unknown key counts against its client.
+pub(crate) async fn resolve(
+    app: &AppState,
+    key: &str,
+    client: Option<IpAddr>,
+) -> Result<Option<Caller>, ApiError> {
     if crate::auth::ApiKey(app.ctx.config.api_server_key.clone()).is_operator_key(key) {
         return Ok(Some(Caller::Operator));
     }
     let hash = api_keys::hash(key);
-    if let Some(found) = app.keys.0.get(&hash) {
-        return Ok(found.map(|k| Caller::Key(Box::new(k))));
+    if let Some(found) = app.keys.live(&hash) {
+        return Ok(Some(Caller::Key(Box::new(found))));
     }
-    let client = app
-        .ctx
-        .db
-        .get()
-        .await
-        .map_err(|_| ApiError::unavailable("cannot check the key right now"))?;
-    let found = api_keys::find(&client, key)
-        .await
-        .map_err(|_| ApiError::unavailable("cannot check the key right now"))?;
-    app.keys.0.insert(hash, found.clone());
-    Ok(found.map(|k| Caller::Key(Box::new(k))))
+    let misses = &app.ctx.metrics.front_door.key_misses;
+    if let Some(wait) = client.and_then(|c| app.keys.limiter.wait(c)) {
+        misses.with_label_values(&["rate_limited"]).inc();
+        let per_minute = app.ctx.config.front_door.key_misses_per_minute;
+        return Err(ApiError {
+            retry_after: Some(wait.as_secs_f64().ceil().max(1.0) as u64),
+            ..ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_unknown_keys",
+                format!(
+                    "this address sent more than {per_minute} unknown API keys a minute (HERMES_KEY_MISSES_PER_MINUTE)"
+                ),
+            )
+        });
+    }
+    let outcome = if app.keys.known_miss(&hash) {
+        "cached"
+    } else {
+        let db = app
+            .ctx
+            .db
+            .get()
+            .await
+            .map_err(|_| ApiError::unavailable("cannot check the key right now"))?;
+        let found = api_keys::find(&db, key)
+            .await
+            .map_err(|_| ApiError::unavailable("cannot check the key right now"))?;
+        app.keys.remember(hash, found.as_ref());
+        if let Some(found) = found {
+            return Ok(Some(Caller::Key(Box::new(found))));
+        }
+        "looked_up"
+    };
+    misses.with_label_values(&[outcome]).inc();
+    if let Some(client) = client {
+        app.keys.limiter.take(client);
+    }
+    Ok(None)
 }
 
 /// Middleware of the REST channel: a [`Caller`] with the `messages` scope, before the body
@@ -182,7 +200,8 @@ async fn authorize(app: AppState, mut req: Request, next: Next, scopes: &[KeySco
     let Some(key) = bearer(&req) else {
         return ApiError::unauthorized().into_response();
     };
-    let caller = match resolve(&app, &key).await {
+    let client = req.extensions().get::<Client>().and_then(|c| c.0);
+    let caller = match resolve(&app, &key, client).await {
         Ok(Some(caller)) => caller,
         Ok(None) => return ApiError::unauthorized().into_response(),
         Err(e) => return e.into_response(),

@@ -1,7 +1,9 @@
 //! The channel webhooks: Telegram, WhatsApp (Cloud API and 360dialog) and Instagram.
 //!
 //! Each route is off (404) until its secret is configured. The secret is checked first, in
-//! constant time, on the raw body and before anything parses it; then the body is parsed
+//! constant time, on the raw body and before anything parses it (Meta's signed routes read
+//! their body before taking a slot, in the pool of `crate::front_door::signed`, and check
+//! it there first); then the body is parsed
 //! into normalized messages and each is accepted (deduped, rate limited, confirmed by the
 //! broker). The platform gets 2xx only when everything it sent is safely queued, and 503
 //! otherwise so that it retries (what was queued is deduped on the retry).
@@ -24,7 +26,12 @@ use crate::accept::{self, Accepted};
 use crate::channels::{ParseError, instagram, telegram, telegram_groups, verify, whatsapp};
 use crate::{AppState, body_or_error};
 
-fn refused(app: &AppState, platform: Platform, reason: &'static str, e: ApiError) -> Response {
+pub(crate) fn refused(
+    app: &AppState,
+    platform: Platform,
+    reason: &'static str,
+    e: ApiError,
+) -> Response {
     app.ctx
         .metrics
         .ingest_messages
@@ -33,7 +40,7 @@ fn refused(app: &AppState, platform: Platform, reason: &'static str, e: ApiError
     e.into_response()
 }
 
-fn not_configured(app: &AppState, platform: Platform) -> Response {
+pub(crate) fn not_configured(app: &AppState, platform: Platform) -> Response {
     refused(
         app,
         platform,
@@ -46,7 +53,7 @@ fn not_configured(app: &AppState, platform: Platform) -> Response {
     )
 }
 
-fn bad_signature(app: &AppState, platform: Platform) -> Response {
+pub(crate) fn bad_signature(app: &AppState, platform: Platform) -> Response {
     refused(
         app,
         platform,
@@ -406,22 +413,6 @@ pub async fn d360_path_gate(
     }
 }
 
-/// Middleware of Meta's signed routes (WhatsApp Cloud API, Instagram): the signature covers
-/// the body, so it is verified after reading it; a request without one is refused before.
-pub async fn hub_gate(State(app): State<AppState>, req: Request, next: Next) -> Response {
-    let channels = &app.ctx.config.channels;
-    let (platform, secret) = if req.uri().path().starts_with("/webhooks/instagram") {
-        (Platform::Instagram, channels.instagram_app_secret.as_ref())
-    } else {
-        (Platform::Whatsapp, channels.whatsapp_app_secret.as_ref())
-    };
-    let signed = req.headers().contains_key("x-hub-signature-256");
-    match gate_verdict(&app, platform, secret.map(|_| signed)) {
-        Some(refusal) => refusal,
-        None => next.run(req).await,
-    }
-}
-
 /// One start-up line per channel saying whether its routes are on.
 pub fn log_channels(app: &AppState) {
     let c = &app.ctx.config.channels;
@@ -455,7 +446,7 @@ pub fn log_channels(app: &AppState) {
     }
     let forge = &app.ctx.config.forge;
     let state = match (forge.enabled(), forge.body_signature) {
-        (false, _) => "off (404): HERMES_FORGE_WEBHOOK_SECRETS not set",
+        (false, _) => "not mounted (404): HERMES_FORGE_WEBHOOK_SECRETS not set",
         (true, false) => "on (X-Forge-Signature over timestamp and body)",
         (true, true) => "on (X-Forge-Body-Signature: the body alone)",
     };

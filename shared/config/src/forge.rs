@@ -20,6 +20,26 @@ pub struct ForgeSettings {
     pub workspace: String,
     /// `HERMES_FORGE_MAX_BODY_BYTES`: the largest wake body.
     pub max_body_bytes: usize,
+    /// `HERMES_FORGE_WAKES_PER_MINUTE`: wakes per secret per minute (as many at once).
+    pub wakes_per_minute: u32,
+    /// The daily budget of each workspace's Forge runs.
+    pub budget: ForgeBudget,
+}
+
+/// What the Forge runs of one workspace may use per UTC day (`None`: no limit).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ForgeBudget {
+    /// `HERMES_FORGE_DAILY_TOKENS`: input + output tokens.
+    pub daily_tokens: Option<u64>,
+    /// `HERMES_FORGE_DAILY_USD`, in micro-dollars.
+    pub daily_micro_usd: Option<u64>,
+}
+
+impl ForgeBudget {
+    /// Whether any limit is set (without one, nothing is read or counted).
+    pub fn is_limited(&self) -> bool {
+        self.daily_tokens.is_some() || self.daily_micro_usd.is_some()
+    }
 }
 
 impl ForgeSettings {
@@ -38,11 +58,21 @@ pub(crate) fn read_forge(r: &mut Reader<'_>) -> Option<ForgeSettings> {
     let body_signature = r.get(&forge::HERMES_FORGE_BODY_SIGNATURE);
     let workspace = r.get(&forge::HERMES_FORGE_WORKSPACE);
     let max_body_bytes = r.get(&forge::HERMES_FORGE_MAX_BODY_BYTES);
+    let wakes_per_minute = r.get(&forge::HERMES_FORGE_WAKES_PER_MINUTE);
+    // 0 is "no limit".
+    let limit = |n: u64| (n > 0).then_some(n);
+    let daily_tokens = r.get(&forge::HERMES_FORGE_DAILY_TOKENS).map(limit);
+    let daily_micro_usd = r.get(&forge::HERMES_FORGE_DAILY_USD).map(limit);
     Some(ForgeSettings {
         secrets,
         path: path?,
         body_signature: body_signature?,
         workspace: workspace?,
         max_body_bytes: max_body_bytes?,
+        wakes_per_minute: wakes_per_minute?,
+        budget: ForgeBudget {
+            daily_tokens: daily_tokens?,
+            daily_micro_usd: daily_micro_usd?,
+        },
     })
 }

@@ -22,6 +22,7 @@ mod describe;
 pub mod env;
 mod file;
 mod forge;
+mod front_door;
 mod llm;
 mod load;
 mod mcp;
@@ -37,7 +38,8 @@ pub use delivery::{
     TelegramSender, WhatsappSender,
 };
 pub use file::{ApiSettings, FileConfig, IngestSettings, ModelSpec, Price};
-pub use forge::ForgeSettings;
+pub use forge::{ForgeBudget, ForgeSettings};
+pub use front_door::FrontDoor;
 
 pub use llm::{
     BackendKind, CacheSettings, LlmSettings, ProviderSettings, Resolved, TierBudget,
@@ -279,6 +281,8 @@ pub struct Config {
     pub stream_max_lifetime: Duration,
     /// How long a client may leave written bytes untaken (`HERMES_HTTP_WRITE_TIMEOUT_SECS`).
     pub http_write_timeout: Duration,
+    /// What a request whose caller is not known yet may hold (`HERMES_UNVERIFIED_*`, …).
+    pub front_door: FrontDoor,
     /// CORS, the advertised model name and the image limit of the API surface.
     pub api: ApiSurface,
     /// How long a client may take to send a request's headers (`HERMES_HTTP_HEADER_TIMEOUT_SECS`).

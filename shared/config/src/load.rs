@@ -51,6 +51,7 @@ impl Config {
         let max_body_bytes = r.get(&ingest::HERMES_MAX_BODY_BYTES);
         let meta_max_body_bytes = r.get(&ingest::HERMES_META_MAX_BODY_BYTES);
         let max_in_flight = r.get(&ingest::HERMES_MAX_IN_FLIGHT);
+        let front_door = crate::front_door::read_front_door(&mut r);
         let http_header_timeout = r.get(&ingest::HERMES_HTTP_HEADER_TIMEOUT_SECS);
         let http_body_timeout = r.get(&ingest::HERMES_HTTP_BODY_TIMEOUT_SECS);
         let cors_origins = r.get(&api::API_SERVER_CORS_ORIGINS).unwrap_or_default();
@@ -120,6 +121,7 @@ impl Config {
                 streams_per_key: streams_per_key?,
                 stream_max_lifetime: stream_max_lifetime?,
                 http_write_timeout: http_write_timeout?,
+                front_door: front_door?,
                 api: ApiSurface {
                     cors_origins,
                     // The variable is an alias of the file's key and wins over it.

@@ -331,14 +331,21 @@ fn the_forge_route_is_off_without_secrets_and_its_settings_are_checked() {
     assert_eq!(off.path, "/agents/forge");
     assert!(!off.body_signature);
     assert_eq!(off.workspace, "default");
+    let (new, old) = (
+        "new-secret-0123456789abcdef0123456789",
+        "old-secret-0123456789abcdef0123456789",
+    );
     let c = load(&[
-        ("HERMES_FORGE_WEBHOOK_SECRETS", " new-secret , ,old-secret"),
+        (
+            "HERMES_FORGE_WEBHOOK_SECRETS",
+            format!(" {new} , ,{old}").as_str(),
+        ),
         ("HERMES_FORGE_PATH", "/hooks/forge-wake"),
         ("HERMES_FORGE_BODY_SIGNATURE", "true"),
     ])
     .unwrap();
     let secrets: Vec<&str> = c.forge.secrets.iter().map(|s| s.expose_secret()).collect();
-    assert_eq!(secrets, ["new-secret", "old-secret"]);
+    assert_eq!(secrets, [new, old]);
     assert!(c.forge.enabled() && c.forge.body_signature);
     assert_eq!(c.forge.path, "/hooks/forge-wake");
     let shown = c
@@ -359,6 +366,50 @@ fn the_forge_route_is_off_without_secrets_and_its_settings_are_checked() {
         let err = load(&[(name, bad)]).unwrap_err();
         assert!(err.to_string().contains(name), "{name}={bad}: {err}");
     }
+}
+
+#[test]
+fn a_forge_secret_shorter_than_32_characters_stops_the_start_without_being_shown() {
+    let short = "forge-secret-of-31-characters!!";
+    assert_eq!(short.len(), 31);
+    let long = "forge-secret-of-32-characters!!!";
+    let both = format!("{long},{short}");
+    let err = load(&[("HERMES_FORGE_WEBHOOK_SECRETS", both.as_str())])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("HERMES_FORGE_WEBHOOK_SECRETS: secret 2 is shorter than 32 characters"),
+        "{err}"
+    );
+    assert!(!err.contains(short) && !err.contains(long), "{err}");
+    let c = load(&[("HERMES_FORGE_WEBHOOK_SECRETS", long)]).unwrap();
+    assert!(c.forge.enabled());
+}
+
+#[test]
+fn the_forge_rate_and_budget_default_on_and_0_lifts_a_budget() {
+    let c = load(&[]).unwrap().forge;
+    assert_eq!(c.wakes_per_minute, 120);
+    assert_eq!(c.budget.daily_tokens, Some(5_000_000));
+    assert_eq!(c.budget.daily_micro_usd, Some(50_000_000));
+    let c = load(&[
+        ("HERMES_FORGE_DAILY_TOKENS", "0"),
+        ("HERMES_FORGE_DAILY_USD", "0.25"),
+    ])
+    .unwrap()
+    .forge;
+    assert_eq!(c.budget.daily_tokens, None);
+    assert_eq!(c.budget.daily_micro_usd, Some(250_000));
+    assert!(c.budget.is_limited());
+}
+
+#[test]
+fn the_front_door_bounds_default_small() {
+    let c = load(&[]).unwrap().front_door;
+    assert_eq!(c.unverified_bodies, 32);
+    assert_eq!(c.unverified_body_timeout, Duration::from_secs(5));
+    assert_eq!(c.key_misses_per_minute, 30);
+    assert_eq!(c.trusted_proxy_hops, 0);
 }
 
 #[test]

@@ -126,6 +126,11 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../../migrations/0022_outbox_hold.sql"),
     },
     Migration {
+        version: 23,
+        name: "0023_forge_hardening",
+        sql: include_str!("../../../migrations/0023_forge_hardening.sql"),
+    },
+    Migration {
         version: 25,
         name: "0025_agent_rules",
         sql: include_str!("../../../migrations/0025_agent_rules.sql"),

@@ -1,6 +1,7 @@
 //! The one chokepoint every model call passes (docs/models-and-budgets.md, the gateway), in
 //! order: the killswitch and global spend cap → the hops of the call → the response cache
-//! → the user's token budget and the API key's budgets → a call slot (bounded wait) → the
+//! → the user's token budget, the API key's budgets and a Forge run's workspace budget → a
+//! call slot (bounded wait) → the
 //! failover chain → settle the budgets, add the spend, cache the answer. Everything it does beyond waiting on providers
 //! is measured as `hermes_llm_overhead_seconds`.
 
@@ -53,7 +54,11 @@ impl GatewayError {
     pub fn code(&self) -> FailureCode {
         match self {
             GatewayError::Refused(
-                Refusal::UserDaily | Refusal::UserMonthly | Refusal::KeyDaily | Refusal::KeyMonthly,
+                Refusal::UserDaily
+                | Refusal::UserMonthly
+                | Refusal::KeyDaily
+                | Refusal::KeyMonthly
+                | Refusal::ForgeDaily,
             ) => FailureCode::BudgetExceeded,
             GatewayError::Refused(Refusal::BudgetUnavailable) => FailureCode::BudgetUnavailable,
             GatewayError::Refused(Refusal::GlobalCap | Refusal::Killswitch) => {
@@ -91,6 +96,10 @@ impl GatewayError {
             }
             GatewayError::Refused(Refusal::KeyMonthly) => {
                 "This API key has used this month's budget.".into()
+            }
+            GatewayError::Refused(Refusal::ForgeDaily) => {
+                "This workspace's Forge runs have used today's budget. It resets at midnight UTC."
+                    .into()
             }
             GatewayError::Refused(Refusal::BudgetUnavailable) => {
                 "I can't check your usage allowance right now, so I can't answer. Please try \
@@ -131,6 +140,14 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// Who else than a user a call's usage is settled to: its API key, its Forge run's
+/// workspace (each when that has a budget).
+#[derive(Clone, Copy, Debug, Default)]
+struct Metered {
+    key: Option<hermes_types::ids::ApiKeyId>,
+    forge: Option<hermes_types::ids::WorkspaceId>,
+}
+
 /// The gateway of one process.
 #[derive(Clone)]
 pub struct Gateway {
@@ -139,6 +156,7 @@ pub struct Gateway {
     backends: Backends,
     budgets: Budgets,
     keys: budget::KeyBudgets,
+    forge: budget::ForgeBudgets,
     cache: Option<ResponseCache>,
     slots: Arc<Semaphore>,
 }
@@ -192,6 +210,7 @@ impl Gateway {
         }
         Self {
             keys: budget::KeyBudgets::new(db.clone()),
+            forge: budget::ForgeBudgets::new(db.clone(), config.forge.budget),
             budgets: Budgets::new(cache, db, metrics.clone(), &config),
             slots: Arc::new(Semaphore::new(llm.max_concurrent)),
             cache: response_cache,
@@ -298,16 +317,26 @@ impl Gateway {
                 _ => None,
             }
         };
-        // The key's budgets (PostgreSQL) are read beside them.
+        // The key's budgets and a Forge run's workspace budget (PostgreSQL) are read beside
+        // them.
         let key_gate = async {
-            match req.api_key {
+            let key = match req.api_key {
                 Some(key) => self
                     .keys
                     .check(key)
                     .await
-                    .map(|metered| metered.then_some(key)),
-                None => Ok(None),
-            }
+                    .map(|metered| metered.then_some(key))?,
+                None => None,
+            };
+            let forge = match req.forge_workspace() {
+                Some(ws) => self
+                    .forge
+                    .check(ws)
+                    .await
+                    .map(|metered| metered.then_some(ws))?,
+                None => None,
+            };
+            Ok::<_, Refusal>(Metered { key, forge })
         };
         let (gate, hit, reservation, key_gate) =
             tokio::join!(self.budgets.check_global(), lookup, reserve, key_gate);
@@ -319,9 +348,9 @@ impl Gateway {
         };
         // The platform gate refuses first; a cached answer needs no budget; then the user's
         // budget, then the key's.
-        let (metered_key, over_key) = match key_gate {
-            Ok(key) => (key, None),
-            Err(refusal) => (None, Some(refusal)),
+        let (metered, over_key) = match key_gate {
+            Ok(metered) => (metered, None),
+            Err(refusal) => (Metered::default(), Some(refusal)),
         };
         let outcome = match (gate, hit, over_budget.or(over_key)) {
             (Err(refusal), _, _) => Err(GatewayError::Refused(refusal)),
@@ -332,7 +361,7 @@ impl Gateway {
                     .await
             }
         };
-        self.finish(outcome, reservation, metered_key, cache_key.as_deref())
+        self.finish(outcome, reservation, metered, cache_key.as_deref())
             .await
     }
 
@@ -423,7 +452,7 @@ impl Gateway {
         &self,
         outcome: Result<Served, GatewayError>,
         reservation: Option<budget::Reservation>,
-        key: Option<hermes_types::ids::ApiKeyId>,
+        metered: Metered,
         cache_key: Option<&str>,
     ) -> Result<Served, GatewayError> {
         let fresh = outcome.as_ref().ok().filter(|s| !s.cache_hit);
@@ -432,8 +461,11 @@ impl Gateway {
             if let Some(r) = reservation {
                 r.settle(usage.total()).await;
             }
-            if let Some(key) = key {
+            if let Some(key) = metered.key {
                 self.keys.settle(key, usage).await;
+            }
+            if let Some(ws) = metered.forge {
+                self.forge.settle(ws, usage).await;
             }
         };
         let store = async {

@@ -61,17 +61,20 @@ pub enum Caller {
     Stdio,
     /// The install's operator key (`API_SERVER_KEY`).
     OperatorKey,
-    /// A key of `hermes api-keys` with the `operator` scope.
-    Key { id: ApiKeyId, prefix: String },
+    /// A key of `hermes api-keys` with the `operator` scope, known by its id: its shown
+    /// prefix (`hk_` and four hex digits) is shared by many keys, so it never identifies one.
+    Key { id: ApiKeyId },
 }
 
 impl Caller {
-    /// The caller's name as recorded (`stdio`, `operator`, or `key:<prefix>`).
+    /// The caller's identity as recorded and counted (`stdio`, `operator`, or `key:<key id>`):
+    /// the author of an approval's answer, the owner of a send's handle and idempotency key,
+    /// and the bucket of its send rate.
     pub fn name(&self) -> String {
         match self {
             Caller::Stdio => "stdio".into(),
             Caller::OperatorKey => "operator".into(),
-            Caller::Key { prefix, .. } => format!("key:{prefix}"),
+            Caller::Key { id } => format!("key:{id}"),
         }
     }
 }
@@ -134,5 +137,22 @@ impl ToolSet for Operator {
             }
         }
         result.map_err(|e| CallError::Refused(e.refusal))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_operator_key_is_known_by_its_id_so_keys_sharing_a_prefix_stay_apart() {
+        // Two keys whose shown prefixes could be the same `hk_1a2b`: their records,
+        // handles, idempotency keys and send rates must never be one.
+        let (a, b) = (ApiKeyId::new(), ApiKeyId::new());
+        let (a_name, b_name) = (Caller::Key { id: a }.name(), Caller::Key { id: b }.name());
+        assert_eq!(a_name, format!("key:{a}"));
+        assert_ne!(a_name, b_name);
+        assert_eq!(Caller::Stdio.name(), "stdio");
+        assert_eq!(Caller::OperatorKey.name(), "operator");
     }
 }

@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes, HttpBody};
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -23,6 +23,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tower::ServiceExt;
 
 use hermes_telemetry::Metrics;
 use prometheus::IntCounter;
@@ -30,7 +31,7 @@ use prometheus::IntCounter;
 use crate::write_deadline::WriteDeadline;
 
 /// An error answered to an HTTP caller: status, a machine-readable code, a human message.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 #[error("{status} {code}: {message}")]
 pub struct ApiError {
     pub status: StatusCode,
@@ -129,8 +130,10 @@ pub struct ConnLimits {
 /// Serve `app` on `listener` until `stop`, then wait for the open connections to finish
 /// their requests. Unlike `axum::serve`, which runs hyper without a timer, a client that has
 /// not sent a request's whole header block within `header_timeout` is disconnected, so slow
-/// or idle clients cannot hold connections (and their memory) for ever; and a client that
-/// leaves what is written to it untaken for `write_timeout` is disconnected too.
+/// or idle clients cannot hold connections (and their memory) for ever; a client that
+/// leaves what is written to it untaken for `write_timeout` is disconnected too. Every
+/// request carries its connection's peer address as `ConnectInfo<SocketAddr>` (per-client
+/// limits read it).
 pub async fn serve(
     listener: TcpListener,
     app: Router,
@@ -139,10 +142,10 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let connections = TaskTracker::new();
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             _ = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors, say: back off rather than spin.
                     tracing::warn!(error = %e, "cannot accept a connection");
@@ -152,7 +155,12 @@ pub async fn serve(
             },
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
+        let service = TowerToHyperService::new(app.clone().map_request(
+            move |mut req: hyper::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(ConnectInfo(peer));
+                req
+            },
+        ));
         let stop = stop.clone();
         let limits = limits.clone();
         connections.spawn(async move {

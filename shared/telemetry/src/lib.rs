@@ -3,12 +3,14 @@
 
 mod agent_metrics;
 mod alert_kind;
+mod front_door_metrics;
 mod limit_metrics;
 mod metrics;
 mod operator_metrics;
 
 pub use agent_metrics::{AgentMetrics, TenantLimit};
 pub use alert_kind::AlertKind;
+pub use front_door_metrics::FrontDoorMetrics;
 pub use limit_metrics::LimitMetrics;
 pub use metrics::{Inner as MetricHandles, Metrics};
 pub use operator_metrics::OperatorMetrics;

@@ -121,6 +121,8 @@ pub struct Inner {
     pub operator: crate::OperatorMetrics,
     /// The limits that keep one caller from hurting another.
     pub limits: crate::LimitMetrics,
+    /// Ingest's front door against strangers.
+    pub front_door: crate::FrontDoorMetrics,
 }
 
 impl std::ops::Deref for Metrics {
@@ -650,6 +652,7 @@ impl Metrics {
         let agents = AgentMetrics::register(&r);
         let operator = crate::OperatorMetrics::register(&r);
         let limits = crate::LimitMetrics::register(&r);
+        let front_door = crate::FrontDoorMetrics::register(&r);
         Self(Arc::new(Inner {
             registry: r,
             http_requests,
@@ -728,6 +731,7 @@ impl Metrics {
             agents,
             operator,
             limits,
+            front_door,
         }))
     }
 

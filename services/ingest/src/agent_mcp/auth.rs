@@ -4,7 +4,7 @@
 //! (`hermes api-keys create --agent`) is the caller's identity; a key without one may
 //! speak the protocol (initialize, list the tools) but every tool refuses it.
 
-use axum::http::HeaderMap;
+use axum::http::{Extensions, HeaderMap};
 use hermes_types::ids::AgentId;
 
 use crate::AppState;
@@ -18,9 +18,13 @@ pub struct Identity {
     pub agent: Option<AgentId>,
 }
 
-/// Resolve the Bearer key of `headers` and take one request from its rate.
-pub async fn identify(app: &AppState, headers: &HeaderMap) -> Result<Identity, Refused> {
-    match mcp_http::key_of(app, headers).await? {
+/// Resolve the Bearer key of a request and take one request from its rate.
+pub async fn identify(
+    app: &AppState,
+    headers: &HeaderMap,
+    extensions: &Extensions,
+) -> Result<Identity, Refused> {
+    match mcp_http::key_of(app, headers, extensions).await? {
         Caller::Operator => Ok(Identity { agent: None }),
         Caller::Key(k) => {
             if let Some(secs) = over_rate(app, &k).await {

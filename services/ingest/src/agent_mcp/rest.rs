@@ -22,7 +22,7 @@ pub async fn handle(
     Path(name): Path<String>,
     req: Request,
 ) -> Response {
-    let identity = match identify(&app, req.headers()).await {
+    let identity = match identify(&app, req.headers(), req.extensions()).await {
         Ok(i) => i,
         Err(Refused::Unauthenticated) => return ApiError::unauthorized().into_response(),
         Err(Refused::RateLimited(secs)) => {

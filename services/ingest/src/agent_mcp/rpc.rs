@@ -49,7 +49,7 @@ pub async fn not_allowed() -> Response {
 
 /// `POST /api/mcp/rpc`. The key is checked before the body is read.
 pub async fn handle(State(app): State<AppState>, req: Request) -> Response {
-    let identity = match identify(&app, req.headers()).await {
+    let identity = match identify(&app, req.headers(), req.extensions()).await {
         Ok(i) => i,
         Err(r) => return r.into_response(),
     };

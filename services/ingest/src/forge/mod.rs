@@ -2,18 +2,23 @@
 //! install's internal agents (docs/agents.md, "Hermes as a Forge agent"). In order, each
 //! step refusing with its own clear 4xx and queueing nothing:
 //!
-//! 1. the route is off (404) until `HERMES_FORGE_WEBHOOK_SECRETS` is set;
-//! 2. the body is read within `HERMES_FORGE_MAX_BODY_BYTES` (413);
-//! 3. its signature is verified on the raw bytes, before anything parses them ([`verify`]);
-//! 4. `X-Forge-Delivery` is required (the dedupe key), then the envelope is read ([`wake`]);
+//! 1. the route is not mounted (404) until `HERMES_FORGE_WEBHOOK_SECRETS` is set;
+//! 2. the body is read within `HERMES_FORGE_MAX_BODY_BYTES` (413) in the pool of unverified
+//!    bodies, and its signature verified on the raw bytes before anything parses them and
+//!    before the wake takes a slot (`crate::front_door::signed`, [`verify`]);
+//! 3. the secret that signed it is within `HERMES_FORGE_WAKES_PER_MINUTE` (429);
+//! 4. `X-Forge-Delivery` is required, then the envelope is read ([`wake`]);
 //! 5. `agent.profileKey` must name an internal agent ([`route`]: 404 unknown, 409 external);
-//! 6. the delivery id is claimed in `forge_deliveries`: a replay answers 200 `duplicate`;
+//! 6. the wake is claimed in `forge_deliveries` by its delivery id and by what its signature
+//!    covers: a Forge's retry of a delivery answers 200 `duplicate`, a captured wake replayed
+//!    under another delivery id 409 `replayed`;
 //! 7. the wake is published to the router with a broker confirm, and only then is the Forge
 //!    answered 202; a publish that fails releases the claim and answers 503, so the Forge's
 //!    retry is taken.
 //!
 //! Every wake is counted in `hermes_forge_wakes_total{outcome}`: `queued`, `duplicate`, or
-//! the refusal's error code.
+//! the refusal's error code. Its run's model calls count against its workspace's daily
+//! Forge budget at the gateway (`HERMES_FORGE_DAILY_TOKENS`, `HERMES_FORGE_DAILY_USD`).
 
 mod route;
 pub mod verify;
@@ -25,19 +30,22 @@ use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use hermes_cache::rate_limit::Verdict;
 use hermes_db::agents::Agent;
-use hermes_db::forge_deliveries;
+use hermes_db::forge_deliveries::{self, Claim};
 use hermes_net::signing::{FORGE_DELIVERY, FORGE_EVENT};
 use hermes_runtime::http::ApiError;
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 use hermes_types::model::{ForgeWake, Inbound, MessageEvent, Platform};
 use hermes_types::trace::TraceParent;
+use secrecy::ExposeSecret;
 use serde_json::json;
+use sha2::{Digest, Sha256};
 
 use crate::webhooks::traceparent;
 use crate::{AppState, body_or_error};
-use verify::Scheme;
+use verify::{Scheme, Verified};
 use wake::Wake;
 
 /// Longest `X-Forge-Delivery` taken.
@@ -55,12 +63,7 @@ pub async fn wake(
         Ok(Taken::Duplicate { .. }) => "duplicate",
         Err(e) => e.code,
     };
-    app.ctx
-        .metrics
-        .agents
-        .forge_wakes
-        .with_label_values(&[label])
-        .inc();
+    count(&app, label);
     match outcome {
         Ok(Taken::Queued { run, delivery_id }) => (
             StatusCode::ACCEPTED,
@@ -78,47 +81,108 @@ pub async fn wake(
     }
 }
 
-/// What became of a wake that was not refused.
-enum Taken {
-    /// Published to the router as `run`.
-    Queued { run: RunId, delivery_id: String },
-    /// Its delivery id was taken before (as `run`, when still known): nothing was queued.
-    Duplicate {
-        run: Option<RunId>,
-        delivery_id: String,
-    },
+fn count(app: &AppState, outcome: &str) {
+    app.ctx
+        .metrics
+        .agents
+        .forge_wakes
+        .with_label_values(&[outcome])
+        .inc();
 }
 
-/// The steps of the module's list, in order; `Err` is the refusal to answer.
-async fn take(
+/// A wake refused before its handler ran (`crate::front_door::signed`), counted and logged
+/// as the handler's refusals are.
+pub(crate) fn refused(app: &AppState, e: ApiError) -> Response {
+    count(app, e.code);
+    tracing::info!(code = e.code, "Forge wake refused");
+    e.into_response()
+}
+
+/// The wake's signature under the configured scheme and secrets, or the 401 to answer.
+pub(crate) fn verify_signature(
     app: &AppState,
     headers: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Taken, ApiError> {
+    raw: &[u8],
+) -> Result<Verified, ApiError> {
     let settings = &app.ctx.config.forge;
-    if !settings.enabled() {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not_configured",
-            "Forge wakes are not configured (set HERMES_FORGE_WEBHOOK_SECRETS)",
-        ));
-    }
-    let raw = body_or_error(settings.max_body_bytes, body)?;
     let scheme = if settings.body_signature {
         Scheme::BodyOnly
     } else {
         Scheme::Timestamped
     };
     let now = chrono::Utc::now().timestamp();
-    verify::verify(scheme, &settings.secrets, headers, &raw, now)
-        .map_err(|e| ApiError::new(StatusCode::UNAUTHORIZED, e.code(), e.message()))?;
+    verify::verify(scheme, &settings.secrets, headers, raw, now)
+        .map_err(|e| ApiError::new(StatusCode::UNAUTHORIZED, e.code(), e.message()))
+}
+
+/// One wake taken from the rate of the secret that signed it; 429 beyond. The bucket is
+/// named by a digest of the secret, never the secret. Like every rate limit, Redis trouble
+/// lets the wake through (logged).
+async fn within_rate(app: &AppState, verified: &Verified) -> Result<(), ApiError> {
+    let settings = &app.ctx.config.forge;
+    let Some(secret) = settings.secrets.get(verified.secret) else {
+        return Ok(());
+    };
+    let digest = Sha256::digest(secret.expose_secret().as_bytes());
+    let bucket = format!("forge_wakes:{}", hex::encode(&digest[..12]));
+    let limit = hermes_config::RateLimit {
+        per_minute: settings.wakes_per_minute,
+        burst: settings.wakes_per_minute,
+    };
+    match app.limiter.take(&bucket, limit).await {
+        Ok(Verdict::Limited { retry_after }) => Err(ApiError {
+            retry_after: Some(retry_after.as_secs_f64().ceil().max(1.0) as u64),
+            ..ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                format!(
+                    "this Forge secret delivered more than {} wakes a minute (HERMES_FORGE_WAKES_PER_MINUTE)",
+                    settings.wakes_per_minute
+                ),
+            )
+        }),
+        Ok(_) => Ok(()),
+        Err(e) => {
+            tracing::warn!(error = %e, "Forge wake rate unavailable; letting the wake through");
+            Ok(())
+        }
+    }
+}
+
+/// What became of a wake that was not refused.
+enum Taken {
+    /// Published to the router as `run`.
+    Queued { run: RunId, delivery_id: String },
+    /// Its delivery id was taken before (as `run`): nothing was queued.
+    Duplicate { run: RunId, delivery_id: String },
+}
+
+fn unavailable(what: &str, e: impl std::fmt::Display) -> ApiError {
+    tracing::warn!(error = %e, "{what}");
+    ApiError::unavailable("cannot take the wake right now; retry shortly")
+}
+
+/// The steps of the module's list from 3 on (the route is mounted and the signature was
+/// checked before the body got here; it is checked again for what it covers); `Err` is the
+/// refusal to answer.
+async fn take(
+    app: &AppState,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Taken, ApiError> {
+    let settings = &app.ctx.config.forge;
+    let raw = body_or_error(settings.max_body_bytes, body)?;
+    let verified = verify_signature(app, headers, &raw)?;
+    within_rate(app, &verified).await?;
     let delivery_id = delivery_id(headers)?;
     let event_header = headers.get(FORGE_EVENT).and_then(|v| v.to_str().ok());
     let wake = wake::parse(&raw, event_header)?;
-    let client = app.ctx.db.get().await.map_err(|e| {
-        tracing::warn!(error = %e, "no database connection for a Forge wake");
-        ApiError::unavailable("cannot take the wake right now; retry shortly")
-    })?;
+    let client = app
+        .ctx
+        .db
+        .get()
+        .await
+        .map_err(|e| unavailable("no database connection for a Forge wake", e))?;
     let agent = route::internal_agent(
         &client,
         wake.workspace_slug.as_deref(),
@@ -127,19 +191,37 @@ async fn take(
     )
     .await?;
     let run = RunId::new();
-    let claimed = forge_deliveries::claim(&client, &delivery_id, &agent.profile_key, run)
-        .await
-        .map_err(|e| {
-            tracing::warn!(error = %e, "cannot record a Forge delivery id");
-            ApiError::unavailable("cannot take the wake right now; retry shortly")
-        })?;
-    if !claimed {
-        let run = forge_deliveries::run_of(&client, &delivery_id)
-            .await
-            .ok()
-            .flatten();
-        tracing::info!(delivery_id, "Forge wake replayed: nothing queued");
-        return Ok(Taken::Duplicate { run, delivery_id });
+    let claim = forge_deliveries::claim(
+        &client,
+        &delivery_id,
+        &verified.covered,
+        &agent.profile_key,
+        run,
+    )
+    .await
+    .map_err(|e| unavailable("cannot record a Forge delivery id", e))?;
+    match claim {
+        Claim::New => {}
+        Claim::Retry(run) => {
+            tracing::info!(delivery_id, "Forge wake retried: nothing queued");
+            return Ok(Taken::Duplicate { run, delivery_id });
+        }
+        Claim::Replay => {
+            tracing::warn!(
+                delivery_id,
+                "Forge wake refused: its signed content was taken under another delivery id"
+            );
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "replayed",
+                "this wake's signed content was already taken under another X-Forge-Delivery; a wake is taken once",
+            ));
+        }
+        Claim::Released => {
+            return Err(ApiError::unavailable(
+                "this wake is being retried concurrently; retry shortly",
+            ));
+        }
     }
     let inbound = inbound(&agent, &delivery_id, wake);
     let envelope = Envelope::new(
@@ -162,7 +244,7 @@ async fn take(
 }
 
 /// Release the claim of a wake that was not queued: the Forge's retry of this delivery
-/// must be taken, not deduplicated. Without PostgreSQL the id stays taken until retention
+/// must be taken, not deduplicated (nor refused as a replay of itself). Without PostgreSQL the id stays taken until retention
 /// removes it, and the Forge's retries are answered as duplicates (logged).
 async fn release(app: &AppState, delivery_id: &str, run: RunId) {
     let released = match app.ctx.db.get().await {

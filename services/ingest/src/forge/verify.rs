@@ -4,8 +4,14 @@
 //! must be within 300 s of now, which makes a captured wake useless after five minutes.
 //! Where a proxy cannot keep the timestamp header (`HERMES_FORGE_BODY_SIGNATURE=true`),
 //! `X-Forge-Body-Signature` over the raw body alone is verified instead and replays are
-//! stopped by the delivery id only. Any configured secret verifies (rotation); every
+//! stopped by the body itself. Any configured secret verifies (rotation); every
 //! comparison is constant-time (the HMAC code is the one that signs Hermes's own wakes).
+//!
+//! A verified wake is known by what its signature covers ([`Verified::covered`]): the SHA-256
+//! of `"{timestamp}.{body}"`, or of the body alone in the body-only scheme. A captured wake
+//! replayed under a fresh `X-Forge-Delivery` (which no signature covers) carries the same
+//! covered bytes and is refused for it; the signature's own spelling (hex case, spaces) is
+//! not part of it, so re-spelling a captured signature changes nothing.
 
 use axum::http::HeaderMap;
 use hermes_net::signing::{
@@ -13,6 +19,7 @@ use hermes_net::signing::{
     sha256_tag_valid_over,
 };
 use secrecy::{ExposeSecret, SecretString};
+use sha2::{Digest, Sha256};
 
 /// How far `X-Forge-Timestamp` may be from now, either way.
 pub const TOLERANCE_SECS: i64 = 300;
@@ -65,6 +72,15 @@ impl SignatureError {
     }
 }
 
+/// A wake whose signature held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Verified {
+    /// The position of the configured secret that signed it (its wake rate is counted).
+    pub secret: usize,
+    /// SHA-256 of what the signature covers: the wake's identity against replays.
+    pub covered: [u8; 32],
+}
+
 /// Verify `body` as signed under `scheme` by one of `secrets`, `now` in Unix seconds.
 pub fn verify(
     scheme: Scheme,
@@ -72,7 +88,7 @@ pub fn verify(
     headers: &HeaderMap,
     body: &[u8],
     now: i64,
-) -> Result<(), SignatureError> {
+) -> Result<Verified, SignatureError> {
     let header = |name: &'static str| headers.get(name).and_then(|v| v.to_str().ok());
     let keys: Vec<&[u8]> = secrets
         .iter()
@@ -94,11 +110,15 @@ pub fn check(
     timestamp: Option<&str>,
     body: &[u8],
     now: i64,
-) -> Result<(), SignatureError> {
+) -> Result<Verified, SignatureError> {
     match scheme {
         Scheme::BodyOnly => {
             let signature = signature.ok_or(SignatureError::Missing(FORGE_BODY_SIGNATURE))?;
-            any_secret(keys, |key| sha256_tag_valid(key, body, Some(signature)))
+            let secret = any_secret(keys, |key| sha256_tag_valid(key, body, Some(signature)))?;
+            Ok(Verified {
+                secret,
+                covered: Sha256::digest(body).into(),
+            })
         }
         Scheme::Timestamped => {
             let signature = signature.ok_or(SignatureError::Missing(FORGE_SIGNATURE))?;
@@ -109,13 +129,20 @@ pub fn check(
                 .map_err(|_| SignatureError::BadTimestamp)?;
             // The signature is checked first: an unsigned caller learns nothing of the clock.
             let signed = [raw_ts.as_bytes(), b".", body];
-            any_secret(keys, |key| {
+            let secret = any_secret(keys, |key| {
                 sha256_tag_valid_over(key, &signed, Some(signature))
             })?;
             if now.abs_diff(ts) > TOLERANCE_SECS.unsigned_abs() {
                 return Err(SignatureError::Stale);
             }
-            Ok(())
+            let mut covered = Sha256::new();
+            for part in signed {
+                covered.update(part);
+            }
+            Ok(Verified {
+                secret,
+                covered: covered.finalize().into(),
+            })
         }
     }
 }
@@ -130,15 +157,17 @@ pub fn sign(key: &[u8], timestamp: &str, body: &[u8]) -> String {
     sha256_tag(key, &signed)
 }
 
-/// Whether any secret verifies. Every secret is tried even after a match, so the time
-/// taken does not tell which one (or whether an early one) matched.
-fn any_secret(keys: &[&[u8]], valid: impl Fn(&[u8]) -> bool) -> Result<(), SignatureError> {
-    let matched = keys.iter().fold(false, |found, key| valid(key) | found);
-    if matched {
-        Ok(())
-    } else {
-        Err(SignatureError::Mismatch)
-    }
+/// The position of the first secret that verifies. Every secret is tried even after a
+/// match, so the time taken does not tell which one (or whether an early one) matched.
+fn any_secret(keys: &[&[u8]], valid: impl Fn(&[u8]) -> bool) -> Result<usize, SignatureError> {
+    let matched = keys
+        .iter()
+        .enumerate()
+        .fold(None, |found, (i, key)| match (valid(key), found) {
+            (true, None) => Some(i),
+            (_, found) => found,
+        });
+    matched.ok_or(SignatureError::Mismatch)
 }
 
 #[cfg(test)]
@@ -180,9 +209,10 @@ mod tests {
     fn a_wake_signed_with_any_configured_secret_verifies_within_the_tolerance() {
         let body = br#"{"kind":"AGENT_ASSIGNED"}"#;
         let both = secrets(&["old", "new"]);
-        for secret in ["old", "new"] {
+        for (i, secret) in ["old", "new"].into_iter().enumerate() {
             let h = signed(secret, NOW - 299, body);
-            assert_eq!(verify(Scheme::Timestamped, &both, &h, body, NOW), Ok(()));
+            let v = verify(Scheme::Timestamped, &both, &h, body, NOW).unwrap();
+            assert_eq!(v.secret, i, "the secret that signed is known");
         }
         let h = signed("other", NOW, body);
         assert_eq!(
@@ -242,7 +272,8 @@ mod tests {
         let s = secrets(&["k"]);
         // Any timestamp, even a stale one: a proxy may have rewritten it.
         let mut h = signed("k", NOW - 10_000, body);
-        assert_eq!(verify(Scheme::BodyOnly, &s, &h, body, NOW), Ok(()));
+        let v = verify(Scheme::BodyOnly, &s, &h, body, NOW).unwrap();
+        assert_eq!(v.covered, <[u8; 32]>::from(Sha256::digest(body)));
         h.remove(FORGE_BODY_SIGNATURE);
         assert_eq!(
             verify(Scheme::BodyOnly, &s, &h, body, NOW),
@@ -255,5 +286,24 @@ mod tests {
             verify(Scheme::Timestamped, &s, &h, body, NOW),
             Err(SignatureError::Missing(FORGE_SIGNATURE))
         );
+    }
+
+    #[test]
+    fn a_wake_is_known_by_what_its_signature_covers_not_by_its_spelling() {
+        let body = br#"{"kind":"AGENT_ASSIGNED"}"#;
+        let s = secrets(&["k"]);
+        let h = signed("k", NOW, body);
+        let first = verify(Scheme::Timestamped, &s, &h, body, NOW).unwrap();
+        // The same capture with its signature re-spelled (upper-case hex, spaces): one wake.
+        let mut respelled = h.clone();
+        let sig = h.get(FORGE_SIGNATURE).unwrap().to_str().unwrap();
+        let upper = format!(" sha256={} ", sig["sha256=".len()..].to_uppercase());
+        respelled.insert(FORGE_SIGNATURE, upper.parse().unwrap());
+        let again = verify(Scheme::Timestamped, &s, &respelled, body, NOW).unwrap();
+        assert_eq!(first.covered, again.covered);
+        // Signed a second later, or over another body: another wake.
+        let later = signed("k", NOW + 1, body);
+        let other = verify(Scheme::Timestamped, &s, &later, body, NOW).unwrap();
+        assert_ne!(first.covered, other.covered);
     }
 }

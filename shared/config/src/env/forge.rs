@@ -1,6 +1,7 @@
 //! Hermes as a Forge agent (docs/agents.md, "Hermes as a Forge agent"): the secrets that
 //! verify a Forge's signed wakes and open their route, the route's path, the body-only
-//! signature of proxied paths, the workspace wakes route into, and the largest wake taken.
+//! signature of proxied paths, the workspace wakes route into, the largest wake taken, the
+//! wake rate of each secret and the daily budget of each workspace's Forge runs.
 
 use secrecy::SecretString;
 
@@ -11,10 +12,10 @@ settings! {
     /// Forge wakes.
     SETTINGS = [
         HERMES_FORGE_WEBHOOK_SECRETS: Vec<SecretString> {
-            kind: kinds::SECRET_LIST,
+            kind: kinds::STRONG_SECRET_LIST,
             unset: Means("(none: route off)"),
             secret: true,
-            help: "comma-separated secrets a Forge signs its wakes with (`X-Forge-Signature`); any one verifies, so a secret can be rotated by listing the new one beside the old; enables `POST /agents/forge`",
+            help: "comma-separated secrets a Forge signs its wakes with (`X-Forge-Signature`), each at least 32 characters (a shorter one stops the process at start); any one verifies, so a secret can be rotated by listing the new one beside the old; enables (mounts) `POST /agents/forge`",
         },
         HERMES_FORGE_PATH: String {
             kind: kinds::ROUTE_PATH,
@@ -39,6 +40,24 @@ settings! {
             unset: Value("65536"),
             secret: false,
             help: "largest wake body accepted on the Forge route; larger is 413",
+        },
+        HERMES_FORGE_WAKES_PER_MINUTE: u32 {
+            kind: kinds::U32_POSITIVE,
+            unset: Value("120"),
+            secret: false,
+            help: "wakes each Forge secret may deliver per minute (as many at once), counted once the signature holds and shared by every ingest replica; beyond, 429 with `Retry-After` and nothing queued",
+        },
+        HERMES_FORGE_DAILY_TOKENS: u64 {
+            kind: kinds::U64,
+            unset: Value("5000000"),
+            secret: false,
+            help: "tokens (input + output) the Forge runs of one workspace may use per UTC day, over every model call of their tool loops; beyond, the run fails with `budget_exceeded`. 0: no limit",
+        },
+        HERMES_FORGE_DAILY_USD: u64 {
+            kind: kinds::DOLLARS,
+            unset: Value("50"),
+            secret: false,
+            help: "dollars (the model map's prices) the Forge runs of one workspace may spend per UTC day; beyond, the run fails with `budget_exceeded`. 0: no limit",
         },
     ]
 }

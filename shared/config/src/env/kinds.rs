@@ -164,6 +164,35 @@ pub(crate) const SECRET_LIST: Kind<Vec<SecretString>> = Kind {
     },
 };
 
+/// The shortest secret a Forge may sign wakes with: a signature is only as strong as its
+/// secret, and a short one can be guessed offline from a single captured wake.
+pub const MIN_FORGE_SECRET_CHARS: usize = 32;
+
+/// [`SECRET_LIST`] whose every secret has at least [`MIN_FORGE_SECRET_CHARS`] characters; a
+/// short one is named by its position, never by its value.
+pub(crate) const STRONG_SECRET_LIST: Kind<Vec<SecretString>> = Kind {
+    parse: |name, value| {
+        let secrets = (SECRET_LIST.parse)(name, value)?;
+        let problems: Vec<String> = secrets
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.expose_secret().chars().count() < MIN_FORGE_SECRET_CHARS)
+            .map(|(i, _)| {
+                format!(
+                    "{name}: secret {} is shorter than {MIN_FORGE_SECRET_CHARS} characters (make one with `openssl rand -hex 32`)",
+                    i + 1
+                )
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(secrets)
+        } else {
+            Err(problems)
+        }
+    },
+    show: SECRET_LIST.show,
+};
+
 /// `true` or `false`.
 pub(crate) const BOOL: Kind<bool> = Kind {
     parse: |name, value| match value.to_ascii_lowercase().as_str() {
@@ -279,6 +308,8 @@ pub(crate) const U32_POSITIVE: Kind<u32> = whole(at_least::<u32, 1>);
 pub(crate) const AMQP_FRAME: Kind<u32> = whole(at_least::<u32, 4096>);
 /// A `u16` of at least 1.
 pub(crate) const U16_POSITIVE: Kind<u16> = whole(at_least::<u16, 1>);
+/// Any `u64`.
+pub(crate) const U64: Kind<u64> = whole(from_str);
 /// Any `usize`.
 pub(crate) const COUNT: Kind<usize> = whole(from_str);
 /// A `usize` of at least 1.

@@ -12,6 +12,7 @@ pub mod approvals;
 pub mod bus;
 pub mod delivery;
 pub mod forge;
+pub mod front_door;
 pub mod ingest;
 pub mod media;
 pub mod process;
@@ -136,6 +137,7 @@ static SECTIONS: &[&[&Setting]] = &[
     process::SETTINGS,
     providers::SETTINGS,
     ingest::SETTINGS,
+    front_door::SETTINGS,
     forge::SETTINGS,
     api::SETTINGS,
     bus::SETTINGS,

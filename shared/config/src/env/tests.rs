@@ -105,6 +105,8 @@ fn doctor_lists_every_variable_and_never_a_secret_value() {
         "HERMES_SESSION_KEYS" | "HERMES_SECRET_KEYS" => {
             "cw_0x689RpI-jtRR7oE8h_eQsKImvJapLeSbXpwF4e4=".into()
         }
+        // Forge secrets are at least 32 characters.
+        "HERMES_FORGE_WEBHOOK_SECRETS" => format!("{sentinel}{sentinel}"),
         _ => sentinel.to_string(),
     };
     let secrets: Vec<(&str, String)> = all()

@@ -13,6 +13,7 @@
 //! - **Global daily spend cap** and the **killswitch**: see [`global`].
 //! - **API keys' budgets** (tokens and dollars, daily and monthly): see [`keys`].
 
+mod forge;
 mod global;
 mod keys;
 mod local;
@@ -33,6 +34,7 @@ use hermes_telemetry::Metrics;
 use hermes_types::ids::UserId;
 use uuid::Uuid;
 
+pub use forge::ForgeBudgets;
 pub use global::{Killswitch, KillswitchError, SpendStatus};
 pub use keys::KeyBudgets;
 pub use money::estimate_tokens;
@@ -50,11 +52,13 @@ pub enum Refusal {
     KeyDaily,
     /// The API key's monthly tokens or dollars are spent.
     KeyMonthly,
+    /// The day's tokens or dollars of the workspace's Forge runs are spent.
+    ForgeDaily,
 }
 
 impl Refusal {
     /// Every scope, for starting the rejection counters at 0.
-    pub const ALL: [Refusal; 7] = [
+    pub const ALL: [Refusal; 8] = [
         Refusal::UserDaily,
         Refusal::UserMonthly,
         Refusal::BudgetUnavailable,
@@ -62,6 +66,7 @@ impl Refusal {
         Refusal::Killswitch,
         Refusal::KeyDaily,
         Refusal::KeyMonthly,
+        Refusal::ForgeDaily,
     ];
 
     /// The `scope` label of `hermes_llm_budget_rejections_total`.
@@ -74,6 +79,7 @@ impl Refusal {
             Refusal::Killswitch => "killswitch",
             Refusal::KeyDaily => "key_daily",
             Refusal::KeyMonthly => "key_monthly",
+            Refusal::ForgeDaily => "forge_daily",
         }
     }
 }

@@ -44,7 +44,7 @@ pub struct ApprovalDecision {
     /// The model's id of the call.
     pub call_id: String,
     pub verdict: Verdict,
-    /// Who answered (an operator's name or key prefix; `None` for a timeout).
+    /// Who answered (`stdio`, `operator` or `key:<key id>`; `None` for a timeout).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
     /// Why, as the operator put it (shown to the model with a denial).

@@ -129,6 +129,15 @@ impl LlmRequest {
     }
 
     /// A first call of `chain` on `messages`: no tools, no exchange, default parameters.
+    /// The workspace whose Forge budget this call counts against: a run a Forge's wake
+    /// started (it answers to the Forge platform) has no user and no key to meter, so its
+    /// agent's workspace is (docs/models-and-budgets.md, "Forge runs").
+    pub fn forge_workspace(&self) -> Option<WorkspaceId> {
+        (self.reply_to.platform == Platform::Forge)
+            .then_some(self.workspace)
+            .flatten()
+    }
+
     pub fn new(
         reply_to: ReplyTo,
         tier: Tier,

@@ -1,0 +1,243 @@
+//! The routes whose signature covers the body (WhatsApp Cloud API and Instagram's
+//! `X-Hub-Signature-256`, the Forge's `X-Forge-Signature`): their caller is unknown until the
+//! whole body has arrived, so the body is read in a small pool of its own
+//! (`HERMES_UNVERIFIED_BODIES`), within a short deadline
+//! (`HERMES_UNVERIFIED_BODY_TIMEOUT_SECS`), and the request takes one of
+//! `HERMES_MAX_IN_FLIGHT` only once its signature holds (docs/security.md, "The front door
+//! under slow or hostile clients"). In order, each refusal answered at once:
+//!
+//! 1. the route's secret and its signature header ([`SignedRoute::precheck`]: 404, 401);
+//! 2. a `Content-Length` beyond the route's limit (413, nothing read);
+//! 3. a place in the pool, or 503 with `Retry-After` (`hermes_http_shed_total{pool="unverified_body"}`);
+//! 4. the body within the deadline (408, `hermes_http_slow_clients_total{phase="unverified_body"}`)
+//!    and the limit (413);
+//! 5. the signature over the raw bytes (401), after which the place in the pool is given back
+//!    and the request goes on, body in hand, to its slot and its handler.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::header::{CONNECTION, CONTENT_LENGTH};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+use hermes_net::signing::{FORGE_BODY_SIGNATURE, FORGE_SIGNATURE, FORGE_TIMESTAMP};
+use hermes_runtime::http::ApiError;
+use hermes_types::model::Platform;
+use secrecy::ExposeSecret;
+use tokio::sync::Semaphore;
+
+use super::{Pool, shed};
+use crate::channels::verify::hub_signature_valid;
+use crate::forge::{self, verify};
+use crate::{AppState, webhooks};
+
+/// A route whose signature covers its body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SignedRoute {
+    /// `POST /webhooks/whatsapp` (`WHATSAPP_APP_SECRET`).
+    Whatsapp,
+    /// `POST /webhooks/instagram` (`INSTAGRAM_APP_SECRET`).
+    Instagram,
+    /// `POST /agents/forge` (`HERMES_FORGE_WEBHOOK_SECRETS`).
+    Forge,
+}
+
+/// Meta's signature header.
+const HUB_SIGNATURE: &str = "x-hub-signature-256";
+
+impl SignedRoute {
+    /// The largest body the route takes.
+    fn limit(self, app: &AppState) -> usize {
+        match self {
+            SignedRoute::Whatsapp | SignedRoute::Instagram => app.ctx.config.meta_max_body_bytes,
+            SignedRoute::Forge => app.ctx.config.forge.max_body_bytes,
+        }
+    }
+
+    fn platform(self) -> Platform {
+        match self {
+            SignedRoute::Whatsapp => Platform::Whatsapp,
+            SignedRoute::Instagram => Platform::Instagram,
+            SignedRoute::Forge => Platform::Forge,
+        }
+    }
+
+    /// A refusal, counted where the route counts its refusals (`reason` for the channels).
+    fn refuse(self, app: &AppState, reason: &'static str, e: ApiError) -> Response {
+        match self {
+            SignedRoute::Forge => forge::refused(app, e),
+            _ => webhooks::refused(app, self.platform(), reason, e),
+        }
+    }
+
+    /// Refuse, before anything is read, a request to a route without its secret or without
+    /// the signature header it verifies.
+    pub fn precheck(self, app: &AppState, headers: &HeaderMap) -> Option<Response> {
+        let channels = &app.ctx.config.channels;
+        let (configured, needed): (bool, &[&'static str]) = match self {
+            SignedRoute::Whatsapp => (channels.whatsapp_app_secret.is_some(), &[HUB_SIGNATURE]),
+            SignedRoute::Instagram => (channels.instagram_app_secret.is_some(), &[HUB_SIGNATURE]),
+            SignedRoute::Forge if app.ctx.config.forge.body_signature => {
+                (app.ctx.config.forge.enabled(), &[FORGE_BODY_SIGNATURE])
+            }
+            SignedRoute::Forge => (
+                app.ctx.config.forge.enabled(),
+                &[FORGE_SIGNATURE, FORGE_TIMESTAMP],
+            ),
+        };
+        if !configured {
+            // The Forge route is not even mounted without a secret.
+            return Some(webhooks::not_configured(app, self.platform()));
+        }
+        let missing = needed.iter().copied().find(|h| !headers.contains_key(*h))?;
+        Some(match self {
+            SignedRoute::Forge => {
+                let e = verify::SignatureError::Missing(missing);
+                forge::refused(
+                    app,
+                    ApiError::new(StatusCode::UNAUTHORIZED, e.code(), e.message()),
+                )
+            }
+            _ => webhooks::bad_signature(app, self.platform()),
+        })
+    }
+
+    /// Whether `body` is signed as the route requires; `Err` is the refusal to answer.
+    fn verify(self, app: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<(), Box<Response>> {
+        let channels = &app.ctx.config.channels;
+        let secret = match self {
+            SignedRoute::Whatsapp => channels.whatsapp_app_secret.as_ref(),
+            SignedRoute::Instagram => channels.instagram_app_secret.as_ref(),
+            SignedRoute::Forge => {
+                return forge::verify_signature(app, headers, body)
+                    .map(|_| ())
+                    .map_err(|e| Box::new(forge::refused(app, e)));
+            }
+        };
+        let signature = headers.get(HUB_SIGNATURE).and_then(|v| v.to_str().ok());
+        match secret {
+            Some(s) if hub_signature_valid(s.expose_secret().as_bytes(), body, signature) => Ok(()),
+            Some(_) => Err(Box::new(webhooks::bad_signature(app, self.platform()))),
+            None => Err(Box::new(webhooks::not_configured(app, self.platform()))),
+        }
+    }
+}
+
+/// The pool bodies are read in before their signature is checked: one for all the routes.
+#[derive(Clone)]
+pub struct Unverified {
+    app: AppState,
+    pool: Arc<Semaphore>,
+}
+
+impl Unverified {
+    /// The pool of `HERMES_UNVERIFIED_BODIES` places.
+    pub fn new(app: AppState) -> Self {
+        let places = app.ctx.config.front_door.unverified_bodies;
+        Self {
+            app,
+            pool: Arc::new(Semaphore::new(places)),
+        }
+    }
+}
+
+/// Why a body was not read.
+enum Unread {
+    TooLarge,
+    TimedOut,
+    Broken(String),
+}
+
+/// Read `body` whole within `limit` bytes and `deadline`.
+async fn read(body: Body, limit: usize, deadline: Duration) -> Result<Bytes, Unread> {
+    let collect = async {
+        let mut stream = body.into_data_stream();
+        let mut buf = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| Unread::Broken(e.to_string()))?;
+            if buf.len() + chunk.len() > limit {
+                return Err(Unread::TooLarge);
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        Ok(Bytes::from(buf))
+    };
+    tokio::time::timeout(deadline, collect)
+        .await
+        .unwrap_or(Err(Unread::TimedOut))
+}
+
+fn too_large(limit: usize) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "body_too_large",
+        format!("request body is larger than {limit} bytes"),
+    )
+}
+
+/// Middleware of a [`SignedRoute`], outside its slot: the module's steps.
+pub async fn read_signed(
+    State((unverified, route)): State<(Unverified, SignedRoute)>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let app = &unverified.app;
+    if let Some(refusal) = route.precheck(app, req.headers()) {
+        return refusal;
+    }
+    let limit = route.limit(app);
+    let announced = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if announced.is_some_and(|n| n > limit as u64) {
+        return route.refuse(app, "too_large", too_large(limit));
+    }
+    let Ok(place) = unverified.pool.clone().try_acquire_owned() else {
+        return shed(app, Pool::UnverifiedBody);
+    };
+    let gauge = &app.ctx.metrics.front_door.unverified_bodies;
+    gauge.inc();
+    let deadline = app.ctx.config.front_door.unverified_body_timeout;
+    let (parts, body) = req.into_parts();
+    let got = read(body, limit, deadline).await;
+    gauge.dec();
+    drop(place);
+    let body = match got {
+        Ok(body) => body,
+        Err(Unread::TooLarge) => return route.refuse(app, "too_large", too_large(limit)),
+        Err(Unread::Broken(why)) => {
+            let e =
+                ApiError::bad_request("invalid_body", format!("the body could not be read: {why}"));
+            return route.refuse(app, "malformed", e);
+        }
+        Err(Unread::TimedOut) => {
+            app.ctx
+                .metrics
+                .http_slow_clients
+                .with_label_values(&["unverified_body"])
+                .inc();
+            let mut resp = ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "body_timeout",
+                format!(
+                    "the request body did not arrive within {} s",
+                    deadline.as_secs()
+                ),
+            )
+            .into_response();
+            resp.headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+            return resp;
+        }
+    };
+    if let Err(refusal) = route.verify(app, &parts.headers, &body) {
+        return *refusal;
+    }
+    next.run(Request::from_parts(parts, Body::from(body))).await
+}
