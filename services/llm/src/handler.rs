@@ -7,7 +7,8 @@
 //!
 //! Before each model call the run is marked `running` and its stop request read in one
 //! statement: a run asked to stop (docs/api.md, runs) makes no further model call and ends
-//! `cancelled`.
+//! `cancelled`; a run already closed (answered, or failed and refunded by the stuck-run
+//! sweeper) makes none either, and its late message is acked without a reply.
 
 use hermes_bus::Stage;
 use hermes_cache::run_events::{RunEvent, RunEvents};
@@ -78,7 +79,8 @@ impl LlmStage {
     /// The safe point before a model call: mark the run `running` (and say so on an API
     /// run's event stream); true when a stop was asked for, and no call must be made. A
     /// message this stage processed already (a redelivery) is a duplicate, found in the same
-    /// statement: the stage's own duplicate check is folded in here.
+    /// statement: the stage's own duplicate check is folded in here. A message of a closed
+    /// run is acked without a call.
     async fn begin_call(&self, env: &Envelope, request: &LlmRequest) -> Result<bool, StageError> {
         let begun = {
             let client = self.ctx.db.get().await?;
@@ -86,6 +88,17 @@ impl LlmStage {
         };
         let stop = match begun {
             runs::Begin::Processed => return Err(StageError::Duplicate("processed already")),
+            // Swept, refunded and told already (docs/architecture.md §4): a late or
+            // backlogged request of it calls no model and sends no second reply.
+            runs::Begin::Closed => {
+                self.ctx
+                    .metrics
+                    .run_events
+                    .late_messages
+                    .with_label_values(&[Self::STAGE.as_str()])
+                    .inc();
+                return Err(StageError::Duplicate("run closed"));
+            }
             runs::Begin::Call { stop } => stop,
         };
         if !stop && request.reply_to.platform == Platform::Api {

@@ -3,8 +3,9 @@
 //!
 //! An API run's event stream is told when each call starts and finishes (docs/api.md,
 //! runs). Before the round, the run's stop request is read: a run asked to stop runs no tool
-//! and ends `cancelled`. (The calls of a round run side by side, so that one check is the
-//! safe point before each of them.)
+//! and ends `cancelled`; a round of a run already closed (swept and refunded) runs nothing
+//! and is acked. (The calls of a round run side by side, so that one check is the safe point
+//! before each of them.)
 //!
 //! A round with a call that needs an operator's approval and has no answer yet runs
 //! nothing: its commit records the waiting calls with the round and sets the run
@@ -229,11 +230,21 @@ impl Handler for ToolStage {
 
     async fn prepare(&self, env: &Envelope) -> Result<Round, StageError> {
         let mut req: ToolRequest = env.payload()?;
-        let stop = {
+        let checked = {
             let client = self.ctx.db.get().await?;
-            runs::stop_requested(&client, env.run_id).await?
+            runs::check(&client, env.run_id).await?
         };
-        if stop {
+        if checked == runs::Checked::Closed {
+            // Swept and refunded already: a late round runs no tool (docs/architecture.md §4).
+            self.ctx
+                .metrics
+                .run_events
+                .late_messages
+                .with_label_values(&[Self::STAGE.as_str()])
+                .inc();
+            return Err(StageError::Duplicate("run closed"));
+        }
+        if checked == (runs::Checked::Open { stop: true }) {
             tracing::info!("stop requested: no tool call");
             return Ok(Round::Stopped(req));
         }

@@ -5,11 +5,13 @@ mod agent_metrics;
 mod alert_kind;
 mod metrics;
 mod operator_metrics;
+mod run_metrics;
 
 pub use agent_metrics::AgentMetrics;
 pub use alert_kind::AlertKind;
 pub use metrics::{Inner as MetricHandles, Metrics};
 pub use operator_metrics::OperatorMetrics;
+pub use run_metrics::RunMetrics;
 
 use tracing_subscriber::EnvFilter;
 

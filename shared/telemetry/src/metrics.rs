@@ -119,6 +119,8 @@ pub struct Inner {
     pub agents: AgentMetrics,
     /// The operator MCP server and tool approvals.
     pub operator: crate::OperatorMetrics,
+    /// Run event streams and late messages of closed runs.
+    pub run_events: crate::RunMetrics,
 }
 
 impl std::ops::Deref for Metrics {
@@ -647,6 +649,7 @@ impl Metrics {
         r.register(Box::new(ready.clone())).unwrap();
         let agents = AgentMetrics::register(&r);
         let operator = crate::OperatorMetrics::register(&r);
+        let run_events = crate::RunMetrics::register(&r);
         Self(Arc::new(Inner {
             registry: r,
             http_requests,
@@ -724,6 +727,7 @@ impl Metrics {
             ready,
             agents,
             operator,
+            run_events,
         }))
     }
 

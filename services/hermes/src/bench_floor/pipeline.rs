@@ -288,9 +288,10 @@ impl Hop {
     /// `running` event, then the idempotency record with the outbox row, published eagerly.
     async fn llm(&self, message: Message) -> Result<(), DbError> {
         let mut client = self.db.get().await?;
-        if runs::begin_call(&client, message.run, "llm", message.id).await?
-            == runs::Begin::Processed
-        {
+        if !matches!(
+            runs::begin_call(&client, message.run, "llm", message.id).await?,
+            runs::Begin::Call { .. }
+        ) {
             return Ok(());
         }
         self.events
