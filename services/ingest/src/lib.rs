@@ -77,7 +77,7 @@ impl AppState {
     pub fn new(ctx: Ctx) -> Self {
         images::set_max_bytes(ctx.config.api.image_max_bytes);
         Self(Arc::new(Shared {
-            events: RunEvents::new(ctx.cache.clone(), ctx.config.run_events_ttl),
+            events: RunEvents::new(ctx.cache.clone(), &ctx.config),
             waiters: Waiters::default(),
             dedupe: Dedupe::new(ctx.cache.clone()),
             limiter: RateLimiter::new(ctx.cache.clone()),

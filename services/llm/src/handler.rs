@@ -43,7 +43,7 @@ impl LlmStage {
     /// The stage calling models through `gateway`, with the memory writer of `ctx`.
     pub fn new(ctx: Ctx, gateway: Gateway) -> anyhow::Result<Self> {
         let memory = MemoryWriter::new(ctx.clone());
-        let events = RunEvents::new(ctx.cache.clone(), ctx.config.run_events_ttl);
+        let events = RunEvents::new(ctx.cache.clone(), &ctx.config);
         let images = ImageFetcher::new(&ctx.config, ctx.metrics.media_fetches.clone());
         let presence = Presence::new(&ctx.config.delivery, ctx.metrics.clone())?;
         Ok(Self {
@@ -66,7 +66,12 @@ impl LlmStage {
         let request = inlined.as_ref().unwrap_or(request);
         let user = request.exchange.as_ref().map(|x| x.user_id);
         if request.stream {
-            let stream = RunStream::start(&self.ctx, env.run_id, request.tool_round);
+            let stream = RunStream::start(
+                &self.ctx,
+                env.run_id,
+                request.reply_to.platform,
+                request.tool_round,
+            );
             let result = self.gateway.complete(request, user, Some(&stream)).await;
             // Every delta is on the run's stream before the final event can be.
             stream.finish().await;
@@ -105,7 +110,7 @@ impl LlmStage {
             let event = RunEvent::Running {
                 round: request.tool_round,
             };
-            if let Err(e) = self.events.append(env.run_id, &event).await {
+            if let Err(e) = self.events.append(env.run_id, Platform::Api, &event).await {
                 // Only the lifecycle event is lost; the run goes on.
                 tracing::warn!(error = %e, "cannot append the running event");
             }

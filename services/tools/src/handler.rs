@@ -55,7 +55,7 @@ struct Announce<'a> {
 impl Announce<'_> {
     async fn send(&self, event: RunEvent) {
         if let Some(events) = self.events
-            && let Err(e) = events.append(self.run, &event).await
+            && let Err(e) = events.append(self.run, Platform::Api, &event).await
         {
             // Only the progress event is lost: the result still reaches the model.
             tracing::warn!(run = %self.run, error = %e, "cannot append a tool event");
@@ -65,7 +65,7 @@ impl Announce<'_> {
 
 impl ToolStage {
     pub fn new(ctx: Ctx, registry: Arc<RwLock<Registry>>) -> anyhow::Result<Self> {
-        let events = RunEvents::new(ctx.cache.clone(), ctx.config.run_events_ttl);
+        let events = RunEvents::new(ctx.cache.clone(), &ctx.config);
         let presence = Presence::new(&ctx.config.delivery, ctx.metrics.clone())?;
         Ok(Self {
             ctx,

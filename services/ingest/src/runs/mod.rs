@@ -148,7 +148,7 @@ async fn start(
         api_key: caller.key_id(),
         session_id: request.session_id.clone(),
     };
-    if let Err(e) = app.events.append(run, &queued).await {
+    if let Err(e) = app.events.append(run, Platform::Api, &queued).await {
         tracing::warn!(%run, error = %e, "cannot append the queued event; the run shows once routed");
     }
     let envelope = Envelope::new(run, Some(traceparent.clone()), &inbound);
@@ -331,7 +331,11 @@ async fn ask_to_stop(app: &AppState, caller: &Caller, id: &str) -> Result<RunId,
         .unwrap_or(RunStatus::Completed);
         return Err(finished(status));
     }
-    if let Err(e) = app.events.append(run, &RunEvent::StopRequested).await {
+    if let Err(e) = app
+        .events
+        .append(run, row.platform, &RunEvent::StopRequested)
+        .await
+    {
         tracing::warn!(%run, error = %e, "cannot append the stop event; the stop itself is recorded");
     }
     tracing::info!(%run, "stop requested");
