@@ -44,7 +44,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::StreamExt;
 use hermes_cache::dedupe::Dedupe;
-use hermes_cache::idempotency::Idempotency;
+use hermes_db::idempotency::Idempotency;
 use hermes_cache::rate_limit::RateLimiter;
 use hermes_cache::run_events::{RunEvents, Waiters};
 use hermes_runtime::Ctx;
@@ -81,7 +81,7 @@ impl AppState {
             waiters: Waiters::default(),
             dedupe: Dedupe::new(ctx.cache.clone()),
             limiter: RateLimiter::new(ctx.cache.clone()),
-            idempotency: Idempotency::new(ctx.cache.clone()),
+            idempotency: Idempotency::new(ctx.db.clone()),
             keys: rest::KeyCache::default(),
             started: Instant::now(),
             ctx,

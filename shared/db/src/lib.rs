@@ -14,6 +14,7 @@ pub mod erase;
 pub mod event_hub;
 pub mod events;
 pub mod forge_deliveries;
+pub mod idempotency;
 pub mod inbox;
 pub mod jobs;
 pub mod listen;

@@ -125,6 +125,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0022_outbox_hold",
         sql: include_str!("../../../migrations/0022_outbox_hold.sql"),
     },
+    Migration {
+        version: 24,
+        name: "0024_idempotency_records",
+        sql: include_str!("../../../migrations/0024_idempotency_records.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

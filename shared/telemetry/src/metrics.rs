@@ -202,7 +202,7 @@ impl Metrics {
         let idempotency = counter_vec(
             &r,
             "hermes_idempotency_total",
-            "Requests with an Idempotency-Key, by outcome: stored, replayed, conflict, waited (a concurrent duplicate that waited for the first), in_use (it waited past its bound), released (the first failed before being accepted), unavailable (Redis down: served without idempotency).",
+            "Requests with an Idempotency-Key, by outcome: stored, replayed, conflict, waited (a concurrent duplicate that waited for the first), in_use (it waited past its bound), released (the first failed before being accepted), unavailable (PostgreSQL unreachable: served without idempotency).",
             &["outcome"],
         );
         let idempotency_waiting = IntGauge::new(
