@@ -272,7 +272,11 @@ async fn records_survive_redis_losing_every_key_and_being_away() {
         .await
         .unwrap();
     if !keys.is_empty() {
-        let _: () = redis::cmd("DEL").arg(&keys).query_async(&mut conn).await.unwrap();
+        let _: () = redis::cmd("DEL")
+            .arg(&keys)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
     }
     let again = post(&fleet, "/v1/messages", "k-evicted", &body).await;
     assert_eq!(again.status(), 202);

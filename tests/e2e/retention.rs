@@ -366,7 +366,11 @@ async fn users_erase_removes_a_person_everywhere_and_nobody_else() {
     .await;
     assert_eq!(statuses, 0);
     assert_eq!(exists(keys_of(gone, "9301")).await, 0);
-    assert_eq!(exists(streams_of["9301"].clone()).await, 0, "their runs' streams");
+    assert_eq!(
+        exists(streams_of["9301"].clone()).await,
+        0,
+        "their runs' streams"
+    );
 
     // The other person is untouched.
     assert_kept(&db, kept, "9302").await;

@@ -100,7 +100,10 @@ async fn a_chat_run_nobody_follows_writes_no_stream_and_a_followed_one_does() {
     let mut env = TestEnv::new().await;
     env.set("TELEGRAM_BOT_TOKEN", TG_TOKEN)
         .set("TELEGRAM_API_BASE_URL", &api.uri());
-    let (quiet, followed) = (telegram_run(&env, "6101").await, telegram_run(&env, "6102").await);
+    let (quiet, followed) = (
+        telegram_run(&env, "6101").await,
+        telegram_run(&env, "6102").await,
+    );
     let fleet = env.start(&[Service::Ingest, Service::Delivery]).await;
     let bus = env.bus().await;
     let db = env.db();
@@ -109,7 +112,10 @@ async fn a_chat_run_nobody_follows_writes_no_stream_and_a_followed_one_does() {
         async move {
             let c = db.get().await.ok()?;
             let status: String = c
-                .query_one("SELECT status FROM agent_runs WHERE id = $1", &[&run.as_uuid()])
+                .query_one(
+                    "SELECT status FROM agent_runs WHERE id = $1",
+                    &[&run.as_uuid()],
+                )
                 .await
                 .ok()?
                 .get(0);
@@ -121,10 +127,16 @@ async fn a_chat_run_nobody_follows_writes_no_stream_and_a_followed_one_does() {
     bus.publish(&Envelope::new(quiet, None, &answer("6101", "first answer")))
         .await
         .unwrap();
-    eventually(Duration::from_secs(30), "the first run closed", || closed(quiet)).await;
+    eventually(Duration::from_secs(30), "the first run closed", || {
+        closed(quiet)
+    })
+    .await;
     let m = fleet.metrics().await;
     assert_eq!(
-        metric(&m, "hermes_run_events_total{outcome=\"unread\",platform=\"telegram\"}"),
+        metric(
+            &m,
+            "hermes_run_events_total{outcome=\"unread\",platform=\"telegram\"}"
+        ),
         Some(1.0),
         "{m}"
     );
@@ -151,9 +163,13 @@ async fn a_chat_run_nobody_follows_writes_no_stream_and_a_followed_one_does() {
         async move { conn.exists::<_, bool>(&marker).await.ok()?.then_some(()) }
     })
     .await;
-    bus.publish(&Envelope::new(followed, None, &answer("6102", "second answer")))
-        .await
-        .unwrap();
+    bus.publish(&Envelope::new(
+        followed,
+        None,
+        &answer("6102", "second answer"),
+    ))
+    .await
+    .unwrap();
     let mut body = String::new();
     tokio::time::timeout(Duration::from_secs(30), async {
         while let Some(chunk) = resp.chunk().await.unwrap() {
@@ -290,7 +306,10 @@ async fn callers_get_the_whole_answer_when_it_outgrows_the_streams_bound() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    let run = resp.headers()["x-hermes-run-id"].to_str().unwrap().to_string();
+    let run = resp.headers()["x-hermes-run-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
     let mut raw = Vec::new();
     tokio::time::timeout(Duration::from_secs(30), async {
         while let Some(bytes) = resp.chunk().await.unwrap() {
@@ -304,7 +323,11 @@ async fn callers_get_the_whole_answer_when_it_outgrows_the_streams_bound() {
         .lines()
         .filter_map(|l| l.strip_prefix("data: "))
         .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str().map(str::to_string))
+        .filter_map(|c| {
+            c["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_string)
+        })
         .collect();
     assert_eq!(content, expected, "{raw}");
 

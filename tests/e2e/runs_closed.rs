@@ -306,14 +306,20 @@ async fn a_request_redelivered_after_the_sweep_calls_no_model_and_sends_no_secon
         }],
         decisions: Vec::new(),
     };
-    bus.publish(&Envelope::new(run, None, &round)).await.unwrap();
+    bus.publish(&Envelope::new(run, None, &round))
+        .await
+        .unwrap();
     let stages = env.start(&[Service::Llm, Service::Tools]).await;
-    let m = eventually(Duration::from_secs(30), "the late messages skipped", || async {
-        let m = stages.metrics().await;
-        let llm = metric(&m, "hermes_stage_late_messages_total{stage=\"llm\"}")?;
-        let tools = metric(&m, "hermes_stage_late_messages_total{stage=\"tools\"}")?;
-        (llm >= 2.0 && tools >= 1.0).then_some(m)
-    })
+    let m = eventually(
+        Duration::from_secs(30),
+        "the late messages skipped",
+        || async {
+            let m = stages.metrics().await;
+            let llm = metric(&m, "hermes_stage_late_messages_total{stage=\"llm\"}")?;
+            let tools = metric(&m, "hermes_stage_late_messages_total{stage=\"tools\"}")?;
+            (llm >= 2.0 && tools >= 1.0).then_some(m)
+        },
+    )
     .await;
     assert_eq!(total(&m, "hermes_llm_calls_total"), 0.0, "no model call");
     assert_eq!(total(&m, "hermes_tool_calls_total"), 0.0, "no tool call");

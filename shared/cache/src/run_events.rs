@@ -243,7 +243,11 @@ impl RunEvents {
             .arg(if event.is_last() { "1" } else { "0" })
             .arg(self.wake_channel())
             .arg(run.to_string())
-            .arg(if Readers::of(platform) == Readers::Followers { "1" } else { "0" })
+            .arg(if Readers::of(platform) == Readers::Followers {
+                "1"
+            } else {
+                "0"
+            })
             .arg(STREAM_MAX_LEN)
             .arg(by_reference)
             .invoke_async(&mut c)

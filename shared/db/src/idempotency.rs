@@ -346,7 +346,11 @@ mod tests {
             let Begin::Taken(third) = ids.begin(&key, "h3", 60).await.unwrap() else {
                 panic!("an expired marker is taken over");
             };
-            assert!(!ids.finish(&key, &second, Some(answer("late"))).await.unwrap());
+            assert!(
+                !ids.finish(&key, &second, Some(answer("late")))
+                    .await
+                    .unwrap()
+            );
             assert!(ids.finish(&key, &third, Some(answer("ok"))).await.unwrap());
             assert_eq!(prune(&c).await.unwrap(), 0, "a live answer stays");
             c.execute(

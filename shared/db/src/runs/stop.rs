@@ -102,7 +102,11 @@ pub async fn begin_call(
         )
         .await?;
     Ok(
-        match (row.get::<_, bool>(0), row.get::<_, Option<bool>>(1), row.get::<_, bool>(2)) {
+        match (
+            row.get::<_, bool>(0),
+            row.get::<_, Option<bool>>(1),
+            row.get::<_, bool>(2),
+        ) {
             (true, _, _) => Begin::Processed,
             (false, Some(stop), _) => Begin::Call { stop },
             (false, None, true) => Begin::Closed,
@@ -153,7 +157,10 @@ mod tests {
             assert_eq!(status(&client, run).await, "running");
 
             assert!(request_stop(&client, run).await.unwrap());
-            assert_eq!(check(&client, run).await.unwrap(), Checked::Open { stop: true });
+            assert_eq!(
+                check(&client, run).await.unwrap(),
+                Checked::Open { stop: true }
+            );
             assert_eq!(
                 begin_call(&client, run, "llm", MessageId::new())
                     .await
@@ -203,9 +210,14 @@ mod tests {
             }
             // A processed message of a closed run is still a duplicate.
             assert_eq!(
-                begin_call(&client, run_with_status(&client, "failed").await, "llm", first)
-                    .await
-                    .unwrap(),
+                begin_call(
+                    &client,
+                    run_with_status(&client, "failed").await,
+                    "llm",
+                    first
+                )
+                .await
+                .unwrap(),
                 Begin::Processed
             );
             // An unknown run is left alone and reads as open.
