@@ -1,7 +1,8 @@
 //! `Idempotency-Key` on the API's POSTs: a repeat is answered from the first request's
 //! answer (one run, one model call), from any replica; another body with the same key is a
 //! conflict; a repeat sent while the first runs waits for it; a first request refused before
-//! it was accepted leaves the key free.
+//! it was accepted leaves the key free; the records are PostgreSQL's, so Redis evicting or
+//! losing its keys lets nothing run twice.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -245,22 +246,62 @@ async fn concurrent_duplicates_on_two_replicas_make_one_run() {
     fleet.stop().await.unwrap();
 }
 
-/// Redis away: requests with a key are served without idempotency (counted), not refused.
+/// The records live in PostgreSQL: Redis evicting every key of the install (memory pressure
+/// under `volatile-lru`, or a restart), or being away, does not let a repeat run again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_redis_a_keyed_request_is_served_and_counted() {
+async fn records_survive_redis_losing_every_key_and_being_away() {
     let mut env = TestEnv::new().await;
     let redis = env.behind_proxy(hermes_testkit::Server::Redis).await;
     // Ingest alone: the message is accepted (queued) whatever happens to it next.
     let fleet = env.start(&[Service::Ingest]).await;
-    redis.set_down(true);
     let body = json!({"sender_id": "s-1", "text": "hi"});
-    let resp = post(&fleet, "/v1/messages", "k-redis", &body).await;
-    assert_eq!(resp.status(), 202);
-    assert!(!resp.headers().contains_key("idempotency-replayed"));
+    let first = post(&fleet, "/v1/messages", "k-evicted", &body).await;
+    assert_eq!(first.status(), 202);
+    let first: Value = first.json().await.unwrap();
+    assert!(first["run_id"].is_string(), "{first}");
+
+    // Evicted: every key of this install's namespace is gone from Redis.
+    let mut conn = redis::Client::open(env.vars["REDIS_URL"].as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{}:*", env.ns))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    if !keys.is_empty() {
+        let _: () = redis::cmd("DEL")
+            .arg(&keys)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+    let again = post(&fleet, "/v1/messages", "k-evicted", &body).await;
+    assert_eq!(again.status(), 202);
+    assert_eq!(again.headers()["idempotency-replayed"], "true");
+    // The same answer, the same run.
+    assert_eq!(again.json::<Value>().await.unwrap(), first);
+
+    // Away: still replayed, and a new key is still kept.
+    redis.set_down(true);
+    let again = post(&fleet, "/v1/messages", "k-evicted", &body).await;
+    assert_eq!(again.headers()["idempotency-replayed"], "true");
+    let other = json!({"sender_id": "s-1", "text": "another"});
+    let fresh = post(&fleet, "/v1/messages", "k-away", &other).await;
+    assert_eq!(fresh.status(), 202);
+    assert!(!fresh.headers().contains_key("idempotency-replayed"));
+    let repeat = post(&fleet, "/v1/messages", "k-away", &other).await;
+    assert_eq!(repeat.headers()["idempotency-replayed"], "true");
     let m = fleet.metrics().await;
     assert_eq!(
-        metric(&m, "hermes_idempotency_total{outcome=\"unavailable\"}"),
-        Some(1.0)
+        metric(&m, "hermes_idempotency_total{outcome=\"unavailable\"}").unwrap_or(0.0),
+        0.0
+    );
+    assert_eq!(
+        metric(&m, "hermes_idempotency_total{outcome=\"replayed\"}"),
+        Some(3.0)
     );
     redis.set_down(false);
     fleet.stop().await.unwrap();

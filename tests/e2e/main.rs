@@ -57,6 +57,7 @@ mod rest;
 mod retention;
 mod router;
 mod run_events;
+mod run_streams;
 mod runs;
 mod runs_closed;
 mod shutdown;

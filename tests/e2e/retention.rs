@@ -274,6 +274,34 @@ async fn users_erase_removes_a_person_everywhere_and_nobody_else() {
     {
         let _: () = conn.set_ex(&key, "x", 600).await.unwrap();
     }
+    // The event streams of each person's runs (three each, the sender's from before the
+    // link among them), as a follower of their chat runs would have had them written.
+    let db = env.db();
+    let mut streams_of = std::collections::HashMap::new();
+    for sender in ["9301", "9302"] {
+        let runs: Vec<uuid::Uuid> = db
+            .get()
+            .await
+            .unwrap()
+            .query("SELECT id FROM agent_runs WHERE sender_id = $1", &[&sender])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(runs.len(), 3);
+        let keys: Vec<String> = runs
+            .iter()
+            .map(|run| format!("{ns}:run:{run}:events"))
+            .collect();
+        for key in &keys {
+            let _: String = conn
+                .xadd(key, "*", &[("event", r#"{"type":"running","round":0}"#)])
+                .await
+                .unwrap();
+        }
+        streams_of.insert(sender, keys);
+    }
     let exists = |keys: Vec<String>| {
         let mut conn = conn.clone();
         async move {
@@ -293,9 +321,8 @@ async fn users_erase_removes_a_person_everywhere_and_nobody_else() {
         .unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(text.contains("postgres agent_runs: 3 rows"), "{text}");
-    assert!(text.contains("redis: 4 keys"), "{text}");
+    assert!(text.contains("redis: 7 keys"), "{text}");
     assert!(text.contains("--yes"), "{text}");
-    let db = env.db();
     assert_eq!(rows(&db, "users", gone).await, 1);
     assert_eq!(exists(keys_of(gone, "9301")).await, 4);
 
@@ -308,7 +335,7 @@ async fn users_erase_removes_a_person_everywhere_and_nobody_else() {
         text.contains("postgres interactions: 1 rows removed"),
         "{text}"
     );
-    assert!(text.contains("redis: 4 keys removed"), "{text}");
+    assert!(text.contains("redis: 7 keys removed"), "{text}");
     for table in [
         "users",
         "sessions",
@@ -339,11 +366,17 @@ async fn users_erase_removes_a_person_everywhere_and_nobody_else() {
     .await;
     assert_eq!(statuses, 0);
     assert_eq!(exists(keys_of(gone, "9301")).await, 0);
+    assert_eq!(
+        exists(streams_of["9301"].clone()).await,
+        0,
+        "their runs' streams"
+    );
 
     // The other person is untouched.
     assert_kept(&db, kept, "9302").await;
     assert_eq!(rows(&db, "users", kept).await, 1);
     assert_eq!(exists(keys_of(kept, "9302")).await, 4);
+    assert_eq!(exists(streams_of["9302"].clone()).await, 3);
 
     let mut out = Vec::new();
     let again = hermes::cli::users::erase::run(&config, gone, true, &mut out).await;

@@ -1,6 +1,8 @@
 //! No run is left open (docs/architecture.md, poison is parked): a message parked on its
 //! way to an answer ends its run with one failure reply and one refund; a reply that cannot
-//! be delivered closes its run as failed and refunds it; a run open too long is swept.
+//! be delivered closes its run as failed and refunds it; a run open too long is swept, and a
+//! late or redelivered request of the swept run calls no model, runs no tool and sends no
+//! second reply.
 
 use std::time::Duration;
 
@@ -14,7 +16,9 @@ use hermes_telemetry::Metrics;
 use hermes_testkit::{TestEnv, count, eventually, metric};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
-use hermes_types::model::{LlmRequest, Outcome, Platform, Reply, ReplyTo, Tier, Usage};
+use hermes_types::model::{
+    LlmRequest, Outcome, Platform, Reply, ReplyTo, Tier, ToolCall, ToolRequest, Usage,
+};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use wiremock::MockServer;
@@ -262,4 +266,78 @@ async fn a_run_open_too_long_is_swept_once_by_racing_routers() {
     a.stop().await.unwrap();
     b.stop().await.unwrap();
     delivery.stop().await.unwrap();
+}
+
+/// The sum of every series of counter `name` in `metrics` (0 when it has none).
+fn total(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_redelivered_after_the_sweep_calls_no_model_and_sends_no_second_reply() {
+    let (api, mut env) = chat_env().await;
+    env.set("HERMES_RUN_STUCK_AFTER_SECS", "4");
+    let run = charged_run(&env, CHAT, Duration::from_secs(3600)).await;
+    let sweeper = env.start(&[Service::Router, Service::Delivery]).await;
+    let db = env.db();
+    eventually(Duration::from_secs(30), "the stuck run swept", || async {
+        let o = outcome(&db, &api, run).await;
+        (o.0 == "failed" && !o.2.is_empty()).then_some(())
+    })
+    .await;
+
+    // The run's model request and tool round arrive after the sweep: a backlog, or a
+    // redelivery of copies the broker still held.
+    let bus = env.bus().await;
+    let late = Envelope::new(run, None, &llm_request());
+    bus.publish(&late).await.unwrap();
+    bus.publish(&late).await.unwrap();
+    let round = ToolRequest {
+        request: llm_request(),
+        calls: vec![ToolCall {
+            id: "call-1".into(),
+            name: "current_time".into(),
+            arguments: json!({}),
+            signature: None,
+        }],
+        decisions: Vec::new(),
+    };
+    bus.publish(&Envelope::new(run, None, &round))
+        .await
+        .unwrap();
+    let stages = env.start(&[Service::Llm, Service::Tools]).await;
+    let m = eventually(
+        Duration::from_secs(30),
+        "the late messages skipped",
+        || async {
+            let m = stages.metrics().await;
+            let llm = metric(&m, "hermes_stage_late_messages_total{stage=\"llm\"}")?;
+            let tools = metric(&m, "hermes_stage_late_messages_total{stage=\"tools\"}")?;
+            (llm >= 2.0 && tools >= 1.0).then_some(m)
+        },
+    )
+    .await;
+    assert_eq!(total(&m, "hermes_llm_calls_total"), 0.0, "no model call");
+    assert_eq!(total(&m, "hermes_tool_calls_total"), 0.0, "no tool call");
+    for stage in [Stage::Llm, Stage::Tools] {
+        let (ready, _) = bus.queue_stats(&bus.names().queue(stage)).await.unwrap();
+        assert_eq!(ready, 0, "{stage:?} acked everything");
+    }
+    // Nothing was queued for delivery: the chat still has the sweep's notice alone.
+    let (ready, _) = bus
+        .queue_stats(&bus.names().queue(Stage::Delivery))
+        .await
+        .unwrap();
+    assert_eq!(ready, 0);
+    let (status, refunds, texts) = outcome(&db, &api, run).await;
+    assert_eq!(status, "failed");
+    assert_eq!(refunds, 1, "refunded once");
+    assert_eq!(texts.len(), 1, "the notice alone: {texts:?}");
+    bus.close().await;
+    stages.stop().await.unwrap();
+    sweeper.stop().await.unwrap();
 }

@@ -7,7 +7,8 @@
 //! message delivered; a failure that remains goes to the queued retry schedule, or is
 //! parked with its reason. A REST caller's callback is POSTed the same way. Then the run row
 //! is closed in the transaction that records the message as processed, and only then is a
-//! waiting API caller told (through the run's event stream in Redis), so a caller never
+//! waiting API caller told (through the run's event stream in Redis, written only where a
+//! reader can exist: an API or REST run, or a chat run someone follows), so a caller never
 //! learns of an answer the database does not hold; if Redis is down the caller still gets it
 //! from the row. A platform without credentials has no sender: its replies are parked,
 //! intact, for `hermes dlq replay` once one is configured. A Forge run's reply is sent
@@ -98,7 +99,7 @@ impl DeliveryStage {
             tracing::info!(senders = ?configured, "channel senders configured");
         }
         Ok(Self {
-            events: RunEvents::new(ctx.cache.clone(), ctx.config.run_events_ttl),
+            events: RunEvents::new(ctx.cache.clone(), &ctx.config),
             senders: Senders::new(settings, &http),
             breakers: Breakers::new(
                 ctx.cache.clone(),
@@ -460,7 +461,9 @@ impl Handler for DeliveryStage {
         let event = RunEvent::Final {
             outcome: reply.outcome,
         };
-        let outcome = match self.events.append(env.run_id, &event).await {
+        // Written where a reader can exist: an API or REST caller, or someone following a
+        // chat run's events; a Telegram or WhatsApp run nobody follows stores nothing.
+        let outcome = match self.events.append(env.run_id, platform, &event).await {
             Ok(_) => "delivered",
             Err(e) => {
                 tracing::warn!(error = %e, "cannot append to the run's event stream; the caller reads the run row");

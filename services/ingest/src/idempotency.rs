@@ -1,9 +1,9 @@
 //! `Idempotency-Key` on every POST of the API (docs/api.md, idempotency): a middleware
 //! around the authenticated routes, so it covers each POST route they mount without the
-//! handler knowing. The first request with a key runs; its answer is kept in Redis
-//! ([`hermes_cache::idempotency`]) and replayed, with `Idempotency-Replayed: true`, to every
-//! repeat within 24 hours from any replica. A repeat with another body is refused; one sent
-//! while the first still runs waits for it.
+//! handler knowing. The first request with a key runs; its answer is kept in PostgreSQL
+//! ([`hermes_db::idempotency`], where no memory pressure can evict it) and replayed, with
+//! `Idempotency-Replayed: true`, to every repeat within 24 hours from any replica. A repeat
+//! with another body is refused; one sent while the first still runs waits for it.
 
 use std::time::{Duration, Instant};
 
@@ -13,7 +13,7 @@ use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use hermes_cache::idempotency::{Begin, Record, StoredAnswer};
+use hermes_db::idempotency::{Begin, Record, RecordKey, Scope, StoredAnswer};
 use hermes_runtime::http::ApiError;
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -62,11 +62,11 @@ fn request_hash(path: &str, body: &[u8]) -> String {
 }
 
 /// Whose records these are: two calling keys never share one.
-fn scope(req: &Request) -> String {
+fn scope(req: &Request) -> Scope {
     match req.extensions().get::<Caller>() {
-        Some(Caller::Operator) => "operator".into(),
-        Some(Caller::Key(k)) => k.id.to_string(),
-        None => "anonymous".into(),
+        Some(Caller::Operator) => Scope::Operator,
+        Some(Caller::Key(k)) => Scope::Key(k.id),
+        None => Scope::Anonymous,
     }
 }
 
@@ -99,7 +99,7 @@ pub async fn idempotent(State(app): State<AppState>, req: Request, next: Next) -
         Ok(key) => key,
         Err(e) => return e.into_response(),
     };
-    let redis_key = app.idempotency.key(&scope(&req), &key);
+    let record_key = RecordKey::new(scope(&req), &key);
     let (parts, body) = req.into_parts();
     let limit = app.ctx.config.max_body_bytes;
     let read = Bytes::from_request(Request::from_parts(parts.clone(), body), &()).await;
@@ -114,14 +114,14 @@ pub async fn idempotent(State(app): State<AppState>, req: Request, next: Next) -
     loop {
         let found = match app
             .idempotency
-            .begin(&redis_key, &hash, pending.as_secs())
+            .begin(&record_key, &hash, pending.as_secs())
             .await
         {
             Ok(Begin::Taken(marker)) => {
                 let req = Request::from_parts(parts, Body::from(body));
                 // Its own task: a caller that hangs up does not cancel the request, whose
                 // answer is then kept for the retry instead of its marker left to expire.
-                let (app, key) = (app.clone(), redis_key.clone());
+                let (app, key) = (app.clone(), record_key.clone());
                 let first =
                     tokio::spawn(async move { run_first(&app, &key, marker, req, next).await });
                 return first.await.unwrap_or_else(|e| {
@@ -146,7 +146,7 @@ pub async fn idempotent(State(app): State<AppState>, req: Request, next: Next) -
             count(&app, "conflict");
             return conflict();
         }
-        match wait_for_answer(&app, &redis_key, &hash, found, deadline, &mut waited).await {
+        match wait_for_answer(&app, &record_key, &hash, found, deadline, &mut waited).await {
             Waited::Answer(answer) => {
                 if waited {
                     count(&app, "waited");
@@ -209,7 +209,7 @@ impl Drop for Waiting {
 /// Wait (bounded) until `found`, another request's marker, becomes an answer.
 async fn wait_for_answer(
     app: &AppState,
-    redis_key: &str,
+    record_key: &RecordKey,
     hash: &str,
     mut found: Record,
     deadline: Instant,
@@ -229,7 +229,7 @@ async fn wait_for_answer(
         }
         tokio::time::sleep(look).await;
         look = (look * 2).min(LAST_LOOK);
-        found = match app.idempotency.get(redis_key).await {
+        found = match app.idempotency.get(record_key).await {
             Ok(Some(r)) if r.hash() != hash => return Waited::Conflict,
             Ok(Some(r)) => r,
             Ok(None) => return Waited::Released,
@@ -251,14 +251,14 @@ fn accepted(resp: &Response) -> bool {
 /// Run the request that took the key and keep its answer.
 async fn run_first(
     app: &AppState,
-    redis_key: &str,
+    record_key: &RecordKey,
     marker: Record,
     req: Request,
     next: Next,
 ) -> Response {
     let resp = next.run(req).await;
     if !accepted(&resp) {
-        if let Err(e) = app.idempotency.finish(redis_key, &marker, None).await {
+        if let Err(e) = app.idempotency.finish(record_key, &marker, None).await {
             tracing::warn!(error = %e, "cannot release an idempotency key; it expires by itself");
         }
         count(app, "released");
@@ -298,7 +298,7 @@ async fn run_first(
     };
     match app
         .idempotency
-        .finish(redis_key, &marker, Some(answer))
+        .finish(record_key, &marker, Some(answer))
         .await
     {
         Ok(true) => count(app, "stored"),

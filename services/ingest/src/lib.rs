@@ -48,9 +48,9 @@ use axum::{Json, Router};
 use front_door::signed::SignedRoute;
 use futures_util::StreamExt;
 use hermes_cache::dedupe::Dedupe;
-use hermes_cache::idempotency::Idempotency;
 use hermes_cache::rate_limit::RateLimiter;
 use hermes_cache::run_events::{RunEvents, Waiters};
+use hermes_db::idempotency::Idempotency;
 use hermes_runtime::Ctx;
 use hermes_runtime::http::{ApiError, bound_body, track};
 use routes::{Surface, Verb};
@@ -83,11 +83,11 @@ impl AppState {
     pub fn new(ctx: Ctx) -> Self {
         images::set_max_bytes(ctx.config.api.image_max_bytes);
         Self(Arc::new(Shared {
-            events: RunEvents::new(ctx.cache.clone(), ctx.config.run_events_ttl),
+            events: RunEvents::new(ctx.cache.clone(), &ctx.config),
             waiters: Waiters::default(),
             dedupe: Dedupe::new(ctx.cache.clone()),
             limiter: RateLimiter::new(ctx.cache.clone()),
-            idempotency: Idempotency::new(ctx.cache.clone()),
+            idempotency: Idempotency::new(ctx.db.clone()),
             keys: front_door::keys::Keys::new(ctx.config.front_door.key_misses_per_minute),
             key_slots: limits::KeySlots::new(
                 ctx.config.streams_per_key,

@@ -246,6 +246,13 @@ impl<R: Render> Reader<R> {
                             }
                         }
                         RunEvent::Final { outcome } => return self.end(outcome),
+                        // The outcome was too large for the stream: the row holds it (read
+                        // again on the backstop ticks if it cannot be read now).
+                        RunEvent::Closed => {
+                            if let Some(outcome) = wait::from_row(&self.ctx, self.run).await {
+                                return self.end(outcome);
+                            }
+                        }
                         tool @ (RunEvent::ToolStarted { .. } | RunEvent::ToolFinished { .. }) => {
                             self.pending.extend(self.render.tool(tool));
                         }

@@ -34,8 +34,15 @@ pub async fn outcome(
             Ok(batch) => {
                 for (id, event) in batch {
                     last = id;
-                    if let RunEvent::Final { outcome } = event {
-                        return Some(outcome);
+                    match event {
+                        RunEvent::Final { outcome } => return Some(outcome),
+                        // The outcome was too large for the stream: the row holds it.
+                        RunEvent::Closed => {
+                            if let Some(o) = from_row(ctx, run).await {
+                                return Some(o);
+                            }
+                        }
+                        _ => {}
                     }
                 }
             }

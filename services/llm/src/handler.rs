@@ -7,7 +7,8 @@
 //!
 //! Before each model call the run is marked `running` and its stop request read in one
 //! statement: a run asked to stop (docs/api.md, runs) makes no further model call and ends
-//! `cancelled`.
+//! `cancelled`; a run already closed (answered, or failed and refunded by the stuck-run
+//! sweeper) makes none either, and its late message is acked without a reply.
 
 use hermes_bus::Stage;
 use hermes_cache::run_events::{RunEvent, RunEvents};
@@ -42,7 +43,7 @@ impl LlmStage {
     /// The stage calling models through `gateway`, with the memory writer of `ctx`.
     pub fn new(ctx: Ctx, gateway: Gateway) -> anyhow::Result<Self> {
         let memory = MemoryWriter::new(ctx.clone());
-        let events = RunEvents::new(ctx.cache.clone(), ctx.config.run_events_ttl);
+        let events = RunEvents::new(ctx.cache.clone(), &ctx.config);
         let images = ImageFetcher::new(
             &ctx.config,
             ctx.metrics.media_fetches.clone(),
@@ -69,7 +70,12 @@ impl LlmStage {
         let request = inlined.as_ref().unwrap_or(request);
         let user = request.exchange.as_ref().map(|x| x.user_id);
         if request.stream {
-            let stream = RunStream::start(&self.ctx, env.run_id, request.tool_round);
+            let stream = RunStream::start(
+                &self.ctx,
+                env.run_id,
+                request.reply_to.platform,
+                request.tool_round,
+            );
             let result = self.gateway.complete(request, user, Some(&stream)).await;
             // Every delta is on the run's stream before the final event can be.
             stream.finish().await;
@@ -82,7 +88,8 @@ impl LlmStage {
     /// The safe point before a model call: mark the run `running` (and say so on an API
     /// run's event stream); true when a stop was asked for, and no call must be made. A
     /// message this stage processed already (a redelivery) is a duplicate, found in the same
-    /// statement: the stage's own duplicate check is folded in here.
+    /// statement: the stage's own duplicate check is folded in here. A message of a closed
+    /// run is acked without a call.
     async fn begin_call(&self, env: &Envelope, request: &LlmRequest) -> Result<bool, StageError> {
         let begun = {
             let client = self.ctx.db.get().await?;
@@ -90,13 +97,24 @@ impl LlmStage {
         };
         let stop = match begun {
             runs::Begin::Processed => return Err(StageError::Duplicate("processed already")),
+            // Swept, refunded and told already (docs/architecture.md#4-poison-is-parked-never-looped): a late or
+            // backlogged request of it calls no model and sends no second reply.
+            runs::Begin::Closed => {
+                self.ctx
+                    .metrics
+                    .run_events
+                    .late_messages
+                    .with_label_values(&[Self::STAGE.as_str()])
+                    .inc();
+                return Err(StageError::Duplicate("run closed"));
+            }
             runs::Begin::Call { stop } => stop,
         };
         if !stop && request.reply_to.platform == Platform::Api {
             let event = RunEvent::Running {
                 round: request.tool_round,
             };
-            if let Err(e) = self.events.append(env.run_id, &event).await {
+            if let Err(e) = self.events.append(env.run_id, Platform::Api, &event).await {
                 // Only the lifecycle event is lost; the run goes on.
                 tracing::warn!(error = %e, "cannot append the running event");
             }

@@ -2,9 +2,10 @@
 //! arrive, where the waiting ingest replica reads them. The provider adapter pushes into an
 //! unbounded channel (it must never wait on Redis); one task per run appends in order.
 
-use hermes_cache::run_events::{RunEvent, RunEvents};
+use hermes_cache::run_events::{Appended, RunEvent, RunEvents};
 use hermes_runtime::Ctx;
 use hermes_types::ids::RunId;
+use hermes_types::model::Platform;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -20,9 +21,9 @@ impl RunStream {
     /// Start appending the deltas of `run`'s model call of `round` to its event stream,
     /// tagged with a token of this processing: a redelivery of the same call streams under
     /// another, and readers keep to the first.
-    pub fn start(ctx: &Ctx, run: RunId, round: u8) -> Self {
+    pub fn start(ctx: &Ctx, run: RunId, platform: Platform, round: u8) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-        let events = RunEvents::new(ctx.cache.clone(), ctx.config.run_events_ttl);
+        let events = RunEvents::new(ctx.cache.clone(), &ctx.config);
         let attempt = uuid::Uuid::now_v7().simple().to_string();
         let task = tokio::spawn(async move {
             let mut failed = false;
@@ -35,10 +36,16 @@ impl RunStream {
                     round,
                     attempt: Some(attempt.clone()),
                 };
-                if let Err(e) = events.append(run, &delta).await {
-                    // The caller still gets the whole answer in the final event.
-                    tracing::warn!(%run, error = %e, "stream delta not delivered; the rest is sent at the end");
-                    failed = true;
+                match events.append(run, platform, &delta).await {
+                    Ok(Appended::Written(_) | Appended::ByReference(_)) => {}
+                    // Nobody reads it, or the stream is at its byte bound: the caller gets
+                    // the rest of the answer in the final event.
+                    Ok(Appended::Unread | Appended::Full) => failed = true,
+                    Err(e) => {
+                        // The caller still gets the whole answer in the final event.
+                        tracing::warn!(%run, error = %e, "stream delta not delivered; the rest is sent at the end");
+                        failed = true;
+                    }
                 }
             }
         });

@@ -3,8 +3,9 @@
 //!
 //! An API run's event stream is told when each call starts and finishes (docs/api.md,
 //! runs). Before the round, the run's stop request is read: a run asked to stop runs no tool
-//! and ends `cancelled`. (The calls of a round run side by side, so that one check is the
-//! safe point before each of them.)
+//! and ends `cancelled`; a round of a run already closed (swept and refunded) runs nothing
+//! and is acked. (The calls of a round run side by side, so that one check is the safe point
+//! before each of them.)
 //!
 //! A round with a call that needs an operator's approval and has no answer yet runs
 //! nothing: its commit records the waiting calls with the round and sets the run
@@ -54,7 +55,7 @@ struct Announce<'a> {
 impl Announce<'_> {
     async fn send(&self, event: RunEvent) {
         if let Some(events) = self.events
-            && let Err(e) = events.append(self.run, &event).await
+            && let Err(e) = events.append(self.run, Platform::Api, &event).await
         {
             // Only the progress event is lost: the result still reaches the model.
             tracing::warn!(run = %self.run, error = %e, "cannot append a tool event");
@@ -64,7 +65,7 @@ impl Announce<'_> {
 
 impl ToolStage {
     pub fn new(ctx: Ctx, registry: Arc<RwLock<Registry>>) -> anyhow::Result<Self> {
-        let events = RunEvents::new(ctx.cache.clone(), ctx.config.run_events_ttl);
+        let events = RunEvents::new(ctx.cache.clone(), &ctx.config);
         let presence = Presence::new(&ctx.config.delivery, ctx.metrics.clone())?;
         Ok(Self {
             ctx,
@@ -229,11 +230,21 @@ impl Handler for ToolStage {
 
     async fn prepare(&self, env: &Envelope) -> Result<Round, StageError> {
         let mut req: ToolRequest = env.payload()?;
-        let stop = {
+        let checked = {
             let client = self.ctx.db.get().await?;
-            runs::stop_requested(&client, env.run_id).await?
+            runs::check(&client, env.run_id).await?
         };
-        if stop {
+        if checked == runs::Checked::Closed {
+            // Swept and refunded already: a late round runs no tool (docs/architecture.md#4-poison-is-parked-never-looped).
+            self.ctx
+                .metrics
+                .run_events
+                .late_messages
+                .with_label_values(&[Self::STAGE.as_str()])
+                .inc();
+            return Err(StageError::Duplicate("run closed"));
+        }
+        if checked == (runs::Checked::Open { stop: true }) {
             tracing::info!("stop requested: no tool call");
             return Ok(Round::Stopped(req));
         }

@@ -3,7 +3,6 @@
 
 pub mod dedupe;
 pub mod history;
-pub mod idempotency;
 pub mod rate_limit;
 pub mod run_events;
 pub mod soul;

@@ -271,6 +271,8 @@ pub struct Config {
     pub run_timeout: Duration,
     /// How long a run's event stream is kept after its last event (`HERMES_RUN_EVENTS_TTL_SECS`).
     pub run_events_ttl: Duration,
+    /// The bytes one run's event stream may hold (`HERMES_RUN_EVENTS_MAX_BYTES`).
+    pub run_events_max_bytes: usize,
     pub max_body_bytes: usize,
     /// The body limit of Meta's webhook routes (WhatsApp, 360dialog, Instagram).
     pub meta_max_body_bytes: usize,

@@ -48,6 +48,7 @@ impl Config {
         let api_server_key = r.get(&ingest::API_SERVER_KEY);
         let run_timeout = r.get(&ingest::HERMES_RUN_TIMEOUT_SECS);
         let run_events_ttl = r.get(&ingest::HERMES_RUN_EVENTS_TTL_SECS);
+        let run_events_max_bytes = r.get(&ingest::HERMES_RUN_EVENTS_MAX_BYTES);
         let max_body_bytes = r.get(&ingest::HERMES_MAX_BODY_BYTES);
         let meta_max_body_bytes = r.get(&ingest::HERMES_META_MAX_BODY_BYTES);
         let max_in_flight = r.get(&ingest::HERMES_MAX_IN_FLIGHT);
@@ -115,6 +116,7 @@ impl Config {
                 llm_timeout: llm_timeout?,
                 run_timeout: run_timeout?,
                 run_events_ttl: run_events_ttl?,
+                run_events_max_bytes: run_events_max_bytes?,
                 max_body_bytes: max_body_bytes?,
                 meta_max_body_bytes: meta_max_body_bytes?,
                 max_in_flight: max_in_flight?,

@@ -5,7 +5,7 @@
 //! after an interruption. Published `outbox` rows (message copies) are not per user: the
 //! relay deletes them after 3 days whoever they were for.
 
-use hermes_types::ids::UserId;
+use hermes_types::ids::{RunId, UserId};
 
 use crate::{Client, DbError};
 
@@ -17,6 +17,9 @@ pub struct Subject {
     pub channels: Vec<(String, String)>,
     /// `(platform, channel_id)` of every session (the history cache is keyed by them).
     pub scopes: Vec<(String, String)>,
+    /// Their runs and their senders' (the run event streams in Redis are keyed by them):
+    /// read before the rows go, so the streams can be found.
+    pub runs: Vec<RunId>,
 }
 
 /// The runs of the subject: its own, and its senders'.
@@ -118,10 +121,17 @@ pub async fn subject(client: &Client, user: UserId) -> Result<Option<Subject>, D
             &[&user],
         )
         .await?;
+    let runs = client
+        .query(RUNS, &[&user])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
     Ok(Some(Subject {
         user,
         channels: pairs(channels),
         scopes: pairs(scopes),
+        runs,
     }))
 }
 

@@ -15,6 +15,7 @@ pub mod event_hub;
 pub mod events;
 pub mod forge_deliveries;
 pub mod forge_usage;
+pub mod idempotency;
 pub mod inbox;
 pub mod jobs;
 pub mod listen;

@@ -131,6 +131,11 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../../migrations/0023_forge_hardening.sql"),
     },
     Migration {
+        version: 24,
+        name: "0024_idempotency_records",
+        sql: include_str!("../../../migrations/0024_idempotency_records.sql"),
+    },
+    Migration {
         version: 25,
         name: "0025_agent_rules",
         sql: include_str!("../../../migrations/0025_agent_rules.sql"),

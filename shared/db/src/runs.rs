@@ -9,7 +9,7 @@ use super::{Client, DbError, Transaction};
 mod stop;
 use hermes_types::agent::{CONTRACT_VERSION, Dispatch, EngagementMode};
 use hermes_types::model::{ChatMessage, FailureCode, Outcome, Platform, Provenance, Tier, Usage};
-pub use stop::{Begin, begin_call, request_stop, stop_requested};
+pub use stop::{Begin, Checked, begin_call, check, request_stop};
 
 /// The lifecycle of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

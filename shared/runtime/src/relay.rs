@@ -7,7 +7,8 @@
 //! writer's hold passed unmarked (a crash). It claims rows with `FOR UPDATE SKIP LOCKED` (so
 //! any number of replicas share the work), wakes on `LISTEN hermes_outbox` (a trigger
 //! notifies on insert, except for rows a stage publishes itself), and polls as a backstop.
-//! Published rows and old idempotency records are swept periodically.
+//! Published rows and old idempotency records (the stages' and the API's expired
+//! `Idempotency-Key` records) are swept periodically.
 
 use std::time::Duration;
 
@@ -188,6 +189,8 @@ impl Relay {
         hermes_db::delivery_sends::prune(&client).await?;
         // What the platforms reported about sends, kept as long (docs/channels.md, statuses).
         hermes_db::platform_sends::prune(&client).await?;
+        // Expired `Idempotency-Key` records and markers (docs/api.md, idempotency).
+        hermes_db::idempotency::prune(&client).await?;
         Ok(())
     }
 

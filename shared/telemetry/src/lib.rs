@@ -7,6 +7,7 @@ mod front_door_metrics;
 mod limit_metrics;
 mod metrics;
 mod operator_metrics;
+mod run_metrics;
 
 pub use agent_metrics::{AgentMetrics, TenantLimit};
 pub use alert_kind::AlertKind;
@@ -14,6 +15,7 @@ pub use front_door_metrics::FrontDoorMetrics;
 pub use limit_metrics::LimitMetrics;
 pub use metrics::{Inner as MetricHandles, Metrics};
 pub use operator_metrics::OperatorMetrics;
+pub use run_metrics::RunMetrics;
 
 use tracing_subscriber::EnvFilter;
 

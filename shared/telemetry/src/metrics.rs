@@ -123,6 +123,8 @@ pub struct Inner {
     pub limits: crate::LimitMetrics,
     /// Ingest's front door against strangers.
     pub front_door: crate::FrontDoorMetrics,
+    /// Run event streams and late messages of closed runs.
+    pub run_events: crate::RunMetrics,
 }
 
 impl std::ops::Deref for Metrics {
@@ -204,7 +206,7 @@ impl Metrics {
         let idempotency = counter_vec(
             &r,
             "hermes_idempotency_total",
-            "Requests with an Idempotency-Key, by outcome: stored, replayed, conflict, waited (a concurrent duplicate that waited for the first), in_use (it waited past its bound), released (the first failed before being accepted), unavailable (Redis down: served without idempotency).",
+            "Requests with an Idempotency-Key, by outcome: stored, replayed, conflict, waited (a concurrent duplicate that waited for the first), in_use (it waited past its bound), released (the first failed before being accepted), unavailable (PostgreSQL unreachable: served without idempotency).",
             &["outcome"],
         );
         let idempotency_waiting = IntGauge::new(
@@ -653,6 +655,7 @@ impl Metrics {
         let operator = crate::OperatorMetrics::register(&r);
         let limits = crate::LimitMetrics::register(&r);
         let front_door = crate::FrontDoorMetrics::register(&r);
+        let run_events = crate::RunMetrics::register(&r);
         Self(Arc::new(Inner {
             registry: r,
             http_requests,
@@ -732,6 +735,7 @@ impl Metrics {
             operator,
             limits,
             front_door,
+            run_events,
         }))
     }
 

@@ -157,7 +157,7 @@ impl Floor {
             db: db.clone(),
             bus: bus.clone(),
             metrics: metrics.clone(),
-            events: RunEvents::new(cache, config.run_events_ttl),
+            events: RunEvents::new(cache, config),
             waiters: waiters.clone(),
             commits,
         };
@@ -288,13 +288,14 @@ impl Hop {
     /// `running` event, then the idempotency record with the outbox row, published eagerly.
     async fn llm(&self, message: Message) -> Result<(), DbError> {
         let mut client = self.db.get().await?;
-        if runs::begin_call(&client, message.run, "llm", message.id).await?
-            == runs::Begin::Processed
-        {
+        if !matches!(
+            runs::begin_call(&client, message.run, "llm", message.id).await?,
+            runs::Begin::Call { .. }
+        ) {
             return Ok(());
         }
         self.events
-            .append(message.run, &RunEvent::Running { round: 0 })
+            .append(message.run, Platform::Api, &RunEvent::Running { round: 0 })
             .await
             .map_err(|e| DbError::Invalid(e.to_string()))?;
         let next = message.next().outgoing(Stage::Delivery, BODY_BYTES[2]);
@@ -334,7 +335,7 @@ impl Hop {
         outbox::record_processed(&tx, "delivery", message.id, &[], eager::hold(&self.db)).await?;
         tx.commit().await?;
         self.events
-            .append(message.run, &RunEvent::Final { outcome })
+            .append(message.run, Platform::Api, &RunEvent::Final { outcome })
             .await
             .map_err(|e| DbError::Invalid(e.to_string()))?;
         self.answer(message.run, text).await;

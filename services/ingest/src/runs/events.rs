@@ -10,16 +10,23 @@
 //! comment goes out; a client that resumes after the final event of a finished run is
 //! answered `204 No Content`, which tells an `EventSource` to stop reconnecting. If Redis
 //! lost the stream, the final event comes from the run's row in
-//! PostgreSQL (without an id: there is nothing after it to resume).
+//! PostgreSQL (without an id: there is nothing after it to resume), and so does a final
+//! outcome too large for the stream's byte bound (its entry points to the row).
+//!
+//! A chat or Forge run's events are written only while someone follows it: following one
+//! keeps its follower marker alive (docs/architecture.md#10-redis), so what happens from then on
+//! is streamed; what happened before is not on the stream, and its outcome comes from the
+//! row.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::time::Instant;
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
-use hermes_cache::run_events::{RunEvent, RunEvents, WaiterGuard};
+use hermes_cache::run_events::{FOLLOW_RENEW, Readers, RunEvent, RunEvents, WaiterGuard};
 use hermes_runtime::Ctx;
 use hermes_runtime::http::ApiError;
 use hermes_types::ids::RunId;
@@ -76,6 +83,17 @@ pub async fn events(
     }
     // Registered before the first read: nothing appended after it can go unnoticed.
     let guard = app.waiters.register(run);
+    // A chat or Forge run's events are written only while someone follows it.
+    let followed = match &found {
+        Found::Row(row)
+            if row.platform.map(Readers::of) == Some(Readers::Followers)
+                && !row.status.is_final() =>
+        {
+            follow(&app.events, run).await;
+            Some(Instant::now())
+        }
+        _ => None,
+    };
     let follower = Follower {
         ctx: app.ctx.clone(),
         events: app.events.clone(),
@@ -88,6 +106,7 @@ pub async fn events(
         ended: false,
         quiet: wait::QuietTicks::default(),
         row_checked: false,
+        followed,
     };
     let body = futures_util::stream::unfold(follower, |mut f| async move {
         loop {
@@ -129,6 +148,17 @@ struct Follower {
     quiet: wait::QuietTicks,
     /// The row was read once because the stream was empty.
     row_checked: bool,
+    /// When the run's follower marker was last set (a chat or Forge run's; `None` for a
+    /// run whose events are written anyway).
+    followed: Option<Instant>,
+}
+
+/// Mark `run` followed, so its events are written to its stream; Redis away only means the
+/// final event comes from the row.
+async fn follow(events: &RunEvents, run: RunId) {
+    if let Err(e) = events.follow(run).await {
+        tracing::debug!(%run, error = %e, "cannot mark the run followed; its row ends the stream");
+    }
 }
 
 impl Follower {
@@ -143,7 +173,22 @@ impl Follower {
                         (Some(after), Some(this)) => this > after,
                         _ => true,
                     };
-                    let last = matches!(event, RunEvent::Final { .. });
+                    let last = event.is_last();
+                    if matches!(event, RunEvent::Closed) {
+                        // The outcome did not fit the stream: the row holds it (read again
+                        // on the backstop ticks if it cannot be read now).
+                        if let Some(outcome) = wait::from_row(&self.ctx, self.run).await {
+                            let (name, data) = final_event(self.run, outcome);
+                            if fresh {
+                                self.pending.push_back(
+                                    Event::default().id(id).event(name).data(data.to_string()),
+                                );
+                            }
+                            self.ended = true;
+                            return;
+                        }
+                        continue;
+                    }
                     if let Some((name, data)) = render(self.run, &mut self.attempts, event)
                         && fresh
                     {
@@ -172,6 +217,12 @@ impl Follower {
             if let Some(outcome) = wait::from_row(&self.ctx, self.run).await {
                 return self.end_from_row(outcome);
             }
+        }
+        if let Some(at) = self.followed
+            && at.elapsed() >= FOLLOW_RENEW
+        {
+            follow(&self.events, self.run).await;
+            self.followed = Some(Instant::now());
         }
         let quiet_tick = tokio::select! {
             _ = self.guard.notify.notified() => false,
@@ -241,6 +292,8 @@ fn render(run: RunId, attempts: &mut Attempts, event: RunEvent) -> Option<(&'sta
             json!({ "run_id": run, "status": "stopping" }),
         ),
         RunEvent::Final { outcome } => final_event(run, outcome),
+        // Read from the row by the follower.
+        RunEvent::Closed => return None,
     })
 }
 

@@ -150,7 +150,7 @@ async fn start(
         api_key: caller.key_id(),
         session_id: request.session_id.clone(),
     };
-    if let Err(e) = app.events.append(run, &queued).await {
+    if let Err(e) = app.events.append(run, Platform::Api, &queued).await {
         tracing::warn!(%run, error = %e, "cannot append the queued event; the run shows once routed");
     }
     let envelope = Envelope::new(run, Some(traceparent.clone()), &inbound);
@@ -333,7 +333,16 @@ async fn ask_to_stop(app: &AppState, caller: &Caller, id: &str) -> Result<RunId,
         .unwrap_or(RunStatus::Completed);
         return Err(finished(status));
     }
-    if let Err(e) = app.events.append(run, &RunEvent::StopRequested).await {
+    if let Err(e) = app
+        .events
+        // A platform this build cannot name is written to, as a caller's would be.
+        .append(
+            run,
+            row.platform.unwrap_or(Platform::Api),
+            &RunEvent::StopRequested,
+        )
+        .await
+    {
         tracing::warn!(%run, error = %e, "cannot append the stop event; the stop itself is recorded");
     }
     tracing::info!(%run, "stop requested");

@@ -28,6 +28,12 @@ settings! {
             secret: false,
             help: "how long a run's event stream (deltas, tool start/finish, lifecycle; what `GET /v1/runs/{id}/events` replays) is kept in Redis after its last event",
         },
+        HERMES_RUN_EVENTS_MAX_BYTES: usize {
+            kind: kinds::COUNT_POSITIVE,
+            unset: Value("262144"),
+            secret: false,
+            help: "bytes of events one run's event stream may hold in Redis; further deltas and tool events are dropped (the final answer still carries the whole text) and a final event that does not fit points to the run's row",
+        },
         HERMES_MAX_BODY_BYTES: usize {
             kind: kinds::COUNT,
             unset: Value("1048576"),

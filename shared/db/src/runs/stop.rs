@@ -1,6 +1,7 @@
 //! A run's stop requests and the llm stage's safe point before each model call
 //! (docs/api.md, runs): asking an open run to stop, reading whether it was asked, and the
-//! one statement that marks a run `running` with the stage's duplicate check folded in.
+//! one statement that marks a run `running` with the stage's duplicate check folded in, and
+//! that reports a closed run as closed so a late message of it has no effect.
 
 use hermes_types::ids::{MessageId, RunId};
 
@@ -25,20 +26,35 @@ pub async fn request_stop(client: &Client, id: RunId) -> Result<bool, DbError> {
     Ok(n == 1)
 }
 
-/// Whether a stop was asked for the run: each stage checks before its next model or tool
-/// call.
-pub async fn stop_requested(client: &Client, id: RunId) -> Result<bool, DbError> {
+/// What a safe point that does not mark the run (the tools stage's, before a round) found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checked {
+    /// The run is open (or unknown); `stop` tells whether a stop was asked for.
+    Open { stop: bool },
+    /// The run is closed: a late message of it must have no effect.
+    Closed,
+}
+
+/// Whether a stop was asked for the run, or it is closed already: each stage checks before
+/// its next tool call.
+pub async fn check(client: &Client, id: RunId) -> Result<Checked, DbError> {
     let row = client
         .query_opt(
             &crate::stmt(
                 client,
-                "SELECT stop_requested_at IS NOT NULL FROM agent_runs WHERE id = $1",
+                "SELECT stop_requested_at IS NOT NULL,
+                        status IN ('completed', 'failed', 'cancelled', 'expired')
+                 FROM agent_runs WHERE id = $1",
             )
             .await?,
             &[&id.as_uuid()],
         )
         .await?;
-    Ok(row.is_some_and(|r| r.get::<_, bool>(0)))
+    Ok(match row {
+        Some(r) if r.get::<_, bool>(1) => Checked::Closed,
+        Some(r) => Checked::Open { stop: r.get(0) },
+        None => Checked::Open { stop: false },
+    })
 }
 
 /// What [`begin_call`] found.
@@ -46,15 +62,21 @@ pub async fn stop_requested(client: &Client, id: RunId) -> Result<bool, DbError>
 pub enum Begin {
     /// `consumer` processed this message already: nothing was changed.
     Processed,
+    /// The run is closed (completed, failed, cancelled or expired: answered, swept by the
+    /// stuck-run sweeper, refunded): a late or backlogged message of it makes no model call
+    /// and no second reply. Nothing was changed.
+    Closed,
     /// The run is marked `running`; `stop` tells whether a stop was asked for.
     Call { stop: bool },
 }
 
 /// Mark an open run `running` as a model call of it begins, and tell whether a stop was
 /// asked for (the llm stage's safe point), unless `consumer` processed `message_id` already
-/// (a redelivery, skipped before the model is called): one statement, so neither the
-/// duplicate check nor the mark costs a round trip of its own. A closed or unknown run is
-/// left alone and reads as not stopped.
+/// (a redelivery, skipped before the model is called) or the run is closed: one statement,
+/// so neither the duplicate check nor the mark costs a round trip of its own. The run is
+/// closed when its row exists and the update found it closed, also when it was closed (by
+/// the sweeper, say) while this statement waited for its lock. An unknown run (no row) is
+/// left alone and reads as open and not stopped.
 pub async fn begin_call(
     client: &Client,
     id: RunId,
@@ -72,19 +94,25 @@ pub async fn begin_call(
                               AND status NOT IN ('completed', 'failed', 'cancelled', 'expired')
                               AND NOT (SELECT done FROM d)
                             RETURNING stop_requested_at IS NOT NULL AS stop)
-                 SELECT (SELECT done FROM d), COALESCE((SELECT stop FROM u), false)",
+                 SELECT (SELECT done FROM d), (SELECT stop FROM u),
+                        EXISTS (SELECT 1 FROM agent_runs WHERE id = $1)",
             )
             .await?,
             &[&id.as_uuid(), &consumer, &message_id.as_uuid()],
         )
         .await?;
-    Ok(if row.get::<_, bool>(0) {
-        Begin::Processed
-    } else {
-        Begin::Call {
-            stop: row.get::<_, bool>(1),
-        }
-    })
+    Ok(
+        match (
+            row.get::<_, bool>(0),
+            row.get::<_, Option<bool>>(1),
+            row.get::<_, bool>(2),
+        ) {
+            (true, _, _) => Begin::Processed,
+            (false, Some(stop), _) => Begin::Call { stop },
+            (false, None, true) => Begin::Closed,
+            (false, None, false) => Begin::Call { stop: false },
+        },
+    )
 }
 
 #[cfg(test)]
@@ -117,7 +145,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_call_marks_the_run_running_and_reads_its_stop_unless_the_message_was_processed() {
+    async fn a_call_marks_the_run_running_and_reads_its_stop_unless_processed_or_closed() {
         ScratchDb::with(|db| async move {
             let client = db.get().await.unwrap();
             let run = run_with_status(&client, "routed").await;
@@ -129,7 +157,10 @@ mod tests {
             assert_eq!(status(&client, run).await, "running");
 
             assert!(request_stop(&client, run).await.unwrap());
-            assert!(stop_requested(&client, run).await.unwrap());
+            assert_eq!(
+                check(&client, run).await.unwrap(),
+                Checked::Open { stop: true }
+            );
             assert_eq!(
                 begin_call(&client, run, "llm", MessageId::new())
                     .await
@@ -163,16 +194,39 @@ mod tests {
                 "another consumer's record is not this one's"
             );
 
-            // A closed run stays closed and reads as not stopped.
-            let closed = run_with_status(&client, "completed").await;
-            assert!(!request_stop(&client, closed).await.unwrap());
+            // A closed run stays closed and reads as closed, whichever way it closed.
+            for closed_as in ["completed", "failed", "cancelled", "expired"] {
+                let closed = run_with_status(&client, closed_as).await;
+                assert!(!request_stop(&client, closed).await.unwrap());
+                assert_eq!(
+                    begin_call(&client, closed, "llm", MessageId::new())
+                        .await
+                        .unwrap(),
+                    Begin::Closed,
+                    "{closed_as}"
+                );
+                assert_eq!(status(&client, closed).await, closed_as);
+                assert_eq!(check(&client, closed).await.unwrap(), Checked::Closed);
+            }
+            // A processed message of a closed run is still a duplicate.
             assert_eq!(
-                begin_call(&client, closed, "llm", MessageId::new())
+                begin_call(
+                    &client,
+                    run_with_status(&client, "failed").await,
+                    "llm",
+                    first
+                )
+                .await
+                .unwrap(),
+                Begin::Processed
+            );
+            // An unknown run is left alone and reads as open.
+            assert_eq!(
+                begin_call(&client, RunId::new(), "llm", MessageId::new())
                     .await
                     .unwrap(),
                 Begin::Call { stop: false }
             );
-            assert_eq!(status(&client, closed).await, "completed");
         })
         .await;
     }

@@ -1,13 +1,14 @@
 //! `hermes users erase`: remove a person's data everywhere, for privacy requests
 //! (`docs/security.md`, "Erasing a person"): every PostgreSQL row about the user and the
 //! senders linked to them (`hermes_db::erase`), then every Redis key that names them (soul
-//! cache, history cache, rate-limit buckets, budget counters). Without `--yes` it only
-//! counts what would go.
+//! cache, history cache, rate-limit buckets, budget counters) and the event streams of
+//! their runs. Without `--yes` it only counts what would go.
 
 use std::io::Write;
 
 use anyhow::{Context, bail};
 use hermes_cache::Cache;
+use hermes_cache::run_events::RunEvents;
 use hermes_config::Config;
 use hermes_db::{Db, erase};
 use hermes_telemetry::Metrics;
@@ -73,6 +74,25 @@ async fn keys(cache: &Cache, patterns: &[String]) -> anyhow::Result<Vec<String>>
     Ok(found)
 }
 
+/// How many event streams (and follower markers) of the subject's runs Redis holds.
+async fn run_keys(
+    cache: &Cache,
+    config: &Config,
+    subject: &erase::Subject,
+) -> anyhow::Result<usize> {
+    let events = RunEvents::new(cache.clone(), config);
+    let mut conn = cache.conn();
+    let mut n = 0;
+    for chunk in subject.runs.chunks(DEL_CHUNK / 2) {
+        let keys: Vec<String> = chunk.iter().flat_map(|r| events.keys_of(*r)).collect();
+        n += conn
+            .exists::<_, usize>(keys)
+            .await
+            .context("cannot count the runs' event streams in Redis")?;
+    }
+    Ok(n)
+}
+
 /// Erase (or with `yes` false, count) user `id`, writing progress to `out`.
 pub async fn run(
     config: &Config,
@@ -93,19 +113,31 @@ pub async fn run(
             writeln!(out, "  postgres {table}: {n} rows")?;
         }
         let found = keys(&cache, &patterns).await?;
-        writeln!(out, "  redis: {} keys", found.len())?;
+        let streams = run_keys(&cache, config, &subject).await?;
+        writeln!(out, "  redis: {} keys", found.len() + streams)?;
         writeln!(out, "nothing was removed: run again with --yes to erase")?;
         return Ok(());
     }
     writeln!(out, "erasing user {id}")?;
-    // PostgreSQL first: once the user is gone there, no cache can be rebuilt from it.
+    // The runs' event streams first: they are found by the run ids, which go with the rows.
+    let events = RunEvents::new(cache.clone(), config);
+    let mut removed = events
+        .remove(&subject.runs)
+        .await
+        .context("cannot delete the runs' event streams (run the command again)")?;
+    // Then PostgreSQL, before the other keys: once the user is gone there, no cache can be
+    // rebuilt from it.
     erase::erase(&client, id, |table, n| {
         let _ = writeln!(out, "  postgres {table}: {n} rows removed");
     })
     .await?;
+    // A run that was still open may have written to its stream meanwhile.
+    removed += events
+        .remove(&subject.runs)
+        .await
+        .context("cannot delete the runs' event streams (run the command again)")?;
     let found = keys(&cache, &patterns).await?;
     let mut conn = cache.conn();
-    let mut removed = 0usize;
     for chunk in found.chunks(DEL_CHUNK) {
         let n: usize = conn
             .del(chunk)

@@ -6,7 +6,7 @@
 //! a `DraftUpdate` is queued for delivery to show the text so far in one edited message.
 //! Finalizing is the run's answer, carrying the draft id so the draft is not shown twice.
 
-use hermes_cache::run_events::RunEvent;
+use hermes_cache::run_events::{Appended, RunEvent};
 use hermes_db::drafts;
 use hermes_db::inbox::ExternalRun;
 use hermes_types::ids::DraftId;
@@ -78,8 +78,9 @@ pub async fn append_chunk(call: &Call<'_>, args: &Args) -> Result<Value, ToolErr
         attempt: Some(draft_id.to_string()),
     };
     // The stream is best effort: the final answer carries the whole text anyway.
-    let streamed = match call.app.events.append(run.id, &event).await {
-        Ok(_) => true,
+    // Written where a reader can exist: a chat run's only while someone follows it.
+    let streamed = match call.app.events.append(run.id, run.platform, &event).await {
+        Ok(appended) => matches!(appended, Appended::Written(_)),
         Err(e) => {
             tracing::warn!(run = %run.id, error = %e, "draft delta not streamed; the answer carries it");
             false
