@@ -8,12 +8,12 @@ use std::time::Duration;
 use hermes::Service;
 use hermes_cache::Cache;
 use hermes_cache::run_events::{Appended, RunEvent, RunEvents};
-use hermes_db::runs;
+
 use hermes_telemetry::Metrics;
 use hermes_testkit::{KEY, TestEnv, eventually, metric};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
-use hermes_types::model::{Outcome, Platform, Reply, ReplyTo, Tier, Usage};
+use hermes_types::model::{Outcome, Platform, Reply, ReplyTo, Usage};
 use redis::AsyncCommands;
 use serde_json::{Value, json};
 
@@ -24,26 +24,7 @@ async fn telegram_run(env: &TestEnv, chat: &str) -> RunId {
     let db = env.db();
     let mut client = db.get().await.unwrap();
     let tx = client.transaction().await.unwrap();
-    let run = RunId::new();
-    assert!(
-        runs::create(
-            &tx,
-            &runs::NewRun {
-                id: run,
-                platform: Platform::Telegram,
-                sender_id: chat,
-                chat_id: chat,
-                external_message_id: None,
-                tier: Tier::Free,
-                input_text: Some("hello"),
-                metadata: None,
-                api_key_id: None,
-                traceparent: None,
-            },
-        )
-        .await
-        .unwrap()
-    );
+    let run = hermes_testkit::routed_run(&tx, Platform::Telegram, chat).await;
     tx.commit().await.unwrap();
     run
 }

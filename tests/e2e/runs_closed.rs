@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use hermes::Service;
 use hermes_bus::Stage;
-use hermes_db::{Db, Transaction, credits, runs};
+use hermes_db::{Db, Transaction, credits};
 use hermes_runtime::Ctx;
 use hermes_runtime::stage::{self, Handler, StageError};
 use hermes_telemetry::Metrics;
@@ -17,7 +17,7 @@ use hermes_testkit::{TestEnv, count, eventually, metric};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 use hermes_types::model::{
-    LlmRequest, Outcome, Platform, Reply, ReplyTo, Tier, ToolCall, ToolRequest, Usage,
+    LlmRequest, Outcome, Platform, Reply, ReplyTo, ToolCall, ToolRequest, Usage,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -63,26 +63,7 @@ async fn charged_run(env: &TestEnv, chat: &str, age: Duration) -> RunId {
     let db = env.db();
     let mut client = db.get().await.unwrap();
     let tx = client.transaction().await.unwrap();
-    let run = RunId::new();
-    assert!(
-        runs::create(
-            &tx,
-            &runs::NewRun {
-                id: run,
-                platform: Platform::Telegram,
-                sender_id: chat,
-                chat_id: chat,
-                external_message_id: None,
-                tier: Tier::Free,
-                input_text: Some("hello"),
-                metadata: None,
-                api_key_id: None,
-                traceparent: None,
-            },
-        )
-        .await
-        .unwrap()
-    );
+    let run = hermes_testkit::routed_run(&tx, Platform::Telegram, chat).await;
     credits::charge(&tx, user.id, run, 1).await.unwrap();
     tx.execute(
         "UPDATE agent_runs SET created_at = now() - make_interval(secs => $2) WHERE id = $1",

@@ -120,3 +120,32 @@ pub async fn queued_llm_requests(db: &Db) -> Vec<serde_json::Value> {
     .map(|e| e["payload"].clone())
     .collect()
 }
+
+/// A run as the router leaves it (routed, text "hello", free tier) from `chat` on
+/// `platform`, created in `tx` so the caller can charge or age it in the same transaction.
+pub async fn routed_run(
+    tx: &hermes_db::Transaction<'_>,
+    platform: hermes_types::model::Platform,
+    chat: &str,
+) -> hermes_types::ids::RunId {
+    let run = hermes_types::ids::RunId::new();
+    let created = hermes_db::runs::create(
+        tx,
+        &hermes_db::runs::NewRun {
+            id: run,
+            platform,
+            sender_id: chat,
+            chat_id: chat,
+            external_message_id: None,
+            tier: hermes_types::model::Tier::Free,
+            input_text: Some("hello"),
+            metadata: None,
+            api_key_id: None,
+            traceparent: None,
+        },
+    )
+    .await
+    .expect("the run is created");
+    assert!(created, "a new run id");
+    run
+}

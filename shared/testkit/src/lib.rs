@@ -16,7 +16,7 @@ mod process;
 pub mod tls;
 
 pub use builder::{TestFleet, TestFleetBuilder};
-pub use db::{count, queued_llm_requests};
+pub use db::{count, queued_llm_requests, routed_run};
 pub use env::OPENAI_KEY;
 pub use env::{Server, TestEnv};
 pub use fakes::{
