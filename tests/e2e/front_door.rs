@@ -65,6 +65,8 @@ async fn slow_signed_bodies_wait_in_their_own_pool_and_never_take_a_callers_slot
         .set("INSTAGRAM_APP_SECRET", META)
         .set("HERMES_MAX_IN_FLIGHT", "2")
         .set("HERMES_UNVERIFIED_BODIES", "3")
+        // Shed at once here: the test counts what is shed while the pool is full.
+        .set("HERMES_UNVERIFIED_BODY_QUEUE_SECS", "0")
         .set("HERMES_UNVERIFIED_BODY_TIMEOUT_SECS", "600")
         .set("HERMES_HTTP_BODY_TIMEOUT_SECS", "600");
     let fleet = env.start(&[Service::Ingest]).await;
@@ -270,5 +272,57 @@ async fn unknown_keys_are_refused_outside_the_slots_and_limited_per_client_addre
         (get("/v1/models", KEY).await.ok()?.status() == StatusCode::OK).then_some(())
     })
     .await;
+    fleet.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_body_beyond_the_pool_waits_for_a_place_instead_of_being_shed() {
+    let mut env = TestEnv::new().await;
+    env.set("WHATSAPP_APP_SECRET", META)
+        .set("HERMES_UNVERIFIED_BODIES", "1")
+        .set("HERMES_UNVERIFIED_BODY_QUEUE_SECS", "600")
+        .set("HERMES_UNVERIFIED_BODY_TIMEOUT_SECS", "600")
+        .set("HERMES_HTTP_BODY_TIMEOUT_SECS", "600");
+    let fleet = env.start(&[Service::Ingest]).await;
+    let (path, headers) = signed_routes().remove(0);
+    // The one place: a body that never ends.
+    let holder = hold(&fleet, slow_post(path, &headers)).await;
+    eventually(Duration::from_secs(10), "the place taken", || async {
+        (value(&fleet, "hermes_http_unverified_bodies").await == 1.0).then_some(())
+    })
+    .await;
+    // A whole body with a signature of another body: it waits for the place, then is read
+    // and refused for its signature, never shed.
+    let waiting = {
+        let url = fleet.url(path);
+        let headers = headers.clone();
+        tokio::spawn(async move {
+            let mut req = reqwest::Client::new()
+                .post(url)
+                .header("content-type", "application/json")
+                .body("{\"object\":\"whatsapp_business_account\"}");
+            for (k, v) in &headers {
+                req = req.header(k.as_str(), v.as_str());
+            }
+            req.send().await.unwrap().status()
+        })
+    };
+    // It waits: not shed, not read.
+    eventually(
+        Duration::from_secs(10),
+        "the second body waiting",
+        || async { (value(&fleet, "hermes_http_unverified_waiting").await == 1.0).then_some(()) },
+    )
+    .await;
+    drop(holder);
+    let status = tokio::time::timeout(Duration::from_secs(30), waiting)
+        .await
+        .expect("answered once the place is free")
+        .unwrap();
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        value(&fleet, "hermes_http_shed_total{pool=\"unverified_body\"}").await,
+        0.0
+    );
     fleet.stop().await.unwrap();
 }

@@ -74,7 +74,7 @@ pub(crate) async fn resolve(
         return Ok(Some(Caller::Key(Box::new(found))));
     }
     let misses = &app.ctx.metrics.front_door.key_misses;
-    if let Some(wait) = client.and_then(|c| app.keys.limiter.wait(c)) {
+    if let Some(wait) = client.and_then(|c| app.keys.wait(&hash, c)) {
         misses.with_label_values(&["rate_limited"]).inc();
         let per_minute = app.ctx.config.front_door.key_misses_per_minute;
         return Err(ApiError {

@@ -12,6 +12,8 @@ pub struct FrontDoor {
     pub unverified_bodies: usize,
     /// `HERMES_UNVERIFIED_BODY_TIMEOUT_SECS`: how long such a body may take to arrive.
     pub unverified_body_timeout: Duration,
+    /// `HERMES_UNVERIFIED_BODY_QUEUE_SECS`: how long such a body waits for a place.
+    pub unverified_body_queue: Duration,
     /// `HERMES_KEY_MISSES_PER_MINUTE`: unknown Bearer keys per client address per minute.
     pub key_misses_per_minute: u32,
     /// `HERMES_TRUSTED_PROXY_HOPS`: proxies that append to `X-Forwarded-For`.
@@ -22,11 +24,13 @@ pub struct FrontDoor {
 pub(crate) fn read_front_door(r: &mut Reader<'_>) -> Option<FrontDoor> {
     let unverified_bodies = r.get(&front_door::HERMES_UNVERIFIED_BODIES);
     let unverified_body_timeout = r.get(&front_door::HERMES_UNVERIFIED_BODY_TIMEOUT_SECS);
+    let unverified_body_queue = r.get(&front_door::HERMES_UNVERIFIED_BODY_QUEUE_SECS);
     let key_misses_per_minute = r.get(&front_door::HERMES_KEY_MISSES_PER_MINUTE);
     let trusted_proxy_hops = r.get(&front_door::HERMES_TRUSTED_PROXY_HOPS);
     Some(FrontDoor {
         unverified_bodies: unverified_bodies?,
         unverified_body_timeout: unverified_body_timeout?,
+        unverified_body_queue: unverified_body_queue?,
         key_misses_per_minute: key_misses_per_minute?,
         trusted_proxy_hops: trusted_proxy_hops?,
     })

@@ -20,6 +20,8 @@ pub struct FrontDoorMetrics {
     pub shed: IntCounterVec,
     /// Bodies being read now before their signature is checked.
     pub unverified_bodies: IntGauge,
+    /// Bodies waiting now for a place among those (`HERMES_UNVERIFIED_BODY_QUEUE_SECS`).
+    pub unverified_waiting: IntGauge,
     /// Unknown Bearer keys by outcome ([`KEY_MISS_OUTCOMES`]).
     pub key_misses: IntCounterVec,
 }
@@ -43,6 +45,13 @@ impl FrontDoorMetrics {
         .expect("valid metric");
         r.register(Box::new(unverified_bodies.clone()))
             .expect("metric registered once");
+        let unverified_waiting = IntGauge::new(
+            "hermes_http_unverified_waiting",
+            "Request bodies waiting now for a place to be read before their signature is checked.",
+        )
+        .expect("valid metric");
+        r.register(Box::new(unverified_waiting.clone()))
+            .expect("metric registered once");
         Self {
             shed: counter(
                 "hermes_http_shed_total",
@@ -51,6 +60,7 @@ impl FrontDoorMetrics {
                 SHED_POOLS,
             ),
             unverified_bodies,
+            unverified_waiting,
             key_misses: counter(
                 "hermes_api_key_misses_total",
                 "Bearer keys that name no live key, by outcome (looked_up, cached, rate_limited).",

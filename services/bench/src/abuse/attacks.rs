@@ -16,7 +16,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::upstream::{HOLD, Upstream};
+use super::upstream::{Upstream, hold_marker};
 
 /// One attack, as `--attack` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
@@ -194,7 +194,8 @@ where
 }
 
 /// One slow-body connection, reopened whenever the server answers or hangs up: the head
-/// and 16 bytes of a 1 MiB body, then one byte a second.
+/// and 16 bytes of a 32 KiB body (within every route's limit, so the body is really waited
+/// for), then one byte a second.
 async fn slow_body(
     addr: std::net::SocketAddr,
     path: &'static str,
@@ -205,7 +206,7 @@ async fn slow_body(
 ) {
     let head = format!(
         "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n\
-         {headers}content-length: 1048576\r\n\r\n{{\"object\":\"abuse\""
+         {headers}content-length: 32768\r\n\r\n{{\"object\":\"abuse\""
     );
     let mut first = true;
     while !stop.is_cancelled() {
@@ -285,7 +286,11 @@ async fn images(t: Arc<Target>, tally: Arc<Tally>, i: usize) {
         let count = if (i + n).is_multiple_of(4) { 11 } else { 10 };
         let mut content = vec![json!({"type": "text", "text": "describe these"})];
         for k in 0..count {
-            let url = format!("{}/img/slow.png?r={i}-{n}-{k}", t.upstream.base);
+            let url = format!(
+                "{}/img/slow.png?r={i}-{n}-{k}&hold={}",
+                t.upstream.base,
+                t.upstream.token()
+            );
             content.push(json!({"type": "image_url", "image_url": {"url": url}}));
         }
         let body = json!({"messages": [{"role": "user", "content": content}]});
@@ -295,11 +300,12 @@ async fn images(t: Arc<Target>, tally: Arc<Tally>, i: usize) {
 
 async fn held(t: Arc<Target>, tally: Arc<Tally>, i: usize) {
     let client = reqwest::Client::new();
-    let body = json!({
-        "messages": [{"role": "user", "content": format!("{HOLD} caller {i}")}],
-        "stream": i.is_multiple_of(2),
-    });
     loop {
+        let hold = hold_marker(t.upstream.token());
+        let body = json!({
+            "messages": [{"role": "user", "content": format!("{hold} caller {i}")}],
+            "stream": i.is_multiple_of(2),
+        });
         tally.add(post(&client, &t, &t.attacker_key, &body).await);
     }
 }

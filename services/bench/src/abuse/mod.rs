@@ -134,11 +134,15 @@ async fn run(
         "{:<13} {:>16} {:>16} {:>7} {:>11} {:>11}  attacker answered",
         "attack", "quiet p50/p99", "attacked p50/p99", "p99 x", "quiet err", "attack err"
     );
+    let mut rounds_held = 0u64;
     for attack in attacks {
         let (mut quiet, mut attacked) = (Vec::new(), Vec::new());
         let mut answered = Vec::new();
         for round in 0..args.rounds {
-            upstream.hold();
+            // Each round holds only its own requests: one still queued from an earlier
+            // round is answered at once and never holds a quiet phase.
+            upstream.hold(rounds_held + 1);
+            rounds_held += 1;
             quiet.push(attacks::normal(&target, args.concurrency, secs).await);
             let running = attacks::start(attack, &target).await;
             attacked.push(attacks::normal(&target, args.concurrency, secs).await);

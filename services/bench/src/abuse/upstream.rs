@@ -4,20 +4,25 @@
 //! channel API that answers every send (Telegram's and WhatsApp's shapes at once), counting
 //! the sends so the Redis measurement knows when its runs were answered.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::Json;
 use axum::Router;
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-/// A user text containing this is held by the model until [`Upstream::release`].
-pub const HOLD: &str = "[hold]";
+/// A user text containing `[hold:<token>]` with the current round's token (and an image URL
+/// with `?hold=<token>`) is held until [`Upstream::release`]; one of an earlier round (a run
+/// still queued when its round ended) is answered at once, so it never holds a quiet phase.
+pub fn hold_marker(token: u64) -> String {
+    format!("[hold:{token}]")
+}
 
 /// The fake upstream's shared state.
 pub struct Upstream {
@@ -25,15 +30,15 @@ pub struct Upstream {
     pub base: String,
     /// Channel sends received (Telegram `sendMessage`, WhatsApp `messages`, any other POST).
     pub sends: AtomicUsize,
-    /// True while held requests and slow images must keep waiting.
-    holding: watch::Sender<bool>,
+    /// The round whose requests are held (`None`: nothing is).
+    holding: watch::Sender<Option<u64>>,
 }
 
 impl Upstream {
     /// Serve on a free loopback port until the process ends.
     pub async fn start() -> anyhow::Result<Arc<Self>> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let (holding, _) = watch::channel(true);
+        let (holding, _) = watch::channel(None);
         let up = Arc::new(Self {
             base: format!("http://{}", listener.local_addr()?),
             sends: AtomicUsize::new(0),
@@ -48,20 +53,25 @@ impl Upstream {
         Ok(up)
     }
 
-    /// Let every held request and slow image finish; later ones are held again after
-    /// [`Upstream::hold`].
+    /// Let every held request and slow image finish.
     pub fn release(&self) {
-        self.holding.send_replace(false);
+        self.holding.send_replace(None);
     }
 
-    /// Hold what asks to be held from now on.
-    pub fn hold(&self) {
-        self.holding.send_replace(true);
+    /// Hold what carries `token` from now on, until [`Upstream::release`].
+    pub fn hold(&self, token: u64) {
+        self.holding.send_replace(Some(token));
     }
 
-    async fn until_released(&self) {
+    /// The token of the round being held (0 when none is).
+    pub fn token(&self) -> u64 {
+        self.holding.borrow().unwrap_or(0)
+    }
+
+    /// Wait while `token`'s round is held.
+    async fn while_held(&self, token: u64) {
         let mut rx = self.holding.subscribe();
-        let _ = rx.wait_for(|holding| !*holding).await;
+        let _ = rx.wait_for(|holding| *holding != Some(token)).await;
     }
 }
 
@@ -84,8 +94,9 @@ fn last_user_text(request: &Value) -> String {
 
 async fn complete(State(up): State<Arc<Upstream>>, Json(request): Json<Value>) -> Json<Value> {
     let text = last_user_text(&request);
-    if text.contains(HOLD) {
-        up.until_released().await;
+    let token = up.token();
+    if token != 0 && text.contains(&hold_marker(token)) {
+        up.while_held(token).await;
     }
     let words = text.split_whitespace().count() as u64;
     Json(json!({
@@ -101,10 +112,16 @@ async fn complete(State(up): State<Arc<Upstream>>, Json(request): Json<Value>) -
 }
 
 /// A PNG's first bytes at once, then nothing until released: a host that never finishes.
-async fn slow_image(State(up): State<Arc<Upstream>>) -> axum::response::Response {
+async fn slow_image(
+    State(up): State<Arc<Upstream>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> axum::response::Response {
     let head: &'static [u8] = b"\x89PNG\r\n\x1a\n";
+    let token: u64 = q.get("hold").and_then(|t| t.parse().ok()).unwrap_or(0);
     let rest = futures_util::stream::once(async move {
-        up.until_released().await;
+        if token != 0 {
+            up.while_held(token).await;
+        }
         Ok::<_, std::io::Error>(bytes::Bytes::from_static(b"IEND"))
     });
     let first = futures_util::stream::once(async move { Ok(bytes::Bytes::from_static(head)) });

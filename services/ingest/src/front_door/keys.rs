@@ -4,7 +4,10 @@
 //! only churn the cache of misses: the live keys' cache, which would otherwise fill and be
 //! cleared, keeps every known caller off PostgreSQL. Unknown keys are limited per client
 //! address ([`MissLimiter`]): beyond `HERMES_KEY_MISSES_PER_MINUTE`, a client's unknown keys
-//! are refused before any look-up, while keys already known as live are never held back.
+//! are refused before any look-up, while keys already known as live are never held back:
+//! not while cached, nor for an hour after they were last found live ([`VOUCHED_TTL`]), so a
+//! live key behind the same address as a flood (one NAT, one proxy) is still looked up when
+//! its 30 s entry expires instead of being refused with the flood.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -22,6 +25,11 @@ pub const KEY_CACHE_TTL: Duration = Duration::from_secs(30);
 /// Live keys remembered at once.
 const LIVE_KEYS: usize = 10_000;
 
+/// How long a key found live stays exempt from its address's limit of unknown keys. It is
+/// still looked up after [`KEY_CACHE_TTL`] (a revoked key stops within that); only its
+/// hash is kept, and only a real key's hash ever gets here.
+pub const VOUCHED_TTL: Duration = Duration::from_secs(3600);
+
 /// Unknown keys remembered at once (a flood of them churns this cache only).
 const MISSES: usize = 4_096;
 
@@ -31,6 +39,8 @@ const CLIENTS: usize = 10_000;
 /// The caches of key hash → key, and of key hashes that name nothing.
 pub struct Keys {
     live: TtlCache<String, ApiKey>,
+    /// Hashes of keys found live within [`VOUCHED_TTL`].
+    vouched: TtlCache<String, ()>,
     misses: TtlCache<String, ()>,
     /// Unknown keys per client address.
     pub limiter: MissLimiter,
@@ -39,11 +49,26 @@ pub struct Keys {
 impl Keys {
     /// Caches for keys and a limit of `misses_per_minute` unknown keys per client.
     pub fn new(misses_per_minute: u32) -> Self {
+        Self::with_ttl(KEY_CACHE_TTL, misses_per_minute)
+    }
+
+    /// As [`Keys::new`], with live keys cached for `live_ttl`.
+    fn with_ttl(live_ttl: Duration, misses_per_minute: u32) -> Self {
         Self {
-            live: TtlCache::new(KEY_CACHE_TTL, LIVE_KEYS),
+            live: TtlCache::new(live_ttl, LIVE_KEYS),
+            vouched: TtlCache::new(VOUCHED_TTL, LIVE_KEYS),
             misses: TtlCache::new(KEY_CACHE_TTL, MISSES),
             limiter: MissLimiter::new(misses_per_minute, CLIENTS),
         }
+    }
+
+    /// How long `client` must wait before `hash`, not cached as live, may be looked up
+    /// (`None`: now). A key found live within [`VOUCHED_TTL`] never waits for its address.
+    pub fn wait(&self, hash: &str, client: IpAddr) -> Option<Duration> {
+        if self.vouched.get(&hash.to_string()).is_some() {
+            return None;
+        }
+        self.limiter.wait(client)
     }
 
     /// The live key of `hash`, if it was seen lately.
@@ -59,7 +84,10 @@ impl Keys {
     /// Remember what a look-up of `hash` found.
     pub fn remember(&self, hash: String, found: Option<&ApiKey>) {
         match found {
-            Some(key) => self.live.insert(hash, key.clone()),
+            Some(key) => {
+                self.vouched.insert(hash.clone(), ());
+                self.live.insert(hash, key.clone());
+            }
             None => self.misses.insert(hash, ()),
         }
     }
@@ -174,6 +202,35 @@ mod tests {
         l.take_at(c, later);
         assert!(l.wait_at(a, later).is_some(), "a is still counted");
         assert!(sync::lock(&l.buckets).get(&b).is_none(), "b was forgotten");
+    }
+
+    #[test]
+    fn a_key_found_live_is_looked_up_again_whatever_its_address_sent() {
+        // Live entries expire at once: the key must be looked up again.
+        let keys = Keys::with_ttl(Duration::ZERO, 1);
+        let client = ip("10.0.0.7");
+        let live = ApiKey {
+            id: ApiKeyId::new(),
+            name: "app".into(),
+            prefix: "hk_1a2b".into(),
+            callback_url: None,
+            created_at: chrono::Utc::now(),
+            revoked: false,
+            callback_secret_sealed: None,
+            scopes: Vec::new(),
+            limits: Default::default(),
+            agent_id: None,
+            toolsets: Vec::new(),
+        };
+        keys.remember("live".into(), Some(&live));
+        assert!(keys.live("live").is_none(), "its cached entry expired");
+        // The address's one unknown key a minute is spent by a flood.
+        keys.limiter.take(client);
+        assert!(
+            keys.wait("made-up", client).is_some(),
+            "a stranger's key waits"
+        );
+        assert_eq!(keys.wait("live", client), None, "the live key is looked up");
     }
 
     #[test]

@@ -8,7 +8,10 @@
 //!
 //! 1. the route's secret and its signature header ([`SignedRoute::precheck`]: 404, 401);
 //! 2. a `Content-Length` beyond the route's limit (413, nothing read);
-//! 3. a place in the pool, or 503 with `Retry-After` (`hermes_http_shed_total{pool="unverified_body"}`);
+//! 3. a place in the pool, waited for at most `HERMES_UNVERIFIED_BODY_QUEUE_SECS` (a waiting
+//!    request holds only its connection: a flood of slow bodies waits instead of reconnecting
+//!    in a loop, which costs the CPU every caller needs), else 503 with `Retry-After`
+//!    (`hermes_http_shed_total{pool="unverified_body"}`);
 //! 4. the body within the deadline (408, `hermes_http_slow_clients_total{phase="unverified_body"}`)
 //!    and the limit (413);
 //! 5. the signature over the raw bytes (401), after which the place in the pool is given back
@@ -198,8 +201,20 @@ pub async fn read_signed(
     if announced.is_some_and(|n| n > limit as u64) {
         return route.refuse(app, "too_large", too_large(limit));
     }
-    let Ok(place) = unverified.pool.clone().try_acquire_owned() else {
-        return shed(app, Pool::UnverifiedBody);
+    let queue = app.ctx.config.front_door.unverified_body_queue;
+    let place = match unverified.pool.clone().try_acquire_owned() {
+        Ok(place) => place,
+        Err(_) if queue.is_zero() => return shed(app, Pool::UnverifiedBody),
+        Err(_) => {
+            let waiting = &app.ctx.metrics.front_door.unverified_waiting;
+            waiting.inc();
+            let got = tokio::time::timeout(queue, unverified.pool.clone().acquire_owned()).await;
+            waiting.dec();
+            match got {
+                Ok(Ok(place)) => place,
+                _ => return shed(app, Pool::UnverifiedBody),
+            }
+        }
     };
     let gauge = &app.ctx.metrics.front_door.unverified_bodies;
     gauge.inc();
