@@ -204,12 +204,9 @@ mod tests {
         assert!(sync::lock(&l.buckets).get(&b).is_none(), "b was forgotten");
     }
 
-    #[test]
-    fn a_key_found_live_is_looked_up_again_whatever_its_address_sent() {
-        // Live entries expire at once: the key must be looked up again.
-        let keys = Keys::with_ttl(Duration::ZERO, 1);
-        let client = ip("10.0.0.7");
-        let live = ApiKey {
+    /// A live key of no consequence.
+    fn live_key() -> ApiKey {
+        ApiKey {
             id: ApiKeyId::new(),
             name: "app".into(),
             prefix: "hk_1a2b".into(),
@@ -221,7 +218,15 @@ mod tests {
             limits: Default::default(),
             agent_id: None,
             toolsets: Vec::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn a_key_found_live_is_looked_up_again_whatever_its_address_sent() {
+        // Live entries expire at once: the key must be looked up again.
+        let keys = Keys::with_ttl(Duration::ZERO, 1);
+        let client = ip("10.0.0.7");
+        let live = live_key();
         keys.remember("live".into(), Some(&live));
         assert!(keys.live("live").is_none(), "its cached entry expired");
         // The address's one unknown key a minute is spent by a flood.
@@ -236,19 +241,7 @@ mod tests {
     #[test]
     fn a_flood_of_unknown_keys_never_evicts_a_live_one() {
         let keys = Keys::new(30);
-        let live = ApiKey {
-            id: ApiKeyId::new(),
-            name: "app".into(),
-            prefix: "hk_1a2b".into(),
-            callback_url: None,
-            created_at: chrono::Utc::now(),
-            revoked: false,
-            callback_secret_sealed: None,
-            scopes: Vec::new(),
-            limits: Default::default(),
-            agent_id: None,
-            toolsets: Vec::new(),
-        };
+        let live = live_key();
         keys.remember("live".into(), Some(&live));
         for i in 0..(MISSES * 3) {
             keys.remember(format!("made-up-{i}"), None);
