@@ -15,7 +15,8 @@ use hermes_types::model::{
     agent_tool_rounds,
 };
 
-use super::{Decided, Routed, Router, new_run};
+use super::run_row::new_run;
+use super::{Decided, Routed, Router};
 use crate::soul::{self, Persona};
 use crate::{dispatch, messages, tool_gate};
 
