@@ -13,12 +13,10 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use hermes_bus::{Bus, Names};
-use hermes_config::{Config, Namespace};
+use hermes_config::Config;
 use hermes_db::event_hub::EventHub;
 use hermes_db::events::{self, Cursor, EventKind, Filter};
 use hermes_db::scratch::ScratchDb;
-use hermes_telemetry::Metrics;
 use secrecy::ExposeSecret;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -64,17 +62,8 @@ pub async fn events(config: Config, args: EventsBench) -> anyhow::Result<()> {
     // The fleet's bus settings exactly: the broker refuses a queue declared otherwise.
     let settings = fleet_config.bus.clone();
     let result = run(fleet_config, &args, &scratch).await;
-    let names = Names::new(Namespace::parse(&ns).map_err(anyhow::Error::msg)?);
     // The database goes whatever the broker says.
-    match Bus::connect(config.amqp_url.clone(), names, settings, Metrics::new()).await {
-        Ok(bus) => {
-            if let Err(e) = bus.delete_topology().await {
-                eprintln!("events: cannot delete the namespace's queues (they expire): {e}");
-            }
-            bus.close().await;
-        }
-        Err(e) => eprintln!("events: cannot reach the broker to delete the queues: {e}"),
-    }
+    crate::delete_namespace("events", &config.amqp_url, &ns, settings).await?;
     scratch.drop_now().await?;
     result
 }

@@ -37,3 +37,27 @@ pub(crate) async fn interrupted() -> &'static str {
         _ = term.recv() => "SIGTERM",
     }
 }
+
+/// Delete namespace `ns`'s queues and exchanges at the end of a run, declared with
+/// `settings` (the broker refuses a queue declared otherwise). Best effort: what cannot be
+/// deleted expires by itself; `bench` names the bench in what is printed.
+pub(crate) async fn delete_namespace(
+    bench: &str,
+    amqp_url: &secrecy::SecretString,
+    ns: &str,
+    settings: hermes_config::BusSettings,
+) -> anyhow::Result<()> {
+    let names =
+        hermes_bus::Names::new(hermes_config::Namespace::parse(ns).map_err(anyhow::Error::msg)?);
+    let metrics = hermes_telemetry::Metrics::new();
+    match hermes_bus::Bus::connect(amqp_url.clone(), names, settings, metrics).await {
+        Ok(bus) => {
+            if let Err(e) = bus.delete_topology().await {
+                eprintln!("{bench}: cannot delete the namespace's queues (they expire): {e}");
+            }
+            bus.close().await;
+        }
+        Err(e) => eprintln!("{bench}: cannot reach the broker to delete the queues: {e}"),
+    }
+    Ok(())
+}

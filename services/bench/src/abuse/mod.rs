@@ -17,11 +17,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
-use hermes_bus::{Bus, Names};
-use hermes_config::{Config, Namespace};
+use hermes_config::Config;
 use hermes_db::api_keys::KeyScope;
 use hermes_db::scratch::ScratchDb;
-use hermes_telemetry::Metrics;
 use hermes_types::model::{Platform, Tier};
 use secrecy::ExposeSecret;
 
@@ -81,23 +79,7 @@ pub async fn abuse(config: Config, args: AbuseBench) -> anyhow::Result<()> {
     // The fleet's own bus settings: the broker refuses a queue declared otherwise.
     let fleet_config = Config::from_lookup(&|k| vars.get(k).cloned(), None)
         .map_err(|e| anyhow::anyhow!("the fleet's configuration: {e}"))?;
-    let names = Names::new(Namespace::parse(&ns).map_err(anyhow::Error::msg)?);
-    match Bus::connect(
-        config.amqp_url.clone(),
-        names,
-        fleet_config.bus,
-        Metrics::new(),
-    )
-    .await
-    {
-        Ok(bus) => {
-            if let Err(e) = bus.delete_topology().await {
-                eprintln!("abuse: cannot delete the namespace's queues (they expire): {e}");
-            }
-            bus.close().await;
-        }
-        Err(e) => eprintln!("abuse: cannot reach the broker to delete the queues: {e}"),
-    }
+    crate::delete_namespace("abuse", &config.amqp_url, &ns, fleet_config.bus).await?;
     scratch.drop_now().await?;
     result
 }
