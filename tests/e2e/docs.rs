@@ -1,5 +1,5 @@
 //! The documentation stays true to the tree: the map in `docs/architecture.md` names every
-//! module of every crate, so a newcomer can find any behaviour from it; and every link or
+//! crate, every source file opens with a module doc saying what it holds, and every link or
 //! citation into the docs names a heading that exists (docs/development.md, "Tests").
 
 use std::path::{Path, PathBuf};
@@ -9,48 +9,60 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// Every source file under `dir`, as a path relative to `base`, tests left out.
-fn modules(dir: &Path, base: &Path, out: &mut Vec<String>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if path.is_dir() {
-            if name != "tests" {
-                modules(&path, base, out);
+/// The crates under `services/` and `shared/`, as `services/ingest`, `shared/db`, ….
+fn crates(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for family in ["services", "shared"] {
+        for krate in std::fs::read_dir(root.join(family)).unwrap().flatten() {
+            if krate.path().join("Cargo.toml").is_file() {
+                out.push(format!("{family}/{}", krate.file_name().to_string_lossy()));
             }
-        } else if name.ends_with(".rs") && name != "tests.rs" {
-            let rel = path.strip_prefix(base).unwrap_or(&path);
-            out.push(rel.to_string_lossy().replace('\\', "/"));
         }
     }
+    out.sort();
+    out
 }
 
 #[test]
-fn the_architecture_map_names_every_module() {
+fn the_architecture_map_names_every_crate() {
     let root = root();
     let map = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
-    let mut missing = Vec::new();
-    for family in ["services", "shared"] {
-        let base = root.join(family);
-        let mut found = Vec::new();
-        for krate in std::fs::read_dir(&base).unwrap().flatten() {
-            modules(&krate.path().join("src"), &base, &mut found);
-        }
-        assert!(!found.is_empty(), "no modules under {family}/");
-        missing.extend(
-            found
-                .into_iter()
-                .filter(|m| !map.contains(&format!("| `{m}` |")))
-                .map(|m| format!("{family}/{m}")),
-        );
-    }
-    missing.sort();
+    let crates = crates(&root);
+    assert!(crates.len() > 10, "found only {crates:?}");
+    let missing: Vec<_> = crates
+        .into_iter()
+        .filter(|c| !map.contains(&format!("`{c}`")))
+        .collect();
     assert!(
         missing.is_empty(),
-        "docs/architecture.md (\"The map\") does not list: {missing:?}"
+        "docs/architecture.md (\"The map\") does not name: {missing:?}"
+    );
+}
+
+/// The map names crates only; each file says what it holds in its own first lines, which
+/// a reader opening a folder sees first and which cannot drift from a list elsewhere.
+#[test]
+fn every_source_file_opens_with_its_purpose() {
+    let root = root();
+    let mut files = Vec::new();
+    for krate in crates(&root) {
+        sources(&root.join(krate), &mut files);
+    }
+    sources(&root.join("tests/e2e"), &mut files);
+    assert!(files.len() > 100, "found only {} files", files.len());
+    let mut bare: Vec<_> = files
+        .iter()
+        .filter(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            !first.starts_with("//!")
+        })
+        .map(|f| f.strip_prefix(&root).unwrap_or(f).display().to_string())
+        .collect();
+    bare.sort();
+    assert!(
+        bare.is_empty(),
+        "these files do not open with a `//!` module doc saying what they hold: {bare:?}"
     );
 }
 
