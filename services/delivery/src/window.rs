@@ -6,12 +6,14 @@
 //! each message's run): inside it the reply goes as free text; outside it as the configured
 //! template (`[channels.whatsapp] outside_window_template`), its parameters filled with the
 //! reply's text and the user's name; with no template it is parked as `outside_window`,
-//! never attempted.
+//! never attempted. The rules are WhatsApp's and live in its folder
+//! (`hermes_channels::whatsapp::window` and `templates`); this is their read at send time.
 
 use anyhow::anyhow;
 use chrono::{TimeDelta, Utc};
 use hermes_channels::whatsapp::TemplateMessage;
 use hermes_channels::whatsapp::templates::template_message;
+use hermes_channels::whatsapp::window;
 use hermes_config::WhatsappFile;
 use hermes_db::{Db, whatsapp_windows};
 use hermes_net::failure::FailureReason;
@@ -51,7 +53,7 @@ impl WindowRule {
         };
         if window
             .as_ref()
-            .is_some_and(|w| w.is_open(Utc::now(), MARGIN))
+            .is_some_and(|w| window::is_open(w.last_inbound_at, Utc::now(), MARGIN))
         {
             return Ok(Plan::FreeText);
         }

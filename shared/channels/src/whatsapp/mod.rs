@@ -4,7 +4,7 @@
 //!
 //! The outbound side: [`auth`] (the credential of either provider on every request),
 //! [`send`] (text, image by link, template), [`templates`] (an approved template filled for
-//! a reply outside the 24-hour window), [`limits`], [`media`] (Meta's media API, or
+//! a reply outside the 24-hour window), [`window`] (that window's rule), [`limits`], [`media`] (Meta's media API, or
 //! 360dialog's proxy of it) and [`presence`] (read receipt and typing indicator in one
 //! call). Its error codes are Meta's ([`crate::meta::errors`]).
 
@@ -14,6 +14,7 @@ pub mod media;
 pub mod presence;
 pub mod send;
 pub mod templates;
+pub mod window;
 
 pub use limits::LIMITS;
 pub use send::Whatsapp;
