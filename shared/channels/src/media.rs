@@ -22,7 +22,9 @@ use crate::{telegram, whatsapp};
 /// A download: the URL and the header that authorizes it. Never `Debug`: the URL may hold
 /// a bot token.
 pub struct Located {
+    /// Where the file's bytes are.
     pub url: Url,
+    /// The credential header the download carries, if any (marked sensitive).
     pub auth: Option<(HeaderName, HeaderValue)>,
     /// The size the platform reported, when it did: refused before any byte is read.
     pub size: Option<u64>,
@@ -31,10 +33,13 @@ pub struct Located {
 /// Why a file could not be located. No variant holds a URL.
 #[derive(Debug, thiserror::Error)]
 pub enum LocateError {
+    /// The platform's credentials are not configured, so its files cannot be fetched.
     #[error("{platform} credentials are not configured")]
     NoCredentials { platform: &'static str },
+    /// The platform refused the file id (a 4xx, or Telegram's `ok: false`).
     #[error("{platform} refused the file: {why}")]
     Refused { platform: &'static str, why: String },
+    /// The platform failed or could not be reached (5xx, 429, network).
     #[error("{platform} could not be reached: {why}")]
     Unavailable { platform: &'static str, why: String },
 }

@@ -87,8 +87,11 @@ pub trait ShowsDrafts: Outbound {
 
 /// The sender of one chat platform.
 pub enum Sender {
+    /// Telegram's Bot API.
     Telegram(Telegram),
+    /// WhatsApp, through the Cloud API or 360dialog.
     Whatsapp(Whatsapp),
+    /// Instagram's Messaging API.
     Instagram(Instagram),
 }
 

@@ -24,7 +24,9 @@ pub enum Cadence {
 
 /// The presence call of one platform.
 pub enum PresenceCall {
+    /// Telegram's renewed `typing` action.
     Telegram(telegram::presence::Typing),
+    /// WhatsApp's read receipt with typing indicator.
     Whatsapp(whatsapp::presence::ReadAndTyping),
 }
 

@@ -46,6 +46,7 @@ impl Default for RetryPolicy {
 #[derive(Debug, thiserror::Error)]
 #[error("{reason} after {tries} tr{}: {detail}", if *.tries == 1 { "y" } else { "ies" })]
 pub struct SendFailure {
+    /// Why it failed, as the queued retry schedule and the metrics read it.
     pub reason: FailureReason,
     /// The last HTTP status, if the peer answered at all.
     pub status: Option<StatusCode>,
@@ -53,6 +54,7 @@ pub struct SendFailure {
     pub body: Option<String>,
     /// What went wrong, credentials scrubbed.
     pub detail: String,
+    /// How many times the request was tried.
     pub tries: u32,
 }
 
