@@ -17,7 +17,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use hermes_channels::telegram::{MessageRef, Telegram};
+use hermes_channels::telegram::MessageRef;
 use hermes_channels::{Outbound, Part, SendFailure, Sender, ShowsDrafts};
 use hermes_db::{DbError, drafts, runs};
 use hermes_runtime::stage::StageError;
@@ -79,10 +79,10 @@ impl DeliveryStage {
     }
 
     /// Under the draft's lease: send or edit its message if the draft as stored allows it.
-    async fn show_now(
+    async fn show_now<S: ShowsDrafts<Message = MessageRef> + Sync>(
         &self,
         env: &Envelope,
-        shows: &Telegram,
+        shows: &S,
         update: &DraftUpdate,
     ) -> Result<Shown, StageError> {
         let platform = shows.platform();
