@@ -29,6 +29,7 @@ COPY shared/media/Cargo.toml shared/media/
 COPY shared/mcp_server/Cargo.toml shared/mcp_server/
 COPY shared/operator/Cargo.toml shared/operator/
 COPY shared/presence/Cargo.toml shared/presence/
+COPY shared/channels/Cargo.toml shared/channels/
 COPY shared/testkit_core/Cargo.toml shared/testkit_core/
 COPY shared/testkit/Cargo.toml shared/testkit/
 COPY services/ingest/Cargo.toml services/ingest/
@@ -43,7 +44,7 @@ COPY tests/Cargo.toml tests/
 # The workspace's own artifacts are then deleted, so the real sources are always rebuilt
 # (their files may be older than these stubs, and cargo compares modification times).
 RUN for crate in shared/types shared/config shared/telemetry shared/net shared/db shared/bus shared/cache shared/alerts shared/runtime shared/gateway \
-                 shared/media shared/mcp_server shared/operator shared/presence shared/testkit_core shared/testkit \
+                 shared/media shared/mcp_server shared/operator shared/presence shared/channels shared/testkit_core shared/testkit \
                  services/ingest services/router services/llm services/tools \
                  services/delivery services/hermes services/bench tests; do \
         mkdir -p "$crate/src" && touch "$crate/src/lib.rs"; \

@@ -15,6 +15,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use chrono::Utc;
 use hermes_bus::Stage;
+use hermes_channels::RetryPolicy;
 use hermes_db::Transaction;
 use hermes_db::webhook_deliveries::{self, FailedAttempt, WakeStatus, WakeTarget};
 use hermes_net::failure::{FailureReason, scrub};
@@ -29,8 +30,6 @@ use hermes_types::model::AgentWake;
 use reqwest::header::CONTENT_TYPE;
 use serde_json::{Value, json};
 use url::Url;
-
-use crate::retry_policy::RetryPolicy;
 
 /// Every wake request's deadline (the same 10 s as channel sends).
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use chrono::Utc;
+use hermes_channels::RetryPolicy;
 use hermes_db::api_keys;
 use hermes_net::failure::FailureReason;
 use hermes_net::guard::{AddressPolicy, shown};
@@ -24,8 +25,6 @@ use hermes_types::model::Outcome;
 use reqwest::header::CONTENT_TYPE;
 use serde_json::json;
 use url::Url;
-
-use crate::retry_policy::RetryPolicy;
 
 /// Every callback request's deadline (the same 10 s as channel sends).
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);

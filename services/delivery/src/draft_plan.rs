@@ -3,11 +3,13 @@
 //! draft as stored, and which messages the final reply becomes when a draft was shown (the
 //! draft's message is edited to the first part, so nothing is shown twice).
 
+use hermes_channels::Part;
+use hermes_channels::split::split_text;
+use hermes_channels::telegram::{self, MessageRef};
+use hermes_channels::whatsapp::TemplateMessage;
 use hermes_db::drafts::Draft;
 use hermes_types::ids::{DraftId, MessageId, RunId};
 use hermes_types::model::DraftUpdate;
-
-use crate::senders::{MessageRef, Part, TELEGRAM_MAX_CHARS, TemplateMessage, split_text};
 
 /// What became of one draft update (`hermes_agent_draft_updates_total{outcome}`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,7 +101,7 @@ pub fn plan(draft: Option<&Draft>, run: RunId, run_open: bool, update: &DraftUpd
     if update.text.trim().is_empty() {
         return Step::Skip(Why::Empty);
     }
-    if update.text.chars().count() > TELEGRAM_MAX_CHARS {
+    if update.text.chars().count() > telegram::LIMITS.max_chars {
         return Step::Skip(Why::TooLong);
     }
     match draft.platform_message_id.as_deref() {
@@ -134,7 +136,7 @@ pub fn final_messages(
     let Some(message) = shown else {
         return parts(text).into_iter().map(Outbound::Send).collect();
     };
-    split_text(text, TELEGRAM_MAX_CHARS)
+    split_text(text, telegram::LIMITS.max_chars)
         .into_iter()
         .enumerate()
         .map(|(i, part)| match i {
@@ -239,12 +241,12 @@ mod tests {
             plan(Some(&d), run, true, &update(&d, "  \n", 1)),
             Step::Skip(Why::Empty)
         );
-        let long = "é".repeat(TELEGRAM_MAX_CHARS + 1);
+        let long = "é".repeat(telegram::LIMITS.max_chars + 1);
         assert_eq!(
             plan(Some(&d), run, true, &update(&d, &long, 1)),
             Step::Skip(Why::TooLong)
         );
-        let fits = "é".repeat(TELEGRAM_MAX_CHARS);
+        let fits = "é".repeat(telegram::LIMITS.max_chars);
         assert_eq!(plan(Some(&d), run, true, &update(&d, &fits, 1)), Step::Send);
         d.platform_message_id = Some("wamid.1".into());
         assert_eq!(
@@ -269,7 +271,7 @@ mod tests {
         );
         let long = format!(
             "{}\n\n{}",
-            "a".repeat(TELEGRAM_MAX_CHARS - 10),
+            "a".repeat(telegram::LIMITS.max_chars - 10),
             "b".repeat(100)
         );
         let m = final_messages(Some(MessageRef(9)), &long, parts);

@@ -29,6 +29,9 @@ use std::time::Duration;
 use anyhow::anyhow;
 use hermes_bus::Stage;
 use hermes_cache::run_events::{RunEvent, RunEvents};
+use hermes_channels::Outbound as _;
+use hermes_channels::outbound::how_to_enable;
+use hermes_channels::{RetryPolicy, SendFailure, Sender, Senders};
 use hermes_db::platform_sends::{NewSend, SendStatus};
 use hermes_db::{Transaction, delivery_sends, runs};
 use hermes_net::failure::FailureReason;
@@ -43,8 +46,6 @@ use crate::breaker::Breakers;
 use crate::callback::Callbacks;
 use crate::draft_plan::{DraftOutcome, Outbound, draft_lease};
 use crate::rate_gate::RateGate;
-use crate::retry_policy::{RetryPolicy, SendFailure};
-use crate::senders::{Sender, Senders, how_to_enable};
 use crate::sent_parts::SentParts;
 use crate::window::{Plan, WindowRule};
 
@@ -184,7 +185,7 @@ impl DeliveryStage {
                 ),
             });
         }
-        let sent = match (lease.finished, draft, sender.telegram()) {
+        let sent = match (lease.finished, draft, sender.drafts()) {
             (true, _, _) => Ok(()),
             (false, Some(draft), Some(_)) => {
                 self.replace_draft(env, sender, to, text, draft, &lease.sent)

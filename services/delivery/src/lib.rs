@@ -10,8 +10,6 @@ mod draft_plan;
 mod handler;
 mod parking_watch;
 pub mod rate_gate;
-pub mod retry_policy;
-pub mod senders;
 mod sent_parts;
 mod window;
 

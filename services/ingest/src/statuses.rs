@@ -2,17 +2,17 @@
 //! docs/channels.md, statuses): recorded against the outbound message id, never routed to a
 //! model, and applied to the send they name (`platform_sends`): sent → delivered → read,
 //! never backwards. A `failed` status of a message Meta first accepted with a 200 is a failed
-//! send: its error code is read like a send's (`hermes_net::meta_errors`); a code worth
+//! send: its error code is read like a send's (`hermes_channels::meta::errors`); a code worth
 //! retrying sends that part again through the delivery stage (a reply naming only that part,
 //! queued in the outbox), at most as many times as the delivery retry schedule has delays,
 //! and anything else parks the reply with its reason, which fails its run. Each status is
 //! one transaction, and only the status that moves a send acts, so a redelivered webhook
 //! changes nothing twice.
 
+use hermes_channels::meta::errors as meta_errors;
 use hermes_db::outbox;
 use hermes_db::platform_sends::{self, Again, Moved, Reported, SendStatus};
 use hermes_db::{DbError, Transaction};
-use hermes_net::meta_errors;
 use hermes_runtime::Ctx;
 use hermes_types::envelope::Envelope;
 use hermes_types::model::{Platform, Reply};

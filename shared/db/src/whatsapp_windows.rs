@@ -1,14 +1,12 @@
 //! WhatsApp's customer-service window (`whatsapp_windows`, docs/channels.md, "WhatsApp's
 //! window and templates"): Meta accepts free text to a user only within 24 hours of that
-//! user's last message. The router records each user message in the transaction that creates
+//! user's last message (the rule is `hermes_channels::whatsapp::window`; this is its row).
+//! The router records each user message in the transaction that creates
 //! its run ([`record`]); delivery reads the chat's row by key before it sends ([`read`]).
 
 use chrono::{DateTime, Utc};
 
 use super::{DbError, GenericClient, stmt};
-
-/// How long after a user's message free text may be sent to them (Meta's rule).
-pub const LENGTH: chrono::TimeDelta = chrono::TimeDelta::hours(24);
 
 /// A chat's window as last recorded.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,15 +15,6 @@ pub struct Window {
     pub last_inbound_at: DateTime<Utc>,
     /// The profile name they last wrote under, if the platform told it.
     pub user_name: Option<String>,
-}
-
-impl Window {
-    /// Whether free text sent at `now` is inside the window, with `margin` to spare (a send
-    /// that starts just before the close may wait at the rate gate and retry before it
-    /// reaches Meta).
-    pub fn is_open(&self, now: DateTime<Utc>, margin: chrono::TimeDelta) -> bool {
-        now + margin < self.last_inbound_at + LENGTH
-    }
 }
 
 /// Record a message the user of `chat_id` sent at `at`: the window runs from the latest one
@@ -69,29 +58,4 @@ pub async fn read(c: &impl GenericClient, chat_id: &str) -> Result<Option<Window
         last_inbound_at: r.get(0),
         user_name: r.get(1),
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_window_closes_24_hours_after_the_users_message_less_the_margin() {
-        let at = DateTime::parse_from_rfc3339("2026-01-01T10:00:00Z")
-            .unwrap()
-            .to_utc();
-        let w = Window {
-            last_inbound_at: at,
-            user_name: None,
-        };
-        let margin = chrono::TimeDelta::minutes(2);
-        assert!(w.is_open(at, margin));
-        assert!(w.is_open(at + chrono::TimeDelta::hours(23), margin));
-        assert!(!w.is_open(at + chrono::TimeDelta::minutes(24 * 60 - 2), margin));
-        assert!(!w.is_open(at + chrono::TimeDelta::hours(25), margin));
-        assert!(w.is_open(
-            at + chrono::TimeDelta::minutes(24 * 60 - 2),
-            chrono::TimeDelta::zero()
-        ));
-    }
 }

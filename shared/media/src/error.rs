@@ -1,6 +1,7 @@
 //! Why a platform's file could not be used, as the user is told and as the metric counts it.
 //! No variant holds a URL: the URLs this crate requests may carry a bot token.
 
+use hermes_channels::media::LocateError;
 use hermes_types::model::MediaKind;
 
 /// What became of one file: the `outcome` label of `hermes_media_fetch_total`.
@@ -82,20 +83,7 @@ impl MediaError {
         what: &str,
         status: reqwest::StatusCode,
     ) -> Result<(), MediaError> {
-        let why = || format!("{what} answered {status}");
-        if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
-            return Err(MediaError::Unavailable {
-                platform,
-                why: why(),
-            });
-        }
-        if !status.is_success() {
-            return Err(MediaError::Refused {
-                platform,
-                why: why(),
-            });
-        }
-        Ok(())
+        Ok(LocateError::check_status(platform, what, status)?)
     }
 
     /// The metric's outcome for this failure.
@@ -140,6 +128,16 @@ impl MediaError {
             MediaError::Transcription(_) => "Sorry, I couldn't make out your voice note. \
                  Could you try again, or type your message?"
                 .to_string(),
+        }
+    }
+}
+
+impl From<LocateError> for MediaError {
+    fn from(e: LocateError) -> Self {
+        match e {
+            LocateError::NoCredentials { platform } => MediaError::NoCredentials { platform },
+            LocateError::Refused { platform, why } => MediaError::Refused { platform, why },
+            LocateError::Unavailable { platform, why } => MediaError::Unavailable { platform, why },
         }
     }
 }

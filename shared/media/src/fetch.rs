@@ -16,8 +16,8 @@ use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use url::Url;
 
 use crate::error::{MediaError, Outcome};
-use crate::locate::{Located, Lookup, Platforms};
 use crate::sniff;
+use hermes_channels::media::{Located, Locator, Lookup};
 
 const USER_AGENT: &str = concat!("hermes-media/", env!("CARGO_PKG_VERSION"));
 
@@ -50,7 +50,7 @@ impl Fetched {
 /// Fetches platform files for the stage that needs their bytes.
 #[derive(Clone)]
 pub struct MediaFetcher {
-    platforms: Platforms,
+    platforms: Locator,
     policy: AddressPolicy,
     deadline: Duration,
     image_max_bytes: usize,
@@ -63,7 +63,7 @@ impl MediaFetcher {
     /// `counted` (`hermes_media_fetch_total`).
     pub fn new(config: &Config, counted: IntCounterVec) -> Self {
         Self {
-            platforms: Platforms::new(&config.delivery),
+            platforms: Locator::new(&config.delivery),
             policy: AddressPolicy::new(
                 config.media.fetch_allow.clone(),
                 "HERMES_MEDIA_FETCH_ALLOW",
@@ -157,6 +157,8 @@ impl MediaFetcher {
 }
 
 impl Lookup for MediaFetcher {
+    type Error = MediaError;
+
     /// One guarded GET: the host checked, the client pinned to the checked addresses, no
     /// redirect. Errors carry no URL.
     async fn get(

@@ -8,7 +8,6 @@ pub mod failure;
 pub mod guard;
 pub mod http;
 pub mod keyring;
-pub mod meta_errors;
 pub mod redact;
 pub mod signing;
 

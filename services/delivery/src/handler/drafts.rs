@@ -1,5 +1,6 @@
-//! An external agent's draft in a chat (docs/agents.md, "How drafts are shown"). Telegram
-//! shows a draft as one message edited as it grows: the first update sends it and records
+//! An external agent's draft in a chat (docs/agents.md, "How drafts are shown"). A platform
+//! that shows drafts (Telegram, through `hermes_channels::ShowsDrafts`) shows one as a
+//! message edited as it grows: the first update sends it and records
 //! its id on the draft, later ones edit it when they are newer than what it shows, as often
 //! as the chat's rate gate allows now (an update that would have to wait is skipped:
 //! the next one, or the final reply, carries the whole text), and not past one message's
@@ -16,6 +17,8 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use hermes_channels::telegram::MessageRef;
+use hermes_channels::{Outbound, Part, SendFailure, Sender, ShowsDrafts};
 use hermes_db::{DbError, drafts, runs};
 use hermes_runtime::stage::StageError;
 use hermes_types::envelope::Envelope;
@@ -24,8 +27,6 @@ use hermes_types::model::{DraftUpdate, Platform, ReplyTo};
 
 use super::DeliveryStage;
 use crate::draft_plan::{self, DraftOutcome, Step, Why, draft_lease, final_messages};
-use crate::retry_policy::SendFailure;
-use crate::senders::{Format, MessageRef, Part, Sender, Telegram, telegram_says};
 
 /// How long a shown draft's message id waits for PostgreSQL to be recorded (within the stop
 /// grace, as a sent part's record).
@@ -57,36 +58,34 @@ impl DeliveryStage {
     }
 
     async fn try_show(&self, env: &Envelope, update: &DraftUpdate) -> Result<Shown, StageError> {
-        if update.reply_to.platform != Platform::Telegram {
+        let platform = update.reply_to.platform;
+        if !Sender::shows_drafts(platform) {
             return not_shown(DraftOutcome::Dropped, Why::PlatformShowsNoDrafts);
         }
-        let Some(telegram) = self
-            .senders
-            .get(Platform::Telegram)
-            .and_then(Sender::telegram)
-        else {
+        let Some(shows) = self.senders.get(platform).and_then(Sender::drafts) else {
             return not_shown(DraftOutcome::Dropped, Why::NoSender);
         };
-        if self.breakers.open_until(Platform::Telegram).await.is_some() {
+        if self.breakers.open_until(platform).await.is_some() {
             return not_shown(DraftOutcome::Skipped, Why::BreakerOpen);
         }
         let lease = self.sent.lease(draft_lease(update.draft_id)).await?;
         let shown = if lease.finished {
             not_shown(DraftOutcome::Dropped, Why::Finalized)
         } else {
-            self.show_now(env, telegram, update).await
+            self.show_now(env, shows, update).await
         };
         self.sent.release(lease).await;
         shown
     }
 
     /// Under the draft's lease: send or edit its message if the draft as stored allows it.
-    async fn show_now(
+    async fn show_now<S: ShowsDrafts<Message = MessageRef> + Sync>(
         &self,
         env: &Envelope,
-        telegram: &Telegram,
+        shows: &S,
         update: &DraftUpdate,
     ) -> Result<Shown, StageError> {
+        let platform = shows.platform();
         let client = self.ctx.db.get().await?;
         let draft = drafts::get(&client, update.draft_id, None).await?;
         let run_open = runs::get(&client, env.run_id)
@@ -100,38 +99,31 @@ impl DeliveryStage {
             Step::Edit(message) => Some(message),
         };
         let chat = &update.reply_to.chat_id;
-        if !self.gate.try_pass(Platform::Telegram, chat).await {
+        if !self.gate.try_pass(platform, chat).await {
             return not_shown(DraftOutcome::Skipped, Why::TooSoon);
         }
-        let count = |r| self.count_attempt(Platform::Telegram, r);
+        let count = |r| self.count_attempt(platform, r);
         let sent = match shown_in {
-            None => telegram
-                .send_text(&self.policy, chat, &update.text, Format::Plain, count)
+            None => shows
+                .show_draft(&self.policy, chat, &update.text, count)
                 .await
                 .map(|message| (message, DraftOutcome::Shown)),
-            Some(message) => telegram
-                .edit_text(
-                    &self.policy,
-                    chat,
-                    message,
-                    &update.text,
-                    Format::Plain,
-                    count,
-                )
+            Some(message) => shows
+                .edit_draft(&self.policy, chat, message, &update.text, count)
                 .await
                 .map(|_| (message, DraftOutcome::Edited)),
         };
         match sent {
             Ok((message, outcome)) => {
-                self.breakers.record_success(Platform::Telegram).await;
+                self.breakers.record_success(platform).await;
                 self.record_shown(update, message).await?;
                 Ok((outcome, None))
             }
             Err(f) => {
                 if f.reason.counts_against_platform() {
-                    self.breakers.record_failure(Platform::Telegram).await;
+                    self.breakers.record_failure(platform).await;
                 }
-                tracing::warn!(error = %f, draft_id = %update.draft_id, "Telegram refused a draft update; dropped (the final reply still comes)");
+                tracing::warn!(error = %f, draft_id = %update.draft_id, platform = platform.as_str(), "the platform refused a draft update; dropped (the final reply still comes)");
                 not_shown(DraftOutcome::Dropped, Why::Refused)
             }
         }
@@ -199,8 +191,8 @@ impl DeliveryStage {
             .and_then(|m| MessageRef::from_stored(&m)))
     }
 
-    /// Edit the shown draft's `message` into `text` (Markdown, like any reply); when the
-    /// message is gone (the user deleted it) or can no longer be edited, send `text` anew.
+    /// Edit the shown draft's `message` into `text` (formatted like any reply) where the
+    /// platform shows drafts, or send `text` anew (docs/agents.md, "How drafts are shown").
     pub(super) async fn replace_message(
         &self,
         sender: &Sender,
@@ -210,34 +202,16 @@ impl DeliveryStage {
         platform: Platform,
     ) -> Result<Option<String>, SendFailure> {
         let count = |r| self.count_attempt(platform, r);
-        let part = Part::Text(text.to_string());
-        let Some(telegram) = sender.telegram() else {
-            return sender.send(&self.policy, chat_id, &part, None, count).await;
-        };
-        match telegram
-            .edit_text(
-                &self.policy,
-                chat_id,
-                message,
-                text,
-                Format::Markdown,
-                count,
-            )
-            .await
-        {
-            Ok(_) => Ok(Some(message.to_stored())),
-            Err(f)
-                if telegram_says(&f, "message to edit not found")
-                    || telegram_says(&f, "message can't be edited") =>
-            {
-                tracing::info!(
-                    "the draft's message cannot be edited; the answer goes as a new message"
-                );
-                telegram
-                    .send(&self.policy, chat_id, &part, None, count)
+        match sender.drafts() {
+            Some(shows) => {
+                shows
+                    .replace_draft(&self.policy, chat_id, message, text, count)
                     .await
             }
-            Err(f) => Err(f),
+            None => {
+                let part = Part::Text(text.to_string());
+                sender.send(&self.policy, chat_id, &part, None, count).await
+            }
         }
     }
 }

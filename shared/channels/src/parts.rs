@@ -4,7 +4,8 @@
 //! caption when the platform allows captions and it fits), and the text as messages of the
 //! platform's size.
 
-use super::split::split_text;
+use crate::Limits;
+use crate::split::split_text;
 
 /// One outbound message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -16,9 +17,13 @@ pub enum Part {
     },
 }
 
-/// The parts of `text` for a platform whose messages hold `max_chars` characters and whose
-/// photo captions hold `max_caption` (`None`: no captions).
-pub fn parts(text: &str, max_chars: usize, max_caption: Option<usize>) -> Vec<Part> {
+/// The parts of `text` for a platform whose messages hold `limits.max_chars` characters and
+/// whose photo captions hold `limits.max_caption` (`None`: no captions).
+pub fn parts(text: &str, limits: Limits) -> Vec<Part> {
+    let Limits {
+        max_chars,
+        max_caption,
+    } = limits;
     let Some((url, rest)) = single_image(text) else {
         return split_text(text, max_chars)
             .into_iter()
@@ -74,6 +79,16 @@ fn image_at(text: &str, from: usize) -> Option<(usize, usize, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parts(text: &str, max_chars: usize, max_caption: Option<usize>) -> Vec<Part> {
+        super::parts(
+            text,
+            Limits {
+                max_chars,
+                max_caption,
+            },
+        )
+    }
 
     #[test]
     fn plain_text_is_split_into_text_parts() {

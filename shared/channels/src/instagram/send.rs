@@ -1,17 +1,17 @@
-//! Instagram messaging through the Graph API: `POST {base}/me/messages` with the page
-//! access token as the `access_token` parameter; a text, or an image attachment by URL
-//! (Instagram has no captions: the text follows as its own message).
+//! Instagram sends through the Graph API
+//! (<https://developers.facebook.com/docs/messenger-platform/instagram/features/send-message>):
+//! `POST {base}/me/messages` with the page access token as the `access_token` parameter; a
+//! text, or an image attachment by URL (Instagram has no captions: the text follows as its
+//! own message). Its error codes are Meta's ([`crate::meta::errors`]).
 
 use hermes_config::InstagramSender;
 use hermes_net::failure::FailureReason;
+use hermes_types::model::Platform;
 use secrecy::ExposeSecret;
 use serde_json::json;
 
-use super::{Part, meta_errors};
-use crate::retry_policy::{RetryPolicy, SendFailure};
-
-/// The longest text of one Instagram message (the Graph API refuses longer).
-pub const MAX_CHARS: usize = 1000;
+use crate::meta::{answer_id, errors};
+use crate::{Limits, Outbound, Part, RetryPolicy, SendFailure};
 
 /// Sends to Instagram users.
 pub struct Instagram {
@@ -21,6 +21,7 @@ pub struct Instagram {
 }
 
 impl Instagram {
+    /// The sender of the account `settings` names, on the stage's client `http`.
     pub fn new(settings: &InstagramSender, http: reqwest::Client) -> Self {
         let mut url = settings.base_url.clone();
         url.set_path(&format!("{}/me/messages", url.path().trim_end_matches('/')));
@@ -28,15 +29,26 @@ impl Instagram {
             .append_pair("access_token", settings.access_token.expose_secret());
         Self { http, url }
     }
+}
 
-    /// Send one part to the user `recipient` (their Instagram-scoped id). Returns the
-    /// message's id (`message_id` of the answer).
-    pub async fn send(
+impl Outbound for Instagram {
+    fn platform(&self) -> Platform {
+        Platform::Instagram
+    }
+
+    fn limits(&self) -> Limits {
+        super::LIMITS
+    }
+
+    /// Send one part to the user `recipient` (their Instagram-scoped id); Instagram quotes
+    /// nothing. Returns the message's id (`message_id` of the answer).
+    async fn send(
         &self,
         policy: &RetryPolicy,
         recipient: &str,
         part: &Part,
-        on_failure: impl FnMut(FailureReason),
+        _quote: Option<&str>,
+        on_failure: impl FnMut(FailureReason) + Send,
     ) -> Result<Option<String>, SendFailure> {
         let message = match part {
             Part::Text(text) => json!({ "text": text }),
@@ -48,7 +60,7 @@ impl Instagram {
         let answer = policy
             .send(|| self.http.post(self.url.clone()).json(&body), on_failure)
             .await
-            .map_err(meta_errors::reclassify)?;
-        Ok(super::answer_id(answer, "/message_id").await)
+            .map_err(errors::reclassify)?;
+        Ok(answer_id(answer, "/message_id").await)
     }
 }

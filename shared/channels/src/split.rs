@@ -5,7 +5,7 @@
 //! fenced code block closes the fence at the end of its part and opens it again, with the
 //! same language, at the start of the next (docs/channels.md, "Long replies").
 
-use super::markdown::Layout;
+use crate::markdown::Layout;
 
 /// The separators a cut may follow, best first; each tier is tried before the next.
 const TIERS: [&[&str]; 3] = [

@@ -2,8 +2,9 @@
 //! at 0 s, 1 s, 3 s and 9 s with jitter; a 429 waits what `Retry-After` asks (bounded);
 //! 5xx and network failures are tried again; permanent 4xx are not. What still fails comes
 //! back classified, for the queued retry schedule (`StageError::Retry`) to take over.
-//! Every sender uses it: the channel senders and the agent-webhook sender. The wait of a
-//! 429 comes from its `Retry-After` header, or Telegram's `parameters.retry_after` in the body.
+//! Every sender uses it: the channel senders here, and the REST callback and agent-webhook
+//! senders of the delivery stage. The wait of a 429 comes from its `Retry-After` header, or
+//! Telegram's `parameters.retry_after` in the body.
 
 use std::time::Duration;
 
@@ -45,6 +46,7 @@ impl Default for RetryPolicy {
 #[derive(Debug, thiserror::Error)]
 #[error("{reason} after {tries} tr{}: {detail}", if *.tries == 1 { "y" } else { "ies" })]
 pub struct SendFailure {
+    /// Why it failed, as the queued retry schedule and the metrics read it.
     pub reason: FailureReason,
     /// The last HTTP status, if the peer answered at all.
     pub status: Option<StatusCode>,
@@ -52,10 +54,21 @@ pub struct SendFailure {
     pub body: Option<String>,
     /// What went wrong, credentials scrubbed.
     pub detail: String,
+    /// How many times the request was tried.
     pub tries: u32,
 }
 
 impl RetryPolicy {
+    /// Three quick tries 10 ms apart, without jitter, for the tests of this crate.
+    #[cfg(test)]
+    pub(crate) fn fast() -> Self {
+        Self {
+            pauses: vec![Duration::from_millis(10); 3],
+            jitter: 0.0,
+            max_retry_after: Duration::from_secs(2),
+        }
+    }
+
     /// Send the request `build` makes (once per try) until it succeeds, fails for good, or
     /// the pauses run out. `on_failure` sees every failed try (for metrics).
     pub async fn send(
@@ -176,14 +189,6 @@ mod tests {
 
     use super::*;
 
-    fn fast() -> RetryPolicy {
-        RetryPolicy {
-            pauses: vec![Duration::from_millis(10); 3],
-            jitter: 0.0,
-            max_retry_after: Duration::from_secs(2),
-        }
-    }
-
     async fn run(
         server: &MockServer,
         policy: &RetryPolicy,
@@ -210,7 +215,7 @@ mod tests {
             .respond_with(ResponseTemplate::new(503).set_body_string("down"))
             .mount(&server)
             .await;
-        let (r, seen) = run(&server, &fast()).await;
+        let (r, seen) = run(&server, &RetryPolicy::fast()).await;
         let f = r.unwrap_err();
         assert_eq!(f.reason, FailureReason::ServiceUnavailable);
         assert_eq!(f.tries, 4);
@@ -226,7 +231,7 @@ mod tests {
             .respond_with(ResponseTemplate::new(400))
             .mount(&server)
             .await;
-        let (r, _) = run(&server, &fast()).await;
+        let (r, _) = run(&server, &RetryPolicy::fast()).await;
         let f = r.unwrap_err();
         assert_eq!(f.reason, FailureReason::InvalidRecipient);
         assert_eq!(f.tries, 1);
@@ -246,7 +251,7 @@ mod tests {
             .mount(&server)
             .await;
         let started = Instant::now();
-        let (r, seen) = run(&server, &fast()).await;
+        let (r, seen) = run(&server, &RetryPolicy::fast()).await;
         assert_eq!(r.unwrap(), 200);
         assert!(
             started.elapsed() >= Duration::from_secs(1),
@@ -270,7 +275,7 @@ mod tests {
             .mount(&server)
             .await;
         let started = Instant::now();
-        let (r, _) = run(&server, &fast()).await;
+        let (r, _) = run(&server, &RetryPolicy::fast()).await;
         assert_eq!(r.unwrap(), 200);
         assert!(started.elapsed() >= Duration::from_secs(1));
     }
@@ -283,7 +288,7 @@ mod tests {
             .mount(&server)
             .await;
         let started = Instant::now();
-        let (r, _) = run(&server, &fast()).await;
+        let (r, _) = run(&server, &RetryPolicy::fast()).await;
         let f = r.unwrap_err();
         assert_eq!(f.reason, FailureReason::RateLimited);
         assert_eq!(f.tries, 1);
@@ -300,7 +305,7 @@ mod tests {
             .port();
         let client = reqwest::Client::new();
         let mut tries = 0;
-        let f = fast()
+        let f = RetryPolicy::fast()
             .send(
                 || client.post(format!("http://127.0.0.1:{port}/")),
                 |_| tries += 1,

@@ -1,0 +1,204 @@
+//! What the stages call a chat platform through on the way out (docs/channels.md,
+//! "Delivery"): the [`Outbound`] trait every platform's sender implements (its limits, one
+//! part sent with in-call retries), [`ShowsDrafts`] for a platform that shows an external
+//! agent's draft as a message edited as it grows, and [`Sender`], the enum over the
+//! platforms, with [`Senders::new`], the one place a platform's sender is registered.
+//!
+//! A new platform is one folder with a type implementing [`Outbound`], one variant of
+//! [`Sender`] with its arms, and one line in [`Senders::new`] (docs/development.md, "Adding a
+//! chat platform"). The stages hold a [`Sender`] rather than a `dyn Outbound`: a trait with
+//! async methods is not object-safe, and the enum's matches name every platform in one file.
+
+use std::future::Future;
+
+use hermes_config::DeliverySettings;
+use hermes_net::failure::FailureReason;
+use hermes_types::model::Platform;
+
+use crate::instagram::Instagram;
+use crate::telegram::{Edited, Telegram};
+use crate::whatsapp::{TemplateMessage, Whatsapp};
+use crate::{Limits, Part, RetryPolicy, SendFailure, parts};
+
+/// One chat platform's sender.
+pub trait Outbound {
+    /// The platform it sends to.
+    fn platform(&self) -> Platform;
+
+    /// What one of its messages holds.
+    fn limits(&self) -> Limits;
+
+    /// The messages a reply's text becomes on this platform (split to its size; one
+    /// Markdown image as a photo).
+    fn parts(&self, text: &str) -> Vec<Part> {
+        parts::parts(text, self.limits())
+    }
+
+    /// Send one part to `chat_id`, with in-call retries (`policy`); where the platform
+    /// quotes, as a reply to the message `quote` (a group's question, docs/channels.md,
+    /// "Group chats"). `on_failure` sees every failed try. Returns the platform's id of the
+    /// message when its answer names one (docs/channels.md, "Statuses").
+    fn send(
+        &self,
+        policy: &RetryPolicy,
+        chat_id: &str,
+        part: &Part,
+        quote: Option<&str>,
+        on_failure: impl FnMut(FailureReason) + Send,
+    ) -> impl Future<Output = Result<Option<String>, SendFailure>> + Send;
+}
+
+/// A platform that shows an external agent's draft as one message edited as it grows
+/// (docs/agents.md, "How drafts are shown"); when to show what is the delivery stage's plan.
+pub trait ShowsDrafts: Outbound {
+    /// The platform's id of the message showing a draft, as it is edited.
+    type Message: Copy;
+
+    /// Send the draft's first message; its id.
+    fn show_draft(
+        &self,
+        policy: &RetryPolicy,
+        chat_id: &str,
+        text: &str,
+        on_failure: impl FnMut(FailureReason) + Send,
+    ) -> impl Future<Output = Result<Self::Message, SendFailure>> + Send;
+
+    /// Edit the draft's `message` to show `text`.
+    fn edit_draft(
+        &self,
+        policy: &RetryPolicy,
+        chat_id: &str,
+        message: Self::Message,
+        text: &str,
+        on_failure: impl FnMut(FailureReason) + Send,
+    ) -> impl Future<Output = Result<Edited, SendFailure>> + Send;
+
+    /// Edit the draft's `message` into the answer's first part `text`, or send that anew
+    /// when the message can no longer be edited; the id of the message that shows it.
+    fn replace_draft(
+        &self,
+        policy: &RetryPolicy,
+        chat_id: &str,
+        message: Self::Message,
+        text: &str,
+        on_failure: impl FnMut(FailureReason) + Send,
+    ) -> impl Future<Output = Result<Option<String>, SendFailure>> + Send;
+}
+
+/// The sender of one chat platform.
+pub enum Sender {
+    /// Telegram's Bot API.
+    Telegram(Telegram),
+    /// WhatsApp, through the Cloud API or 360dialog.
+    Whatsapp(Whatsapp),
+    /// Instagram's Messaging API.
+    Instagram(Instagram),
+}
+
+impl Sender {
+    /// Whether `platform` shows drafts: its sender is [`Sender::drafts`]'s.
+    pub fn shows_drafts(platform: Platform) -> bool {
+        platform == Platform::Telegram
+    }
+
+    /// This sender as one that shows drafts, where its platform does: Telegram alone today;
+    /// a second one makes this an enum of its own.
+    pub fn drafts(&self) -> Option<&Telegram> {
+        match self {
+            Sender::Telegram(t) => Some(t),
+            Sender::Whatsapp(_) | Sender::Instagram(_) => None,
+        }
+    }
+
+    /// Send an approved template to `chat_id`, with in-call retries: WhatsApp's alone (a
+    /// reply outside its 24-hour window); any other platform refuses it. Returns the
+    /// message's wamid, which its statuses name.
+    pub async fn send_template(
+        &self,
+        policy: &RetryPolicy,
+        chat_id: &str,
+        template: &TemplateMessage,
+        on_failure: impl FnMut(FailureReason) + Send,
+    ) -> Result<Option<String>, SendFailure> {
+        match self {
+            Sender::Whatsapp(s) => s.send_template(policy, chat_id, template, on_failure).await,
+            Sender::Telegram(_) | Sender::Instagram(_) => Err(SendFailure {
+                reason: FailureReason::InvalidRecipient,
+                status: None,
+                body: None,
+                detail: "message templates are WhatsApp's".into(),
+                tries: 0,
+            }),
+        }
+    }
+}
+
+impl Outbound for Sender {
+    fn platform(&self) -> Platform {
+        match self {
+            Sender::Telegram(s) => s.platform(),
+            Sender::Whatsapp(s) => s.platform(),
+            Sender::Instagram(s) => s.platform(),
+        }
+    }
+
+    fn limits(&self) -> Limits {
+        match self {
+            Sender::Telegram(s) => s.limits(),
+            Sender::Whatsapp(s) => s.limits(),
+            Sender::Instagram(s) => s.limits(),
+        }
+    }
+
+    async fn send(
+        &self,
+        policy: &RetryPolicy,
+        chat_id: &str,
+        part: &Part,
+        quote: Option<&str>,
+        on_failure: impl FnMut(FailureReason) + Send,
+    ) -> Result<Option<String>, SendFailure> {
+        match self {
+            Sender::Telegram(s) => s.send(policy, chat_id, part, quote, on_failure).await,
+            Sender::Whatsapp(s) => s.send(policy, chat_id, part, quote, on_failure).await,
+            Sender::Instagram(s) => s.send(policy, chat_id, part, quote, on_failure).await,
+        }
+    }
+}
+
+/// The senders this process has credentials for. A platform whose credentials are not
+/// configured has none; its replies are parked for replay.
+pub struct Senders(Vec<Sender>);
+
+impl Senders {
+    /// The senders `settings` configures, all on the stage's one client `http`: the
+    /// registration of every platform.
+    pub fn new(settings: &DeliverySettings, http: &reqwest::Client) -> Self {
+        let http = || http.clone();
+        let configured = [
+            (settings.telegram.as_ref()).map(|s| Sender::Telegram(Telegram::new(s, http()))),
+            (settings.whatsapp.as_ref()).map(|s| Sender::Whatsapp(Whatsapp::new(s, http()))),
+            (settings.instagram.as_ref()).map(|s| Sender::Instagram(Instagram::new(s, http()))),
+        ];
+        Self(configured.into_iter().flatten().collect())
+    }
+
+    /// The sender of a chat platform, if configured (`None` for the API channels and Forge
+    /// runs too).
+    pub fn get(&self, platform: Platform) -> Option<&Sender> {
+        self.0.iter().find(|s| s.platform() == platform)
+    }
+}
+
+/// What enables the sender of `platform`, for a parked reply's reason.
+pub fn how_to_enable(platform: Platform) -> &'static str {
+    match platform {
+        Platform::Telegram => "set TELEGRAM_BOT_TOKEN",
+        Platform::Whatsapp => {
+            "set D360_API_KEY, or WHATSAPP_ACCESS_TOKEN and WHATSAPP_PHONE_NUMBER_ID"
+        }
+        Platform::Instagram => "set INSTAGRAM_ACCESS_TOKEN",
+        Platform::Api | Platform::Rest => "nothing: API replies need no sender",
+        Platform::Forge => "nothing: a Forge run's reply is not sent",
+    }
+}

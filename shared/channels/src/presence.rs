@@ -1,0 +1,78 @@
+//! How each platform shows a person that their message is being answered (docs/channels.md,
+//! "Presence"): the call, and how often it is made. Each platform's `presence.rs` builds its
+//! request; `hermes-presence` decides when to call, runs the calls on their own tasks and
+//! counts them. [`PresenceCall::configured`] is where a platform's presence is registered.
+
+use std::time::Duration;
+
+use hermes_config::DeliverySettings;
+use hermes_types::model::{Platform, ReplyTo};
+use reqwest::RequestBuilder;
+
+use crate::{telegram, whatsapp};
+
+/// When a platform's presence call is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cadence {
+    /// Once, when the run starts on the message it names (the platform clears it when the
+    /// reply arrives).
+    Once,
+    /// At once and again at this period while the work goes on (the platform shows it for a
+    /// few seconds only).
+    Every(Duration),
+}
+
+/// The presence call of one platform.
+pub enum PresenceCall {
+    /// Telegram's renewed `typing` action.
+    Telegram(telegram::presence::Typing),
+    /// WhatsApp's read receipt with typing indicator.
+    Whatsapp(whatsapp::presence::ReadAndTyping),
+}
+
+impl PresenceCall {
+    /// The platforms that show presence, so their metric series start at 0.
+    pub const PLATFORMS: [Platform; 2] = [Platform::Whatsapp, Platform::Telegram];
+
+    /// The calls of the platforms `settings` has credentials for.
+    pub fn configured(settings: &DeliverySettings) -> Vec<PresenceCall> {
+        let calls = [
+            (settings.telegram.as_ref())
+                .map(|s| PresenceCall::Telegram(telegram::presence::Typing::new(s))),
+            (settings.whatsapp.as_ref())
+                .map(|s| PresenceCall::Whatsapp(whatsapp::presence::ReadAndTyping::new(s))),
+        ];
+        calls.into_iter().flatten().collect()
+    }
+
+    /// The platform it shows presence on.
+    pub fn platform(&self) -> Platform {
+        match self {
+            PresenceCall::Telegram(_) => Platform::Telegram,
+            PresenceCall::Whatsapp(_) => Platform::Whatsapp,
+        }
+    }
+
+    /// When it is made.
+    pub fn cadence(&self) -> Cadence {
+        match self {
+            PresenceCall::Telegram(_) => Cadence::Every(telegram::presence::TYPING_EVERY),
+            PresenceCall::Whatsapp(_) => Cadence::Once,
+        }
+    }
+
+    /// The request that shows the person of `to` their message is being worked on, on
+    /// `http`; `read` names their message where the platform marks it read. `None` when
+    /// there is nothing to call (WhatsApp without a message to mark).
+    pub fn request(
+        &self,
+        http: &reqwest::Client,
+        to: &ReplyTo,
+        read: Option<&str>,
+    ) -> Option<RequestBuilder> {
+        match self {
+            PresenceCall::Telegram(t) => Some(t.request(http, &to.chat_id)),
+            PresenceCall::Whatsapp(w) => read.map(|wamid| w.request(http, wamid)),
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! WhatsApp, through Meta's Cloud API
+//! (<https://developers.facebook.com/docs/whatsapp/cloud-api>) or 360dialog, which relays the
+//! same payloads (<https://docs.360dialog.com/docs/waba-messaging>).
+//!
+//! The outbound side: [`auth`] (the credential of either provider on every request),
+//! [`send`] (text, image by link, template), [`templates`] (an approved template filled for
+//! a reply outside the 24-hour window), [`window`] (that window's rule), [`limits`], [`media`] (Meta's media API, or
+//! 360dialog's proxy of it) and [`presence`] (read receipt and typing indicator in one
+//! call). Its error codes are Meta's ([`crate::meta::errors`]).
+
+pub mod auth;
+pub mod limits;
+pub mod media;
+pub mod presence;
+pub mod send;
+pub mod templates;
+pub mod window;
+
+pub use limits::LIMITS;
+pub use send::Whatsapp;
+pub use templates::TemplateMessage;
