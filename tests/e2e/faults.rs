@@ -16,12 +16,11 @@ use std::time::Duration;
 
 use hermes::Service;
 use hermes_bus::Stage;
-use hermes_testkit::{KillableFleet, Server, TestEnv, count};
+use hermes_testkit::{KillableFleet, Server, TestEnv, count, telegram_send_message};
 use hermes_types::model::Platform;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::{MockServer, ResponseTemplate};
 
 const TG_SECRET: &str = "tg-secret-0123456789";
 const TG_TOKEN: &str = "123456:fault-bot-token";
@@ -206,8 +205,7 @@ async fn a_ledgered_run_through_kills_stops_and_outages_loses_and_doubles_nothin
         progress: progress.clone(),
     };
     let t0 = std::time::Instant::now();
-    Mock::given(method("POST"))
-        .and(path(format!("/bot{TG_TOKEN}/sendMessage")))
+    telegram_send_message(TG_TOKEN)
         .respond_with(chat.clone())
         .mount(&api)
         .await;

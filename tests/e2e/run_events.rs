@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use crate::runs::{post, provider_asking_for, provider_calls, run_in, start_run};
+use crate::runs::{provider_asking_for, provider_calls, run_in, start_run};
 
 /// One server-sent event as received.
 #[derive(Clone, Debug, PartialEq)]
@@ -333,7 +333,9 @@ async fn a_stop_ends_a_run_in_its_tool_round_with_no_further_model_call() {
     // The tool call is in flight, held by the gate.
     in_gate(&mut arrived).await;
     assert_eq!(run_in(&fleet, &run, "running").await["status"], "running");
-    let (status, answer) = post(&fleet.url(&format!("/v1/runs/{run}/stop")), KEY, &json!({})).await;
+    let (status, answer) = fleet
+        .post_json(&format!("/v1/runs/{run}/stop"), KEY, &json!({}))
+        .await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer, json!({"run_id": run, "status": "stopping"}));
     release.send(()).await.unwrap();
@@ -362,7 +364,9 @@ async fn a_stop_ends_a_run_in_its_tool_round_with_no_further_model_call() {
     );
     assert_eq!(events[5].json()["error"]["code"], "cancelled");
     // Once over, a stop is refused as too late.
-    let (status, answer) = post(&fleet.url(&format!("/v1/runs/{run}/stop")), KEY, &json!({})).await;
+    let (status, answer) = fleet
+        .post_json(&format!("/v1/runs/{run}/stop"), KEY, &json!({}))
+        .await;
     assert_eq!(status, 409, "{answer}");
     assert_eq!(
         answer["error"]["message"],
@@ -384,12 +388,9 @@ async fn a_stop_ends_a_run_in_its_tool_round_with_no_further_model_call() {
         .unwrap()
         .to_string();
     in_gate(&mut arrived).await;
-    let (status, _) = post(
-        &fleet.url(&format!("/v1/runs/{chat_run}/stop")),
-        KEY,
-        &json!({}),
-    )
-    .await;
+    let (status, _) = fleet
+        .post_json(&format!("/v1/runs/{chat_run}/stop"), KEY, &json!({}))
+        .await;
     assert_eq!(status, 200);
     release.send(()).await.unwrap();
     let (events, ended) = read(resp, |_| false).await;

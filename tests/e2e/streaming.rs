@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_testkit::{KEY, TestEnv, TestFleet, eventually};
+use hermes_testkit::{KEY, TestEnv, eventually};
 use serde_json::{Value, json};
 use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -151,10 +151,9 @@ async fn sampling_parameters_reach_the_provider_and_its_stream_reaches_the_calle
         .expect(1)
         .mount(&provider)
         .await;
-    let fleet = TestFleet::builder()
-        .openai_mock(&format!("{}/v1", provider.uri()))
-        .start()
-        .await;
+    let mut env = TestEnv::new().await;
+    env.openai_mock(&format!("{}/v1", provider.uri()));
+    let fleet = env.start(&Service::ALL).await;
     let (_, body, data) = stream(
         &fleet,
         json!({
@@ -203,11 +202,10 @@ async fn a_run_that_outlasts_the_timeout_ends_the_stream_with_an_error() {
         )
         .mount(&provider)
         .await;
-    let fleet = TestFleet::builder()
-        .openai_mock(&format!("{}/v1", provider.uri()))
-        .set("HERMES_RUN_TIMEOUT_SECS", "1")
-        .start()
-        .await;
+    let mut env = TestEnv::new().await;
+    env.openai_mock(&format!("{}/v1", provider.uri()))
+        .set("HERMES_RUN_TIMEOUT_SECS", "1");
+    let fleet = env.start(&Service::ALL).await;
     let (run_id, body, data) = stream(
         &fleet,
         json!({"messages": [{"role": "user", "content": "hi"}], "stream": true}),
@@ -240,11 +238,10 @@ async fn an_open_stream_holds_its_in_flight_slot_until_it_ends() {
         )
         .mount(&provider)
         .await;
-    let fleet = TestFleet::builder()
-        .set("HERMES_MAX_IN_FLIGHT", "1")
-        .openai_mock(&format!("{}/v1", provider.uri()))
-        .start()
-        .await;
+    let mut env = TestEnv::new().await;
+    env.set("HERMES_MAX_IN_FLIGHT", "1")
+        .openai_mock(&format!("{}/v1", provider.uri()));
+    let fleet = env.start(&Service::ALL).await;
     let open = reqwest::Client::new()
         .post(fleet.url("/v1/chat/completions"))
         .bearer_auth(KEY)
