@@ -206,15 +206,10 @@ async fn eleven_images_are_refused_at_ingest_naming_the_limit() {
         .map(|i| json!({"type": "input_image", "image_url": url(i)}))
         .chain([json!({"type": "input_text", "text": "what is this?"})])
         .collect();
-    let resp = reqwest::Client::new()
-        .post(fleet.url("/v1/responses"))
-        .bearer_auth(KEY)
-        .json(&json!({"input": [{"role": "user", "content": input}]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 400);
-    let body: Value = resp.json().await.unwrap();
+    let (status, body) = fleet
+        .post_responses(KEY, &json!({"input": [{"role": "user", "content": input}]}))
+        .await;
+    assert_eq!(status, 400);
     assert_eq!(body["error"]["code"], "too_many_images", "{body}");
     let metrics = fleet.metrics().await;
     assert!(

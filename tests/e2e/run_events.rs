@@ -225,15 +225,11 @@ async fn events_resume_on_another_ingest_exactly_once_and_chat_streams_tell_of_t
 
     // A streamed chat completion with the same tool round: the tool's start and end come as
     // named events, and every unnamed `data:` is a completion chunk.
-    let resp = reqwest::Client::new()
-        .post(a.url("/v1/chat/completions"))
-        .bearer_auth(KEY)
-        .json(
+    let resp = a
+        .post_chat(
             &json!({"messages": [{"role": "user", "content": "what time is it?"}], "stream": true}),
         )
-        .send()
-        .await
-        .unwrap();
+        .await;
     assert_eq!(resp.status(), 200);
     let (events, ended) = read(resp, |_| false).await;
     assert!(ended);
@@ -375,13 +371,9 @@ async fn a_stop_ends_a_run_in_its_tool_round_with_no_further_model_call() {
 
     // A streamed chat completion is a run too: stopped by its x-hermes-run-id mid tool
     // round, its stream ends with the `cancelled` error, and no second model call is made.
-    let resp = reqwest::Client::new()
-        .post(fleet.url("/v1/chat/completions"))
-        .bearer_auth(KEY)
-        .json(&json!({"messages": [{"role": "user", "content": "fetch it"}], "stream": true}))
-        .send()
-        .await
-        .unwrap();
+    let resp = fleet
+        .post_chat(&json!({"messages": [{"role": "user", "content": "fetch it"}], "stream": true}))
+        .await;
     assert_eq!(resp.status(), 200);
     let chat_run = resp.headers()["x-hermes-run-id"]
         .to_str()

@@ -21,13 +21,7 @@ fn sse_data(body: &str) -> Vec<String> {
 /// POST a streamed chat completion and read the whole SSE body as it arrives; returns the
 /// run id, the raw body and its `data:` payloads. The stream must end on its own.
 async fn stream(fleet: &hermes_testkit::Fleet, request: Value) -> (String, String, Vec<String>) {
-    let mut resp = reqwest::Client::new()
-        .post(fleet.url("/v1/chat/completions"))
-        .bearer_auth(KEY)
-        .json(&request)
-        .send()
-        .await
-        .expect("ingest answers");
+    let mut resp = fleet.post_chat(&request).await;
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["content-type"], "text/event-stream");
     assert_eq!(resp.headers()["cache-control"], "no-cache");
@@ -242,13 +236,9 @@ async fn an_open_stream_holds_its_in_flight_slot_until_it_ends() {
     env.set("HERMES_MAX_IN_FLIGHT", "1")
         .openai_mock(&format!("{}/v1", provider.uri()));
     let fleet = env.start(&Service::ALL).await;
-    let open = reqwest::Client::new()
-        .post(fleet.url("/v1/chat/completions"))
-        .bearer_auth(KEY)
-        .json(&json!({"messages": [{"role": "user", "content": "hold"}], "stream": true}))
-        .send()
-        .await
-        .unwrap();
+    let open = fleet
+        .post_chat(&json!({"messages": [{"role": "user", "content": "hold"}], "stream": true}))
+        .await;
     // The stream's headers are out and its handler has returned; the slot is still taken.
     assert_eq!(open.status(), 200);
     let shed = fleet.chat("one too many").await;
