@@ -21,8 +21,8 @@
 //! # }
 //! ```
 //!
-//! [`TestEnv::start_killable`] and [`RealProcess`] are the same second stage for a fleet a
-//! test kills, and for the real binary; [`StageHarness`] drives one stage's handler on a
+//! [`TestEnv::start_killable`] and [`TestEnv::spawn`] are the same second stage for a fleet
+//! a test kills, and for the real binary; [`StageHarness`] drives one stage's handler on a
 //! [`TestEnv`] with no fleet at all.
 
 pub use hermes_net::chaos;

@@ -209,3 +209,17 @@ impl App {
             .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::meta_signature;
+
+    #[test]
+    fn meta_signs_with_hmac_sha256_in_hex_after_its_prefix() {
+        // The HMAC-SHA256 example of Wikipedia's HMAC article, in Meta's header format.
+        assert_eq!(
+            meta_signature("key", b"The quick brown fox jumps over the lazy dog"),
+            "sha256=f7bc83f430538424b13298e6aa6fb143ef4d59a14946175997479dbc2d1a3cd8"
+        );
+    }
+}
