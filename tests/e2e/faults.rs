@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use hermes::Service;
 use hermes_bus::Stage;
-use hermes_testkit::{KillableFleet, Server, TestEnv, count, telegram_send_message};
+use hermes_testkit::{KillableFleet, Server, TestEnv, count, telegram_send_message, telegram_sent};
 use hermes_types::model::Platform;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -177,14 +177,7 @@ async fn sent(api: &MockServer) -> (HashMap<String, usize>, Vec<String>) {
     let mut by_token = HashMap::new();
     let mut other = Vec::new();
     // Only sends: the typing actions shown while runs work are not messages.
-    let requests = api.received_requests().await.unwrap_or_default();
-    for r in requests
-        .iter()
-        .filter(|r| r.url.path().ends_with("/sendMessage"))
-    {
-        let Ok(body) = serde_json::from_slice::<Value>(&r.body) else {
-            continue;
-        };
+    for body in telegram_sent(api).await {
         let text = body["text"].as_str().unwrap_or_default().to_string();
         match text.split_whitespace().find(|w| w.starts_with("ledger-")) {
             Some(t) if text.starts_with("echo: ") => {

@@ -19,6 +19,7 @@ use crate::agent_mcp::Mcp;
 use crate::images::image_parts as image_urls;
 use hermes_testkit::{
     Fleet, TestEnv, channel_inbound, eventually, metric, telegram_ok, telegram_send_message,
+    telegram_sent,
 };
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
@@ -110,13 +111,9 @@ async fn telegram(files: Vec<(&str, &str, ResponseTemplate)>) -> MockServer {
 
 /// The texts sent to the Telegram chat.
 async fn sent(telegram: &MockServer) -> Vec<String> {
-    telegram
-        .received_requests()
+    telegram_sent(telegram)
         .await
-        .unwrap_or_default()
-        .iter()
-        .filter(|r| r.url.path().ends_with("/sendMessage"))
-        .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+        .into_iter()
         .filter_map(|b| b["text"].as_str().map(str::to_string))
         .collect()
 }
