@@ -8,7 +8,10 @@
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_testkit::{Fleet, TestEnv, count, eventually, metric};
+use hermes_testkit::{
+    Fleet, TestEnv, count, eventually, metric, telegram_send_message, telegram_text,
+    telegram_texts_to,
+};
 use hermes_types::agent::EngagementMode;
 use hermes_types::ids::{AgentId, ApiKeyId, UserId};
 use hermes_types::model::Platform;
@@ -20,7 +23,7 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 pub(crate) const SECRET_KEYS: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 pub(crate) const AGENT_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 pub(crate) const TG_TOKEN: &str = "123456:test-bot-token";
-const TG_SECRET: &str = "tg-secret-0123456789";
+pub(crate) const TG_SECRET: &str = "tg-secret-0123456789";
 
 /// A fake of the agent's webhook endpoint and of the Telegram Bot API, in one server.
 pub(crate) async fn peer() -> MockServer {
@@ -30,8 +33,7 @@ pub(crate) async fn peer() -> MockServer {
         .respond_with(ResponseTemplate::new(202))
         .mount(&server)
         .await;
-    Mock::given(method("POST"))
-        .and(path(format!("/bot{TG_TOKEN}/sendMessage")))
+    telegram_send_message(TG_TOKEN)
         .respond_with(
             ResponseTemplate::new(200)
                 .set_body_json(json!({"ok": true, "result": {"message_id": 1}})),
@@ -97,41 +99,6 @@ pub(crate) async fn assign(env: &TestEnv, user: UserId, agent: AgentId) {
     hermes_db::users::update(&c, user, None, None, Some(Some(agent)))
         .await
         .unwrap();
-}
-
-/// A Telegram message from `chat` through the fleet's webhook.
-pub(crate) async fn telegram(fleet: &Fleet, chat: i64, message_id: i64, text: &str) {
-    let update = json!({
-        "update_id": message_id,
-        "message": {
-            "message_id": message_id,
-            "from": {"id": chat, "is_bot": false, "first_name": "Ada"},
-            "chat": {"id": chat, "type": "private"},
-            "date": 1_760_000_000,
-            "text": text
-        }
-    });
-    let resp = reqwest::Client::new()
-        .post(fleet.url("/webhooks/telegram"))
-        .header("x-telegram-bot-api-secret-token", TG_SECRET)
-        .json(&update)
-        .send()
-        .await
-        .unwrap();
-    assert!(resp.status().is_success(), "{}", resp.status());
-}
-
-/// The texts Telegram was asked to send to `chat`.
-pub(crate) async fn telegram_sent(peer: &MockServer, chat: &str) -> Vec<String> {
-    peer.received_requests()
-        .await
-        .unwrap_or_default()
-        .iter()
-        .filter(|r| r.url.path().ends_with("/sendMessage"))
-        .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
-        .filter(|b| b["chat_id"] == chat)
-        .filter_map(|b| b["text"].as_str().map(str::to_string))
-        .collect()
 }
 
 /// An agent runtime's view of the MCP surface: one key, both transports. (The operator
@@ -304,7 +271,12 @@ async fn an_external_agent_answers_a_telegram_user_through_the_mcp_surface() {
     assert_eq!(names.len(), 12, "{names:?}");
     assert!(names.contains(&"chat.appendMessage") && names.contains(&"inbox.ack"));
 
-    telegram(&fleet, 4242, 7, "book me a table for two").await;
+    fleet
+        .telegram_update(
+            TG_SECRET,
+            &telegram_text(4242, 7, "book me a table for two"),
+        )
+        .await;
     let run = mcp.next_run().await;
     let run_id = run["runId"].as_str().unwrap().to_string();
     assert_eq!(run["text"], "book me a table for two");
@@ -388,7 +360,7 @@ async fn an_external_agent_answers_a_telegram_user_through_the_mcp_surface() {
         Duration::from_secs(30),
         "the answer in the chat",
         || async {
-            let sent = telegram_sent(&peer, "4242").await;
+            let sent = telegram_texts_to(&peer, "4242").await;
             sent.iter()
                 .any(|t| t == "Booked: 8pm, two people.")
                 .then_some(())
@@ -399,7 +371,7 @@ async fn an_external_agent_answers_a_telegram_user_through_the_mcp_surface() {
         Duration::from_secs(30),
         "the other chat's message",
         || async {
-            let sent = telegram_sent(&peer, "777").await;
+            let sent = telegram_texts_to(&peer, "777").await;
             (sent == ["see you at 8"]).then_some(())
         },
     )
@@ -409,7 +381,7 @@ async fn an_external_agent_answers_a_telegram_user_through_the_mcp_surface() {
     })
     .await;
     assert_eq!(
-        telegram_sent(&peer, "4242").await,
+        telegram_texts_to(&peer, "4242").await,
         ["Booked: 8pm, two people."]
     );
     let me = mcp.ok("agents.me", json!({})).await;
@@ -453,7 +425,12 @@ async fn runs_fail_tells_the_user_and_refunds_the_credit_once() {
     let fleet = env.start(&Service::ALL).await;
     let mcp = Mcp::new(&fleet, &agent_key);
 
-    telegram(&fleet, 4242, 8, "can you fix my invoice?").await;
+    fleet
+        .telegram_update(
+            TG_SECRET,
+            &telegram_text(4242, 8, "can you fix my invoice?"),
+        )
+        .await;
     let run_id = mcp.next_run().await["runId"].as_str().unwrap().to_string();
     // Giving up is the run's own reply: allowed in REVIEW.
     let failed = mcp
@@ -479,7 +456,7 @@ async fn runs_fail_tells_the_user_and_refunds_the_credit_once() {
         Duration::from_secs(30),
         "the failure told in the chat",
         || async {
-            let sent = telegram_sent(&peer, "4242").await;
+            let sent = telegram_texts_to(&peer, "4242").await;
             (!sent.is_empty()).then_some(())
         },
     )
@@ -489,7 +466,7 @@ async fn runs_fail_tells_the_user_and_refunds_the_credit_once() {
     })
     .await;
     assert_eq!(
-        telegram_sent(&peer, "4242").await,
+        telegram_texts_to(&peer, "4242").await,
         [hermes_ingest_failed_text()],
         "one failure message, nothing else"
     );

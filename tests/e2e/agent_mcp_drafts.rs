@@ -6,14 +6,13 @@
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_testkit::{count, eventually};
+use hermes_testkit::{count, eventually, telegram_texts_to};
 use hermes_types::agent::EngagementMode;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::agent_mcp::{
-    Mcp, assign, env_with, external_agent, key, peer, run_status, telegram, telegram_sent,
-};
+use crate::agent_mcp::{Mcp, TG_SECRET, assign, env_with, external_agent, key, peer, run_status};
+use hermes_testkit::telegram_text;
 use hermes_types::model::Platform;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -153,7 +152,9 @@ async fn a_shown_draft_the_agent_gives_up_on_is_replaced_by_the_failure_message(
     let fleet = env.start(&Service::ALL).await;
     let mcp = Mcp::new(&fleet, &agent_key);
 
-    telegram(&fleet, 4343, 3, "summarise my week").await;
+    fleet
+        .telegram_update(TG_SECRET, &telegram_text(4343, 3, "summarise my week"))
+        .await;
     let run_id = mcp.next_run().await["runId"].as_str().unwrap().to_string();
     let draft = mcp.ok("chat.startDraft", json!({"runId": run_id})).await;
     let draft_id = draft["draftId"].as_str().unwrap().to_string();
@@ -163,7 +164,7 @@ async fn a_shown_draft_the_agent_gives_up_on_is_replaced_by_the_failure_message(
     )
     .await;
     eventually(Duration::from_secs(30), "the draft shown", || async {
-        let sent = telegram_sent(&peer, "4343").await;
+        let sent = telegram_texts_to(&peer, "4343").await;
         (sent == ["Your week: Mon"]).then_some(())
     })
     .await;
@@ -191,7 +192,7 @@ async fn a_shown_draft_the_agent_gives_up_on_is_replaced_by_the_failure_message(
         "{edits:?}"
     );
     assert_eq!(
-        telegram_sent(&peer, "4343").await,
+        telegram_texts_to(&peer, "4343").await,
         ["Your week: Mon"],
         "the failure replaced the draft, no second message"
     );

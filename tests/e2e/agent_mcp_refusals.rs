@@ -12,7 +12,8 @@ use hermes_types::model::Platform;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::agent_mcp::{Mcp, assign, env_with, external_agent, key, peer, run_status, telegram};
+use crate::agent_mcp::{Mcp, TG_SECRET, assign, env_with, external_agent, key, peer, run_status};
+use hermes_testkit::telegram_text;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn review_mutations_foreign_runs_and_unlinked_keys_are_refused() {
@@ -28,7 +29,9 @@ async fn review_mutations_foreign_runs_and_unlinked_keys_are_refused() {
     let fleet = env.start(&Service::ALL).await;
     let victor_mcp = Mcp::new(&fleet, &victor_key);
 
-    telegram(&fleet, 4242, 9, "please review my plan").await;
+    fleet
+        .telegram_update(TG_SECRET, &telegram_text(4242, 9, "please review my plan"))
+        .await;
     let run_id = victor_mcp.next_run().await["runId"]
         .as_str()
         .unwrap()
@@ -197,7 +200,9 @@ async fn bad_input_is_refused_clearly_and_queues_nothing() {
     let (_, victor_key) = key(&env, Some(victor)).await;
     let fleet = env.start(&[Service::Ingest, Service::Router]).await;
     let mcp = Mcp::new(&fleet, &victor_key);
-    telegram(&fleet, 4242, 10, "hello").await;
+    fleet
+        .telegram_update(TG_SECRET, &telegram_text(4242, 10, "hello"))
+        .await;
     let run_id = mcp.next_run().await["runId"].as_str().unwrap().to_string();
     let db = env.db();
     let outbox = || count(&db, "SELECT count(*) FROM outbox", &[]);

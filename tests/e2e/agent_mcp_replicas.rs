@@ -5,14 +5,13 @@
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_testkit::eventually;
+use hermes_testkit::{eventually, telegram_texts_to};
 use hermes_types::agent::EngagementMode;
 use hermes_types::model::Platform;
 use serde_json::json;
 
-use crate::agent_mcp::{
-    Mcp, assign, env_with, external_agent, key, peer, run_status, telegram, telegram_sent,
-};
+use crate::agent_mcp::{Mcp, TG_SECRET, assign, env_with, external_agent, key, peer, run_status};
+use hermes_testkit::telegram_text;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_is_served_by_any_ingest_replica_without_a_session() {
@@ -32,7 +31,9 @@ async fn an_agent_is_served_by_any_ingest_replica_without_a_session() {
         .rpc("initialize", json!({"protocolVersion": "2025-06-18"}))
         .await;
     assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
-    telegram(&fleet, 4545, 5, "which replica answers?").await;
+    fleet
+        .telegram_update(TG_SECRET, &telegram_text(4545, 5, "which replica answers?"))
+        .await;
     let run_id = two.next_run().await["runId"].as_str().unwrap().to_string();
     assert_eq!(
         two.ok("inbox.ack", json!({"runId": run_id})).await["acked"],
@@ -58,7 +59,7 @@ async fn an_agent_is_served_by_any_ingest_replica_without_a_session() {
         (run_status(&env, &run_id).await == "completed").then_some(())
     })
     .await;
-    assert_eq!(telegram_sent(&peer, "4545").await, ["Either one."]);
+    assert_eq!(telegram_texts_to(&peer, "4545").await, ["Either one."]);
     replica.stop().await.unwrap();
     fleet.stop().await.unwrap();
 }

@@ -9,13 +9,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_testkit::{count, eventually, rest_inbound};
+use hermes_testkit::{count, eventually, rest_inbound, telegram_texts_to};
 use hermes_types::agent::EngagementMode;
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::{AgentId, RunId};
 use hermes_types::model::Platform;
 
-use crate::agent_mcp::{assign, env_with, external_agent, key, peer, run_status, telegram_sent};
+use crate::agent_mcp::{assign, env_with, external_agent, key, peer, run_status};
 
 /// Publish a REST message from `sender` and wait until its run is `agent`'s: runs are made
 /// one by one so the inbox lists them in this order.
@@ -144,7 +144,7 @@ async fn the_official_mcp_sdk_answers_as_an_external_agent() {
         Duration::from_secs(30),
         "the note in the other chat",
         || async {
-            (telegram_sent(&peer, "777").await == ["a note for your other chat"]).then_some(())
+            (telegram_texts_to(&peer, "777").await == ["a note for your other chat"]).then_some(())
         },
     )
     .await;

@@ -12,15 +12,16 @@ use hermes_db::memory::{self, Source};
 use hermes_testkit::{TestEnv, count, metric};
 use hermes_types::agent::{AgentKind, EngagementMode};
 use hermes_types::model::Platform;
-use serde_json::json;
+use serde_json::{Value, json};
 
-use crate::agent_mcp::{Mcp, assign, env_with, external_agent, key, peer, telegram};
+use crate::agent_mcp::{Mcp, TG_SECRET, assign, env_with, external_agent, key, peer};
 use crate::forge_wakes::agent;
+use hermes_testkit::telegram_text;
 
 /// A Telegram group message of sender `from` in group `group`, addressed to the bot.
-async fn telegram_group(fleet: &hermes_testkit::Fleet, group: i64, from: i64, text: &str) {
+fn group_mention(group: i64, from: i64, text: &str) -> Value {
     let text = format!("@hermes_test_bot {text}");
-    let update = json!({
+    json!({
         "update_id": 9001,
         "message": {
             "message_id": 9001,
@@ -30,15 +31,7 @@ async fn telegram_group(fleet: &hermes_testkit::Fleet, group: i64, from: i64, te
             "text": text,
             "entities": [{"offset": 0, "length": 16, "type": "mention"}]
         }
-    });
-    let resp = reqwest::Client::new()
-        .post(fleet.url("/webhooks/telegram"))
-        .header("x-telegram-bot-api-secret-token", "tg-secret-0123456789")
-        .json(&update)
-        .send()
-        .await
-        .unwrap();
-    assert!(resp.status().is_success(), "{}", resp.status());
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -70,7 +63,12 @@ async fn the_bundle_ends_with_its_run_and_shows_no_memory_in_a_group() {
     let mcp = Mcp::new(&fleet, &agent_key);
 
     // The private chat: the bundle holds the user's memory while the run waits.
-    telegram(&fleet, 4242, 7, "what should I eat tonight?").await;
+    fleet
+        .telegram_update(
+            TG_SECRET,
+            &telegram_text(4242, 7, "what should I eat tonight?"),
+        )
+        .await;
     let run_id = mcp.next_run().await["runId"].as_str().unwrap().to_string();
     mcp.ok("inbox.ack", json!({"runId": run_id})).await;
     let bundle = mcp.ok("context.bundle", json!({"runId": run_id})).await;
@@ -100,7 +98,12 @@ async fn the_bundle_ends_with_its_run_and_shows_no_memory_in_a_group() {
     assert_eq!(late["code"], "RUN_ENDED", "{late}");
 
     // A group: every member reads the answer, so the user's memory stays out.
-    telegram_group(&fleet, -100_777, 4242, "what should we eat?").await;
+    fleet
+        .telegram_update(
+            TG_SECRET,
+            &group_mention(-100_777, 4242, "what should we eat?"),
+        )
+        .await;
     let group_run = mcp.next_run().await;
     assert_eq!(group_run["chatId"], "-100777");
     let group_id = group_run["runId"].as_str().unwrap().to_string();
@@ -169,7 +172,12 @@ async fn remembered_facts_are_the_agents_capped_per_user_and_expire() {
     let (_, agent_key) = key(&env, Some(victor)).await;
     let fleet = env.start(&Service::ALL).await;
     let mcp = Mcp::new(&fleet, &agent_key);
-    telegram(&fleet, 4242, 7, "I have a cat and a red car").await;
+    fleet
+        .telegram_update(
+            TG_SECRET,
+            &telegram_text(4242, 7, "I have a cat and a red car"),
+        )
+        .await;
     let run_id = mcp.next_run().await["runId"].as_str().unwrap().to_string();
     let remember = |k: &str, v: &str| json!({"runId": run_id, "key": k, "value": v});
 

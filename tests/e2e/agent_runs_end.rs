@@ -8,13 +8,11 @@
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_bus::Bus;
 use hermes_db::agents::{self, AgentUpdate};
 use hermes_db::inbox;
 use hermes_router::external::expiry::EXPIRED_TEXT;
-use hermes_testkit::{TestEnv, channel_inbound, count, eventually, metric, telegram_fake};
+use hermes_testkit::{TestEnv, count, eventually, metric, send_on, telegram_fake};
 use hermes_types::agent::{AgentStatus, EngagementMode};
-use hermes_types::envelope::Envelope;
 use hermes_types::ids::{AgentId, RunId};
 use hermes_types::model::Platform;
 use serde_json::{Value, json};
@@ -69,16 +67,6 @@ async fn victor(env: &TestEnv, fakes: &Fakes, max_concurrent: i32, deadline_secs
     let c = env.db().get().await.unwrap();
     assert!(agents::update(&c, agent.id, &change).await.unwrap());
     agent.id
-}
-
-/// A Telegram message from `chat` on its way to the router; returns its run id.
-async fn telegram(bus: &Bus, chat: &str, text: &str) -> RunId {
-    let run = RunId::new();
-    let inbound = channel_inbound(Platform::Telegram, chat, text);
-    bus.publish(&Envelope::new(run, None, &inbound))
-        .await
-        .unwrap();
-    run
 }
 
 /// The run's agent once it is routed (`Some(None)`: routed to the persona).
@@ -150,7 +138,7 @@ async fn an_agent_that_never_answers_expires_its_run_with_a_fallback_one_refund_
     let fleet = env.start(&[Service::Router, Service::Delivery]).await;
     let bus = env.bus().await;
 
-    let first = telegram(&bus, "7001", "please look at AXI-42").await;
+    let first = send_on(&bus, Platform::Telegram, "7001", "please look at AXI-42").await;
     let chosen = eventually(Duration::from_secs(20), "the first run routed", || async {
         routed_to(&env, first).await
     })
@@ -195,7 +183,7 @@ async fn an_agent_that_never_answers_expires_its_run_with_a_fallback_one_refund_
     );
 
     // The slot is free again: with max_concurrent 1, the next message goes to the agent.
-    let second = telegram(&bus, "7001", "and AXI-43?").await;
+    let second = send_on(&bus, Platform::Telegram, "7001", "and AXI-43?").await;
     let chosen = eventually(Duration::from_secs(20), "the second run routed", || async {
         routed_to(&env, second).await
     })
@@ -230,7 +218,7 @@ async fn an_answer_claimed_before_the_deadline_gets_no_fallback() {
     let fleet = env.start(&[Service::Router, Service::Delivery]).await;
     let bus = env.bus().await;
 
-    let answered = telegram(&bus, "7101", "answered in time").await;
+    let answered = send_on(&bus, Platform::Telegram, "7101", "answered in time").await;
     eventually(
         Duration::from_secs(20),
         "the answered run routed",
@@ -247,7 +235,7 @@ async fn an_answer_claimed_before_the_deadline_gets_no_fallback() {
     assert!(claimed.is_ok(), "{claimed:?}");
     tx.commit().await.unwrap();
     drop(c);
-    let ignored = telegram(&bus, "7102", "never answered").await;
+    let ignored = send_on(&bus, Platform::Telegram, "7102", "never answered").await;
 
     // The later deadline passes and is swept: the earlier one was swept by then too.
     eventually(
@@ -280,7 +268,7 @@ async fn an_unacked_run_is_woken_again_with_a_new_delivery_id_and_an_acked_one_i
     let fleet = env.start(&[Service::Router, Service::Delivery]).await;
     let bus = env.bus().await;
 
-    let acked = telegram(&bus, "7201", "acked at once").await;
+    let acked = send_on(&bus, Platform::Telegram, "7201", "acked at once").await;
     eventually(Duration::from_secs(20), "the acked run routed", || async {
         routed_to(&env, acked).await
     })
@@ -293,7 +281,7 @@ async fn an_unacked_run_is_woken_again_with_a_new_delivery_id_and_an_acked_one_i
     )
     .await
     .unwrap();
-    let ignored = telegram(&bus, "7201", "never acked").await;
+    let ignored = send_on(&bus, Platform::Telegram, "7201", "never acked").await;
 
     // Two re-wakes, each a new delivery, then no more (the schedule has two delays).
     let ids = eventually(Duration::from_secs(40), "two re-wakes", || async {
@@ -398,7 +386,7 @@ async fn a_silent_agent_is_not_chosen_and_is_marked_offline() {
     );
     // Neither round robin nor a mention picks it; the persona answers.
     for text in ["anyone there?", "@victor are you there?"] {
-        let run = telegram(&bus, "7301", text).await;
+        let run = send_on(&bus, Platform::Telegram, "7301", text).await;
         let chosen = eventually(Duration::from_secs(20), "the run routed", || async {
             routed_to(&env, run).await
         })
@@ -415,7 +403,7 @@ async fn a_silent_agent_is_not_chosen_and_is_marked_offline() {
         .ok("agents.heartbeat", json!({}))
         .await;
     assert_eq!(beat["status"], "ONLINE", "{beat}");
-    let run = telegram(&bus, "7301", "back now?").await;
+    let run = send_on(&bus, Platform::Telegram, "7301", "back now?").await;
     let chosen = eventually(Duration::from_secs(20), "the run routed", || async {
         routed_to(&env, run).await
     })
@@ -512,7 +500,7 @@ async fn a_wake_that_cannot_be_delivered_leaves_the_run_to_its_deadline() {
     let fleet = env.start(&[Service::Router, Service::Delivery]).await;
     let bus = env.bus().await;
 
-    let run = telegram(&bus, "7401", "can you hear me?").await;
+    let run = send_on(&bus, Platform::Telegram, "7401", "can you hear me?").await;
     // A parked wake used to close its run as failed at once; now the deadline ends it.
     let ended = eventually(Duration::from_secs(30), "the run ended", || async {
         let s = status(&env, run).await;

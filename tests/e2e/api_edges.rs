@@ -255,16 +255,12 @@ async fn the_core_prompt_comes_before_the_callers_system_message() {
     env.openai_mock(&provider.uri())
         .set("HERMES_CONFIG", config.to_str().unwrap());
     let fleet = env.start(&Service::ALL).await;
-    let resp = reqwest::Client::new()
-        .post(fleet.url("/v1/chat/completions"))
-        .bearer_auth(KEY)
-        .json(&json!({"messages": [
+    let resp = fleet
+        .post_chat(&json!({"messages": [
             {"role": "system", "content": "Answer in French."},
             {"role": "user", "content": "hello"},
         ]}))
-        .send()
-        .await
-        .unwrap();
+        .await;
     assert_eq!(resp.status(), 200);
     let calls = provider.received_requests().await.unwrap();
     assert_eq!(calls.len(), 1);

@@ -5,13 +5,13 @@
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_testkit::{TestEnv, eventually};
+use hermes_testkit::{App, TestEnv, eventually};
 use hermes_types::model::Platform;
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::statuses::{post_signed, text_message, wa_body};
+use crate::statuses::{APP_SECRET, text_message, wa_body};
 
 const PHONE_ID: &str = "106540352242922";
 const USER: &str = "16315551181";
@@ -61,10 +61,11 @@ async fn the_answer(api: &MockServer) -> String {
 }
 
 /// Post three messages, one webhook each.
-async fn three_messages(base: &str) {
+async fn three_messages(app: &App) {
     for (i, text) in ["one", "two", "three"].into_iter().enumerate() {
         let m = text_message(&format!("wamid.IN-{i}"), text);
-        post_signed(base, &wa_body(json!([m]), json!([]))).await;
+        app.whatsapp_message(APP_SECRET, &wa_body(json!([m]), json!([])))
+            .await;
     }
 }
 
@@ -111,14 +112,14 @@ async fn three_messages_within_the_quiet_window_get_one_answer_to_all_three() {
     let api = MockServer::start().await;
     let env = burst_env(&api, 1500).await;
     let fleet = env.start(&Service::ALL).await;
-    let base = fleet.url("");
-    three_messages(&base).await;
+    three_messages(&fleet).await;
     // A duplicate of a held message joins nothing.
-    post_signed(
-        &base,
-        &wa_body(json!([text_message("wamid.IN-1", "two")]), json!([])),
-    )
-    .await;
+    fleet
+        .whatsapp_message(
+            APP_SECRET,
+            &wa_body(json!([text_message("wamid.IN-1", "two")]), json!([])),
+        )
+        .await;
     assert_eq!(the_answer(&api).await, "echo: one\ntwo\nthree");
     answered_once(&env).await;
     assert_eq!(sent(&api).await.len(), 1);
@@ -131,7 +132,7 @@ async fn a_router_killed_inside_the_window_loses_nothing_and_answers_once() {
     // A window the kill is sure to fall inside.
     let mut env = burst_env(&api, 600_000).await;
     let first = env.start_killable(&Service::ALL).await;
-    three_messages(&format!("http://{}", first.http)).await;
+    three_messages(&first).await;
     let db = env.db();
     eventually(Duration::from_secs(30), "three messages held", || async {
         let c = db.get().await.ok()?;

@@ -5,23 +5,15 @@ use std::time::Duration;
 
 use hermes::Service;
 use hermes_bus::{Bus, Stage};
-use hermes_testkit::{Fleet, TestEnv, drain};
+use hermes_testkit::{TestEnv, drain, meta_signature};
 use hermes_types::model::{Inbound, MediaKind, Platform, Reply};
-use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
-use sha2::Sha256;
 
 const TG_SECRET: &str = "tg-secret-0123456789";
 const WA_APP_SECRET: &str = "wa-app-secret-0123";
 const WA_VERIFY: &str = "wa-verify-token";
 const IG_APP_SECRET: &str = "ig-app-secret-0123";
 const D360_TOKEN: &str = "d360-token-0123456789";
-
-fn sign(secret: &str, body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
-    mac.update(body);
-    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
-}
 
 async fn channel_env() -> TestEnv {
     let mut env = TestEnv::new().await;
@@ -57,22 +49,6 @@ fn telegram_update(update_id: i64, message_id: i64, text: &str) -> Value {
     })
 }
 
-async fn post(
-    fleet: &Fleet,
-    path: &str,
-    headers: &[(&str, String)],
-    body: Vec<u8>,
-) -> reqwest::Response {
-    let mut req = reqwest::Client::new()
-        .post(fleet.url(path))
-        .body(body)
-        .header("content-type", "application/json");
-    for (k, v) in headers {
-        req = req.header(*k, v);
-    }
-    req.send().await.unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn telegram_messages_are_verified_normalized_and_deduped() {
     let env = channel_env().await;
@@ -81,7 +57,9 @@ async fn telegram_messages_are_verified_normalized_and_deduped() {
     let token = |t: &str| vec![("x-telegram-bot-api-secret-token", t.to_string())];
     let body = serde_json::to_vec(&telegram_update(1001, 77, "héllo 👋")).unwrap();
 
-    let bad = post(&fleet, "/webhooks/telegram", &token("wrong"), body.clone()).await;
+    let bad = fleet
+        .post_webhook("/webhooks/telegram", &token("wrong"), body.clone())
+        .await;
     assert_eq!(bad.status(), 401);
     assert_eq!(
         bad.json::<Value>().await.unwrap()["error"]["code"],
@@ -93,19 +71,16 @@ async fn telegram_messages_are_verified_normalized_and_deduped() {
     );
 
     assert_eq!(
-        post(
-            &fleet,
-            "/webhooks/telegram",
-            &token(TG_SECRET),
-            body.clone()
-        )
-        .await
-        .status(),
+        fleet
+            .post_webhook("/webhooks/telegram", &token(TG_SECRET), body.clone())
+            .await
+            .status(),
         200
     );
     // Telegram retries the same update: answered 2xx, nothing new.
     assert_eq!(
-        post(&fleet, "/webhooks/telegram", &token(TG_SECRET), body)
+        fleet
+            .post_webhook("/webhooks/telegram", &token(TG_SECRET), body)
             .await
             .status(),
         200
@@ -127,14 +102,14 @@ async fn telegram_messages_are_verified_normalized_and_deduped() {
         "photo": [{"file_id": "small", "width": 90, "height": 90, "file_size": 100},
                   {"file_id": "large", "width": 1280, "height": 960, "file_size": 90000}]}});
     assert_eq!(
-        post(
-            &fleet,
-            "/webhooks/telegram",
-            &token(TG_SECRET),
-            serde_json::to_vec(&photo).unwrap()
-        )
-        .await
-        .status(),
+        fleet
+            .post_webhook(
+                "/webhooks/telegram",
+                &token(TG_SECRET),
+                serde_json::to_vec(&photo).unwrap()
+            )
+            .await
+            .status(),
         200
     );
     let got = routed(&bus).await;
@@ -142,21 +117,17 @@ async fn telegram_messages_are_verified_normalized_and_deduped() {
     assert_eq!(got[0].event.media[0].platform_id.as_deref(), Some("large"));
     assert_eq!(got[0].event.text.as_deref(), Some("look"));
 
-    let malformed = post(
-        &fleet,
-        "/webhooks/telegram",
-        &token(TG_SECRET),
-        b"{\"update_id\":".to_vec(),
-    )
-    .await;
+    let malformed = fleet
+        .post_webhook(
+            "/webhooks/telegram",
+            &token(TG_SECRET),
+            b"{\"update_id\":".to_vec(),
+        )
+        .await;
     assert_eq!(malformed.status(), 400);
-    let huge = post(
-        &fleet,
-        "/webhooks/telegram",
-        &token(TG_SECRET),
-        vec![b' '; 70_000],
-    )
-    .await;
+    let huge = fleet
+        .post_webhook("/webhooks/telegram", &token(TG_SECRET), vec![b' '; 70_000])
+        .await;
     assert_eq!(huge.status(), 413);
     assert!(routed(&bus).await.is_empty());
 
@@ -213,21 +184,22 @@ async fn whatsapp_and_360dialog_route_messages_and_record_statuses() {
         ]),
         json!([]),
     );
-    let signed = |body: &[u8]| vec![("x-hub-signature-256", sign(WA_APP_SECRET, body))];
+    let signed = |body: &[u8]| vec![("x-hub-signature-256", meta_signature(WA_APP_SECRET, body))];
     assert_eq!(
-        post(
-            &fleet,
-            "/webhooks/whatsapp",
-            &[("x-hub-signature-256", sign("wrong", &two))],
-            two.clone()
-        )
-        .await
-        .status(),
+        fleet
+            .post_webhook(
+                "/webhooks/whatsapp",
+                &[("x-hub-signature-256", meta_signature("wrong", &two))],
+                two.clone()
+            )
+            .await
+            .status(),
         401
     );
     assert!(routed(&bus).await.is_empty());
     assert_eq!(
-        post(&fleet, "/webhooks/whatsapp", &signed(&two), two.clone())
+        fleet
+            .post_webhook("/webhooks/whatsapp", &signed(&two), two.clone())
             .await
             .status(),
         200
@@ -240,13 +212,13 @@ async fn whatsapp_and_360dialog_route_messages_and_record_statuses() {
     assert_eq!(got[1].event.text.as_deref(), Some("Yes please"));
 
     // The same messages through 360dialog (token, not signature) are duplicates.
-    let d360 = post(
-        &fleet,
-        "/webhooks/360dialog",
-        &[("x-hermes-webhook-token", D360_TOKEN.into())],
-        two.clone(),
-    )
-    .await;
+    let d360 = fleet
+        .post_webhook(
+            "/webhooks/360dialog",
+            &[("x-hermes-webhook-token", D360_TOKEN.into())],
+            two.clone(),
+        )
+        .await;
     assert_eq!(d360.status(), 200);
     assert!(routed(&bus).await.is_empty());
     let third = whatsapp_payload(
@@ -254,25 +226,17 @@ async fn whatsapp_and_360dialog_route_messages_and_record_statuses() {
         json!([]),
     );
     assert_eq!(
-        post(
-            &fleet,
-            "/webhooks/360dialog/wrong-token",
-            &[],
-            third.clone()
-        )
-        .await
-        .status(),
+        fleet
+            .post_webhook("/webhooks/360dialog/wrong-token", &[], third.clone())
+            .await
+            .status(),
         401
     );
     assert_eq!(
-        post(
-            &fleet,
-            &format!("/webhooks/360dialog/{D360_TOKEN}"),
-            &[],
-            third
-        )
-        .await
-        .status(),
+        fleet
+            .post_webhook(&format!("/webhooks/360dialog/{D360_TOKEN}"), &[], third)
+            .await
+            .status(),
         200
     );
     assert_eq!(
@@ -291,14 +255,10 @@ async fn whatsapp_and_360dialog_route_messages_and_record_statuses() {
         ]),
     );
     assert_eq!(
-        post(
-            &fleet,
-            "/webhooks/whatsapp",
-            &signed(&statuses),
-            statuses.clone()
-        )
-        .await
-        .status(),
+        fleet
+            .post_webhook("/webhooks/whatsapp", &signed(&statuses), statuses.clone())
+            .await
+            .status(),
         200
     );
     assert!(routed(&bus).await.is_empty());
@@ -335,27 +295,23 @@ async fn instagram_messages_are_signed_and_echoes_ignored() {
          "message": {"mid": "mid.2", "text": "our own echo", "is_echo": true}}
     ]}]}))
     .unwrap();
-    let sig = sign(IG_APP_SECRET, &body);
+    let sig = meta_signature(IG_APP_SECRET, &body);
     assert_eq!(
-        post(
-            &fleet,
-            "/webhooks/instagram",
-            &[("x-hub-signature-256", "sha256=00".into())],
-            body.clone()
-        )
-        .await
-        .status(),
+        fleet
+            .post_webhook(
+                "/webhooks/instagram",
+                &[("x-hub-signature-256", "sha256=00".into())],
+                body.clone()
+            )
+            .await
+            .status(),
         401
     );
     assert_eq!(
-        post(
-            &fleet,
-            "/webhooks/instagram",
-            &[("x-hub-signature-256", sig)],
-            body
-        )
-        .await
-        .status(),
+        fleet
+            .post_webhook("/webhooks/instagram", &[("x-hub-signature-256", sig)], body)
+            .await
+            .status(),
         200
     );
     let got = routed(&bus).await;
@@ -377,7 +333,7 @@ async fn unconfigured_channels_answer_404() {
         "/webhooks/360dialog",
         "/webhooks/instagram",
     ] {
-        let r = post(&fleet, path, &[], b"{}".to_vec()).await;
+        let r = fleet.post_webhook(path, &[], b"{}".to_vec()).await;
         assert_eq!(r.status(), 404, "{path}");
         assert_eq!(
             r.json::<Value>().await.unwrap()["error"]["code"],
@@ -404,13 +360,13 @@ async fn a_sender_over_the_rate_is_slowed_down_once_and_every_message_still_rout
     let mut delayed = 0;
     for i in 0..5 {
         let body = serde_json::to_vec(&telegram_update(2000 + i, 100 + i, "spam")).unwrap();
-        let r = post(
-            &fleet,
-            "/webhooks/telegram",
-            &[("x-telegram-bot-api-secret-token", TG_SECRET.into())],
-            body,
-        )
-        .await;
+        let r = fleet
+            .post_webhook(
+                "/webhooks/telegram",
+                &[("x-telegram-bot-api-secret-token", TG_SECRET.into())],
+                body,
+            )
+            .await;
         assert_eq!(r.status(), 200, "the platform must not retry");
         delayed += r.json::<Value>().await.unwrap()["delayed"]
             .as_u64()
@@ -463,7 +419,7 @@ async fn a_broker_outage_answers_503_and_never_2xx() {
     proxy.set_down(true);
     let body = serde_json::to_vec(&telegram_update(3000, 300, "during the outage")).unwrap();
     let secret = [("x-telegram-bot-api-secret-token", TG_SECRET.to_string())];
-    let try_update = || post(&fleet, "/webhooks/telegram", &secret, body.clone());
+    let try_update = || fleet.post_webhook("/webhooks/telegram", &secret, body.clone());
     // Until ingest notices the cut it may answer otherwise, but never 2xx.
     let r = hermes_testkit::eventually(Duration::from_secs(20), "ingest answering 503", || async {
         let r = try_update().await;
@@ -501,7 +457,7 @@ async fn every_message_of_a_large_meta_batch_is_routed_and_a_3_mb_body_accepted(
         .set("HERMES_INBOUND_PER_MINUTE", "1000");
     let fleet = env.start(&[Service::Ingest]).await;
     let bus = env.bus().await;
-    let signed = |body: &[u8]| vec![("x-hub-signature-256", sign(WA_APP_SECRET, body))];
+    let signed = |body: &[u8]| vec![("x-hub-signature-256", meta_signature(WA_APP_SECRET, body))];
 
     // 150 messages and 120 statuses in one body: all messages routed, statuses apart.
     let messages: Vec<Value> = (0..150)
@@ -515,7 +471,9 @@ async fn every_message_of_a_large_meta_batch_is_routed_and_a_3_mb_body_accepted(
         })
         .collect();
     let big = whatsapp_payload(json!(messages), json!(statuses));
-    let r = post(&fleet, "/webhooks/whatsapp", &signed(&big), big.clone()).await;
+    let r = fleet
+        .post_webhook("/webhooks/whatsapp", &signed(&big), big.clone())
+        .await;
     assert_eq!(r.status(), 200);
     assert_eq!(r.json::<Value>().await.unwrap()["routed"], 150);
     assert_eq!(routed(&bus).await.len(), 150, "every message routed");
@@ -527,7 +485,9 @@ async fn every_message_of_a_large_meta_batch_is_routed_and_a_3_mb_body_accepted(
                 "type": "text", "text": {"body": long}}]),
         json!([]),
     );
-    let r = post(&fleet, "/webhooks/whatsapp", &signed(&heavy), heavy.clone()).await;
+    let r = fleet
+        .post_webhook("/webhooks/whatsapp", &signed(&heavy), heavy.clone())
+        .await;
     assert_eq!(r.status(), 200);
     assert_eq!(routed(&bus).await.len(), 1);
     bus.close().await;

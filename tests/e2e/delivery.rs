@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use hermes::Service;
 use hermes_bus::{Bus, Stage};
 use hermes_runtime::stage::{FAILURE_DETAIL_HEADER, FAILURE_REASON_HEADER};
-use hermes_testkit::{TestEnv, eventually, metric};
+use hermes_testkit::{
+    TestEnv, eventually, metric, telegram_ok, telegram_send_message, telegram_sent, telegram_text,
+};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 use hermes_types::model::{Outcome, Platform, Reply, ReplyTo, Usage};
@@ -196,6 +198,7 @@ async fn a_failing_callback_waits_through_the_schedule_then_is_parked_with_its_r
 }
 
 pub(crate) const TG_TOKEN: &str = "123456:test-bot-token";
+pub(crate) const TG_SECRET: &str = "tg-secret-0123456789";
 
 /// A fleet environment whose chat senders all point at `api`.
 pub(crate) async fn sender_env(api: &MockServer) -> TestEnv {
@@ -212,10 +215,6 @@ pub(crate) async fn sender_env(api: &MockServer) -> TestEnv {
     env
 }
 
-fn tg_path() -> String {
-    format!("/bot{TG_TOKEN}/sendMessage")
-}
-
 /// The JSON bodies `api` received on `p`, in order.
 pub(crate) async fn bodies(api: &MockServer, p: &str) -> Vec<Value> {
     api.received_requests()
@@ -230,12 +229,11 @@ pub(crate) async fn bodies(api: &MockServer, p: &str) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_platform_gets_the_request_its_api_expects_photos_included_and_long_texts_are_split() {
     let api = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path(tg_path()))
+    telegram_send_message(TG_TOKEN)
         .and(body_json(
             json!({"chat_id": "4242", "text": "hello *there*", "parse_mode": "Markdown"}),
         ))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
+        .respond_with(telegram_ok())
         .expect(1)
         .named("telegram sendMessage")
         .mount(&api)
@@ -289,10 +287,9 @@ async fn each_platform_gets_the_request_its_api_expects_photos_included_and_long
         .named("360dialog image")
         .mount(&api)
         .await;
-    Mock::given(method("POST"))
-        .and(path(tg_path()))
+    telegram_send_message(TG_TOKEN)
         .and(body_partial_json(json!({"chat_id": "long"})))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
+        .respond_with(telegram_ok())
         .expect(3)
         .named("telegram long text")
         .mount(&api)
@@ -332,7 +329,7 @@ async fn each_platform_gets_the_request_its_api_expects_photos_included_and_long
         (api.received_requests().await.unwrap().len() >= 8).then_some(())
     })
     .await;
-    let parts: Vec<String> = bodies(&api, &tg_path())
+    let parts: Vec<String> = telegram_sent(&api)
         .await
         .into_iter()
         .filter(|b| b["chat_id"] == "long")
@@ -394,8 +391,7 @@ async fn each_platform_gets_the_request_its_api_expects_photos_included_and_long
 async fn telegram_429_is_waited_400_is_parked_and_bad_formatting_goes_plain() {
     let api = MockServer::start().await;
     // 429 with Retry-After once for chat "slow", then accepted.
-    Mock::given(method("POST"))
-        .and(path(tg_path()))
+    telegram_send_message(TG_TOKEN)
         .and(body_partial_json(json!({"chat_id": "slow"})))
         .respond_with(
             ResponseTemplate::new(429)
@@ -408,8 +404,7 @@ async fn telegram_429_is_waited_400_is_parked_and_bad_formatting_goes_plain() {
         .mount(&api)
         .await;
     // A chat that does not exist.
-    Mock::given(method("POST"))
-        .and(path(tg_path()))
+    telegram_send_message(TG_TOKEN)
         .and(body_partial_json(json!({"chat_id": "gone"})))
         .respond_with(ResponseTemplate::new(400).set_body_json(
             json!({"ok": false, "error_code": 400, "description": "Bad Request: chat not found"}),
@@ -417,8 +412,7 @@ async fn telegram_429_is_waited_400_is_parked_and_bad_formatting_goes_plain() {
         .mount(&api)
         .await;
     // Markdown Telegram cannot parse, accepted as plain text.
-    Mock::given(method("POST"))
-        .and(path(tg_path()))
+    telegram_send_message(TG_TOKEN)
         .and(body_partial_json(json!({"chat_id": "fmt", "parse_mode": "Markdown"})))
         .respond_with(ResponseTemplate::new(400).set_body_json(json!({
             "ok": false, "error_code": 400,
@@ -426,9 +420,8 @@ async fn telegram_429_is_waited_400_is_parked_and_bad_formatting_goes_plain() {
         })))
         .mount(&api)
         .await;
-    Mock::given(method("POST"))
-        .and(path(tg_path()))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
+    telegram_send_message(TG_TOKEN)
+        .respond_with(telegram_ok())
         .mount(&api)
         .await;
     let env = sender_env(&api).await;
@@ -440,7 +433,7 @@ async fn telegram_429_is_waited_400_is_parked_and_bad_formatting_goes_plain() {
         .await
         .unwrap();
     eventually(Duration::from_secs(20), "the second try", || async {
-        let n = bodies(&api, &tg_path())
+        let n = telegram_sent(&api)
             .await
             .iter()
             .filter(|b| b["chat_id"] == "slow")
@@ -462,7 +455,7 @@ async fn telegram_429_is_waited_400_is_parked_and_bad_formatting_goes_plain() {
         !parked.detail.unwrap_or_default().contains(TG_TOKEN),
         "the bot token never reaches a header"
     );
-    let tries = bodies(&api, &tg_path())
+    let tries = telegram_sent(&api)
         .await
         .iter()
         .filter(|b| b["chat_id"] == "gone")
@@ -473,7 +466,7 @@ async fn telegram_429_is_waited_400_is_parked_and_bad_formatting_goes_plain() {
         .await
         .unwrap();
     let plain = eventually(Duration::from_secs(20), "the plain-text resend", || async {
-        bodies(&api, &tg_path())
+        telegram_sent(&api)
             .await
             .into_iter()
             .find(|b| b["chat_id"] == "fmt" && b.get("parse_mode").is_none())
@@ -625,44 +618,22 @@ async fn a_burst_to_one_chat_is_spread_by_the_rate_gate() {
     fleet.stop().await.unwrap();
 }
 
-/// POST a Telegram update from user 4242 saying `text` to `fleet`'s webhook (secret
-/// `tg-secret-0123456789`); asserts it is accepted.
-pub(crate) async fn telegram_webhook(fleet: &hermes_testkit::Fleet, text: &str) {
-    let update = json!({
-        "update_id": 1,
-        "message": {
-            "message_id": 7,
-            "from": {"id": 4242, "is_bot": false, "first_name": "Ada"},
-            "chat": {"id": 4242, "type": "private"},
-            "date": 1_760_000_000,
-            "text": text
-        }
-    });
-    let resp = reqwest::Client::new()
-        .post(fleet.url("/webhooks/telegram"))
-        .header("x-telegram-bot-api-secret-token", "tg-secret-0123456789")
-        .json(&update)
-        .send()
-        .await
-        .unwrap();
-    assert!(resp.status().is_success());
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_telegram_webhook_is_answered_in_the_chat() {
     let api = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path(tg_path()))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
+    telegram_send_message(TG_TOKEN)
+        .respond_with(telegram_ok())
         .mount(&api)
         .await;
     let mut env = sender_env(&api).await;
-    env.set("TELEGRAM_WEBHOOK_SECRET", "tg-secret-0123456789");
+    env.set("TELEGRAM_WEBHOOK_SECRET", TG_SECRET);
     env.user(Platform::Telegram, "4242", 10).await;
     let fleet = env.start(&Service::ALL).await;
-    telegram_webhook(&fleet, "ping from telegram").await;
+    fleet
+        .telegram_update(TG_SECRET, &telegram_text(4242, 7, "ping from telegram"))
+        .await;
     let sent = eventually(Duration::from_secs(30), "the reply in the chat", || async {
-        bodies(&api, &tg_path()).await.into_iter().next()
+        telegram_sent(&api).await.into_iter().next()
     })
     .await;
     assert_eq!(sent["chat_id"], "4242");
@@ -745,16 +716,14 @@ async fn a_retry_after_a_half_sent_reply_sends_only_the_rest() {
         .collect();
     let api = MockServer::start().await;
     // The second part fails through all four in-call tries, then is accepted.
-    Mock::given(method("POST"))
-        .and(path(tg_path()))
+    telegram_send_message(TG_TOKEN)
         .and(body_partial_json(json!({"text": paragraphs[1]})))
         .respond_with(ResponseTemplate::new(503))
         .up_to_n_times(4)
         .mount(&api)
         .await;
-    Mock::given(method("POST"))
-        .and(path(tg_path()))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
+    telegram_send_message(TG_TOKEN)
+        .respond_with(telegram_ok())
         .mount(&api)
         .await;
     let mut env = sender_env(&api).await;
@@ -772,7 +741,7 @@ async fn a_retry_after_a_half_sent_reply_sends_only_the_rest() {
     .unwrap();
     let count = |texts: &[Value], p: &str| texts.iter().filter(|b| b["text"] == p).count();
     let texts = eventually(Duration::from_secs(20), "the last part", || async {
-        let texts = bodies(&api, &tg_path()).await;
+        let texts = telegram_sent(&api).await;
         (count(&texts, &paragraphs[2]) > 0).then_some(texts)
     })
     .await;

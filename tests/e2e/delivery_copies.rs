@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use hermes::Service;
 use hermes_bus::Outgoing;
-use hermes_testkit::{TestEnv, count, eventually};
+use hermes_testkit::{TestEnv, count, eventually, telegram_ok, telegram_send_message};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 use hermes_types::model::{Outcome, Platform, Reply, ReplyTo, Usage};
 use serde_json::json;
-use wiremock::matchers::{body_partial_json, method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::MockServer;
+use wiremock::matchers::body_partial_json;
 
 const TG_TOKEN: &str = "123456:copies-bot-token";
 
@@ -23,13 +23,8 @@ const TG_TOKEN: &str = "123456:copies-bot-token";
 async fn two_copies_of_a_reply_processed_together_send_it_once() {
     let api = MockServer::start().await;
     // A slow platform: the first copy is still sending when the second looks.
-    Mock::given(method("POST"))
-        .and(path(format!("/bot{TG_TOKEN}/sendMessage")))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .set_body_json(json!({"ok": true}))
-                .set_delay(Duration::from_millis(1500)),
-        )
+    telegram_send_message(TG_TOKEN)
+        .respond_with(telegram_ok().set_delay(Duration::from_millis(1500)))
         .mount(&api)
         .await;
     let mut env = TestEnv::new().await;
@@ -112,20 +107,14 @@ async fn a_replica_killed_half_way_through_a_reply_while_redis_forgets_sends_onl
         .collect();
     let api = MockServer::start().await;
     // The second part's first send hangs: the replica is killed while it waits.
-    Mock::given(method("POST"))
-        .and(path(format!("/bot{TG_TOKEN}/sendMessage")))
+    telegram_send_message(TG_TOKEN)
         .and(body_partial_json(json!({"text": paragraphs[1]})))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .set_body_json(json!({"ok": true}))
-                .set_delay(Duration::from_secs(120)),
-        )
+        .respond_with(telegram_ok().set_delay(Duration::from_secs(120)))
         .up_to_n_times(1)
         .mount(&api)
         .await;
-    Mock::given(method("POST"))
-        .and(path(format!("/bot{TG_TOKEN}/sendMessage")))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
+    telegram_send_message(TG_TOKEN)
+        .respond_with(telegram_ok())
         .mount(&api)
         .await;
     let mut env = TestEnv::new().await;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use hermes::Service;
 use hermes_bus::Bus;
 use hermes_db::drafts;
-use hermes_testkit::{TestEnv, eventually, metric};
+use hermes_testkit::{TestEnv, eventually, metric, telegram_send_message, telegram_sent};
 use hermes_types::agent::EngagementMode;
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::{AgentId, DraftId, RunId};
@@ -48,8 +48,7 @@ async fn draft_env(api: &MockServer) -> TestEnv {
 
 /// Telegram answering every send with message [`SHOWN_ID`] and every edit with success.
 async fn telegram(api: &MockServer) {
-    Mock::given(method("POST"))
-        .and(path(tg("sendMessage")))
+    telegram_send_message(TG_TOKEN)
         .respond_with(ResponseTemplate::new(200).set_body_json(
             json!({"ok": true, "result": {"message_id": SHOWN_ID, "chat": {"id": 4242}}}),
         ))
@@ -209,7 +208,7 @@ async fn a_telegram_draft_is_one_message_edited_as_it_grows_then_replaced_by_the
     .await;
     wait_outcome(&fleet, "dropped", 2.0).await;
 
-    let sends = tg_bodies(&api, "sendMessage").await;
+    let sends = telegram_sent(&api).await;
     assert_eq!(sends.len(), 1, "one message shows the draft: {sends:?}");
     assert_eq!(sends[0], json!({"chat_id": CHAT, "text": "The bar"}));
     let edits = tg_bodies(&api, "editMessageText").await;
@@ -277,8 +276,7 @@ async fn a_long_answer_edits_the_draft_to_its_first_part_and_sends_the_rest_once
 
     // The second part's first attempt fails (four in-call tries); its queued retry goes on
     // from what the first attempt did: the draft is not edited again.
-    Mock::given(method("POST"))
-        .and(path(tg("sendMessage")))
+    telegram_send_message(TG_TOKEN)
         .respond_with(ResponseTemplate::new(500))
         .up_to_n_times(4)
         .with_priority(1)
@@ -299,7 +297,7 @@ async fn a_long_answer_edits_the_draft_to_its_first_part_and_sends_the_rest_once
     );
     assert_eq!(edits[0]["text"], first.as_str());
     assert_eq!(edits[0]["message_id"], SHOWN_ID);
-    let sends = tg_bodies(&api, "sendMessage").await;
+    let sends = telegram_sent(&api).await;
     let texts: Vec<&str> = sends.iter().map(|s| s["text"].as_str().unwrap()).collect();
     assert_eq!(texts[0], "Chapter one");
     assert_eq!(
@@ -315,8 +313,7 @@ async fn a_long_answer_edits_the_draft_to_its_first_part_and_sends_the_rest_once
 async fn two_updates_in_flight_together_show_one_message() {
     let api = MockServer::start().await;
     // A slow Telegram: the first update is still sending when the second one looks.
-    Mock::given(method("POST"))
-        .and(path(tg("sendMessage")))
+    telegram_send_message(TG_TOKEN)
         .respond_with(
             ResponseTemplate::new(200)
                 .set_body_json(json!({"ok": true, "result": {"message_id": SHOWN_ID}}))
@@ -358,7 +355,7 @@ async fn two_updates_in_flight_together_show_one_message() {
     })
     .await;
     assert_eq!(
-        tg_bodies(&api, "sendMessage").await.len(),
+        telegram_sent(&api).await.len(),
         1,
         "one message shows the draft"
     );
@@ -398,7 +395,7 @@ async fn an_answer_whose_draft_is_gone_or_never_shown_goes_as_a_new_message() {
     .await;
     wait_run_closed(&env, quiet_run).await;
 
-    let texts: Vec<String> = tg_bodies(&api, "sendMessage")
+    let texts: Vec<String> = telegram_sent(&api)
         .await
         .iter()
         .map(|b| b["text"].as_str().unwrap().to_string())

@@ -16,12 +16,11 @@ use std::time::Duration;
 
 use hermes::Service;
 use hermes_bus::Stage;
-use hermes_testkit::{KillableFleet, Server, TestEnv, count};
+use hermes_testkit::{KillableFleet, Server, TestEnv, count, telegram_send_message, telegram_sent};
 use hermes_types::model::Platform;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::{MockServer, ResponseTemplate};
 
 const TG_SECRET: &str = "tg-secret-0123456789";
 const TG_TOKEN: &str = "123456:fault-bot-token";
@@ -178,14 +177,7 @@ async fn sent(api: &MockServer) -> (HashMap<String, usize>, Vec<String>) {
     let mut by_token = HashMap::new();
     let mut other = Vec::new();
     // Only sends: the typing actions shown while runs work are not messages.
-    let requests = api.received_requests().await.unwrap_or_default();
-    for r in requests
-        .iter()
-        .filter(|r| r.url.path().ends_with("/sendMessage"))
-    {
-        let Ok(body) = serde_json::from_slice::<Value>(&r.body) else {
-            continue;
-        };
+    for body in telegram_sent(api).await {
         let text = body["text"].as_str().unwrap_or_default().to_string();
         match text.split_whitespace().find(|w| w.starts_with("ledger-")) {
             Some(t) if text.starts_with("echo: ") => {
@@ -206,8 +198,7 @@ async fn a_ledgered_run_through_kills_stops_and_outages_loses_and_doubles_nothin
         progress: progress.clone(),
     };
     let t0 = std::time::Instant::now();
-    Mock::given(method("POST"))
-        .and(path(format!("/bot{TG_TOKEN}/sendMessage")))
+    telegram_send_message(TG_TOKEN)
         .respond_with(chat.clone())
         .mount(&api)
         .await;

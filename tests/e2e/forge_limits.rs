@@ -10,7 +10,7 @@ use hermes_testkit::{TestEnv, eventually, metric};
 use hermes_types::agent::AgentKind;
 use serde_json::{Value, json};
 
-use crate::forge_wakes::{SECRET, agent, forge_env, now, post, signed, wake};
+use crate::forge_wakes::{SECRET, agent, forge_env, now, signed, wake};
 
 /// Another secret the Forge signs with (both are listed).
 const OTHER: &str = "forge-secret-second-0123456789abcdef";
@@ -38,7 +38,9 @@ async fn wakes_are_limited_per_secret() {
         let fleet = &fleet;
         async move {
             let b = body.as_bytes();
-            post(fleet, b, &signed(secret, now(), delivery, b)).await
+            fleet
+                .forge_wake(b, &signed(secret, now(), delivery, b))
+                .await
         }
     };
     for delivery in ["dlv_1", "dlv_2"] {

@@ -4,8 +4,6 @@
 //! malformed, oversized, for an unknown or external agent) is refused with its own clear
 //! error and leaves nothing behind: no message on the router's queue, no delivery id, no run.
 
-use std::time::Duration;
-
 use hermes::Service;
 use hermes_bus::Stage;
 use hermes_db::agents::{self, NewAgent};
@@ -79,24 +77,11 @@ pub fn signed(secret: &str, timestamp: i64, delivery: &str, body: &[u8]) -> Vec<
         .collect()
 }
 
-/// POST `body` with `headers` to the Forge route.
-pub async fn post(fleet: &Fleet, body: &[u8], headers: &[(String, String)]) -> reqwest::Response {
-    let mut req = reqwest::Client::new()
-        .post(fleet.url("/agents/forge"))
-        .timeout(Duration::from_secs(30))
-        .header("content-type", "application/json")
-        .body(body.to_vec());
-    for (k, v) in headers {
-        req = req.header(k.as_str(), v.as_str());
-    }
-    req.send().await.expect("ingest answers")
-}
-
 /// POST `envelope` signed with [`SECRET`] now, as delivery `delivery`.
 pub async fn wake(fleet: &Fleet, envelope: &Value, delivery: &str) -> reqwest::Response {
     let body = envelope.to_string();
     let headers = signed(SECRET, now(), delivery, body.as_bytes());
-    post(fleet, body.as_bytes(), &headers).await
+    fleet.forge_wake(body.as_bytes(), &headers).await
 }
 
 pub fn now() -> i64 {
@@ -169,47 +154,47 @@ async fn bad_wakes_are_refused_clearly_and_queue_nothing_and_a_replay_is_taken_o
     // Signed with a secret the route does not hold.
     let h = signed("not-our-secret", now(), "dlv_1", b);
     assert_eq!(
-        refused(post(&fleet, b, &h).await).await,
+        refused(fleet.forge_wake(b, &h).await).await,
         (401, "invalid_signature".into())
     );
     // Correctly signed, six minutes ago.
     let h = signed(SECRET, now() - 360, "dlv_1", b);
     assert_eq!(
-        refused(post(&fleet, b, &h).await).await,
+        refused(fleet.forge_wake(b, &h).await).await,
         (401, "stale_timestamp".into())
     );
     // No signature at all; a timestamp that is not one.
     let h = vec![(FORGE_DELIVERY.to_string(), "dlv_1".to_string())];
     assert_eq!(
-        refused(post(&fleet, b, &h).await).await,
+        refused(fleet.forge_wake(b, &h).await).await,
         (401, "missing_signature".into())
     );
     let mut h = signed(SECRET, now(), "dlv_1", b);
     h.retain(|(k, _)| k != FORGE_TIMESTAMP);
     h.push((FORGE_TIMESTAMP.into(), "yesterday".into()));
     assert_eq!(
-        refused(post(&fleet, b, &h).await).await,
+        refused(fleet.forge_wake(b, &h).await).await,
         (401, "invalid_timestamp".into())
     );
     // The body is covered: the same headers on another body do not verify.
     let h = signed(SECRET, now(), "dlv_1", b);
     let other = envelope("outside").to_string();
     assert_eq!(
-        refused(post(&fleet, other.as_bytes(), &h).await).await,
+        refused(fleet.forge_wake(other.as_bytes(), &h).await).await,
         (401, "invalid_signature".into())
     );
     // Signed, but without the delivery id that deduplicates it.
     let mut h = signed(SECRET, now(), "dlv_1", b);
     h.retain(|(k, _)| k != FORGE_DELIVERY);
     assert_eq!(
-        refused(post(&fleet, b, &h).await).await,
+        refused(fleet.forge_wake(b, &h).await).await,
         (400, "missing_delivery_id".into())
     );
     // Signed garbage, a wake for nobody, for an unknown agent, for an external one.
     let garbage = b"{\"agent\": {\"profileKey\": ";
     let h = signed(SECRET, now(), "dlv_2", garbage);
     assert_eq!(
-        refused(post(&fleet, garbage, &h).await).await,
+        refused(fleet.forge_wake(garbage, &h).await).await,
         (400, "malformed_payload".into())
     );
     let nobody = json!({"kind": "AGENT_ASSIGNED", "agent": {"id": "agt_1"}});
@@ -230,12 +215,15 @@ async fn bad_wakes_are_refused_clearly_and_queue_nothing_and_a_replay_is_taken_o
     big["issue"]["title"] = Value::String("x".repeat(5000));
     let big = big.to_string();
     let h = signed(SECRET, now(), "dlv_6", big.as_bytes());
-    assert_eq!(refused(post(&fleet, big.as_bytes(), &h).await).await.0, 413);
+    assert_eq!(
+        refused(fleet.forge_wake(big.as_bytes(), &h).await).await.0,
+        413
+    );
     nothing_queued(&env).await;
 
     // A good wake, signed with the previous secret (rotation): queued once.
     let h = signed(OLD_SECRET, now(), "dlv_good", b);
-    let resp = post(&fleet, b, &h).await;
+    let resp = fleet.forge_wake(b, &h).await;
     assert_eq!(resp.status(), 202);
     let taken: Value = resp.json().await.unwrap();
     assert_eq!(taken["delivery_id"], "dlv_good");
@@ -253,7 +241,7 @@ async fn bad_wakes_are_refused_clearly_and_queue_nothing_and_a_replay_is_taken_o
     let captured_body = captured_wake.to_string();
     let cb = captured_body.as_bytes();
     let captured = signed(OLD_SECRET, now(), "dlv_captured", cb);
-    assert_eq!(post(&fleet, cb, &captured).await.status(), 202);
+    assert_eq!(fleet.forge_wake(cb, &captured).await.status(), 202);
     let under = |delivery: &str, upper: bool| -> Vec<(String, String)> {
         captured
             .iter()
@@ -268,7 +256,7 @@ async fn bad_wakes_are_refused_clearly_and_queue_nothing_and_a_replay_is_taken_o
             .collect()
     };
     for (delivery, upper) in [("dlv_fresh_1", false), ("dlv_fresh_2", true)] {
-        let resp = post(&fleet, cb, &under(delivery, upper)).await;
+        let resp = fleet.forge_wake(cb, &under(delivery, upper)).await;
         assert_eq!(refused(resp).await, (409, "replayed".into()), "{delivery}");
     }
 
@@ -331,24 +319,24 @@ async fn the_body_only_signature_is_verified_where_configured_and_the_route_is_o
     };
     let wrong = only_body("not-our-secret", "dlv_b1");
     assert_eq!(
-        refused(post(&fleet, b, &wrong).await).await,
+        refused(fleet.forge_wake(b, &wrong).await).await,
         (401, "invalid_signature".into())
     );
     let mut timestamped_only = signed(SECRET, now(), "dlv_b1", b);
     timestamped_only.retain(|(k, _)| k != FORGE_BODY_SIGNATURE);
     assert_eq!(
-        refused(post(&fleet, b, &timestamped_only).await).await,
+        refused(fleet.forge_wake(b, &timestamped_only).await).await,
         (401, "missing_signature".into())
     );
     nothing_queued(&env).await;
-    let resp = post(&fleet, b, &only_body(SECRET, "dlv_b1")).await;
+    let resp = fleet.forge_wake(b, &only_body(SECRET, "dlv_b1")).await;
     assert_eq!(resp.status(), 202);
     // The Forge's retry of the delivery is a duplicate; the same body under a fresh
     // delivery id (which no signature covers) is a replay, refused by the body itself.
-    let resp = post(&fleet, b, &only_body(SECRET, "dlv_b1")).await;
+    let resp = fleet.forge_wake(b, &only_body(SECRET, "dlv_b1")).await;
     assert_eq!(resp.status(), 200);
     assert_eq!(
-        refused(post(&fleet, b, &only_body(SECRET, "dlv_b2")).await).await,
+        refused(fleet.forge_wake(b, &only_body(SECRET, "dlv_b2")).await).await,
         (409, "replayed".into())
     );
     let bus = env.bus().await;
@@ -361,7 +349,7 @@ async fn the_body_only_signature_is_verified_where_configured_and_the_route_is_o
     let fleet = env.start(&[Service::Ingest]).await;
     let h = signed(SECRET, now(), "dlv_off", b);
     assert_eq!(
-        refused(post(&fleet, b, &h).await).await,
+        refused(fleet.forge_wake(b, &h).await).await,
         (404, "not_found".into())
     );
     nothing_queued(&env).await;

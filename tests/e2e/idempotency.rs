@@ -9,23 +9,10 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_testkit::{Fleet, KEY, TestEnv, eventually, metric};
+use hermes_testkit::{TestEnv, eventually, metric};
 use serde_json::{Value, json};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
-
-/// POST `body` to `route` of `fleet` with `key` as its Idempotency-Key.
-async fn post(fleet: &Fleet, route: &str, key: &str, body: &Value) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(fleet.url(route))
-        .timeout(Duration::from_secs(90))
-        .bearer_auth(KEY)
-        .header("idempotency-key", key)
-        .json(body)
-        .send()
-        .await
-        .unwrap()
-}
 
 fn chat(text: &str) -> Value {
     json!({"messages": [{"role": "user", "content": text}]})
@@ -42,13 +29,17 @@ async fn a_repeat_is_the_first_answer_and_another_body_is_a_conflict() {
     env.openai_mock(&provider.uri());
     let fleet = env.start(&Service::ALL).await;
 
-    let first = post(&fleet, "/v1/chat/completions", "order-1", &chat("hi")).await;
+    let first = fleet
+        .post_idempotent("/v1/chat/completions", "order-1", &chat("hi"))
+        .await;
     assert_eq!(first.status(), 200);
     assert!(!first.headers().contains_key("idempotency-replayed"));
     let run = first.headers()["x-hermes-run-id"].clone();
     let first: Value = first.json().await.unwrap();
 
-    let again = post(&fleet, "/v1/chat/completions", "order-1", &chat("hi")).await;
+    let again = fleet
+        .post_idempotent("/v1/chat/completions", "order-1", &chat("hi"))
+        .await;
     assert_eq!(again.status(), 200);
     assert_eq!(again.headers()["idempotency-replayed"], "true");
     assert_eq!(again.headers()["x-hermes-run-id"], run);
@@ -61,29 +52,27 @@ async fn a_repeat_is_the_first_answer_and_another_body_is_a_conflict() {
     assert_eq!(provider.received_requests().await.unwrap().len(), 1);
     assert_eq!(runs(&env).await, 1);
 
-    let other = post(&fleet, "/v1/chat/completions", "order-1", &chat("bye")).await;
+    let other = fleet
+        .post_idempotent("/v1/chat/completions", "order-1", &chat("bye"))
+        .await;
     assert_eq!(other.status(), 409);
     let e: Value = other.json().await.unwrap();
     assert_eq!(e["error"]["code"], "idempotency_key_conflict");
 
     // The same key on another route is another request too.
-    let rest = post(
-        &fleet,
-        "/v1/messages",
-        "order-1",
-        &json!({"sender_id": "s", "text": "hi"}),
-    )
-    .await;
+    let rest = fleet
+        .post_idempotent(
+            "/v1/messages",
+            "order-1",
+            &json!({"sender_id": "s", "text": "hi"}),
+        )
+        .await;
     assert_eq!(rest.status(), 409);
 
     // Keys are checked; a request without one is not affected.
-    let bad = post(
-        &fleet,
-        "/v1/chat/completions",
-        &"k".repeat(256),
-        &chat("hi"),
-    )
-    .await;
+    let bad = fleet
+        .post_idempotent("/v1/chat/completions", &"k".repeat(256), &chat("hi"))
+        .await;
     assert_eq!(bad.status(), 400);
     let e: Value = bad.json().await.unwrap();
     assert_eq!(e["error"]["code"], "invalid_idempotency_key");
@@ -106,22 +95,18 @@ async fn a_refused_first_request_leaves_the_key_free_and_a_stream_replays_as_its
     let env = TestEnv::new().await;
     let fleet = env.start(&Service::ALL).await;
     // Refused before anything was accepted: the key is released...
-    let refused = post(
-        &fleet,
-        "/v1/chat/completions",
-        "k-2",
-        &json!({"messages": []}),
-    )
-    .await;
+    let refused = fleet
+        .post_idempotent("/v1/chat/completions", "k-2", &json!({"messages": []}))
+        .await;
     assert_eq!(refused.status(), 400);
     // ...so the corrected request with the same key runs instead of being a conflict.
-    let streamed = post(
-        &fleet,
-        "/v1/chat/completions",
-        "k-2",
-        &json!({"messages": [{"role": "user", "content": "stream me"}], "stream": true}),
-    )
-    .await;
+    let streamed = fleet
+        .post_idempotent(
+            "/v1/chat/completions",
+            "k-2",
+            &json!({"messages": [{"role": "user", "content": "stream me"}], "stream": true}),
+        )
+        .await;
     assert_eq!(streamed.status(), 200);
     let run = streamed.headers()["x-hermes-run-id"]
         .to_str()
@@ -130,13 +115,13 @@ async fn a_refused_first_request_leaves_the_key_free_and_a_stream_replays_as_its
     let body = streamed.text().await.unwrap();
     assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
 
-    let replay = post(
-        &fleet,
-        "/v1/chat/completions",
-        "k-2",
-        &json!({"messages": [{"role": "user", "content": "stream me"}], "stream": true}),
-    )
-    .await;
+    let replay = fleet
+        .post_idempotent(
+            "/v1/chat/completions",
+            "k-2",
+            &json!({"messages": [{"role": "user", "content": "stream me"}], "stream": true}),
+        )
+        .await;
     assert_eq!(replay.status(), 200);
     assert_eq!(replay.headers()["idempotency-replayed"], "true");
     let replay: Value = replay.json().await.unwrap();
@@ -194,7 +179,11 @@ async fn concurrent_duplicates_on_two_replicas_make_one_run() {
 
     let first = {
         let fleet = fleet.clone();
-        tokio::spawn(async move { post(&fleet, "/v1/chat/completions", "same", &chat("hi")).await })
+        tokio::spawn(async move {
+            fleet
+                .post_idempotent("/v1/chat/completions", "same", &chat("hi"))
+                .await
+        })
     };
     // The first request's model call is in flight (and held): it holds the key.
     eventually(Duration::from_secs(20), "the model called", || async {
@@ -203,9 +192,11 @@ async fn concurrent_duplicates_on_two_replicas_make_one_run() {
     .await;
     let duplicate = {
         let second = second.clone();
-        tokio::spawn(
-            async move { post(&second, "/v1/chat/completions", "same", &chat("hi")).await },
-        )
+        tokio::spawn(async move {
+            second
+                .post_idempotent("/v1/chat/completions", "same", &chat("hi"))
+                .await
+        })
     };
     // The duplicate, on the other replica, waits for the first's answer.
     eventually(Duration::from_secs(20), "the duplicate waiting", || async {
@@ -231,7 +222,9 @@ async fn concurrent_duplicates_on_two_replicas_make_one_run() {
     assert_eq!(runs(&env).await, 1);
 
     // Later repeats on either replica are replays too.
-    let later = post(&second, "/v1/chat/completions", "same", &chat("hi")).await;
+    let later = second
+        .post_idempotent("/v1/chat/completions", "same", &chat("hi"))
+        .await;
     assert_eq!(later.headers()["idempotency-replayed"], "true");
     let m = second.metrics().await;
     assert_eq!(
@@ -255,7 +248,9 @@ async fn records_survive_redis_losing_every_key_and_being_away() {
     // Ingest alone: the message is accepted (queued) whatever happens to it next.
     let fleet = env.start(&[Service::Ingest]).await;
     let body = json!({"sender_id": "s-1", "text": "hi"});
-    let first = post(&fleet, "/v1/messages", "k-evicted", &body).await;
+    let first = fleet
+        .post_idempotent("/v1/messages", "k-evicted", &body)
+        .await;
     assert_eq!(first.status(), 202);
     let first: Value = first.json().await.unwrap();
     assert!(first["run_id"].is_string(), "{first}");
@@ -278,7 +273,9 @@ async fn records_survive_redis_losing_every_key_and_being_away() {
             .await
             .unwrap();
     }
-    let again = post(&fleet, "/v1/messages", "k-evicted", &body).await;
+    let again = fleet
+        .post_idempotent("/v1/messages", "k-evicted", &body)
+        .await;
     assert_eq!(again.status(), 202);
     assert_eq!(again.headers()["idempotency-replayed"], "true");
     // The same answer, the same run.
@@ -286,13 +283,19 @@ async fn records_survive_redis_losing_every_key_and_being_away() {
 
     // Away: still replayed, and a new key is still kept.
     redis.set_down(true);
-    let again = post(&fleet, "/v1/messages", "k-evicted", &body).await;
+    let again = fleet
+        .post_idempotent("/v1/messages", "k-evicted", &body)
+        .await;
     assert_eq!(again.headers()["idempotency-replayed"], "true");
     let other = json!({"sender_id": "s-1", "text": "another"});
-    let fresh = post(&fleet, "/v1/messages", "k-away", &other).await;
+    let fresh = fleet
+        .post_idempotent("/v1/messages", "k-away", &other)
+        .await;
     assert_eq!(fresh.status(), 202);
     assert!(!fresh.headers().contains_key("idempotency-replayed"));
-    let repeat = post(&fleet, "/v1/messages", "k-away", &other).await;
+    let repeat = fleet
+        .post_idempotent("/v1/messages", "k-away", &other)
+        .await;
     assert_eq!(repeat.headers()["idempotency-replayed"], "true");
     let m = fleet.metrics().await;
     assert_eq!(
@@ -322,9 +325,11 @@ async fn a_caller_that_hangs_up_and_retries_gets_the_first_runs_answer() {
     let fleet = Arc::new(env.start(&Service::ALL).await);
     let gone = {
         let fleet = fleet.clone();
-        tokio::spawn(
-            async move { post(&fleet, "/v1/chat/completions", "hang-up", &chat("hi")).await },
-        )
+        tokio::spawn(async move {
+            fleet
+                .post_idempotent("/v1/chat/completions", "hang-up", &chat("hi"))
+                .await
+        })
     };
     eventually(Duration::from_secs(20), "the model called", || async {
         (gate.calls() == 1).then_some(())
@@ -335,9 +340,11 @@ async fn a_caller_that_hangs_up_and_retries_gets_the_first_runs_answer() {
     assert!(gone.await.unwrap_err().is_cancelled());
     let retry = {
         let fleet = fleet.clone();
-        tokio::spawn(
-            async move { post(&fleet, "/v1/chat/completions", "hang-up", &chat("hi")).await },
-        )
+        tokio::spawn(async move {
+            fleet
+                .post_idempotent("/v1/chat/completions", "hang-up", &chat("hi"))
+                .await
+        })
     };
     eventually(Duration::from_secs(20), "the retry waiting", || async {
         let m = fleet.metrics().await;

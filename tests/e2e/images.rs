@@ -29,17 +29,6 @@ fn asking(url: &str) -> Value {
     ]}]})
 }
 
-async fn post(fleet: &hermes_testkit::Fleet, body: &Value) -> (u16, Value) {
-    let resp = reqwest::Client::new()
-        .post(fleet.url("/v1/chat/completions"))
-        .bearer_auth(KEY)
-        .json(body)
-        .send()
-        .await
-        .unwrap();
-    (resp.status().as_u16(), resp.json().await.unwrap())
-}
-
 /// The fake model, and a server of images at `/cat.png` (a PNG), `/big.png` (a PNG over
 /// 1 KiB), `/lie.png` (HTML said to be a PNG).
 async fn servers() -> (MockServer, MockServer) {
@@ -96,7 +85,13 @@ async fn http_and_data_images_reach_the_model_inline() {
         .set("HERMES_IMAGE_FETCH_ALLOW", "127.0.0.1");
     let fleet = env.start(&Service::ALL).await;
 
-    let (status, body) = post(&fleet, &asking(&format!("{}/cat.png", images.uri()))).await;
+    let (status, body) = fleet
+        .post_json(
+            "/v1/chat/completions",
+            KEY,
+            &asking(&format!("{}/cat.png", images.uri())),
+        )
+        .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["choices"][0]["message"]["content"], "a cat");
     let inline = format!("data:image/png;base64,{}", b64(&png(300)));
@@ -105,7 +100,9 @@ async fn http_and_data_images_reach_the_model_inline() {
     assert_eq!(images.received_requests().await.unwrap().len(), 1);
 
     let gif = format!("data:image/gif;base64,{}", b64(b"GIF89a\x01\x00\x01\x00"));
-    let (status, body) = post(&fleet, &asking(&gif)).await;
+    let (status, body) = fleet
+        .post_json("/v1/chat/completions", KEY, &asking(&gif))
+        .await;
     assert_eq!(status, 200, "{body}");
     let calls = model.received_requests().await.unwrap();
     assert_eq!(image_urls(&calls[1]), [gif]);
@@ -131,7 +128,9 @@ async fn private_oversized_and_lying_images_are_refused_and_no_model_is_asked() 
         (format!("{}/lie.png", images.uri()), "claims image/png"),
         (format!("{}/missing.png", images.uri()), "404"),
     ] {
-        let (status, body) = post(&fleet, &asking(&url)).await;
+        let (status, body) = fleet
+            .post_json("/v1/chat/completions", KEY, &asking(&url))
+            .await;
         assert_eq!(status, 422, "{url}: {body}");
         assert_eq!(body["error"]["code"], "invalid", "{url}: {body}");
         let message = body["error"]["message"].as_str().unwrap();
@@ -141,25 +140,31 @@ async fn private_oversized_and_lying_images_are_refused_and_no_model_is_asked() 
 
     // Checked at ingest, before anything runs.
     let big = format!("data:image/png;base64,{}", b64(&png(2048)));
-    let (status, body) = post(&fleet, &asking(&big)).await;
+    let (status, body) = fleet
+        .post_json("/v1/chat/completions", KEY, &asking(&big))
+        .await;
     assert_eq!(
         (status, &body["error"]["code"]),
         (400, &json!("image_too_large"))
     );
-    let (status, body) = post(
-        &fleet,
-        &json!({"messages": [{"role": "user", "content": [
-            {"type": "text", "text": "summarise"},
-            {"type": "input_file", "file_id": "file-1"},
-        ]}]}),
-    )
-    .await;
+    let (status, body) = fleet
+        .post_json(
+            "/v1/chat/completions",
+            KEY,
+            &json!({"messages": [{"role": "user", "content": [
+                {"type": "text", "text": "summarise"},
+                {"type": "input_file", "file_id": "file-1"},
+            ]}]}),
+        )
+        .await;
     assert_eq!(
         (status, &body["error"]["code"]),
         (400, &json!("unsupported_content_type"))
     );
     let pdf = "data:application/pdf;base64,JVBERi0xLjQ=";
-    let (status, body) = post(&fleet, &asking(pdf)).await;
+    let (status, body) = fleet
+        .post_json("/v1/chat/completions", KEY, &asking(pdf))
+        .await;
     assert_eq!(
         (status, &body["error"]["code"]),
         (400, &json!("unsupported_content_type"))
@@ -180,7 +185,9 @@ async fn eleven_images_are_refused_at_ingest_naming_the_limit() {
     // Refused before anything is queued: ingest alone answers.
     let fleet = env.start(&[Service::Ingest]).await;
     let url = |i: usize| format!("https://cdn.example/{i}.png");
-    let (status, body) = post(&fleet, &with_images(11, url)).await;
+    let (status, body) = fleet
+        .post_json("/v1/chat/completions", KEY, &with_images(11, url))
+        .await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"]["code"], "too_many_images", "{body}");
     let message = body["error"]["message"].as_str().unwrap();
@@ -189,7 +196,7 @@ async fn eleven_images_are_refused_at_ingest_naming_the_limit() {
     let mut split = with_images(6, url);
     let earlier = split["messages"][0].clone();
     split["messages"] = json!([earlier, {"role": "assistant", "content": "nice"}, earlier]);
-    let (status, body) = post(&fleet, &split).await;
+    let (status, body) = fleet.post_json("/v1/chat/completions", KEY, &split).await;
     assert_eq!(
         (status, &body["error"]["code"]),
         (400, &json!("too_many_images"))
@@ -199,15 +206,10 @@ async fn eleven_images_are_refused_at_ingest_naming_the_limit() {
         .map(|i| json!({"type": "input_image", "image_url": url(i)}))
         .chain([json!({"type": "input_text", "text": "what is this?"})])
         .collect();
-    let resp = reqwest::Client::new()
-        .post(fleet.url("/v1/responses"))
-        .bearer_auth(KEY)
-        .json(&json!({"input": [{"role": "user", "content": input}]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 400);
-    let body: Value = resp.json().await.unwrap();
+    let (status, body) = fleet
+        .post_responses(KEY, &json!({"input": [{"role": "user", "content": input}]}))
+        .await;
+    assert_eq!(status, 400);
     assert_eq!(body["error"]["code"], "too_many_images", "{body}");
     let metrics = fleet.metrics().await;
     assert!(
@@ -243,7 +245,7 @@ async fn many_slow_images_end_within_one_deadline_and_too_many_bytes_are_refused
     // Ten images of an hour each, formerly fetched one after another for 20 s each (past
     // the caller's 30 s run timeout): now one deadline of 2 s for them all.
     let slow = with_images(10, |i| format!("{}/slow/{i}.png", images.uri()));
-    let (status, body) = post(&fleet, &slow).await;
+    let (status, body) = fleet.post_json("/v1/chat/completions", KEY, &slow).await;
     assert_eq!(status, 422, "{body}");
     assert_eq!(body["error"]["code"], "invalid", "{body}");
     let message = body["error"]["message"].as_str().unwrap();
@@ -256,7 +258,7 @@ async fn many_slow_images_end_within_one_deadline_and_too_many_bytes_are_refused
     assert!((1..=4).contains(&asked), "{asked} fetches begun");
 
     let cats = |n| with_images(n, |_| format!("{}/cat.png", images.uri()));
-    let (status, body) = post(&fleet, &cats(4)).await;
+    let (status, body) = fleet.post_json("/v1/chat/completions", KEY, &cats(4)).await;
     assert_eq!(status, 422, "{body}");
     let message = body["error"]["message"].as_str().unwrap();
     assert!(
@@ -265,7 +267,7 @@ async fn many_slow_images_end_within_one_deadline_and_too_many_bytes_are_refused
     );
     assert!(model.received_requests().await.unwrap().is_empty());
     // Within the budget the images reach the model.
-    let (status, body) = post(&fleet, &cats(3)).await;
+    let (status, body) = fleet.post_json("/v1/chat/completions", KEY, &cats(3)).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         image_urls(&model.received_requests().await.unwrap()[0]).len(),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hermes::Service;
 use hermes_db::api_keys::{self, KeyScope};
-use hermes_testkit::{Fleet, KEY, TestEnv, eventually};
+use hermes_testkit::{Fleet, KEY, TestEnv, eventually, telegram_send_message, telegram_sent};
 use hermes_types::model::Platform;
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
@@ -369,8 +369,7 @@ async fn deleting_a_job_asks_its_run_in_flight_to_stop() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chat_job_is_answered_in_the_chat_and_charged_to_its_user() {
     let telegram = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(wiremock::matchers::path_regex("^/bot.*/sendMessage"))
+    telegram_send_message("123:abc")
         .respond_with(
             ResponseTemplate::new(200)
                 .set_body_json(json!({"ok": true, "result": {"message_id": 1}})),
@@ -393,12 +392,9 @@ async fn a_chat_job_is_answered_in_the_chat_and_charged_to_its_user() {
     let (status, _) = call(&fleet, "POST", &format!("/api/jobs/{id}/run"), KEY, None).await;
     assert_eq!(status, 202);
 
+    // The typing action shown while the run works comes first: only sends are looked at.
     let sent: Value = eventually(Duration::from_secs(20), "the chat answered", || async {
-        let reqs = telegram.received_requests().await?;
-        // The typing action shown while the run works comes first.
-        reqs.iter()
-            .find(|r| r.url.path().ends_with("/sendMessage"))
-            .map(|r| serde_json::from_slice(&r.body).unwrap())
+        telegram_sent(&telegram).await.into_iter().next()
     })
     .await;
     assert_eq!(sent["chat_id"], "4242");

@@ -17,13 +17,14 @@ use hermes_router::media::CANNOT_LISTEN;
 
 use crate::agent_mcp::Mcp;
 use crate::images::image_parts as image_urls;
-use hermes_testkit::{Fleet, TestEnv, channel_inbound, eventually, metric};
+use hermes_testkit::{
+    Fleet, TestEnv, channel_inbound, eventually, metric, telegram_ok, telegram_send_message,
+    telegram_sent,
+};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 use hermes_types::model::{Media, MediaKind, Platform};
-use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
-use sha2::Sha256;
 use wiremock::matchers::{body_string_contains, header, method, path, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -76,9 +77,8 @@ async fn model(text: &str) -> MockServer {
 /// response), `sendMessage` always ok.
 async fn telegram(files: Vec<(&str, &str, ResponseTemplate)>) -> MockServer {
     let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path(format!("/bot{TG_TOKEN}/sendMessage")))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
+    telegram_send_message(TG_TOKEN)
+        .respond_with(telegram_ok())
         .mount(&server)
         .await;
     // Telegram answers an unknown file id with 400 and `ok: false`.
@@ -111,13 +111,9 @@ async fn telegram(files: Vec<(&str, &str, ResponseTemplate)>) -> MockServer {
 
 /// The texts sent to the Telegram chat.
 async fn sent(telegram: &MockServer) -> Vec<String> {
-    telegram
-        .received_requests()
+    telegram_sent(telegram)
         .await
-        .unwrap_or_default()
-        .iter()
-        .filter(|r| r.url.path().ends_with("/sendMessage"))
-        .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+        .into_iter()
         .filter_map(|b| b["text"].as_str().map(str::to_string))
         .collect()
 }
@@ -171,26 +167,6 @@ fn env_with(env: &mut TestEnv, model: &MockServer, telegram: &MockServer) {
         .set("TELEGRAM_API_BASE_URL", &telegram.uri())
         .set("TELEGRAM_WEBHOOK_SECRET", TG_SECRET)
         .set("HERMES_MEDIA_FETCH_ALLOW", "127.0.0.1");
-}
-
-async fn post(fleet: &Fleet, route: &str, headers: &[(&str, String)], body: &Value) -> u16 {
-    let mut req = reqwest::Client::new()
-        .post(fleet.url(route))
-        .header("content-type", "application/json")
-        .body(serde_json::to_vec(body).unwrap());
-    for (k, v) in headers {
-        req = req.header(*k, v);
-    }
-    req.send().await.unwrap().status().as_u16()
-}
-
-/// Post a Telegram update as Telegram does, with the webhook's secret.
-async fn post_telegram(fleet: &Fleet, update: &Value) {
-    let secret = [("x-telegram-bot-api-secret-token", TG_SECRET.to_string())];
-    assert_eq!(
-        post(fleet, "/webhooks/telegram", &secret, update).await,
-        200
-    );
 }
 
 /// One series of `hermes_media_fetch_total`.
@@ -293,7 +269,7 @@ async fn telegram_and_whatsapp_photos_reach_the_vision_model_with_the_calorie_sc
     // Telegram's published photo update, captioned with the question.
     let mut update = fixture("telegram/photo_caption.json");
     update["message"]["caption"] = json!("how many calories?");
-    post_telegram(&fleet, &update).await;
+    fleet.telegram_update(TG_SECRET, &update).await;
     assert_eq!(sent_n(&telegram, 1).await, ["About 650 kcal."]);
     let first = &calls(&model).await[0];
     assert_eq!(image_urls(first), [data_url(&photo)]);
@@ -328,15 +304,7 @@ async fn telegram_and_whatsapp_photos_reach_the_vision_model_with_the_calorie_sc
     let mut payload = fixture("whatsapp/image.json");
     payload["entry"][0]["changes"][0]["value"]["messages"][0]["image"]["caption"] =
         json!("how many calories?");
-    let body = serde_json::to_vec(&payload).unwrap();
-    let mut mac = Hmac::<Sha256>::new_from_slice(WA_APP_SECRET.as_bytes()).unwrap();
-    mac.update(&body);
-    let signature = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
-    let signed = [("x-hub-signature-256", signature)];
-    assert_eq!(
-        post(&fleet, "/webhooks/whatsapp", &signed, &payload).await,
-        200
-    );
+    fleet.whatsapp_message(WA_APP_SECRET, &payload).await;
     // (Other calls are memory extractions after each answer.)
     let wa_image = data_url(&wa_photo);
     let second = eventually(Duration::from_secs(30), "the WhatsApp call", || async {
@@ -392,7 +360,9 @@ async fn a_voice_note_is_transcribed_and_answered_and_its_transcript_is_the_text
     env.user(Platform::Telegram, TG_USER, CREDITS).await;
     let fleet = env.start(&Service::ALL).await;
 
-    post_telegram(&fleet, &fixture("telegram/voice.json")).await;
+    fleet
+        .telegram_update(TG_SECRET, &fixture("telegram/voice.json"))
+        .await;
     assert_eq!(sent_n(&telegram, 1).await, ["It is 9 pm in Tokyo."]);
     let call = &calls(&model).await[0];
     let last = call["messages"].as_array().unwrap().last().unwrap().clone();
@@ -420,7 +390,7 @@ async fn a_voice_note_is_transcribed_and_answered_and_its_transcript_is_the_text
     let mut again = fixture("telegram/voice.json");
     again["update_id"] = json!(10007);
     again["message"]["message_id"] = json!(1372);
-    post_telegram(&fleet, &again).await;
+    fleet.telegram_update(TG_SECRET, &again).await;
     let texts = sent_n(&telegram, 2).await;
     assert!(texts[1].contains("out of credits"), "{}", texts[1]);
     assert_eq!(whisper.received_requests().await.unwrap().len(), 1);
@@ -436,7 +406,9 @@ async fn without_transcription_a_voice_note_gets_the_clear_reply_and_costs_nothi
     let user = env.user(Platform::Telegram, TG_USER, CREDITS).await;
     let fleet = env.start(&Service::ALL).await;
 
-    post_telegram(&fleet, &fixture("telegram/voice.json")).await;
+    fleet
+        .telegram_update(TG_SECRET, &fixture("telegram/voice.json"))
+        .await;
     assert_eq!(sent_n(&telegram, 1).await, [CANNOT_LISTEN]);
     all_closed(&env, 1).await;
     assert!(model.received_requests().await.unwrap().is_empty());

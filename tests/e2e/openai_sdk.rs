@@ -8,7 +8,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use hermes_testkit::{KEY, TestFleet};
+use hermes::Service;
+use hermes_testkit::{KEY, TestEnv};
 
 /// Run `tests/openai/<script>` with node against a fresh fleet (the mock provider answers);
 /// its standard output once it exited 0, or `None` when node is not installed.
@@ -23,7 +24,8 @@ async fn run_script(script: &str) -> Option<String> {
         "{} is missing: run `npm ci` in tests/openai",
         dir.join("node_modules/openai").display()
     );
-    let fleet = TestFleet::builder().start().await;
+    let env = TestEnv::new().await;
+    let fleet = env.start(&Service::ALL).await;
     let vars = [
         ("HERMES_API_URL", fleet.url("/v1")),
         ("HERMES_API_KEY", KEY.to_string()),

@@ -19,7 +19,8 @@ use hermes_testkit::{TestEnv, eventually, openai_fake};
 use hermes_types::model::Platform;
 use serde_json::{Value, json};
 
-use crate::agent_mcp::{env_with, peer, telegram};
+use crate::agent_mcp::{TG_SECRET, env_with, peer};
+use hermes_testkit::telegram_text;
 
 /// An operator tool set with a context of its own: one replica's view.
 pub(crate) struct Op(Operator);
@@ -104,7 +105,9 @@ async fn events_wait_is_woken_by_an_inbound_telegram_message() {
             .await;
         (op, page)
     });
-    telegram(&fleet, 5151, 1, "is anyone there?").await;
+    fleet
+        .telegram_update(TG_SECRET, &telegram_text(5151, 1, "is anyone there?"))
+        .await;
     let (op, page) = waiting.await.unwrap();
     let event = &page["events"][0];
     assert_eq!(event["kind"], "message", "{page}");
@@ -187,7 +190,12 @@ async fn a_cursor_resumed_on_another_replica_yields_each_event_once() {
     let one = Op::new(&env).await;
     let two = Op::new(&env).await;
     for i in 0..N {
-        telegram(&fleet, 5252, 100 + i as i64, &format!("message {i}")).await;
+        fleet
+            .telegram_update(
+                TG_SECRET,
+                &telegram_text(5252, 100 + i as i64, &format!("message {i}")),
+            )
+            .await;
     }
     // Every message in and its answer out: 2N events, all settled.
     let log = eventually(Duration::from_secs(60), "2N message events", || async {

@@ -18,7 +18,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::sync::Barrier;
 
-use crate::agent_mcp::{Mcp, env_with, peer, telegram};
+use crate::agent_mcp::{Mcp, TG_SECRET, env_with, peer};
+use hermes_testkit::telegram_text;
 
 /// A new key with `scopes`: (its id, the key).
 pub(crate) async fn key_with(env: &TestEnv, scopes: &[KeyScope]) -> (ApiKeyId, String) {
@@ -46,7 +47,12 @@ pub(crate) async fn conversations(env: &TestEnv, fleet: &Fleet, chats: &[(i64, &
         )
         .await
         .unwrap();
-        telegram(fleet, *chat, i as i64 + 1, &format!("hello from {name}")).await;
+        fleet
+            .telegram_update(
+                TG_SECRET,
+                &telegram_text(*chat, i as i64 + 1, &format!("hello from {name}")),
+            )
+            .await;
     }
     let db = env.db();
     eventually(

@@ -5,13 +5,14 @@
 //! event; and a key over its rate is refused with the time to wait.
 
 use hermes::Service;
+use hermes_testkit::{telegram_send_message, telegram_texts_to};
 use hermes_types::ids::RunId;
 use hermes_types::model::Platform;
 use serde_json::{Value, json};
-use wiremock::matchers::{body_partial_json, method, path};
-use wiremock::{Mock, ResponseTemplate};
+use wiremock::ResponseTemplate;
+use wiremock::matchers::body_partial_json;
 
-use crate::agent_mcp::{TG_TOKEN, env_with, peer, telegram_sent};
+use crate::agent_mcp::{TG_TOKEN, env_with, peer};
 use crate::operator_events::Op;
 
 /// The sends a key may make a minute in this test.
@@ -36,8 +37,7 @@ async fn logged(env: &hermes_testkit::TestEnv, run: &Value) -> Vec<(String, Valu
 async fn messages_send_reaches_a_known_chat_once_and_is_logged_and_limited() {
     let peer = peer().await;
     // Telegram no longer knows chat 6666: refused for good.
-    Mock::given(method("POST"))
-        .and(path(format!("/bot{TG_TOKEN}/sendMessage")))
+    telegram_send_message(TG_TOKEN)
         .and(body_partial_json(json!({"chat_id": "6666"})))
         .respond_with(ResponseTemplate::new(400).set_body_json(
             json!({"ok": false, "error_code": 400, "description": "Bad Request: chat not found"}),
@@ -64,7 +64,7 @@ async fn messages_send_reaches_a_known_chat_once_and_is_logged_and_limited() {
     );
     assert_eq!(again["status"], "sent");
     assert_eq!(
-        telegram_sent(&peer, "6161").await,
+        telegram_texts_to(&peer, "6161").await,
         ["Hello from the operators"]
     );
     let history = logged(&env, &sent["handle"]).await;

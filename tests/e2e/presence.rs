@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_testkit::{TestEnv, eventually, metric, openai_answer};
+use hermes_testkit::{
+    TestEnv, eventually, metric, openai_answer, telegram_text, telegram_texts_to,
+};
 use hermes_types::model::Platform;
-use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 use wiremock::matchers::{body_partial_json, method, path};
@@ -21,8 +22,8 @@ const TG_TOKEN: &str = "777:presence-token";
 const TG_SECRET: &str = "tg-secret-presence-01";
 
 /// A WhatsApp webhook body carrying one text message `wamid` from `phone`, sent now.
-fn whatsapp_message(phone: &str, wamid: &str, text: &str) -> Vec<u8> {
-    serde_json::to_vec(&json!({
+fn whatsapp_message(phone: &str, wamid: &str, text: &str) -> Value {
+    json!({
         "object": "whatsapp_business_account",
         "entry": [{"id": "WABA_ID", "changes": [{"field": "messages", "value": {
             "messaging_product": "whatsapp",
@@ -32,8 +33,7 @@ fn whatsapp_message(phone: &str, wamid: &str, text: &str) -> Vec<u8> {
                           "timestamp": chrono::Utc::now().timestamp().to_string(),
                           "type": "text", "text": {"body": text}}]
         }}]}]
-    }))
-    .unwrap()
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -65,21 +65,9 @@ async fn a_whatsapp_message_is_marked_read_with_typing_once_and_a_failing_receip
         .set("WHATSAPP_API_BASE_URL", &api.uri());
     env.user(Platform::Whatsapp, PHONE, 10).await;
     let fleet = env.start(&Service::ALL).await;
-    let body = whatsapp_message(PHONE, WAMID, "hola");
-    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(APP_SECRET.as_bytes()).unwrap();
-    mac.update(&body);
-    let resp = reqwest::Client::new()
-        .post(fleet.url("/webhooks/whatsapp"))
-        .header("content-type", "application/json")
-        .header(
-            "x-hub-signature-256",
-            format!("sha256={}", hex::encode(mac.finalize().into_bytes())),
-        )
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
+    fleet
+        .whatsapp_message(APP_SECRET, &whatsapp_message(PHONE, WAMID, "hola"))
+        .await;
 
     // The answer goes, as free text: the message opened the window.
     let reply = eventually(Duration::from_secs(30), "the reply", || async {
@@ -167,16 +155,6 @@ async fn typing(api: &MockServer, chat: &str) -> usize {
         .count()
 }
 
-/// The texts Telegram was asked to send to `chat`.
-async fn sent(api: &MockServer, chat: &str) -> Vec<String> {
-    bodies(api, &format!("/bot{TG_TOKEN}/sendMessage"))
-        .await
-        .into_iter()
-        .filter(|b| b["chat_id"] == chat)
-        .map(|b| b["text"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn telegram_shows_typing_while_a_slow_model_answers_and_stops_with_the_answer() {
     let api = MockServer::start().await;
@@ -197,47 +175,32 @@ async fn telegram_shows_typing_while_a_slow_model_answers_and_stops_with_the_ans
     env.user(Platform::Telegram, "4242", 10).await;
     env.user(Platform::Telegram, "4343", 10).await;
     let fleet = env.start(&Service::ALL).await;
-    let say = |chat: i64, id: i64, text: &'static str| {
-        let update = json!({
-            "update_id": id,
-            "message": {
-                "message_id": id, "date": 1_760_000_000, "text": text,
-                "from": {"id": chat, "is_bot": false, "first_name": "Ada"},
-                "chat": {"id": chat, "type": "private"}
-            }
-        });
-        let url = fleet.url("/webhooks/telegram");
-        async move {
-            let resp = reqwest::Client::new()
-                .post(url)
-                .header("x-telegram-bot-api-secret-token", TG_SECRET)
-                .json(&update)
-                .send()
-                .await
-                .unwrap();
-            assert!(resp.status().is_success());
-        }
-    };
-
     // The model holds its answer: the typing action is shown and renewed meanwhile.
-    say(4242, 1, "first question").await;
+    fleet
+        .telegram_update(TG_SECRET, &telegram_text(4242, 1, "first question"))
+        .await;
     eventually(
         Duration::from_secs(30),
         "typing renewed in 4242",
         || async { (typing(&api, "4242").await >= 2).then_some(()) },
     )
     .await;
-    assert!(sent(&api, "4242").await.is_empty(), "no answer yet");
+    assert!(
+        telegram_texts_to(&api, "4242").await.is_empty(),
+        "no answer yet"
+    );
     release.add_permits(1);
     eventually(Duration::from_secs(30), "the answer in 4242", || async {
-        (sent(&api, "4242").await == ["typed answer"]).then_some(())
+        (telegram_texts_to(&api, "4242").await == ["typed answer"]).then_some(())
     })
     .await;
     let typed = typing(&api, "4242").await;
 
     // Another chat's answer held for two renewals (over one renewal period after the first
     // answer): chat 4242 got no typing action since its answer.
-    say(4343, 2, "second question").await;
+    fleet
+        .telegram_update(TG_SECRET, &telegram_text(4343, 2, "second question"))
+        .await;
     eventually(
         Duration::from_secs(30),
         "typing renewed in 4343",
@@ -246,7 +209,7 @@ async fn telegram_shows_typing_while_a_slow_model_answers_and_stops_with_the_ans
     .await;
     release.add_permits(1);
     eventually(Duration::from_secs(30), "the answer in 4343", || async {
-        (sent(&api, "4343").await == ["typed answer"]).then_some(())
+        (telegram_texts_to(&api, "4343").await == ["typed answer"]).then_some(())
     })
     .await;
     assert_eq!(typing(&api, "4242").await, typed, "stopped with the answer");

@@ -6,51 +6,19 @@ use std::time::Duration;
 
 use hermes::Service;
 use hermes_db::api_keys::{self, KeyScope};
-use hermes_testkit::{KEY, TestEnv, TestFleet, eventually, openai_answer, openai_tool_call};
+use hermes_testkit::{Fleet, KEY, TestEnv, eventually, openai_answer, openai_tool_call};
 use serde_json::{Value, json};
 use wiremock::matchers::{body_string_contains, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-/// `method` `path` with `key`'s Bearer and `body`; the status and the JSON answer.
-async fn call(
-    fleet: &hermes_testkit::Fleet,
-    key: &str,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut req = reqwest::Client::new()
-        .request(method, fleet.url(path))
-        // Longer than HERMES_RUN_TIMEOUT_SECS (30 s in tests): a hang fails the test.
-        .timeout(Duration::from_secs(90))
-        .bearer_auth(key);
-    if let Some(body) = body {
-        req = req.json(&body);
-    }
-    let resp = req.send().await.expect("ingest answers");
-    let status = resp.status().as_u16();
-    (status, resp.json().await.expect("a JSON answer"))
-}
-
-async fn create(fleet: &hermes_testkit::Fleet, key: &str, body: Value) -> (u16, Value) {
-    call(
-        fleet,
-        key,
-        reqwest::Method::POST,
-        "/v1/responses",
-        Some(body),
-    )
-    .await
-}
-
-pub(crate) async fn retrieve(fleet: &hermes_testkit::Fleet, key: &str, id: &Value) -> (u16, Value) {
+pub(crate) async fn retrieve(fleet: &Fleet, key: &str, id: &Value) -> (u16, Value) {
     let path = format!("/v1/responses/{}", id.as_str().unwrap());
-    call(fleet, key, reqwest::Method::GET, &path, None).await
+    fleet.get_json(&path, key).await
 }
 
-async fn delete(fleet: &hermes_testkit::Fleet, key: &str, id: &Value) -> (u16, Value) {
+async fn delete(fleet: &Fleet, key: &str, id: &Value) -> (u16, Value) {
     let path = format!("/v1/responses/{}", id.as_str().unwrap());
-    call(fleet, key, reqwest::Method::DELETE, &path, None).await
+    fleet.call(reqwest::Method::DELETE, &path, key, None).await
 }
 
 /// The text of a response's last output item (its answer).
@@ -62,12 +30,12 @@ pub(crate) fn answer(response: &Value) -> &str {
 }
 
 /// A fleet whose model is `gpt-test` at the fake `provider`.
-pub(crate) async fn fleet_on(provider: &MockServer) -> TestFleet {
-    TestFleet::builder()
-        .openai_mock(&format!("{}/v1", provider.uri()))
-        .set("HERMES_MODEL", "gpt-test")
-        .start()
-        .await
+pub(crate) async fn fleet_on(provider: &MockServer) -> (TestEnv, Fleet) {
+    let mut env = TestEnv::new().await;
+    env.openai_mock(&format!("{}/v1", provider.uri()))
+        .set("HERMES_MODEL", "gpt-test");
+    let fleet = env.start(&Service::ALL).await;
+    (env, fleet)
 }
 
 /// The types of a response's output items, in order.
@@ -127,14 +95,15 @@ fn turns(messages: &[Value]) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_response_is_created_retrieved_and_deleted_for_good() {
-    let fleet = TestFleet::builder().start().await;
-    let (status, created) = create(
-        &fleet,
-        KEY,
-        json!({"model": "hermes-agent", "input": "hello responses", "instructions": "be brief",
+    let env = TestEnv::new().await;
+    let fleet = env.start(&Service::ALL).await;
+    let (status, created) = fleet
+        .post_responses(
+            KEY,
+            &json!({"model": "hermes-agent", "input": "hello responses", "instructions": "be brief",
                "temperature": 0.2, "max_output_tokens": 50}),
-    )
-    .await;
+        )
+        .await;
     assert_eq!(status, 200, "{created}");
     let id = created["id"].clone();
     assert!(id.as_str().unwrap().starts_with("resp_"), "{created}");
@@ -176,12 +145,12 @@ async fn a_response_is_created_retrieved_and_deleted_for_good() {
     let (status, gone) = retrieve(&fleet, KEY, &id).await;
     assert_eq!((status, &gone["error"]["code"]), (404, &json!("not_found")));
     assert_eq!(delete(&fleet, KEY, &id).await.0, 404);
-    let (status, refused) = create(
-        &fleet,
-        KEY,
-        json!({"input": "and then?", "previous_response_id": id}),
-    )
-    .await;
+    let (status, refused) = fleet
+        .post_responses(
+            KEY,
+            &json!({"input": "and then?", "previous_response_id": id}),
+        )
+        .await;
     assert_eq!(status, 404, "{refused}");
     assert_eq!(refused["error"]["code"], "previous_response_not_found");
     fleet.stop().await.unwrap();
@@ -224,14 +193,14 @@ async fn chaining_by_id_replays_earlier_turns_with_their_tool_round() {
         .with_priority(3)
         .mount(&provider)
         .await;
-    let fleet = fleet_on(&provider).await;
+    let (_env, fleet) = fleet_on(&provider).await;
 
-    let (status, first) = create(
-        &fleet,
-        KEY,
-        json!({"input": "what time is it in Tokyo?", "instructions": "first instructions"}),
-    )
-    .await;
+    let (status, first) = fleet
+        .post_responses(
+            KEY,
+            &json!({"input": "what time is it in Tokyo?", "instructions": "first instructions"}),
+        )
+        .await;
     assert_eq!(status, 200, "{first}");
     assert_eq!(
         item_types(&first),
@@ -258,13 +227,13 @@ async fn chaining_by_id_replays_earlier_turns_with_their_tool_round() {
     let (_, got) = retrieve(&fleet, KEY, &first["id"]).await;
     assert_eq!(got["output"], first["output"]);
 
-    let (status, second) = create(
-        &fleet,
-        KEY,
-        json!({"input": "and in Paris?", "previous_response_id": first["id"],
+    let (status, second) = fleet
+        .post_responses(
+            KEY,
+            &json!({"input": "and in Paris?", "previous_response_id": first["id"],
                "instructions": "second instructions"}),
-    )
-    .await;
+        )
+        .await;
     assert_eq!(status, 200, "{second}");
     assert_eq!(second["previous_response_id"], first["id"]);
     assert_eq!(answer(&second), "Paris is seven hours behind.");
@@ -317,7 +286,7 @@ async fn named_conversations_belong_to_their_key_and_only_stored_responses_are_k
             if let (Some(b), Value::Object(extra)) = (body.as_object_mut(), extra) {
                 b.extend(extra);
             }
-            let (status, r) = create(fleet, &key, body).await;
+            let (status, r) = fleet.post_responses(&key, &body).await;
             assert_eq!(status, 200, "{r}");
             r
         }
@@ -356,12 +325,12 @@ async fn named_conversations_belong_to_their_key_and_only_stored_responses_are_k
     assert_eq!(delete(&fleet, &bob, &a1["id"]).await.0, 404);
     assert_eq!(retrieve(&fleet, KEY, &a1["id"]).await.0, 200);
     assert_eq!(retrieve(&fleet, &alice, &b1["id"]).await.0, 404);
-    let (status, refused) = create(
-        &fleet,
-        &bob,
-        json!({"input": "peek", "previous_response_id": a1["id"]}),
-    )
-    .await;
+    let (status, refused) = fleet
+        .post_responses(
+            &bob,
+            &json!({"input": "peek", "previous_response_id": a1["id"]}),
+        )
+        .await;
     assert_eq!(
         (status, &refused["error"]["code"]),
         (404, &json!("previous_response_not_found"))
@@ -377,17 +346,17 @@ async fn images_reach_the_model_and_unsupported_content_is_refused() {
         .respond_with(ResponseTemplate::new(200).set_body_json(openai_answer("a cat", 5, 2)))
         .mount(&provider)
         .await;
-    let fleet = fleet_on(&provider).await;
+    let (_env, fleet) = fleet_on(&provider).await;
     let png = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
-    let (status, r) = create(
-        &fleet,
-        KEY,
-        json!({"input": [{"role": "user", "content": [
-            {"type": "input_text", "text": "what is this?"},
-            {"type": "input_image", "image_url": png}
-        ]}]}),
-    )
-    .await;
+    let (status, r) = fleet
+        .post_responses(
+            KEY,
+            &json!({"input": [{"role": "user", "content": [
+                {"type": "input_text", "text": "what is this?"},
+                {"type": "input_image", "image_url": png}
+            ]}]}),
+        )
+        .await;
     assert_eq!(status, 200, "{r}");
     assert_eq!(answer(&r), "a cat");
     let received = calls(&provider).await;
@@ -422,7 +391,7 @@ async fn images_reach_the_model_and_unsupported_content_is_refused() {
             "invalid_request",
         ),
     ] {
-        let (status, e) = create(&fleet, KEY, body.clone()).await;
+        let (status, e) = fleet.post_responses(KEY, &body).await;
         assert_eq!((status, &e["error"]["code"]), (400, &json!(code)), "{body}");
     }
     assert_eq!(
@@ -494,7 +463,7 @@ async fn a_response_whose_message_was_refused_is_not_kept() {
     env.set("HERMES_PUBLISH_TIMEOUT_SECS", "1");
     let fleet = env.start(&[Service::Ingest]).await;
     proxy.set_stalled(true);
-    let (status, refused) = create(&fleet, KEY, json!({"input": "hello?"})).await;
+    let (status, refused) = fleet.post_responses(KEY, &json!({"input": "hello?"})).await;
     assert_eq!(
         (status, &refused["error"]["code"]),
         (503, &json!("unavailable"))
@@ -524,10 +493,12 @@ async fn a_run_continues_a_stored_response_and_only_its_own_keys() {
         .with_priority(2)
         .mount(&provider)
         .await;
-    let fleet = fleet_on(&provider).await;
-    let alice = chat_key(fleet.env(), "alice").await;
-    let bob = chat_key(fleet.env(), "bob").await;
-    let (status, first) = create(&fleet, &alice, json!({"input": "my name is Ada"})).await;
+    let (env, fleet) = fleet_on(&provider).await;
+    let alice = chat_key(&env, "alice").await;
+    let bob = chat_key(&env, "bob").await;
+    let (status, first) = fleet
+        .post_responses(&alice, &json!({"input": "my name is Ada"}))
+        .await;
     assert_eq!(status, 200, "{first}");
 
     let run = crate::runs::start_run(
@@ -536,9 +507,9 @@ async fn a_run_continues_a_stored_response_and_only_its_own_keys() {
         json!({"input": "what is my name?", "previous_response_id": first["id"]}),
     )
     .await;
-    let url = fleet.url(&format!("/v1/runs/{run}"));
+    let path = format!("/v1/runs/{run}");
     let done = eventually(Duration::from_secs(30), "the run completes", || async {
-        let (_, v) = crate::runs::get(&url, &alice).await;
+        let (_, v) = fleet.get_json(&path, &alice).await;
         (v["status"] == "completed").then_some(v)
     })
     .await;
@@ -563,12 +534,13 @@ async fn a_run_continues_a_stored_response_and_only_its_own_keys() {
         (&bob, first["id"].clone()),
         (&alice, json!("resp_00000000000000000000000000000000")),
     ] {
-        let (status, refused) = crate::runs::post(
-            &fleet.url("/v1/runs"),
-            key,
-            &json!({"input": "again", "previous_response_id": previous}),
-        )
-        .await;
+        let (status, refused) = fleet
+            .post_json(
+                "/v1/runs",
+                key,
+                &json!({"input": "again", "previous_response_id": previous}),
+            )
+            .await;
         assert_eq!(status, 404, "{refused}");
         assert_eq!(refused["error"]["code"], "previous_response_not_found");
     }

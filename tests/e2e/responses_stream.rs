@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use hermes_testkit::{KEY, TestFleet};
+use hermes::Service;
+use hermes_testkit::{KEY, TestEnv};
 use serde_json::{Value, json};
 use wiremock::matchers::{body_string_contains, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -31,7 +32,8 @@ fn sse_events(body: &str) -> Vec<(String, Value)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streamed_response_comes_as_responses_events_in_order() {
-    let fleet = TestFleet::builder().start().await;
+    let env = TestEnv::new().await;
+    let fleet = env.start(&Service::ALL).await;
     let (body, events) = stream(&fleet, "stream these words please").await;
     let kinds: Vec<&str> = events.iter().map(|(e, _)| e.as_str()).collect();
     let deltas = kinds
@@ -143,7 +145,7 @@ async fn a_streamed_tool_round_shows_its_calls_and_outputs_as_items() {
         .with_priority(2)
         .mount(&provider)
         .await;
-    let fleet = fleet_on(&provider).await;
+    let (_env, fleet) = fleet_on(&provider).await;
     let (body, events) = stream(&fleet, "what time is it?").await;
     let (last, completed) = events.last().unwrap();
     assert_eq!(last, "response.completed", "{body}");

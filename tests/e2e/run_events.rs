@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use crate::runs::{post, provider_asking_for, provider_calls, run_in, start_run};
+use crate::runs::{provider_asking_for, provider_calls, run_in, start_run};
 
 /// One server-sent event as received.
 #[derive(Clone, Debug, PartialEq)]
@@ -225,15 +225,11 @@ async fn events_resume_on_another_ingest_exactly_once_and_chat_streams_tell_of_t
 
     // A streamed chat completion with the same tool round: the tool's start and end come as
     // named events, and every unnamed `data:` is a completion chunk.
-    let resp = reqwest::Client::new()
-        .post(a.url("/v1/chat/completions"))
-        .bearer_auth(KEY)
-        .json(
+    let resp = a
+        .post_chat(
             &json!({"messages": [{"role": "user", "content": "what time is it?"}], "stream": true}),
         )
-        .send()
-        .await
-        .unwrap();
+        .await;
     assert_eq!(resp.status(), 200);
     let (events, ended) = read(resp, |_| false).await;
     assert!(ended);
@@ -333,7 +329,9 @@ async fn a_stop_ends_a_run_in_its_tool_round_with_no_further_model_call() {
     // The tool call is in flight, held by the gate.
     in_gate(&mut arrived).await;
     assert_eq!(run_in(&fleet, &run, "running").await["status"], "running");
-    let (status, answer) = post(&fleet.url(&format!("/v1/runs/{run}/stop")), KEY, &json!({})).await;
+    let (status, answer) = fleet
+        .post_json(&format!("/v1/runs/{run}/stop"), KEY, &json!({}))
+        .await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer, json!({"run_id": run, "status": "stopping"}));
     release.send(()).await.unwrap();
@@ -362,7 +360,9 @@ async fn a_stop_ends_a_run_in_its_tool_round_with_no_further_model_call() {
     );
     assert_eq!(events[5].json()["error"]["code"], "cancelled");
     // Once over, a stop is refused as too late.
-    let (status, answer) = post(&fleet.url(&format!("/v1/runs/{run}/stop")), KEY, &json!({})).await;
+    let (status, answer) = fleet
+        .post_json(&format!("/v1/runs/{run}/stop"), KEY, &json!({}))
+        .await;
     assert_eq!(status, 409, "{answer}");
     assert_eq!(
         answer["error"]["message"],
@@ -371,25 +371,18 @@ async fn a_stop_ends_a_run_in_its_tool_round_with_no_further_model_call() {
 
     // A streamed chat completion is a run too: stopped by its x-hermes-run-id mid tool
     // round, its stream ends with the `cancelled` error, and no second model call is made.
-    let resp = reqwest::Client::new()
-        .post(fleet.url("/v1/chat/completions"))
-        .bearer_auth(KEY)
-        .json(&json!({"messages": [{"role": "user", "content": "fetch it"}], "stream": true}))
-        .send()
-        .await
-        .unwrap();
+    let resp = fleet
+        .post_chat(&json!({"messages": [{"role": "user", "content": "fetch it"}], "stream": true}))
+        .await;
     assert_eq!(resp.status(), 200);
     let chat_run = resp.headers()["x-hermes-run-id"]
         .to_str()
         .unwrap()
         .to_string();
     in_gate(&mut arrived).await;
-    let (status, _) = post(
-        &fleet.url(&format!("/v1/runs/{chat_run}/stop")),
-        KEY,
-        &json!({}),
-    )
-    .await;
+    let (status, _) = fleet
+        .post_json(&format!("/v1/runs/{chat_run}/stop"), KEY, &json!({}))
+        .await;
     assert_eq!(status, 200);
     release.send(()).await.unwrap();
     let (events, ended) = read(resp, |_| false).await;

@@ -275,17 +275,13 @@ async fn callers_get_the_whole_answer_when_it_outgrows_the_streams_bound() {
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["choices"][0]["message"]["content"], expected.as_str());
 
-    let mut resp = reqwest::Client::new()
-        .post(fleet.url("/v1/chat/completions"))
-        .bearer_auth(KEY)
-        .json(&json!({
+    let mut resp = fleet
+        .post_chat(&json!({
             "model": "hermes",
             "messages": [{"role": "user", "content": question}],
             "stream": true,
         }))
-        .send()
-        .await
-        .unwrap();
+        .await;
     assert_eq!(resp.status(), 200);
     let run = resp.headers()["x-hermes-run-id"]
         .to_str()

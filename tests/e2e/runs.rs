@@ -79,34 +79,9 @@ pub(crate) async fn provider_calls(provider: &MockServer) -> Vec<Value> {
         .collect()
 }
 
-/// POST `body` to `url` with `key`: the status and the JSON answer.
-pub(crate) async fn post(url: &str, key: &str, body: &Value) -> (u16, Value) {
-    let resp = reqwest::Client::new()
-        .post(url)
-        .bearer_auth(key)
-        .json(body)
-        .send()
-        .await
-        .expect("ingest answers");
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
-}
-
-/// GET `url` with `key`: the status and the JSON answer.
-pub(crate) async fn get(url: &str, key: &str) -> (u16, Value) {
-    let resp = reqwest::Client::new()
-        .get(url)
-        .bearer_auth(key)
-        .send()
-        .await
-        .expect("ingest answers");
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
-}
-
 /// Start a run with `body`; its id.
 pub(crate) async fn start_run(fleet: &hermes_testkit::Fleet, key: &str, body: Value) -> String {
-    let (status, started) = post(&fleet.url("/v1/runs"), key, &body).await;
+    let (status, started) = fleet.post_json("/v1/runs", key, &body).await;
     assert_eq!(status, 202, "{started}");
     assert_eq!(started["status"], "started", "{started}");
     started["run_id"].as_str().unwrap().to_string()
@@ -114,9 +89,9 @@ pub(crate) async fn start_run(fleet: &hermes_testkit::Fleet, key: &str, body: Va
 
 /// The run once its status is `status`.
 pub(crate) async fn run_in(fleet: &hermes_testkit::Fleet, run: &str, status: &str) -> Value {
-    let url = fleet.url(&format!("/v1/runs/{run}"));
+    let path = format!("/v1/runs/{run}");
     eventually(Duration::from_secs(30), status, || async {
-        let (code, v) = get(&url, KEY).await;
+        let (code, v) = fleet.get_json(&path, KEY).await;
         (code == 200 && v["status"] == status).then_some(v)
     })
     .await
@@ -186,18 +161,17 @@ async fn a_run_starts_at_once_and_is_polled_to_its_answer() {
     assert_eq!(body["error"]["code"], "method_not_allowed");
 
     // A finished run cannot be stopped; an unknown one is not found.
-    let (status, answer) = post(&fleet.url(&format!("/v1/runs/{run}/stop")), KEY, &json!({})).await;
+    let (status, answer) = fleet
+        .post_json(&format!("/v1/runs/{run}/stop"), KEY, &json!({}))
+        .await;
     assert_eq!(status, 409, "{answer}");
     assert_eq!(answer["error"]["code"], "run_finished");
     let unknown = uuid::Uuid::now_v7();
-    let (status, _) = get(&fleet.url(&format!("/v1/runs/{unknown}")), KEY).await;
+    let (status, _) = fleet.get_json(&format!("/v1/runs/{unknown}"), KEY).await;
     assert_eq!(status, 404);
-    let (status, _) = post(
-        &fleet.url(&format!("/v1/runs/{unknown}/stop")),
-        KEY,
-        &json!({}),
-    )
-    .await;
+    let (status, _) = fleet
+        .post_json(&format!("/v1/runs/{unknown}/stop"), KEY, &json!({}))
+        .await;
     assert_eq!(status, 404);
     fleet.stop().await.unwrap();
 }
@@ -217,7 +191,6 @@ async fn bad_runs_are_refused_with_the_field_named_and_runs_belong_to_their_key(
     let rest_only = api_keys::create(&client, "rest", None, None).await.unwrap();
     drop(client);
     let fleet = env.start(&Service::ALL).await;
-    let url = fleet.url("/v1/runs");
     for (body, says) in [
         (json!({}), "input is required"),
         (json!({"input": ""}), "input must not be empty"),
@@ -238,29 +211,38 @@ async fn bad_runs_are_refused_with_the_field_named_and_runs_belong_to_their_key(
             "conversation_history[0].role",
         ),
     ] {
-        let (status, answer) = post(&url, KEY, &body).await;
+        let (status, answer) = fleet.post_json("/v1/runs", KEY, &body).await;
         assert_eq!(status, 400, "{body}: {answer}");
         assert_eq!(answer["error"]["code"], "invalid_request", "{answer}");
         let message = answer["error"]["message"].as_str().unwrap();
         assert!(message.contains(says), "{body}: {message}");
     }
-    let (status, _) = post(&url, &rest_only.secret_key, &json!({"input": "x"})).await;
+    let (status, _) = fleet
+        .post_json("/v1/runs", &rest_only.secret_key, &json!({"input": "x"}))
+        .await;
     assert_eq!(status, 403, "a key without the chat scope starts no run");
 
     // Key a's run: a and the operator see it, b is told there is no such run.
     let run = start_run(&fleet, &keys[0], json!({"input": "mine"})).await;
-    let run_url = fleet.url(&format!("/v1/runs/{run}"));
+    let run_path = format!("/v1/runs/{run}");
     let seen = eventually(Duration::from_secs(30), "a's run done", || async {
-        let (_, v) = get(&run_url, &keys[0]).await;
+        let (_, v) = fleet.get_json(&run_path, &keys[0]).await;
         (v["status"] == "completed").then_some(v)
     })
     .await;
     assert_eq!(seen["output"], "echo: mine");
-    assert_eq!(get(&run_url, KEY).await.0, 200);
-    assert_eq!(get(&run_url, &keys[1]).await.0, 404);
-    assert_eq!(get(&format!("{run_url}/events"), &keys[1]).await.0, 404);
+    assert_eq!(fleet.get_json(&run_path, KEY).await.0, 200);
+    assert_eq!(fleet.get_json(&run_path, &keys[1]).await.0, 404);
     assert_eq!(
-        post(&format!("{run_url}/stop"), &keys[1], &json!({}))
+        fleet
+            .get_json(&format!("{run_path}/events"), &keys[1])
+            .await
+            .0,
+        404
+    );
+    assert_eq!(
+        fleet
+            .post_json(&format!("/v1/runs/{run}/stop"), &keys[1], &json!({}))
             .await
             .0,
         404
@@ -395,7 +377,7 @@ async fn a_run_not_yet_routed_is_shown_queued_to_its_key_and_cannot_be_stopped_y
     )
     .await;
     let url = ingest.url(&format!("/v1/runs/{run}"));
-    let (status, queued) = get(&url, KEY).await;
+    let (status, queued) = ingest.get_json(&format!("/v1/runs/{run}"), KEY).await;
     assert_eq!(status, 200, "{queued}");
     assert_eq!(queued["status"], "queued");
     assert_eq!(queued["session_id"], "s-9");

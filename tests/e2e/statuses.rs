@@ -10,18 +10,16 @@ use std::time::Duration;
 
 use hermes::Service;
 use hermes_bus::Stage;
-use hermes_testkit::{Fleet, TestEnv, eventually, metric};
+use hermes_testkit::{Fleet, TestEnv, eventually, metric, telegram_send_message};
 use hermes_types::model::Platform;
-use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
-use sha2::Sha256;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::api_edges::get_json;
 use crate::delivery::parked_one;
 
-const APP_SECRET: &str = "wa-app-secret-0123";
+pub(crate) const APP_SECRET: &str = "wa-app-secret-0123";
 const PHONE_ID: &str = "106540352242922";
 const USER: &str = "16315551181";
 
@@ -62,23 +60,6 @@ async fn wa_env(api: &MockServer) -> TestEnv {
         .set("HERMES_DELIVERY_RETRY_DELAYS", "60");
     env.user(Platform::Whatsapp, USER, 10).await;
     env
-}
-
-/// POST `body` to the WhatsApp webhook, signed; asserts a 200.
-pub(crate) async fn post_signed(fleet_url: &str, body: &Value) {
-    let raw = serde_json::to_vec(body).unwrap();
-    let mut mac = Hmac::<Sha256>::new_from_slice(APP_SECRET.as_bytes()).unwrap();
-    mac.update(&raw);
-    let sig = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
-    let resp = reqwest::Client::new()
-        .post(format!("{fleet_url}/webhooks/whatsapp"))
-        .header("x-hub-signature-256", sig)
-        .header("content-type", "application/json")
-        .body(raw)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
 }
 
 /// A Cloud API webhook body carrying `messages` and `statuses`.
@@ -166,13 +147,12 @@ async fn a_sends_wamid_is_kept_and_the_phones_statuses_show_on_the_run_once() {
     let api = MockServer::start().await;
     let env = wa_env(&api).await;
     let fleet = env.start(&Service::ALL).await;
-    let base = fleet.url("");
-    let base = base.trim_end_matches('/');
-    post_signed(
-        base,
-        &wa_body(json!([text_message("wamid.IN-1", "hello")]), json!([])),
-    )
-    .await;
+    fleet
+        .whatsapp_message(
+            APP_SECRET,
+            &wa_body(json!([text_message("wamid.IN-1", "hello")]), json!([])),
+        )
+        .await;
     let run = run_of_send(&env, "wamid.OUT-1").await;
     assert_eq!(sent_texts(&api).await, ["echo: hello"]);
 
@@ -185,16 +165,17 @@ async fn a_sends_wamid_is_kept_and_the_phones_statuses_show_on_the_run_once() {
             status("wamid.OUT-1", "read", 1_760_000_003)
         ]),
     );
-    post_signed(base, &statuses).await;
-    post_signed(base, &statuses).await;
-    post_signed(
-        base,
-        &wa_body(
-            json!([]),
-            json!([status("wamid.OUT-1", "delivered", 1_760_000_004)]),
-        ),
-    )
-    .await;
+    fleet.whatsapp_message(APP_SECRET, &statuses).await;
+    fleet.whatsapp_message(APP_SECRET, &statuses).await;
+    fleet
+        .whatsapp_message(
+            APP_SECRET,
+            &wa_body(
+                json!([]),
+                json!([status("wamid.OUT-1", "delivered", 1_760_000_004)]),
+            ),
+        )
+        .await;
 
     let view = run_view(&fleet, run).await;
     assert_eq!(view["status"], "completed");
@@ -245,18 +226,21 @@ async fn a_failed_status_after_a_200_is_sent_again_then_parked_with_its_reason()
     let env = wa_env(&api).await;
     let fleet = env.start(&Service::ALL).await;
     let bus = env.bus().await;
-    let base = fleet.url("");
-    let base = base.trim_end_matches('/');
-    post_signed(
-        base,
-        &wa_body(json!([text_message("wamid.IN-1", "ping")]), json!([])),
-    )
-    .await;
+    fleet
+        .whatsapp_message(
+            APP_SECRET,
+            &wa_body(json!([text_message("wamid.IN-1", "ping")]), json!([])),
+        )
+        .await;
     let run = run_of_send(&env, "wamid.OUT-1").await;
 
     // Meta accepted the send, then reports it failed (131000, worth another try), twice.
-    post_signed(base, &failed("wamid.OUT-1")).await;
-    post_signed(base, &failed("wamid.OUT-1")).await;
+    fleet
+        .whatsapp_message(APP_SECRET, &failed("wamid.OUT-1"))
+        .await;
+    fleet
+        .whatsapp_message(APP_SECRET, &failed("wamid.OUT-1"))
+        .await;
     assert_eq!(
         run_of_send(&env, "wamid.OUT-2").await,
         run,
@@ -265,7 +249,9 @@ async fn a_failed_status_after_a_200_is_sent_again_then_parked_with_its_reason()
     assert_eq!(sent_texts(&api).await, ["echo: ping", "echo: ping"]);
 
     // It fails again: its one send again is used up, so the reply is parked with the reason.
-    post_signed(base, &failed("wamid.OUT-2")).await;
+    fleet
+        .whatsapp_message(APP_SECRET, &failed("wamid.OUT-2"))
+        .await;
     let parked = parked_one(&bus, Stage::Delivery, Duration::from_secs(30)).await;
     assert_eq!(parked.reason.as_deref(), Some("service_unavailable"));
     assert!(parked.detail.unwrap_or_default().contains("131000"));
@@ -335,8 +321,7 @@ async fn a_failed_status_after_a_200_is_sent_again_then_parked_with_its_reason()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_telegram_sends_message_id_is_kept_with_its_run() {
     let api = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path(format!("/bot{}/sendMessage", crate::delivery::TG_TOKEN)))
+    telegram_send_message(crate::delivery::TG_TOKEN)
         .respond_with(ResponseTemplate::new(200).set_body_json(
             json!({"ok": true, "result": {"message_id": 77, "chat": {"id": 4242}, "date": 1_760_000_000}}),
         ))
@@ -346,7 +331,12 @@ async fn a_telegram_sends_message_id_is_kept_with_its_run() {
     env.set("TELEGRAM_WEBHOOK_SECRET", "tg-secret-0123456789");
     env.user(Platform::Telegram, "4242", 10).await;
     let fleet = env.start(&Service::ALL).await;
-    crate::delivery::telegram_webhook(&fleet, "ping").await;
+    fleet
+        .telegram_update(
+            crate::delivery::TG_SECRET,
+            &hermes_testkit::telegram_text(4242, 7, "ping"),
+        )
+        .await;
     let run = run_of_send(&env, "77").await;
     let view = eventually(Duration::from_secs(30), "the run completed", || async {
         let v = run_view(&fleet, run).await;

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_testkit::{KEY, TestEnv, TestFleet, eventually};
+use hermes_testkit::{KEY, TestEnv, eventually};
 use serde_json::{Value, json};
 use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -21,13 +21,7 @@ fn sse_data(body: &str) -> Vec<String> {
 /// POST a streamed chat completion and read the whole SSE body as it arrives; returns the
 /// run id, the raw body and its `data:` payloads. The stream must end on its own.
 async fn stream(fleet: &hermes_testkit::Fleet, request: Value) -> (String, String, Vec<String>) {
-    let mut resp = reqwest::Client::new()
-        .post(fleet.url("/v1/chat/completions"))
-        .bearer_auth(KEY)
-        .json(&request)
-        .send()
-        .await
-        .expect("ingest answers");
+    let mut resp = fleet.post_chat(&request).await;
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["content-type"], "text/event-stream");
     assert_eq!(resp.headers()["cache-control"], "no-cache");
@@ -151,10 +145,9 @@ async fn sampling_parameters_reach_the_provider_and_its_stream_reaches_the_calle
         .expect(1)
         .mount(&provider)
         .await;
-    let fleet = TestFleet::builder()
-        .openai_mock(&format!("{}/v1", provider.uri()))
-        .start()
-        .await;
+    let mut env = TestEnv::new().await;
+    env.openai_mock(&format!("{}/v1", provider.uri()));
+    let fleet = env.start(&Service::ALL).await;
     let (_, body, data) = stream(
         &fleet,
         json!({
@@ -203,11 +196,10 @@ async fn a_run_that_outlasts_the_timeout_ends_the_stream_with_an_error() {
         )
         .mount(&provider)
         .await;
-    let fleet = TestFleet::builder()
-        .openai_mock(&format!("{}/v1", provider.uri()))
-        .set("HERMES_RUN_TIMEOUT_SECS", "1")
-        .start()
-        .await;
+    let mut env = TestEnv::new().await;
+    env.openai_mock(&format!("{}/v1", provider.uri()))
+        .set("HERMES_RUN_TIMEOUT_SECS", "1");
+    let fleet = env.start(&Service::ALL).await;
     let (run_id, body, data) = stream(
         &fleet,
         json!({"messages": [{"role": "user", "content": "hi"}], "stream": true}),
@@ -240,18 +232,13 @@ async fn an_open_stream_holds_its_in_flight_slot_until_it_ends() {
         )
         .mount(&provider)
         .await;
-    let fleet = TestFleet::builder()
-        .set("HERMES_MAX_IN_FLIGHT", "1")
-        .openai_mock(&format!("{}/v1", provider.uri()))
-        .start()
+    let mut env = TestEnv::new().await;
+    env.set("HERMES_MAX_IN_FLIGHT", "1")
+        .openai_mock(&format!("{}/v1", provider.uri()));
+    let fleet = env.start(&Service::ALL).await;
+    let open = fleet
+        .post_chat(&json!({"messages": [{"role": "user", "content": "hold"}], "stream": true}))
         .await;
-    let open = reqwest::Client::new()
-        .post(fleet.url("/v1/chat/completions"))
-        .bearer_auth(KEY)
-        .json(&json!({"messages": [{"role": "user", "content": "hold"}], "stream": true}))
-        .send()
-        .await
-        .unwrap();
     // The stream's headers are out and its handler has returned; the slot is still taken.
     assert_eq!(open.status(), 200);
     let shed = fleet.chat("one too many").await;

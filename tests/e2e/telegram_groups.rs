@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_testkit::{Fleet, TestEnv, count, eventually, queued_llm_requests};
+use hermes_testkit::{TestEnv, count, eventually, queued_llm_requests, telegram_sent};
 
 use crate::conversations::{completed, telegram_api};
 use hermes_types::model::Platform;
@@ -21,11 +21,12 @@ const MEMBER: &str = "222333444";
 
 macro_rules! fixture {
     ($name:literal) => {
-        include_str!(concat!(
+        serde_json::from_str::<Value>(include_str!(concat!(
             "../../services/ingest/tests/fixtures/telegram/",
             $name,
             ".json"
-        ))
+        )))
+        .expect("a fixture is JSON")
     };
 }
 
@@ -44,44 +45,18 @@ async fn env_with(api: &MockServer, toml: &str) -> TestEnv {
 }
 
 /// The member's message `message_id` in their private chat with the bot.
-fn private(update_id: i64, message_id: i64, text: &str) -> String {
+fn private(update_id: i64, message_id: i64, text: &str) -> Value {
     let member: i64 = MEMBER.parse().unwrap();
     json!({"update_id": update_id, "message": {"message_id": message_id,
         "from": {"id": member, "is_bot": false, "first_name": "Jane"},
         "chat": {"id": member, "type": "private"},
         "date": 1700000300 + message_id, "text": text}})
-    .to_string()
-}
-
-/// POST one update to the webhook; Telegram's answer must be 200.
-async fn post(fleet: &Fleet, body: &str) -> Value {
-    let resp = reqwest::Client::new()
-        .post(fleet.url("/webhooks/telegram"))
-        .header("x-telegram-bot-api-secret-token", SECRET)
-        .header("content-type", "application/json")
-        .body(body.to_owned())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    resp.json().await.unwrap()
-}
-
-/// The bodies of every `sendMessage` the Bot API received, in order.
-async fn sent(api: &MockServer) -> Vec<Value> {
-    api.received_requests()
-        .await
-        .unwrap()
-        .iter()
-        .filter(|r| r.url.path().ends_with("/sendMessage"))
-        .map(|r| serde_json::from_slice(&r.body).unwrap())
-        .collect()
 }
 
 /// Wait until the Bot API has received `n` messages; return them.
 async fn sent_n(api: &MockServer, n: usize) -> Vec<Value> {
     eventually(Duration::from_secs(30), "messages sent", || async {
-        let got = sent(api).await;
+        let got = telegram_sent(api).await;
         (got.len() >= n).then_some(got)
     })
     .await
@@ -99,12 +74,18 @@ async fn a_group_message_without_a_mention_gets_nothing_and_a_mention_one_quoted
     let fleet = env.start(&Service::ALL).await;
     let db = env.db();
 
-    let quiet = post(&fleet, fixture!("group_no_mention")).await;
+    let quiet = fleet
+        .telegram_update(SECRET, &fixture!("group_no_mention"))
+        .await;
     assert_eq!(quiet["routed"], 0, "{quiet}");
     // Edits are ignored unless configured: acknowledged, no run.
-    let edit = post(&fleet, fixture!("group_edited_mention")).await;
+    let edit = fleet
+        .telegram_update(SECRET, &fixture!("group_edited_mention"))
+        .await;
     assert_eq!(edit["routed"], 0, "{edit}");
-    let asked = post(&fleet, fixture!("group_mention")).await;
+    let asked = fleet
+        .telegram_update(SECRET, &fixture!("group_mention"))
+        .await;
     assert_eq!(asked["routed"], 1, "{asked}");
 
     completed(&db, 1).await;
@@ -146,15 +127,21 @@ async fn an_edit_is_answered_once_as_a_correction_when_configured() {
     let fleet = env.start(&Service::ALL).await;
     let db = env.db();
 
-    post(&fleet, fixture!("group_mention")).await;
+    fleet
+        .telegram_update(SECRET, &fixture!("group_mention"))
+        .await;
     completed(&db, 1).await;
     // Telegram delivers the edit twice: one run, one answer.
     assert_eq!(
-        post(&fleet, fixture!("group_edited_mention")).await["routed"],
+        fleet
+            .telegram_update(SECRET, &fixture!("group_edited_mention"))
+            .await["routed"],
         1
     );
     assert_eq!(
-        post(&fleet, fixture!("group_edited_mention")).await["routed"],
+        fleet
+            .telegram_update(SECRET, &fixture!("group_edited_mention"))
+            .await["routed"],
         0
     );
     completed(&db, 2).await;
@@ -181,10 +168,12 @@ async fn a_long_reply_with_a_code_block_is_split_with_its_fence_reopened() {
         "Please review [the style guide](https://example.com/style_(v2)) first.\n\n```python\n{}\n```\n\nThanks!",
         lines.join("\n")
     );
-    post(&fleet, &private(30001, 12, &text)).await;
+    fleet
+        .telegram_update(SECRET, &private(30001, 12, &text))
+        .await;
     completed(&env.db(), 1).await;
 
-    let bodies = sent(&api).await;
+    let bodies = telegram_sent(&api).await;
     let parts: Vec<&str> = bodies.iter().map(|b| b["text"].as_str().unwrap()).collect();
     assert!(parts.len() >= 2, "{parts:?}");
     assert!(parts.iter().all(|p| p.chars().count() <= 4096));
@@ -211,13 +200,16 @@ async fn a_private_chat_never_reaches_the_model_context_of_a_group_answer() {
     let env = env_with(&api, "bot_username = \"hermes_test_bot\"\n").await;
     let fleet = env.start(&Service::ALL).await;
     let db = env.db();
-    post(
-        &fleet,
-        &private(30002, 40, "my passport number is X1234567"),
-    )
-    .await;
+    fleet
+        .telegram_update(
+            SECRET,
+            &private(30002, 40, "my passport number is X1234567"),
+        )
+        .await;
     completed(&db, 1).await;
-    post(&fleet, fixture!("group_mention")).await;
+    fleet
+        .telegram_update(SECRET, &fixture!("group_mention"))
+        .await;
     completed(&db, 2).await;
 
     let system = |request: &Value| -> String {
@@ -234,7 +226,9 @@ async fn a_private_chat_never_reaches_the_model_context_of_a_group_answer() {
     assert!(!group.contains("X1234567"), "{group}");
     assert!(group.contains("every member reads your answer"), "{group}");
     // The same user's next private message still sees their earlier sessions.
-    post(&fleet, &private(30003, 41, "thanks")).await;
+    fleet
+        .telegram_update(SECRET, &private(30003, 41, "thanks"))
+        .await;
     completed(&db, 3).await;
     let requests = queued_llm_requests(&db).await;
     assert!(!system(&requests[2]).contains("every member reads"));

@@ -10,29 +10,10 @@ use hermes_db::api_keys;
 use hermes_testkit::{TestEnv, eventually};
 use serde_json::{Value, json};
 
-/// POST a REST message with `key`.
-pub(crate) async fn post(
-    http: &reqwest::Client,
-    url: &str,
-    key: &str,
-    body: Value,
-) -> (u16, Value) {
-    let resp = http
-        .post(url)
-        .bearer_auth(key)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
-}
-
 /// Send `text` as REST sender `alice` with `key`; the URL of its run.
 pub(crate) async fn send_as_alice(fleet: &hermes_testkit::Fleet, key: &str, text: &str) -> String {
-    let http = reqwest::Client::new();
     let body = json!({"sender_id": "alice", "text": text});
-    let (status, sent) = post(&http, &fleet.url("/v1/messages"), key, body).await;
+    let (status, sent) = fleet.post_json("/v1/messages", key, &body).await;
     assert_eq!(status, 202, "{sent}");
     fleet.url(&format!("/v1/runs/{}", sent["run_id"].as_str().unwrap()))
 }
@@ -68,7 +49,6 @@ async fn rest_senders_and_message_ids_belong_to_their_key() {
     let alice = env.key_user(a.key.id, "alice", 10).await;
     let fleet = env.start(&Service::ALL).await;
     let http = reqwest::Client::new();
-    let messages = fleet.url("/v1/messages");
     let run_url = |run: &Value| fleet.url(&format!("/v1/runs/{}", run.as_str().unwrap()));
     let credits = || async {
         let c = db.get().await.unwrap();
@@ -81,13 +61,13 @@ async fn rest_senders_and_message_ids_belong_to_their_key() {
 
     // Key B names key A's sender and message id: a stranger of its own, not A's user (no
     // credit of A's spent), and routed, not "duplicate".
-    let (status, by_b) = post(
-        &http,
-        &messages,
-        &b.secret_key,
-        json!({"sender_id": "alice", "text": "spend alice's credit", "message_id": "m-1"}),
-    )
-    .await;
+    let (status, by_b) = fleet
+        .post_json(
+            "/v1/messages",
+            &b.secret_key,
+            &json!({"sender_id": "alice", "text": "spend alice's credit", "message_id": "m-1"}),
+        )
+        .await;
     assert_eq!(status, 202, "{by_b}");
     let run_b = final_run(&http, &run_url(&by_b["run_id"]), &b.secret_key).await;
     let user_of_b: Option<uuid::Uuid> = client
@@ -102,13 +82,13 @@ async fn rest_senders_and_message_ids_belong_to_their_key() {
     assert_eq!(credits().await, 10);
 
     // Key A's own message with the same id is its own run, answered for alice.
-    let (status, by_a) = post(
-        &http,
-        &messages,
-        &a.secret_key,
-        json!({"sender_id": "alice", "text": "hello", "message_id": "m-1"}),
-    )
-    .await;
+    let (status, by_a) = fleet
+        .post_json(
+            "/v1/messages",
+            &a.secret_key,
+            &json!({"sender_id": "alice", "text": "hello", "message_id": "m-1"}),
+        )
+        .await;
     assert_eq!(status, 202, "key A's message was taken for key B's: {by_a}");
     assert_ne!(by_a["run_id"], by_b["run_id"]);
     let run_a = final_run(&http, &run_url(&by_a["run_id"]), &a.secret_key).await;
@@ -117,7 +97,9 @@ async fn rest_senders_and_message_ids_belong_to_their_key() {
 
     // A true duplicate is told the run that answers it...
     let repeat = json!({"sender_id": "alice", "text": "hello", "message_id": "m-1"});
-    let (status, dup) = post(&http, &messages, &a.secret_key, repeat.clone()).await;
+    let (status, dup) = fleet
+        .post_json("/v1/messages", &a.secret_key, &repeat.clone())
+        .await;
     assert_eq!((status, &dup["status"]), (200, &json!("duplicate")));
     assert_eq!(dup["run_id"], by_a["run_id"]);
 
@@ -136,7 +118,9 @@ async fn rest_senders_and_message_ids_belong_to_their_key() {
         .query_async(&mut c)
         .await
         .unwrap();
-    let (status, later) = post(&http, &messages, &a.secret_key, repeat).await;
+    let (status, later) = fleet
+        .post_json("/v1/messages", &a.secret_key, &repeat)
+        .await;
     assert_eq!(
         (status, &later["status"]),
         (200, &json!("duplicate")),
@@ -174,13 +158,13 @@ async fn a_callback_to_a_private_address_is_refused() {
     let key = callback_key(&env, &format!("{}/hook", hook.uri())).await;
     let fleet = env.start(&Service::ALL).await;
     let http = reqwest::Client::new();
-    let (status, sent) = post(
-        &http,
-        &fleet.url("/v1/messages"),
-        &key.secret_key,
-        json!({"sender_id": "alice", "text": "hello"}),
-    )
-    .await;
+    let (status, sent) = fleet
+        .post_json(
+            "/v1/messages",
+            &key.secret_key,
+            &json!({"sender_id": "alice", "text": "hello"}),
+        )
+        .await;
     assert_eq!(status, 202);
     let run_url = fleet.url(&format!("/v1/runs/{}", sent["run_id"].as_str().unwrap()));
     let run = final_run(&http, &run_url, &key.secret_key).await;
@@ -224,7 +208,6 @@ async fn callbacks_are_signed_with_the_keys_secret_and_never_redirected() {
     let ring = hermes_net::keyring::KeyRing::new(&env.config().router.secret_keys).unwrap();
     let fleet = env.start(&Service::ALL).await;
     let http = reqwest::Client::new();
-    let messages = fleet.url("/v1/messages");
     let hooked = |n: usize| {
         let hook = &hook;
         async move {
@@ -251,13 +234,13 @@ async fn callbacks_are_signed_with_the_keys_secret_and_never_redirected() {
         header("webhook-signature") == expected
     };
 
-    post(
-        &http,
-        &messages,
-        &key.secret_key,
-        json!({"sender_id": "alice", "text": "one"}),
-    )
-    .await;
+    fleet
+        .post_json(
+            "/v1/messages",
+            &key.secret_key,
+            &json!({"sender_id": "alice", "text": "one"}),
+        )
+        .await;
     let first = hooked(1).await;
     let secret = key.callback_secret.clone().unwrap();
     assert!(
@@ -270,13 +253,13 @@ async fn callbacks_are_signed_with_the_keys_secret_and_never_redirected() {
         .await
         .unwrap()
         .unwrap();
-    post(
-        &http,
-        &messages,
-        &key.secret_key,
-        json!({"sender_id": "alice", "text": "two"}),
-    )
-    .await;
+    fleet
+        .post_json(
+            "/v1/messages",
+            &key.secret_key,
+            &json!({"sender_id": "alice", "text": "two"}),
+        )
+        .await;
     let second = hooked(2).await;
     assert!(verifies(&second, &rotated));
     assert!(!verifies(&second, &secret));
@@ -291,13 +274,13 @@ async fn callbacks_are_signed_with_the_keys_secret_and_never_redirected() {
     .await
     .unwrap();
     env.key_user(moved.key.id, "bob", 10).await;
-    let (_, sent) = post(
-        &http,
-        &messages,
-        &moved.secret_key,
-        json!({"sender_id": "bob", "text": "three"}),
-    )
-    .await;
+    let (_, sent) = fleet
+        .post_json(
+            "/v1/messages",
+            &moved.secret_key,
+            &json!({"sender_id": "bob", "text": "three"}),
+        )
+        .await;
     let run_url = fleet.url(&format!("/v1/runs/{}", sent["run_id"].as_str().unwrap()));
     let run = final_run(&http, &run_url, &moved.secret_key).await;
     assert_eq!(run["status"], "failed", "{run}");

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_testkit::{OPENAI_KEY, TestEnv, TestFleet, openai_answer, openai_tool_call};
+use hermes_testkit::{OPENAI_KEY, TestEnv, openai_answer, openai_tool_call};
 use serde_json::{Value, json};
 use wiremock::matchers::{body_string_contains, header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -86,11 +86,10 @@ async fn a_tool_call_runs_and_its_result_reaches_the_second_model_call() {
         .mount(&provider)
         .await;
 
-    let fleet = TestFleet::builder()
-        .openai_mock(&format!("{}/v1", provider.uri()))
-        .set("HERMES_MODEL", "gpt-test")
-        .start()
-        .await;
+    let mut env = TestEnv::new().await;
+    env.openai_mock(&format!("{}/v1", provider.uri()))
+        .set("HERMES_MODEL", "gpt-test");
+    let fleet = env.start(&Service::ALL).await;
     let resp = fleet.chat("what time is it in Tokyo?").await;
     assert_eq!(resp.status(), 200);
     let body: Value = resp.json().await.unwrap();
@@ -147,10 +146,9 @@ async fn a_provider_that_keeps_failing_gives_a_clear_error_not_silence() {
         )
         .mount(&provider)
         .await;
-    let fleet = TestFleet::builder()
-        .openai_mock(&provider.uri())
-        .start()
-        .await;
+    let mut env = TestEnv::new().await;
+    env.openai_mock(&provider.uri());
+    let fleet = env.start(&Service::ALL).await;
     let resp = tokio::time::timeout(Duration::from_secs(20), fleet.chat("hi"))
         .await
         .unwrap();

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use hermes::Service;
 use hermes_db::agents::{self, AgentUpdate};
-use hermes_testkit::{Fleet, TestEnv, count, eventually};
+use hermes_testkit::{Fleet, TestEnv, count, eventually, telegram_texts_to};
 use hermes_types::agent::{AgentKind, EngagementMode};
 use hermes_types::ids::AgentId;
 use hermes_types::model::Platform;
@@ -18,10 +18,11 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 use crate::agent_mcp::{
-    AGENT_SECRET, SECRET_KEYS, assign, env_with, key, peer, run_status, telegram, telegram_sent,
+    AGENT_SECRET, SECRET_KEYS, TG_SECRET, assign, env_with, key, peer, run_status,
 };
 use crate::forge_loop::{tag_of, tool_call};
 use crate::forge_wakes::agent;
+use hermes_testkit::telegram_text;
 
 /// What fleet B's agent streams as a draft.
 const CHUNKS: [&str; 2] = ["Once upon", " a time."];
@@ -196,12 +197,17 @@ async fn fleet_b_answers_fleet_a_as_its_external_agent_and_streams_a_draft() {
     drop(c);
 
     // A Telegram user of A is answered by B's agent through A's MCP surface.
-    telegram(&fleet_a, 4242, 1, "book a table for two at 8pm").await;
+    fleet_a
+        .telegram_update(
+            TG_SECRET,
+            &telegram_text(4242, 1, "book a table for two at 8pm"),
+        )
+        .await;
     let sent = eventually(
         Duration::from_secs(60),
         "the Telegram user answered",
         || async {
-            let sent = telegram_sent(&peer, "4242").await;
+            let sent = telegram_texts_to(&peer, "4242").await;
             sent.iter()
                 .any(|t| t.contains("Table for two at 8pm is booked."))
                 .then_some(sent)

@@ -4,7 +4,9 @@
 //                                                 every request must carry `x-api-key: <key>`
 // Tools: `grow` registers a new tool `grown_<n>` at run time (the SDK then sends
 // notifications/tools/list_changed); `whoami` answers with the transport's name;
-// `fail` answers with an error result that quotes its `secret` argument.
+// `fail` answers with an error result that quotes its `secret` argument; `hold` writes the
+// file `path` (so a test knows the call arrived) and never answers.
+import { writeFile } from "node:fs/promises";
 import http from "node:http";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
@@ -32,6 +34,14 @@ function build(transportName) {
       isError: true,
       content: [{ type: "text", text: `upstream refused Authorization: Bearer ${secret}` }],
     }),
+  );
+  server.registerTool(
+    "hold",
+    { description: "Write `path`, then never answer", inputSchema: { path: z.string() } },
+    async ({ path }) => {
+      await writeFile(path, "held");
+      return new Promise(() => {});
+    },
   );
   return server;
 }

@@ -214,7 +214,12 @@ async fn utilities_only_when_the_server_supports_them_and_disabled_servers_never
     // The dynamic server has tools only: no resource or prompt utilities.
     assert_eq!(
         names(&s.registry),
-        ["mcp_dyn_fail", "mcp_dyn_grow", "mcp_dyn_whoami"]
+        [
+            "mcp_dyn_fail",
+            "mcp_dyn_grow",
+            "mcp_dyn_hold",
+            "mcp_dyn_whoami"
+        ]
     );
     assert_eq!(s.up.with_label_values(&["off"]).get(), 0);
     s.hub.shutdown();
@@ -264,18 +269,21 @@ fn pid_with_marker(marker: &str) -> Option<u32> {
 async fn a_server_killed_mid_call_answers_with_an_error_then_is_restarted() {
     let marker = format!("HERMES_TEST_MARKER=kill-{}", std::process::id());
     let (key, value) = marker.split_once('=').unwrap();
-    let s = start(&everything(&format!("env = {{ {key} = {value:?} }}"))).await;
+    let s = start(&format!(
+        "[mcp_servers.dyn]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\nenv = {{ {key} = {value:?} }}\n",
+        dynamic_js()
+    ))
+    .await;
     let pid = pid_with_marker(&marker).expect("the child runs");
+    // The server writes this file once it has the call: it is killed mid-call, not before.
+    let held = std::env::temp_dir().join(format!("hermes-mcp-held-{}", std::process::id()));
+    let _ = std::fs::remove_file(&held);
     let registry = s.registry.clone();
-    let slow = tokio::spawn(async move {
-        call(
-            &registry,
-            "mcp_every_thing_trigger_long_running_operation",
-            json!({"duration": 30, "steps": 3}),
-        )
-        .await
-    });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let path = held.display().to_string();
+    let slow =
+        tokio::spawn(async move { call(&registry, "mcp_dyn_hold", json!({"path": path})).await });
+    eventually("the call held by the server", || held.exists()).await;
+    let _ = std::fs::remove_file(&held);
     let killed = std::process::Command::new("kill")
         .args(["-9", &pid.to_string()])
         .status()
@@ -294,24 +302,19 @@ async fn a_server_killed_mid_call_answers_with_an_error_then_is_restarted() {
     .await;
     let up = s.up.clone();
     eventually("the server up again", || {
-        up.with_label_values(&["every-thing"]).get() == 1
+        up.with_label_values(&["dyn"]).get() == 1
     })
     .await;
-    let answer =
-        hermes_testkit_core::eventually(Duration::from_secs(10), "echo after the restart", || {
+    let answer = hermes_testkit_core::eventually(
+        Duration::from_secs(10),
+        "a call after the restart",
+        || {
             let registry = s.registry.clone();
-            async move {
-                call(
-                    &registry,
-                    "mcp_every_thing_echo",
-                    json!({"message": "back"}),
-                )
-                .await
-                .ok()
-            }
-        })
-        .await;
-    assert!(answer.contains("back"));
+            async move { call(&registry, "mcp_dyn_whoami", json!({})).await.ok() }
+        },
+    )
+    .await;
+    assert_eq!(answer, "dynamic over stdio");
     s.hub.shutdown();
 }
 
@@ -590,7 +593,15 @@ async fn sampling_requests_of_the_reference_server_are_answered_by_our_models() 
         Some(mock_llm()),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The server registers its capability-dependent tools together, the sampling tool among
+    // them when it may: once another of them is listed, the sampling tool never will be.
+    let registry = s.registry.clone();
+    eventually("the capability-dependent tools", || {
+        registry
+            .get("mcp_every_thing_simulate_research_query")
+            .is_some()
+    })
+    .await;
     assert!(
         s.registry
             .get("mcp_every_thing_trigger_sampling_request")

@@ -330,19 +330,20 @@ mod tests {
     }
 
     /// Read until `want` events show (other tests' transactions on the shared server may
-    /// hold the horizon back for a moment), or give up after a generous bound.
+    /// hold the horizon back for a moment), within a generous bound.
     async fn settled(db: &crate::Db, want: usize) -> Page {
         let client = db.get().await.unwrap();
-        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
-            let page = after(&client, Cursor::START, &Filter::default(), 100)
-                .await
-                .unwrap();
-            if page.events.len() >= want || std::time::Instant::now() > give_up {
-                return page;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+        hermes_testkit_core::eventually(
+            std::time::Duration::from_secs(60),
+            &format!("{want} events readable"),
+            || async {
+                let page = after(&client, Cursor::START, &Filter::default(), 100)
+                    .await
+                    .unwrap();
+                (page.events.len() >= want).then_some(page)
+            },
+        )
+        .await
     }
 
     /// The reason for the `(tx, id)` position: a transaction that took its id first but

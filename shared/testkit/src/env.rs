@@ -1,4 +1,5 @@
-//! [`TestEnv`]: one test's namespace and database on the shared servers, removed on drop.
+//! [`TestEnv`]: one test's namespace and database on the shared servers, removed on drop,
+//! and the fleets started on it ([`TestEnv::start`]).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -14,7 +15,7 @@ use tokio::sync::oneshot;
 
 use crate::db::{admin_exec, template, url_with_db};
 use crate::tls::{Protocol, TestCa, TlsTerminator};
-use crate::{Fleet, KEY, chaos};
+use crate::{App, Fleet, KEY, chaos};
 
 /// The API key the OpenAI-compatible fake of [`TestEnv::openai_mock`] is called with.
 pub const OPENAI_KEY: &str = "sk-test-provider";
@@ -319,7 +320,8 @@ impl TestEnv {
         .expect("RabbitMQ reachable for tests")
     }
 
-    /// Start `services` in this process on free ports.
+    /// Start `services` in this process on free ports, ready when this returns: the way to a
+    /// running fleet. A test may start several on one environment (replicas, a restart).
     pub async fn start(&self, services: &[Service]) -> Fleet {
         hermes_net::install_crypto_provider();
         hermes_telemetry::init_tracing(hermes_config::LogFormat::Text);
@@ -345,8 +347,10 @@ impl TestEnv {
             .await
         });
         let fleet = Fleet {
-            http: http_addr,
-            admin: admin_addr,
+            app: App {
+                http: http_addr,
+                admin: admin_addr,
+            },
             stop: Some(tx),
             handle: Some(handle),
         };

@@ -49,18 +49,63 @@ pub fn channel_inbound(
     inbound
 }
 
+/// A Telegram update: user `chat` (Ada, in their private chat) sends `text` as message
+/// `message_id`, which is also the update's id.
+pub fn telegram_text(chat: i64, message_id: i64, text: &str) -> serde_json::Value {
+    serde_json::json!({
+        "update_id": message_id,
+        "message": {
+            "message_id": message_id,
+            "from": {"id": chat, "is_bot": false, "first_name": "Ada"},
+            "chat": {"id": chat, "type": "private"},
+            "date": 1_760_000_000,
+            "text": text
+        }
+    })
+}
+
+/// The Bot API's `sendMessage` of bot `token` on a Telegram fake, before its answer: add
+/// matchers (a chat, a text), then `respond_with` ([`telegram_ok`] or a failure) and mount.
+pub fn telegram_send_message(token: &str) -> wiremock::MockBuilder {
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .and(wiremock::matchers::path(format!("/bot{token}/sendMessage")))
+}
+
+/// The Bot API's answer to a send it accepted.
+pub fn telegram_ok() -> wiremock::ResponseTemplate {
+    wiremock::ResponseTemplate::new(200).set_body_json(serde_json::json!({"ok": true}))
+}
+
 /// A fake Telegram Bot API answering every `sendMessage` of bot `token` with `ok`; pass
 /// its `uri()` as `TELEGRAM_API_BASE_URL`.
 pub async fn telegram_fake(token: &str) -> wiremock::MockServer {
     let server = wiremock::MockServer::start().await;
-    wiremock::Mock::given(wiremock::matchers::method("POST"))
-        .and(wiremock::matchers::path(format!("/bot{token}/sendMessage")))
-        .respond_with(
-            wiremock::ResponseTemplate::new(200).set_body_json(serde_json::json!({"ok": true})),
-        )
+    telegram_send_message(token)
+        .respond_with(telegram_ok())
         .mount(&server)
         .await;
     server
+}
+
+/// The bodies of every `sendMessage` a Telegram fake received, in order.
+pub async fn telegram_sent(api: &wiremock::MockServer) -> Vec<serde_json::Value> {
+    api.received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| r.url.path().ends_with("/sendMessage"))
+        .filter_map(|r| serde_json::from_slice(&r.body).ok())
+        .collect()
+}
+
+/// The texts a Telegram fake was asked to send to `chat`, in order.
+pub async fn telegram_texts_to(api: &wiremock::MockServer, chat: &str) -> Vec<String> {
+    telegram_sent(api)
+        .await
+        .into_iter()
+        .filter(|b| b["chat_id"] == chat)
+        .filter_map(|b| b["text"].as_str().map(str::to_string))
+        .collect()
 }
 
 /// A chat completions answer as an OpenAI-compatible provider sends it.
@@ -160,10 +205,25 @@ pub async fn drain(bus: &Bus, stage: hermes_bus::Stage) -> Vec<Envelope> {
 
 /// Publish a REST-channel message from `sender` to the router's queue, as ingest would.
 pub async fn send(bus: &Bus, sender: &str, text: &str) -> RunId {
+    send_on(bus, hermes_types::model::Platform::Rest, sender, text).await
+}
+
+/// Publish a chat message from `sender` on `platform` to the router's queue, as ingest
+/// would (see [`channel_inbound`]).
+pub async fn send_on(
+    bus: &Bus,
+    platform: hermes_types::model::Platform,
+    sender: &str,
+    text: &str,
+) -> RunId {
     let run = RunId::new();
-    bus.publish(&Envelope::new(run, None, &rest_inbound(sender, text)))
-        .await
-        .expect("the router's queue takes the message");
+    bus.publish(&Envelope::new(
+        run,
+        None,
+        &channel_inbound(platform, sender, text),
+    ))
+    .await
+    .expect("the router's queue takes the message");
     run
 }
 

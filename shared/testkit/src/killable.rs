@@ -3,19 +3,18 @@
 //! closes, nothing runs its shutdown path. The broker then redelivers what they held unacked
 //! and PostgreSQL rolls back their open transactions, which is what a fault test must survive.
 
-use std::net::SocketAddr;
+use std::ops::Deref;
 use std::time::Duration;
 
 use hermes::{Listeners, Service};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::TestEnv;
+use crate::{App, TestEnv};
 
-/// A fleet on its own runtime.
+/// A fleet on its own runtime; what a test sends it is on the [`App`] it dereferences to.
 pub struct KillableFleet {
-    pub http: SocketAddr,
-    pub admin: SocketAddr,
+    app: App,
     runtime: Option<tokio::runtime::Runtime>,
     stop: Option<oneshot::Sender<()>>,
     handle: Option<JoinHandle<anyhow::Result<()>>>,
@@ -57,8 +56,10 @@ impl TestEnv {
             .await
         });
         let fleet = KillableFleet {
-            http: http_addr,
-            admin: admin_addr,
+            app: App {
+                http: http_addr,
+                admin: admin_addr,
+            },
             runtime: Some(runtime),
             stop: Some(tx),
             handle: Some(handle),
@@ -70,10 +71,7 @@ impl TestEnv {
                 if fleet.handle.as_ref().is_some_and(|h| h.is_finished()) {
                     panic!("killable fleet stopped during start");
                 }
-                reqwest::get(format!("http://{}/readyz", fleet.admin))
-                    .await
-                    .is_ok_and(|r| r.status().is_success())
-                    .then_some(())
+                fleet.app.ready().await.then_some(())
             },
         )
         .await;
@@ -104,6 +102,14 @@ impl KillableFleet {
             rt.shutdown_background();
         }
         result
+    }
+}
+
+impl Deref for KillableFleet {
+    type Target = App;
+
+    fn deref(&self) -> &App {
+        &self.app
     }
 }
 

@@ -3,8 +3,28 @@
 //! free ports, or the real binary. The end-to-end tests (`tests/`) and any crate testing
 //! against the real servers use it. Its core (`hermes-testkit-core`: the servers, waiting on
 //! a condition) has no Hermes dependency and is re-exported here.
+//!
+//! One way to a running fleet, in two stages (docs/development.md, "Tests"):
+//!
+//! ```no_run
+//! # async fn example() {
+//! use hermes::Service;
+//! use hermes_testkit::{KEY, TestEnv, openai_fake};
+//!
+//! let provider = openai_fake("hello").await;
+//! // The environment: namespace, database, settings; users, agents and proxies go here.
+//! let mut env = TestEnv::new().await;
+//! env.openai_mock(&provider.uri()).set("HERMES_COMMIT_GROUP", "1");
+//! // The fleet on it: the handle a test sends its requests through.
+//! let fleet = env.start(&[Service::Ingest, Service::Router, Service::Llm]).await;
+//! let run = fleet.rest_message(KEY, "alice", "hi").await;
+//! # }
+//! ```
+//!
+//! [`TestEnv::start_killable`] and [`TestEnv::spawn`] are the same second stage for a fleet
+//! a test kills, and for the real binary; [`StageHarness`] drives one stage's handler on a
+//! [`TestEnv`] with no fleet at all.
 
-mod builder;
 pub use hermes_net::chaos;
 mod db;
 mod env;
@@ -13,15 +33,16 @@ mod fleet;
 mod harness;
 mod killable;
 mod process;
+mod requests;
 pub mod tls;
 
-pub use builder::{TestFleet, TestFleetBuilder};
 pub use db::{count, queued_llm_requests, routed_run};
 pub use env::OPENAI_KEY;
 pub use env::{Server, TestEnv};
 pub use fakes::{
     api_inbound, channel_inbound, drain, metric, openai_answer, openai_fake, openai_tool_call,
-    openai_tool_then_answer, rest_inbound, send, telegram_fake, tool_result,
+    openai_tool_then_answer, rest_inbound, send, send_on, telegram_fake, telegram_ok,
+    telegram_send_message, telegram_sent, telegram_text, telegram_texts_to, tool_result,
 };
 pub use fleet::Fleet;
 pub use harness::StageHarness;
@@ -30,6 +51,7 @@ pub use killable::KillableFleet;
 pub use process::{
     RealProcess, everything_server_js, everything_server_toml, free_port, hermes_bin,
 };
+pub use requests::{App, meta_signature, status_and_json};
 
 /// The Bearer key every test fleet uses.
 pub const KEY: &str = "test-key-0123456789abcdef";
