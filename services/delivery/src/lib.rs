@@ -13,6 +13,7 @@ pub mod rate_gate;
 pub mod retry_policy;
 pub mod senders;
 mod sent_parts;
+pub mod wake_envelope;
 mod window;
 
 use hermes_runtime::{Ctx, stage};
