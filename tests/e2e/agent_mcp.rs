@@ -269,7 +269,7 @@ async fn an_external_agent_answers_a_telegram_user_through_the_mcp_surface() {
         .map(|t| t["name"].as_str().unwrap())
         .collect();
     assert_eq!(names.len(), 12, "{names:?}");
-    assert!(names.contains(&"chat.appendMessage") && names.contains(&"inbox.ack"));
+    assert!(names.contains(&"chat.appendMessage") && names.contains(&"agent.inbox.ack"));
 
     fleet
         .telegram_update(

@@ -129,7 +129,7 @@ async fn the_bundle_ends_with_its_run_and_shows_no_memory_in_a_group() {
     assert_eq!(
         metric(
             &metrics,
-            "hermes_mcp_calls_total{outcome=\"RUN_ENDED\",tool=\"context.bundle\"}"
+            "hermes_mcp_calls_total{outcome=\"RUN_ENDED\",tool=\"agent.context.bundle\"}"
         ),
         Some(2.0)
     );

@@ -114,7 +114,7 @@ async fn wakes_of(agent: &MockServer, run: RunId) -> Vec<String> {
         .iter()
         .filter(|r| {
             serde_json::from_slice::<Value>(&r.body)
-                .is_ok_and(|b| b["run"]["id"] == json!(run) && b["kind"] == "AGENT_ASSIGNED")
+                .is_ok_and(|b| b["run"]["id"] == json!(run) && b["kind"] == "CHAT_MESSAGE_POSTED")
         })
         .filter_map(|r| r.headers.get("x-forge-delivery"))
         .map(|v| v.to_str().unwrap().to_string())

@@ -151,7 +151,8 @@ async fn an_external_agent_is_woken_with_a_signed_envelope_and_marked_online() {
             .map(|v| v.to_str().unwrap().to_string())
     };
     assert_eq!(h("content-type").as_deref(), Some("application/json"));
-    assert_eq!(h("x-forge-event").as_deref(), Some("AGENT_ASSIGNED"));
+    // A person's message on the REST channel is the contract's chat message.
+    assert_eq!(h("x-forge-event").as_deref(), Some("CHAT_MESSAGE_POSTED"));
     let delivery = h("x-forge-delivery").expect("X-Forge-Delivery");
     assert_eq!(h("webhook-id"), Some(delivery.clone()));
     assert_eq!(h("webhook-timestamp"), h("x-forge-timestamp"));
@@ -159,7 +160,7 @@ async fn an_external_agent_is_woken_with_a_signed_envelope_and_marked_online() {
     assert!(h("webhook-signature").unwrap().starts_with("v1,"));
 
     let body: Value = serde_json::from_slice(&req.body).unwrap();
-    assert_eq!(body["kind"], "AGENT_ASSIGNED");
+    assert_eq!(body["kind"], "CHAT_MESSAGE_POSTED");
     assert_eq!(body["deliveryId"], json!(delivery));
     assert_eq!(body["workspace"]["slug"], "default");
     assert_eq!(
@@ -169,7 +170,7 @@ async fn an_external_agent_is_woken_with_a_signed_envelope_and_marked_online() {
     assert_eq!(body["run"]["id"], json!(run));
     assert_eq!(body["run"]["text"], "please review AXI-42");
     assert_eq!(body["dispatch"]["mode"], "ASSIGNED");
-    assert_eq!(body["dispatch"]["chosen"], "victor");
+    assert_eq!(body["dispatch"]["chosen"], json!(agent));
     assert_eq!(body["engagement_mode"], "REVIEW");
     assert_eq!(
         body["forge_contract_version"],

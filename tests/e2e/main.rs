@@ -26,6 +26,7 @@ mod docs;
 mod drafts;
 mod failures_told;
 mod faults;
+mod forge_contract;
 mod forge_limits;
 mod forge_loop;
 mod forge_wakes;

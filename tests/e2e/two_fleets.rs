@@ -64,9 +64,9 @@ fn model(req: &Request) -> ResponseTemplate {
     let results = tool_results(&body);
     let round = results.len();
     let mut steps: Vec<(&str, Value)> = vec![
-        ("mcp_forge_inbox_list", json!({"status": "unacked"})),
-        ("mcp_forge_inbox_ack", json!({"runId": run})),
-        ("mcp_forge_context_bundle", json!({"runId": run})),
+        ("mcp_forge_agent_inbox_list", json!({"status": "unacked"})),
+        ("mcp_forge_agent_inbox_ack", json!({"runId": run})),
+        ("mcp_forge_agent_context_bundle", json!({"issueId": run})),
     ];
     if wake.contains("story") {
         let draft = draft_id(&results).unwrap_or_default();

@@ -58,10 +58,11 @@ const agent = await connect(agentKey);
 assert.equal(agent.getServerVersion().name, "hermes-agents");
 const { tools } = await agent.listTools();
 const names = tools.map((t) => t.name).sort();
+// The contract's names are listed; the short ones called below are aliases of the same tools.
 assert.deepEqual(names, [
-  "agents.heartbeat", "agents.me", "chat.appendDraftChunk", "chat.appendMessage",
-  "chat.finalizeDraft", "chat.sendMessage", "chat.startDraft", "context.bundle",
-  "inbox.ack", "inbox.list", "memory.remember", "runs.fail",
+  "agent.context.bundle", "agent.inbox.ack", "agent.inbox.list", "agents.heartbeat",
+  "agents.me", "chat.appendDraftChunk", "chat.appendMessage", "chat.finalizeDraft",
+  "chat.sendMessage", "chat.startDraft", "memory.remember", "runs.fail",
 ]);
 for (const t of tools) assert.equal(t.inputSchema.type, "object", t.name);
 ok("connected and listed 12 tools");

@@ -3,9 +3,10 @@
 //! Consumes `{ns}.webhooks`, where the router's outbox puts one `agent_wake` per
 //! `webhook_deliveries` row. The agent's `webhook_url` is resolved and refused if it
 //! reaches a non-public address the operator did not allowlist (`HERMES_WEBHOOK_ALLOW`);
-//! the connection goes only to the addresses that were checked. The wake envelope is POSTed
-//! with in-call retries, signed with the agent's secret (`X-Forge-*`, and Standard Webhooks
-//! headers when the agent asked for them), with a fresh timestamp on every try. Every
+//! the connection goes only to the addresses that were checked. The wake envelope
+//! ([`crate::wake_envelope`]) is POSTed with in-call retries, signed with the agent's secret,
+//! else its workspace's synthetic secret (`X-Forge-*`, and Standard Webhooks headers when the
+//! agent asked for them), with a fresh timestamp on every try. Every
 //! attempt is recorded on the row; a 2xx marks the agent reachable in the transaction that
 //! marks the row delivered. A failure goes to the queued retry schedule and ends parked in
 //! `{ns}.webhooks.dead`, the row marked failed.
@@ -24,12 +25,12 @@ use hermes_net::keyring::KeyRing;
 use hermes_net::signing::{WakeSigning, wake_headers};
 use hermes_runtime::Ctx;
 use hermes_runtime::stage::{Handler, StageError};
-use hermes_types::agent::EngagementMode;
 use hermes_types::envelope::Envelope;
 use hermes_types::model::AgentWake;
 use reqwest::header::CONTENT_TYPE;
-use serde_json::{Value, json};
 use url::Url;
+
+use crate::wake_envelope::wake_body;
 
 /// Every wake request's deadline (the same 10 s as channel sends).
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -168,15 +169,30 @@ impl AgentWebhookStage {
                     ),
                 )
             })?;
-        let secret = target
-            .secret_sealed
-            .as_deref()
-            .and_then(|sealed| self.ring.as_ref()?.open(sealed))
+        // The agent's own secret if it has one, else its workspace's synthetic secret.
+        let (sealed, whose) = match (&target.secret_sealed, &target.workspace_secret_sealed) {
+            (Some(own), _) => (own, "the webhook secret of agent"),
+            (None, Some(workspace)) => (workspace, "the workspace signing secret of agent"),
+            (None, None) => {
+                return Err(Failed::before_sending(
+                    FailureReason::Unauthorized,
+                    anyhow!(
+                        "agent {} has no webhook secret and its workspace none: `hermes workspaces signing-secret --workspace {}` makes one",
+                        wake.profile_key,
+                        target.workspace_slug
+                    ),
+                ));
+            }
+        };
+        let secret = self
+            .ring
+            .as_ref()
+            .and_then(|ring| ring.open(sealed))
             .ok_or_else(|| {
                 Failed::before_sending(
                     FailureReason::Unauthorized,
                     anyhow!(
-                        "the webhook secret of agent {} cannot be opened: HERMES_SECRET_KEYS lacks the key that sealed it",
+                        "{whose} {} cannot be opened: HERMES_SECRET_KEYS lacks the key that sealed it",
                         wake.profile_key
                     ),
                 )
@@ -228,64 +244,6 @@ impl AgentWebhookStage {
             }),
         }
     }
-}
-
-/// Who enforces an external run's tool policy, stated as it is (docs/agents.md,
-/// "Engagement modes"): an external agent's tools run in its own runtime, so neither
-/// Hermes layer sees, let alone refuses, its calls; `enforced` says what Hermes enforces.
-fn enforcement_layers() -> Value {
-    json!([
-        {
-            "kind": "hermes-router",
-            "enforced": false,
-            "detail": "the mode and allowlist are recorded on the run and sent here; the router never sees this runtime's tool calls",
-        },
-        {
-            "kind": "hermes-host",
-            "enforced": false,
-            "detail": "this run's tools do not execute on Hermes hosts",
-        },
-        {
-            "kind": "agent-runtime",
-            "enforced": false,
-            "detail": "not verified by Hermes: this runtime must apply engagement_mode and allowed_host_tools itself",
-        },
-    ])
-}
-
-/// The JSON a woken agent receives (docs/agents.md): what happened, to whom, in which workspace,
-/// for which run, how it was chosen, and the run's engagement contract.
-fn wake_body(env: &Envelope, wake: &AgentWake, target: &WakeTarget) -> Value {
-    let restricted = wake.engagement_mode != EngagementMode::Execute;
-    json!({
-        "kind": wake.event,
-        "deliveryId": wake.delivery_id,
-        "workspace": {
-            "id": target.workspace_id,
-            "slug": target.workspace_slug,
-            "name": target.workspace_name,
-        },
-        "agent": { "id": wake.agent_id, "profileKey": wake.profile_key },
-        "run": {
-            "id": env.run_id,
-            "platform": wake.message.platform,
-            "chatId": wake.message.chat_id,
-            "senderId": wake.message.sender_id,
-            "text": wake.message.text,
-            "receivedAt": wake.message.received_at,
-        },
-        "dispatch": wake.dispatch,
-        "engagement_mode": wake.engagement_mode,
-        "forge_contract_version": wake.contract_version,
-        "tool_allowlist": wake.tool_allowlist,
-        "runtime_policy": {
-            "contract_version": wake.contract_version,
-            "engagement_mode": wake.engagement_mode,
-            "allowed_host_tools": wake.tool_allowlist,
-            "restricted": restricted,
-            "enforcement_layers": enforcement_layers(),
-        },
-    })
 }
 
 impl Handler for AgentWebhookStage {
@@ -367,72 +325,5 @@ impl Handler for AgentWebhookStage {
     async fn after_commit(&self, env: &Envelope, _: ()) {
         self.count(Outcome::Delivered);
         tracing::info!(run = %env.run_id, "agent woken");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use hermes_types::agent::{Dispatch, DispatchMode};
-    use hermes_types::ids::{AgentId, DeliveryId, RunId, WorkspaceId};
-    use hermes_types::model::{MessageEvent, Platform};
-
-    use super::*;
-
-    #[test]
-    fn the_wake_body_carries_seed_000s_envelope() {
-        let wake = AgentWake {
-            delivery_id: DeliveryId::new(),
-            agent_id: AgentId::new(),
-            profile_key: "victor".into(),
-            event: hermes_types::agent::WakeEvent::AgentAssigned,
-            dispatch: Dispatch {
-                mode: DispatchMode::RoundRobin,
-                chosen: "victor".into(),
-                reason: "round-robin".into(),
-            },
-            engagement_mode: EngagementMode::Review,
-            contract_version: "2026-06-06.2".into(),
-            tool_allowlist: Vec::new(),
-            message: MessageEvent {
-                platform: Platform::Rest,
-                sender_id: "u1".into(),
-                chat_id: "c1".into(),
-                text: Some("review AXI-42".into()),
-                media: Vec::new(),
-                external_message_id: None,
-                sender_name: None,
-                received_at: Utc::now(),
-                metadata: None,
-            },
-        };
-        let target = WakeTarget {
-            status: WakeStatus::Pending,
-            attempts: 0,
-            agent_id: wake.agent_id,
-            webhook_url: None,
-            secret_sealed: None,
-            standard_webhooks: false,
-            workspace_id: WorkspaceId::new(),
-            workspace_slug: "axiom".into(),
-            workspace_name: "Axiom".into(),
-        };
-        let env = Envelope::new(RunId::new(), None, &wake);
-        let body = wake_body(&env, &wake, &target);
-        assert_eq!(body["kind"], "AGENT_ASSIGNED");
-        assert_eq!(body["workspace"]["slug"], "axiom");
-        assert_eq!(body["agent"]["profileKey"], "victor");
-        assert_eq!(body["run"]["id"], json!(env.run_id));
-        assert_eq!(body["dispatch"]["mode"], "ROUND_ROBIN");
-        assert_eq!(body["dispatch"]["reason"], "round-robin");
-        assert_eq!(body["engagement_mode"], "REVIEW");
-        assert_eq!(body["runtime_policy"]["contract_version"], "2026-06-06.2");
-        assert_eq!(body["runtime_policy"]["allowed_host_tools"], json!([]));
-        // Hermes runs none of an external agent's tools: it claims no enforcement.
-        let layers = body["runtime_policy"]["enforcement_layers"]
-            .as_array()
-            .unwrap();
-        assert!(!layers.is_empty());
-        assert!(layers.iter().all(|l| l["enforced"] == false), "{layers:?}");
-        assert!(layers.iter().any(|l| l["kind"] == "agent-runtime"));
     }
 }

@@ -11,6 +11,7 @@ mod handler;
 mod parking_watch;
 pub mod rate_gate;
 mod sent_parts;
+pub mod wake_envelope;
 mod window;
 
 use hermes_runtime::{Ctx, stage};

@@ -8,7 +8,7 @@
 use chrono::{DateTime, Utc};
 use hermes_types::agent::{AgentStatus, EngagementMode};
 use hermes_types::ids::{AgentId, RunId, UserId};
-use hermes_types::model::Platform;
+use hermes_types::model::{Media, Platform};
 
 use super::inbox::{EXTERNAL_COLUMNS, EXTERNAL_FROM, ExternalRun, external_from};
 use super::{DbError, GenericClient, Transaction};
@@ -164,6 +164,27 @@ pub async fn run_metadata(
         .query_opt("SELECT metadata FROM agent_runs WHERE id = $1", &[&run])
         .await?;
     Ok(row.and_then(|r| r.get(0)))
+}
+
+/// The media references of the run's message, as the router recorded them with its inbound
+/// interaction (none: it carried none).
+pub async fn run_media(client: &impl GenericClient, run: RunId) -> Result<Vec<Media>, DbError> {
+    let row = client
+        .query_opt(
+            "SELECT meta -> 'media' FROM interactions WHERE run_id = $1 AND direction = 'inbound'",
+            &[&run],
+        )
+        .await?;
+    media_from(row.and_then(|r| r.get(0)))
+}
+
+/// Media references read from an interaction's `meta -> 'media'` (absent: none).
+pub fn media_from(value: Option<serde_json::Value>) -> Result<Vec<Media>, DbError> {
+    value
+        .map(serde_json::from_value)
+        .transpose()
+        .map_err(|e| DbError::Invalid(format!("an inbound message's media: {e}")))
+        .map(Option::unwrap_or_default)
 }
 
 /// The user's newest free facts (not the structural values: [`crate::memory::structural`]),

@@ -140,6 +140,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0025_agent_rules",
         sql: include_str!("../../../migrations/0025_agent_rules.sql"),
     },
+    Migration {
+        version: 26,
+        name: "0026_forge_contract",
+        sql: include_str!("../../../migrations/0026_forge_contract.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

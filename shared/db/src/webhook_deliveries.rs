@@ -44,8 +44,10 @@ pub struct WakeTarget {
     pub attempts: i32,
     pub agent_id: AgentId,
     pub webhook_url: Option<String>,
-    /// The Fernet token of the agent's signing secret.
+    /// The Fernet token of the agent's signing secret (None: it signs with its workspace's).
     pub secret_sealed: Option<String>,
+    /// The Fernet token of the workspace's synthetic signing secret, if it has one.
+    pub workspace_secret_sealed: Option<String>,
     pub standard_webhooks: bool,
     pub workspace_id: WorkspaceId,
     pub workspace_slug: String,
@@ -63,7 +65,8 @@ pub async fn target(
                 client,
                 "SELECT d.status, d.attempts, a.id AS agent_id, a.webhook_url,
                         a.webhook_secret_enc, a.standard_webhooks,
-                        w.id AS workspace_id, w.slug, w.name
+                        w.id AS workspace_id, w.slug, w.name,
+                        w.webhook_secret_enc AS workspace_secret_enc
                    FROM webhook_deliveries d
                    JOIN agents a ON a.id = d.agent_id
                    JOIN workspaces w ON w.id = a.workspace_id
@@ -80,6 +83,7 @@ pub async fn target(
             agent_id: r.get("agent_id"),
             webhook_url: r.get("webhook_url"),
             secret_sealed: r.get("webhook_secret_enc"),
+            workspace_secret_sealed: r.get("workspace_secret_enc"),
             standard_webhooks: r.get("standard_webhooks"),
             workspace_id: r.get("workspace_id"),
             workspace_slug: r.get("slug"),

@@ -19,6 +19,39 @@ pub async fn id_by_slug(
         .map(|r| r.get(0)))
 }
 
+/// Whether the workspace has a synthetic signing secret (what wakes of its agents without a
+/// secret of their own are signed with, docs/agents.md, "Signed agent webhooks").
+pub async fn has_signing_secret(
+    client: &impl GenericClient,
+    workspace: WorkspaceId,
+) -> Result<bool, DbError> {
+    Ok(client
+        .query_opt(
+            "SELECT 1 FROM workspaces WHERE id = $1 AND webhook_secret_enc IS NOT NULL",
+            &[&workspace],
+        )
+        .await?
+        .is_some())
+}
+
+/// Store `sealed` (a Fernet token) as the workspace's synthetic signing secret: only when it
+/// has none, unless `replace`. True if stored.
+pub async fn set_signing_secret(
+    client: &impl GenericClient,
+    workspace: WorkspaceId,
+    sealed: &str,
+    replace: bool,
+) -> Result<bool, DbError> {
+    Ok(client
+        .execute(
+            "UPDATE workspaces SET webhook_secret_enc = $2
+             WHERE id = $1 AND ($3 OR webhook_secret_enc IS NULL)",
+            &[&workspace, &sealed, &replace],
+        )
+        .await?
+        == 1)
+}
+
 /// Set (or, with an empty value, clear) one secret of a workspace. A value is sealed with
 /// `keys`; clearing stores no secret, so it needs none.
 pub async fn set_secret(

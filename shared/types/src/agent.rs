@@ -116,14 +116,33 @@ pub enum DispatchMode {
 }
 spelled!(DispatchMode { Assigned => "ASSIGNED", Mention => "MENTION", RoundRobin => "ROUND_ROBIN", Default => "DEFAULT" });
 
-/// Why an external agent is woken: the `X-Forge-Event` header and the envelope's `kind`.
+/// Why an external agent is woken: the `X-Forge-Event` header and the envelope's `kind`
+/// (docs/agents.md, "Signed agent webhooks").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum WakeEvent {
-    /// A new run was assigned to the agent.
+    /// A run that no person's chat message started was assigned to the agent.
     AgentAssigned,
+    /// A person posted a chat message (Telegram, WhatsApp, Instagram, the REST channel)
+    /// that the agent is to answer.
+    ChatMessagePosted,
 }
-spelled!(WakeEvent { AgentAssigned => "AGENT_ASSIGNED" });
+spelled!(WakeEvent { AgentAssigned => "AGENT_ASSIGNED", ChatMessagePosted => "CHAT_MESSAGE_POSTED" });
+
+impl WakeEvent {
+    /// The event of a run that came in on `platform`: a person's chat message is
+    /// `CHAT_MESSAGE_POSTED`, as the contract names a chat message addressed to an agent;
+    /// any other run (the API's) is `AGENT_ASSIGNED`.
+    pub fn of_run(platform: crate::model::Platform) -> Self {
+        use crate::model::Platform;
+        match platform {
+            Platform::Telegram | Platform::Whatsapp | Platform::Instagram | Platform::Rest => {
+                WakeEvent::ChatMessagePosted
+            }
+            Platform::Api | Platform::Forge => WakeEvent::AgentAssigned,
+        }
+    }
+}
 
 /// The dispatch record of a run: `{ mode, chosen, reason }`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -150,6 +169,9 @@ mod tests {
         for d in DispatchMode::ALL {
             assert_eq!(serde_json::to_value(d).unwrap(), d.as_str());
         }
+        for e in WakeEvent::ALL {
+            assert_eq!(serde_json::to_value(e).unwrap(), e.as_str());
+        }
         assert_eq!("Hype".parse::<Tone>().unwrap(), Tone::Hype);
         assert!(
             "loud"
@@ -157,5 +179,20 @@ mod tests {
                 .unwrap_err()
                 .contains("chill, friendly")
         );
+    }
+
+    #[test]
+    fn a_persons_chat_message_wakes_as_chat_message_posted() {
+        use crate::model::Platform;
+        for p in [
+            Platform::Telegram,
+            Platform::Whatsapp,
+            Platform::Instagram,
+            Platform::Rest,
+        ] {
+            assert_eq!(WakeEvent::of_run(p), WakeEvent::ChatMessagePosted);
+        }
+        assert_eq!(WakeEvent::of_run(Platform::Api), WakeEvent::AgentAssigned);
+        assert_eq!(WakeEvent::ChatMessagePosted.as_str(), "CHAT_MESSAGE_POSTED");
     }
 }

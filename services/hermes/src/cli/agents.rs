@@ -1,6 +1,7 @@
 //! `hermes agents`: internal personas answered by the fleet's models, and external agent
 //! runtimes woken by signed webhooks (docs/agents.md). An external agent's signing secret is
-//! generated here, printed once, and stored sealed with HERMES_SECRET_KEYS.
+//! generated here, printed once, and stored sealed with HERMES_SECRET_KEYS; or, with
+//! `--workspace-secret`, it has none and its wakes are signed with the workspace's.
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
@@ -55,6 +56,10 @@ pub enum AgentsCommand {
         /// `webhook-timestamp`, `webhook-signature`).
         #[arg(long)]
         standard_webhooks: bool,
+        /// External agents: no secret of its own; wakes are signed with the workspace's
+        /// synthetic secret (`hermes workspaces signing-secret`), as the Forge contract allows.
+        #[arg(long)]
+        workspace_secret: bool,
         /// Runs it may have open at once before round robin skips it.
         #[arg(long, default_value_t = 1)]
         max_concurrent: i32,
@@ -167,6 +172,14 @@ pub enum AgentsCommand {
 
 /// The longest reply deadline accepted: a week (a run waits no longer for its answer).
 const MAX_REPLY_DEADLINE_SECS: u64 = 7 * 24 * 3600;
+
+/// A new webhook signing secret (`whsec_` and 32 random bytes in hex): an agent's own, or a
+/// workspace's synthetic one.
+pub(super) fn new_signing_secret() -> String {
+    let mut raw = [0u8; 32];
+    rand::rng().fill_bytes(&mut raw);
+    format!("whsec_{}", hex::encode(raw))
+}
 
 /// `--reply-deadline`: a duration from a second to a week, in whole seconds.
 fn parse_reply_deadline(text: &str) -> Result<i32, String> {
@@ -285,6 +298,7 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
             capabilities,
             webhook_url,
             standard_webhooks,
+            workspace_secret,
             max_concurrent,
             mode,
             reply_deadline,
@@ -329,15 +343,28 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
                         .as_deref()
                         .context("an external agent needs --webhook-url")?;
                     check_url(url)?;
-                    let ring = KeyRing::new(&config.router.secret_keys).context(
-                        "HERMES_SECRET_KEYS is not set: it encrypts webhook secrets at rest",
-                    )?;
-                    let mut raw = [0u8; 32];
-                    rand::rng().fill_bytes(&mut raw);
-                    let secret = format!("whsec_{}", hex::encode(raw));
-                    (Some(ring.seal(secret.as_bytes())), Some(secret))
+                    if workspace_secret {
+                        let id = workspaces::id_by_slug(&client, &workspace)
+                            .await?
+                            .with_context(|| format!("no workspace {workspace:?}"))?;
+                        anyhow::ensure!(
+                            workspaces::has_signing_secret(&client, id).await?,
+                            "workspace {workspace:?} has no signing secret: make one with `hermes workspaces signing-secret --workspace {workspace}`"
+                        );
+                        (None, None)
+                    } else {
+                        let ring = KeyRing::new(&config.router.secret_keys).context(
+                            "HERMES_SECRET_KEYS is not set: it encrypts webhook secrets at rest",
+                        )?;
+                        let secret = new_signing_secret();
+                        (Some(ring.seal(secret.as_bytes())), Some(secret))
+                    }
                 }
             };
+            anyhow::ensure!(
+                !workspace_secret || kind == AgentKind::External,
+                "--workspace-secret is for external agents"
+            );
             let agent = agents::create(
                 &client,
                 &NewAgent {

@@ -1,5 +1,7 @@
 //! `hermes workspaces secret …`: workspace-level provider keys that override the global ones
-//! for the workspace's agents (docs/models-and-budgets.md, "Choosing the provider").
+//! for the workspace's agents (docs/models-and-budgets.md, "Choosing the provider"); and
+//! `hermes workspaces signing-secret`: the workspace's synthetic secret, which signs the
+//! wakes of its agents that have none of their own (docs/agents.md, "Signed agent webhooks").
 
 use std::io::Read;
 
@@ -16,6 +18,16 @@ pub enum WorkspacesCommand {
     /// ANTHROPIC_API_KEY to force Gemini dispatch). Applies within 30 s, no restart.
     #[command(subcommand)]
     Secret(SecretCommand),
+    /// Make the workspace's synthetic webhook signing secret (printed once, stored sealed
+    /// with HERMES_SECRET_KEYS): wakes of its agents made with `--workspace-secret` are
+    /// signed with it.
+    SigningSecret {
+        #[arg(long, default_value = "default")]
+        workspace: String,
+        /// Replace an existing one (wakes are signed with the new one at once).
+        #[arg(long)]
+        rotate: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -63,7 +75,26 @@ fn check_name(name: &str) -> anyhow::Result<()> {
 pub async fn workspaces_cmd(config: &Config, cmd: WorkspacesCommand) -> anyhow::Result<()> {
     let db = super::database(config, 1).await?;
     let client = db.get().await?;
-    let WorkspacesCommand::Secret(cmd) = cmd;
+    let cmd = match cmd {
+        WorkspacesCommand::Secret(cmd) => cmd,
+        WorkspacesCommand::SigningSecret { workspace, rotate } => {
+            let id = workspaces::id_by_slug(&client, &workspace)
+                .await?
+                .with_context(|| format!("no workspace {workspace:?}"))?;
+            let keys = KeyRing::new(&config.router.secret_keys)
+                .context("HERMES_SECRET_KEYS is not set: it encrypts signing secrets at rest")?;
+            let secret = super::agents::new_signing_secret();
+            let sealed = keys.seal(secret.as_bytes());
+            if !workspaces::set_signing_secret(&client, id, &sealed, rotate).await? {
+                bail!(
+                    "workspace {workspace:?} has a signing secret already (--rotate replaces it)"
+                );
+            }
+            println!("workspace {workspace} signing secret: {secret}");
+            println!("(shown once: give it to the agent runtimes that verify its wakes)");
+            return Ok(());
+        }
+    };
     let ws_id = |slug: String| {
         let client = &client;
         async move {

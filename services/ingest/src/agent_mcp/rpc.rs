@@ -17,7 +17,7 @@ const INFO: ServerInfo = ServerInfo {
     name: "hermes-agents",
     title: "Hermes agent inbox",
     version: env!("CARGO_PKG_VERSION"),
-    instructions: "You are an external agent of Hermes. On every wake: inbox.list {status: unacked}, inbox.ack {runId} (always), context.bundle {runId}, then answer with chat.appendMessage (or a draft), or runs.fail.",
+    instructions: "You are an external agent of Hermes. On every wake: agent.inbox.list {status: unacked}, agent.inbox.ack {runId} (always), agent.context.bundle {issueId}, then answer with chat.appendMessage {threadId, body} (or a draft), or runs.fail.",
 };
 
 /// The agent tools as one caller sees them.

@@ -58,7 +58,7 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<usize> {
 }
 
 /// The wake of a run due again: the first wake's payload, rebuilt from the run (the message
-/// as recorded: its media are in the run's context, not repeated here).
+/// as recorded, its media references included, and the event its platform gives).
 pub fn wake_of(r: &due::Rewake) -> anyhow::Result<AgentWake> {
     let run = &r.due.run;
     let dispatch: Dispatch = serde_json::from_value(
@@ -71,7 +71,7 @@ pub fn wake_of(r: &due::Rewake) -> anyhow::Result<AgentWake> {
         delivery_id: DeliveryId::new(),
         agent_id: run.agent_id,
         profile_key: r.due.profile_key.clone(),
-        event: WakeEvent::AgentAssigned,
+        event: WakeEvent::of_run(run.platform),
         dispatch,
         engagement_mode,
         contract_version: run
@@ -84,7 +84,7 @@ pub fn wake_of(r: &due::Rewake) -> anyhow::Result<AgentWake> {
             sender_id: run.sender_id.clone(),
             chat_id: run.chat_id.clone(),
             text: run.input_text.clone(),
-            media: Vec::new(),
+            media: r.media.clone(),
             external_message_id: r.external_message_id.clone(),
             sender_name: None,
             received_at: run.created_at,

@@ -213,6 +213,8 @@ impl Router {
         // What an external agent's wake names, so that its re-wakes name the same.
         if agent.is_some_and(|chosen| chosen.kind == AgentKind::External) {
             dispatch_data["tool_allowlist"] = serde_json::json!(host_tool_allowlist(a));
+            dispatch_data["wake_event"] =
+                serde_json::json!(WakeEvent::of_run(r.inbound.event.platform));
         }
         let routing = runs::Routing {
             user_id: r.who.user.id,
@@ -253,7 +255,10 @@ impl Router {
     ) -> Result<Envelope, StageError> {
         let delivery_id = DeliveryId::new();
         let run_id = env.run_id;
-        agents::owe_wake(tx, delivery_id, run_id, agent.id, WakeEvent::AgentAssigned).await?;
+        // A person's chat message is the contract's CHAT_MESSAGE_POSTED (docs/agents.md,
+        // "Signed agent webhooks"); the row records the event the wake names.
+        let event = WakeEvent::of_run(r.inbound.event.platform);
+        agents::owe_wake(tx, delivery_id, run_id, agent.id, event).await?;
         // The run waits for its agent until the reply deadline (docs/agents.md, "When an
         // external run ends"); this is its first wake.
         inbox::start_wait(tx, run_id, agent.reply_deadline()).await?;
@@ -266,7 +271,7 @@ impl Router {
             delivery_id,
             agent_id: agent.id,
             profile_key: agent.profile_key.clone(),
-            event: WakeEvent::AgentAssigned,
+            event,
             dispatch: a.chosen.dispatch.clone(),
             engagement_mode: a.mode,
             contract_version: CONTRACT_VERSION.into(),

@@ -57,6 +57,9 @@ pub struct Rewake {
     pub metadata: Option<serde_json::Value>,
     /// The host-side tools the first wake named (recorded with the dispatch).
     pub tool_allowlist: Vec<String>,
+    /// The message's media references (recorded with its inbound interaction): a re-wake
+    /// repeats them.
+    pub media: Vec<hermes_types::model::Media>,
 }
 
 /// Take the open, unacknowledged, unanswered runs (at most `limit`) whose next re-wake is
@@ -78,7 +81,9 @@ pub async fn take_rewakes(
                 "SELECT {EXTERNAL_COLUMNS}, a.profile_key, r.external_message_id, r.metadata,
                         (SELECT e.data -> 'tool_allowlist' FROM activity_events e
                          WHERE e.run_id = r.id AND e.kind = 'run.dispatched'
-                         ORDER BY e.id LIMIT 1) AS tool_allowlist
+                         ORDER BY e.id LIMIT 1) AS tool_allowlist,
+                        (SELECT i.meta -> 'media' FROM interactions i
+                         WHERE i.run_id = r.id AND i.direction = 'inbound') AS media
                  FROM {EXTERNAL_FROM} JOIN agents a ON a.id = r.agent_id
                  WHERE r.deadline_at > now() AND r.answered_at IS NULL AND r.acked_at IS NULL
                    AND r.status NOT IN {CLOSED_SQL}
@@ -106,6 +111,7 @@ pub async fn take_rewakes(
             external_message_id: row.get("external_message_id"),
             metadata: row.get("metadata"),
             tool_allowlist,
+            media: crate::agent_inbox::media_from(row.get("media"))?,
         });
     }
     let ids: Vec<RunId> = out.iter().map(|r| r.due.run.id).collect();

@@ -138,15 +138,7 @@ pub async fn attachments(op: &Operator, args: &Args) -> Result<Value, ToolError>
         .unwrap_or_default();
     let attachments: Vec<Value> = media
         .iter()
-        .map(|m| {
-            json!({
-                "kind": m.kind,
-                "platform": platform,
-                "file_id": m.platform_id,
-                "url": m.url,
-                "mime_type": m.mime_type,
-            })
-        })
+        .map(|m| m.attachment(platform.as_deref()))
         .collect();
     let note = if attachments.is_empty() {
         NO_MEDIA

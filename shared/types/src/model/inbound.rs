@@ -45,6 +45,21 @@ pub struct Media {
     pub mime_type: Option<String>,
 }
 
+impl Media {
+    /// The item as operators (`attachments_fetch`) and agents (the context bundle, the
+    /// wake) read it: a reference on `platform` (its file id or the URL it sent), never
+    /// bytes or a download URL.
+    pub fn attachment(&self, platform: Option<&str>) -> serde_json::Value {
+        serde_json::json!({
+            "kind": self.kind,
+            "platform": platform,
+            "file_id": self.platform_id,
+            "url": self.url,
+            "mime_type": self.mime_type,
+        })
+    }
+}
+
 /// A chat platform's media item named for the stage that needs its bytes: the platform it
 /// came from (whose credentials fetch it) and the item as ingest normalized it. Queued
 /// messages carry this, never the bytes.

@@ -1,6 +1,7 @@
 //! The tools of the agent MCP surface as `tools/list` shows them: each one's name (the
-//! contract's dotted names), what it does, and the JSON Schema of its arguments. The
-//! argument names a tool accepts are read from its schema, so the two cannot drift apart.
+//! contract's dotted names, docs/agents.md, "The tools"), the older short names still
+//! callable as aliases, what each does, and the JSON Schema of its arguments. The argument
+//! names a tool accepts are read from its schema, so the two cannot drift apart.
 
 use serde_json::{Value, json};
 
@@ -23,7 +24,29 @@ pub enum Tool {
 
 /// The `runId` argument every run tool takes.
 fn run_id() -> Value {
-    json!({ "type": "string", "format": "uuid", "description": "The run, as inbox.list shows it" })
+    json!({ "type": "string", "format": "uuid", "description": "The run, as agent.inbox.list shows it" })
+}
+
+/// The contract's `issueId`: in Hermes the issue an agent works is the run.
+fn issue_id() -> Value {
+    json!({ "type": "string", "format": "uuid", "description": "The issue: in Hermes, the run (its runId, the wake's issue.id)" })
+}
+
+/// The contract's `threadId`: the thread a chat reply goes to is its run's chat, named by
+/// the run's id (docs/agents.md, "Threads and issues").
+fn thread_id() -> Value {
+    json!({ "type": "string", "format": "uuid", "description": "The chat thread to answer: in Hermes, the run awaiting the reply (the wake's threadId, equal to its runId)" })
+}
+
+/// Arguments of which one names the run.
+fn one_of(names: &[&str]) -> Value {
+    Value::Array(names.iter().map(|n| json!({ "required": [n] })).collect())
+}
+
+/// `schema` requiring one of `names` (`anyOf`: either names the same run).
+fn with_one_of(mut schema: Value, names: &[&str]) -> Value {
+    schema["anyOf"] = one_of(names);
+    schema
 }
 
 /// An object schema with `properties`, of which `required` must be present; no others.
@@ -53,14 +76,14 @@ impl Tool {
         Tool::ChatSendMessage,
     ];
 
-    /// The tool's name on the wire.
+    /// The tool's name on the wire: the contract's, as `tools/list` shows it.
     pub fn name(self) -> &'static str {
         match self {
             Tool::AgentsMe => "agents.me",
             Tool::AgentsHeartbeat => "agents.heartbeat",
-            Tool::InboxList => "inbox.list",
-            Tool::InboxAck => "inbox.ack",
-            Tool::ContextBundle => "context.bundle",
+            Tool::InboxList => "agent.inbox.list",
+            Tool::InboxAck => "agent.inbox.ack",
+            Tool::ContextBundle => "agent.context.bundle",
             Tool::ChatAppendMessage => "chat.appendMessage",
             Tool::ChatStartDraft => "chat.startDraft",
             Tool::ChatAppendDraftChunk => "chat.appendDraftChunk",
@@ -71,9 +94,25 @@ impl Tool {
         }
     }
 
-    /// The tool named `name`, if any.
+    /// Older names that still call a tool (docs/agents.md, "The tools"): not listed by
+    /// `tools/list`, answered by both transports like the contract's names.
+    pub const ALIASES: [(&'static str, Tool); 3] = [
+        ("inbox.list", Tool::InboxList),
+        ("inbox.ack", Tool::InboxAck),
+        ("context.bundle", Tool::ContextBundle),
+    ];
+
+    /// The tool named `name` (its contract name or an alias), if any.
     pub fn parse(name: &str) -> Option<Tool> {
-        Tool::ALL.into_iter().find(|t| t.name() == name)
+        Tool::ALL
+            .into_iter()
+            .find(|t| t.name() == name)
+            .or_else(|| {
+                Self::ALIASES
+                    .iter()
+                    .find(|(a, _)| *a == name)
+                    .map(|(_, t)| *t)
+            })
     }
 
     /// What the tool does, for the agent's model.
@@ -92,13 +131,13 @@ impl Tool {
                 "Acknowledge a run (clears 'wake sent'); idempotent. Always ack, even when you will not answer."
             }
             Tool::ContextBundle => {
-                "What to answer a run with: the message, the conversation's recent turns, what is known of the user (none in a group chat), and runProtocol (mode, mutationAllowed, toolAllowlist). Only until the run's reply is given (RUN_ENDED after)."
+                "What to answer a run with (issueId or runId: in Hermes the issue is the run): the message with its attachments (media references), the conversation's recent turns, what is known of the user (none in a group chat), and runProtocol (mode, mutationAllowed, toolAllowlist). Only until the run's reply is given (RUN_ENDED after)."
             }
             Tool::ChatAppendMessage => {
-                "Answer a run with one message: delivered to the user's channel or API caller, and the run completes. A run has one reply."
+                "Answer a run (threadId or runId) with one message: delivered to the user's channel or API caller, and the run completes. A run has one reply."
             }
             Tool::ChatStartDraft => {
-                "Start a streamed answer of a run; returns draftId for chat.appendDraftChunk and chat.finalizeDraft."
+                "Start a streamed answer of a run (threadId or runId); returns draftId for chat.appendDraftChunk and chat.finalizeDraft."
             }
             Tool::ChatAppendDraftChunk => {
                 "Add text to a draft: API and SSE callers see the delta at once, a Telegram chat sees one message grow."
@@ -134,28 +173,40 @@ impl Tool {
                 }),
                 &[],
             ),
-            Tool::InboxAck | Tool::ContextBundle | Tool::ChatStartDraft => {
-                object(json!({ "runId": run_id() }), &["runId"])
-            }
-            Tool::ChatAppendMessage => object(
-                json!({ "runId": run_id(), "body": text(super::MAX_TEXT, "The answer") }),
-                &["runId", "body"],
+            Tool::InboxAck => object(json!({ "runId": run_id() }), &["runId"]),
+            Tool::ContextBundle => with_one_of(
+                object(json!({ "runId": run_id(), "issueId": issue_id() }), &[]),
+                &["runId", "issueId"],
             ),
+            Tool::ChatStartDraft => with_one_of(
+                object(json!({ "runId": run_id(), "threadId": thread_id() }), &[]),
+                &["runId", "threadId"],
+            ),
+            Tool::ChatAppendMessage => with_one_of(
+                object(
+                    json!({ "runId": run_id(), "threadId": thread_id(), "body": text(super::MAX_TEXT, "The answer") }),
+                    &["body"],
+                ),
+                &["runId", "threadId"],
+            ),
+            // The draft names its run: runId or threadId may be left out.
             Tool::ChatAppendDraftChunk => object(
                 json!({
                     "runId": run_id(),
+                    "threadId": thread_id(),
                     "draftId": { "type": "string", "format": "uuid" },
                     "delta": text(super::MAX_TEXT, "The next piece of text"),
                 }),
-                &["runId", "draftId", "delta"],
+                &["draftId", "delta"],
             ),
             Tool::ChatFinalizeDraft => object(
                 json!({
                     "runId": run_id(),
+                    "threadId": thread_id(),
                     "draftId": { "type": "string", "format": "uuid" },
                     "body": text(super::MAX_TEXT, "The final text (default: the draft so far)"),
                 }),
-                &["runId", "draftId"],
+                &["draftId"],
             ),
             Tool::RunsFail => object(
                 json!({ "runId": run_id(), "reason": text(super::MAX_REASON, "Why, for operators (never shown to the user)") }),
@@ -218,5 +269,34 @@ mod tests {
             }
         }
         assert_eq!(Tool::parse("issues.assigned"), None);
+    }
+
+    #[test]
+    fn the_contract_names_are_listed_and_the_aliases_call_the_same_tools() {
+        for name in [
+            "agent.inbox.list",
+            "agent.inbox.ack",
+            "agent.context.bundle",
+        ] {
+            let tool = Tool::parse(name).unwrap();
+            assert_eq!(tool.name(), name);
+        }
+        for (alias, tool) in Tool::ALIASES {
+            assert_eq!(Tool::parse(alias), Some(tool));
+            assert_ne!(tool.name(), alias, "an alias is not what tools/list shows");
+        }
+        assert!(
+            Tool::ContextBundle
+                .params()
+                .contains(&"issueId".to_string())
+        );
+        for t in [
+            Tool::ChatAppendMessage,
+            Tool::ChatStartDraft,
+            Tool::ChatAppendDraftChunk,
+            Tool::ChatFinalizeDraft,
+        ] {
+            assert!(t.params().contains(&"threadId".to_string()), "{}", t.name());
+        }
     }
 }

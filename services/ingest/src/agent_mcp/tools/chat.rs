@@ -93,7 +93,7 @@ pub async fn answer(
     queue(&tx, run.id, &answered(call, &run, text, draft)).await?;
     tx.commit().await.map_err(tx_error)?;
     count_end(call, &run, Ended::Answered);
-    Ok(json!({ "runId": run.id, "status": "answered", "draftId": draft }))
+    Ok(json!({ "runId": run.id, "threadId": run.id, "status": "answered", "draftId": draft }))
 }
 
 /// `chat.appendMessage`

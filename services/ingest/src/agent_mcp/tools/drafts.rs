@@ -9,7 +9,7 @@
 use hermes_cache::run_events::{Appended, RunEvent};
 use hermes_db::drafts;
 use hermes_db::inbox::ExternalRun;
-use hermes_types::ids::DraftId;
+use hermes_types::ids::{DraftId, RunId};
 use hermes_types::model::{DraftUpdate, Platform};
 use serde_json::{Value, json};
 
@@ -20,18 +20,33 @@ fn draft_not_found() -> ToolError {
     ToolError::new(ErrorCode::NotFound, "no such draft of this run")
 }
 
+/// The run a draft call is about: the one named (`runId` or `threadId`), else the draft's.
+async fn run_of(
+    client: &impl hermes_db::GenericClient,
+    call: &Call<'_>,
+    args: &Args,
+    draft: DraftId,
+) -> Result<RunId, ToolError> {
+    if let Some(run) = args.opt_run_id()? {
+        return Ok(run);
+    }
+    drafts::get(client, draft, Some(call.agent.id))
+        .await?
+        .map(|d| d.run_id)
+        .ok_or_else(draft_not_found)
+}
+
 /// `chat.startDraft`
 pub async fn start(call: &Call<'_>, args: &Args) -> Result<Value, ToolError> {
     let client = call.db().await?;
     let run = own_run(&client, call, args.run_id()?).await?;
     ensure_open(&run)?;
     let id = drafts::start(&client, run.id, call.agent.id).await?;
-    Ok(json!({ "runId": run.id, "draftId": id }))
+    Ok(json!({ "runId": run.id, "threadId": run.id, "draftId": id }))
 }
 
 /// `chat.appendDraftChunk`
 pub async fn append_chunk(call: &Call<'_>, args: &Args) -> Result<Value, ToolError> {
-    let run_id = args.run_id()?;
     let draft_id: DraftId = args.id("draftId")?;
     let delta = args
         .opt_str("delta")?
@@ -44,6 +59,7 @@ pub async fn append_chunk(call: &Call<'_>, args: &Args) -> Result<Value, ToolErr
     }
     let mut client = call.db().await?;
     let tx = client.transaction().await.map_err(tx_error)?;
+    let run_id = run_of(&tx, call, args, draft_id).await?;
     let run = own_run(&tx, call, run_id).await?;
     ensure_open(&run)?;
     let Some(draft) = drafts::append(&tx, draft_id, call.agent.id, &delta).await? else {
@@ -88,6 +104,7 @@ pub async fn append_chunk(call: &Call<'_>, args: &Args) -> Result<Value, ToolErr
     };
     Ok(json!({
         "runId": run.id,
+        "threadId": run.id,
         "draftId": draft_id,
         "chunks": draft.chunks,
         "length": draft.body.chars().count(),
@@ -97,9 +114,9 @@ pub async fn append_chunk(call: &Call<'_>, args: &Args) -> Result<Value, ToolErr
 
 /// `chat.finalizeDraft`
 pub async fn finalize(call: &Call<'_>, args: &Args) -> Result<Value, ToolError> {
-    let run = args.run_id()?;
     let draft: DraftId = args.id("draftId")?;
     let body = args.opt_text("body", MAX_TEXT)?;
+    let run = run_of(&call.db().await?, call, args, draft).await?;
     super::chat::answer(call, run, body, Some(draft)).await
 }
 

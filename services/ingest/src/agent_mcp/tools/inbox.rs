@@ -1,6 +1,7 @@
-//! `inbox.list`, `inbox.ack` and `context.bundle`: the agent finds its runs, acknowledges
+//! `agent.inbox.list`, `agent.inbox.ack` and `agent.context.bundle` (also callable as
+//! `inbox.list`, `inbox.ack`, `context.bundle`): the agent finds its runs, acknowledges
 //! them (the inbox, not the wake, is the source of truth), and reads what it needs to
-//! answer one. The bundle is there only while the run waits for its reply (`RUN_ENDED`
+//! answer one, the message's attachments included (as references). The bundle is there only while the run waits for its reply (`RUN_ENDED`
 //! after), and in a group run it holds none of the user's memory: the group-chat rule of
 //! the fleet's own prompts (docs/security.md, "Conversations and tools").
 
@@ -23,6 +24,9 @@ const RECENT_FACTS: i64 = 50;
 fn entry(r: &ExternalRun) -> Value {
     json!({
         "runId": r.id,
+        // The contract's names of the same run (docs/agents.md, "Threads and issues").
+        "issueId": r.id,
+        "threadId": r.id,
         "platform": r.platform.as_str(),
         "chatId": r.chat_id,
         "senderId": r.sender_id,
@@ -124,6 +128,12 @@ pub async fn bundle(call: &Call<'_>, args: &Args) -> Result<Value, ToolError> {
     ensure_open(&run)?;
     let group = chat_kind(&run) == ChatKind::Group;
     let metadata = agent_inbox::run_metadata(&client, run.id).await?;
+    let platform = Some(run.platform.as_str());
+    let attachments: Vec<Value> = agent_inbox::run_media(&client, run.id)
+        .await?
+        .iter()
+        .map(|m| m.attachment(platform))
+        .collect();
     let turns = match run.session_id {
         Some(s) => sessions::history(&client, s, RECENT_TURNS).await?,
         None => Vec::new(),
@@ -170,8 +180,10 @@ pub async fn bundle(call: &Call<'_>, args: &Args) -> Result<Value, ToolError> {
             "chatId": run.chat_id,
             "senderId": run.sender_id,
             "receivedAt": run.created_at,
-            // Media arrives with the wake; the run keeps only the caller's metadata.
             "metadata": metadata,
+            // References to the files the user sent, as operators read them
+            // (`attachments_fetch`): a file id or the URL the platform sent, never bytes.
+            "attachments": attachments,
         },
         "conversation": conversation,
         "chat": chat,

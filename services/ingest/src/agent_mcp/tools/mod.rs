@@ -141,9 +141,15 @@ async fn calling_agent(app: &AppState, id: AgentId) -> Result<Agent, ToolError> 
     Ok(agent)
 }
 
+/// The arguments that name a run: Hermes's own and the contract's (an issue and a chat
+/// thread are both the run in Hermes).
+const RUN_REFERENCES: [&str; 3] = ["runId", "issueId", "threadId"];
+
 /// A tool's arguments: a JSON object holding only the names the tool's schema describes.
 pub struct Args {
     map: Map<String, Value>,
+    /// Which of [`RUN_REFERENCES`] the tool takes (for the message when none is given).
+    run_names: Vec<&'static str>,
 }
 
 impl Args {
@@ -166,7 +172,11 @@ impl Args {
                 }
             )));
         }
-        Ok(Self { map })
+        let run_names = RUN_REFERENCES
+            .into_iter()
+            .filter(|n| known.iter().any(|k| k == n))
+            .collect();
+        Ok(Self { map, run_names })
     }
 
     /// A string argument, if given (`null` counts as absent).
@@ -216,9 +226,33 @@ impl Args {
             .map_err(|_| ToolError::invalid(format!("{name} is not an id (a UUID)")))
     }
 
-    /// The `runId` argument.
+    /// The run the call is about, if named: `runId`, or the contract's `issueId` or
+    /// `threadId`, which in Hermes name the run too (docs/agents.md, "Threads and issues").
+    /// A tool's schema says which of them it takes; two that name different runs are refused.
+    fn opt_run_id(&self) -> Result<Option<RunId>, ToolError> {
+        let mut named: Option<(&str, RunId)> = None;
+        for name in RUN_REFERENCES {
+            if self.opt_str(name)?.is_none() {
+                continue;
+            }
+            let id: RunId = self.id(name)?;
+            match named {
+                Some((first, other)) if other != id => {
+                    return Err(ToolError::invalid(format!(
+                        "{first} and {name} name different runs: give one"
+                    )));
+                }
+                _ => named = Some((name, id)),
+            }
+        }
+        Ok(named.map(|(_, id)| id))
+    }
+
+    /// The run the call is about (see [`Args::opt_run_id`]), required.
     fn run_id(&self) -> Result<RunId, ToolError> {
-        self.id("runId")
+        self.opt_run_id()?.ok_or_else(|| {
+            ToolError::invalid(format!("{} is required", self.run_names.join(" or ")))
+        })
     }
 
     /// An optional integer within `min..=max`.
