@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hermes::Service;
 use hermes_bus::Bus;
-use hermes_testkit::{TestEnv, count, eventually, metric};
+use hermes_testkit::{TestEnv, count, eventually, metric, telegram_text, telegram_texts_to};
 use hermes_types::agent::EngagementMode;
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::{AgentId, RunId};
@@ -19,8 +19,7 @@ use sha2::Sha256;
 use wiremock::{MockServer, Request};
 
 use crate::agent_mcp::{
-    AGENT_SECRET, Mcp, assign, env_with, external_agent, key, peer, run_status, telegram,
-    telegram_sent,
+    AGENT_SECRET, Mcp, TG_SECRET, assign, env_with, external_agent, key, peer, run_status,
 };
 
 /// The tool names the contract writes for the agent's side of the loop.
@@ -393,7 +392,12 @@ async fn item_3_a_persons_chat_message_wakes_as_chat_message_posted_with_its_thr
     let fleet = env.start(&Service::ALL).await;
     let mcp = Mcp::new(&fleet, &agent_key);
 
-    telegram(&fleet, 4242, 9, "a table for two at eight").await;
+    fleet
+        .telegram_update(
+            TG_SECRET,
+            &telegram_text(4242, 9, "a table for two at eight"),
+        )
+        .await;
     let req = eventually(Duration::from_secs(30), "the agent's wake", || async {
         peer.received_requests()
             .await?
@@ -441,7 +445,7 @@ async fn item_3_a_persons_chat_message_wakes_as_chat_message_posted_with_its_thr
         Duration::from_secs(30),
         "the answer on Telegram",
         || async {
-            telegram_sent(&peer, "4242")
+            telegram_texts_to(&peer, "4242")
                 .await
                 .contains(&"Booked: 8pm.".to_string())
                 .then_some(())
