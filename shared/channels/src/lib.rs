@@ -6,9 +6,24 @@
 //! configuration section. Ingest, delivery, media and presence stay generic: they call a
 //! platform only through the traits in this crate's root, and find it by [`Platform`].
 //!
+//! The inbound side: [`inbound`] (the [`inbound::Webhook`] trait and its registration),
+//! [`limits`], [`decode`] and the lenient readers every parser shares, [`statuses`],
+//! [`token`] (shared secrets), and [`meta`] (what WhatsApp and Instagram share as webhooks
+//! of a Meta app).
+//!
 //! [`Platform`]: hermes_types::model::Platform
 
+pub mod decode;
+mod fields;
+pub mod inbound;
 pub mod instagram;
+pub mod limits;
+pub mod meta;
 pub mod rest;
+pub mod statuses;
 pub mod telegram;
+pub mod token;
 pub mod whatsapp;
+
+pub use decode::ParseError;
+pub use limits::{MAX_ATTACHMENTS, MAX_FIELD_BYTES, MAX_ITEMS, MAX_TEXT_BYTES, truncate_utf8};
