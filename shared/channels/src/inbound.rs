@@ -9,7 +9,9 @@
 //!    360dialog) is checked whole here; a signature ([`Auth::Signature`]) only for its headers.
 //! 2. [`Webhook::check_body`], on the raw bytes, before anything parses them: for
 //!    [`Auth::Signature`] in ingest's pool of unverified bodies (docs/security.md, "The front
-//!    door under slow or hostile clients"), before the request takes a slot.
+//!    door under slow or hostile clients"), before the request takes a slot; for
+//!    [`Auth::Token`] once the body is read (the token was the proof: only whether the route
+//!    is on is left).
 //! 3. [`Webhook::parse`]: the body into the messages to route, the statuses to record, and
 //!    what is acknowledged without a run.
 //!
@@ -17,7 +19,9 @@
 //! Discord signs timestamp and body with ed25519 ([`Auth::Signature`], their headers checked
 //! in step 1, the signature in step 2); Teams sends a JWT (step 1, against keys the webhook
 //! holds); a platform that confirms its subscription with a `GET` answers through
-//! [`Webhook::handshake`], as Meta's do.
+//! [`Webhook::handshake`], as Meta's do. One that is checked by a `POST` answered with
+//! something of its own (Slack's `url_verification`, Discord's `PING`) would add that
+//! answer to [`Received`].
 
 use std::sync::Arc;
 

@@ -1,6 +1,6 @@
-//! How much of an untrusted webhook body is kept (docs/channels.md, "Inbound"): message text
-//! is cut at [`MAX_TEXT_BYTES`] on a char boundary, other strings (ids, names, URLs, MIME
-//! types) at [`MAX_FIELD_BYTES`]. A body with more than [`MAX_ITEMS`] messages (or as many
+//! How much of an untrusted webhook body is kept (docs/channels.md, "Inbound webhooks"):
+//! message text is cut at [`MAX_TEXT_BYTES`] on a char boundary, other strings (ids, names,
+//! URLs, MIME types) at [`MAX_FIELD_BYTES`]. A body with more than [`MAX_ITEMS`] messages (or as many
 //! statuses) is refused whole ([`crate::ParseError::TooMany`]): nothing of a verified body
 //! is acknowledged and then dropped.
 
