@@ -5,7 +5,8 @@
 //! modulo what is left, so every input is usable).
 #![no_main]
 
-use hermes_ingest::channels::verify::{handshake, hub_signature_valid, sign_hub, token_matches};
+use hermes_channels::meta::verify::{handshake, hub_signature_valid, sign_hub};
+use hermes_channels::token::token_matches;
 use libfuzzer_sys::fuzz_target;
 
 #[path = "split.rs"]

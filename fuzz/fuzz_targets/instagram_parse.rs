@@ -1,9 +1,7 @@
 //! Any bytes as an Instagram Messaging webhook body: never panics, and the result is bounded.
 #![no_main]
 
-use hermes_ingest::channels::{
-    MAX_ATTACHMENTS, MAX_FIELD_BYTES, MAX_ITEMS, MAX_TEXT_BYTES, instagram,
-};
+use hermes_channels::{MAX_ATTACHMENTS, MAX_FIELD_BYTES, MAX_ITEMS, MAX_TEXT_BYTES, instagram};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,7 +1,7 @@
 //! Any bytes as a Telegram webhook body: never panics, and whatever it routes is bounded.
 #![no_main]
 
-use hermes_ingest::channels::{MAX_FIELD_BYTES, MAX_TEXT_BYTES, telegram};
+use hermes_channels::{MAX_FIELD_BYTES, MAX_TEXT_BYTES, telegram};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

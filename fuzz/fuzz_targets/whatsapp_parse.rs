@@ -1,7 +1,8 @@
 //! Any bytes as a WhatsApp Cloud API webhook body: never panics, and the batch is bounded.
 #![no_main]
 
-use hermes_ingest::channels::{MAX_FIELD_BYTES, MAX_ITEMS, MAX_TEXT_BYTES, whatsapp};
+use hermes_channels::statuses::MAX_ERROR_TITLE_CHARS;
+use hermes_channels::{MAX_FIELD_BYTES, MAX_ITEMS, MAX_TEXT_BYTES, whatsapp};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -16,6 +17,8 @@ fuzz_target!(|data: &[u8]| {
         for s in &batch.statuses {
             assert!(!s.platform_message_id.is_empty());
             assert!(s.platform_message_id.len() <= MAX_FIELD_BYTES);
+            let title = s.error_title.as_ref();
+            assert!(title.is_none_or(|t| t.chars().count() <= MAX_ERROR_TITLE_CHARS));
         }
     }
 });

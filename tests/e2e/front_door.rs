@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use hermes::Service;
-use hermes_ingest::channels::verify::sign_hub;
+use hermes_channels::meta::verify::sign_hub;
 use hermes_testkit::{Fleet, KEY, TestEnv, eventually, metric};
 use reqwest::StatusCode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

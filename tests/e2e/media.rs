@@ -55,7 +55,7 @@ fn ogg() -> Vec<u8> {
 
 fn fixture(path: &str) -> Value {
     let at = format!(
-        "{}/../services/ingest/tests/fixtures/{path}",
+        "{}/../shared/channels/tests/fixtures/{path}",
         env!("CARGO_MANIFEST_DIR")
     );
     serde_json::from_str(&std::fs::read_to_string(at).unwrap()).unwrap()

@@ -2,12 +2,15 @@
 //! mounts is described in it, and every operation it describes is served (docs/api.md).
 
 use hermes::Service;
+use hermes_channels::inbound::Auth;
 use hermes_testkit::{KEY, TestEnv};
 use serde_json::Value;
 
 /// The routes ingest's source mounts, as `(path)`: every `.route("…"` literal under
-/// services/ingest/src. Reading the source is what keeps a new route from being forgotten
-/// in the document: axum cannot list a router's routes.
+/// services/ingest/src, and every chat platform's webhook route as the channels crate
+/// registers them (ingest mounts each the same way). Reading the source and the
+/// registration is what keeps a new route from being forgotten in the document: axum
+/// cannot list a router's routes.
 fn mounted_paths() -> Vec<String> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../services/ingest/src");
     let mut out = Vec::new();
@@ -36,6 +39,13 @@ fn mounted_paths() -> Vec<String> {
                     }
                 }
             }
+        }
+    }
+    let config = hermes_config::Config::from_lookup(&|_| None, None).unwrap();
+    for hook in hermes_channels::inbound::webhooks(&config) {
+        out.push(hook.path().to_string());
+        if let Auth::Token { in_path: true } = hook.auth() {
+            out.push(format!("{}/{{token}}", hook.path()));
         }
     }
     out.sort();

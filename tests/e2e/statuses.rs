@@ -90,7 +90,7 @@ fn status(wamid: &str, status: &str, at: u64) -> Value {
 /// Meta's published `failed` status (tests/fixtures), naming `wamid`: error 131000.
 fn failed(wamid: &str) -> Value {
     let mut body: Value = serde_json::from_str(include_str!(
-        "../../services/ingest/tests/fixtures/whatsapp/status_failed.json"
+        "../../shared/channels/tests/fixtures/whatsapp/status_failed.json"
     ))
     .unwrap();
     body["entry"][0]["changes"][0]["value"]["statuses"][0]["id"] = json!(wamid);

@@ -22,7 +22,7 @@ const MEMBER: &str = "222333444";
 macro_rules! fixture {
     ($name:literal) => {
         serde_json::from_str::<Value>(include_str!(concat!(
-            "../../services/ingest/tests/fixtures/telegram/",
+            "../../shared/channels/tests/fixtures/telegram/",
             $name,
             ".json"
         )))

@@ -5,7 +5,6 @@
 mod accept;
 mod agent_mcp;
 mod auth;
-pub mod channels;
 mod chat;
 mod content;
 mod cors;
@@ -43,7 +42,7 @@ use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::{Json, Router};
 use front_door::signed::SignedRoute;
 use futures_util::StreamExt;
@@ -177,7 +176,7 @@ async fn security_headers(req: Request, next: Next) -> Response {
 /// Shed load instead of queueing it: beyond `HERMES_MAX_IN_FLIGHT` requests at once (a broker
 /// whose confirms stall, a flood), answer 503 with `Retry-After` so the caller retries later,
 /// rather than holding ever more requests in memory. Health checks are never shed.
-async fn bound_in_flight(
+pub(crate) async fn bound_in_flight(
     State((app, slots)): State<(AppState, Arc<Semaphore>)>,
     req: Request,
     next: Next,
@@ -231,7 +230,7 @@ pub fn app(state: AppState) -> Router {
     // never holds a slot), or a body's signature verified after it was read in the small
     // pool of unverified bodies. Then the body is read, within the slot.
     let slots = Arc::new(Semaphore::new(state.ctx.config.max_in_flight));
-    let slot = middleware::from_fn_with_state((state.clone(), slots), bound_in_flight);
+    let slot = middleware::from_fn_with_state((state.clone(), slots.clone()), bound_in_flight);
     let unverified = front_door::signed::Unverified::new(state.clone());
     let signed = |route| {
         middleware::from_fn_with_state((unverified.clone(), route), front_door::signed::read_signed)
@@ -338,51 +337,7 @@ pub fn app(state: AppState) -> Router {
     } else {
         Router::new()
     };
-    let webhooks = Router::new()
-        .route(
-            "/webhooks/telegram",
-            post(webhooks::telegram)
-                .layer(slot.clone())
-                .layer(middleware::from_fn_with_state(
-                    state.clone(),
-                    webhooks::telegram_gate,
-                )),
-        )
-        .merge(
-            // Meta's webhooks carry up to 3 MB: their routes take what Meta sends.
-            Router::new()
-                .route(
-                    "/webhooks/whatsapp",
-                    get(webhooks::whatsapp_handshake).layer(slot.clone()).merge(
-                        post(webhooks::whatsapp)
-                            .layer(slot.clone())
-                            .layer(signed(SignedRoute::Whatsapp)),
-                    ),
-                )
-                .route(
-                    "/webhooks/360dialog",
-                    post(webhooks::d360_header).layer(slot.clone()).layer(
-                        middleware::from_fn_with_state(state.clone(), webhooks::d360_gate),
-                    ),
-                )
-                .route(
-                    "/webhooks/360dialog/{token}",
-                    post(webhooks::d360_path).layer(slot.clone()).layer(
-                        middleware::from_fn_with_state(state.clone(), webhooks::d360_path_gate),
-                    ),
-                )
-                .route(
-                    "/webhooks/instagram",
-                    get(webhooks::instagram_handshake)
-                        .layer(slot.clone())
-                        .merge(
-                            post(webhooks::instagram)
-                                .layer(slot)
-                                .layer(signed(SignedRoute::Instagram)),
-                        ),
-                )
-                .layer(DefaultBodyLimit::max(state.ctx.config.meta_max_body_bytes)),
-        );
+    let webhooks = webhooks::routes(&state, slots, &unverified);
     let bounded = api
         .merge(mcp)
         .merge(operator_mcp)

@@ -1,5 +1,6 @@
-//! Delivery statuses a platform reports for messages we sent (WhatsApp `statuses[]`,
-//! docs/channels.md, statuses): recorded against the outbound message id, never routed to a
+//! Delivery statuses a platform reports for messages we sent (docs/channels.md, "Statuses";
+//! read from the platform's payload by its folder of `hermes_channels`, WhatsApp's
+//! `statuses[]` today): recorded against the outbound message id, never routed to a
 //! model, and applied to the send they name (`platform_sends`): sent → delivered → read,
 //! never backwards. A `failed` status of a message Meta first accepted with a 200 is a failed
 //! send: its error code is read like a send's (`hermes_channels::meta::errors`); a code worth
@@ -10,16 +11,14 @@
 //! changes nothing twice.
 
 use hermes_channels::meta::errors as meta_errors;
+use hermes_channels::statuses::{DeliveryStatus, StatusUpdate};
 use hermes_db::outbox;
 use hermes_db::platform_sends::{self, Again, Moved, Reported, SendStatus};
 use hermes_db::{DbError, Transaction};
 use hermes_runtime::Ctx;
 use hermes_types::envelope::Envelope;
-use hermes_types::model::{Platform, Reply};
+use hermes_types::model::Reply;
 use hermes_types::stage::Outgoing;
-use serde_json::Value;
-
-use crate::channels::whatsapp::{DeliveryStatus, StatusUpdate};
 
 /// What followed a part reported failed after its send was accepted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,33 +45,30 @@ impl LateFailure {
 /// ignored).
 pub async fn record(ctx: &Ctx, statuses: &[StatusUpdate]) -> Result<(), DbError> {
     let mut client = ctx.db.get().await?;
-    let platform = Platform::Whatsapp;
     for s in statuses {
+        let platform = s.platform;
         let tx = client.transaction().await?;
         tx.execute(
             "INSERT INTO message_statuses (platform, platform_message_id, status, recipient_id, error, occurred_at)
-             VALUES ('whatsapp', $1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-            &[&s.platform_message_id, &s.status.as_str(), &s.recipient_id, &s.error, &s.occurred_at],
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+            &[&platform.as_str(), &s.platform_message_id, &s.status.as_str(), &s.recipient_id, &s.error, &s.occurred_at],
         )
         .await?;
         let Some(status) = send_status(s.status) else {
             tx.commit().await?;
             continue;
         };
-        let (code, title) = first_error(s.error.as_ref());
         let reported = Reported {
             platform,
             platform_message_id: &s.platform_message_id,
             status,
             at: s.occurred_at,
-            error_code: code,
-            error_title: title.as_deref(),
+            error_code: s.error_code,
+            error_title: s.error_title.as_deref(),
         };
         let moved = platform_sends::apply_status(&tx, &reported).await?;
         let late = match (&moved, status) {
-            (Some(moved), SendStatus::Failed) => {
-                Some(late_failure(ctx, &tx, moved, code, title.as_deref()).await?)
-            }
+            (Some(moved), SendStatus::Failed) => Some(late_failure(ctx, &tx, s, moved).await?),
             _ => None,
         };
         tx.commit().await?;
@@ -92,8 +88,8 @@ pub async fn record(ctx: &Ctx, statuses: &[StatusUpdate]) -> Result<(), DbError>
     Ok(())
 }
 
-/// The send status a WhatsApp status is; `None` for statuses that say nothing about
-/// delivery (`deleted`, `warning`, new values).
+/// The send status a platform's status is; `None` for statuses that say nothing about
+/// delivery (WhatsApp's `deleted`, `warning`, new values).
 fn send_status(s: DeliveryStatus) -> Option<SendStatus> {
     match s {
         DeliveryStatus::Sent => Some(SendStatus::Sent),
@@ -104,39 +100,26 @@ fn send_status(s: DeliveryStatus) -> Option<SendStatus> {
     }
 }
 
-/// The code and title of a status's first error (`errors[0]`, Meta's shape: `code`,
-/// `title`, `message`, `error_data.details`).
-fn first_error(errors: Option<&Value>) -> (Option<i64>, Option<String>) {
-    let Some(first) = errors.and_then(|e| e.get(0).or(Some(e))) else {
-        return (None, None);
-    };
-    let code = first.get("code").and_then(Value::as_i64);
-    let title = first
-        .get("title")
-        .or_else(|| first.get("message"))
-        .and_then(Value::as_str)
-        .map(|t| t.chars().take(200).collect());
-    (code, title)
-}
-
-/// A part Meta reported failed after accepting it: queue its reply again, naming only that
-/// part, to be sent or parked, in `tx` (the status's own transaction).
+/// A part the platform reported failed (`s`) after accepting it: queue its reply again,
+/// naming only that part, to be sent or parked, in `tx` (the status's own transaction).
 async fn late_failure(
     ctx: &Ctx,
     tx: &Transaction<'_>,
+    s: &StatusUpdate,
     moved: &Moved,
-    code: Option<i64>,
-    title: Option<&str>,
 ) -> Result<LateFailure, DbError> {
+    let (code, title) = (s.error_code, s.error_title.as_deref());
+    let platform = s.platform.as_str();
     let Some(kept) = platform_sends::kept_reply(tx, moved.message_id, moved.part).await? else {
-        tracing::warn!(run_id = %moved.run_id, part = moved.part, "WhatsApp reported a sent message failed, but its reply was not kept: not sent again");
+        tracing::warn!(run_id = %moved.run_id, part = moved.part, platform, "a platform reported a sent message failed, but its reply was not kept: not sent again");
         return Ok(LateFailure::Unknown);
     };
     let reply: Reply = serde_json::from_value(kept.payload.clone())
         .map_err(|e| DbError::Invalid(format!("kept reply: {e}")))?;
     let reason = meta_errors::classify(code, false);
     let said = format!(
-        "WhatsApp reported the message failed after accepting it: {} {}",
+        "{} reported the message failed after accepting it: {} {}",
+        platform,
         code.map_or_else(|| "no code".to_string(), |c| c.to_string()),
         title.unwrap_or("")
     );
@@ -179,40 +162,33 @@ async fn late_failure(
 
 #[cfg(test)]
 mod tests {
+    use hermes_channels::whatsapp;
+
     use super::*;
 
     #[test]
-    fn the_first_error_of_metas_shape_is_read() {
-        let errors = serde_json::json!([{
-            "code": 131026,
-            "title": "Message undeliverable",
-            "message": "Message undeliverable",
-            "error_data": {"details": "Message Undeliverable."}
-        }]);
+    fn only_statuses_about_delivery_move_a_send() {
+        assert_eq!(send_status(DeliveryStatus::Read), Some(SendStatus::Read));
         assert_eq!(
-            first_error(Some(&errors)),
-            (Some(131026), Some("Message undeliverable".into()))
+            send_status(DeliveryStatus::Failed),
+            Some(SendStatus::Failed)
         );
-        assert_eq!(first_error(None), (None, None));
+        assert_eq!(send_status(DeliveryStatus::Other), None);
     }
 
-    /// Meta's published shape of a `failed` status: its error read, and its code one that is
-    /// sent again (131000, "Something went wrong"), where the 24-hour window's 131047 is not.
+    /// Meta's published shape of a `failed` status: its code one that is sent again (131000,
+    /// "Something went wrong"), where the 24-hour window's 131047 is not.
     #[test]
     fn a_failed_status_from_metas_payload_is_classified_like_a_send() {
-        let body = include_str!("../tests/fixtures/whatsapp/status_failed.json");
-        let batch = crate::channels::whatsapp::parse(body.as_bytes()).unwrap();
+        let body =
+            include_str!("../../../shared/channels/tests/fixtures/whatsapp/status_failed.json");
+        let batch = whatsapp::parse(body.as_bytes()).unwrap();
         let s = &batch.statuses[0];
         assert_eq!(send_status(s.status), Some(SendStatus::Failed));
-        let (code, title) = first_error(s.error.as_ref());
-        assert_eq!(
-            (code, title.as_deref()),
-            (Some(131000), Some("Something went wrong"))
-        );
-        assert!(!meta_errors::classify(code, false).is_permanent());
-        let window = include_str!("../tests/fixtures/whatsapp/statuses.json");
-        let batch = crate::channels::whatsapp::parse(window.as_bytes()).unwrap();
-        let (code, _) = first_error(batch.statuses[3].error.as_ref());
-        assert!(meta_errors::classify(code, false).is_permanent());
+        assert_eq!(s.error_code, Some(131000));
+        assert!(!meta_errors::classify(s.error_code, false).is_permanent());
+        let window = include_str!("../../../shared/channels/tests/fixtures/whatsapp/statuses.json");
+        let batch = whatsapp::parse(window.as_bytes()).unwrap();
+        assert!(meta_errors::classify(batch.statuses[3].error_code, false).is_permanent());
     }
 }

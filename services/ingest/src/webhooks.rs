@@ -1,30 +1,39 @@
-//! The channel webhooks: Telegram, WhatsApp (Cloud API and 360dialog) and Instagram.
+//! The channel webhooks, whatever the platform (docs/channels.md, "Inbound webhooks"): every
+//! route of [`hermes_channels::inbound::webhooks`] mounted and served the same way. What
+//! differs per platform (which header or signature proves the sender, what the body says)
+//! is asked of its [`Webhook`]; what is kept here is generic.
 //!
 //! Each route is off (404) until its secret is configured. The secret is checked first, in
-//! constant time, on the raw body and before anything parses it (Meta's signed routes read
-//! their body before taking a slot, in the pool of `crate::front_door::signed`, and check
-//! it there first); then the body is parsed
-//! into normalized messages and each is accepted (deduped, rate limited, confirmed by the
-//! broker). The platform gets 2xx only when everything it sent is safely queued, and 503
-//! otherwise so that it retries (what was queued is deduped on the retry).
+//! constant time: a token before the body is read ([`gate`]), a signature on the raw body
+//! read in the pool of `crate::front_door::signed` before the request takes a slot. Then the
+//! body is parsed into normalized messages and each is accepted (deduped, rate limited,
+//! confirmed by the broker). The platform gets 2xx only when everything it sent is safely
+//! queued, and 503 otherwise so that it retries (what was queued is deduped on the retry).
 
-use axum::Json;
+use std::sync::Arc;
+
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::middleware::Next;
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get, post};
+use axum::{Json, Router};
+use hermes_channels::ParseError;
+use hermes_channels::inbound::{self, Auth, Refusal, Webhook};
 use hermes_runtime::http::ApiError;
-use hermes_types::model::{Inbound, MessageEvent, Platform};
+use hermes_types::model::{Inbound, Platform};
 use hermes_types::trace::TraceParent;
-use secrecy::{ExposeSecret, SecretString};
-use serde::Deserialize;
 use serde_json::json;
+use tokio::sync::Semaphore;
 
 use crate::accept::{self, Accepted};
-use crate::channels::{ParseError, instagram, telegram, telegram_groups, verify, whatsapp};
-use crate::{AppState, body_or_error};
+use crate::front_door::signed::{SignedRoute, Unverified, read_signed};
+use crate::{AppState, body_or_error, bound_in_flight};
+
+/// One platform's webhook route, as registered.
+pub(crate) type Hook = Arc<dyn Webhook>;
 
 pub(crate) fn refused(
     app: &AppState,
@@ -66,30 +75,25 @@ pub(crate) fn bad_signature(app: &AppState, platform: Platform) -> Response {
     )
 }
 
-/// A body that did not parse (400), or one with more items than any platform sends (413).
-fn unparsed(app: &AppState, platform: Platform, e: ParseError) -> Response {
-    if let ParseError::TooMany(_) = e {
-        return refused(
-            app,
-            platform,
-            e.reason(),
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "too_many_items",
-                e.to_string(),
-            ),
-        );
+/// The answer to a request a webhook refused to verify.
+pub(crate) fn refusal(app: &AppState, platform: Platform, why: Refusal) -> Response {
+    match why {
+        Refusal::Off => not_configured(app, platform),
+        Refusal::BadSignature => bad_signature(app, platform),
     }
-    malformed(app, platform, e)
 }
 
-fn malformed(app: &AppState, platform: Platform, e: impl std::fmt::Display) -> Response {
-    refused(
-        app,
-        platform,
-        "malformed",
-        ApiError::bad_request("malformed_payload", format!("payload not understood: {e}")),
-    )
+/// A body that did not parse (400), or one with more items than any platform sends (413).
+fn unparsed(app: &AppState, platform: Platform, e: ParseError) -> Response {
+    let error = match e {
+        ParseError::TooMany(_) => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_many_items",
+            e.to_string(),
+        ),
+        _ => ApiError::bad_request("malformed_payload", format!("payload not understood: {e}")),
+    };
+    refused(app, platform, e.reason(), error)
 }
 
 /// The caller's W3C trace context, continued as a child span (`None` without a valid one).
@@ -101,13 +105,8 @@ pub(crate) fn traceparent(headers: &HeaderMap) -> Option<TraceParent> {
         .map(|t| t.child())
 }
 
-/// Accept every event of one webhook call; 503 if any could not be queued.
-async fn accept_all(app: &AppState, events: Vec<MessageEvent>, headers: &HeaderMap) -> Response {
-    accept_inbound(app, events.into_iter().map(Inbound::of).collect(), headers).await
-}
-
 /// Accept every message of one webhook call; 503 if any could not be queued.
-async fn accept_inbound(app: &AppState, messages: Vec<Inbound>, headers: &HeaderMap) -> Response {
+async fn accept_all(app: &AppState, messages: Vec<Inbound>, headers: &HeaderMap) -> Response {
     let (mut routed, mut delayed) = (0usize, 0usize);
     for inbound in messages {
         match accept::accept(app, inbound, traceparent(headers)).await {
@@ -120,329 +119,171 @@ async fn accept_inbound(app: &AppState, messages: Vec<Inbound>, headers: &Header
     Json(json!({ "ok": true, "routed": routed, "delayed": delayed })).into_response()
 }
 
-/// The raw body, or the refusal (with its metric reason) for one too large or unreadable.
-fn body(
-    app: &AppState,
-    platform: Platform,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Bytes, (&'static str, ApiError)> {
-    let c = &app.ctx.config;
-    let limit = match platform {
-        Platform::Whatsapp | Platform::Instagram => c.meta_max_body_bytes,
-        _ => c.max_body_bytes,
-    };
-    body_or_error(limit, body).map_err(|e| {
-        let reason = if e.status == StatusCode::PAYLOAD_TOO_LARGE {
-            "too_large"
-        } else {
-            "malformed"
-        };
-        (reason, e)
-    })
-}
-
-/// The raw body of a Meta webhook (WhatsApp Cloud API, Instagram) once its
-/// `X-Hub-Signature-256` matches `secret`; `Err` is the response to send instead.
-fn hub_signed_body(
-    app: &AppState,
-    platform: Platform,
-    secret: Option<&SecretString>,
-    headers: &HeaderMap,
-    raw: Result<Bytes, BytesRejection>,
-) -> Result<Bytes, Box<Response>> {
-    let Some(secret) = secret else {
-        return Err(Box::new(not_configured(app, platform)));
-    };
-    let raw = body(app, platform, raw)
-        .map_err(|(reason, e)| Box::new(refused(app, platform, reason, e)))?;
-    let signature = headers
-        .get("x-hub-signature-256")
-        .and_then(|v| v.to_str().ok());
-    if !verify::hub_signature_valid(secret.expose_secret().as_bytes(), &raw, signature) {
-        return Err(Box::new(bad_signature(app, platform)));
-    }
-    Ok(raw)
-}
-
-/// `POST /webhooks/telegram`
-pub async fn telegram(
-    State(app): State<AppState>,
-    headers: HeaderMap,
-    raw: Result<Bytes, BytesRejection>,
-) -> Response {
-    // The secret header was checked by [`telegram_gate`], before the body was read.
-    let p = Platform::Telegram;
-    let raw = match body(&app, p, raw) {
-        Ok(b) => b,
-        Err((reason, e)) => return refused(&app, p, reason, e),
-    };
-    let update = match telegram::parse(&raw) {
-        Err(e) => return malformed(&app, p, e),
-        Ok(update) => update,
-    };
-    let (Some(event), Some(facts)) = (update.event, update.addressing) else {
-        return skipped(&app, p, "ignored");
-    };
-    // Groups and edits (docs/channels.md, "Group chats"): a message not for the bot is
-    // acknowledged, counted, and creates no run.
-    let c = &app.ctx.config;
-    let settings = &c.file.channels.telegram;
-    let token = c.delivery.telegram.as_ref().map(|t| &t.bot_token);
-    let bot = telegram_groups::Bot::new(settings, token.map(|t| t.expose_secret()));
-    match telegram_groups::admit(event, &facts, settings, &bot) {
-        Ok(inbound) => accept_inbound(&app, vec![inbound], &headers).await,
-        Err(why) => skipped(&app, p, why.as_str()),
-    }
-}
-
-/// Acknowledge a message that is not routed, counted under `outcome`.
-fn skipped(app: &AppState, platform: Platform, outcome: &str) -> Response {
+/// Count `n` messages of `platform` under `outcome`.
+fn count(app: &AppState, platform: Platform, outcome: &str, n: usize) {
     app.ctx
         .metrics
         .ingest_messages
         .with_label_values(&[platform.as_str(), outcome])
-        .inc();
-    Json(json!({ "ok": true, "routed": 0, "delayed": 0 })).into_response()
+        .inc_by(n as u64);
 }
 
-/// Query of Meta's subscription handshake.
-#[derive(Deserialize)]
-pub struct Handshake {
-    #[serde(rename = "hub.mode")]
-    mode: Option<String>,
-    #[serde(rename = "hub.verify_token")]
-    token: Option<String>,
-    #[serde(rename = "hub.challenge")]
-    challenge: Option<String>,
-}
-
-fn handshake(
-    app: &AppState,
-    platform: Platform,
-    expected: Option<&SecretString>,
-    q: Handshake,
+/// `POST {path}`: the body read within the route's limit and checked (a signed one was,
+/// in the pool of unverified bodies, before it got here), then parsed; its statuses are
+/// recorded, what it skips counted, and its messages accepted.
+async fn receive(
+    app: AppState,
+    hook: Hook,
+    headers: HeaderMap,
+    raw: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let Some(expected) = expected else {
-        return not_configured(app, platform);
+    let p = hook.platform();
+    let raw = match body_or_error(hook.max_body_bytes(), raw) {
+        Ok(raw) => raw,
+        Err(e) if e.status == StatusCode::PAYLOAD_TOO_LARGE => {
+            return refused(&app, p, "too_large", e);
+        }
+        Err(e) => return refused(&app, p, "malformed", e),
     };
-    match verify::handshake(
-        expected.expose_secret(),
-        q.mode.as_deref(),
-        q.token.as_deref(),
-        q.challenge.as_deref(),
-    ) {
-        Some(challenge) => (StatusCode::OK, challenge).into_response(),
-        None => bad_signature(app, platform),
+    if let Auth::Token { .. } = hook.auth()
+        && let Err(why) = hook.check_body(&headers, &raw)
+    {
+        return refusal(&app, p, why);
     }
-}
-
-/// `GET /webhooks/whatsapp`
-pub async fn whatsapp_handshake(
-    State(app): State<AppState>,
-    Query(q): Query<Handshake>,
-) -> Response {
-    let expected = app.ctx.config.channels.whatsapp_verify_token.clone();
-    handshake(&app, Platform::Whatsapp, expected.as_ref(), q)
-}
-
-/// `GET /webhooks/instagram`
-pub async fn instagram_handshake(
-    State(app): State<AppState>,
-    Query(q): Query<Handshake>,
-) -> Response {
-    let expected = app.ctx.config.channels.instagram_verify_token.clone();
-    handshake(&app, Platform::Instagram, expected.as_ref(), q)
-}
-
-/// The Cloud API payload, however it was authenticated: statuses are recorded, messages accepted.
-async fn whatsapp_payload(app: &AppState, headers: &HeaderMap, raw: &[u8]) -> Response {
-    let p = Platform::Whatsapp;
-    let batch = match whatsapp::parse(raw) {
-        Ok(b) => b,
-        Err(e) => return unparsed(app, p, e),
+    let received = match hook.parse(&raw) {
+        Ok(received) => received,
+        Err(e) => return unparsed(&app, p, e),
     };
-    if !batch.statuses.is_empty() {
-        if let Err(e) = crate::statuses::record(&app.ctx, &batch.statuses).await {
-            tracing::error!(error = %e, "cannot record WhatsApp statuses");
+    if !received.statuses.is_empty() {
+        if let Err(e) = crate::statuses::record(&app.ctx, &received.statuses).await {
+            tracing::error!(error = %e, platform = p.as_str(), "cannot record delivery statuses");
             return refused(
-                app,
+                &app,
                 p,
                 "unavailable",
                 ApiError::unavailable("statuses could not be recorded; retry shortly"),
             );
         }
-        app.ctx
-            .metrics
-            .ingest_messages
-            .with_label_values(&[p.as_str(), "status_recorded"])
-            .inc_by(batch.statuses.len() as u64);
+        count(&app, p, "status_recorded", received.statuses.len());
     }
-    if batch.ignored > 0 {
-        app.ctx
-            .metrics
-            .ingest_messages
-            .with_label_values(&[p.as_str(), "ignored"])
-            .inc_by(batch.ignored as u64);
+    for (why, n) in received.skipped {
+        count(&app, p, why.as_str(), n);
     }
-    accept_all(app, batch.messages, headers).await
+    accept_all(&app, received.messages, &headers).await
 }
 
-/// `POST /webhooks/whatsapp` (Cloud API, signed with the app secret)
-pub async fn whatsapp(
-    State(app): State<AppState>,
-    headers: HeaderMap,
-    raw: Result<Bytes, BytesRejection>,
-) -> Response {
-    let secret = app.ctx.config.channels.whatsapp_app_secret.clone();
-    match hub_signed_body(&app, Platform::Whatsapp, secret.as_ref(), &headers, raw) {
-        Ok(raw) => whatsapp_payload(&app, &headers, &raw).await,
-        Err(refusal) => *refusal,
-    }
-}
-
-fn d360_token_ok(app: &AppState, headers: &HeaderMap, path_token: Option<&str>) -> Option<bool> {
-    let channels = &app.ctx.config.channels;
-    let expected = channels.d360_webhook_token.as_ref()?;
-    let given = path_token.or_else(|| {
-        headers
-            .get(channels.d360_token_header.as_str())
-            .and_then(|v| v.to_str().ok())
-    });
-    Some(verify::token_matches(expected.expose_secret(), given))
-}
-
-async fn d360(app: AppState, headers: HeaderMap, raw: Result<Bytes, BytesRejection>) -> Response {
-    // The token was checked by [`d360_gate`], before the body was read.
-    let p = Platform::Whatsapp;
-    let raw = match body(&app, p, raw) {
-        Ok(b) => b,
-        Err((reason, e)) => return refused(&app, p, reason, e),
+/// `GET {path}`: the platform's subscription handshake, the challenge echoed as plain text.
+async fn handshake(app: AppState, hook: Hook, query: Option<String>) -> Response {
+    let answer = match hook.handshake() {
+        Some(h) => h.answer(query.as_deref()),
+        None => Err(Refusal::Off),
     };
-    whatsapp_payload(&app, &headers, &raw).await
-}
-
-/// `POST /webhooks/360dialog` (token in the configured header)
-pub async fn d360_header(
-    State(app): State<AppState>,
-    headers: HeaderMap,
-    raw: Result<Bytes, BytesRejection>,
-) -> Response {
-    d360(app, headers, raw).await
-}
-
-/// `POST /webhooks/360dialog/{token}` (token in the path, for setups that cannot add headers)
-pub async fn d360_path(
-    State(app): State<AppState>,
-    headers: HeaderMap,
-    raw: Result<Bytes, BytesRejection>,
-) -> Response {
-    d360(app, headers, raw).await
-}
-
-/// `POST /webhooks/instagram`
-pub async fn instagram(
-    State(app): State<AppState>,
-    headers: HeaderMap,
-    raw: Result<Bytes, BytesRejection>,
-) -> Response {
-    let p = Platform::Instagram;
-    let secret = app.ctx.config.channels.instagram_app_secret.clone();
-    let raw = match hub_signed_body(&app, p, secret.as_ref(), &headers, raw) {
-        Ok(raw) => raw,
-        Err(refusal) => return *refusal,
-    };
-    match instagram::parse(&raw) {
-        Err(e) => unparsed(&app, p, e),
-        Ok(events) => accept_all(&app, events, &headers).await,
+    match answer {
+        Ok(challenge) => (StatusCode::OK, challenge).into_response(),
+        Err(why) => refusal(&app, hook.platform(), why),
     }
 }
 
-/// The refusal of a request whose header secret is missing or wrong (`None`: let it in).
-/// The gates below run before the handler's body extractor: a caller without the secret is
-/// answered at once and never gets to hold a connection by sending its body slowly.
-fn gate_verdict(app: &AppState, platform: Platform, verdict: Option<bool>) -> Option<Response> {
-    match verdict {
-        None => Some(not_configured(app, platform)),
-        Some(false) => Some(bad_signature(app, platform)),
-        Some(true) => None,
+/// Middleware of a token route: its check, before the body is read, so a caller without the
+/// secret is answered at once and never gets to hold a connection by sending its body slowly.
+async fn gate(State((app, hook)): State<(AppState, Hook)>, req: Request, next: Next) -> Response {
+    match hook.check_headers(req.headers(), None) {
+        Ok(()) => next.run(req).await,
+        Err(why) => refusal(&app, hook.platform(), why),
     }
 }
 
-/// Middleware of `POST /webhooks/telegram`: `X-Telegram-Bot-Api-Secret-Token`, checked in
-/// constant time before the body is read.
-pub async fn telegram_gate(State(app): State<AppState>, req: Request, next: Next) -> Response {
-    let verdict = app
-        .ctx
-        .config
-        .channels
-        .telegram_webhook_secret
-        .as_ref()
-        .map(|secret| {
-            let given = req
-                .headers()
-                .get("x-telegram-bot-api-secret-token")
-                .and_then(|v| v.to_str().ok());
-            verify::token_matches(secret.expose_secret(), given)
-        });
-    match gate_verdict(&app, Platform::Telegram, verdict) {
-        Some(refusal) => refusal,
-        None => next.run(req).await,
-    }
-}
-
-/// Middleware of `POST /webhooks/360dialog`: the token header, before the body is read.
-pub async fn d360_gate(State(app): State<AppState>, req: Request, next: Next) -> Response {
-    let verdict = d360_token_ok(&app, req.headers(), None);
-    match gate_verdict(&app, Platform::Whatsapp, verdict) {
-        Some(refusal) => refusal,
-        None => next.run(req).await,
-    }
-}
-
-/// Middleware of `POST /webhooks/360dialog/{token}`: the path token, before the body is read.
-pub async fn d360_path_gate(
-    State(app): State<AppState>,
+/// [`gate`] of a route with the token in its path (`{path}/{token}`).
+async fn gate_path_token(
+    State((app, hook)): State<(AppState, Hook)>,
     Path(token): Path<String>,
     req: Request,
     next: Next,
 ) -> Response {
-    let verdict = d360_token_ok(&app, req.headers(), Some(&token));
-    match gate_verdict(&app, Platform::Whatsapp, verdict) {
-        Some(refusal) => refusal,
-        None => next.run(req).await,
+    match hook.check_headers(req.headers(), Some(&token)) {
+        Ok(()) => next.run(req).await,
+        Err(why) => refusal(&app, hook.platform(), why),
     }
 }
 
-/// One start-up line per channel saying whether its routes are on.
+/// The handler of `POST` on `hook`'s route.
+fn receiver(hook: &Hook) -> MethodRouter<AppState> {
+    let hook = hook.clone();
+    post(
+        move |State(app): State<AppState>,
+              headers: HeaderMap,
+              raw: Result<Bytes, BytesRejection>| {
+            receive(app, hook.clone(), headers, raw)
+        },
+    )
+}
+
+/// Every platform's webhook routes, each taking one of `slots` once its caller is known: a
+/// token route behind its [`gate`], a signed route behind the pool of `unverified` bodies;
+/// each with the body limit of its platform (Meta's carry up to 3 MB).
+pub(crate) fn routes(
+    state: &AppState,
+    slots: Arc<Semaphore>,
+    unverified: &Unverified,
+) -> Router<AppState> {
+    let slot = middleware::from_fn_with_state((state.clone(), slots), bound_in_flight);
+    let mut router = Router::new();
+    for hook in inbound::webhooks(&state.ctx.config) {
+        let hooked = (state.clone(), hook.clone());
+        let post_route = receiver(&hook).layer(slot.clone());
+        let post_route = match hook.auth() {
+            Auth::Token { .. } => {
+                post_route.layer(middleware::from_fn_with_state(hooked.clone(), gate))
+            }
+            Auth::Signature => post_route.layer(middleware::from_fn_with_state(
+                (unverified.clone(), SignedRoute::Channel(hook.clone())),
+                read_signed,
+            )),
+        };
+        let method_router = match hook.handshake() {
+            Some(_) => {
+                let h = hook.clone();
+                get(move |State(app): State<AppState>, RawQuery(q): RawQuery| {
+                    handshake(app, h.clone(), q)
+                })
+                .layer(slot.clone())
+                .merge(post_route)
+            }
+            None => post_route,
+        };
+        let mut routes = Router::new().route(hook.path(), method_router);
+        if let Auth::Token { in_path: true } = hook.auth() {
+            routes = routes.route(
+                &format!("{}/{{token}}", hook.path()),
+                receiver(&hook)
+                    .layer(slot.clone())
+                    .layer(middleware::from_fn_with_state(hooked, gate_path_token)),
+            );
+        }
+        router = router.merge(routes.layer(DefaultBodyLimit::max(hook.max_body_bytes())));
+    }
+    router
+}
+
+/// One start-up line per channel route saying whether it is on.
 pub fn log_channels(app: &AppState) {
-    let c = &app.ctx.config.channels;
-    let routes = [
-        (
-            "POST /webhooks/telegram",
-            c.telegram_webhook_secret.is_some(),
-        ),
-        ("GET /webhooks/whatsapp", c.whatsapp_verify_token.is_some()),
-        ("POST /webhooks/whatsapp", c.whatsapp_app_secret.is_some()),
-        ("POST /webhooks/360dialog", c.d360_webhook_token.is_some()),
-        (
-            "GET /webhooks/instagram",
-            c.instagram_verify_token.is_some(),
-        ),
-        ("POST /webhooks/instagram", c.instagram_app_secret.is_some()),
-    ];
-    for (route, on) in routes {
-        let state = if on {
+    let state = |on: bool| {
+        if on {
             "on"
         } else {
             "off (404): secret not set"
-        };
-        tracing::info!(route, state, "channel route");
-    }
-    let telegram = &app.ctx.config.file.channels.telegram;
-    if c.telegram_webhook_secret.is_some() && telegram.username().is_none() {
-        tracing::warn!(
-            "[channels.telegram] bot_username is not set: in groups the bot hears replies to it and bare commands, not @mentions"
-        );
+        }
+    };
+    for hook in inbound::webhooks(&app.ctx.config) {
+        if let Some(h) = hook.handshake() {
+            let route = format!("GET {}", hook.path());
+            tracing::info!(route, state = state(h.enabled()), "channel route");
+        }
+        let route = format!("POST {}", hook.path());
+        tracing::info!(route, state = state(hook.enabled()), "channel route");
+        for warning in hook.warnings() {
+            tracing::warn!("{warning}");
+        }
     }
     let forge = &app.ctx.config.forge;
     let state = match (forge.enabled(), forge.body_signature) {

@@ -6,16 +6,23 @@
 //! configuration section. Ingest, delivery, media and presence stay generic: they call a
 //! platform only through the traits in this crate's root, and find it by [`Platform`].
 //!
-//! The outbound side, in the root: [`outbound`] (the [`Outbound`] trait every sender
-//! implements, the [`Sender`] enum over the platforms and its one registration, [`Senders`]),
-//! [`retry`] (one request's in-call retries and the classified [`SendFailure`]), [`parts`]
-//! and [`split`] (what a reply's text becomes within a platform's [`Limits`]), [`media`]
-//! (where a platform keeps a file) and [`presence`] (the call that shows a person their
-//! message is being answered). Meta's error table, shared by WhatsApp and Instagram, is in
-//! [`meta`].
+//! The inbound side: [`inbound`] (the [`inbound::Webhook`] trait and its registration),
+//! [`limits`], [`decode`] and the lenient readers every parser shares, [`statuses`],
+//! [`token`] (shared secrets), and [`meta`] (what WhatsApp and Instagram share as webhooks
+//! of a Meta app).
+//!
+//! The outbound side: [`outbound`] (the [`Outbound`] trait every sender implements, the
+//! [`Sender`] enum over the platforms and its one registration, [`Senders`]), [`retry`] (one
+//! request's in-call retries and the classified [`SendFailure`]), [`parts`] and [`split`]
+//! (what a reply's text becomes within a platform's [`Limits`]), [`media`] (where a platform
+//! keeps a file) and [`presence`] (the call that shows a person their message is being
+//! answered). Meta's error table, shared by WhatsApp and Instagram, is in [`meta`].
 //!
 //! [`Platform`]: hermes_types::model::Platform
 
+pub mod decode;
+mod fields;
+pub mod inbound;
 pub mod instagram;
 pub mod limits;
 mod markdown;
@@ -27,10 +34,15 @@ pub mod presence;
 pub mod rest;
 pub mod retry;
 pub mod split;
+pub mod statuses;
 pub mod telegram;
+pub mod token;
 pub mod whatsapp;
 
-pub use limits::Limits;
+pub use decode::ParseError;
+pub use limits::{
+    Limits, MAX_ATTACHMENTS, MAX_FIELD_BYTES, MAX_ITEMS, MAX_TEXT_BYTES, truncate_utf8,
+};
 pub use outbound::{Outbound, Sender, Senders, ShowsDrafts};
 pub use parts::Part;
 pub use retry::{RetryPolicy, SendFailure};

@@ -265,7 +265,7 @@ impl Webhooks {
         let requests: Vec<(bytes::Bytes, String)> = (0..total)
             .map(|i| {
                 let body = body(i, self.senders, &run);
-                let sig = hermes_ingest::channels::verify::sign_hub(self.secret.as_bytes(), &body);
+                let sig = hermes_channels::meta::verify::sign_hub(self.secret.as_bytes(), &body);
                 (bytes::Bytes::from(body), sig)
             })
             .collect();
@@ -358,7 +358,7 @@ where
 pub(crate) fn envelope_len(senders: u32) -> anyhow::Result<usize> {
     use hermes_types::envelope::Envelope;
     use hermes_types::model::Inbound;
-    let batch = hermes_ingest::channels::whatsapp::parse(&body(0, senders, "000000000000"))
+    let batch = hermes_channels::whatsapp::parse(&body(0, senders, "000000000000"))
         .map_err(|e| anyhow::anyhow!("the bench's own webhook does not parse: {e:?}"))?;
     let event = batch
         .messages

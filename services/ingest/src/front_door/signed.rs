@@ -1,5 +1,5 @@
-//! The routes whose signature covers the body (WhatsApp Cloud API and Instagram's
-//! `X-Hub-Signature-256`, the Forge's `X-Forge-Signature`): their caller is unknown until the
+//! The routes whose signature covers the body (the chat platforms' signed webhooks, such as
+//! WhatsApp Cloud API and Instagram's `X-Hub-Signature-256`; the Forge's `X-Forge-Signature`): their caller is unknown until the
 //! whole body has arrived, so the body is read in a small pool of its own
 //! (`HERMES_UNVERIFIED_BODIES`), within a short deadline
 //! (`HERMES_UNVERIFIED_BODY_TIMEOUT_SECS`), and the request takes one of
@@ -30,102 +30,82 @@ use futures_util::StreamExt;
 use hermes_net::signing::{FORGE_BODY_SIGNATURE, FORGE_SIGNATURE, FORGE_TIMESTAMP};
 use hermes_runtime::http::ApiError;
 use hermes_types::model::Platform;
-use secrecy::ExposeSecret;
 use tokio::sync::Semaphore;
 
 use super::{Pool, shed};
-use crate::channels::verify::hub_signature_valid;
+use crate::AppState;
 use crate::forge::{self, verify};
-use crate::{AppState, webhooks};
+use crate::webhooks::{self, Hook};
 
 /// A route whose signature covers its body.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone)]
 pub enum SignedRoute {
-    /// `POST /webhooks/whatsapp` (`WHATSAPP_APP_SECRET`).
-    Whatsapp,
-    /// `POST /webhooks/instagram` (`INSTAGRAM_APP_SECRET`).
-    Instagram,
+    /// A chat platform's webhook whose signature covers the body ([`Auth::Signature`]:
+    /// WhatsApp's Cloud API and Instagram, `X-Hub-Signature-256`).
+    ///
+    /// [`Auth::Signature`]: hermes_channels::inbound::Auth::Signature
+    Channel(Hook),
     /// `POST /agents/forge` (`HERMES_FORGE_WEBHOOK_SECRETS`).
     Forge,
 }
 
-/// Meta's signature header.
-const HUB_SIGNATURE: &str = "x-hub-signature-256";
-
 impl SignedRoute {
     /// The largest body the route takes.
-    fn limit(self, app: &AppState) -> usize {
+    fn limit(&self, app: &AppState) -> usize {
         match self {
-            SignedRoute::Whatsapp | SignedRoute::Instagram => app.ctx.config.meta_max_body_bytes,
+            SignedRoute::Channel(hook) => hook.max_body_bytes(),
             SignedRoute::Forge => app.ctx.config.forge.max_body_bytes,
         }
     }
 
-    fn platform(self) -> Platform {
-        match self {
-            SignedRoute::Whatsapp => Platform::Whatsapp,
-            SignedRoute::Instagram => Platform::Instagram,
-            SignedRoute::Forge => Platform::Forge,
-        }
-    }
-
     /// A refusal, counted where the route counts its refusals (`reason` for the channels).
-    fn refuse(self, app: &AppState, reason: &'static str, e: ApiError) -> Response {
+    fn refuse(&self, app: &AppState, reason: &'static str, e: ApiError) -> Response {
         match self {
+            SignedRoute::Channel(hook) => webhooks::refused(app, hook.platform(), reason, e),
             SignedRoute::Forge => forge::refused(app, e),
-            _ => webhooks::refused(app, self.platform(), reason, e),
         }
     }
 
     /// Refuse, before anything is read, a request to a route without its secret or without
     /// the signature header it verifies.
-    pub fn precheck(self, app: &AppState, headers: &HeaderMap) -> Option<Response> {
-        let channels = &app.ctx.config.channels;
-        let (configured, needed): (bool, &[&'static str]) = match self {
-            SignedRoute::Whatsapp => (channels.whatsapp_app_secret.is_some(), &[HUB_SIGNATURE]),
-            SignedRoute::Instagram => (channels.instagram_app_secret.is_some(), &[HUB_SIGNATURE]),
-            SignedRoute::Forge if app.ctx.config.forge.body_signature => {
-                (app.ctx.config.forge.enabled(), &[FORGE_BODY_SIGNATURE])
+    pub fn precheck(&self, app: &AppState, headers: &HeaderMap) -> Option<Response> {
+        let forge = &app.ctx.config.forge;
+        let needed: &[&'static str] = match self {
+            SignedRoute::Channel(hook) => {
+                return hook
+                    .check_headers(headers, None)
+                    .err()
+                    .map(|why| webhooks::refusal(app, hook.platform(), why));
             }
-            SignedRoute::Forge => (
-                app.ctx.config.forge.enabled(),
-                &[FORGE_SIGNATURE, FORGE_TIMESTAMP],
-            ),
-        };
-        if !configured {
             // The Forge route is not even mounted without a secret.
-            return Some(webhooks::not_configured(app, self.platform()));
-        }
-        let missing = needed.iter().copied().find(|h| !headers.contains_key(*h))?;
-        Some(match self {
-            SignedRoute::Forge => {
-                let e = verify::SignatureError::Missing(missing);
-                forge::refused(
-                    app,
-                    ApiError::new(StatusCode::UNAUTHORIZED, e.code(), e.message()),
-                )
+            SignedRoute::Forge if !forge.enabled() => {
+                return Some(webhooks::not_configured(app, Platform::Forge));
             }
-            _ => webhooks::bad_signature(app, self.platform()),
-        })
+            SignedRoute::Forge if forge.body_signature => &[FORGE_BODY_SIGNATURE],
+            SignedRoute::Forge => &[FORGE_SIGNATURE, FORGE_TIMESTAMP],
+        };
+        let missing = needed.iter().copied().find(|h| !headers.contains_key(*h))?;
+        let e = verify::SignatureError::Missing(missing);
+        Some(forge::refused(
+            app,
+            ApiError::new(StatusCode::UNAUTHORIZED, e.code(), e.message()),
+        ))
     }
 
     /// Whether `body` is signed as the route requires; `Err` is the refusal to answer.
-    fn verify(self, app: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<(), Box<Response>> {
-        let channels = &app.ctx.config.channels;
-        let secret = match self {
-            SignedRoute::Whatsapp => channels.whatsapp_app_secret.as_ref(),
-            SignedRoute::Instagram => channels.instagram_app_secret.as_ref(),
-            SignedRoute::Forge => {
-                return forge::verify_signature(app, headers, body)
-                    .map(|_| ())
-                    .map_err(|e| Box::new(forge::refused(app, e)));
-            }
-        };
-        let signature = headers.get(HUB_SIGNATURE).and_then(|v| v.to_str().ok());
-        match secret {
-            Some(s) if hub_signature_valid(s.expose_secret().as_bytes(), body, signature) => Ok(()),
-            Some(_) => Err(Box::new(webhooks::bad_signature(app, self.platform()))),
-            None => Err(Box::new(webhooks::not_configured(app, self.platform()))),
+    fn verify(
+        &self,
+        app: &AppState,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<(), Box<Response>> {
+        match self {
+            SignedRoute::Channel(hook) => hook
+                .check_body(headers, body)
+                .map_err(|why| Box::new(webhooks::refusal(app, hook.platform(), why))),
+            SignedRoute::Forge => forge::verify_signature(app, headers, body)
+                .map(|_| ())
+                .map_err(|e| Box::new(forge::refused(app, e))),
         }
     }
 }

@@ -1,12 +1,21 @@
 //! Instagram, through Meta's Instagram Messaging API
 //! (<https://developers.facebook.com/docs/messenger-platform/instagram>).
 //!
-//! The outbound side: [`send`] and [`limits`]. Its files come as URLs, fetched as they are
+//! In: a Meta app's webhook ([`crate::meta`]: signed bodies, the `GET` handshake) whose
+//! `entry[].messaging[]` items [`parse`] reads
+//! (<https://developers.facebook.com/docs/messenger-platform/instagram/features/webhook>);
+//! [`webhook`] registers them behind [`crate::inbound::Webhook`].
+//!
+//! Out: [`send`] and [`limits`]. Its files come as URLs, fetched as they are
 //! (no credential, [`crate::media`]); it has no typing indicator Hermes uses, and its error
 //! codes are Meta's ([`crate::meta::errors`]).
 
 pub mod limits;
+pub mod parse;
 pub mod send;
+mod webhook;
 
 pub use limits::LIMITS;
+pub use parse::parse;
 pub use send::Instagram;
+pub use webhook::webhook;

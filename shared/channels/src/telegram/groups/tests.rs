@@ -4,18 +4,19 @@
 use serde_json::json;
 
 use super::*;
-use crate::channels::telegram::{self, Update};
+use crate::inbound::Skip;
+use crate::telegram::parse::{self, Update};
 
 macro_rules! fixture {
     ($name:literal) => {
-        include_str!(concat!("../../tests/fixtures/telegram/", $name, ".json"))
+        include_str!(concat!("../../../tests/fixtures/telegram/", $name, ".json"))
     };
 }
 
 const TOKEN: &str = "7000000001:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw";
 
 fn parsed(body: &str) -> Update {
-    telegram::parse(body.as_bytes()).expect("parses")
+    parse::parse(body.as_bytes()).expect("parses")
 }
 
 /// The bot known as `name`.
@@ -31,7 +32,7 @@ fn named() -> TelegramSettings {
 }
 
 /// `body` judged under `settings`, the bot known by name and token.
-fn judged(body: &str, s: &TelegramSettings) -> Result<Inbound, Skipped> {
+fn judged(body: &str, s: &TelegramSettings) -> Result<Inbound, Skip> {
     let u = parsed(body);
     admit(
         u.event.expect("an event"),
@@ -69,12 +70,12 @@ fn a_mention_is_read_from_utf16_offsets_and_taken_out_of_the_text() {
 fn a_group_message_for_someone_else_is_not_answered() {
     assert_eq!(
         judged(fixture!("group_no_mention"), &named()).unwrap_err(),
-        Skipped::NotAddressed
+        Skip::NotAddressed
     );
     // The published example without entities at all.
     assert_eq!(
         judged(fixture!("group_username_only"), &named()).unwrap_err(),
-        Skipped::NotAddressed
+        Skip::NotAddressed
     );
     // A bot named differently is not this one, whatever the case.
     let other = settings("alice_k");
@@ -104,7 +105,7 @@ fn a_reply_to_the_bot_is_answered_by_its_name_or_its_token_id() {
     );
     assert_eq!(
         admit(event, &facts, &unnamed, &Bot::default()).unwrap_err(),
-        Skipped::NotAddressed,
+        Skip::NotAddressed,
         "a bot known by neither name nor id cannot tell a reply to it"
     );
     // A reply to another member is not for the bot.
@@ -115,7 +116,7 @@ fn a_reply_to_the_bot_is_answered_by_its_name_or_its_token_id() {
         "text": "agreed"}});
     assert_eq!(
         judged(&body.to_string(), &named()).unwrap_err(),
-        Skipped::NotAddressed
+        Skip::NotAddressed
     );
 }
 
@@ -133,7 +134,7 @@ fn a_command_for_the_bot_or_every_bot_is_answered_one_for_another_bot_is_not() {
     assert_eq!(bare.event.text.as_deref(), Some("/help"));
     assert_eq!(
         judged(&command("/start@other_bot", 16), &named()).unwrap_err(),
-        Skipped::NotAddressed
+        Skip::NotAddressed
     );
     // A command further in the text does not address anyone.
     let late = json!({"update_id": 1, "message": {"message_id": 9, "date": 1700000000,
@@ -141,7 +142,7 @@ fn a_command_for_the_bot_or_every_bot_is_answered_one_for_another_bot_is_not() {
         "text": "try /help", "entities": [{"type": "bot_command", "offset": 4, "length": 5}]}});
     assert_eq!(
         judged(&late.to_string(), &named()).unwrap_err(),
-        Skipped::NotAddressed
+        Skip::NotAddressed
     );
 }
 
@@ -179,7 +180,7 @@ fn each_group_follows_its_own_rule() {
     // Another group falls back to `never`: not even a reply to the bot.
     assert_eq!(
         judged(fixture!("group_reply_to_bot"), &s).unwrap_err(),
-        Skipped::GroupSilent
+        Skip::GroupSilent
     );
 }
 
@@ -195,7 +196,7 @@ fn private_chats_are_always_answered_unquoted() {
 fn an_edit_is_ignored_by_default_and_answered_as_a_correction_when_configured() {
     assert_eq!(
         judged(fixture!("edited_message"), &named()).unwrap_err(),
-        Skipped::EditIgnored
+        Skip::EditIgnored
     );
     let answer = TelegramSettings {
         edits: EditPolicy::Answer,

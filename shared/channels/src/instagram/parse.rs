@@ -9,10 +9,9 @@ use hermes_types::model::{Media, MediaKind, MessageEvent, Platform};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{
-    MAX_ATTACHMENTS, MAX_ITEMS, ParseError, decode, from_unix_millis, lenient_i64, lenient_id,
-    short_field, text_field,
-};
+use crate::decode::{ParseError, decode};
+use crate::fields::{from_unix_millis, lenient_i64, lenient_id};
+use crate::limits::{MAX_ATTACHMENTS, MAX_ITEMS, short_field, text_field, truncate_utf8};
 
 /// Parses one webhook body into the messages to route, in body order. `Err` when it is not
 /// JSON, not an object, names another `object` than `instagram`, or its entries are not
@@ -27,7 +26,7 @@ pub fn parse(body: &[u8]) -> Result<Vec<MessageEvent>, ParseError> {
     {
         return Err(ParseError::Shape(format!(
             "object is {:?}, not \"instagram\"",
-            super::truncate_utf8(object, 64)
+            truncate_utf8(object, 64)
         )));
     }
     let items: usize = raw.entry.iter().map(|e| e.messaging.len()).sum();
@@ -180,7 +179,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::channels::MAX_TEXT_BYTES;
+    use crate::limits::MAX_TEXT_BYTES;
 
     macro_rules! fixture {
         ($name:literal) => {

@@ -7,15 +7,15 @@
 //! `unsupported`, `system`, `order`, …), a message that does not parse, and changes that are
 //! not `messages` are counted in [`Batch::ignored`]: one odd item never loses the others.
 
-use chrono::{DateTime, Utc};
 use hermes_types::model::{Media, MediaKind, MessageEvent, Platform};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{
-    MAX_ITEMS, ParseError, decode, from_unix_seconds, lenient_i64, location_text, short_field,
-    text_field,
-};
+use super::statuses::{RawStatus, status};
+use crate::decode::{ParseError, decode};
+use crate::fields::{from_unix_seconds, lenient_i64, location_text};
+use crate::limits::{MAX_ITEMS, short_field, text_field, truncate_utf8};
+use crate::statuses::StatusUpdate;
 
 /// What one webhook body carried.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -29,54 +29,6 @@ pub struct Batch {
     pub ignored: usize,
 }
 
-/// A delivery receipt for a message we sent.
-#[derive(Clone, Debug, PartialEq)]
-pub struct StatusUpdate {
-    /// The `wamid…` of the message we sent.
-    pub platform_message_id: String,
-    pub status: DeliveryStatus,
-    /// The number the message went to.
-    pub recipient_id: Option<String>,
-    pub occurred_at: DateTime<Utc>,
-    /// The status's `errors` array, as sent (failed deliveries).
-    pub error: Option<Value>,
-}
-
-/// Where a sent message got to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DeliveryStatus {
-    Sent,
-    Delivered,
-    Read,
-    Failed,
-    /// Anything else WhatsApp reports (`deleted`, `warning`, new values).
-    Other,
-}
-
-impl DeliveryStatus {
-    fn parse(s: Option<&str>) -> Self {
-        match s {
-            Some("sent") => DeliveryStatus::Sent,
-            Some("delivered") => DeliveryStatus::Delivered,
-            Some("read") => DeliveryStatus::Read,
-            Some("failed") => DeliveryStatus::Failed,
-            _ => DeliveryStatus::Other,
-        }
-    }
-
-    /// The metric label of this status.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryStatus::Sent => "sent",
-            DeliveryStatus::Delivered => "delivered",
-            DeliveryStatus::Read => "read",
-            DeliveryStatus::Failed => "failed",
-            DeliveryStatus::Other => "other",
-        }
-    }
-}
-
 /// Parses one webhook body. `Err` when it is not JSON, not an object, names another `object`
 /// than `whatsapp_business_account`, or its entries/changes are not arrays/objects. Items
 /// inside a change that do not parse are counted as ignored instead.
@@ -87,7 +39,7 @@ pub fn parse(body: &[u8]) -> Result<Batch, ParseError> {
     {
         return Err(ParseError::Shape(format!(
             "object is {:?}, not \"whatsapp_business_account\"",
-            super::truncate_utf8(object, 64)
+            truncate_utf8(object, 64)
         )));
     }
     let mut batch = Batch::default();
@@ -125,18 +77,6 @@ pub fn parse(body: &[u8]) -> Result<Batch, ParseError> {
         }
     }
     Ok(batch)
-}
-
-fn status(s: RawStatus) -> Option<StatusUpdate> {
-    Some(StatusUpdate {
-        platform_message_id: short_field(s.id)?,
-        status: DeliveryStatus::parse(s.status.as_deref()),
-        recipient_id: short_field(s.recipient_id),
-        occurred_at: from_unix_seconds(s.timestamp),
-        error: s
-            .errors
-            .filter(|e| !matches!(e, Value::Null) && e.as_array().is_none_or(|a| !a.is_empty())),
-    })
 }
 
 fn event(
@@ -375,20 +315,6 @@ struct RawLocation {
     name: Option<String>,
     #[serde(default)]
     address: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct RawStatus {
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    status: Option<String>,
-    #[serde(default, deserialize_with = "lenient_i64")]
-    timestamp: Option<i64>,
-    #[serde(default)]
-    recipient_id: Option<String>,
-    #[serde(default)]
-    errors: Option<Value>,
 }
 
 #[cfg(test)]

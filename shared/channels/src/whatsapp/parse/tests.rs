@@ -1,9 +1,11 @@
-//! Tests of `whatsapp`, beside it so the module itself stays readable.
+//! Tests of [`super`], beside it so the module itself stays readable.
 
+use chrono::{DateTime, Utc};
 use serde_json::json;
 
 use super::*;
-use crate::channels::MAX_TEXT_BYTES;
+use crate::limits::MAX_TEXT_BYTES;
+use crate::statuses::DeliveryStatus;
 
 macro_rules! fixture {
     ($name:literal) => {
@@ -230,11 +232,14 @@ fn statuses_only() {
     assert_eq!(b.messages, vec![]);
     assert_eq!(b.ignored, 0);
     let s = |id: &str, status, t| StatusUpdate {
+        platform: Platform::Whatsapp,
         platform_message_id: id.into(),
         status,
         recipient_id: Some("16315551181".into()),
         occurred_at: at(t),
         error: None,
+        error_code: None,
+        error_title: None,
     };
     assert_eq!(
         b.statuses,
@@ -250,6 +255,8 @@ fn statuses_only() {
                     "error_data": {"details": "Message failed to send because more than 24 hours have passed since the customer last replied to this number."},
                     "href": "https://developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes/"
                 }])),
+                error_code: Some(131047),
+                error_title: Some("Re-engagement message".into()),
                 ..s("wamid.FAILED", DeliveryStatus::Failed, 1700000004)
             },
             s("wamid.DELETED", DeliveryStatus::Other, 1700000005),

@@ -5,15 +5,15 @@
 //! location/venue. Everything else (callback queries, chat member changes, polls, service
 //! messages such as "X joined") parses to an [`Update`] without an event, so the webhook can
 //! still be acknowledged. Whom a message addresses (groups) and whether it is an edit are
-//! read into [`Addressing`], which [`super::telegram_groups::admit`] judges.
+//! read into [`Addressing`], which [`super::groups::admit`] judges.
 
 use hermes_types::model::{Media, MediaKind, MessageEvent, Platform};
 use serde::Deserialize;
 
-use super::telegram_groups::{Addressing, Author, Facts, RawEntity};
-use super::{
-    ParseError, decode, from_unix_seconds, lenient_i64, location_text, short_field, text_field,
-};
+use super::groups::{Addressing, Author, Facts, RawEntity};
+use crate::decode::{ParseError, decode};
+use crate::fields::{from_unix_seconds, lenient_i64, location_text};
+use crate::limits::{short_field, text_field};
 
 /// One parsed update.
 #[derive(Clone, Debug, PartialEq)]

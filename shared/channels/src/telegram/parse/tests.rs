@@ -1,10 +1,10 @@
-//! Tests of `telegram`, beside it so the module itself stays readable.
+//! Tests of [`super`], beside it so the module itself stays readable.
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
 use super::*;
-use crate::channels::MAX_TEXT_BYTES;
+use crate::limits::MAX_TEXT_BYTES;
 
 macro_rules! fixture {
     ($name:literal) => {

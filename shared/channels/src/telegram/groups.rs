@@ -2,7 +2,7 @@
 //! messages"): what a parsed update says about whom it addresses, and whether it is
 //! answered.
 //!
-//! The parser ([`super::telegram`]) reads the facts of a message: the chat's type, its
+//! The parser ([`super::parse`]) reads the facts of a message: the chat's type, its
 //! mentions and leading command (Telegram's `entities`, whose offsets count UTF-16 code
 //! units, turned here into byte ranges of the event's text), the author of the message it
 //! replies to, and whether it is an edit. [`admit`] then applies the configured rules: in a
@@ -16,6 +16,8 @@ use std::ops::Range;
 use hermes_config::{EditPolicy, GroupAnswer, TelegramSettings};
 use hermes_types::model::{ChatKind, Inbound, MessageEvent};
 use serde::Deserialize;
+
+use crate::inbound::Skip;
 
 /// What the model sees before the text of an edited message.
 pub const EDITED_MARK: &str = "(edited)";
@@ -252,44 +254,22 @@ impl Bot {
     }
 }
 
-/// Why a message is acknowledged without a run (the `outcome` of
-/// `hermes_ingest_messages_total`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Skipped {
-    /// A group message that neither mentions nor replies to the bot nor commands it.
-    NotAddressed,
-    /// A group whose rule is `never`.
-    GroupSilent,
-    /// An edit, with `edits = "ignore"`.
-    EditIgnored,
-}
-
-impl Skipped {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Skipped::NotAddressed => "not_addressed",
-            Skipped::GroupSilent => "group_silent",
-            Skipped::EditIgnored => "edit_ignored",
-        }
-    }
-}
-
 /// The message to route for `event`, or why it is not answered.
 pub fn admit(
     mut event: MessageEvent,
     facts: &Addressing,
     settings: &TelegramSettings,
     bot: &Bot,
-) -> Result<Inbound, Skipped> {
+) -> Result<Inbound, Skip> {
     if facts.edited && settings.edits == EditPolicy::Ignore {
-        return Err(Skipped::EditIgnored);
+        return Err(Skip::EditIgnored);
     }
     let group = facts.chat_type.is_group();
     if group {
         let addressed = addressed(facts, bot);
         match settings.answer_in(&event.chat_id) {
-            GroupAnswer::Never => return Err(Skipped::GroupSilent),
-            GroupAnswer::Mentions if !addressed => return Err(Skipped::NotAddressed),
+            GroupAnswer::Never => return Err(Skip::GroupSilent),
+            GroupAnswer::Mentions if !addressed => return Err(Skip::NotAddressed),
             GroupAnswer::Mentions | GroupAnswer::All => {}
         }
         event.text = event.text.map(|t| without_bot(&t, facts, bot));
@@ -370,5 +350,4 @@ fn without_bot(text: &str, facts: &Addressing, bot: &Bot) -> String {
 }
 
 #[cfg(test)]
-#[path = "telegram_groups_tests.rs"]
 mod tests;
