@@ -73,9 +73,7 @@ pub async fn sweep(ctx: &Ctx, bound: Duration) -> anyhow::Result<usize> {
             SWEPT_TEXT,
         );
         let mut env = Envelope::new(run.id, None, &reply);
-        env.id = MessageId::from(uuid::Uuid::from_u128(
-            run.id.as_uuid().as_u128() ^ SWEPT_REPLY_ID,
-        ));
+        env.id = MessageId::derived(run.id.as_uuid(), SWEPT_REPLY_ID);
         if let Err(e) = ctx.bus.publish(&env).await {
             tracing::warn!(run_id = %run.id, error = %e, "cannot queue the swept run's notice");
         }

@@ -3,8 +3,6 @@
 //! (docs/architecture.md, "4. Poison is parked, never looped"). The stages' parking hooks
 //! send or record these; the runtime that parks the message knows none of it.
 
-use uuid::Uuid;
-
 use crate::envelope::{Envelope, EnvelopeError, MessageKind};
 use crate::ids::MessageId;
 use crate::model::{FailureCode, Inbound, LlmRequest, Outcome, Reply, ToolRequest};
@@ -52,9 +50,7 @@ pub fn failure_reply(parked: &Envelope) -> Result<Option<Envelope>, EnvelopeErro
         ..Reply::failed(reply_to, FailureCode::Invalid, PARKED_TEXT)
     };
     let mut env = parked.follow(&reply);
-    env.id = MessageId::from(Uuid::from_u128(
-        parked.id.as_uuid().as_u128() ^ FAILURE_REPLY_ID,
-    ));
+    env.id = MessageId::derived(parked.id.as_uuid(), FAILURE_REPLY_ID);
     Ok(Some(env))
 }
 
