@@ -2,9 +2,10 @@
 //! where the run closes: the answer is logged as an interaction with its provenance `meta`,
 //! the session's activity moves on, a failed run's refund (made once by `runs::close`,
 //! whoever retries) is counted, and memory extraction is queued so it never delays the
-//! reply. The session history cache is extended after the commit. An operator's message (`messages_send`,
-//! docs/operator-mcp.md) answers no turn: it is logged as an outbound message of its
-//! conversation with `meta` `{source: "operator", by}`, and no memory is extracted from it.
+//! reply. The session history cache is extended after the commit. An operator's message
+//! (`messages_send`, docs/operator-mcp.md) answers no turn: it is logged as an outbound
+//! message of its conversation with `meta` `{source: "operator", by}`, and no memory is
+//! extracted from it.
 
 use chrono::Utc;
 use hermes_cache::Cache;

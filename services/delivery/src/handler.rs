@@ -10,10 +10,11 @@
 //! only then is a waiting API caller told (through the run's event stream in Redis, written
 //! only where a reader can exist: an API or REST run, or a chat run someone follows), so a
 //! caller never learns of an answer the database does not hold; if Redis is down the caller
-//! still gets it from the row. A platform without credentials has no sender: its replies are parked,
-//! intact, for `hermes dlq replay` once one is configured; a reply parked for good closes its
-//! run as failed and refunded in the stage's parking hook (`runs::close::undelivered`). A Forge run's reply is sent
-//! nowhere: its agent answered through the Forge's tools, so delivery only closes it.
+//! still gets it from the row. A platform without credentials has no sender: its replies
+//! are parked, intact, for `hermes dlq replay` once one is configured; a reply parked for
+//! good closes its run as failed and refunded in the stage's parking hook
+//! (`runs::close::undelivered`). A Forge run's reply is sent nowhere: its agent answered
+//! through the Forge's tools, so delivery only closes it.
 //!
 //! An external agent's draft updates come through the same queue and are shown (or not) in
 //! `handler/drafts.rs`; the final reply of a shown draft edits its message instead of

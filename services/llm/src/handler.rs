@@ -222,7 +222,8 @@ impl Handler for LlmStage {
     }
 
     /// A message parked on its way to an answer ends its run with a failure reply; a parked
-    /// memory extraction leaves nothing open (docs/architecture.md, "4. Poison is parked, never looped").
+    /// memory extraction leaves nothing open
+    /// (docs/architecture.md, "4. Poison is parked, never looped").
     async fn on_parked(&self, env: &Envelope, _cause: ParkCause) -> anyhow::Result<Vec<Envelope>> {
         Ok(parked::failure_reply(env)?.into_iter().collect())
     }
