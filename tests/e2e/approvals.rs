@@ -291,7 +291,7 @@ async fn a_waiting_run_is_not_stuck_and_a_stop_ends_it_cancelled() {
     {
         let mut c = db.get().await.unwrap();
         let tx = c.transaction().await.unwrap();
-        let swept = runs::sweep_stuck(&tx, Duration::ZERO, 100, "stuck")
+        let swept = runs::close::stuck(&tx, Duration::ZERO, 100, "stuck")
             .await
             .unwrap();
         tx.commit().await.unwrap();

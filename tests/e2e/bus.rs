@@ -1,6 +1,7 @@
 //! The bus guarantees: idempotent consumers, poison parked after the delivery limit, and
 //! queue arguments as docs/architecture.md#8-the-bus states them.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::anyhow;
@@ -8,7 +9,7 @@ use hermes::Service;
 use hermes_bus::Stage;
 use hermes_db::Transaction;
 use hermes_runtime::Ctx;
-use hermes_runtime::stage::{self, Handler, StageError};
+use hermes_runtime::stage::{self, Handler, ParkCause, StageError};
 use hermes_telemetry::Metrics;
 use hermes_testkit::{TestEnv, api_inbound, count, eventually};
 use hermes_types::envelope::Envelope;
@@ -73,8 +74,10 @@ async fn the_same_router_message_twice_creates_one_run() {
     fleet.stop().await.unwrap();
 }
 
-/// A handler whose dependency is always down.
-struct AlwaysFails;
+/// A handler whose dependency is always down, and which records why its messages were
+/// parked.
+#[derive(Clone, Default)]
+struct AlwaysFails(Arc<Mutex<Vec<ParkCause>>>);
 
 impl Handler for AlwaysFails {
     const STAGE: Stage = Stage::Webhooks;
@@ -93,6 +96,11 @@ impl Handler for AlwaysFails {
     ) -> Result<(Vec<Envelope>, ()), StageError> {
         unreachable!("prepare always fails")
     }
+
+    async fn on_parked(&self, _env: &Envelope, cause: ParkCause) -> anyhow::Result<Vec<Envelope>> {
+        self.0.lock().unwrap().push(cause);
+        Ok(Vec::new())
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -101,7 +109,8 @@ async fn a_message_that_always_fails_is_parked_after_the_delivery_limit() {
     env.set("HERMES_DELIVERY_LIMIT", "2");
     let ctx = Ctx::connect(env.config(), Metrics::new()).await.unwrap();
     let stop = CancellationToken::new();
-    let consumer = tokio::spawn(stage::run(ctx.with_stop(stop.clone()), AlwaysFails));
+    let handler = AlwaysFails::default();
+    let consumer = tokio::spawn(stage::run(ctx.with_stop(stop.clone()), handler.clone()));
 
     let mut msg = hermes_bus::Outgoing::from_envelope(&Envelope::new(
         RunId::new(),
@@ -128,7 +137,8 @@ async fn a_message_that_always_fails_is_parked_after_the_delivery_limit() {
         .unwrap();
     assert_eq!(work, 0);
     // Initial delivery and 2 redeliveries; the last one the broker allows is parked by the
-    // stage itself (so its run ends), not dead-lettered by the broker behind its back.
+    // stage itself (so its handler can end its run), not dead-lettered by the broker behind
+    // its back.
     let counted = |outcome: &str| {
         ctx.metrics
             .bus_messages
@@ -136,6 +146,8 @@ async fn a_message_that_always_fails_is_parked_after_the_delivery_limit() {
             .get()
     };
     assert_eq!((counted("requeued"), counted("rejected")), (2, 1));
+    // Its stage was told once, before the reject, why it was parked.
+    assert_eq!(*handler.0.lock().unwrap(), vec![ParkCause::DeliveryLimit]);
     stop.cancel();
     consumer.await.unwrap();
 

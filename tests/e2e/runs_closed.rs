@@ -11,13 +11,13 @@ use hermes::Service;
 use hermes_bus::Stage;
 use hermes_db::{Db, Transaction, credits};
 use hermes_runtime::Ctx;
-use hermes_runtime::stage::{self, Handler, StageError};
+use hermes_runtime::stage::{self, Handler, ParkCause, StageError};
 use hermes_telemetry::Metrics;
 use hermes_testkit::{TestEnv, count, eventually, metric};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 use hermes_types::model::{
-    LlmRequest, Outcome, Platform, Reply, ReplyTo, ToolCall, ToolRequest, Usage,
+    LlmRequest, Outcome, Platform, Reply, ReplyTo, ToolCall, ToolRequest, Usage, parked,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -26,7 +26,8 @@ use wiremock::MockServer;
 const TG_TOKEN: &str = "123456:runs-closed-token";
 const CHAT: &str = "5151";
 
-/// An llm stage whose every message fails: as poison, or on its own each time.
+/// An llm stage whose every message fails: as poison, or on its own each time. Parked, its
+/// message ends its run as the llm stage's does: with a failure reply.
 struct Failing(fn() -> StageError);
 
 impl Handler for Failing {
@@ -45,6 +46,10 @@ impl Handler for Failing {
         _tx: &Transaction<'_>,
     ) -> Result<(Vec<Envelope>, ()), StageError> {
         Err(StageError::Poison(anyhow!("prepare always fails")))
+    }
+
+    async fn on_parked(&self, env: &Envelope, _cause: ParkCause) -> anyhow::Result<Vec<Envelope>> {
+        Ok(parked::failure_reply(env)?.into_iter().collect())
     }
 }
 

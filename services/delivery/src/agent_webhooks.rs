@@ -9,7 +9,8 @@
 //! agent asked for them), with a fresh timestamp on every try. Every
 //! attempt is recorded on the row; a 2xx marks the agent reachable in the transaction that
 //! marks the row delivered. A failure goes to the queued retry schedule and ends parked in
-//! `{ns}.webhooks.dead`, the row marked failed.
+//! `{ns}.webhooks.dead`, the row marked failed; the parked wake's run is left to its reply
+//! deadline (`on_parked`).
 
 use std::time::Duration;
 
@@ -18,13 +19,14 @@ use chrono::Utc;
 use hermes_bus::Stage;
 use hermes_channels::RetryPolicy;
 use hermes_db::Transaction;
+use hermes_db::runs::close::{self, Unwoken};
 use hermes_db::webhook_deliveries::{self, FailedAttempt, WakeStatus, WakeTarget};
 use hermes_net::failure::{FailureReason, scrub};
 use hermes_net::guard::{AddressPolicy, shown};
 use hermes_net::keyring::KeyRing;
 use hermes_net::signing::{WakeSigning, wake_headers};
 use hermes_runtime::Ctx;
-use hermes_runtime::stage::{Handler, StageError};
+use hermes_runtime::stage::{Handler, ParkCause, StageError};
 use hermes_types::envelope::Envelope;
 use hermes_types::model::AgentWake;
 use reqwest::header::CONTENT_TYPE;
@@ -325,5 +327,25 @@ impl Handler for AgentWebhookStage {
     async fn after_commit(&self, env: &Envelope, _: ()) {
         self.count(Outcome::Delivered);
         tracing::info!(run = %env.run_id, "agent woken");
+    }
+
+    /// A wake that could not be delivered is only a nudge: a run waiting for its external
+    /// agent until a reply deadline stays in the agent's inbox, and the deadline ends it if
+    /// the agent does not pull it (docs/agents.md, "When an external run ends"). A run with
+    /// no deadline (dispatched by an older build) is closed as failed and refunded.
+    async fn on_parked(&self, env: &Envelope, _cause: ParkCause) -> anyhow::Result<Vec<Envelope>> {
+        match close::unwoken(&self.ctx.db, env).await? {
+            Unwoken::AwaitsDeadline(deadline) => {
+                tracing::warn!(%deadline, "agent wake parked: the run stays in the agent's inbox until its reply deadline");
+            }
+            Unwoken::Closed(closed) if closed.closed => {
+                tracing::warn!(
+                    refunded = closed.refunded,
+                    "agent wake parked: its run closed as failed"
+                );
+            }
+            Unwoken::Closed(_) => {}
+        }
+        Ok(Vec::new())
     }
 }

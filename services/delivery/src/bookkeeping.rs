@@ -1,15 +1,17 @@
 //! The router's bookkeeping contract for a finished exchange (docs/models-and-budgets.md, steps 9–10 of the routing pipeline), done
 //! where the run closes: the answer is logged as an interaction with its provenance `meta`,
-//! the session's activity moves on, a failed run's credit is refunded (once, whoever
-//! retries), and memory extraction is queued so it never delays the reply. The session
-//! history cache is extended after the commit. An operator's message (`messages_send`,
-//! docs/operator-mcp.md) answers no turn: it is logged as an outbound message of its
-//! conversation with `meta` `{source: "operator", by}`, and no memory is extracted from it.
+//! the session's activity moves on, a failed run's refund (made once by `runs::close`,
+//! whoever retries) is counted, and memory extraction is queued so it never delays the
+//! reply. The session history cache is extended after the commit. An operator's message
+//! (`messages_send`, docs/operator-mcp.md) answers no turn: it is logged as an outbound
+//! message of its conversation with `meta` `{source: "operator", by}`, and no memory is
+//! extracted from it.
 
 use chrono::Utc;
 use hermes_cache::Cache;
 use hermes_cache::history::{HistoryCipher, HistoryStore};
-use hermes_db::{DbError, Transaction, credits, sessions};
+use hermes_db::runs::close::Closed;
+use hermes_db::{DbError, Transaction, sessions};
 use hermes_runtime::Ctx;
 use hermes_telemetry::Metrics;
 use hermes_types::envelope::Envelope;
@@ -34,22 +36,23 @@ impl Bookkeeping {
         }
     }
 
-    /// In the closing transaction: the interaction and session, or the refund. Returns the
-    /// messages to emit (memory extraction).
+    /// In the transaction that closed the run (`closed`, which refunded a failed run, whoever
+    /// sent the failure: the llm stage, or a parked message's reply, which may not carry the
+    /// exchange): the interaction and session. Returns the messages to emit (memory
+    /// extraction).
     pub async fn record(
         &self,
         tx: &Transaction<'_>,
         env: &Envelope,
         reply: &Reply,
+        closed: Closed,
     ) -> Result<Vec<Envelope>, DbError> {
         let run_id = env.run_id;
-        // A failed run is refunded whoever sent the failure (the llm stage, or a parked
-        // message's reply, which may not carry the exchange).
+        if closed.refunded {
+            self.metrics.credits.with_label_values(&["refund"]).inc();
+            tracing::info!("credit refunded: the run ended without an answer");
+        }
         if let Outcome::Failed { .. } = &reply.outcome {
-            if credits::refund(tx, run_id).await? {
-                self.metrics.credits.with_label_values(&["refund"]).inc();
-                tracing::info!("credit refunded: the run ended without an answer");
-            }
             return Ok(Vec::new());
         }
         if let (Some(op), Outcome::Answered { text, .. }) = (&reply.operator, &reply.outcome) {

@@ -6,13 +6,15 @@
 //! gate and is sent with in-call retries, skipping parts an earlier attempt of the same
 //! message delivered; a failure that remains goes to the queued retry schedule, or is
 //! parked with its reason. A REST caller's callback is POSTed the same way. Then the run row
-//! is closed in the transaction that records the message as processed, and only then is a
-//! waiting API caller told (through the run's event stream in Redis, written only where a
-//! reader can exist: an API or REST run, or a chat run someone follows), so a caller never
-//! learns of an answer the database does not hold; if Redis is down the caller still gets it
-//! from the row. A platform without credentials has no sender: its replies are parked,
-//! intact, for `hermes dlq replay` once one is configured. A Forge run's reply is sent
-//! nowhere: its agent answered through the Forge's tools, so delivery only closes it.
+//! is closed (`runs::close`) in the transaction that records the message as processed, and
+//! only then is a waiting API caller told (through the run's event stream in Redis, written
+//! only where a reader can exist: an API or REST run, or a chat run someone follows), so a
+//! caller never learns of an answer the database does not hold; if Redis is down the caller
+//! still gets it from the row. A platform without credentials has no sender: its replies
+//! are parked, intact, for `hermes dlq replay` once one is configured; a reply parked for
+//! good closes its run as failed and refunded in the stage's parking hook
+//! (`runs::close::undelivered`). A Forge run's reply is sent nowhere: its agent answered
+//! through the Forge's tools, so delivery only closes it.
 //!
 //! An external agent's draft updates come through the same queue and are shown (or not) in
 //! `handler/drafts.rs`; the final reply of a shown draft edits its message instead of
@@ -33,10 +35,11 @@ use hermes_channels::Outbound as _;
 use hermes_channels::outbound::how_to_enable;
 use hermes_channels::{RetryPolicy, SendFailure, Sender, Senders};
 use hermes_db::platform_sends::{NewSend, SendStatus};
-use hermes_db::{Transaction, delivery_sends, runs};
+use hermes_db::runs::close;
+use hermes_db::{Transaction, delivery_sends};
 use hermes_net::failure::FailureReason;
 use hermes_runtime::Ctx;
-use hermes_runtime::stage::{Handler, StageError};
+use hermes_runtime::stage::{Handler, ParkCause, StageError};
 use hermes_types::envelope::{Envelope, MessageKind};
 use hermes_types::ids::DraftId;
 use hermes_types::model::{FailureCode, Outcome, Platform, Reply, ReplyTo};
@@ -420,10 +423,11 @@ impl Handler for DeliveryStage {
                 delivery_sends::finish(tx, draft_lease(draft)).await?;
             }
         }
-        let closed = runs::finish(tx, env.run_id, &reply.outcome, reply.detail.as_deref()).await?;
+        let closed =
+            close::with_outcome(tx, env.run_id, &reply.outcome, reply.detail.as_deref()).await?;
         let mut next = Vec::new();
-        if closed {
-            next = self.books.record(tx, env, &reply).await?;
+        if closed.closed {
+            next = self.books.record(tx, env, &reply, closed).await?;
             let status = match &reply.outcome {
                 Outcome::Answered { .. } => "completed",
                 Outcome::Failed {
@@ -439,7 +443,7 @@ impl Handler for DeliveryStage {
                 .inc();
             tracing::info!(status, "run closed");
         }
-        Ok((next, Committed::Reply(Box::new(reply), closed)))
+        Ok((next, Committed::Reply(Box::new(reply), closed.closed)))
     }
 
     async fn after_commit(&self, env: &Envelope, committed: Committed) {
@@ -475,5 +479,19 @@ impl Handler for DeliveryStage {
         if matches!(platform, Platform::Api | Platform::Rest) {
             self.count_delivery(platform, outcome);
         }
+    }
+
+    /// A reply that could not be delivered closes its run as failed and refunded: there is
+    /// nobody left to tell (docs/architecture.md, "4. Poison is parked, never looped"). A
+    /// draft that could not be shown leaves nothing open: the run's answer comes as its reply.
+    /// A run not closed now is the stuck-run sweeper's.
+    async fn on_parked(&self, env: &Envelope, cause: ParkCause) -> anyhow::Result<Vec<Envelope>> {
+        if env.kind == MessageKind::Reply {
+            let closed = close::undelivered(&self.ctx.db, env, cause.as_str()).await?;
+            if closed.closed {
+                tracing::warn!(refunded = closed.refunded, %cause, "undeliverable reply parked: its run closed as failed");
+            }
+        }
+        Ok(Vec::new())
     }
 }

@@ -14,9 +14,11 @@ use hermes_bus::Stage;
 use hermes_cache::run_events::{RunEvent, RunEvents};
 use hermes_db::{Transaction, runs};
 use hermes_runtime::Ctx;
-use hermes_runtime::stage::{Handler, StageError};
+use hermes_runtime::stage::{Handler, ParkCause, StageError};
 use hermes_types::envelope::{Envelope, MessageKind};
-use hermes_types::model::{ChatMessage, LlmRequest, Outcome, Platform, Reply, Role, ToolRequest};
+use hermes_types::model::{
+    ChatMessage, LlmRequest, Outcome, Platform, Reply, Role, ToolRequest, parked,
+};
 
 use crate::images::ImageFetcher;
 use crate::memory::{Extracted, Memorized, MemoryWriter};
@@ -217,6 +219,13 @@ impl Handler for LlmStage {
         if let Some(outcome) = after {
             self.memory.after_commit(outcome).await;
         }
+    }
+
+    /// A message parked on its way to an answer ends its run with a failure reply; a parked
+    /// memory extraction leaves nothing open
+    /// (docs/architecture.md, "4. Poison is parked, never looped").
+    async fn on_parked(&self, env: &Envelope, _cause: ParkCause) -> anyhow::Result<Vec<Envelope>> {
+        Ok(parked::failure_reply(env)?.into_iter().collect())
     }
 }
 

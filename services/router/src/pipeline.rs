@@ -22,9 +22,10 @@ use hermes_cache::history::{HistoryCipher, HistoryStore};
 use hermes_db::users::{self, Resolved};
 use hermes_db::{Transaction, jobs, runs, sessions};
 use hermes_runtime::Ctx;
-use hermes_runtime::stage::{GroupCommit, Handler, StageError};
+use hermes_runtime::stage::{GroupCommit, Handler, ParkCause, StageError};
 use hermes_types::envelope::Envelope;
 use hermes_types::intent::{ImageIntent, Intent};
+use hermes_types::model::parked;
 use hermes_types::model::{
     ChatMessage, FinishReason, Inbound, MediaRef, Platform, Provenance, Reply, Tier, ToolSpec,
 };
@@ -373,6 +374,12 @@ impl Handler for Router {
     /// A platform message routed already under another run (a lost dedupe key).
     fn on_duplicate(&self, _env: &Envelope, _why: &'static str) {
         self.decided("duplicate");
+    }
+
+    /// A message parked on its way to an answer ends its run with a failure reply
+    /// (docs/architecture.md, "4. Poison is parked, never looped").
+    async fn on_parked(&self, env: &Envelope, _cause: ParkCause) -> anyhow::Result<Vec<Envelope>> {
+        Ok(parked::failure_reply(env)?.into_iter().collect())
     }
 }
 

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use hermes_db::{credits, runs};
+use hermes_db::runs::close;
 use hermes_runtime::Ctx;
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::MessageId;
@@ -45,19 +45,17 @@ pub async fn run(ctx: Ctx) {
     }
 }
 
-/// One batch: close, refund, then tell the chats. Returns how many runs it closed.
+/// One batch: close and refund (`runs::close`), then tell the chats. Returns how many runs
+/// it closed.
 pub async fn sweep(ctx: &Ctx, bound: Duration) -> anyhow::Result<usize> {
     let mut client = ctx.db.get().await?;
     let tx = client.transaction().await?;
-    let swept = runs::sweep_stuck(&tx, bound, BATCH, SWEPT_TEXT).await?;
-    for run in &swept {
-        credits::refund(&tx, run.id).await?;
-    }
+    let swept = close::stuck(&tx, bound, BATCH, SWEPT_TEXT).await?;
     tx.commit().await?;
     drop(client);
     for run in &swept {
         ctx.metrics.runs_swept.inc();
-        tracing::warn!(run_id = %run.id, platform = ?run.platform, "run open too long: ended as failed and refunded");
+        tracing::warn!(run_id = %run.id, platform = ?run.platform, refunded = run.refunded, "run open too long: ended as failed and refunded");
         let (Some(platform), Some(chat_id)) = (run.platform, &run.chat_id) else {
             continue;
         };
@@ -75,9 +73,7 @@ pub async fn sweep(ctx: &Ctx, bound: Duration) -> anyhow::Result<usize> {
             SWEPT_TEXT,
         );
         let mut env = Envelope::new(run.id, None, &reply);
-        env.id = MessageId::from(uuid::Uuid::from_u128(
-            run.id.as_uuid().as_u128() ^ SWEPT_REPLY_ID,
-        ));
+        env.id = MessageId::derived(run.id.as_uuid(), SWEPT_REPLY_ID);
         if let Err(e) = ctx.bus.publish(&env).await {
             tracing::warn!(run_id = %run.id, error = %e, "cannot queue the swept run's notice");
         }

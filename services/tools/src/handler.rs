@@ -26,10 +26,10 @@ use hermes_db::approvals::{self, Approval};
 use hermes_db::{Transaction, runs};
 use hermes_presence::Presence;
 use hermes_runtime::Ctx;
-use hermes_runtime::stage::{Handler, StageError};
+use hermes_runtime::stage::{Handler, ParkCause, StageError};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
-use hermes_types::model::{ChatMessage, Platform, Reply, ToolCall, ToolRequest};
+use hermes_types::model::{ChatMessage, Platform, Reply, ToolCall, ToolRequest, parked};
 use hermes_types::sync;
 
 use crate::approval;
@@ -351,6 +351,12 @@ impl Handler for ToolStage {
                 }
             }
         }
+    }
+
+    /// A message parked on its way to an answer ends its run with a failure reply
+    /// (docs/architecture.md, "4. Poison is parked, never looped").
+    async fn on_parked(&self, env: &Envelope, _cause: ParkCause) -> anyhow::Result<Vec<Envelope>> {
+        Ok(parked::failure_reply(env)?.into_iter().collect())
     }
 }
 

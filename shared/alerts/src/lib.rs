@@ -7,7 +7,6 @@
 use hermes_types::ids::UserId;
 use std::time::Duration;
 
-use redis::AsyncCommands;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::json;
 
@@ -121,13 +120,6 @@ impl Alerts {
                 true
             }
         }
-    }
-
-    /// Forget that `kind` was raised for `subject` (tests, and a condition that cleared).
-    pub async fn reset(&self, kind: AlertKind, subject: &str) {
-        let key = self.cache.key(format!("alert:{kind}:{subject}"));
-        let mut c = self.cache.conn();
-        let _: Result<i64, _> = c.del(&key).await;
     }
 }
 

@@ -205,20 +205,6 @@ impl HistoryStore {
             }
         }
     }
-
-    /// Forget the cached history of `session`. Failures are
-    /// logged: a stale entry expires with its TTL.
-    pub async fn clear(&self, session: SessionId) {
-        let mut c = self.cache.conn();
-        if let Err(e) = redis::cmd("DEL")
-            .arg(self.key(session))
-            .query_async::<i64>(&mut c)
-            .await
-        {
-            let err = self.cache.failed("history_clear", e);
-            tracing::warn!(error = %err, "session history not cleared");
-        }
-    }
 }
 
 #[cfg(test)]
@@ -399,16 +385,6 @@ mod tests {
             .unwrap();
         assert_eq!(replaced, 0);
         assert_eq!(store.load(scope).await, None);
-
-        store.save(scope, &conversation()).await;
-        store.clear(scope).await;
-        assert_eq!(store.load(scope).await, None);
-        let exists: i64 = redis::cmd("EXISTS")
-            .arg(&key)
-            .query_async(&mut c)
-            .await
-            .unwrap();
-        assert_eq!(exists, 0);
     }
 
     #[tokio::test]
@@ -422,8 +398,7 @@ mod tests {
         let scope = SessionId::new();
         store.save(scope, &conversation()).await;
         assert_eq!(store.load(scope).await, None);
-        store.clear(scope).await;
-        for op in ["history_save", "history_load", "history_clear"] {
+        for op in ["history_save", "history_load"] {
             assert_eq!(
                 metrics.redis_errors.with_label_values(&[op]).get(),
                 1,

@@ -1,14 +1,16 @@
 //! AgentRun rows: created by the router, advanced by each stage in the same transaction as
-//! its other effects, closed by delivery. A closed run never changes again.
+//! its other effects, closed only through [`close`] (by delivery, the stuck-run sweeper and
+//! the parking hooks). A closed run never changes again.
 
 use hermes_types::ids::{AgentId, ApiKeyId, RunId, SessionId, UserId};
 use std::fmt;
 
 use super::{Client, DbError, Transaction};
 
+pub mod close;
 mod stop;
 use hermes_types::agent::{CONTRACT_VERSION, Dispatch, EngagementMode};
-use hermes_types::model::{ChatMessage, FailureCode, Outcome, Platform, Provenance, Tier, Usage};
+use hermes_types::model::{ChatMessage, Platform, Provenance, Tier, Usage};
 pub use stop::{Begin, Checked, begin_call, check, request_stop};
 
 /// The lifecycle of a run.
@@ -317,101 +319,6 @@ pub async fn advance(tx: &Transaction<'_>, id: RunId, status: RunStatus) -> Resu
     Ok(())
 }
 
-/// Close the run with its outcome. Returns false when it was already closed.
-///
-/// `detail` (of a failure) is what went wrong, already scrubbed: kept for operators in
-/// `error_detail`, never shown to the run's caller.
-pub async fn finish(
-    tx: &Transaction<'_>,
-    id: RunId,
-    outcome: &Outcome,
-    detail: Option<&str>,
-) -> Result<bool, DbError> {
-    let n = match outcome {
-        Outcome::Answered {
-            text,
-            model,
-            usage,
-            tools_used,
-            transcript,
-            ..
-        } => {
-            // The tool round, kept with the run so any replica can show and continue it.
-            let transcript = (!transcript.is_empty())
-                .then(|| serde_json::to_value(transcript))
-                .transpose()
-                .map_err(|e| DbError::Invalid(e.to_string()))?;
-            tx.execute(
-                &crate::stmt(
-                    tx,
-                    "UPDATE agent_runs SET status = 'completed', output_text = $2, model = $3,
-                        tokens_in = $4, tokens_out = $5, tools_used = $6, cost_micro_usd = $7,
-                        transcript = $8, updated_at = now(), finished_at = now()
-                 WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled', 'expired')",
-                )
-                .await?,
-                &[
-                    &id.as_uuid(),
-                    text,
-                    model,
-                    &(usage.input_tokens as i64),
-                    &(usage.output_tokens as i64),
-                    tools_used,
-                    &(usage.cost_micro_usd as i64),
-                    &transcript,
-                ],
-            )
-            .await?
-        }
-        Outcome::Failed { code, message } => {
-            // A run stopped on request is closed `cancelled`, one its external agent never
-            // answered `expired`, with the same code and message.
-            let status = match code {
-                FailureCode::Cancelled => RunStatus::Cancelled,
-                FailureCode::Expired => RunStatus::Expired,
-                _ => RunStatus::Failed,
-            };
-            tx.execute(
-                &crate::stmt(
-                    tx,
-                    "UPDATE agent_runs SET status = $5, error_code = $2, output_text = $3,
-                        error_detail = $4, updated_at = now(), finished_at = now()
-                 WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled', 'expired')",
-                )
-                .await?,
-                &[
-                    &id.as_uuid(),
-                    &code.as_str(),
-                    message,
-                    &detail,
-                    &status.as_str(),
-                ],
-            )
-            .await?
-        }
-    };
-    Ok(n == 1)
-}
-
-/// Fail run `id`, answered already, because its answer did not reach the user after all (its
-/// platform reported a sent part failed, docs/channels.md, statuses): true when it was
-/// `completed` and is now `failed` with `detail`, false otherwise (failed once only).
-pub async fn fail_after_answer(
-    tx: &Transaction<'_>,
-    id: RunId,
-    detail: &str,
-) -> Result<bool, DbError> {
-    let n = tx
-        .execute(
-            "UPDATE agent_runs SET status = 'failed', error_code = $2, error_detail = $3,
-                updated_at = now()
-             WHERE id = $1 AND status = 'completed'",
-            &[&id.as_uuid(), &FailureCode::Invalid.as_str(), &detail],
-        )
-        .await?;
-    Ok(n == 1)
-}
-
 /// A run as stored.
 #[derive(Clone, Debug)]
 pub struct RunRow {
@@ -491,57 +398,4 @@ pub async fn count_open(client: &Client) -> Result<i64, DbError> {
         )
         .await?;
     Ok(row.get(0))
-}
-
-/// A run the sweeper closed, with where its failure reply goes.
-#[derive(Clone, Debug)]
-pub struct SweptRun {
-    pub id: RunId,
-    pub platform: Option<Platform>,
-    pub chat_id: Option<String>,
-}
-
-/// Close as failed (`error_code = 'stuck'`, `message` as its output) at most `limit` runs
-/// still open `older_than` after they were created. Rows another sweeper holds are skipped,
-/// so several replicas sweep without closing a run twice.
-pub async fn sweep_stuck(
-    tx: &Transaction<'_>,
-    older_than: std::time::Duration,
-    limit: i64,
-    message: &str,
-) -> Result<Vec<SweptRun>, DbError> {
-    let rows = tx
-        .query(
-            "UPDATE agent_runs SET status = 'failed', error_code = 'stuck', output_text = $3,
-                 updated_at = now(), finished_at = now()
-             WHERE id IN (
-                 SELECT id FROM agent_runs
-                 WHERE status NOT IN ('completed', 'failed', 'cancelled', 'expired')
-                   AND created_at < now() - make_interval(secs => $1)
-                   -- An external run is ended by its reply deadline (the expiry sweeper);
-                   -- it is stuck only when still open this long after that deadline.
-                   AND (deadline_at IS NULL OR deadline_at < now() - make_interval(secs => $1))
-                   -- A run waiting for an operator's approval is not stuck until this long
-                   -- after its call's approval deadline, and a run resumed by an answer gets
-                   -- this long again from the answer (docs/operator-mcp.md, approvals).
-                   AND NOT EXISTS (
-                       SELECT 1 FROM tool_approvals a
-                       WHERE a.run_id = agent_runs.id
-                         AND COALESCE(a.decided_at, a.deadline_at)
-                             > now() - make_interval(secs => $1))
-                 ORDER BY created_at
-                 LIMIT $2
-                 FOR UPDATE SKIP LOCKED)
-             RETURNING id, platform, chat_id",
-            &[&older_than.as_secs_f64(), &limit, &message],
-        )
-        .await?;
-    Ok(rows
-        .iter()
-        .map(|r| SweptRun {
-            id: RunId::from(r.get::<_, uuid::Uuid>(0)),
-            platform: Platform::parse(r.get(1)),
-            chat_id: r.get(2),
-        })
-        .collect())
 }

@@ -9,8 +9,10 @@
 //! message is rejected straight to its parking queue. A failed send to a peer outside the
 //! fleet ([`StageError::Retry`]) waits in the stage's next wait queue and comes back with
 //! the same id and `attempt + 1`; when the schedule is used up, or the failure is permanent,
-//! it is parked with its failure reason in the headers. Either way the new copy is
-//! confirmed by the broker before the original is acked, so nothing is lost in between.
+//! it is parked with its failure reason in the headers (`retry.rs`). Either way the new copy
+//! is confirmed by the broker before the original is acked, so nothing is lost in between.
+//! A parked message's handler is told ([`Handler::on_parked`], `park.rs`): what the message
+//! leaves open (its run, its caller) is the stage's business, not the loop's.
 //!
 //! A stage may group its commits ([`run_grouped`], `group_commit.rs`): the transaction is
 //! then shared with the other messages ready at the same moment, and redone per message
@@ -27,20 +29,21 @@ use tracing::Instrument;
 use crate::context::Ctx;
 use crate::outages::Dependency;
 use crate::relay::eager;
-use hermes_alerts::AlertKind;
-use hermes_bus::{BusError, Outgoing, Stage, delay_label, delivery_count};
+use hermes_bus::{Outgoing, Stage, delay_label, delivery_count};
 use hermes_db::{Transaction, outbox};
-use hermes_net::failure::{FailureReason, scrub};
+use hermes_net::failure::FailureReason;
 use hermes_types::envelope::Envelope;
 
 mod group_commit;
 mod park;
+mod retry;
 
 use group_commit::Committers;
 pub use group_commit::GroupCommit;
 #[doc(hidden)]
 #[cfg(feature = "testing")]
 pub use group_commit::hold_for_burst;
+pub use park::ParkCause;
 
 /// The AMQP header naming why a parked message failed (a [`FailureReason`]).
 pub const FAILURE_REASON_HEADER: &str = "x-hermes-failure-reason";
@@ -136,6 +139,19 @@ pub trait Handler: Send + Sync + 'static {
     fn after_commit(&self, env: &Envelope, after: Self::After) -> impl Future<Output = ()> + Send {
         let _ = (env, after);
         async {}
+    }
+
+    /// Told once `env` is parked (not an undecodable message: it has no envelope), before
+    /// the original is acked or rejected: whatever the message leaves open is the stage's to
+    /// end (`park.rs`). Returns messages for the stage loop to publish, with confirms. Best
+    /// effort: the message is parked either way, and an error is only logged.
+    fn on_parked(
+        &self,
+        env: &Envelope,
+        cause: ParkCause,
+    ) -> impl Future<Output = anyhow::Result<Vec<Envelope>>> + Send {
+        let _ = (env, cause);
+        async { Ok(Vec::new()) }
     }
 }
 
@@ -408,10 +424,10 @@ async fn dispose<H: Handler>(
     match error {
         // The broker parks a message past its delivery limit without telling anyone; on the
         // last delivery it allows (`x-delivery-count` = the limit) it is parked here instead,
-        // so its run ends (`park.rs`).
+        // so its stage is told (`park.rs`).
         e @ StageError::Transient(_) if deliveries >= ctx.config.bus.delivery_limit => {
             tracing::error!(error = %e, deliveries, "message failed on its own too often; parking it");
-            park::end_run(ctx, env, "delivery_limit").await;
+            park::tell(ctx, handler, env, ParkCause::DeliveryLimit).await;
             Disposition::Reject
         }
         e @ StageError::Transient(_) => transient(e, deliveries).await,
@@ -430,107 +446,13 @@ async fn dispose<H: Handler>(
         }
         e @ StageError::Poison(_) => {
             tracing::error!(error = %e, "message cannot be processed; parking it");
-            park::end_run(ctx, env, "poison").await;
+            park::tell(ctx, handler, env, ParkCause::Poison).await;
             Disposition::Reject
         }
         StageError::Retry { reason, error } => {
-            retry_later(ctx, H::STAGE, env, reason, &error).await
+            retry::later(ctx, handler, env, reason, &error).await
         }
     }
-}
-
-/// Send a failed message to wait for its next attempt, or park it with its reason. The
-/// original is acked only once the broker confirmed the copy; if the copy cannot be placed
-/// (broker trouble, parking queue full) the original is requeued and nothing is lost.
-async fn retry_later(
-    ctx: &Ctx,
-    stage: Stage,
-    env: &Envelope,
-    reason: FailureReason,
-    error: &anyhow::Error,
-) -> Disposition {
-    let detail = scrub(&format!("{error:#}"));
-    let delays: &[Duration] = if stage.retries_later() {
-        &ctx.config.bus.retry_delays
-    } else {
-        &[]
-    };
-    let next_delay = usize::try_from(env.attempt)
-        .ok()
-        .and_then(|i| delays.get(i))
-        .filter(|_| !reason.is_permanent());
-    let names = ctx.bus.names();
-    match next_delay {
-        Some(&delay) => {
-            let queue = names.wait(stage, delay);
-            let mut again = env.clone();
-            again.attempt += 1;
-            match ctx
-                .bus
-                .publish_to("", &queue, &queue, &Outgoing::from_envelope(&again))
-                .await
-            {
-                Ok(()) => {
-                    let label = delay_label(delay);
-                    ctx.metrics
-                        .delivery_retries
-                        .with_label_values(&[stage.as_str(), &label])
-                        .inc();
-                    tracing::warn!(%reason, error = %detail, attempt = again.attempt, delay = %label, "send failed; retrying later");
-                    Disposition::Ack("retry_scheduled")
-                }
-                Err(e) => {
-                    tracing::error!(%reason, error = %e, queue, "cannot schedule the retry; requeueing");
-                    pause_then_requeue().await
-                }
-            }
-        }
-        None => {
-            let queue = names.parking(stage);
-            let headers = [
-                (FAILURE_REASON_HEADER, reason.as_str()),
-                (FAILURE_DETAIL_HEADER, detail.as_str()),
-            ];
-            match ctx
-                .bus
-                .publish_with_headers(
-                    &names.dead_exchange(),
-                    stage.as_str(),
-                    &queue,
-                    &Outgoing::from_envelope(env),
-                    &headers,
-                )
-                .await
-            {
-                Ok(()) => {
-                    tracing::error!(%reason, error = %detail, attempt = env.attempt, queue, "send failed for good; message parked");
-                    park::end_run(ctx, env, reason.as_str()).await;
-                    Disposition::Ack("parked")
-                }
-                Err(e) => {
-                    if matches!(e, BusError::Nacked { .. }) {
-                        ctx.metrics
-                            .parking_rejected
-                            .with_label_values(&[&queue])
-                            .inc();
-                        ctx.alerts.raise(
-                            AlertKind::ParkingQueueFull,
-                            &queue,
-                            format!("parking queue {queue} is full and refused a message; it stays in its work queue until the parking queue is drained (`hermes dlq`)"),
-                        );
-                    }
-                    tracing::error!(alert = true, %reason, error = %e, queue, "cannot park the message (parking queue full?); it stays in its queue");
-                    pause_then_requeue().await
-                }
-            }
-        }
-    }
-}
-
-/// Requeue after a short pause so a full parking queue or a broker hiccup is not hammered.
-async fn pause_then_requeue() -> Disposition {
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    Disposition::Requeue
 }
 
 /// Requeue after a pause that grows with the delivery count, so a dependency outage does

@@ -128,6 +128,15 @@ uuid_id!(
     ResponseId
 );
 
+impl MessageId {
+    /// The id of a message named after `base` (another message's id, or a run's) and `tag`
+    /// (the kind of message it is for `base`): every copy gets the same id, so publishing it
+    /// twice makes one message for its consumer's idempotency record.
+    pub fn derived(base: Uuid, tag: u128) -> Self {
+        Self(Uuid::from_u128(base.as_u128() ^ tag))
+    }
+}
+
 impl ResponseId {
     /// The id as API callers see it: `resp_` and 32 lowercase hex digits.
     pub fn wire(&self) -> String {
@@ -150,6 +159,18 @@ uuid_id!(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_derived_message_id_is_stable_per_base_and_tag() {
+        let base = Uuid::now_v7();
+        assert_eq!(MessageId::derived(base, 7), MessageId::derived(base, 7));
+        assert_ne!(MessageId::derived(base, 7), MessageId::derived(base, 8));
+        assert_ne!(MessageId::derived(base, 7).as_uuid(), base);
+        assert_ne!(
+            MessageId::derived(base, 7),
+            MessageId::derived(Uuid::now_v7(), 7)
+        );
+    }
 
     #[test]
     fn ids_round_trip_through_text_and_json() {

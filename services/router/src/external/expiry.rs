@@ -26,9 +26,7 @@ pub fn fallback(run: &inbox::ExternalRun) -> Envelope {
         ..Reply::failed(run.reply_to(), FailureCode::Expired, EXPIRED_TEXT)
     };
     let mut env = Envelope::new(run.id, None, &reply);
-    env.id = MessageId::from(uuid::Uuid::from_u128(
-        run.id.as_uuid().as_u128() ^ EXPIRED_REPLY_ID,
-    ));
+    env.id = MessageId::derived(run.id.as_uuid(), EXPIRED_REPLY_ID);
     env
 }
 

@@ -235,7 +235,7 @@ mod tests {
         let long_past = run(&db, agent, 2000.0, -1000.0, 1, 2000.0).await;
         let tx = c.transaction().await.unwrap();
         let swept: Vec<RunId> =
-            crate::runs::sweep_stuck(&tx, Duration::from_secs(900), 100, "stuck")
+            crate::runs::close::stuck(&tx, Duration::from_secs(900), 100, "stuck")
                 .await
                 .unwrap()
                 .iter()

@@ -9,6 +9,7 @@ mod inbound;
 mod jobs;
 mod kinds;
 mod llm;
+pub mod parked;
 mod reply;
 mod scheduled;
 
