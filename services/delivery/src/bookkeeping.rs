@@ -47,7 +47,11 @@ impl Bookkeeping {
         // message's reply, which may not carry the exchange).
         if let Outcome::Failed { .. } = &reply.outcome {
             if credits::refund(tx, run_id).await? {
-                self.metrics.credits.with_label_values(&["refund"]).inc();
+                self.metrics
+                    .router
+                    .credits
+                    .with_label_values(&["refund"])
+                    .inc();
                 tracing::info!("credit refunded: the run ended without an answer");
             }
             return Ok(Vec::new());

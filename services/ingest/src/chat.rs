@@ -39,6 +39,7 @@ pub(crate) fn counted(app: &AppState, result: Result<Response, ApiError>) -> Res
     result.unwrap_or_else(|e| {
         app.ctx
             .metrics
+            .http
             .ingest_messages
             .with_label_values(&["api", e.code])
             .inc();
@@ -213,6 +214,7 @@ pub(crate) async fn publish(
     }
     app.ctx
         .metrics
+        .http
         .ingest_messages
         .with_label_values(&["api", "accepted"])
         .inc();

@@ -73,6 +73,7 @@ fn scope(req: &Request) -> Scope {
 fn count(app: &AppState, outcome: &str) {
     app.ctx
         .metrics
+        .http
         .idempotency
         .with_label_values(&[outcome])
         .inc();
@@ -195,14 +196,14 @@ struct Waiting(hermes_telemetry::Metrics);
 
 impl Waiting {
     fn new(app: &AppState) -> Self {
-        app.ctx.metrics.idempotency_waiting.inc();
+        app.ctx.metrics.http.idempotency_waiting.inc();
         Self(app.ctx.metrics.clone())
     }
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        self.0.idempotency_waiting.dec();
+        self.0.http.idempotency_waiting.dec();
     }
 }
 

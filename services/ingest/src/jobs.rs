@@ -285,7 +285,7 @@ pub async fn run_now(JobCall { app, caller, id }: JobCall) -> Response {
             tx.commit().await.map_err(unavailable)?;
             app.ctx
                 .metrics
-                .jobs_runs
+                .process.jobs_runs
                 .with_label_values(&[JobTrigger::Manual.as_str()])
                 .inc();
             tracing::info!(job_id = %id, %run_id, "job run now");

@@ -462,7 +462,7 @@ pub async fn serve(ctx: Ctx, listener: TcpListener) -> anyhow::Result<()> {
     let limits = hermes_runtime::http::ConnLimits {
         header_timeout: ctx.config.http_header_timeout,
         write_timeout: ctx.config.http_write_timeout,
-        write_cuts: Some(ctx.metrics.http_slow_clients.with_label_values(&["write"])),
+        write_cuts: Some(ctx.metrics.http.slow_clients.with_label_values(&["write"])),
     };
     hermes_runtime::http::serve(listener, app(state), limits, ctx.stop.clone()).await?;
     subscriber_stop.cancel();

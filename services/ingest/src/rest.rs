@@ -224,6 +224,7 @@ async fn authorize(app: AppState, mut req: Request, next: Next, scopes: &[KeySco
         };
         app.ctx
             .metrics
+            .http
             .ingest_messages
             .with_label_values(&[surface.as_str(), "rate_limited"])
             .inc();
@@ -336,6 +337,7 @@ pub async fn post_message(
     let refuse = |e: ApiError| {
         app.ctx
             .metrics
+            .http
             .ingest_messages
             .with_label_values(&["rest", e.code])
             .inc();

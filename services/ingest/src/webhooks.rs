@@ -34,6 +34,7 @@ pub(crate) fn refused(
 ) -> Response {
     app.ctx
         .metrics
+        .http
         .ingest_messages
         .with_label_values(&[platform.as_str(), reason])
         .inc();
@@ -199,6 +200,7 @@ pub async fn telegram(
 fn skipped(app: &AppState, platform: Platform, outcome: &str) -> Response {
     app.ctx
         .metrics
+        .http
         .ingest_messages
         .with_label_values(&[platform.as_str(), outcome])
         .inc();
@@ -273,6 +275,7 @@ async fn whatsapp_payload(app: &AppState, headers: &HeaderMap, raw: &[u8]) -> Re
         }
         app.ctx
             .metrics
+            .http
             .ingest_messages
             .with_label_values(&[p.as_str(), "status_recorded"])
             .inc_by(batch.statuses.len() as u64);
@@ -280,6 +283,7 @@ async fn whatsapp_payload(app: &AppState, headers: &HeaderMap, raw: &[u8]) -> Re
     if batch.ignored > 0 {
         app.ctx
             .metrics
+            .http
             .ingest_messages
             .with_label_values(&[p.as_str(), "ignored"])
             .inc_by(batch.ignored as u64);

@@ -74,6 +74,7 @@ impl Alerts {
     /// Raise an alert and wait until it is posted (for short-lived processes: the CLI).
     pub async fn send(&self, kind: AlertKind, subject: &str, text: &str) -> Delivered {
         self.metrics
+            .process
             .alerts
             .with_label_values(&[kind.as_str()])
             .inc();
@@ -217,7 +218,14 @@ mod tests {
             Delivered::Posted(0),
             "the mocks only accept the telegram text"
         );
-        assert_eq!(metrics.alerts.with_label_values(&["breaker_open"]).get(), 3);
+        assert_eq!(
+            metrics
+                .process
+                .alerts
+                .with_label_values(&["breaker_open"])
+                .get(),
+            3
+        );
         server.verify().await;
     }
 

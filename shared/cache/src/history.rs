@@ -425,7 +425,7 @@ mod tests {
         store.clear(scope).await;
         for op in ["history_save", "history_load", "history_clear"] {
             assert_eq!(
-                metrics.redis_errors.with_label_values(&[op]).get(),
+                metrics.process.redis_errors.with_label_values(&[op]).get(),
                 1,
                 "{op}"
             );

@@ -105,6 +105,7 @@ impl Presence {
         for platform in [Platform::Whatsapp, Platform::Telegram] {
             for outcome in ["sent", "failed"] {
                 metrics
+                    .delivery
                     .chat_presence
                     .with_label_values(&[platform.as_str(), outcome]);
             }
@@ -195,6 +196,7 @@ impl Inner {
             }
         };
         self.metrics
+            .delivery
             .chat_presence
             .with_label_values(&[platform.as_str(), outcome])
             .inc();
@@ -245,6 +247,7 @@ mod tests {
         on.inner.read_and_typing("wamid.1").await;
         api.verify().await;
         let sent = metrics
+            .delivery
             .chat_presence
             .with_label_values(&["whatsapp", "sent"])
             .get();

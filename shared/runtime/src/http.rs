@@ -105,11 +105,13 @@ pub async fn track(State(metrics): State<Metrics>, req: Request, next: Next) -> 
     let resp = next.run(req).await;
     let status = resp.status().as_u16().to_string();
     metrics
-        .http_requests
+        .http
+        .requests
         .with_label_values(&[&method, &route, &status])
         .inc();
     metrics
-        .http_duration
+        .http
+        .duration
         .with_label_values(&[&method, &route])
         .observe(started.elapsed().as_secs_f64());
     resp
@@ -250,7 +252,7 @@ pub async fn bound_body(
     if !cut.load(Ordering::Relaxed) {
         return resp;
     }
-    metrics.http_slow_clients.with_label_values(&["body"]).inc();
+    metrics.http.slow_clients.with_label_values(&["body"]).inc();
     let mut resp = ApiError::new(
         StatusCode::REQUEST_TIMEOUT,
         "body_timeout",

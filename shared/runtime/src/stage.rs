@@ -192,11 +192,15 @@ async fn consume<H: Handler>(ctx: Ctx, handler: Arc<H>, commit: Commit<H>) {
     let queue = ctx.bus.names().queue(H::STAGE);
     // The failure series start at 0, so alerts and rate() see them before the first failure.
     let parking = ctx.bus.names().parking(H::STAGE);
-    ctx.metrics.parking_rejected.with_label_values(&[&parking]);
+    ctx.metrics
+        .bus
+        .parking_rejected
+        .with_label_values(&[&parking]);
     if H::STAGE.retries_later() {
         for delay in &ctx.config.bus.retry_delays {
             ctx.metrics
-                .delivery_retries
+                .bus
+                .retries
                 .with_label_values(&[H::STAGE.as_str(), &delay_label(*delay)]);
         }
     }
@@ -282,11 +286,13 @@ async fn process<H: Handler>(
         }
     };
     ctx.metrics
-        .bus_messages
+        .bus
+        .messages
         .with_label_values(&[queue, outcome])
         .inc();
     ctx.metrics
-        .stage_duration
+        .stages
+        .duration
         .with_label_values(&[stage])
         .observe(started.elapsed().as_secs_f64());
 }
@@ -322,6 +328,7 @@ async fn handle_held<H: Handler>(
 async fn hold(ctx: &Ctx, stage: Stage, dependency: Dependency) -> bool {
     let held = ctx
         .metrics
+        .stages
         .held_messages
         .with_label_values(&[stage.as_str(), dependency.as_str()]);
     held.inc();
@@ -473,7 +480,8 @@ async fn retry_later(
                 Ok(()) => {
                     let label = delay_label(delay);
                     ctx.metrics
-                        .delivery_retries
+                        .bus
+                        .retries
                         .with_label_values(&[stage.as_str(), &label])
                         .inc();
                     tracing::warn!(%reason, error = %detail, attempt = again.attempt, delay = %label, "send failed; retrying later");
@@ -510,6 +518,7 @@ async fn retry_later(
                 Err(e) => {
                     if matches!(e, BusError::Nacked { .. }) {
                         ctx.metrics
+                            .bus
                             .parking_rejected
                             .with_label_values(&[&queue])
                             .inc();

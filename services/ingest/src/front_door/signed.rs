@@ -234,7 +234,8 @@ pub async fn read_signed(
         Err(Unread::TimedOut) => {
             app.ctx
                 .metrics
-                .http_slow_clients
+                .http
+                .slow_clients
                 .with_label_values(&["unverified_body"])
                 .inc();
             let mut resp = ApiError::new(

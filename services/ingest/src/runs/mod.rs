@@ -164,6 +164,7 @@ async fn start(
     }
     app.ctx
         .metrics
+        .http
         .ingest_messages
         .with_label_values(&["api", "accepted"])
         .inc();
