@@ -52,7 +52,7 @@ use hermes_cache::rate_limit::RateLimiter;
 use hermes_cache::run_events::{RunEvents, Waiters};
 use hermes_db::idempotency::Idempotency;
 use hermes_runtime::Ctx;
-use hermes_runtime::http::{ApiError, bound_body, track};
+use hermes_runtime::http::{ApiError, ApiErrorCode, bound_body, track};
 use routes::{Surface, Verb};
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -115,10 +115,10 @@ pub(crate) fn body_or_error(
     body.map_err(|r| match r.status() {
         StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
+            ApiErrorCode::BodyTooLarge,
             format!("request body is larger than {limit} bytes"),
         ),
-        status => ApiError::new(status, "invalid_body", r.body_text()),
+        status => ApiError::new(status, ApiErrorCode::InvalidBody, r.body_text()),
     })
 }
 
@@ -132,7 +132,7 @@ pub(crate) fn api_body(
     let body = body_or_error(limit, body)?;
     if has_nul_escape(&body) {
         return Err(ApiError::bad_request(
-            "invalid_request",
+            ApiErrorCode::InvalidRequest,
             "text may not contain the NUL character (\\u0000)",
         ));
     }
@@ -160,7 +160,12 @@ async fn models(State(app): State<AppState>) -> Json<serde_json::Value> {
 }
 
 async fn not_found() -> Response {
-    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route").into_response()
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        ApiErrorCode::NotFound,
+        "no such route",
+    )
+    .into_response()
 }
 
 async fn security_headers(req: Request, next: Next) -> Response {
@@ -216,7 +221,7 @@ fn hold_while_streaming(resp: Response, permit: OwnedSemaphorePermit) -> Respons
 fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     ApiError::new(
         StatusCode::INTERNAL_SERVER_ERROR,
-        "internal",
+        ApiErrorCode::Internal,
         "internal error",
     )
     .into_response()

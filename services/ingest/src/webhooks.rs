@@ -15,7 +15,7 @@ use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use hermes_runtime::http::ApiError;
+use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::model::{Inbound, MessageEvent, Platform};
 use hermes_types::trace::TraceParent;
 use secrecy::{ExposeSecret, SecretString};
@@ -48,7 +48,7 @@ pub(crate) fn not_configured(app: &AppState, platform: Platform) -> Response {
         "not_configured",
         ApiError::new(
             StatusCode::NOT_FOUND,
-            "not_found",
+            ApiErrorCode::NotFound,
             format!("the {} channel is not configured", platform.as_str()),
         ),
     )
@@ -61,7 +61,7 @@ pub(crate) fn bad_signature(app: &AppState, platform: Platform) -> Response {
         "bad_signature",
         ApiError::new(
             StatusCode::UNAUTHORIZED,
-            "invalid_signature",
+            ApiErrorCode::InvalidSignature,
             "signature or token is missing or wrong",
         ),
     )
@@ -76,7 +76,7 @@ fn unparsed(app: &AppState, platform: Platform, e: ParseError) -> Response {
             e.reason(),
             ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                "too_many_items",
+                ApiErrorCode::TooManyItems,
                 e.to_string(),
             ),
         );
@@ -89,7 +89,10 @@ fn malformed(app: &AppState, platform: Platform, e: impl std::fmt::Display) -> R
         app,
         platform,
         "malformed",
-        ApiError::bad_request("malformed_payload", format!("payload not understood: {e}")),
+        ApiError::bad_request(
+            ApiErrorCode::MalformedPayload,
+            format!("payload not understood: {e}"),
+        ),
     )
 }
 
