@@ -9,7 +9,7 @@
 use chrono::Utc;
 use hermes_cache::Cache;
 use hermes_cache::history::{HistoryCipher, HistoryStore};
-use hermes_db::{DbError, Transaction, credits, sessions};
+use hermes_db::{DbError, Transaction, credits, interactions, sessions};
 use hermes_runtime::Ctx;
 use hermes_telemetry::Metrics;
 use hermes_types::envelope::Envelope;
@@ -65,12 +65,12 @@ impl Bookkeeping {
         };
         match &reply.outcome {
             Outcome::Answered { text, .. } => {
-                let logged = sessions::log_interaction(
+                let logged = interactions::log_interaction(
                     tx,
                     run_id,
                     x.user_id,
                     x.session_id,
-                    sessions::Direction::Outbound,
+                    interactions::Direction::Outbound,
                     text,
                     &x.provenance.to_meta(),
                 )
@@ -120,12 +120,12 @@ async fn log_operator_message(
     text: &str,
 ) -> Result<(), DbError> {
     let meta = serde_json::json!({ "source": "operator", "by": op.by });
-    sessions::log_interaction(
+    interactions::log_interaction(
         tx,
         run_id,
         op.user_id,
         op.session_id,
-        sessions::Direction::Outbound,
+        interactions::Direction::Outbound,
         text,
         &meta,
     )

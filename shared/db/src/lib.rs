@@ -17,6 +17,7 @@ pub mod forge_deliveries;
 pub mod forge_usage;
 pub mod idempotency;
 pub mod inbox;
+pub mod interactions;
 pub mod jobs;
 pub mod listen;
 pub mod memory;
