@@ -1,6 +1,6 @@
-//! The metrics of the router's steps (docs/models-and-budgets.md, "What the model is given:
-//! the routing pipeline"): what it decided per message, bursts, chat platforms' files,
-//! credits, the soul and semantic recall, tool gating, dispatch and memory extraction.
+//! The metrics of the router's steps: what it decided per message, bursts, chat platforms'
+//! files, credits, the soul and semantic recall, tool gating, dispatch and memory extraction
+//! (docs/models-and-budgets.md, "What the model is given: the routing pipeline").
 
 use prometheus::{Histogram, IntCounter, IntCounterVec, Registry};
 
