@@ -141,7 +141,8 @@ async fn a_message_that_always_fails_is_parked_after_the_delivery_limit() {
     // its back.
     let counted = |outcome: &str| {
         ctx.metrics
-            .bus_messages
+            .bus
+            .messages
             .with_label_values(&[&ctx.bus.names().queue(Stage::Webhooks), outcome])
             .get()
     };
@@ -498,6 +499,7 @@ async fn grouped_commits_share_transactions_and_one_bad_message_spoils_none_of_t
     );
     let sizes = ctx
         .metrics
+        .stages
         .commit_batch_size
         .with_label_values(&["webhooks"]);
     assert!(sizes.get_sample_sum() > sizes.get_sample_count() as f64);
@@ -505,13 +507,15 @@ async fn grouped_commits_share_transactions_and_one_bad_message_spoils_none_of_t
     // message by message.
     let fallbacks = ctx
         .metrics
+        .stages
         .commit_batch_fallbacks
         .with_label_values(&["webhooks"])
         .get();
     assert!((1..=2).contains(&fallbacks), "{fallbacks} groups redone");
     let duplicates = ctx
         .metrics
-        .bus_messages
+        .bus
+        .messages
         .with_label_values(&[&ctx.bus.names().queue(Stage::Webhooks), "duplicate"])
         .get();
     assert_eq!(duplicates, 1);

@@ -106,7 +106,8 @@ impl AgentWebhookStage {
         // Every outcome's series starts at 0, so alerts on parked wakes see it from the start.
         for outcome in Outcome::ALL {
             ctx.metrics
-                .webhook_deliveries
+                .delivery
+                .webhooks
                 .with_label_values(&[outcome.as_str()]);
         }
         let settings = &ctx.config.delivery;
@@ -133,7 +134,8 @@ impl AgentWebhookStage {
     fn count(&self, outcome: Outcome) {
         self.ctx
             .metrics
-            .webhook_deliveries
+            .delivery
+            .webhooks
             .with_label_values(&[outcome.as_str()])
             .inc();
     }

@@ -11,7 +11,7 @@ use chrono::Utc;
 use hermes_cache::Cache;
 use hermes_cache::history::{HistoryCipher, HistoryStore};
 use hermes_db::runs::close::Closed;
-use hermes_db::{DbError, Transaction, sessions};
+use hermes_db::{DbError, Transaction, interactions, sessions};
 use hermes_runtime::Ctx;
 use hermes_telemetry::Metrics;
 use hermes_types::envelope::Envelope;
@@ -49,7 +49,11 @@ impl Bookkeeping {
     ) -> Result<Vec<Envelope>, DbError> {
         let run_id = env.run_id;
         if closed.refunded {
-            self.metrics.credits.with_label_values(&["refund"]).inc();
+            self.metrics
+                .router
+                .credits
+                .with_label_values(&["refund"])
+                .inc();
             tracing::info!("credit refunded: the run ended without an answer");
         }
         if let Outcome::Failed { .. } = &reply.outcome {
@@ -64,12 +68,12 @@ impl Bookkeeping {
         };
         match &reply.outcome {
             Outcome::Answered { text, .. } => {
-                let logged = sessions::log_interaction(
+                let logged = interactions::log_interaction(
                     tx,
                     run_id,
                     x.user_id,
                     x.session_id,
-                    sessions::Direction::Outbound,
+                    interactions::Direction::Outbound,
                     text,
                     &x.provenance.to_meta(),
                 )
@@ -119,12 +123,12 @@ async fn log_operator_message(
     text: &str,
 ) -> Result<(), DbError> {
     let meta = serde_json::json!({ "source": "operator", "by": op.by });
-    sessions::log_interaction(
+    interactions::log_interaction(
         tx,
         run_id,
         op.user_id,
         op.session_id,
-        sessions::Direction::Outbound,
+        interactions::Direction::Outbound,
         text,
         &meta,
     )

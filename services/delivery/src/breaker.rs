@@ -55,7 +55,8 @@ impl Breakers {
         // Every platform's series exists from the start, so a dashboard shows 0, not nothing.
         for p in Platform::ALL {
             metrics
-                .delivery_breaker_open
+                .delivery
+                .breaker_open
                 .with_label_values(&[p.as_str()])
                 .set(0);
         }
@@ -78,7 +79,8 @@ impl Breakers {
 
     fn gauge(&self, platform: Platform, open: bool) {
         self.metrics
-            .delivery_breaker_open
+            .delivery
+            .breaker_open
             .with_label_values(&[platform.as_str()])
             .set(i64::from(open));
     }
@@ -234,7 +236,8 @@ mod tests {
         let tg = Platform::Telegram;
         assert_eq!(
             metrics_a
-                .delivery_breaker_open
+                .delivery
+                .breaker_open
                 .with_label_values(&["whatsapp"])
                 .get(),
             0,
@@ -255,7 +258,8 @@ mod tests {
         assert!(until > Utc::now() + chrono::Duration::seconds(50));
         assert_eq!(
             metrics_a
-                .delivery_breaker_open
+                .delivery
+                .breaker_open
                 .with_label_values(&["telegram"])
                 .get(),
             1
@@ -268,7 +272,8 @@ mod tests {
         assert!(a.open_until(tg).await.is_none());
         assert_eq!(
             metrics_a
-                .delivery_breaker_open
+                .delivery
+                .breaker_open
                 .with_label_values(&["telegram"])
                 .get(),
             0

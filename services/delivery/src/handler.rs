@@ -90,7 +90,8 @@ impl DeliveryStage {
         for platform in [Platform::Telegram, Platform::Whatsapp, Platform::Instagram] {
             for reason in FailureReason::ALL {
                 ctx.metrics
-                    .delivery_attempts
+                    .delivery
+                    .attempts
                     .with_label_values(&[platform.as_str(), reason.as_str()]);
             }
         }
@@ -126,7 +127,8 @@ impl DeliveryStage {
     fn count_attempt(&self, platform: Platform, reason: FailureReason) {
         self.ctx
             .metrics
-            .delivery_attempts
+            .delivery
+            .attempts
             .with_label_values(&[platform.as_str(), reason.as_str()])
             .inc();
     }
@@ -134,7 +136,8 @@ impl DeliveryStage {
     fn count_delivery(&self, platform: Platform, outcome: &str) {
         self.ctx
             .metrics
-            .deliveries
+            .delivery
+            .replies
             .with_label_values(&[platform.as_str(), outcome])
             .inc();
     }
@@ -283,7 +286,8 @@ impl DeliveryStage {
             if send.is_some() {
                 self.ctx
                     .metrics
-                    .delivery_statuses
+                    .delivery
+                    .statuses
                     .with_label_values(&[platform.as_str(), SendStatus::Accepted.as_str()])
                     .inc();
             }
@@ -438,6 +442,7 @@ impl Handler for DeliveryStage {
             };
             self.ctx
                 .metrics
+                .stages
                 .runs
                 .with_label_values(&[reply.reply_to.platform.as_str(), status])
                 .inc();

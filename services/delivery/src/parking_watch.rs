@@ -22,6 +22,7 @@ pub async fn run(ctx: Ctx) {
                 continue;
             };
             ctx.metrics
+                .bus
                 .queue_messages
                 .with_label_values(&[&queue])
                 .set(i64::from(depth));

@@ -79,7 +79,8 @@ impl RateGate {
             tokio::time::sleep(wait).await;
         }
         self.metrics
-            .delivery_rate_wait
+            .delivery
+            .rate_wait
             .with_label_values(&[platform.as_str()])
             .observe(wait.as_secs_f64());
         Ok(wait)

@@ -101,14 +101,16 @@ pub async fn accept_as(
                 "sender over the inbound rate"
             );
             if !is_chat(platform) {
-                m.ingest_messages
+                m.http
+                    .ingest_messages
                     .with_label_values(&[platform.as_str(), "rate_limited"])
                     .inc();
                 return Ok(Accepted::RateLimited { retry_after });
             }
             let run = slow_lane(app, &inbound, traceparent.clone()).await?;
             remember(app, &inbound, run).await;
-            m.ingest_messages
+            m.http
+                .ingest_messages
                 .with_label_values(&[platform.as_str(), "delayed"])
                 .inc();
             slow_down_once(app, &inbound, traceparent).await;
@@ -133,7 +135,8 @@ pub async fn accept_as(
         &inbound,
     );
     if let Err(e) = app.ctx.bus.publish(&envelope).await {
-        m.ingest_messages
+        m.http
+            .ingest_messages
             .with_label_values(&[platform.as_str(), "unavailable"])
             .inc();
         tracing::error!(%run, error = %e, "inbound message not accepted by the broker");
@@ -154,7 +157,8 @@ pub async fn accept_as(
     if !claimed {
         remember(app, &inbound, run).await;
     }
-    m.ingest_messages
+    m.http
+        .ingest_messages
         .with_label_values(&[platform.as_str(), "accepted"])
         .inc();
     // The router logs every run at info; here a line per message would double the volume.
@@ -217,6 +221,7 @@ fn key_scope(inbound: &Inbound) -> String {
 fn duplicate(app: &AppState, platform: Platform, run: Option<RunId>) -> Accepted {
     app.ctx
         .metrics
+        .http
         .ingest_messages
         .with_label_values(&[platform.as_str(), "duplicate"])
         .inc();
@@ -315,6 +320,7 @@ async fn slow_lane(
     {
         app.ctx
             .metrics
+            .http
             .ingest_messages
             .with_label_values(&[inbound.event.platform.as_str(), "unavailable"])
             .inc();

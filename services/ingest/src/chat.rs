@@ -12,7 +12,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use hermes_cache::run_events::WaiterGuard;
-use hermes_runtime::http::ApiError;
+use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 use hermes_types::model::{
@@ -39,8 +39,9 @@ pub(crate) fn counted(app: &AppState, result: Result<Response, ApiError>) -> Res
     result.unwrap_or_else(|e| {
         app.ctx
             .metrics
+            .http
             .ingest_messages
-            .with_label_values(&["api", e.code])
+            .with_label_values(&["api", e.code.as_str()])
             .inc();
         e.into_response()
     })
@@ -145,7 +146,7 @@ pub(crate) async fn answer_when_done(
         Some(Outcome::Failed { code, message }) => failure(code, message).into_response(),
         None => ApiError::new(
             StatusCode::GATEWAY_TIMEOUT,
-            "run_timeout",
+            ApiErrorCode::RunTimeout,
             format!(
                 "no answer within {}s; {pending} goes on",
                 app.ctx.config.run_timeout.as_secs()
@@ -213,6 +214,7 @@ pub(crate) async fn publish(
     }
     app.ctx
         .metrics
+        .http
         .ingest_messages
         .with_label_values(&["api", "accepted"])
         .inc();
@@ -237,7 +239,7 @@ pub(crate) fn failure(code: FailureCode, message: String) -> ApiError {
         FailureCode::Expired => StatusCode::GATEWAY_TIMEOUT,
         FailureCode::AgentFailed => StatusCode::BAD_GATEWAY,
     };
-    ApiError::new(status, code.as_str(), message)
+    ApiError::new(status, ApiErrorCode::RunFailed(code), message)
 }
 
 /// The header naming the run an accepted request started.

@@ -2,7 +2,7 @@
 //! parts are joined; `image_url` parts of user messages become images ([`crate::images`]);
 //! uploaded files and other part types are refused by name (docs/api.md, images).
 
-use hermes_runtime::http::ApiError;
+use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::model::{ImageRef, Role};
 use serde_json::Value;
 
@@ -61,7 +61,7 @@ pub(crate) fn content(
             }
             Some(kind @ ("file" | "input_file")) => {
                 return Err(ApiError::bad_request(
-                    "unsupported_content_type",
+                    ApiErrorCode::UnsupportedContentType,
                     format!(
                         "messages[{i}]: uploaded files ({kind:?} parts) are not supported; send images as image_url parts"
                     ),
@@ -69,7 +69,7 @@ pub(crate) fn content(
             }
             Some(other) => {
                 return Err(ApiError::bad_request(
-                    "unsupported_content_type",
+                    ApiErrorCode::UnsupportedContentType,
                     format!("messages[{i}]: content parts of type {other:?} are not supported"),
                 ));
             }

@@ -11,7 +11,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use futures_util::future::join_all;
-use hermes_runtime::http::ApiError;
+use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::stage::Stage;
 use serde_json::{Map, Value, json};
 
@@ -50,7 +50,7 @@ pub async fn detailed(
     if !matches!(caller, Caller::Operator) {
         return ApiError::new(
             StatusCode::FORBIDDEN,
-            "forbidden",
+            ApiErrorCode::Forbidden,
             "only API_SERVER_KEY may read the detailed health",
         )
         .into_response();

@@ -14,7 +14,7 @@ use axum::http::{HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hermes_db::idempotency::{Begin, Record, RecordKey, Scope, StoredAnswer};
-use hermes_runtime::http::ApiError;
+use hermes_runtime::http::{ApiError, ApiErrorCode};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
@@ -45,7 +45,7 @@ fn parse_key(value: &HeaderValue) -> Result<String, ApiError> {
         || !bytes.iter().all(|b| (0x20..=0x7e).contains(b))
     {
         return Err(ApiError::bad_request(
-            "invalid_idempotency_key",
+            ApiErrorCode::InvalidIdempotencyKey,
             format!("Idempotency-Key must be 1 to {MAX_KEY_LEN} printable ASCII characters"),
         ));
     }
@@ -73,6 +73,7 @@ fn scope(req: &Request) -> Scope {
 fn count(app: &AppState, outcome: &str) {
     app.ctx
         .metrics
+        .http
         .idempotency
         .with_label_values(&[outcome])
         .inc();
@@ -81,7 +82,7 @@ fn count(app: &AppState, outcome: &str) {
 fn conflict() -> Response {
     ApiError::new(
         StatusCode::CONFLICT,
-        "idempotency_key_conflict",
+        ApiErrorCode::IdempotencyKeyConflict,
         "this Idempotency-Key was used with another request (route or body); use a new key",
     )
     .into_response()
@@ -128,7 +129,7 @@ pub async fn idempotent(State(app): State<AppState>, req: Request, next: Next) -
                     tracing::error!(error = %e, "an idempotent request failed");
                     ApiError::new(
                         StatusCode::INTERNAL_SERVER_ERROR,
-                        "internal",
+                        ApiErrorCode::Internal,
                         "internal error",
                     )
                     .into_response()
@@ -165,7 +166,7 @@ pub async fn idempotent(State(app): State<AppState>, req: Request, next: Next) -
                     retry_after: Some(5),
                     ..ApiError::new(
                         StatusCode::CONFLICT,
-                        "idempotency_key_in_use",
+                        ApiErrorCode::IdempotencyKeyInUse,
                         "a request with this Idempotency-Key is still running; retry shortly",
                     )
                 }
@@ -195,14 +196,14 @@ struct Waiting(hermes_telemetry::Metrics);
 
 impl Waiting {
     fn new(app: &AppState) -> Self {
-        app.ctx.metrics.idempotency_waiting.inc();
+        app.ctx.metrics.http.idempotency_waiting.inc();
         Self(app.ctx.metrics.clone())
     }
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        self.0.idempotency_waiting.dec();
+        self.0.http.idempotency_waiting.dec();
     }
 }
 
@@ -363,7 +364,7 @@ mod tests {
             let e = parse_key(&bad).unwrap_err();
             assert_eq!(
                 (e.status.as_u16(), e.code),
-                (400, "invalid_idempotency_key")
+                (400, ApiErrorCode::InvalidIdempotencyKey)
             );
         }
     }

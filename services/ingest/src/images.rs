@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use base64::Engine;
-use hermes_runtime::http::ApiError;
+use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::model::{ChatMessage, IMAGE_TYPES, ImageRef, sniff_image};
 
 /// `HERMES_IMAGE_MAX_BYTES` of this process, set once at start ([`set_max_bytes`]): the
@@ -22,7 +22,7 @@ pub(crate) fn set_max_bytes(max: usize) {
 }
 
 fn invalid(message: String) -> ApiError {
-    ApiError::bad_request("invalid_image", message)
+    ApiError::bad_request(ApiErrorCode::InvalidImage, message)
 }
 
 /// The image a caller's URL names, checked as far as ingest can without fetching.
@@ -36,7 +36,7 @@ pub(crate) fn image_ref(url: &str) -> Result<ImageRef, ApiError> {
             mime_type: None,
         }),
         _ => Err(ApiError::bad_request(
-            "invalid_request",
+            ApiErrorCode::InvalidRequest,
             "an image URL must be an http(s) URL or a data:image/… URL",
         )),
     }
@@ -55,7 +55,7 @@ fn data_image(url: &str, rest: &str) -> Result<ImageRef, ApiError> {
         .to_ascii_lowercase();
     if !mime.starts_with("image/") {
         return Err(ApiError::bad_request(
-            "unsupported_content_type",
+            ApiErrorCode::UnsupportedContentType,
             format!("data: URLs of type {mime:?} are not supported; only images are"),
         ));
     }
@@ -67,7 +67,7 @@ fn data_image(url: &str, rest: &str) -> Result<ImageRef, ApiError> {
     };
     let Some(mime) = IMAGE_TYPES.iter().find(|t| **t == mime) else {
         return Err(ApiError::bad_request(
-            "unsupported_content_type",
+            ApiErrorCode::UnsupportedContentType,
             format!(
                 "images of type {mime:?} are not supported; send {}",
                 IMAGE_TYPES.join(", ")
@@ -111,7 +111,7 @@ pub(crate) fn within_count(messages: &[ChatMessage], max: usize) -> Result<(), A
     let count: usize = messages.iter().map(|m| m.images.len()).sum();
     if count > max {
         return Err(ApiError::bad_request(
-            "too_many_images",
+            ApiErrorCode::TooManyImages,
             format!(
                 "the request carries {count} images (its earlier turns included); at most {max} are taken per request"
             ),
@@ -122,7 +122,7 @@ pub(crate) fn within_count(messages: &[ChatMessage], max: usize) -> Result<(), A
 
 fn too_large(max: usize) -> ApiError {
     ApiError::bad_request(
-        "image_too_large",
+        ApiErrorCode::ImageTooLarge,
         format!("an image may be at most {max} bytes"),
     )
 }
@@ -149,27 +149,39 @@ mod tests {
     #[test]
     fn other_urls_and_bad_data_are_refused_with_their_reason() {
         for (url, code) in [
-            ("ftp://cdn.example/cat.png".to_string(), "invalid_request"),
-            ("file:///etc/passwd".into(), "invalid_request"),
-            ("cat.png".into(), "invalid_request"),
+            (
+                "ftp://cdn.example/cat.png".to_string(),
+                ApiErrorCode::InvalidRequest,
+            ),
+            ("file:///etc/passwd".into(), ApiErrorCode::InvalidRequest),
+            ("cat.png".into(), ApiErrorCode::InvalidRequest),
             (
                 "data:application/pdf;base64,JVBERi0=".into(),
-                "unsupported_content_type",
+                ApiErrorCode::UnsupportedContentType,
             ),
-            ("data:text/plain,hello".into(), "unsupported_content_type"),
+            (
+                "data:text/plain,hello".into(),
+                ApiErrorCode::UnsupportedContentType,
+            ),
             (
                 "data:image/svg+xml;base64,PHN2Zz4=".into(),
-                "unsupported_content_type",
+                ApiErrorCode::UnsupportedContentType,
             ),
-            (format!("data:image/png,{PNG}"), "invalid_image"),
+            (format!("data:image/png,{PNG}"), ApiErrorCode::InvalidImage),
             (
                 "data:image/png;base64,!!!not base64".into(),
-                "invalid_image",
+                ApiErrorCode::InvalidImage,
             ),
-            ("data:image/png;base64".into(), "invalid_image"),
+            ("data:image/png;base64".into(), ApiErrorCode::InvalidImage),
             // A JPEG's magic numbers under a PNG's name.
-            ("data:image/png;base64,/9j/4AAQ".into(), "invalid_image"),
-            ("data:image/gif;base64,PGh0bWw+".into(), "invalid_image"),
+            (
+                "data:image/png;base64,/9j/4AAQ".into(),
+                ApiErrorCode::InvalidImage,
+            ),
+            (
+                "data:image/gif;base64,PGh0bWw+".into(),
+                ApiErrorCode::InvalidImage,
+            ),
         ] {
             let e = image_ref(&url).unwrap_err();
             assert_eq!(
@@ -190,7 +202,10 @@ mod tests {
         };
         assert!(within_count(&[turn(4), turn(6)], 10).is_ok());
         let e = within_count(&[turn(4), turn(7)], 10).unwrap_err();
-        assert_eq!((e.status.as_u16(), e.code), (400, "too_many_images"));
+        assert_eq!(
+            (e.status.as_u16(), e.code),
+            (400, ApiErrorCode::TooManyImages)
+        );
         assert!(e.message.contains("11 images") && e.message.contains("at most 10"));
     }
 
@@ -199,6 +214,6 @@ mod tests {
         let big = base64::engine::general_purpose::STANDARD
             .encode([&b"\x89PNG\r\n\x1a\n"[..], &vec![0u8; 6 * 1024 * 1024]].concat());
         let e = image_ref(&format!("data:image/png;base64,{big}")).unwrap_err();
-        assert_eq!(e.code, "image_too_large");
+        assert_eq!(e.code, ApiErrorCode::ImageTooLarge);
     }
 }

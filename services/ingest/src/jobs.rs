@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use hermes_db::jobs::{self, Job, claim};
 use hermes_db::runs;
-use hermes_runtime::http::ApiError;
+use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_telemetry::TenantLimit;
 use hermes_types::ids::JobId;
 use hermes_types::model::JobTrigger;
@@ -63,7 +63,7 @@ fn unavailable<E>(_: E) -> ApiError {
 fn first_run(job: &jobs::JobSpec) -> Result<chrono::DateTime<Utc>, ApiError> {
     job.schedule
         .first_after(Utc::now())
-        .map_err(|e| ApiError::bad_request("invalid_schedule", e))
+        .map_err(|e| ApiError::bad_request(ApiErrorCode::InvalidSchedule, e))
 }
 
 fn respond(answer: Answer) -> Response {
@@ -76,7 +76,7 @@ fn check_interval(
     schedule: &hermes_types::model::Schedule,
 ) -> Result<(), ApiError> {
     body::check_interval(schedule, app.ctx.config.tenants.job_min_interval).inspect_err(|e| {
-        if e.code == "invalid_schedule" {
+        if e.code == ApiErrorCode::InvalidSchedule {
             app.ctx.metrics.agents.refused(TenantLimit::JobInterval);
         }
     })
@@ -108,7 +108,7 @@ pub async fn create(
                     app.ctx.metrics.agents.refused(TenantLimit::JobsPerKey);
                     return Err(ApiError::new(
                         StatusCode::TOO_MANY_REQUESTS,
-                        "job_limit_reached",
+                        ApiErrorCode::JobLimitReached,
                         format!(
                             "this key holds {held} jobs, the most allowed (HERMES_JOBS_PER_KEY={max}): delete one first"
                         ),
@@ -263,7 +263,7 @@ pub async fn run_now(JobCall { app, caller, id }: JobCall) -> Response {
                     retry_after: Some(wait),
                     ..ApiError::new(
                         StatusCode::TOO_MANY_REQUESTS,
-                        "job_too_frequent",
+                        ApiErrorCode::JobTooFrequent,
                         format!(
                             "the job ran less than {} s ago (HERMES_JOB_MIN_INTERVAL_SECS); retry in {wait} s",
                             app.ctx.config.tenants.job_min_interval.as_secs()
@@ -285,7 +285,7 @@ pub async fn run_now(JobCall { app, caller, id }: JobCall) -> Response {
             tx.commit().await.map_err(unavailable)?;
             app.ctx
                 .metrics
-                .jobs_runs
+                .process.jobs_runs
                 .with_label_values(&[JobTrigger::Manual.as_str()])
                 .inc();
             tracing::info!(job_id = %id, %run_id, "job run now");

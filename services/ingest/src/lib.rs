@@ -51,7 +51,7 @@ use hermes_cache::rate_limit::RateLimiter;
 use hermes_cache::run_events::{RunEvents, Waiters};
 use hermes_db::idempotency::Idempotency;
 use hermes_runtime::Ctx;
-use hermes_runtime::http::{ApiError, bound_body, track};
+use hermes_runtime::http::{ApiError, ApiErrorCode, bound_body, track};
 use routes::{Surface, Verb};
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -114,10 +114,10 @@ pub(crate) fn body_or_error(
     body.map_err(|r| match r.status() {
         StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
+            ApiErrorCode::BodyTooLarge,
             format!("request body is larger than {limit} bytes"),
         ),
-        status => ApiError::new(status, "invalid_body", r.body_text()),
+        status => ApiError::new(status, ApiErrorCode::InvalidBody, r.body_text()),
     })
 }
 
@@ -131,7 +131,7 @@ pub(crate) fn api_body(
     let body = body_or_error(limit, body)?;
     if has_nul_escape(&body) {
         return Err(ApiError::bad_request(
-            "invalid_request",
+            ApiErrorCode::InvalidRequest,
             "text may not contain the NUL character (\\u0000)",
         ));
     }
@@ -159,7 +159,12 @@ async fn models(State(app): State<AppState>) -> Json<serde_json::Value> {
 }
 
 async fn not_found() -> Response {
-    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route").into_response()
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        ApiErrorCode::NotFound,
+        "no such route",
+    )
+    .into_response()
 }
 
 async fn security_headers(req: Request, next: Next) -> Response {
@@ -215,7 +220,7 @@ fn hold_while_streaming(resp: Response, permit: OwnedSemaphorePermit) -> Respons
 fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     ApiError::new(
         StatusCode::INTERNAL_SERVER_ERROR,
-        "internal",
+        ApiErrorCode::Internal,
         "internal error",
     )
     .into_response()
@@ -417,7 +422,7 @@ pub async fn serve(ctx: Ctx, listener: TcpListener) -> anyhow::Result<()> {
     let limits = hermes_runtime::http::ConnLimits {
         header_timeout: ctx.config.http_header_timeout,
         write_timeout: ctx.config.http_write_timeout,
-        write_cuts: Some(ctx.metrics.http_slow_clients.with_label_values(&["write"])),
+        write_cuts: Some(ctx.metrics.http.slow_clients.with_label_values(&["write"])),
     };
     hermes_runtime::http::serve(listener, app(state), limits, ctx.stop.clone()).await?;
     subscriber_stop.cancel();

@@ -24,7 +24,7 @@ use axum::http::header::HOST;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
-use hermes_runtime::http::ApiError;
+use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_telemetry::LimitMetrics;
 use hermes_types::ids::ApiKeyId;
 
@@ -106,7 +106,7 @@ pub async fn hold_key_slot(State(app): State<AppState>, req: Request, next: Next
             retry_after: Some(RETRY_AFTER_SECS),
             ..ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                "too_many_streams",
+                ApiErrorCode::TooManyStreams,
                 format!(
                     "this key already holds {limit} requests open on this server (event streams, \
                      streamed answers, callers waiting for a run); close one or retry later"
@@ -162,7 +162,7 @@ pub async fn loopback_host(
     metrics.host_refused.inc();
     ApiError::new(
         StatusCode::FORBIDDEN,
-        "host_not_allowed",
+        ApiErrorCode::HostNotAllowed,
         "without API_SERVER_KEY this server answers only requests to a loopback host \
          (localhost, 127.0.0.1, [::1]); set API_SERVER_KEY to serve other names",
     )

@@ -1,7 +1,7 @@
 //! The OpenAI chat completions wire format: parsing and validating requests into our
 //! neutral messages and call parameters, and rendering answers with `usage`.
 
-use hermes_runtime::http::ApiError;
+use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::ids::RunId;
 use hermes_types::model::{CallParams, ChatMessage, JsonSchemaFormat, Role, Usage};
 use hermes_types::openai_wire::WireToolCall;
@@ -65,7 +65,7 @@ pub struct ChatRequest {
 }
 
 pub(crate) fn invalid(message: String) -> ApiError {
-    ApiError::bad_request("invalid_request", message)
+    ApiError::bad_request(ApiErrorCode::InvalidRequest, message)
 }
 
 /// An optional number within `lo..=hi` (`null` reads as absent, as in OpenAI's API).
@@ -223,7 +223,7 @@ fn call_params(wire: &mut WireRequest) -> Result<CallParams, ApiError> {
 pub fn parse(body: &[u8]) -> Result<ChatRequest, ApiError> {
     let mut wire: WireRequest = serde_json::from_slice(body).map_err(|e| {
         ApiError::bad_request(
-            "invalid_json",
+            ApiErrorCode::InvalidJson,
             format!("request body is not a valid chat completions request: {e}"),
         )
     })?;
@@ -232,7 +232,7 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest, ApiError> {
     let include_usage = include_usage(wire.stream_options.take())? && stream;
     if wire.messages.is_empty() {
         return Err(ApiError::bad_request(
-            "invalid_request",
+            ApiErrorCode::InvalidRequest,
             "messages must not be empty",
         ));
     }
@@ -245,7 +245,7 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest, ApiError> {
             "tool" => Role::Tool,
             other => {
                 return Err(ApiError::bad_request(
-                    "invalid_request",
+                    ApiErrorCode::InvalidRequest,
                     format!("messages[{i}].role {other:?} is not a chat role"),
                 ));
             }
@@ -258,13 +258,13 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest, ApiError> {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|_| {
                 ApiError::bad_request(
-                    "invalid_request",
+                    ApiErrorCode::InvalidRequest,
                     format!("messages[{i}]: tool call arguments are not JSON"),
                 )
             })?;
         if role == Role::Tool && m.tool_call_id.is_none() {
             return Err(ApiError::bad_request(
-                "invalid_request",
+                ApiErrorCode::InvalidRequest,
                 format!("messages[{i}]: a tool message needs tool_call_id"),
             ));
         }
@@ -282,7 +282,7 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest, ApiError> {
         .any(|m| m.role == Role::User && m.content.as_deref().is_some_and(|c| !c.trim().is_empty()))
     {
         return Err(ApiError::bad_request(
-            "invalid_request",
+            ApiErrorCode::InvalidRequest,
             "at least one user message with text is required",
         ));
     }
@@ -472,55 +472,58 @@ mod tests {
             let e = with(extra).unwrap_err();
             assert_eq!(
                 (e.status.as_u16(), e.code),
-                (400, "invalid_request"),
+                (400, ApiErrorCode::InvalidRequest),
                 "{extra}"
             );
             assert!(e.message.contains(names), "{extra}: {}", e.message);
         }
         // A non-boolean `stream` is not a chat completions request at all.
-        assert_eq!(with(r#","stream":"yes""#).unwrap_err().code, "invalid_json");
+        assert_eq!(
+            with(r#","stream":"yes""#).unwrap_err().code,
+            ApiErrorCode::InvalidJson
+        );
     }
 
     #[test]
     fn bad_requests_get_clear_errors() {
         for (body, code) in [
-            (&b"{not json"[..], "invalid_json"),
-            (br#"{"messages":[]}"#, "invalid_request"),
+            (&b"{not json"[..], ApiErrorCode::InvalidJson),
+            (br#"{"messages":[]}"#, ApiErrorCode::InvalidRequest),
             (
                 br#"{"messages":[{"role":"wizard","content":"x"}]}"#,
-                "invalid_request",
+                ApiErrorCode::InvalidRequest,
             ),
             (
                 br#"{"messages":[{"role":"system","content":"x"}]}"#,
-                "invalid_request",
+                ApiErrorCode::InvalidRequest,
             ),
             (
                 br#"{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}"#,
-                "invalid_request",
+                ApiErrorCode::InvalidRequest,
             ),
             (
                 br#"{"messages":[{"role":"user","content":[{"type":"text","text":"x"},{"type":"input_file","file_id":"f"}]}]}"#,
-                "unsupported_content_type",
+                ApiErrorCode::UnsupportedContentType,
             ),
             (
                 br#"{"messages":[{"role":"user","content":[{"type":"text","text":"x"},{"type":"file","file":{"file_id":"f"}}]}]}"#,
-                "unsupported_content_type",
+                ApiErrorCode::UnsupportedContentType,
             ),
             (
                 br#"{"messages":[{"role":"user","content":[{"type":"text","text":"x"},{"type":"input_audio"}]}]}"#,
-                "unsupported_content_type",
+                ApiErrorCode::UnsupportedContentType,
             ),
             (
                 br#"{"messages":[{"role":"user","content":[{"type":"text","text":"x"},{"type":"image_url","image_url":{"url":"data:application/pdf;base64,JVBERi0="}}]}]}"#,
-                "unsupported_content_type",
+                ApiErrorCode::UnsupportedContentType,
             ),
             (
                 br#"{"messages":[{"role":"system","content":[{"type":"image_url","image_url":{"url":"https://a.example/x.png"}}]},{"role":"user","content":"x"}]}"#,
-                "invalid_request",
+                ApiErrorCode::InvalidRequest,
             ),
             (
                 br#"{"messages":[{"role":"user","content":5}]}"#,
-                "invalid_request",
+                ApiErrorCode::InvalidRequest,
             ),
         ] {
             let e = parse(body).unwrap_err();

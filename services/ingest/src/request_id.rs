@@ -8,7 +8,7 @@
 //! same id (another body) another run.
 
 use axum::http::HeaderMap;
-use hermes_runtime::http::ApiError;
+use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::ids::RunId;
 use sha2::{Digest, Sha256};
 
@@ -47,7 +47,7 @@ pub fn of(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     if bytes.is_empty() || bytes.len() > MAX_LEN || !bytes.iter().all(|b| (0x20..=0x7e).contains(b))
     {
         return Err(ApiError::bad_request(
-            "invalid_request_id",
+            ApiErrorCode::InvalidRequestId,
             format!("X-Request-Id must be 1 to {MAX_LEN} printable ASCII characters"),
         ));
     }
@@ -99,8 +99,8 @@ mod tests {
         h.insert(HEADER, HeaderValue::from_static("abc-123"));
         assert_eq!(of(&h).unwrap().as_deref(), Some("abc-123"));
         h.insert(HEADER, HeaderValue::from_str(&"x".repeat(129)).unwrap());
-        assert_eq!(of(&h).unwrap_err().code, "invalid_request_id");
+        assert_eq!(of(&h).unwrap_err().code, ApiErrorCode::InvalidRequestId);
         h.insert(HEADER, HeaderValue::from_static(""));
-        assert_eq!(of(&h).unwrap_err().code, "invalid_request_id");
+        assert_eq!(of(&h).unwrap_err().code, ApiErrorCode::InvalidRequestId);
     }
 }

@@ -19,7 +19,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hermes_cache::rate_limit::Verdict;
 use hermes_db::api_keys::{self, ApiKey, KeyScope};
-use hermes_runtime::http::ApiError;
+use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::ids::RunId;
 use hermes_types::model::{Inbound, Media, MediaKind, MessageEvent, Platform};
 use serde::Deserialize;
@@ -81,7 +81,7 @@ pub(crate) async fn resolve(
             retry_after: Some(wait.as_secs_f64().ceil().max(1.0) as u64),
             ..ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                "too_many_unknown_keys",
+                ApiErrorCode::TooManyUnknownKeys,
                 format!(
                     "this address sent more than {per_minute} unknown API keys a minute (HERMES_KEY_MISSES_PER_MINUTE)"
                 ),
@@ -210,7 +210,7 @@ async fn authorize(app: AppState, mut req: Request, next: Next, scopes: &[KeySco
         let names: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
         return ApiError::new(
             StatusCode::FORBIDDEN,
-            "forbidden",
+            ApiErrorCode::Forbidden,
             format!("this key lacks the {} scope", names.join(" or ")),
         )
         .into_response();
@@ -224,6 +224,7 @@ async fn authorize(app: AppState, mut req: Request, next: Next, scopes: &[KeySco
         };
         app.ctx
             .metrics
+            .http
             .ingest_messages
             .with_label_values(&[surface.as_str(), "rate_limited"])
             .inc();
@@ -231,7 +232,7 @@ async fn authorize(app: AppState, mut req: Request, next: Next, scopes: &[KeySco
             retry_after: Some(secs),
             ..ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
+                ApiErrorCode::RateLimited,
                 "this key is over its request rate",
             )
         }
@@ -261,7 +262,7 @@ struct RestMessage {
 const MAX_TEXT: usize = 64 * 1024;
 
 fn invalid(message: impl Into<String>) -> ApiError {
-    ApiError::bad_request("invalid_request", message)
+    ApiError::bad_request(ApiErrorCode::InvalidRequest, message)
 }
 
 fn validate(m: RestMessage) -> Result<MessageEvent, ApiError> {
@@ -336,8 +337,9 @@ pub async fn post_message(
     let refuse = |e: ApiError| {
         app.ctx
             .metrics
+            .http
             .ingest_messages
-            .with_label_values(&["rest", e.code])
+            .with_label_values(&["rest", e.code.as_str()])
             .inc();
         e.into_response()
     };
@@ -349,7 +351,7 @@ pub async fn post_message(
         Ok(m) => m,
         Err(e) => {
             return refuse(ApiError::bad_request(
-                "invalid_json",
+                ApiErrorCode::InvalidJson,
                 format!("body is not a message: {e}"),
             ));
         }
@@ -395,7 +397,7 @@ pub async fn post_message(
                 retry_after: Some(secs),
                 ..ApiError::new(
                     StatusCode::TOO_MANY_REQUESTS,
-                    "rate_limited",
+                    ApiErrorCode::RateLimited,
                     "this sender is over its message rate",
                 )
             }

@@ -74,13 +74,15 @@ pub async fn record(ctx: &Ctx, statuses: &[StatusUpdate]) -> Result<(), DbError>
         tx.commit().await?;
         if moved.is_some() {
             ctx.metrics
-                .delivery_statuses
+                .delivery
+                .statuses
                 .with_label_values(&[platform.as_str(), status.as_str()])
                 .inc();
         }
         if let Some(late) = late {
             ctx.metrics
-                .delivery_late_failures
+                .delivery
+                .late_failures
                 .with_label_values(&[platform.as_str(), late.as_str()])
                 .inc();
         }

@@ -22,7 +22,7 @@ use axum::routing::{MethodRouter, get, post};
 use axum::{Json, Router};
 use hermes_channels::ParseError;
 use hermes_channels::inbound::{self, Auth, Refusal, Webhook};
-use hermes_runtime::http::ApiError;
+use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::model::{Inbound, Platform};
 use hermes_types::trace::TraceParent;
 use serde_json::json;
@@ -43,6 +43,7 @@ pub(crate) fn refused(
 ) -> Response {
     app.ctx
         .metrics
+        .http
         .ingest_messages
         .with_label_values(&[platform.as_str(), reason])
         .inc();
@@ -56,7 +57,7 @@ pub(crate) fn not_configured(app: &AppState, platform: Platform) -> Response {
         "not_configured",
         ApiError::new(
             StatusCode::NOT_FOUND,
-            "not_found",
+            ApiErrorCode::NotFound,
             format!("the {} channel is not configured", platform.as_str()),
         ),
     )
@@ -69,7 +70,7 @@ pub(crate) fn bad_signature(app: &AppState, platform: Platform) -> Response {
         "bad_signature",
         ApiError::new(
             StatusCode::UNAUTHORIZED,
-            "invalid_signature",
+            ApiErrorCode::InvalidSignature,
             "signature or token is missing or wrong",
         ),
     )
@@ -88,10 +89,13 @@ fn unparsed(app: &AppState, platform: Platform, e: ParseError) -> Response {
     let error = match e {
         ParseError::TooMany(_) => ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "too_many_items",
+            ApiErrorCode::TooManyItems,
             e.to_string(),
         ),
-        _ => ApiError::bad_request("malformed_payload", format!("payload not understood: {e}")),
+        _ => ApiError::bad_request(
+            ApiErrorCode::MalformedPayload,
+            format!("payload not understood: {e}"),
+        ),
     };
     refused(app, platform, e.reason(), error)
 }
@@ -123,6 +127,7 @@ async fn accept_all(app: &AppState, messages: Vec<Inbound>, headers: &HeaderMap)
 fn count(app: &AppState, platform: Platform, outcome: &str, n: usize) {
     app.ctx
         .metrics
+        .http
         .ingest_messages
         .with_label_values(&[platform.as_str(), outcome])
         .inc_by(n as u64);

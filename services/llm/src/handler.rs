@@ -48,7 +48,7 @@ impl LlmStage {
         let events = RunEvents::new(ctx.cache.clone(), &ctx.config);
         let images = ImageFetcher::new(
             &ctx.config,
-            ctx.metrics.media_fetches.clone(),
+            ctx.metrics.router.media_fetches.clone(),
             ctx.metrics.limits.clone(),
         );
         let presence = Presence::new(&ctx.config.delivery, ctx.metrics.clone())?;

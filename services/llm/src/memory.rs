@@ -137,6 +137,7 @@ impl MemoryWriter {
         };
         self.ctx
             .metrics
+            .router
             .memory_extractions
             .with_label_values(&[label])
             .inc();

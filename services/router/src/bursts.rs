@@ -167,6 +167,7 @@ pub async fn tick(ctx: &Ctx) -> anyhow::Result<usize> {
     outbox::enqueue(&tx, &turns).await?;
     tx.commit().await?;
     ctx.metrics
+        .router
         .bursts
         .with_label_values(&["routed"])
         .inc_by(turns.len() as u64);

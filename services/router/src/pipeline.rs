@@ -96,7 +96,7 @@ impl Router {
             recall,
             history,
             presence: dispatch::Presence::default(),
-            media: MediaStep::new(&ctx.config, ctx.metrics.media_fetches.clone())?,
+            media: MediaStep::new(&ctx.config, ctx.metrics.router.media_fetches.clone())?,
             grants: api::KeyGrants::default(),
             ctx,
         })
@@ -259,6 +259,7 @@ impl Handler for Router {
         let soul_load = started.elapsed();
         self.ctx
             .metrics
+            .router
             .soul_load_duration
             .observe(soul_load.as_secs_f64());
 
@@ -283,6 +284,7 @@ impl Handler for Router {
         };
         self.ctx
             .metrics
+            .router
             .tool_schema_tokens_saved
             .inc_by(gated.schema_tokens_saved);
 
@@ -360,11 +362,17 @@ impl Handler for Router {
     async fn after_commit(&self, _env: &Envelope, decided: Decided) {
         self.decided(decided.decision);
         if decided.decision == HELD {
-            self.ctx.metrics.bursts.with_label_values(&["held"]).inc();
+            self.ctx
+                .metrics
+                .router
+                .bursts
+                .with_label_values(&["held"])
+                .inc();
         }
         if decided.credits_charged > 0 {
             self.ctx
                 .metrics
+                .router
                 .credits
                 .with_label_values(&["charge"])
                 .inc_by(decided.credits_charged as u64);
@@ -402,7 +410,8 @@ impl Router {
     fn decided(&self, decision: &str) {
         self.ctx
             .metrics
-            .router_decisions
+            .router
+            .decisions
             .with_label_values(&[decision])
             .inc();
     }
@@ -502,7 +511,11 @@ impl Router {
         text: &str,
     ) -> Result<Arc<Vec<Fact>>, RecallOutcome> {
         if trivial::is_trivial(text) {
-            self.ctx.metrics.semantic_recall_skipped_trivial.inc();
+            self.ctx
+                .metrics
+                .router
+                .semantic_recall_skipped_trivial
+                .inc();
             return Err(RecallOutcome::Skipped);
         }
         self.recall.facts(client, who.user.id, text).await
@@ -524,15 +537,18 @@ impl Router {
             RecallOutcome::Skipped => (None, false),
             RecallOutcome::Used(block) => {
                 let label = if block.is_some() { "used" } else { "empty" };
-                m.semantic_recall.with_label_values(&[label]).inc();
+                m.router.semantic_recall.with_label_values(&[label]).inc();
                 (block, true)
             }
             RecallOutcome::Off => {
-                m.semantic_recall.with_label_values(&["off"]).inc();
+                m.router.semantic_recall.with_label_values(&["off"]).inc();
                 (None, false)
             }
             RecallOutcome::Failed(why) => {
-                m.semantic_recall.with_label_values(&["failed"]).inc();
+                m.router
+                    .semantic_recall
+                    .with_label_values(&["failed"])
+                    .inc();
                 tracing::warn!(error = why, "semantic recall failed; answering without it");
                 (None, false)
             }

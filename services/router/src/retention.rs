@@ -21,7 +21,8 @@ pub async fn run(ctx: Ctx) {
         match sweep {
             Ok(swept) => {
                 for (table, rows) in &swept.removed {
-                    m.retention_removed
+                    m.process
+                        .retention_removed
                         .with_label_values(&[table.as_str()])
                         .inc_by(*rows);
                     tracing::info!(
@@ -31,10 +32,16 @@ pub async fn run(ctx: Ctx) {
                     );
                 }
                 let outcome = if swept.yielded { "yielded" } else { "done" };
-                m.retention_sweeps.with_label_values(&[outcome]).inc();
+                m.process
+                    .retention_sweeps
+                    .with_label_values(&[outcome])
+                    .inc();
             }
             Err(e) => {
-                m.retention_sweeps.with_label_values(&["failed"]).inc();
+                m.process
+                    .retention_sweeps
+                    .with_label_values(&["failed"])
+                    .inc();
                 tracing::warn!(error = %e, "retention sweep failed; trying again next round");
             }
         }

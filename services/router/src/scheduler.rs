@@ -32,7 +32,7 @@ pub async fn run(ctx: Ctx) {
         if let Ok(client) = ctx.db.get().await
             && let Ok(due) = claim::count_due(&client, Utc::now()).await
         {
-            ctx.metrics.jobs_due.set(due);
+            ctx.metrics.process.jobs_due.set(due);
         }
     }
 }
@@ -82,8 +82,12 @@ pub async fn tick(ctx: &Ctx, now: DateTime<Utc>) -> anyhow::Result<usize> {
         .collect();
     tx.commit().await?;
     for lag in &lags {
-        ctx.metrics.jobs_claim_lag.observe(lag.as_secs_f64());
         ctx.metrics
+            .process
+            .jobs_claim_lag
+            .observe(lag.as_secs_f64());
+        ctx.metrics
+            .process
             .jobs_runs
             .with_label_values(&[JobTrigger::Schedule.as_str()])
             .inc();

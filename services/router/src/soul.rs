@@ -105,12 +105,25 @@ impl Soul {
         };
         match cached {
             Ok(Some(base)) => {
-                self.metrics.soul_cache.with_label_values(&["hit"]).inc();
+                self.metrics
+                    .router
+                    .soul_cache
+                    .with_label_values(&["hit"])
+                    .inc();
                 return Ok(base);
             }
-            Ok(None) => self.metrics.soul_cache.with_label_values(&["miss"]).inc(),
+            Ok(None) => self
+                .metrics
+                .router
+                .soul_cache
+                .with_label_values(&["miss"])
+                .inc(),
             Err(e) => {
-                self.metrics.soul_cache.with_label_values(&["error"]).inc();
+                self.metrics
+                    .router
+                    .soul_cache
+                    .with_label_values(&["error"])
+                    .inc();
                 tracing::warn!(error = %self.cache.failed("soul_get", e), "soul cache unavailable; building from PostgreSQL");
             }
         }

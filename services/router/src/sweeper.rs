@@ -54,7 +54,7 @@ pub async fn sweep(ctx: &Ctx, bound: Duration) -> anyhow::Result<usize> {
     tx.commit().await?;
     drop(client);
     for run in &swept {
-        ctx.metrics.runs_swept.inc();
+        ctx.metrics.stages.runs_swept.inc();
         tracing::warn!(run_id = %run.id, platform = ?run.platform, refunded = run.refunded, "run open too long: ended as failed and refunded");
         let (Some(platform), Some(chat_id)) = (run.platform, &run.chat_id) else {
             continue;

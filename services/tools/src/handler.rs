@@ -111,13 +111,15 @@ impl ToolStage {
         } else {
             call.name.as_str()
         };
-        m.tool_calls
+        m.tools
+            .calls
             .with_label_values(&[label, done.outcome.as_str()])
             .inc();
         if let Outcome::Refused(reason) = done.outcome {
-            m.tool_refusals.with_label_values(&[reason.as_str()]).inc();
+            m.tools.refusals.with_label_values(&[reason.as_str()]).inc();
         }
-        m.tool_duration
+        m.tools
+            .duration
             .with_label_values(&[label])
             .observe(started.elapsed().as_secs_f64());
         tracing::info!(

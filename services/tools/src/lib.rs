@@ -63,7 +63,7 @@ async fn assemble(
     let hub = Arc::new(
         McpHub::start(
             &file.mcp_servers,
-            &ctx.metrics.mcp_server_up,
+            &ctx.metrics.tools.mcp_server_up,
             changes.clone(),
             llm.clone(),
         )
@@ -130,7 +130,8 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     // Every refusal reason's series starts at 0, so alerts see it before the first refusal.
     for reason in policy::RefusalReason::ALL {
         ctx.metrics
-            .tool_refusals
+            .tools
+            .refusals
             .with_label_values(&[reason.as_str()]);
     }
     let operator = &ctx.metrics.operator;
@@ -139,7 +140,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         operator.approvals.with_label_values(&[verdict.as_str()]);
     }
     for outcome in RELOAD_OUTCOMES {
-        ctx.metrics.tools_reloads.with_label_values(&[outcome]);
+        ctx.metrics.tools.reloads.with_label_values(&[outcome]);
     }
     let (changes_tx, changes) = mpsc::unbounded_channel();
     let file = ctx.config.file.clone();
@@ -163,7 +164,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let publisher = tokio::spawn(publish_changes(ctx.clone(), changes));
     let hub = Arc::new(McpHub::spawn(
         &file.mcp_servers,
-        &ctx.metrics.mcp_server_up,
+        &ctx.metrics.tools.mcp_server_up,
         changes_tx.clone(),
         llm.clone(),
     ));
@@ -276,7 +277,8 @@ async fn reload_loop(
 
 fn reloaded(ctx: &Ctx, outcome: &str) {
     ctx.metrics
-        .tools_reloads
+        .tools
+        .reloads
         .with_label_values(&[outcome])
         .inc();
 }

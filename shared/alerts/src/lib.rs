@@ -73,6 +73,7 @@ impl Alerts {
     /// Raise an alert and wait until it is posted (for short-lived processes: the CLI).
     pub async fn send(&self, kind: AlertKind, subject: &str, text: &str) -> Delivered {
         self.metrics
+            .process
             .alerts
             .with_label_values(&[kind.as_str()])
             .inc();
@@ -209,7 +210,14 @@ mod tests {
             Delivered::Posted(0),
             "the mocks only accept the telegram text"
         );
-        assert_eq!(metrics.alerts.with_label_values(&["breaker_open"]).get(), 3);
+        assert_eq!(
+            metrics
+                .process
+                .alerts
+                .with_label_values(&["breaker_open"])
+                .get(),
+            3
+        );
         server.verify().await;
     }
 

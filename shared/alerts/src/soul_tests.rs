@@ -50,6 +50,7 @@ async fn the_key_is_namespaced_and_invalidation_deletes_it() {
     assert!(invalidate(&cache, &alerts, user).await);
     assert_eq!(
         metrics
+            .process
             .alerts
             .with_label_values(&["soul_invalidation_failed"])
             .get(),
@@ -74,6 +75,7 @@ async fn redis_down_retries_then_alerts() {
     assert!(started.elapsed() >= Duration::from_millis(1500));
     assert_eq!(
         metrics
+            .process
             .alerts
             .with_label_values(&["soul_invalidation_failed"])
             .get(),

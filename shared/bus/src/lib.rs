@@ -138,7 +138,7 @@ impl Bus {
         *i.publish_conn.write().await = Some(publish_conn);
         *i.consume_conn.write().await = Some(consume_conn);
         i.connected.store(true, Ordering::SeqCst);
-        i.metrics.bus_connected.set(1);
+        i.metrics.bus.connected.set(1);
         i.generation.send_modify(|g| *g += 1);
         Ok(())
     }
@@ -169,7 +169,7 @@ impl Bus {
     async fn drop_connections(&self) {
         let i = &self.inner;
         i.connected.store(false, Ordering::SeqCst);
-        i.metrics.bus_connected.set(0);
+        i.metrics.bus.connected.set(0);
         if let Some(ch) = i.publish_channel.write().await.take() {
             let _ =
                 tokio::time::timeout(Duration::from_secs(1), ch.close(200, "closing".into())).await;
@@ -225,7 +225,7 @@ impl Bus {
                     };
                     match attempt {
                         Ok(()) => {
-                            bus.inner.metrics.bus_reconnects.inc();
+                            bus.inner.metrics.bus.reconnects.inc();
                             tracing::info!(
                                 after_ms = started.elapsed().as_millis() as u64,
                                 "RabbitMQ reconnected"
@@ -371,7 +371,8 @@ impl Bus {
             Err(_) => Err(BusError::PublishTimeout(timeout)),
         };
         let m = &self.inner.metrics;
-        m.bus_publish_duration
+        m.bus
+            .publish_duration
             .observe(started.elapsed().as_secs_f64());
         let outcome = match &result {
             Ok(()) => "confirmed",
@@ -380,7 +381,7 @@ impl Bus {
             Err(BusError::PublishTimeout(_)) => "timeout",
             Err(_) => "error",
         };
-        m.bus_published.with_label_values(&[label, outcome]).inc();
+        m.bus.published.with_label_values(&[label, outcome]).inc();
         result
     }
 

@@ -56,11 +56,13 @@ impl Bus {
                 for (queue, with_consumers) in queues {
                     if let Ok((messages, consumers)) = bus.queue_stats(&queue).await {
                         let m = &bus.inner.metrics;
-                        m.queue_messages
+                        m.bus
+                            .queue_messages
                             .with_label_values(&[&queue])
                             .set(i64::from(messages));
                         if with_consumers {
-                            m.queue_consumers
+                            m.bus
+                                .queue_consumers
                                 .with_label_values(&[&queue])
                                 .set(i64::from(consumers));
                         }

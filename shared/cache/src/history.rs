@@ -400,7 +400,7 @@ mod tests {
         assert_eq!(store.load(scope).await, None);
         for op in ["history_save", "history_load"] {
             assert_eq!(
-                metrics.redis_errors.with_label_values(&[op]).get(),
+                metrics.process.redis_errors.with_label_values(&[op]).get(),
                 1,
                 "{op}"
             );

@@ -144,7 +144,11 @@ impl Cache {
 
     /// Record a failed call in the metrics and wrap it.
     pub fn failed(&self, op: &'static str, source: redis::RedisError) -> CacheError {
-        self.metrics.redis_errors.with_label_values(&[op]).inc();
+        self.metrics
+            .process
+            .redis_errors
+            .with_label_values(&[op])
+            .inc();
         CacheError::Call { op, source }
     }
 

@@ -458,6 +458,7 @@ impl Waiters {
                     Err(_) => {
                         cache
                             .metrics
+                            .process
                             .redis_errors
                             .with_label_values(&["run_events_subscribe"])
                             .inc();

@@ -182,17 +182,17 @@ pub async fn create(client: &Client, a: &NewAgent<'_>) -> Result<Agent, DbError>
                 &[&a.workspace],
             )
             .await?;
-        return Err(DbError::Invalid(match ws {
-            None => format!("no workspace {:?}", a.workspace),
-            Some(_) => format!(
+        return Err(match ws {
+            None => DbError::NotFound(format!("no workspace {:?}", a.workspace)),
+            Some(_) => DbError::Refused(format!(
                 "an agent with profile key {:?} already exists in workspace {:?}",
                 a.profile_key, a.workspace
-            ),
-        }));
+            )),
+        });
     };
     get(client, row.get(0))
         .await?
-        .ok_or_else(|| DbError::Invalid("agent vanished after insert".into()))
+        .ok_or_else(|| DbError::NotFound("agent vanished after insert".into()))
 }
 
 /// One agent by id.
@@ -365,7 +365,7 @@ pub async fn set_backend(
             &[&id],
         )
         .await?
-        .ok_or_else(|| DbError::Invalid(format!("agent {id} does not exist")))?;
+        .ok_or_else(|| DbError::NotFound(format!("agent {id} does not exist")))?;
     let previous = match (
         row.get::<_, Option<String>>(0),
         row.get::<_, Option<String>>(1),

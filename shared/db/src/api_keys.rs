@@ -149,7 +149,7 @@ pub async fn create(
     ring: Option<&KeyRing>,
 ) -> Result<Created, DbError> {
     if callback_url.is_some() && ring.is_none() {
-        return Err(DbError::Invalid(
+        return Err(DbError::Refused(
             "HERMES_SECRET_KEYS is not set: it seals the secret callbacks are signed with".into(),
         ));
     }
@@ -228,7 +228,7 @@ pub async fn set_scopes(
     scopes: &[KeyScope],
 ) -> Result<bool, DbError> {
     if scopes.is_empty() {
-        return Err(DbError::Invalid("a key needs at least one scope".into()));
+        return Err(DbError::Refused("a key needs at least one scope".into()));
     }
     let names: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
     let n = client

@@ -319,7 +319,7 @@ pub async fn answer(
         .await?;
     let approval = get(tx, id)
         .await?
-        .ok_or_else(|| DbError::Invalid(format!("approval {id} vanished")))?;
+        .ok_or_else(|| DbError::NotFound(format!("approval {id} vanished")))?;
     let Some(claimed) = claimed else {
         return Ok(Answered::AlreadyDecided(approval));
     };

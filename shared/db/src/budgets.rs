@@ -271,7 +271,7 @@ pub async fn killswitch_off(c: &impl GenericClient) -> Result<bool, DbError> {
 }
 
 fn to_i64(n: u64) -> Result<i64, DbError> {
-    i64::try_from(n).map_err(|_| DbError::Invalid(format!("amount {n} out of range")))
+    i64::try_from(n).map_err(|_| DbError::Refused(format!("amount {n} out of range")))
 }
 
 #[cfg(test)]

@@ -48,7 +48,7 @@ async fn lock_balance(tx: &Transaction<'_>, user_id: UserId) -> Result<i64, DbEr
     )
     .await?
     .map(|r| r.get(0))
-    .ok_or_else(|| DbError::Invalid(format!("no user {user_id}")))
+    .ok_or_else(|| DbError::NotFound(format!("no user {user_id}")))
 }
 
 async fn record(
@@ -112,7 +112,7 @@ pub async fn charge(
             &[&user_id, &run_id, &amount],
         )
         .await?
-        .ok_or_else(|| DbError::Invalid(format!("no user {user_id}")))?;
+        .ok_or_else(|| DbError::NotFound(format!("no user {user_id}")))?;
     let (before, after, already): (i64, Option<i64>, bool) = (row.get(0), row.get(1), row.get(2));
     Ok(match after {
         Some(balance) => Charge::Charged { balance },
@@ -169,7 +169,7 @@ pub async fn adjust(
 ) -> Result<i64, DbError> {
     let balance = lock_balance(tx, user_id).await?;
     if balance + delta < 0 {
-        return Err(DbError::Invalid(format!(
+        return Err(DbError::Refused(format!(
             "the balance is {balance}; taking {} would make it negative",
             -delta
         )));

@@ -132,7 +132,7 @@ pub async fn renew_lease(
 /// Record that part `index` of message `id` reached the platform.
 pub async fn mark_sent(c: &impl GenericClient, id: MessageId, index: usize) -> Result<(), DbError> {
     let index =
-        i32::try_from(index).map_err(|_| DbError::Invalid("part index too large".into()))?;
+        i32::try_from(index).map_err(|_| DbError::Refused("part index too large".into()))?;
     c.execute(
         &stmt(
             c,

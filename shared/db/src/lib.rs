@@ -17,6 +17,7 @@ pub mod forge_deliveries;
 pub mod forge_usage;
 pub mod idempotency;
 pub mod inbox;
+pub mod interactions;
 pub mod jobs;
 pub mod listen;
 pub mod memory;
@@ -68,9 +69,19 @@ pub enum DbError {
     SchemaTooOld { found: i64, needed: i64 },
     #[error("migration {version} ({name}) was changed after it was applied (checksum mismatch)")]
     MigrationChanged { version: i64, name: String },
-    /// A stored value this build cannot read, or a precondition the caller must fix.
+    /// A stored value this build cannot read or write (an unknown status or kind, JSON that
+    /// does not decode): the data is wrong, and retrying will not change it.
     #[error("{0}")]
     Invalid(String),
+    /// What the call names does not exist (a user, agent, workspace, approval), or no longer
+    /// does.
+    #[error("{0}")]
+    NotFound(String),
+    /// A precondition the caller must fix: a balance that would go negative, a key without
+    /// scopes, `HERMES_SECRET_KEYS` unset or unable to open a secret, a profile key taken, a
+    /// value out of range.
+    #[error("{0}")]
+    Refused(String),
 }
 
 impl DbError {

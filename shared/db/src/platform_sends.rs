@@ -86,7 +86,7 @@ pub async fn mark_sent(
     send: &NewSend<'_>,
 ) -> Result<(), DbError> {
     let index =
-        i32::try_from(index).map_err(|_| DbError::Invalid("part index too large".into()))?;
+        i32::try_from(index).map_err(|_| DbError::Refused("part index too large".into()))?;
     let parts = send
         .reply
         .map_or(0, |(_, n)| i32::try_from(n).unwrap_or(i32::MAX));

@@ -270,7 +270,7 @@ pub async fn create_routed(
                             SELECT id, $12, $11, $21, $22 FROM r)
                  SELECT count(*) FROM r",
                 // The inbound `message` event (docs/operator-mcp.md, events).
-                crate::sessions::message_events("i", "$23")
+                crate::interactions::message_events("i", "$23")
             ),
             )
             .await?,
@@ -297,7 +297,7 @@ pub async fn create_routed(
                 r.inbound_meta,
                 &r.activity,
                 r.activity_data,
-                &crate::sessions::EVENT_TEXT_CHARS,
+                &crate::interactions::EVENT_TEXT_CHARS,
             ],
         )
         .await?;

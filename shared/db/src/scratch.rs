@@ -29,7 +29,7 @@ impl ScratchDb {
         let id = &uuid::Uuid::now_v7().simple().to_string()[20..];
         let name = format!("{prefix}_{id}");
         let mut url = url::Url::parse(server.expose_secret())
-            .map_err(|e| DbError::Invalid(format!("DATABASE_URL: {e}")))?;
+            .map_err(|e| DbError::Refused(format!("DATABASE_URL: {e}")))?;
         url.set_path(&format!("/{name}"));
         let url = SecretString::from(url.to_string());
         let db = Db::new(&url, 4)?;

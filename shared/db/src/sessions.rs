@@ -1,15 +1,16 @@
-//! Sessions and interactions (docs/architecture.md#9-postgresql, docs/models-and-budgets.md): one conversation per user, platform and
-//! channel, rolled over to a new session after the idle timeout; and every inbound and
-//! outbound message, the truth the Redis history cache is rebuilt from.
+//! Sessions (docs/architecture.md#9-postgresql, docs/models-and-budgets.md): one conversation
+//! per user, platform and channel, rolled over to a new session after the idle timeout, and
+//! its history read back from `interactions` (written by `interactions.rs`).
 
-use hermes_types::ids::{RunId, SessionId, UserId};
+use hermes_types::ids::{SessionId, UserId};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use deadpool_postgres::GenericClient;
 
 use super::{DbError, Transaction};
-use hermes_types::model::{ChatMessage, Platform, Role};
+use crate::interactions::Direction;
+use hermes_types::model::{ChatMessage, Platform};
 
 /// Keeps session locks apart from every other user of two-key advisory locks. Single-key
 /// locks (the migration lock) live in a separate key space and cannot collide with these.
@@ -195,105 +196,14 @@ pub async fn recent_inbound_elsewhere(
     Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
 }
 
-/// Which way a logged message went.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Direction {
-    /// From the user.
-    Inbound,
-    /// To the user.
-    Outbound,
-}
-
-impl Direction {
-    /// The value stored in `interactions.direction`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Direction::Inbound => "inbound",
-            Direction::Outbound => "outbound",
-        }
-    }
-
-    /// The direction stored as `s`.
-    pub fn parse(s: &str) -> Option<Self> {
-        [Self::Inbound, Self::Outbound]
-            .into_iter()
-            .find(|d| d.as_str() == s)
-    }
-
-    /// Who wrote a message going this way, as a chat turn.
-    pub fn role(self) -> Role {
-        match self {
-            Direction::Inbound => Role::User,
-            Direction::Outbound => Role::Assistant,
-        }
-    }
-}
-
-/// The most characters of a message its `message` event carries (`messages_read` has all).
-pub const EVENT_TEXT_CHARS: i32 = 1000;
-
-/// Log one message of run `run_id`. Returns false when that run's message in that
-/// direction is already logged: a redelivered message must not appear twice in a history.
-/// The statement writing the `message` events of the interactions the CTE `cte` returned
-/// (`id, run_id, user_id, session_id, direction, text`), their text cut to the parameter
-/// `chars` (bound to [`EVENT_TEXT_CHARS`]). Every statement that logs an interaction ends
-/// with it, so a message and its event exist together (docs/operator-mcp.md, events).
-pub(crate) fn message_events(cte: &str, chars: &str) -> String {
-    format!(
-        "INSERT INTO events (kind, workspace_id, platform, chat_id, session_id, run_id, body)
-         SELECT 'message', u.workspace_id, s.platform, s.channel_id, l.session_id, l.run_id,
-                jsonb_build_object('direction', l.direction, 'message_id', l.id,
-                  'user_id', l.user_id, 'text', left(l.text, {chars}),
-                  'truncated', length(l.text) > {chars})
-         FROM {cte} l JOIN sessions s ON s.id = l.session_id
-         JOIN users u ON u.id = l.user_id"
-    )
-}
-
-pub async fn log_interaction(
-    tx: &Transaction<'_>,
-    run_id: RunId,
-    user_id: UserId,
-    session_id: SessionId,
-    direction: Direction,
-    text: &str,
-    meta: &serde_json::Value,
-) -> Result<bool, DbError> {
-    let n = tx
-        .execute(
-            &crate::stmt(
-                tx,
-                // The `message` event of operators' MCP clients (docs/operator-mcp.md) is
-                // written with the interaction, so it exists exactly when the message does.
-                &format!(
-                    "WITH logged AS (
-                       INSERT INTO interactions (run_id, user_id, session_id, direction, text, meta)
-                       VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id, direction) DO NOTHING
-                       RETURNING id, run_id, user_id, session_id, direction, text)
-                     {}",
-                    message_events("logged", "$7")
-                ),
-            )
-            .await?,
-            &[
-                &run_id,
-                &user_id,
-                &session_id,
-                &direction.as_str(),
-                &text,
-                meta,
-                &EVENT_TEXT_CHARS,
-            ],
-        )
-        .await?;
-    Ok(n == 1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::Db;
+    use crate::interactions::log_interaction;
     use crate::scratch::{ScratchDb, insert_user};
+    use hermes_types::ids::RunId;
+    use hermes_types::model::Role;
 
     const IDLE: Duration = Duration::from_secs(12 * 3600);
 

@@ -110,7 +110,7 @@ pub async fn create(tx: &Transaction<'_>, new: &NewUser<'_>) -> Result<User, DbE
         .await?
         .map(|r| r.get(0));
     let workspace =
-        workspace.ok_or_else(|| DbError::Invalid(format!("no workspace {:?}", new.workspace)))?;
+        workspace.ok_or_else(|| DbError::NotFound(format!("no workspace {:?}", new.workspace)))?;
     let id = UserId::new();
     let code = referral_code(id);
     tx.execute(
@@ -141,7 +141,7 @@ pub async fn create(tx: &Transaction<'_>, new: &NewUser<'_>) -> Result<User, DbE
     }
     get(tx, id)
         .await?
-        .ok_or_else(|| DbError::Invalid("user vanished after insert".into()))
+        .ok_or_else(|| DbError::NotFound("user vanished after insert".into()))
 }
 
 /// A short, readable code derived from the id's random bits (unique by the index).
@@ -251,7 +251,7 @@ pub async fn link_channel(
     agent_id: Option<AgentId>,
 ) -> Result<bool, DbError> {
     if scope.api_key.is_some() && scope.platform != Platform::Rest {
-        return Err(DbError::Invalid(
+        return Err(DbError::Refused(
             "only a REST sender is linked under an API key".into(),
         ));
     }

@@ -65,7 +65,7 @@ pub async fn set_secret(
         ("", _) => String::new(),
         (v, Some(keys)) => keys.seal(v.as_bytes()),
         (_, None) => {
-            return Err(DbError::Invalid(
+            return Err(DbError::Refused(
                 "HERMES_SECRET_KEYS is not set: it encrypts workspace secrets at rest".into(),
             ));
         }
@@ -132,7 +132,7 @@ pub async fn provider_secrets(
             String::new()
         } else {
             let plain = keys.and_then(|k| k.open(&token)).ok_or_else(|| {
-                DbError::Invalid(format!(
+                DbError::Refused(format!(
                     "workspace secret {name} cannot be decrypted with HERMES_SECRET_KEYS"
                 ))
             })?;

@@ -110,7 +110,7 @@ pub async fn call(
             continue;
         }
         if tried > 0 {
-            metrics.llm_fallbacks.with_label_values(&[ask.tier]).inc();
+            metrics.llm.fallbacks.with_label_values(&[ask.tier]).inc();
         }
         tried += 1;
         let mut waited_retry_after = false;
@@ -152,7 +152,8 @@ pub async fn call(
             let took = started.elapsed();
             provider_time += took;
             metrics
-                .llm_duration
+                .llm
+                .duration
                 .with_label_values(&[&hop.label])
                 .observe(took.as_secs_f64());
             match result {
@@ -171,7 +172,8 @@ pub async fn call(
                 }
                 Err(e) => {
                     metrics
-                        .llm_errors
+                        .llm
+                        .errors
                         .with_label_values(&[&hop.label, e.reason()])
                         .inc();
                     // A provider's error body may quote (part of) a key: scrubbed before it is logged.
@@ -221,16 +223,19 @@ pub async fn call(
 fn record_success(metrics: &Metrics, label: &str, tier: &str, completion: &Completion) {
     let u = completion.usage;
     metrics
-        .llm_cost
+        .llm
+        .cost
         .with_label_values(&[label, tier])
         .inc_by(u.cost_micro_usd as f64 / 1_000_000.0);
-    metrics.llm_calls.with_label_values(&[label, tier]).inc();
+    metrics.llm.calls.with_label_values(&[label, tier]).inc();
     metrics
-        .llm_tokens
+        .llm
+        .tokens
         .with_label_values(&[label, "input"])
         .inc_by(u.input_tokens);
     metrics
-        .llm_tokens
+        .llm
+        .tokens
         .with_label_values(&[label, "output"])
         .inc_by(u.output_tokens);
 }

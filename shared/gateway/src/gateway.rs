@@ -198,13 +198,14 @@ impl Gateway {
             .map(|r| r.as_str())
             .chain(["capacity", "workspace_secrets"])
         {
-            metrics.llm_budget_rejections.with_label_values(&[scope]);
+            metrics.budgets.rejections.with_label_values(&[scope]);
         }
         for (tier, chain) in &config.file.tiers {
-            metrics.llm_fallbacks.with_label_values(&[tier.as_str()]);
+            metrics.llm.fallbacks.with_label_values(&[tier.as_str()]);
             for model in chain {
                 metrics
-                    .llm_cache_hits
+                    .llm
+                    .cache_hits
                     .with_label_values(&[model.as_str(), tier.as_str()]);
             }
         }
@@ -247,19 +248,22 @@ impl Gateway {
             .await;
         if let Err(GatewayError::Refused(r)) = &result {
             self.metrics
-                .llm_budget_rejections
+                .budgets
+                .rejections
                 .with_label_values(&[r.as_str()])
                 .inc();
         }
         if let Err(GatewayError::Capacity(_)) = &result {
             self.metrics
-                .llm_budget_rejections
+                .budgets
+                .rejections
                 .with_label_values(&["capacity"])
                 .inc();
         }
         if let Err(GatewayError::WorkspaceSecrets(_)) = &result {
             self.metrics
-                .llm_budget_rejections
+                .budgets
+                .rejections
                 .with_label_values(&["workspace_secrets"])
                 .inc();
         }
@@ -267,7 +271,8 @@ impl Gateway {
             && s.cache_hit
         {
             self.metrics
-                .llm_cache_hits
+                .llm
+                .cache_hits
                 .with_label_values(&[&s.backend, tier])
                 .inc();
         }
@@ -275,7 +280,7 @@ impl Gateway {
             .elapsed()
             .saturating_sub(waited)
             .saturating_sub(provider_time);
-        self.metrics.llm_overhead.observe(overhead.as_secs_f64());
+        self.metrics.llm.overhead.observe(overhead.as_secs_f64());
         result.map(|s| Served { overhead, ..s })
     }
 
@@ -400,12 +405,13 @@ impl Gateway {
         let permit = tokio::time::timeout(max_wait, self.slots.acquire()).await;
         *waited = wait_started.elapsed();
         self.metrics
-            .llm_semaphore_wait
+            .llm
+            .semaphore_wait
             .observe(waited.as_secs_f64());
         let Ok(Ok(_permit)) = permit else {
             return Err(GatewayError::Capacity(max_wait));
         };
-        let in_flight = InFlight::new(&self.metrics.llm_in_flight);
+        let in_flight = InFlight::new(&self.metrics.llm.in_flight);
         let llm = &self.config.file.llm;
         let answered = chain::call(
             hops,

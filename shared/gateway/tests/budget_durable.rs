@@ -176,7 +176,7 @@ fn ask() -> LlmRequest {
 }
 
 fn fallbacks(metrics: &Metrics, what: &str) -> u64 {
-    metrics.budget_fallback.with_label_values(&[what]).get()
+    metrics.budgets.fallback.with_label_values(&[what]).get()
 }
 
 /// A user spends 950 of their 1,000 tokens today.
@@ -216,7 +216,7 @@ async fn with_redis_cut_a_user_under_budget_is_answered_and_one_over_is_refused(
     // The answered call's usage is durable, and readable without Redis.
     assert_eq!(gateway.budgets().used(fresh).await.unwrap(), (950, 950));
     assert_eq!(
-        metrics.llm_budget_fail_open.get(),
+        metrics.budgets.fail_open.get(),
         0,
         "the spend cap was read from PostgreSQL, not skipped"
     );

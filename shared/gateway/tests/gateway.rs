@@ -219,7 +219,7 @@ async fn hits(server: &MockServer) -> usize {
 }
 
 fn fallbacks(f: &Fleet, tier: &str) -> u64 {
-    f.metrics.llm_fallbacks.with_label_values(&[tier]).get()
+    f.metrics.llm.fallbacks.with_label_values(&[tier]).get()
 }
 
 #[derive(Default)]
@@ -273,21 +273,24 @@ async fn a_429_without_retry_after_fails_over_and_bills_only_the_answer() {
     assert_eq!(s.completion.usage.cost_micro_usd, 1600);
     assert_eq!(
         f.metrics
-            .llm_errors
+            .llm
+            .errors
             .with_label_values(&["gpt", "rate_limited"])
             .get(),
         1
     );
     assert_eq!(
         f.metrics
-            .llm_calls
+            .llm
+            .calls
             .with_label_values(&["gpt", "free"])
             .get(),
         0
     );
     let cost = f
         .metrics
-        .llm_cost
+        .llm
+        .cost
         .with_label_values(&["claude", "free"])
         .get();
     assert!((cost - 0.0016).abs() < 1e-12, "{cost}");
@@ -327,7 +330,8 @@ async fn a_503_always_sends_every_call_to_the_next_backend() {
     assert_eq!(fallbacks(&f, "free"), 3);
     assert_eq!(
         f.metrics
-            .llm_errors
+            .llm
+            .errors
             .with_label_values(&["gpt", "server_error"])
             .get(),
         3
@@ -351,7 +355,8 @@ async fn a_reset_connection_fails_over() {
     assert_eq!(s.backend, "claude");
     assert_eq!(
         f.metrics
-            .llm_errors
+            .llm
+            .errors
             .with_label_values(&["gpt", "connect"])
             .get(),
         1
@@ -373,7 +378,8 @@ async fn no_response_times_out_and_fails_over() {
     assert!(started.elapsed() < Duration::from_secs(4));
     assert_eq!(
         f.metrics
-            .llm_errors
+            .llm
+            .errors
             .with_label_values(&["gpt", "timeout"])
             .get(),
         1
@@ -443,7 +449,7 @@ async fn a_stream_cut_after_some_tokens_fails_without_failover_or_billing() {
         "the reservation is released"
     );
     assert_eq!(
-        f.metrics.llm_cost.with_label_values(&["gpt", "free"]).get(),
+        f.metrics.llm.cost.with_label_values(&["gpt", "free"]).get(),
         0.0
     );
 }
@@ -460,7 +466,8 @@ async fn a_malformed_first_chunk_fails_over() {
     assert_eq!(s.backend, "claude");
     assert_eq!(
         f.metrics
-            .llm_errors
+            .llm
+            .errors
             .with_label_values(&["gpt", "malformed"])
             .get(),
         1
@@ -556,7 +563,8 @@ async fn a_flapping_primary_never_loses_an_answer() {
     // Attempts on the primary alternate fail/ok; every failure was answered by the secondary.
     let failures = f
         .metrics
-        .llm_errors
+        .llm
+        .errors
         .with_label_values(&["gpt", "server_error"])
         .get();
     assert_eq!(u64::from(by["claude"]), failures);
@@ -777,7 +785,8 @@ async fn a_repeated_tool_free_call_is_served_from_the_cache_for_free() {
     assert_eq!(used_after_first, (50, 50), "settled at the real usage");
     assert_eq!(
         f.metrics
-            .llm_cache_hits
+            .llm
+            .cache_hits
             .with_label_values(&["gpt", "free"])
             .get(),
         1
@@ -848,7 +857,8 @@ async fn a_hundred_concurrent_calls_against_a_budget_that_fits_ten() {
     );
     assert_eq!(
         f.metrics
-            .llm_budget_rejections
+            .budgets
+            .rejections
             .with_label_values(&["user_daily"])
             .get(),
         90
@@ -879,7 +889,7 @@ async fn without_a_database_and_with_redis_down_per_user_budgets_deny_and_the_gl
     assert_eq!(hits(&f.openai).await, 0, "fail closed: no unmetered call");
     let s = f.gateway.complete(&free("hi"), None, None).await.unwrap();
     assert_eq!(s.completion.text.as_deref(), Some("still answering"));
-    assert!(f.metrics.llm_budget_fail_open.get() >= 1);
+    assert!(f.metrics.budgets.fail_open.get() >= 1);
 }
 
 #[tokio::test]
@@ -915,7 +925,8 @@ async fn the_global_cap_and_the_killswitch_block_every_call() {
     assert_eq!(hits(&g.openai).await, 0);
     assert_eq!(
         g.metrics
-            .llm_budget_rejections
+            .budgets
+            .rejections
             .with_label_values(&["killswitch"])
             .get(),
         1
@@ -950,9 +961,9 @@ async fn calls_beyond_the_slots_wait_then_get_a_capacity_reply() {
         [a, b].into_iter().find_map(|r| r.err()).unwrap().code(),
         FailureCode::Capacity
     );
-    assert!(f.metrics.llm_semaphore_wait.get_sample_count() >= 2);
-    assert_eq!(f.metrics.llm_in_flight.get(), 0, "every slot given back");
-    assert!(f.metrics.llm_overhead.get_sample_count() >= 2);
+    assert!(f.metrics.llm.semaphore_wait.get_sample_count() >= 2);
+    assert_eq!(f.metrics.llm.in_flight.get(), 0, "every slot given back");
+    assert!(f.metrics.llm.overhead.get_sample_count() >= 2);
 }
 
 /// Wait until `ready` holds, polling; fails after 5 s naming `what`.

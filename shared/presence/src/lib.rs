@@ -63,6 +63,7 @@ impl Presence {
         for platform in PresenceCall::PLATFORMS {
             for outcome in ["sent", "failed"] {
                 metrics
+                    .delivery
                     .chat_presence
                     .with_label_values(&[platform.as_str(), outcome]);
             }
@@ -141,6 +142,7 @@ impl Inner {
             }
         };
         self.metrics
+            .delivery
             .chat_presence
             .with_label_values(&[platform.as_str(), outcome])
             .inc();
@@ -194,6 +196,7 @@ mod tests {
         on.inner.call(whatsapp, &to, Some("wamid.1")).await;
         api.verify().await;
         let sent = metrics
+            .delivery
             .chat_presence
             .with_label_values(&["whatsapp", "sent"])
             .get();

@@ -108,6 +108,7 @@ async fn readyz(State(s): State<AdminState>) -> Response {
     let starting = s.readiness.pending();
     let ready = !stopping && bus && db && starting.is_empty();
     s.metrics
+        .process
         .ready
         .with_label_values(&["process"])
         .set(if ready { 1.0 } else { 0.0 });

@@ -1,5 +1,5 @@
-//! HTTP plumbing shared by the public surfaces: one error type that renders the
-//! OpenAI-style JSON error body, the request metrics middleware, and the server loop that
+//! HTTP plumbing shared by the public surfaces: the error type ([`ApiError`], in
+//! `api_error.rs`), the request metrics middleware, and the server loop that
 //! bounds slow clients (headers by [`serve`], bodies by [`bound_body`]; `docs/security.md`).
 
 use std::future::Future;
@@ -9,17 +9,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use axum::Router;
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::{Json, Router};
 use hyper::body::{Frame, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use serde_json::json;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -28,70 +27,8 @@ use tower::ServiceExt;
 use hermes_telemetry::Metrics;
 use prometheus::IntCounter;
 
+pub use crate::api_error::{ApiError, ApiErrorCode};
 use crate::write_deadline::WriteDeadline;
-
-/// An error answered to an HTTP caller: status, a machine-readable code, a human message.
-#[derive(Clone, Debug, thiserror::Error)]
-#[error("{status} {code}: {message}")]
-pub struct ApiError {
-    pub status: StatusCode,
-    pub code: &'static str,
-    pub message: String,
-    /// Seconds the caller should wait before retrying (adds `Retry-After`).
-    pub retry_after: Option<u64>,
-}
-
-impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            code,
-            message: message.into(),
-            retry_after: None,
-        }
-    }
-
-    pub fn unauthorized() -> Self {
-        Self::new(
-            StatusCode::UNAUTHORIZED,
-            "invalid_api_key",
-            "missing or invalid API key",
-        )
-    }
-
-    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, code, message)
-    }
-
-    pub fn unavailable(message: impl Into<String>) -> Self {
-        Self {
-            retry_after: Some(5),
-            ..Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
-        }
-    }
-
-    fn kind(&self) -> &'static str {
-        match self.status.as_u16() {
-            401 | 403 => "authentication_error",
-            400..=499 => "invalid_request_error",
-            _ => "server_error",
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = json!({
-            "error": { "message": self.message, "type": self.kind(), "code": self.code }
-        });
-        let mut resp = (self.status, Json(body)).into_response();
-        if let Some(secs) = self.retry_after {
-            resp.headers_mut()
-                .insert(axum::http::header::RETRY_AFTER, secs.into());
-        }
-        resp
-    }
-}
 
 /// Count and time every request by method, matched route (not raw path) and status.
 pub async fn track(State(metrics): State<Metrics>, req: Request, next: Next) -> Response {
@@ -105,11 +42,13 @@ pub async fn track(State(metrics): State<Metrics>, req: Request, next: Next) -> 
     let resp = next.run(req).await;
     let status = resp.status().as_u16().to_string();
     metrics
-        .http_requests
+        .http
+        .requests
         .with_label_values(&[&method, &route, &status])
         .inc();
     metrics
-        .http_duration
+        .http
+        .duration
         .with_label_values(&[&method, &route])
         .observe(started.elapsed().as_secs_f64());
     resp
@@ -250,10 +189,10 @@ pub async fn bound_body(
     if !cut.load(Ordering::Relaxed) {
         return resp;
     }
-    metrics.http_slow_clients.with_label_values(&["body"]).inc();
+    metrics.http.slow_clients.with_label_values(&["body"]).inc();
     let mut resp = ApiError::new(
         StatusCode::REQUEST_TIMEOUT,
-        "body_timeout",
+        ApiErrorCode::BodyTimeout,
         format!(
             "the request body did not arrive within {} s",
             timeout.as_secs()

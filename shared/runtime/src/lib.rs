@@ -4,6 +4,7 @@
 //! the HTTP error type of the public surfaces, and shutdown.
 
 pub mod admin;
+mod api_error;
 pub mod context;
 pub mod http;
 pub mod outages;

@@ -62,10 +62,12 @@ impl Outages {
     /// Every dependency starts up; failures report them down.
     pub fn new(db: Db, metrics: Metrics, alerts: Alerts) -> Self {
         metrics
+            .process
             .dependency_up
             .with_label_values(&[Dependency::Postgres.as_str()])
             .set(1);
         metrics
+            .process
             .dependency_outages
             .with_label_values(&[Dependency::Postgres.as_str()]);
         let (postgres, _) = watch::channel(true);
@@ -96,10 +98,12 @@ impl Outages {
             return;
         }
         let m = &self.inner.metrics;
-        m.dependency_up
+        m.process
+            .dependency_up
             .with_label_values(&[dependency.as_str()])
             .set(0);
-        m.dependency_outages
+        m.process
+            .dependency_outages
             .with_label_values(&[dependency.as_str()])
             .inc();
         tracing::error!(%dependency, "dependency unreachable: holding messages until it is back");
@@ -135,6 +139,7 @@ impl Outages {
         tracing::warn!(%dependency, down_ms = started.elapsed().as_millis() as u64, "dependency is back; processing held messages");
         self.inner
             .metrics
+            .process
             .dependency_up
             .with_label_values(&[dependency.as_str()])
             .set(1);

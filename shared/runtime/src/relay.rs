@@ -127,10 +127,12 @@ impl Relay {
         }
         tx.commit().await?;
         self.metrics
+            .stages
             .outbox_published
             .with_label_values(&["swept"])
             .inc_by(done.len() as u64);
         self.metrics
+            .stages
             .outbox_publish_failures
             .inc_by(failed.len() as u64);
         Ok((done.len(), failed.len()))
@@ -234,7 +236,7 @@ impl Relay {
             };
             if last_lag.elapsed() >= Duration::from_secs(5) {
                 if let Ok(lag) = self.lag().await {
-                    self.metrics.outbox_lag.set(lag);
+                    self.metrics.stages.outbox_lag.set(lag);
                 }
                 last_lag = std::time::Instant::now();
             }

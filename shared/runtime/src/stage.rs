@@ -208,12 +208,12 @@ async fn consume<H: Handler>(ctx: Ctx, handler: Arc<H>, commit: Commit<H>) {
     let queue = ctx.bus.names().queue(H::STAGE);
     // The failure series start at 0, so alerts and rate() see them before the first failure.
     let parking = ctx.bus.names().parking(H::STAGE);
-    ctx.metrics.parking_rejected.with_label_values(&[&parking]);
+    let bus_metrics = &ctx.metrics.bus;
+    bus_metrics.parking_rejected.with_label_values(&[&parking]);
     if H::STAGE.retries_later() {
         for delay in &ctx.config.bus.retry_delays {
-            ctx.metrics
-                .delivery_retries
-                .with_label_values(&[H::STAGE.as_str(), &delay_label(*delay)]);
+            let labels = [H::STAGE.as_str(), &delay_label(*delay)];
+            bus_metrics.retries.with_label_values(&labels);
         }
     }
     let prefetch = ctx.config.bus.prefetch;
@@ -297,14 +297,10 @@ async fn process<H: Handler>(
             "rejected"
         }
     };
-    ctx.metrics
-        .bus_messages
-        .with_label_values(&[queue, outcome])
-        .inc();
-    ctx.metrics
-        .stage_duration
-        .with_label_values(&[stage])
-        .observe(started.elapsed().as_secs_f64());
+    let m = &ctx.metrics;
+    m.bus.messages.with_label_values(&[queue, outcome]).inc();
+    let secs = started.elapsed().as_secs_f64();
+    m.stages.duration.with_label_values(&[stage]).observe(secs);
 }
 
 /// [`handle`], holding the message while a dependency it needs is down: it waits for the
@@ -338,6 +334,7 @@ async fn handle_held<H: Handler>(
 async fn hold(ctx: &Ctx, stage: Stage, dependency: Dependency) -> bool {
     let held = ctx
         .metrics
+        .stages
         .held_messages
         .with_label_values(&[stage.as_str(), dependency.as_str()]);
     held.inc();

@@ -3,7 +3,9 @@
 //! to answer, re-wakes and expiries, presence, the MCP surface's calls and Forge wakes; and
 //! the refusals of what tenants (keys and their agents) may hold (docs/security.md).
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+use prometheus::{HistogramVec, IntCounterVec, Registry};
+
+use crate::metrics::{counter_vec as counter, histogram_vec};
 
 /// Buckets for an agent's time to acknowledge or answer: a second to an hour.
 const AGENT_LATENCY: &[f64] = &[
@@ -65,19 +67,8 @@ impl TenantLimit {
     }
 }
 
-fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
-    let m = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
-    r.register(Box::new(m.clone()))
-        .expect("metric registered once");
-    m
-}
-
 fn histogram(r: &Registry, name: &str, help: &str) -> HistogramVec {
-    let opts = HistogramOpts::new(name, help).buckets(AGENT_LATENCY.to_vec());
-    let m = HistogramVec::new(opts, &["agent"]).expect("valid metric");
-    r.register(Box::new(m.clone()))
-        .expect("metric registered once");
-    m
+    histogram_vec(r, name, help, &["agent"], AGENT_LATENCY.to_vec())
 }
 
 /// The outcomes of `hermes_agent_runs_total`.

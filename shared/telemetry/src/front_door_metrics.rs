@@ -4,6 +4,8 @@
 
 use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
 
+use crate::metrics::gauge;
+
 /// The pools a request may be shed from.
 pub const SHED_POOLS: &[&str] = &["in_flight", "unverified_body"];
 
@@ -38,20 +40,16 @@ impl FrontDoorMetrics {
             }
             m
         };
-        let unverified_bodies = IntGauge::new(
+        let unverified_bodies = gauge(
+            r,
             "hermes_http_unverified_bodies",
             "Request bodies being read now before their signature is checked (WhatsApp, Instagram, Forge).",
-        )
-        .expect("valid metric");
-        r.register(Box::new(unverified_bodies.clone()))
-            .expect("metric registered once");
-        let unverified_waiting = IntGauge::new(
+        );
+        let unverified_waiting = gauge(
+            r,
             "hermes_http_unverified_waiting",
             "Request bodies waiting now for a place to be read before their signature is checked.",
-        )
-        .expect("valid metric");
-        r.register(Box::new(unverified_waiting.clone()))
-            .expect("metric registered once");
+        );
         Self {
             shed: counter(
                 "hermes_http_shed_total",

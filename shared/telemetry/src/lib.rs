@@ -3,19 +3,37 @@
 
 mod agent_metrics;
 mod alert_kind;
+mod budget_metrics;
+mod bus_metrics;
+mod delivery_metrics;
 mod front_door_metrics;
+mod http_metrics;
 mod limit_metrics;
+mod llm_metrics;
 mod metrics;
 mod operator_metrics;
+mod process_metrics;
+mod router_metrics;
 mod run_metrics;
+mod stage_metrics;
+mod tool_metrics;
 
 pub use agent_metrics::{AgentMetrics, TenantLimit};
 pub use alert_kind::AlertKind;
+pub use budget_metrics::BudgetMetrics;
+pub use bus_metrics::BusMetrics;
+pub use delivery_metrics::DeliveryMetrics;
 pub use front_door_metrics::FrontDoorMetrics;
+pub use http_metrics::HttpMetrics;
 pub use limit_metrics::LimitMetrics;
+pub use llm_metrics::LlmMetrics;
 pub use metrics::{Inner as MetricHandles, Metrics};
 pub use operator_metrics::OperatorMetrics;
+pub use process_metrics::ProcessMetrics;
+pub use router_metrics::RouterMetrics;
 pub use run_metrics::RunMetrics;
+pub use stage_metrics::StageMetrics;
+pub use tool_metrics::ToolMetrics;
 
 use tracing_subscriber::EnvFilter;
 

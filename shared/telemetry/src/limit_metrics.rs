@@ -4,7 +4,7 @@
 
 use prometheus::{HistogramVec, IntCounter, IntCounterVec, IntGauge, Registry};
 
-use crate::metrics::{counter_vec, histogram_vec};
+use crate::metrics::{counter, counter_vec, gauge, histogram_vec};
 
 /// Buckets of how long the images of one model call took: 10 ms to two minutes.
 const INLINE_SECONDS: &[f64] = &[
@@ -33,19 +33,6 @@ pub struct LimitMetrics {
 impl LimitMetrics {
     /// Register the limits' metrics in `r`.
     pub fn register(r: &Registry) -> Self {
-        let gauge = IntGauge::new(
-            "hermes_key_streams_held",
-            "Requests held open now under a key's HERMES_STREAMS_PER_KEY (event streams, streamed answers, waiting callers).",
-        )
-        .expect("valid metric");
-        r.register(Box::new(gauge.clone()))
-            .expect("metric registered once");
-        let counter = |name: &str, help: &str| {
-            let c = IntCounter::new(name, help).expect("valid metric");
-            r.register(Box::new(c.clone()))
-                .expect("metric registered once");
-            c
-        };
         Self {
             image_inlines: counter_vec(
                 r,
@@ -60,8 +47,13 @@ impl LimitMetrics {
                 &["outcome"],
                 INLINE_SECONDS.to_vec(),
             ),
-            key_streams: gauge,
+            key_streams: gauge(
+                r,
+                "hermes_key_streams_held",
+                "Requests held open now under a key's HERMES_STREAMS_PER_KEY (event streams, streamed answers, waiting callers).",
+            ),
             key_streams_refused: counter(
+                r,
                 "hermes_key_streams_refused_total",
                 "Requests refused 429 too_many_streams: their key already held HERMES_STREAMS_PER_KEY requests open.",
             ),
@@ -72,6 +64,7 @@ impl LimitMetrics {
                 &["reason"],
             ),
             host_refused: counter(
+                r,
                 "hermes_http_host_refused_total",
                 "Requests refused 421 because, without API_SERVER_KEY, their Host header was not a loopback name (DNS rebinding).",
             ),

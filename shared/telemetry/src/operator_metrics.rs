@@ -4,7 +4,7 @@
 
 use prometheus::{Gauge, HistogramVec, IntCounterVec, IntGauge, Registry};
 
-use crate::metrics::{counter_vec as counter, histogram_vec};
+use crate::metrics::{counter_vec as counter, float_gauge, gauge, histogram_vec};
 
 /// Buckets of an event's age when a client gets it: a millisecond to a minute.
 const EVENT_LAG: &[f64] = &[
@@ -40,20 +40,16 @@ pub struct OperatorMetrics {
 impl OperatorMetrics {
     /// Register the operator MCP server's and the approvals' metrics in `r`.
     pub fn register(r: &Registry) -> Self {
-        let approvals_pending = IntGauge::new(
+        let approvals_pending = gauge(
+            r,
             "hermes_approvals_pending",
             "Tool calls waiting for an operator's approval now.",
-        )
-        .expect("valid metric");
-        r.register(Box::new(approvals_pending.clone()))
-            .expect("metric registered once");
-        let approval_oldest = Gauge::new(
+        );
+        let approval_oldest = float_gauge(
+            r,
             "hermes_approval_oldest_pending_seconds",
             "How long the oldest tool call waiting for approval has waited (0 when none waits).",
-        )
-        .expect("valid metric");
-        r.register(Box::new(approval_oldest.clone()))
-            .expect("metric registered once");
+        );
         Self {
             calls: counter(
                 r,

@@ -185,7 +185,8 @@ impl Floor {
     pub fn published(&self) -> f64 {
         use prometheus::core::Collector;
         self.metrics
-            .bus_published
+            .bus
+            .published
             .collect()
             .iter()
             .flat_map(|family| family.get_metric())

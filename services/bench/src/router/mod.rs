@@ -160,7 +160,7 @@ fn message(sender: u32, i: u32) -> Inbound {
 /// measured (a count over a growing index fifty times a second).
 async fn wait_for(metrics: &Metrics, queue: &str, n: u64, limit: Duration) -> anyhow::Result<()> {
     let started = Instant::now();
-    let acked = metrics.bus_messages.with_label_values(&[queue, "acked"]);
+    let acked = metrics.bus.messages.with_label_values(&[queue, "acked"]);
     while acked.get() < n {
         anyhow::ensure!(
             started.elapsed() < limit,
@@ -175,7 +175,7 @@ async fn wait_for(metrics: &Metrics, queue: &str, n: u64, limit: Duration) -> an
 /// (upper bound, cumulative count) of the router's stage histogram.
 fn buckets(m: &Metrics) -> Vec<(f64, u64)> {
     use prometheus::core::Collector;
-    let h = m.stage_duration.with_label_values(&["router"]);
+    let h = m.stages.duration.with_label_values(&["router"]);
     let mut out = Vec::new();
     for mf in h.collect() {
         for metric in mf.get_metric() {
@@ -460,8 +460,12 @@ async fn burst(
 ) -> anyhow::Result<Burst> {
     let queue = ctx.bus.names().queue(hermes_bus::Stage::Router);
     let before = buckets(metrics);
-    let groups = metrics.commit_batch_size.with_label_values(&["router"]);
+    let groups = metrics
+        .stages
+        .commit_batch_size
+        .with_label_values(&["router"]);
     let fallbacks = metrics
+        .stages
         .commit_batch_fallbacks
         .with_label_values(&["router"]);
     let (groups_before, sum_before, fallbacks_before) = (

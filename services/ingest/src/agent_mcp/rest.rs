@@ -7,7 +7,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Path, Request, State};
 use axum::response::{IntoResponse, Response};
-use hermes_runtime::http::ApiError;
+use hermes_runtime::http::{ApiError, ApiErrorCode};
 use serde_json::Value;
 
 use super::auth::identify;
@@ -30,15 +30,19 @@ pub async fn handle(
                 retry_after: Some(secs),
                 ..ApiError::new(
                     axum::http::StatusCode::TOO_MANY_REQUESTS,
-                    "rate_limited",
+                    ApiErrorCode::RateLimited,
                     "this key is over its request rate",
                 )
             }
             .into_response();
         }
         Err(Refused::Forbidden(why)) => {
-            return ApiError::new(axum::http::StatusCode::FORBIDDEN, "forbidden", why)
-                .into_response();
+            return ApiError::new(
+                axum::http::StatusCode::FORBIDDEN,
+                ApiErrorCode::Forbidden,
+                why,
+            )
+            .into_response();
         }
         Err(Refused::Unavailable(e)) => return e.into_response(),
     };

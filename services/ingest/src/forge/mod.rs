@@ -34,7 +34,7 @@ use hermes_cache::rate_limit::Verdict;
 use hermes_db::agents::Agent;
 use hermes_db::forge_deliveries::{self, Claim};
 use hermes_net::signing::{FORGE_DELIVERY, FORGE_EVENT};
-use hermes_runtime::http::ApiError;
+use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 use hermes_types::model::{ForgeWake, Inbound, MessageEvent, Platform};
@@ -61,7 +61,7 @@ pub async fn wake(
     let label = match &outcome {
         Ok(Taken::Queued { .. }) => "queued",
         Ok(Taken::Duplicate { .. }) => "duplicate",
-        Err(e) => e.code,
+        Err(e) => e.code.as_str(),
     };
     count(&app, label);
     match outcome {
@@ -75,7 +75,7 @@ pub async fn wake(
         }))
         .into_response(),
         Err(e) => {
-            tracing::info!(code = e.code, "Forge wake refused");
+            tracing::info!(code = e.code.as_str(), "Forge wake refused");
             e.into_response()
         }
     }
@@ -93,8 +93,8 @@ fn count(app: &AppState, outcome: &str) {
 /// A wake refused before its handler ran (`crate::front_door::signed`), counted and logged
 /// as the handler's refusals are.
 pub(crate) fn refused(app: &AppState, e: ApiError) -> Response {
-    count(app, e.code);
-    tracing::info!(code = e.code, "Forge wake refused");
+    count(app, e.code.as_str());
+    tracing::info!(code = e.code.as_str(), "Forge wake refused");
     e.into_response()
 }
 
@@ -134,7 +134,7 @@ async fn within_rate(app: &AppState, verified: &Verified) -> Result<(), ApiError
             retry_after: Some(retry_after.as_secs_f64().ceil().max(1.0) as u64),
             ..ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
+                ApiErrorCode::RateLimited,
                 format!(
                     "this Forge secret delivered more than {} wakes a minute (HERMES_FORGE_WAKES_PER_MINUTE)",
                     settings.wakes_per_minute
@@ -213,7 +213,7 @@ async fn take(
             );
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
-                "replayed",
+                ApiErrorCode::Replayed,
                 "this wake's signed content was already taken under another X-Forge-Delivery; a wake is taken once",
             ));
         }
@@ -267,13 +267,13 @@ fn delivery_id(headers: &HeaderMap) -> Result<String, ApiError> {
         .filter(|v| !v.is_empty())
         .ok_or_else(|| {
             ApiError::bad_request(
-                "missing_delivery_id",
+                ApiErrorCode::MissingDeliveryId,
                 format!("the {FORGE_DELIVERY} header is required: it deduplicates retried wakes"),
             )
         })?;
     if value.len() > MAX_DELIVERY_ID || !value.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(ApiError::bad_request(
-            "invalid_delivery_id",
+            ApiErrorCode::InvalidDeliveryId,
             format!("{FORGE_DELIVERY} must be 1 to {MAX_DELIVERY_ID} printable ASCII characters"),
         ));
     }

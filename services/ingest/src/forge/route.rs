@@ -7,7 +7,7 @@
 use axum::http::StatusCode;
 use hermes_db::agents::{self, Agent};
 use hermes_db::{Client, workspaces};
-use hermes_runtime::http::ApiError;
+use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::agent::AgentKind;
 
 fn unavailable(e: impl std::fmt::Display) -> ApiError {
@@ -46,14 +46,14 @@ pub async fn internal_agent(
         .ok_or_else(|| {
             ApiError::new(
                 StatusCode::NOT_FOUND,
-                "unknown_agent",
+                ApiErrorCode::UnknownAgent,
                 format!("no agent has the profile key {profile_key:?} in the workspace {slug:?}"),
             )
         })?;
     if agent.kind == AgentKind::External {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
-            "external_agent",
+            ApiErrorCode::ExternalAgent,
             format!(
                 "{profile_key:?} is an external agent of this Hermes (woken by webhook itself); Forge wakes are answered only by internal agents"
             ),

@@ -18,6 +18,7 @@ use hermes_net::signing::{
     FORGE_BODY_SIGNATURE, FORGE_SIGNATURE, FORGE_TIMESTAMP, sha256_tag, sha256_tag_valid,
     sha256_tag_valid_over,
 };
+use hermes_runtime::http::ApiErrorCode;
 use secrecy::{ExposeSecret, SecretString};
 use sha2::{Digest, Sha256};
 
@@ -48,12 +49,12 @@ pub enum SignatureError {
 
 impl SignatureError {
     /// The error code callers see and the `outcome` label of the wake metric.
-    pub fn code(self) -> &'static str {
+    pub fn code(self) -> ApiErrorCode {
         match self {
-            SignatureError::Missing(_) => "missing_signature",
-            SignatureError::BadTimestamp => "invalid_timestamp",
-            SignatureError::Stale => "stale_timestamp",
-            SignatureError::Mismatch => "invalid_signature",
+            SignatureError::Missing(_) => ApiErrorCode::MissingSignature,
+            SignatureError::BadTimestamp => ApiErrorCode::InvalidTimestamp,
+            SignatureError::Stale => ApiErrorCode::StaleTimestamp,
+            SignatureError::Mismatch => ApiErrorCode::InvalidSignature,
         }
     }
 

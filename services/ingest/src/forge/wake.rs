@@ -6,7 +6,7 @@
 //! own dispatch record) is kept whole for the agent to read; the inbox, not the wake, is the
 //! source of truth, so nothing else is required.
 
-use hermes_runtime::http::ApiError;
+use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::model::ToolPolicy;
 use serde::Deserialize;
 use serde_json::Value;
@@ -46,7 +46,7 @@ struct WireWake {
 }
 
 fn malformed(message: impl Into<String>) -> ApiError {
-    ApiError::bad_request("malformed_payload", message)
+    ApiError::bad_request(ApiErrorCode::MalformedPayload, message)
 }
 
 /// A short printable name at `what`, or `None` when absent.
@@ -81,7 +81,7 @@ pub fn parse(body: &[u8], event_header: Option<&str>) -> Result<Wake, ApiError> 
     let profile_key = name("agent.profileKey", agent.and_then(|a| a.get("profileKey")))?
         .ok_or_else(|| {
             ApiError::bad_request(
-                "missing_profile_key",
+                ApiErrorCode::MissingProfileKey,
                 "agent.profileKey is required: it names the Hermes agent to wake",
             )
         })?;
@@ -160,25 +160,28 @@ mod tests {
         let code = |v: Value| wake(v).unwrap_err().code;
         assert_eq!(
             code(json!({"kind": "AGENT_ASSIGNED"})),
-            "missing_profile_key"
+            ApiErrorCode::MissingProfileKey
         );
         assert_eq!(
             code(json!({"agent": {"id": "agt_1"}})),
-            "missing_profile_key"
+            ApiErrorCode::MissingProfileKey
         );
-        assert_eq!(code(json!({"agent": "victor"})), "malformed_payload");
+        assert_eq!(
+            code(json!({"agent": "victor"})),
+            ApiErrorCode::MalformedPayload
+        );
         assert_eq!(
             code(json!({"agent": {"profileKey": 7}})),
-            "malformed_payload"
+            ApiErrorCode::MalformedPayload
         );
-        assert_eq!(code(json!([1, 2])), "malformed_payload");
+        assert_eq!(code(json!([1, 2])), ApiErrorCode::MalformedPayload);
         assert_eq!(
             code(json!({"agent": {"profileKey": "v"}, "engagement_mode": "NAP"})),
-            "invalid_request"
+            ApiErrorCode::InvalidRequest
         );
         assert_eq!(
             parse(b"{\"agent\":", None).unwrap_err().code,
-            "malformed_payload"
+            ApiErrorCode::MalformedPayload
         );
     }
 }

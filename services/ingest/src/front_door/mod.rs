@@ -21,7 +21,7 @@ use axum::http::header::CONNECTION;
 use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use hermes_runtime::http::ApiError;
+use hermes_runtime::http::{ApiError, ApiErrorCode};
 
 use crate::AppState;
 use crate::rest::{Caller, bearer_of, resolve};
@@ -62,7 +62,11 @@ pub fn shed(app: &AppState, pool: Pool) -> Response {
     };
     let mut resp = ApiError {
         retry_after: Some(1),
-        ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+        ..ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ApiErrorCode::Unavailable,
+            message,
+        )
     }
     .into_response();
     if pool == Pool::UnverifiedBody {

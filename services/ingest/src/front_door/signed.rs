@@ -28,7 +28,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use hermes_net::signing::{FORGE_BODY_SIGNATURE, FORGE_SIGNATURE, FORGE_TIMESTAMP};
-use hermes_runtime::http::ApiError;
+use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::model::Platform;
 use tokio::sync::Semaphore;
 
@@ -157,7 +157,7 @@ async fn read(body: Body, limit: usize, deadline: Duration) -> Result<Bytes, Unr
 fn too_large(limit: usize) -> ApiError {
     ApiError::new(
         StatusCode::PAYLOAD_TOO_LARGE,
-        "body_too_large",
+        ApiErrorCode::BodyTooLarge,
         format!("request body is larger than {limit} bytes"),
     )
 }
@@ -207,19 +207,22 @@ pub async fn read_signed(
         Ok(body) => body,
         Err(Unread::TooLarge) => return route.refuse(app, "too_large", too_large(limit)),
         Err(Unread::Broken(why)) => {
-            let e =
-                ApiError::bad_request("invalid_body", format!("the body could not be read: {why}"));
+            let e = ApiError::bad_request(
+                ApiErrorCode::InvalidBody,
+                format!("the body could not be read: {why}"),
+            );
             return route.refuse(app, "malformed", e);
         }
         Err(Unread::TimedOut) => {
             app.ctx
                 .metrics
-                .http_slow_clients
+                .http
+                .slow_clients
                 .with_label_values(&["unverified_body"])
                 .inc();
             let mut resp = ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,
-                "body_timeout",
+                ApiErrorCode::BodyTimeout,
                 format!(
                     "the request body did not arrive within {} s",
                     deadline.as_secs()

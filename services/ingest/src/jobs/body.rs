@@ -3,7 +3,7 @@
 
 use axum::http::StatusCode;
 use hermes_db::jobs::{Job, JobRunStatus, JobSpec, LastRun};
-use hermes_runtime::http::ApiError;
+use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::model::{JobTarget, Schedule};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Value, json};
@@ -46,13 +46,14 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
 }
 
 fn invalid(message: impl Into<String>) -> ApiError {
-    ApiError::bad_request("invalid_request", message)
+    ApiError::bad_request(ApiErrorCode::InvalidRequest, message)
 }
 
 /// Parse a body; a body that is not a job is `invalid_json`.
 pub fn parse(body: &[u8]) -> Result<JobPatch, ApiError> {
-    serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request("invalid_json", format!("body is not a job: {e}")))
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(ApiErrorCode::InvalidJson, format!("body is not a job: {e}"))
+    })
 }
 
 impl JobPatch {
@@ -80,12 +81,13 @@ impl JobPatch {
             )));
         }
         let schedule = match (self.schedule, base) {
-            (Some(v), _) => serde_json::from_value::<Schedule>(v)
-                .map_err(|e| ApiError::bad_request("invalid_schedule", format!("schedule: {e}")))?,
+            (Some(v), _) => serde_json::from_value::<Schedule>(v).map_err(|e| {
+                ApiError::bad_request(ApiErrorCode::InvalidSchedule, format!("schedule: {e}"))
+            })?,
             (None, Some(b)) => b.schedule.clone(),
             (None, None) => {
                 return Err(ApiError::bad_request(
-                    "invalid_schedule",
+                    ApiErrorCode::InvalidSchedule,
                     "schedule is required: {\"cron\": \"…\"} or {\"every_seconds\": N}",
                 ));
             }
@@ -110,8 +112,9 @@ impl JobPatch {
             (None, None) => None,
         };
         let target = match (self.target, base) {
-            (Some(v), _) => serde_json::from_value::<JobTarget>(v)
-                .map_err(|e| ApiError::bad_request("invalid_target", format!("target: {e}")))?,
+            (Some(v), _) => serde_json::from_value::<JobTarget>(v).map_err(|e| {
+                ApiError::bad_request(ApiErrorCode::InvalidTarget, format!("target: {e}"))
+            })?,
             (None, Some(b)) => b.target.clone(),
             (None, None) => JobTarget::Stored {},
         };
@@ -144,7 +147,12 @@ pub fn check_target(
             known.join(", ")
         )));
     }
-    let bad = |m: &str| Err(ApiError::bad_request("invalid_target", m.to_string()));
+    let bad = |m: &str| {
+        Err(ApiError::bad_request(
+            ApiErrorCode::InvalidTarget,
+            m.to_string(),
+        ))
+    };
     match (&spec.target, caller) {
         (JobTarget::Stored {}, _) => Ok(()),
         (JobTarget::Callback {}, Caller::Operator) => {
@@ -179,10 +187,10 @@ pub fn check_interval(schedule: &Schedule, min: std::time::Duration) -> Result<(
     let min_secs = min.as_secs();
     let gap = schedule
         .shortest_gap(chrono::Utc::now())
-        .map_err(|e| ApiError::bad_request("invalid_schedule", e))?;
+        .map_err(|e| ApiError::bad_request(ApiErrorCode::InvalidSchedule, e))?;
     match gap {
         Some(gap) if gap.num_seconds() < min_secs as i64 => Err(ApiError::bad_request(
-            "invalid_schedule",
+            ApiErrorCode::InvalidSchedule,
             format!(
                 "the schedule runs every {} s at its most frequent; the shortest interval allowed is {min_secs} s (HERMES_JOB_MIN_INTERVAL_SECS)",
                 gap.num_seconds()
@@ -208,7 +216,7 @@ pub async fn check_chat(
         Ok(())
     } else {
         Err(ApiError::bad_request(
-            "invalid_target",
+            ApiErrorCode::InvalidTarget,
             format!(
                 "no user is linked to {} chat {chat_id:?}",
                 platform.as_str()
@@ -219,7 +227,7 @@ pub async fn check_chat(
 
 /// The 404 of an unknown job, or of another key's.
 pub fn not_found() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such job")
+    ApiError::new(StatusCode::NOT_FOUND, ApiErrorCode::NotFound, "no such job")
 }
 
 /// A job as the API shows it, with its last run when given.

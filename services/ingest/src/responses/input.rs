@@ -3,7 +3,7 @@
 //! read the same way when a conversation is rebuilt (see [`history`]).
 
 use hermes_db::responses::Turn;
-use hermes_runtime::http::ApiError;
+use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::model::{CallParams, ChatMessage, Role, ToolCall};
 use serde::Deserialize;
 use serde_json::Value;
@@ -61,7 +61,7 @@ pub struct ResponsesRequest {
 }
 
 fn unsupported(message: String) -> ApiError {
-    ApiError::bad_request("unsupported_content_type", message)
+    ApiError::bad_request(ApiErrorCode::UnsupportedContentType, message)
 }
 
 /// `conversation`: a name, or `{"id": name}` as the official SDKs also send it.
@@ -91,7 +91,7 @@ fn conversation(v: Option<Value>) -> Result<Option<String>, ApiError> {
 pub fn parse(body: &[u8]) -> Result<ResponsesRequest, ApiError> {
     let wire: WireRequest = serde_json::from_slice(body).map_err(|e| {
         ApiError::bad_request(
-            "invalid_json",
+            ApiErrorCode::InvalidJson,
             format!("request body is not a valid responses request: {e}"),
         )
     })?;
@@ -102,7 +102,7 @@ pub fn parse(body: &[u8]) -> Result<ResponsesRequest, ApiError> {
         .is_some_and(|t| !t.is_null() && t.as_array().is_none_or(|a| !a.is_empty()))
     {
         return Err(ApiError::bad_request(
-            "unsupported_parameter",
+            ApiErrorCode::UnsupportedParameter,
             "tools: the fleet offers its own tools; a request cannot add any",
         ));
     }
@@ -403,7 +403,7 @@ mod tests {
             let e = body(json!({ "input": input })).unwrap_err();
             assert_eq!(
                 (e.status.as_u16(), e.code),
-                (400, "unsupported_content_type"),
+                (400, ApiErrorCode::UnsupportedContentType),
                 "{input}"
             );
         }
@@ -414,57 +414,57 @@ mod tests {
         for (v, code, names) in [
             (
                 json!({"input": "x", "previous_response_id": "resp_1", "conversation": "c"}),
-                "invalid_request",
+                ApiErrorCode::InvalidRequest,
                 "together",
             ),
             (
                 json!({"input": "x", "temperature": 3}),
-                "invalid_request",
+                ApiErrorCode::InvalidRequest,
                 "temperature",
             ),
             (
                 json!({"input": "x", "top_p": -1}),
-                "invalid_request",
+                ApiErrorCode::InvalidRequest,
                 "top_p",
             ),
             (
                 json!({"input": "x", "max_output_tokens": 0}),
-                "invalid_request",
+                ApiErrorCode::InvalidRequest,
                 "max_output_tokens",
             ),
             (
                 json!({"input": "x", "conversation": ""}),
-                "invalid_request",
+                ApiErrorCode::InvalidRequest,
                 "conversation",
             ),
             (
                 json!({"input": "x", "conversation": 5}),
-                "invalid_request",
+                ApiErrorCode::InvalidRequest,
                 "conversation",
             ),
-            (json!({"input": []}), "invalid_request", "empty"),
-            (json!({"input": 5}), "invalid_request", "input"),
+            (json!({"input": []}), ApiErrorCode::InvalidRequest, "empty"),
+            (json!({"input": 5}), ApiErrorCode::InvalidRequest, "input"),
             (
                 json!({"input": [{"role": "wizard", "content": "x"}]}),
-                "invalid_request",
+                ApiErrorCode::InvalidRequest,
                 "role",
             ),
             (
                 json!({"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{"}]}),
-                "invalid_request",
+                ApiErrorCode::InvalidRequest,
                 "arguments",
             ),
             (
                 json!({"input": [{"type": "item_reference", "id": "x"}]}),
-                "invalid_request",
+                ApiErrorCode::InvalidRequest,
                 "item_reference",
             ),
             (
                 json!({"input": "x", "tools": [{"type": "function", "name": "f"}]}),
-                "unsupported_parameter",
+                ApiErrorCode::UnsupportedParameter,
                 "tools",
             ),
-            (json!({"model": "m"}), "invalid_json", "input"),
+            (json!({"model": "m"}), ApiErrorCode::InvalidJson, "input"),
         ] {
             let e = body(v.clone()).unwrap_err();
             assert_eq!((e.status.as_u16(), e.code), (400, code), "{v}");

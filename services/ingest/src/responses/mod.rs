@@ -20,7 +20,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use hermes_db::responses::{self, NewResponse};
 use hermes_db::runs::{self, RunStatus};
-use hermes_runtime::http::ApiError;
+use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::ids::{ResponseId, RunId};
 use hermes_types::model::{ChatMessage, Role};
 use serde_json::json;
@@ -44,7 +44,7 @@ pub async fn create(
 fn not_found(what: &str) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
-        "not_found",
+        ApiErrorCode::NotFound,
         format!("no stored response {what}"),
     )
 }
@@ -64,7 +64,7 @@ async fn chained_to(
         let refused = || {
             ApiError::new(
                 StatusCode::NOT_FOUND,
-                "previous_response_not_found",
+                ApiErrorCode::PreviousResponseNotFound,
                 format!("previous_response_id {previous:?}: no stored response has this id"),
             )
         };
@@ -131,7 +131,7 @@ async fn handle(
     messages.extend(request.turns);
     if !input::has_user_text(&messages) {
         return Err(ApiError::bad_request(
-            "invalid_request",
+            ApiErrorCode::InvalidRequest,
             "the conversation needs a user message with text",
         ));
     }

@@ -28,7 +28,7 @@ use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use hermes_cache::run_events::{FOLLOW_RENEW, Readers, RunEvent, RunEvents, WaiterGuard};
 use hermes_runtime::Ctx;
-use hermes_runtime::http::ApiError;
+use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::ids::RunId;
 use hermes_types::model::{FailureCode, Outcome};
 use serde_json::{Value, json};
@@ -62,7 +62,7 @@ pub async fn events(
             Some(id) => Some(id),
             None => {
                 return ApiError::bad_request(
-                    "invalid_request",
+                    ApiErrorCode::InvalidRequest,
                     "Last-Event-ID must be the id of an event of this stream, like 1700000000000-0",
                 )
                 .into_response();

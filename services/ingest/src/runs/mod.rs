@@ -22,7 +22,7 @@ use axum::response::{IntoResponse, Response};
 use hermes_cache::run_events::RunEvent;
 use hermes_db::platform_sends;
 use hermes_db::runs::{self, RunRow, RunStatus};
-use hermes_runtime::http::ApiError;
+use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 use hermes_types::model::{ChatMessage, Inbound, MessageEvent, Platform};
@@ -56,7 +56,7 @@ pub(crate) fn shown_status(status: RunStatus) -> &'static str {
 }
 
 fn not_found() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such run")
+    ApiError::new(StatusCode::NOT_FOUND, ApiErrorCode::NotFound, "no such run")
 }
 
 /// The run `id` if `caller` may see it: a key sees only the runs it made, the operator
@@ -164,6 +164,7 @@ async fn start(
     }
     app.ctx
         .metrics
+        .http
         .ingest_messages
         .with_label_values(&["api", "accepted"])
         .inc();
@@ -184,7 +185,7 @@ async fn start(
 pub async fn list() -> Response {
     let mut resp = ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
+        ApiErrorCode::MethodNotAllowed,
         "runs are not listed; POST /v1/runs starts one and GET /v1/runs/{id} shows it",
     )
     .into_response();
@@ -281,7 +282,7 @@ fn shown(row: &RunRow, caller: &Caller) -> Value {
 fn finished(status: RunStatus) -> ApiError {
     ApiError::new(
         StatusCode::CONFLICT,
-        "run_finished",
+        ApiErrorCode::RunFinished,
         format!("the run already ended: {}", shown_status(status)),
     )
 }
@@ -308,7 +309,7 @@ async fn ask_to_stop(app: &AppState, caller: &Caller, id: &str) -> Result<RunId,
                 retry_after: Some(1),
                 ..ApiError::new(
                     StatusCode::CONFLICT,
-                    "run_queued",
+                    ApiErrorCode::RunQueued,
                     "the run is not routed yet; retry in a moment",
                 )
             });

@@ -5,7 +5,7 @@
 //!
 //! Fields are read as raw JSON so that a wrong type gets a message naming the field.
 
-use hermes_runtime::http::ApiError;
+use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::agent::EngagementMode;
 use hermes_types::model::{ChatMessage, Role, ToolPolicy};
 use serde::Deserialize;
@@ -123,7 +123,7 @@ pub struct RunRequest {
 }
 
 fn invalid(message: impl Into<String>) -> ApiError {
-    ApiError::bad_request("invalid_request", message)
+    ApiError::bad_request(ApiErrorCode::InvalidRequest, message)
 }
 
 /// An optional string; `null` reads as absent.
@@ -274,7 +274,7 @@ fn agreed<T: PartialEq>(
 pub fn parse(body: &[u8]) -> Result<RunRequest, ApiError> {
     let wire: WireRun = serde_json::from_slice(body).map_err(|e| {
         ApiError::bad_request(
-            "invalid_json",
+            ApiErrorCode::InvalidJson,
             format!("request body is not a run request: {e}"),
         )
     })?;
@@ -450,6 +450,6 @@ mod tests {
             .contains("conversation_history[0].role")
         );
         assert!(message(json!({"input": "x", "session_id": ""})).contains("session_id"));
-        assert_eq!(parse(b"{").unwrap_err().code, "invalid_json");
+        assert_eq!(parse(b"{").unwrap_err().code, ApiErrorCode::InvalidJson);
     }
 }

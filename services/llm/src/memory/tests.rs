@@ -161,7 +161,8 @@ async fn the_mock_provider_yields_no_facts() {
     assert!(facts.is_empty());
     assert_eq!(
         metrics
-            .llm_calls
+            .llm
+            .calls
             .with_label_values(&["claude-haiku", "free"])
             .get(),
         1,
@@ -183,7 +184,8 @@ async fn an_empty_message_makes_no_call() {
     assert!(facts.is_empty());
     assert_eq!(
         metrics
-            .llm_calls
+            .llm
+            .calls
             .with_label_values(&["claude-haiku", "free"])
             .get(),
         0

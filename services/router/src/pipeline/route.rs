@@ -183,6 +183,7 @@ impl Router {
         .await?;
         self.ctx
             .metrics
+            .router
             .dispatches
             .with_label_values(&[chosen.dispatch.mode.as_str(), dispatch::kind_label(&chosen)])
             .inc();

@@ -204,11 +204,14 @@ impl Budgets {
             return Err(Refusal::Killswitch);
         }
         let Some(spent) = spent else {
-            self.metrics.llm_budget_fail_open.inc();
+            self.metrics.budgets.fail_open.inc();
             tracing::warn!("global spend cap unreadable; letting the call through (fail open)");
             return Ok(());
         };
-        self.metrics.llm_spend_today.set(micro_to_dollars(spent));
+        self.metrics
+            .budgets
+            .spend_today
+            .set(micro_to_dollars(spent));
         match self.cap_micro_usd {
             Some(cap) if spent >= cap => Err(Refusal::GlobalCap),
             _ => Ok(()),
@@ -244,7 +247,8 @@ impl Budgets {
         match done {
             Ok(total_micro_usd) => {
                 self.metrics
-                    .llm_spend_today
+                    .budgets
+                    .spend_today
                     .set(micro_to_dollars(total_micro_usd));
                 if self.spend_stale.swap(false, Ordering::AcqRel) {
                     self.raise_spend(day).await;
@@ -255,9 +259,12 @@ impl Budgets {
                 if durable {
                     self.fell_back(Fallback::Spend);
                     self.spend_stale.store(true, Ordering::Release);
-                    self.metrics.llm_spend_today.set(micro_to_dollars(total));
+                    self.metrics
+                        .budgets
+                        .spend_today
+                        .set(micro_to_dollars(total));
                 } else {
-                    self.metrics.llm_budget_fail_open.inc();
+                    self.metrics.budgets.fail_open.inc();
                     let cost_usd = micro_to_usd(cost_micro_usd);
                     tracing::warn!(error = %e, %cost_usd, "spend not recorded in the global counter");
                 }

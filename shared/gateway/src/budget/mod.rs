@@ -249,7 +249,7 @@ impl Budgets {
             metrics.set_spend_cap_usd(money::micro_to_dollars(cap));
         }
         for what in Fallback::ALL {
-            metrics.budget_fallback.with_label_values(&[what.as_str()]);
+            metrics.budgets.fallback.with_label_values(&[what.as_str()]);
         }
         Self {
             cache,
@@ -267,7 +267,8 @@ impl Budgets {
 
     fn fell_back(&self, what: Fallback) {
         self.metrics
-            .budget_fallback
+            .budgets
+            .fallback
             .with_label_values(&[what.as_str()])
             .inc();
     }

@@ -53,7 +53,10 @@ pub async fn publish(db: &Db, bus: &Bus, metrics: &Metrics, rows: Vec<(i64, Outg
     if failed.is_empty() {
         return;
     }
-    metrics.outbox_publish_failures.inc_by(failed.len() as u64);
+    metrics
+        .stages
+        .outbox_publish_failures
+        .inc_by(failed.len() as u64);
     tracing::warn!(failed = failed.len(), error = %last_error, "outbox publish failed; the relay will publish the rows");
     // Best effort: if even this fails, the hold runs out and the relay takes them anyway.
     let released = async {
@@ -100,6 +103,7 @@ pub(super) async fn mark_waiting(db: &Db, metrics: &Metrics) {
     };
     match marked.await {
         Ok(n) => metrics
+            .stages
             .outbox_published
             .with_label_values(&["eager"])
             .inc_by(n),

@@ -167,6 +167,7 @@ async fn take<H: Handler>(
 async fn commit_group<H: GroupCommit>(ctx: &Ctx, handler: &H, mut jobs: Vec<Job<H>>) {
     let stage = H::STAGE.as_str();
     ctx.metrics
+        .stages
         .commit_batch_size
         .with_label_values(&[stage])
         .observe(jobs.len() as f64);
@@ -186,6 +187,7 @@ async fn commit_group<H: GroupCommit>(ctx: &Ctx, handler: &H, mut jobs: Vec<Job<
         Err(why) => {
             tracing::debug!(error = %why, messages = jobs.len(), "group commit rolled back; committing one at a time");
             ctx.metrics
+                .stages
                 .commit_batch_fallbacks
                 .with_label_values(&[stage])
                 .inc();

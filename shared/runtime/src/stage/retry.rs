@@ -53,7 +53,8 @@ pub(super) async fn later<H: Handler>(
                 Ok(()) => {
                     let label = delay_label(delay);
                     ctx.metrics
-                        .delivery_retries
+                        .bus
+                        .retries
                         .with_label_values(&[stage.as_str(), &label])
                         .inc();
                     tracing::warn!(%reason, error = %detail, attempt = again.attempt, delay = %label, "send failed; retrying later");
@@ -90,6 +91,7 @@ pub(super) async fn later<H: Handler>(
                 Err(e) => {
                     if matches!(e, BusError::Nacked { .. }) {
                         ctx.metrics
+                            .bus
                             .parking_rejected
                             .with_label_values(&[&queue])
                             .inc();
