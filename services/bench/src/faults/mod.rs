@@ -4,14 +4,18 @@
 //! Kubernetes would), a rolling restart of every process in turn, and PostgreSQL, Redis or
 //! RabbitMQ taken away for a while: either the machine's servers behind chaos proxies (cut and
 //! refused, never stopped: others share them) or servers of the run's own, really stopped and
-//! started again ([`servers`]). At the end the ledger must add up (docs/faults.md), or the
-//! command exits non-zero.
+//! started again ([`servers`]), or, on clustered servers, one broker node or the PostgreSQL
+//! primary at a time ([`cluster_faults`]). At the end the ledger must add up
+//! (docs/faults.md), or the command exits non-zero.
 
 mod api_load;
+mod cluster;
+mod cluster_faults;
 mod killswitch;
 mod ledger;
 pub(crate) mod load;
 pub(crate) mod model;
+mod programs;
 mod servers;
 
 use std::sync::Arc;
@@ -47,6 +51,35 @@ pub enum Fault {
     Redis,
     /// RabbitMQ away for `--down-secs`.
     Rabbitmq,
+    /// `kill -9` of the broker node leading most stage queues, restarted after `--down-secs`
+    /// (`--servers cluster`).
+    RabbitLeader,
+    /// `kill -9` of the broker node leading the fewest stage queues, restarted after
+    /// `--down-secs` (`--servers cluster`).
+    RabbitFollower,
+    /// The broker nodes stopped and started one at a time, each once every queue keeps a
+    /// majority without it, as an operator's upgrade does (`--servers cluster`).
+    RollingCluster,
+    /// The PostgreSQL primary stopped hard, its standby promoted, the address switched, and
+    /// a new standby cloned (`--servers cluster`).
+    PgFailover,
+    /// As `pg-failover`, but the promoted primary stays `--down-secs` without a standby while
+    /// it requires one: every commit waits (`--servers cluster`).
+    PgNoStandby,
+}
+
+impl Fault {
+    /// Whether the fault acts on clustered servers' nodes (and needs `--servers cluster`).
+    fn is_clustered(self) -> bool {
+        matches!(
+            self,
+            Self::RabbitLeader
+                | Self::RabbitFollower
+                | Self::RollingCluster
+                | Self::PgFailover
+                | Self::PgNoStandby
+        )
+    }
 }
 
 #[derive(Args, Debug)]
@@ -100,8 +133,22 @@ const RETRY_DELAYS: [u64; 5] = [1, 2, 5, 10, 30];
 const SERVICES: [&str; 8] = [
     "ingest", "router", "router", "llm", "llm", "tools", "delivery", "delivery",
 ];
+/// On clustered servers, two processes of every queue-fed stage.
+const CLUSTER_SERVICES: [&str; 9] = [
+    "ingest", "router", "router", "llm", "llm", "tools", "tools", "delivery", "delivery",
+];
 
 pub async fn faults(config: Config, args: FaultsBench) -> anyhow::Result<()> {
+    let cluster = args.servers == ServerMode::Cluster;
+    for f in &args.faults {
+        let whole_server = matches!(f, Fault::Postgres | Fault::Redis | Fault::Rabbitmq);
+        if f.is_clustered() && !cluster {
+            anyhow::bail!("--fault {f:?} needs --servers cluster");
+        }
+        if whole_server && cluster {
+            anyhow::bail!("--fault {f:?}: {}", servers::CLUSTER_FAULTS);
+        }
+    }
     let id = &uuid::Uuid::now_v7().simple().to_string()[20..];
     let ns = format!("faults{id}");
     let dir = std::env::temp_dir().join(format!("hermes-{ns}"));
@@ -111,11 +158,16 @@ pub async fn faults(config: Config, args: FaultsBench) -> anyhow::Result<()> {
         redis: config.redis_url.expose_secret().to_string(),
         amqp: config.amqp_url.expose_secret().to_string(),
     };
-    if args.servers == ServerMode::Private {
-        eprintln!(
+    match args.servers {
+        ServerMode::Private => eprintln!(
             "faults: starting private PostgreSQL, Redis and RabbitMQ under {}",
             dir.display()
-        );
+        ),
+        ServerMode::Cluster => eprintln!(
+            "faults: starting a 3-node RabbitMQ cluster and a PostgreSQL primary with a synchronous standby under {}",
+            dir.display()
+        ),
+        ServerMode::Proxy => {}
     }
     let servers = Servers::start(args.servers, machine, &dir).await?;
     let server = SecretString::from(servers.urls.postgres.clone());
@@ -196,7 +248,18 @@ async fn run(
         SERVICES.len(),
         logs.display()
     );
-    let mut fleet = Fleet::start(&SERVICES, env, logs).await?;
+    let services: &[&'static str] = if servers.cluster().is_some() {
+        &CLUSTER_SERVICES
+    } else {
+        &SERVICES
+    };
+    let mut fleet = Fleet::start(services, env, logs).await?;
+    if let Some(cluster) = servers.cluster() {
+        eprintln!(
+            "faults: {}",
+            cluster_faults::check_members(cluster, ns).await?
+        );
+    }
     let load = tokio::spawn(load::run(
         format!("http://127.0.0.1:{http}"),
         args.messages,
@@ -342,16 +405,29 @@ async fn inject(
             poll.tick().await;
             revived.extend(fleet.revive());
         }
-        let what = match fault {
+        let (what, since) = match fault {
+            Fault::RabbitLeader
+            | Fault::RabbitFollower
+            | Fault::RollingCluster
+            | Fault::PgFailover
+            | Fault::PgNoStandby => {
+                let cluster = servers
+                    .cluster()
+                    .context("clustered faults need --servers cluster")?;
+                let down = Duration::from_secs(args.down_secs);
+                let (what, at) =
+                    cluster_faults::inject(*fault, cluster, ns, down, fleet, revived).await?;
+                (what, Some(at))
+            }
             Fault::Kill9 | Fault::Sigterm => {
                 let i = rand::random_range(0..fleet.procs.len());
                 let service = fleet.procs[i].service;
                 if *fault == Fault::Kill9 {
                     fleet.kill_and_restart(i).await?;
-                    format!("kill -9 of {service}")
+                    (format!("kill -9 of {service}"), None)
                 } else {
                     let clean = fleet.stop_and_restart(i, Duration::from_secs(20)).await?;
-                    format!("SIGTERM of {service} (clean exit: {clean})")
+                    (format!("SIGTERM of {service} (clean exit: {clean})"), None)
                 }
             }
             Fault::Rolling => {
@@ -361,10 +437,11 @@ async fn inject(
                         unclean.push(fleet.procs[i].service);
                     }
                 }
-                format!(
+                let what = format!(
                     "rolling restart of all {} processes (unclean exits: {unclean:?})",
                     fleet.procs.len()
-                )
+                );
+                (what, None)
             }
             Fault::Postgres | Fault::Redis | Fault::Rabbitmq => {
                 let server = match fault {
@@ -380,15 +457,21 @@ async fn inject(
                     revived.extend(fleet.revive());
                 }
                 servers.give_back(server, ns).await?;
-                format!(
+                let what = format!(
                     "{fault:?} {} {:.0} s",
                     match args.servers {
                         ServerMode::Proxy => "away",
-                        ServerMode::Private => "stopped and restarted, down",
+                        _ => "stopped and restarted, down",
                     },
                     stopping.elapsed().as_secs_f64()
-                )
+                );
+                (what, None)
             }
+        };
+        // A cluster keeps serving through its faults: timed from the fault, not its end.
+        let (back, when) = match since {
+            Some(at) => (at, "the fault"),
+            None => (Instant::now(), "it ended"),
         };
         // Recovered once every message accepted by now has its answer; watched beside the
         // next faults, which keep to their schedule.
@@ -396,7 +479,6 @@ async fn inject(
         let seen = seen.clone();
         let answered_then = seen.answered();
         watchers.spawn(async move {
-            let back = Instant::now();
             let mut poll = tokio::time::interval(Duration::from_millis(50));
             let mut first = None;
             let recovered = tokio::time::timeout(Duration::from_secs(RECOVERY_BOUND), async {
@@ -412,7 +494,7 @@ async fn inject(
             let first = first.unwrap_or_else(|| back.elapsed());
             let line = if recovered {
                 format!(
-                    "{what}: first answer {:.2} s after it ended; the {backlog} messages taken by then answered {:.2} s after it ended",
+                    "{what}: first answer {:.2} s after {when}; the {backlog} messages taken by then answered {:.2} s after {when}",
                     first.as_secs_f64(),
                     back.elapsed().as_secs_f64()
                 )
