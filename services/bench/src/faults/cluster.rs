@@ -133,6 +133,7 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.nodes.kill_everything();
+        self.nodes.keep_logs();
         if let Err(e) = std::fs::remove_dir_all(&self.nodes.dir) {
             eprintln!("faults: could not remove {}: {e}", self.nodes.dir.display());
         }
@@ -408,6 +409,24 @@ impl Nodes {
     pub fn promote(&self, n: usize) -> anyhow::Result<()> {
         run(self.pg_ctl(n, &["-w", "-t", "60", "promote"]))
             .with_context(|| format!("promoting PostgreSQL server {n}"))
+    }
+
+    /// Copy the servers' logs beside the fleet's (the run's directory), which outlive the
+    /// cluster's own directory.
+    fn keep_logs(&self) {
+        let Some(run_dir) = self.dir.parent() else {
+            return;
+        };
+        for node in &self.rabbit {
+            let log = node.dir.join("log").join(format!("{}.log", node.name));
+            let _ = std::fs::copy(&log, run_dir.join(format!("{}.log", node.name)));
+        }
+        for (n, pg) in self.pg.iter().enumerate() {
+            let _ = std::fs::copy(
+                pg.data.join("server.log"),
+                run_dir.join(format!("postgres-{n}.log")),
+            );
+        }
     }
 
     /// Kill every server of the cluster, whatever state it is in.

@@ -37,6 +37,27 @@ async fn pause(fleet: &mut Fleet, revived: &mut Vec<String>, d: Duration) {
     }
 }
 
+/// Say what the fault is doing now, with the wall-clock time to read the logs beside.
+fn step(what: &str) {
+    eprintln!(
+        "faults: {} {what}",
+        chrono::Utc::now().format("%H:%M:%S%.3f")
+    );
+}
+
+/// Print the load's progress (taken, answered) every 2 s, until aborted.
+pub(super) async fn progress(seen: std::sync::Arc<super::load::Seen>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(2));
+    loop {
+        tick.tick().await;
+        step(&format!(
+            "taken {}, answered {}",
+            seen.taken(),
+            seen.answered()
+        ));
+    }
+}
+
 /// Is `queue` one of the work queues of namespace `ns` (`{ns}.router`, not `{ns}.router.dead`)?
 fn is_stage_queue(queue: &str, ns: &str) -> bool {
     queue
@@ -108,7 +129,8 @@ async fn readiness(fleet: &Fleet) -> String {
 }
 
 /// Inject `fault` into the cluster; `down` is how long a killed node or a missing standby
-/// stays away. Returns the line to print and when the fault began.
+/// stays away. `moment` is told the instant the fault strikes (recovery is timed from it).
+/// Returns what was done.
 pub(super) async fn inject(
     fault: Fault,
     cluster: &Cluster,
@@ -116,7 +138,8 @@ pub(super) async fn inject(
     down: Duration,
     fleet: &mut Fleet,
     revived: &mut Vec<String>,
-) -> anyhow::Result<(String, Instant)> {
+    moment: tokio::sync::oneshot::Sender<Instant>,
+) -> anyhow::Result<String> {
     match fault {
         Fault::RabbitLeader | Fault::RabbitFollower => {
             let led = leaders(cluster, ns, fleet, revived).await?;
@@ -128,23 +151,26 @@ pub(super) async fn inject(
             let (&n, &k) = pick.expect("the cluster has nodes");
             let name = cluster.nodes.rabbit[n].name.clone();
             let nodes = cluster.nodes.clone();
-            let at = Instant::now();
+            let _ = moment.send(Instant::now());
+            step(&format!("kill -9 of {name}"));
             reviving(fleet, revived, move || nodes.kill_rabbit(n)).await?;
+            step(&format!("{name} is gone"));
             pause(fleet, revived, down).await;
             let nodes = cluster.nodes.clone();
+            step(&format!("starting {name} again"));
             reviving(fleet, revived, move || nodes.start_rabbit(n)).await?;
+            step(&format!("{name} is back"));
             let total: usize = led.values().sum();
-            Ok((
-                format!(
-                    "kill -9 of broker node {name} (leader of {k} of {total} stage queues), restarted after {} s",
-                    down.as_secs()
-                ),
-                at,
+            Ok(format!(
+                "kill -9 of broker node {name} (leader of {k} of {total} stage queues), restarted after {} s",
+                down.as_secs()
             ))
         }
         Fault::RollingCluster => {
             let at = Instant::now();
+            let _ = moment.send(at);
             for n in 0..RABBIT_NODES {
+                step(&format!("restarting {}", cluster.nodes.rabbit[n].name));
                 let nodes = cluster.nodes.clone();
                 reviving(fleet, revived, move || {
                     nodes.stop_rabbit_gracefully(n)?;
@@ -152,12 +178,9 @@ pub(super) async fn inject(
                 })
                 .await?;
             }
-            Ok((
-                format!(
-                    "rolling restart of the {RABBIT_NODES} broker nodes ({:.1} s)",
-                    at.elapsed().as_secs_f64()
-                ),
-                at,
+            Ok(format!(
+                "rolling restart of the {RABBIT_NODES} broker nodes ({:.1} s)",
+                at.elapsed().as_secs_f64()
             ))
         }
         Fault::PgFailover | Fault::PgNoStandby => {
@@ -165,12 +188,17 @@ pub(super) async fn inject(
             let new = 1 - old;
             let nodes = cluster.nodes.clone();
             let at = Instant::now();
+            let _ = moment.send(at);
+            step(&format!(
+                "stopping PostgreSQL server {old} hard, promoting {new}"
+            ));
             reviving(fleet, revived, move || {
                 nodes.crash_pg(old)?;
                 nodes.promote(new)
             })
             .await?;
             cluster.switch_rw(new);
+            step(&format!("the address points at server {new}"));
             let switched = at.elapsed();
             let mut stalled = String::new();
             if fault == Fault::PgNoStandby {
@@ -181,14 +209,13 @@ pub(super) async fn inject(
                 pause(fleet, revived, down - down / 2).await;
             }
             let nodes = cluster.nodes.clone();
+            step(&format!("cloning server {old} as a standby of {new}"));
             reviving(fleet, revived, move || nodes.clone_standby(old, new)).await?;
-            Ok((
-                format!(
-                    "PostgreSQL primary stopped hard, standby promoted and the address switched in {:.2} s, a new standby streaming {:.1} s after the stop{stalled}",
-                    switched.as_secs_f64(),
-                    at.elapsed().as_secs_f64()
-                ),
-                at,
+            step("the standby streams");
+            Ok(format!(
+                "PostgreSQL primary stopped hard, standby promoted and the address switched in {:.2} s, a new standby streaming {:.1} s after the stop{stalled}",
+                switched.as_secs_f64(),
+                at.elapsed().as_secs_f64()
             ))
         }
         _ => anyhow::bail!("{fault:?} is not a fault of the clustered servers"),

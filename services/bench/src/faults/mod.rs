@@ -238,21 +238,22 @@ async fn run(
         // Eight processes share one server's `max_connections` (100 by default).
         ("HERMES_DB_POOL_SIZE", "8"),
         ("HERMES_LOG_FORMAT", "json"),
-        ("RUST_LOG", "warn"),
+        // The bus's reconnects and re-subscriptions, to read a fault's recovery from the logs.
+        ("RUST_LOG", "warn,hermes_bus=info"),
     ]
     .iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
-    eprintln!(
-        "faults: starting {} processes (logs in {})",
-        SERVICES.len(),
-        logs.display()
-    );
     let services: &[&'static str] = if servers.cluster().is_some() {
         &CLUSTER_SERVICES
     } else {
         &SERVICES
     };
+    eprintln!(
+        "faults: starting {} processes (logs in {})",
+        services.len(),
+        logs.display()
+    );
     let mut fleet = Fleet::start(services, env, logs).await?;
     if let Some(cluster) = servers.cluster() {
         eprintln!(
@@ -267,6 +268,11 @@ async fn run(
         args.rate,
         seen.clone(),
     ));
+    // On clustered servers, the load's progress every 2 s beside the faults' steps, to read a
+    // recovery's shape (a stall, a backlog draining) against the servers' logs.
+    let ticker = servers
+        .cluster()
+        .map(|_| tokio::spawn(cluster_faults::progress(seen.clone())));
     // Processes that exit on their own are restarted all along, as Kubernetes would.
     let mut revived = Vec::new();
     let injected = inject(args, &mut fleet, servers, ns, &seen, &mut revived).await;
@@ -276,6 +282,9 @@ async fn run(
         revived.extend(fleet.revive());
     }
     load.await?;
+    if let Some(t) = ticker {
+        t.abort();
+    }
     eprintln!(
         "faults: load sent; waiting up to {} s for every answer",
         args.settle_secs
@@ -405,7 +414,14 @@ async fn inject(
             poll.tick().await;
             revived.extend(fleet.revive());
         }
-        let (what, since) = match fault {
+        // Recovered once every message accepted by the fault's moment has its answer; watched
+        // beside the next faults, which keep to their schedule. A clustered fault is meant to
+        // be served through, so its moment is the kill itself (told by the fault as it
+        // happens); the others' is their end.
+        let (moment, fault_at) = tokio::sync::oneshot::channel::<Instant>();
+        let (said, what_rx) = tokio::sync::oneshot::channel::<(String, &'static str)>();
+        watchers.spawn(watch(n, seen.clone(), fault_at, what_rx));
+        let (what, moment) = match fault {
             Fault::RabbitLeader
             | Fault::RabbitFollower
             | Fault::RollingCluster
@@ -415,19 +431,23 @@ async fn inject(
                     .cluster()
                     .context("clustered faults need --servers cluster")?;
                 let down = Duration::from_secs(args.down_secs);
-                let (what, at) =
-                    cluster_faults::inject(*fault, cluster, ns, down, fleet, revived).await?;
-                (what, Some(at))
+                let what =
+                    cluster_faults::inject(*fault, cluster, ns, down, fleet, revived, moment)
+                        .await?;
+                (what, None)
             }
             Fault::Kill9 | Fault::Sigterm => {
                 let i = rand::random_range(0..fleet.procs.len());
                 let service = fleet.procs[i].service;
                 if *fault == Fault::Kill9 {
                     fleet.kill_and_restart(i).await?;
-                    (format!("kill -9 of {service}"), None)
+                    (format!("kill -9 of {service}"), Some(moment))
                 } else {
                     let clean = fleet.stop_and_restart(i, Duration::from_secs(20)).await?;
-                    (format!("SIGTERM of {service} (clean exit: {clean})"), None)
+                    (
+                        format!("SIGTERM of {service} (clean exit: {clean})"),
+                        Some(moment),
+                    )
                 }
             }
             Fault::Rolling => {
@@ -441,7 +461,7 @@ async fn inject(
                     "rolling restart of all {} processes (unclean exits: {unclean:?})",
                     fleet.procs.len()
                 );
-                (what, None)
+                (what, Some(moment))
             }
             Fault::Postgres | Fault::Redis | Fault::Rabbitmq => {
                 let server = match fault {
@@ -465,53 +485,66 @@ async fn inject(
                     },
                     stopping.elapsed().as_secs_f64()
                 );
-                (what, None)
+                (what, Some(moment))
             }
         };
-        // A cluster keeps serving through its faults: timed from the fault, not its end.
-        let (back, when) = match since {
-            Some(at) => (at, "the fault"),
-            None => (Instant::now(), "it ended"),
+        let when = match moment {
+            Some(moment) => {
+                let _ = moment.send(Instant::now());
+                "it ended"
+            }
+            None => "the fault struck",
         };
-        // Recovered once every message accepted by now has its answer; watched beside the
-        // next faults, which keep to their schedule.
-        let backlog = seen.taken();
-        let seen = seen.clone();
-        let answered_then = seen.answered();
-        watchers.spawn(async move {
-            let mut poll = tokio::time::interval(Duration::from_millis(50));
-            let mut first = None;
-            let recovered = tokio::time::timeout(Duration::from_secs(RECOVERY_BOUND), async {
-                while seen.answered() < backlog {
-                    if first.is_none() && seen.answered() > answered_then {
-                        first = Some(back.elapsed());
-                    }
-                    poll.tick().await;
-                }
-            })
-            .await
-            .is_ok();
-            let first = first.unwrap_or_else(|| back.elapsed());
-            let line = if recovered {
-                format!(
-                    "{what}: first answer {:.2} s after {when}; the {backlog} messages taken by then answered {:.2} s after {when}",
-                    first.as_secs_f64(),
-                    back.elapsed().as_secs_f64()
-                )
-            } else {
-                format!("{what}: the {backlog} messages accepted by then not answered within {RECOVERY_BOUND} s")
-            };
-            eprintln!("faults: {line}");
-            (n, line)
-        });
+        let _ = said.send((what, when));
     }
     let mut lines = Vec::new();
     while let Some(done) = watchers.join_next().await {
-        lines.push(done?);
+        lines.extend(done?);
     }
     lines.sort();
     let lines = lines.into_iter().map(|(_, l)| l).collect();
     Ok(lines)
+}
+
+/// Watch fault `n`'s recovery from the moment `fault_at` tells: how long until the first
+/// answer, and until every message taken by then is answered; the line to print, once the
+/// fault has said what it was (none when it failed).
+async fn watch(
+    n: usize,
+    seen: Arc<Seen>,
+    fault_at: tokio::sync::oneshot::Receiver<Instant>,
+    what: tokio::sync::oneshot::Receiver<(String, &'static str)>,
+) -> Option<(usize, String)> {
+    let back = fault_at.await.ok()?;
+    let (backlog, answered_then) = (seen.taken(), seen.answered());
+    let mut poll = tokio::time::interval(Duration::from_millis(50));
+    let mut first = None;
+    let recovered = tokio::time::timeout(Duration::from_secs(RECOVERY_BOUND), async {
+        while seen.answered() < backlog {
+            if first.is_none() && seen.answered() > answered_then {
+                first = Some(back.elapsed());
+            }
+            poll.tick().await;
+        }
+    })
+    .await
+    .is_ok();
+    let all = back.elapsed();
+    let first = first.unwrap_or(all);
+    let (what, when) = what.await.ok()?;
+    let line = if recovered {
+        format!(
+            "{what}: first answer {:.2} s after {when}; the {backlog} messages taken by then answered {:.2} s after {when}",
+            first.as_secs_f64(),
+            all.as_secs_f64()
+        )
+    } else {
+        format!(
+            "{what}: the {backlog} messages accepted by then not answered within {RECOVERY_BOUND} s"
+        )
+    };
+    eprintln!("faults: {line}");
+    Some((n, line))
 }
 
 /// Wait until every message is answered and no run is open, at most `--settle-secs`.
