@@ -1,4 +1,4 @@
-//! The clustered servers of a fault run (`--servers cluster`, docs/faults.md, "The servers"):
+//! The clustered servers of a fault run (`--servers cluster`, docs/faults.md, "Clustered servers"):
 //! what Hermes meets where it is deployed (docs/deploy.md, "Durability of the dependencies").
 //!
 //! - a 3-node RabbitMQ cluster (nodes `hermes-<ns>-1..3@localhost`, each with its own ports
