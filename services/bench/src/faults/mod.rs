@@ -134,9 +134,10 @@ const RETRY_DELAYS: [u64; 5] = [1, 2, 5, 10, 30];
 const SERVICES: [&str; 8] = [
     "ingest", "router", "router", "llm", "llm", "tools", "delivery", "delivery",
 ];
-/// On clustered servers, two processes of every queue-fed stage.
-const CLUSTER_SERVICES: [&str; 9] = [
-    "ingest", "router", "router", "llm", "llm", "tools", "tools", "delivery", "delivery",
+/// On clustered servers, two processes of every service (the ingest ones first: they get
+/// addresses of their own behind one proxy).
+const CLUSTER_SERVICES: [&str; 10] = [
+    "ingest", "ingest", "router", "router", "llm", "llm", "tools", "tools", "delivery", "delivery",
 ];
 
 pub async fn faults(config: Config, args: FaultsBench) -> anyhow::Result<()> {
@@ -255,7 +256,29 @@ async fn run(
         services.len(),
         logs.display()
     );
-    let mut fleet = Fleet::start(services, env, logs).await?;
+    // On clustered servers two ingest processes listen on addresses of their own behind one
+    // proxy, as a Service spreads the platform's calls over two pods.
+    let ingests: Vec<u16> = services
+        .iter()
+        .filter(|s| **s == "ingest")
+        .map(|_| free_port())
+        .collect::<Result<_, _>>()?;
+    let front = match servers.cluster() {
+        Some(_) => {
+            let to = ingests
+                .iter()
+                .map(|p| ([127, 0, 0, 1], *p).into())
+                .collect();
+            Some(hermes_net::chaos::ChaosProxy::balance(to).await)
+        }
+        None => None,
+    };
+    let own_http = |i: usize| match (&front, ingests.get(i)) {
+        (Some(_), Some(port)) => vec![("HERMES_HTTP_ADDR".into(), format!("127.0.0.1:{port}"))],
+        _ => Vec::new(),
+    };
+    let http = front.as_ref().map_or(http, |f| f.addr.port());
+    let mut fleet = Fleet::start_each(services, env, logs, own_http).await?;
     if let Some(cluster) = servers.cluster() {
         eprintln!(
             "faults: {}",
