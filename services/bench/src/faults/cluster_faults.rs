@@ -204,9 +204,12 @@ pub(super) async fn inject(
             if fault == Fault::PgNoStandby {
                 // The promoted primary requires a synchronous standby and has none: every
                 // commit waits. What does the fleet say meanwhile?
-                pause(fleet, revived, down / 2).await;
+                // Read late in the stall: readiness turns red once a commit has waited
+                // hermes_db::COMMIT_WAIT_NOT_READY, and is probed every 2 s.
+                let early = down * 3 / 4;
+                pause(fleet, revived, early).await;
                 stalled = format!("; /readyz while commits wait: {}", readiness(fleet).await);
-                pause(fleet, revived, down - down / 2).await;
+                pause(fleet, revived, down - early).await;
             }
             let nodes = cluster.nodes.clone();
             step(&format!("cloning server {old} as a standby of {new}"));
