@@ -16,6 +16,8 @@ use tokio::process::{Child, Command};
 pub struct Proc {
     pub service: &'static str,
     pub admin: u16,
+    /// Its own environment, over the fleet's (a second ingest's listen address).
+    own_env: Vec<(String, String)>,
     child: Option<Child>,
     log: PathBuf,
     /// Times it was started (the first start included).
@@ -79,6 +81,17 @@ impl Fleet {
         env: Vec<(String, String)>,
         logs: &Path,
     ) -> anyhow::Result<Self> {
+        Self::start_each(services, env, logs, |_| Vec::new()).await
+    }
+
+    /// [`Fleet::start`], with `own_env(i)` added to process `i`'s environment (over the
+    /// fleet's): two ingest processes on two addresses behind one Service, for example.
+    pub async fn start_each(
+        services: &[&'static str],
+        env: Vec<(String, String)>,
+        logs: &Path,
+        own_env: impl Fn(usize) -> Vec<(String, String)>,
+    ) -> anyhow::Result<Self> {
         let mut fleet = Self {
             procs: Vec::new(),
             env,
@@ -88,6 +101,7 @@ impl Fleet {
             fleet.procs.push(Proc {
                 service,
                 admin: free_port()?,
+                own_env: own_env(i),
                 child: None,
                 log: logs.join(format!("{i:02}-{service}.log")),
                 starts: 0,
@@ -112,6 +126,7 @@ impl Fleet {
         let mut cmd = Command::new(&self.bin);
         cmd.arg(p.service)
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .envs(p.own_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env("HERMES_ADMIN_ADDR", format!("127.0.0.1:{}", p.admin))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)

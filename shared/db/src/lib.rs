@@ -48,6 +48,10 @@ use secrecy::{ExposeSecret, SecretString};
 use tokio::sync::Notify;
 
 pub use deadpool_postgres::{GenericClient, Object as Client, Transaction};
+
+/// A commit waiting this long for a synchronous standby makes [`Db::ping`] fail: readiness
+/// turns red while a primary waits for a standby it does not have.
+pub const COMMIT_WAIT_NOT_READY: Duration = Duration::from_secs(10);
 pub use listen::{ListenEvent, listen};
 
 use hermes_types::ids::MessageId;
@@ -82,6 +86,11 @@ pub enum DbError {
     /// value out of range.
     #[error("{0}")]
     Refused(String),
+    /// The server answers, but commits wait for a synchronous standby it does not have.
+    #[error(
+        "commits wait for a synchronous standby: {sessions} session(s), the longest for {longest_secs} s (a primary whose required standby is gone: docs/deploy.md, \"Durability of the dependencies\")"
+    )]
+    CommitsWaiting { sessions: i64, longest_secs: i64 },
 }
 
 impl DbError {
@@ -95,7 +104,7 @@ impl DbError {
             DbError::Pool(deadpool_postgres::PoolError::Backend(e)) | DbError::Query(e) => {
                 pg_unavailable(e)
             }
-            DbError::Pool(_) => true,
+            DbError::Pool(_) | DbError::CommitsWaiting { .. } => true,
             _ => false,
         }
     }
@@ -302,9 +311,29 @@ impl Db {
         Ok(found)
     }
 
-    /// A cheap liveness query for readiness.
+    /// A cheap query for readiness: the server answers, and no commit of this role has
+    /// waited longer than [`COMMIT_WAIT_NOT_READY`] for a synchronous standby. A read
+    /// answers even when every commit waits (a primary that requires a standby and has none),
+    /// so the wait is read from `pg_stat_activity` (docs/deploy.md, "Durability of the
+    /// dependencies").
     pub async fn ping(&self) -> Result<(), DbError> {
-        self.get().await?.simple_query("SELECT 1").await?;
+        let row = self
+            .get()
+            .await?
+            .query_one(
+                "SELECT count(*), COALESCE(max(extract(epoch FROM now() - query_start)), 0)::bigint \
+                 FROM pg_stat_activity WHERE wait_event = 'SyncRep' \
+                 AND query_start < now() - make_interval(secs => $1)",
+                &[&COMMIT_WAIT_NOT_READY.as_secs_f64()],
+            )
+            .await?;
+        let (sessions, longest_secs): (i64, i64) = (row.get(0), row.get(1));
+        if sessions > 0 {
+            return Err(DbError::CommitsWaiting {
+                sessions,
+                longest_secs,
+            });
+        }
         Ok(())
     }
 }

@@ -4,14 +4,19 @@
 //! Kubernetes would), a rolling restart of every process in turn, and PostgreSQL, Redis or
 //! RabbitMQ taken away for a while: either the machine's servers behind chaos proxies (cut and
 //! refused, never stopped: others share them) or servers of the run's own, really stopped and
-//! started again ([`servers`]). At the end the ledger must add up (docs/faults.md), or the
-//! command exits non-zero.
+//! started again ([`servers`]), or, on clustered servers, one broker node or the PostgreSQL
+//! primary at a time ([`cluster_faults`]). At the end the ledger must add up
+//! (docs/faults.md), or the command exits non-zero.
 
 mod api_load;
+mod cluster;
+mod cluster_faults;
 mod killswitch;
 mod ledger;
 pub(crate) mod load;
 pub(crate) mod model;
+mod programs;
+mod recovery;
 mod servers;
 
 use std::sync::Arc;
@@ -47,6 +52,35 @@ pub enum Fault {
     Redis,
     /// RabbitMQ away for `--down-secs`.
     Rabbitmq,
+    /// `kill -9` of the broker node leading most stage queues, restarted after `--down-secs`
+    /// (`--servers cluster`).
+    RabbitLeader,
+    /// `kill -9` of the broker node leading the fewest stage queues, restarted after
+    /// `--down-secs` (`--servers cluster`).
+    RabbitFollower,
+    /// The broker nodes stopped and started one at a time, each once every queue keeps a
+    /// majority without it, as an operator's upgrade does (`--servers cluster`).
+    RollingCluster,
+    /// The PostgreSQL primary stopped hard, its standby promoted, the address switched, and
+    /// a new standby cloned (`--servers cluster`).
+    PgFailover,
+    /// As `pg-failover`, but the promoted primary stays `--down-secs` without a standby while
+    /// it requires one: every commit waits (`--servers cluster`).
+    PgNoStandby,
+}
+
+impl Fault {
+    /// Whether the fault acts on clustered servers' nodes (and needs `--servers cluster`).
+    fn is_clustered(self) -> bool {
+        matches!(
+            self,
+            Self::RabbitLeader
+                | Self::RabbitFollower
+                | Self::RollingCluster
+                | Self::PgFailover
+                | Self::PgNoStandby
+        )
+    }
 }
 
 #[derive(Args, Debug)]
@@ -100,8 +134,23 @@ const RETRY_DELAYS: [u64; 5] = [1, 2, 5, 10, 30];
 const SERVICES: [&str; 8] = [
     "ingest", "router", "router", "llm", "llm", "tools", "delivery", "delivery",
 ];
+/// On clustered servers, two processes of every service (the ingest ones first: they get
+/// addresses of their own behind one proxy).
+const CLUSTER_SERVICES: [&str; 10] = [
+    "ingest", "ingest", "router", "router", "llm", "llm", "tools", "tools", "delivery", "delivery",
+];
 
 pub async fn faults(config: Config, args: FaultsBench) -> anyhow::Result<()> {
+    let cluster = args.servers == ServerMode::Cluster;
+    for f in &args.faults {
+        let whole_server = matches!(f, Fault::Postgres | Fault::Redis | Fault::Rabbitmq);
+        if f.is_clustered() && !cluster {
+            anyhow::bail!("--fault {f:?} needs --servers cluster");
+        }
+        if whole_server && cluster {
+            anyhow::bail!("--fault {f:?}: {}", servers::CLUSTER_FAULTS);
+        }
+    }
     let id = &uuid::Uuid::now_v7().simple().to_string()[20..];
     let ns = format!("faults{id}");
     let dir = std::env::temp_dir().join(format!("hermes-{ns}"));
@@ -111,11 +160,16 @@ pub async fn faults(config: Config, args: FaultsBench) -> anyhow::Result<()> {
         redis: config.redis_url.expose_secret().to_string(),
         amqp: config.amqp_url.expose_secret().to_string(),
     };
-    if args.servers == ServerMode::Private {
-        eprintln!(
+    match args.servers {
+        ServerMode::Private => eprintln!(
             "faults: starting private PostgreSQL, Redis and RabbitMQ under {}",
             dir.display()
-        );
+        ),
+        ServerMode::Cluster => eprintln!(
+            "faults: starting a 3-node RabbitMQ cluster and a PostgreSQL primary with a synchronous standby under {}",
+            dir.display()
+        ),
+        ServerMode::Proxy => {}
     }
     let servers = Servers::start(args.servers, machine, &dir).await?;
     let server = SecretString::from(servers.urls.postgres.clone());
@@ -186,17 +240,51 @@ async fn run(
         // Eight processes share one server's `max_connections` (100 by default).
         ("HERMES_DB_POOL_SIZE", "8"),
         ("HERMES_LOG_FORMAT", "json"),
-        ("RUST_LOG", "warn"),
+        // The bus's reconnects and re-subscriptions, to read a fault's recovery from the logs.
+        ("RUST_LOG", "warn,hermes_bus=info"),
     ]
     .iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
+    let services: &[&'static str] = if servers.cluster().is_some() {
+        &CLUSTER_SERVICES
+    } else {
+        &SERVICES
+    };
     eprintln!(
         "faults: starting {} processes (logs in {})",
-        SERVICES.len(),
+        services.len(),
         logs.display()
     );
-    let mut fleet = Fleet::start(&SERVICES, env, logs).await?;
+    // On clustered servers two ingest processes listen on addresses of their own behind one
+    // proxy, as a Service spreads the platform's calls over two pods.
+    let ingests: Vec<u16> = services
+        .iter()
+        .filter(|s| **s == "ingest")
+        .map(|_| free_port())
+        .collect::<Result<_, _>>()?;
+    let front = match servers.cluster() {
+        Some(_) => {
+            let to = ingests
+                .iter()
+                .map(|p| ([127, 0, 0, 1], *p).into())
+                .collect();
+            Some(hermes_net::chaos::ChaosProxy::balance(to).await)
+        }
+        None => None,
+    };
+    let own_http = |i: usize| match (&front, ingests.get(i)) {
+        (Some(_), Some(port)) => vec![("HERMES_HTTP_ADDR".into(), format!("127.0.0.1:{port}"))],
+        _ => Vec::new(),
+    };
+    let http = front.as_ref().map_or(http, |f| f.addr.port());
+    let mut fleet = Fleet::start_each(services, env, logs, own_http).await?;
+    if let Some(cluster) = servers.cluster() {
+        eprintln!(
+            "faults: {}",
+            cluster_faults::check_members(cluster, ns).await?
+        );
+    }
     let load = tokio::spawn(load::run(
         format!("http://127.0.0.1:{http}"),
         args.messages,
@@ -204,6 +292,11 @@ async fn run(
         args.rate,
         seen.clone(),
     ));
+    // On clustered servers, the load's progress every 2 s beside the faults' steps, to read a
+    // recovery's shape (a stall, a backlog draining) against the servers' logs.
+    let ticker = servers
+        .cluster()
+        .map(|_| tokio::spawn(cluster_faults::progress(seen.clone())));
     // Processes that exit on their own are restarted all along, as Kubernetes would.
     let mut revived = Vec::new();
     let injected = inject(args, &mut fleet, servers, ns, &seen, &mut revived).await;
@@ -213,11 +306,14 @@ async fn run(
         revived.extend(fleet.revive());
     }
     load.await?;
+    if let Some(t) = ticker {
+        t.abort();
+    }
     eprintln!(
         "faults: load sent; waiting up to {} s for every answer",
         args.settle_secs
     );
-    let settled = settle(args, &seen, &scratch.db, &mut fleet, &mut revived).await;
+    let settled = recovery::settle(args, &seen, &scratch.db, &mut fleet, &mut revived).await;
     let names = Names::new(Namespace::parse(ns).map_err(anyhow::Error::msg)?);
     // The fleet's bus settings exactly: the broker refuses a queue declared otherwise.
     let mut settings = config.bus.clone();
@@ -342,16 +438,40 @@ async fn inject(
             poll.tick().await;
             revived.extend(fleet.revive());
         }
-        let what = match fault {
+        // Recovered once every message accepted by the fault's moment has its answer; watched
+        // beside the next faults, which keep to their schedule. A clustered fault is meant to
+        // be served through, so its moment is the kill itself (told by the fault as it
+        // happens); the others' is their end.
+        let (moment, fault_at) = tokio::sync::oneshot::channel::<Instant>();
+        let (said, what_rx) = tokio::sync::oneshot::channel::<(String, &'static str)>();
+        watchers.spawn(recovery::watch(n, seen.clone(), fault_at, what_rx));
+        let (what, moment) = match fault {
+            Fault::RabbitLeader
+            | Fault::RabbitFollower
+            | Fault::RollingCluster
+            | Fault::PgFailover
+            | Fault::PgNoStandby => {
+                let cluster = servers
+                    .cluster()
+                    .context("clustered faults need --servers cluster")?;
+                let down = Duration::from_secs(args.down_secs);
+                let what =
+                    cluster_faults::inject(*fault, cluster, ns, down, fleet, revived, moment)
+                        .await?;
+                (what, None)
+            }
             Fault::Kill9 | Fault::Sigterm => {
                 let i = rand::random_range(0..fleet.procs.len());
                 let service = fleet.procs[i].service;
                 if *fault == Fault::Kill9 {
                     fleet.kill_and_restart(i).await?;
-                    format!("kill -9 of {service}")
+                    (format!("kill -9 of {service}"), Some(moment))
                 } else {
                     let clean = fleet.stop_and_restart(i, Duration::from_secs(20)).await?;
-                    format!("SIGTERM of {service} (clean exit: {clean})")
+                    (
+                        format!("SIGTERM of {service} (clean exit: {clean})"),
+                        Some(moment),
+                    )
                 }
             }
             Fault::Rolling => {
@@ -361,10 +481,11 @@ async fn inject(
                         unclean.push(fleet.procs[i].service);
                     }
                 }
-                format!(
+                let what = format!(
                     "rolling restart of all {} processes (unclean exits: {unclean:?})",
                     fleet.procs.len()
-                )
+                );
+                (what, Some(moment))
             }
             Fault::Postgres | Fault::Redis | Fault::Rabbitmq => {
                 let server = match fault {
@@ -380,91 +501,31 @@ async fn inject(
                     revived.extend(fleet.revive());
                 }
                 servers.give_back(server, ns).await?;
-                format!(
+                let what = format!(
                     "{fault:?} {} {:.0} s",
                     match args.servers {
                         ServerMode::Proxy => "away",
-                        ServerMode::Private => "stopped and restarted, down",
+                        _ => "stopped and restarted, down",
                     },
                     stopping.elapsed().as_secs_f64()
-                )
+                );
+                (what, Some(moment))
             }
         };
-        // Recovered once every message accepted by now has its answer; watched beside the
-        // next faults, which keep to their schedule.
-        let backlog = seen.taken();
-        let seen = seen.clone();
-        let answered_then = seen.answered();
-        watchers.spawn(async move {
-            let back = Instant::now();
-            let mut poll = tokio::time::interval(Duration::from_millis(50));
-            let mut first = None;
-            let recovered = tokio::time::timeout(Duration::from_secs(RECOVERY_BOUND), async {
-                while seen.answered() < backlog {
-                    if first.is_none() && seen.answered() > answered_then {
-                        first = Some(back.elapsed());
-                    }
-                    poll.tick().await;
-                }
-            })
-            .await
-            .is_ok();
-            let first = first.unwrap_or_else(|| back.elapsed());
-            let line = if recovered {
-                format!(
-                    "{what}: first answer {:.2} s after it ended; the {backlog} messages taken by then answered {:.2} s after it ended",
-                    first.as_secs_f64(),
-                    back.elapsed().as_secs_f64()
-                )
-            } else {
-                format!("{what}: the {backlog} messages accepted by then not answered within {RECOVERY_BOUND} s")
-            };
-            eprintln!("faults: {line}");
-            (n, line)
-        });
+        let when = match moment {
+            Some(moment) => {
+                let _ = moment.send(Instant::now());
+                "it ended"
+            }
+            None => "the fault struck",
+        };
+        let _ = said.send((what, when));
     }
     let mut lines = Vec::new();
     while let Some(done) = watchers.join_next().await {
-        lines.push(done?);
+        lines.extend(done?);
     }
     lines.sort();
     let lines = lines.into_iter().map(|(_, l)| l).collect();
     Ok(lines)
-}
-
-/// Wait until every message is answered and no run is open, at most `--settle-secs`.
-async fn settle(
-    args: &FaultsBench,
-    seen: &Seen,
-    db: &hermes_db::Db,
-    fleet: &mut Fleet,
-    revived: &mut Vec<String>,
-) -> bool {
-    let mut poll = tokio::time::interval(Duration::from_millis(500));
-    tokio::time::timeout(Duration::from_secs(args.settle_secs), async {
-        loop {
-            poll.tick().await;
-            revived.extend(fleet.revive());
-            let refused = seen.api.refused.load(std::sync::atomic::Ordering::SeqCst);
-            if seen.answered() < args.messages - refused {
-                continue;
-            }
-            let open = match db.get().await {
-                Ok(c) => c
-                    .query_one(
-                        "SELECT count(*) FROM agent_runs WHERE status NOT IN ('completed', 'failed', 'cancelled', 'expired')",
-                        &[],
-                    )
-                    .await
-                    .map(|r| r.get::<_, i64>(0))
-                    .unwrap_or(1),
-                Err(_) => 1,
-            };
-            if open == 0 {
-                return;
-            }
-        }
-    })
-    .await
-    .is_ok()
 }

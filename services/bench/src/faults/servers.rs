@@ -1,6 +1,6 @@
 //! The three servers of a fault run and how one is taken away (docs/faults.md).
 //!
-//! Two ways, chosen with `--servers`:
+//! Three ways, chosen with `--servers`:
 //! - `proxy`: the machine's own servers behind chaos proxies this command runs. "Away" cuts
 //!   and refuses the fleet's connections; a Redis "restart" deletes the run's keys. Nothing
 //!   that other work on the machine shares is ever stopped.
@@ -10,15 +10,20 @@
 //!   the fleet sees what a restart does (PostgreSQL's "terminating connection due to
 //!   administrator command", a broker closing every channel, a Redis that comes back empty).
 //!   They are stopped and their directory removed when the run ends, also when it fails.
+//! - `cluster`: a 3-node RabbitMQ cluster and a PostgreSQL primary with a synchronous
+//!   standby of the run's own, each behind the proxy that plays its Kubernetes Service
+//!   ([`super::cluster`]), and the machine's Redis (namespaced). Its faults kill nodes
+//!   (`rabbit-leader`, `pg-failover`, …), not whole servers.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use anyhow::{Context, bail};
 use clap::ValueEnum;
 use hermes_net::chaos::ChaosProxy;
 
+use super::cluster::Cluster;
+use super::programs::{as_user, output, own, postgres_bin, rabbitmq_bin, run, wait_until, which};
 use crate::fleet_process::free_port;
 
 /// Where the run's servers come from.
@@ -28,6 +33,9 @@ pub enum ServerMode {
     Proxy,
     /// Servers of the run's own, really stopped and started again.
     Private,
+    /// A 3-node broker cluster and a PostgreSQL primary with a synchronous standby, of the
+    /// run's own, behind Service-like proxies: nodes are killed, failed over, rolled.
+    Cluster,
 }
 
 /// One of the three servers.
@@ -59,6 +67,7 @@ enum How {
         rabbitmq: ChaosProxy,
     },
     Private(Private),
+    Cluster(Cluster),
 }
 
 impl Servers {
@@ -85,6 +94,25 @@ impl Servers {
                     how: How::Private(private),
                 })
             }
+            ServerMode::Cluster => {
+                let cluster = Cluster::start(dir, &run_id(dir)).await?;
+                Ok(Self {
+                    urls: Urls {
+                        postgres: cluster.postgres_url(),
+                        redis: machine.redis,
+                        amqp: cluster.amqp_url(),
+                    },
+                    how: How::Cluster(cluster),
+                })
+            }
+        }
+    }
+
+    /// The clustered servers, when the run has them.
+    pub fn cluster(&self) -> Option<&Cluster> {
+        match &self.how {
+            How::Cluster(c) => Some(c),
+            _ => None,
         }
     }
 
@@ -114,6 +142,7 @@ impl Servers {
     /// Take `server` away from the fleet.
     pub async fn take_away(&self, server: Server) -> anyhow::Result<()> {
         match &self.how {
+            How::Cluster(_) => bail!("{}", CLUSTER_FAULTS),
             How::Proxied { .. } => self.proxy(server).set_down(true),
             How::Private(p) => {
                 let p = p.handle();
@@ -127,6 +156,7 @@ impl Servers {
     /// a restarted Redis without persistence does (a private one really is restarted).
     pub async fn give_back(&self, server: Server, ns: &str) -> anyhow::Result<()> {
         match &self.how {
+            How::Cluster(_) => bail!("{}", CLUSTER_FAULTS),
             How::Proxied { .. } => {
                 if server == Server::Redis {
                     forget_namespace(&self.urls.redis, ns).await?;
@@ -146,9 +176,24 @@ impl Servers {
             (How::Proxied { postgres, .. }, Server::Postgres) => postgres,
             (How::Proxied { redis, .. }, Server::Redis) => redis,
             (How::Proxied { rabbitmq, .. }, Server::Rabbitmq) => rabbitmq,
-            (How::Private(_), _) => unreachable!("private servers have no proxy"),
+            (How::Private(_) | How::Cluster(_), _) => {
+                unreachable!("only proxied servers are taken away by their proxy")
+            }
         }
     }
+}
+
+/// Why a whole server cannot be taken away from a cluster run.
+pub const CLUSTER_FAULTS: &str = "--servers cluster takes its nodes away (rabbit-leader, rabbit-follower, rolling-cluster, pg-failover, pg-no-standby), not whole servers";
+
+/// A short name of the run, from its directory (`/tmp/hermes-faults…`), for node names.
+fn run_id(dir: &Path) -> String {
+    dir.file_name()
+        .map(|n| {
+            n.to_string_lossy()
+                .replace(|c: char| !c.is_ascii_alphanumeric(), "")
+        })
+        .unwrap_or_else(|| "faults".into())
 }
 
 /// A chaos proxy in front of the server of `url`.
@@ -181,9 +226,6 @@ async fn forget_namespace(redis_url: &str, ns: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// How long a private server may take to start or stop.
-const BOOT_BOUND: Duration = Duration::from_secs(90);
-
 /// The run's own servers: ports, directories, and the commands that stop and start them.
 /// Cloned into blocking tasks; the original stops everything when dropped.
 #[derive(Clone)]
@@ -211,14 +253,7 @@ impl Private {
                 format!("--servers private needs {tool} (apt-get install redis-server)")
             })?;
         }
-        let id = dir
-            .parent()
-            .and_then(|p| p.file_name())
-            .map(|n| {
-                n.to_string_lossy()
-                    .replace(|c: char| !c.is_ascii_alphanumeric(), "")
-            })
-            .unwrap_or_else(|| "faults".into());
+        let id = dir.parent().map(run_id).unwrap_or_else(|| "faults".into());
         let p = Self {
             pg_bin,
             pg_port: free_port()?,
@@ -423,129 +458,4 @@ impl Drop for Private {
             eprintln!("faults: could not remove {}: {e}", self.dir.display());
         }
     }
-}
-
-/// The directory of PostgreSQL's server binaries (`pg_config --bindir`, or the newest
-/// Debian install).
-fn postgres_bin() -> anyhow::Result<PathBuf> {
-    if let Ok(dir) = output({
-        let mut c = Command::new("pg_config");
-        c.arg("--bindir");
-        c
-    }) {
-        let dir = PathBuf::from(dir.trim());
-        if dir.join("pg_ctl").exists() {
-            return Ok(dir);
-        }
-    }
-    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.path().join("bin"))
-                .collect()
-        })
-        .unwrap_or_default();
-    versions.sort();
-    versions
-        .into_iter()
-        .rev()
-        .find(|d| d.join("pg_ctl").exists())
-        .context(
-            "--servers private needs PostgreSQL's server binaries (apt-get install postgresql)",
-        )
-}
-
-/// The directory of RabbitMQ's scripts (`rabbitmq-server`, `rabbitmqctl`), unwrapped: the
-/// Debian package's own directory, or wherever they are on the PATH.
-fn rabbitmq_bin() -> anyhow::Result<PathBuf> {
-    let debian = PathBuf::from("/usr/lib/rabbitmq/bin");
-    if debian.join("rabbitmq-server").exists() {
-        return Ok(debian);
-    }
-    which("rabbitmq-server")
-        .and_then(|p| p.parent().map(Path::to_path_buf))
-        .context("--servers private needs RabbitMQ (apt-get install rabbitmq-server)")
-}
-
-fn which(tool: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(tool))
-            .find(|p| p.exists())
-    })
-}
-
-/// `program args` as `user` when this process is root (PostgreSQL refuses to run as root,
-/// and RabbitMQ's cookie is its user's), as this user otherwise.
-fn as_user(user: &str, program: PathBuf, args: &[&str]) -> Command {
-    if is_root() {
-        let mut cmd = Command::new("runuser");
-        cmd.args(["-u", user, "--"]).arg(program).args(args);
-        cmd
-    } else {
-        let mut cmd = Command::new(program);
-        cmd.args(args);
-        cmd
-    }
-}
-
-fn is_root() -> bool {
-    output({
-        let mut c = Command::new("id");
-        c.arg("-u");
-        c
-    })
-    .is_ok_and(|uid| uid.trim() == "0")
-}
-
-/// Hand `dir` to `user` when this process is root.
-fn own(dir: &Path, user: &str) -> anyhow::Result<()> {
-    if !is_root() {
-        return Ok(());
-    }
-    let mut cmd = Command::new("chown");
-    cmd.arg("-R").arg(format!("{user}:{user}")).arg(dir);
-    run(cmd)
-}
-
-/// Run `cmd` to its end; an error holds its output when it fails.
-fn run(mut cmd: Command) -> anyhow::Result<()> {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("cannot run {cmd:?}"))?;
-    if !out.status.success() {
-        bail!(
-            "{:?} failed ({}): {}{}",
-            cmd.get_program(),
-            out.status,
-            String::from_utf8_lossy(&out.stdout).trim(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(())
-}
-
-/// Run `cmd` and return what it printed, when it succeeded.
-fn output(mut cmd: Command) -> anyhow::Result<String> {
-    let out = cmd.stdin(Stdio::null()).stderr(Stdio::null()).output()?;
-    if !out.status.success() {
-        bail!("{:?} failed ({})", cmd.get_program(), out.status);
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// Poll `ready` (a blocking check) until it holds, at most [`BOOT_BOUND`].
-fn wait_until(what: &str, mut ready: impl FnMut() -> bool) -> anyhow::Result<()> {
-    let start = Instant::now();
-    while !ready() {
-        if start.elapsed() > BOOT_BOUND {
-            bail!(
-                "gave up waiting for {what} after {} s",
-                BOOT_BOUND.as_secs()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    Ok(())
 }
