@@ -18,12 +18,12 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hermes_cache::rate_limit::Verdict;
+use hermes_channels::rest::RestError;
 use hermes_db::api_keys::{self, ApiKey, KeyScope};
 use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::ids::RunId;
-use hermes_types::model::{Inbound, Media, MediaKind, MessageEvent, Platform};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use hermes_types::model::{Inbound, Platform};
+use serde_json::json;
 
 use crate::accept::{self, Accepted};
 use crate::front_door::Client;
@@ -242,91 +242,6 @@ async fn authorize(app: AppState, mut req: Request, next: Next, scopes: &[KeySco
     next.run(req).await
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RestMessage {
-    sender_id: String,
-    #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
-    media_url: Option<String>,
-    #[serde(default)]
-    media_type: Option<String>,
-    #[serde(default)]
-    metadata: Option<Value>,
-    /// The caller's own id for this message: a repeat within 24 h is not routed again.
-    #[serde(default)]
-    message_id: Option<String>,
-}
-
-const MAX_TEXT: usize = 64 * 1024;
-
-fn invalid(message: impl Into<String>) -> ApiError {
-    ApiError::bad_request(ApiErrorCode::InvalidRequest, message)
-}
-
-fn validate(m: RestMessage) -> Result<MessageEvent, ApiError> {
-    let sender = m.sender_id.trim();
-    if sender.is_empty() || sender.len() > 128 || sender.chars().any(char::is_control) {
-        return Err(invalid("sender_id must be 1-128 printable characters"));
-    }
-    if let Some(id) = &m.message_id
-        && (id.is_empty() || id.len() > 128 || id.chars().any(char::is_control))
-    {
-        return Err(invalid("message_id must be 1-128 printable characters"));
-    }
-    let text = m.text.filter(|t| !t.trim().is_empty());
-    if text.as_ref().is_some_and(|t| t.len() > MAX_TEXT) {
-        return Err(invalid(format!("text is longer than {MAX_TEXT} bytes")));
-    }
-    let mut media = Vec::new();
-    if let Some(url) = m.media_url {
-        let parsed = url::Url::parse(&url).map_err(|_| invalid("media_url is not a URL"))?;
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(invalid("media_url must be http or https"));
-        }
-        let kind = match m.media_type.as_deref().unwrap_or("image") {
-            "image" => MediaKind::Image,
-            "document" => MediaKind::Document,
-            "audio" => MediaKind::Audio,
-            "voice" => MediaKind::Voice,
-            "video" => MediaKind::Video,
-            other => {
-                return Err(invalid(format!(
-                    "media_type {other:?} is not one of image, document, audio, voice, video"
-                )));
-            }
-        };
-        media.push(Media {
-            kind,
-            platform_id: None,
-            url: Some(url),
-            mime_type: None,
-        });
-    } else if m.media_type.is_some() {
-        return Err(invalid("media_type needs a media_url"));
-    }
-    if text.is_none() && media.is_empty() {
-        return Err(invalid("a message needs text or a media_url"));
-    }
-    if let Some(meta) = &m.metadata
-        && (!meta.is_object() || meta.to_string().len() > 16 * 1024)
-    {
-        return Err(invalid("metadata must be a JSON object of at most 16 KiB"));
-    }
-    Ok(MessageEvent {
-        platform: Platform::Rest,
-        sender_id: sender.to_string(),
-        chat_id: sender.to_string(),
-        text,
-        media,
-        external_message_id: m.message_id,
-        sender_name: None,
-        received_at: chrono::Utc::now(),
-        metadata: m.metadata,
-    })
-}
-
 /// `POST /v1/messages`
 pub async fn post_message(
     State(app): State<AppState>,
@@ -347,18 +262,17 @@ pub async fn post_message(
         Ok(b) => b,
         Err(e) => return refuse(e),
     };
-    let message: RestMessage = match serde_json::from_slice(&body) {
-        Ok(m) => m,
-        Err(e) => {
+    let event = match hermes_channels::rest::parse(&body) {
+        Ok(e) => e,
+        Err(e @ RestError::NotAMessage(_)) => {
             return refuse(ApiError::bad_request(
                 ApiErrorCode::InvalidJson,
-                format!("body is not a message: {e}"),
+                e.to_string(),
             ));
         }
-    };
-    let event = match validate(message) {
-        Ok(e) => e,
-        Err(e) => return refuse(e),
+        Err(RestError::Invalid(why)) => {
+            return refuse(ApiError::bad_request(ApiErrorCode::InvalidRequest, why));
+        }
     };
     // Without a message id, the caller's request id names the run (docs/api.md, retrying
     // safely); a message id is deduplicated as it is.
