@@ -253,7 +253,9 @@ async fn seed(db: &hermes_db::Db) -> anyhow::Result<(String, String)> {
 }
 
 /// The environment of the fleet under attack: the scratch database and namespace, every
-/// channel on, the model and the channel APIs at `upstream`, no inbound limit.
+/// channel on, the model and the channel APIs at `upstream`, no inbound limit; and the front
+/// door's limits (`HERMES_UNVERIFIED_*`, `HERMES_KEY_MISSES_PER_MINUTE`) as the bench's own
+/// environment sets them, so one build measures another setting of them.
 fn fleet_vars(
     config: &Config,
     ns: &str,
@@ -298,8 +300,21 @@ fn fleet_vars(
         ("HERMES_QUEUE_EXPIRES_SECS", "900".to_string()),
     ]
     .into_iter()
+    .chain(
+        FRONT_DOOR_VARS
+            .iter()
+            .filter_map(|&name| Some((name, std::env::var(name).ok()?))),
+    )
     .collect()
 }
+
+/// The front door's settings a run may set for its fleet (docs/security.md, "Abuse").
+const FRONT_DOOR_VARS: [&str; 4] = [
+    "HERMES_UNVERIFIED_BODIES",
+    "HERMES_UNVERIFIED_BODY_TIMEOUT_SECS",
+    "HERMES_UNVERIFIED_BODY_QUEUE_SECS",
+    "HERMES_KEY_MISSES_PER_MINUTE",
+];
 
 /// `hermes all` with `vars`; returns once it is ready.
 async fn spawn_fleet(ns: &str, vars: &HashMap<&'static str, String>) -> anyhow::Result<Fleet> {
