@@ -25,9 +25,9 @@ settings! {
         },
         HERMES_UNVERIFIED_BODY_QUEUE_SECS: Duration {
             kind: kinds::SECS,
-            unset: Value("2"),
+            unset: Value("10"),
             secret: false,
-            help: "how long a body not yet verified waits for a place in `HERMES_UNVERIFIED_BODIES` before it is answered 503 with `Retry-After`; waiting holds only its connection, so a flood of slow bodies waits instead of reconnecting at once (0: answer at once)",
+            help: "how long a body not yet verified waits for a place in `HERMES_UNVERIFIED_BODIES` before it is answered 503 with `Retry-After`; waiting holds only its connection, so a flood of slow bodies waits instead of reconnecting at once; a genuine webhook waits this long only while the pool is full (0: answer at once)",
         },
         HERMES_KEY_MISSES_PER_MINUTE: u32 {
             kind: kinds::U32_POSITIVE,
