@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use anyhow::{Context, bail};
 use hermes_net::chaos::ChaosProxy;
 
-use super::programs::{as_user, output, own, postgres_bin, rabbitmq_bin, run, wait_until};
+use super::programs::{as_user, initdb, output, own, postgres_bin, rabbitmq_bin, run, wait_until};
 use crate::fleet_process::free_port;
 
 /// Broker nodes in the cluster: a quorum queue keeps a majority through one node's loss.
@@ -302,22 +302,8 @@ impl Nodes {
 
     fn init_primary(&self) -> anyhow::Result<()> {
         let data = &self.pg[0].data;
-        std::fs::create_dir_all(data)?;
-        own(&self.dir.join("pg"), "postgres")?;
-        run(as_user(
-            "postgres",
-            self.pg_bin.join("initdb"),
-            &[
-                "-D",
-                &data.to_string_lossy(),
-                "-U",
-                "postgres",
-                "-A",
-                "trust",
-                "--no-sync",
-            ],
-        ))
-        .context("initdb of the cluster's primary")?;
+        initdb(&self.pg_bin, &self.dir.join("pg"), data)
+            .context("initdb of the cluster's primary")?;
         // Every instance requires one synchronous standby when it is primary, as the
         // manifests' `dataDurability: required` makes CloudNativePG configure it; the standby
         // inherits this file through pg_basebackup.

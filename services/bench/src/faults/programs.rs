@@ -136,3 +136,23 @@ pub(super) fn wait_until(what: &str, mut ready: impl FnMut() -> bool) -> anyhow:
     }
     Ok(())
 }
+
+/// A new PostgreSQL data directory at `data` (under `dir`, both owned by `postgres`), with
+/// trust authentication and no fsync: a throw-away server of the harness's own.
+pub(super) fn initdb(pg_bin: &Path, dir: &Path, data: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(data)?;
+    own(dir, "postgres")?;
+    run(as_user(
+        "postgres",
+        pg_bin.join("initdb"),
+        &[
+            "-D",
+            &data.to_string_lossy(),
+            "-U",
+            "postgres",
+            "-A",
+            "trust",
+            "--no-sync",
+        ],
+    ))
+}

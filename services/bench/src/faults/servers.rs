@@ -23,7 +23,9 @@ use clap::ValueEnum;
 use hermes_net::chaos::ChaosProxy;
 
 use super::cluster::Cluster;
-use super::programs::{as_user, output, own, postgres_bin, rabbitmq_bin, run, wait_until, which};
+use super::programs::{
+    as_user, initdb, output, own, postgres_bin, rabbitmq_bin, run, wait_until, which,
+};
 use crate::fleet_process::free_port;
 
 /// Where the run's servers come from.
@@ -298,22 +300,8 @@ impl Private {
 
     fn init_postgres(&self) -> anyhow::Result<()> {
         let data = self.pg_data();
-        std::fs::create_dir_all(&data)?;
-        own(&self.dir.join("pg"), "postgres")?;
-        run(as_user(
-            "postgres",
-            self.pg_bin.join("initdb"),
-            &[
-                "-D",
-                &data.to_string_lossy(),
-                "-U",
-                "postgres",
-                "-A",
-                "trust",
-                "--no-sync",
-            ],
-        ))
-        .context("initdb of the private PostgreSQL")
+        initdb(&self.pg_bin, &self.dir.join("pg"), &data)
+            .context("initdb of the private PostgreSQL")
     }
 
     fn init_rabbitmq(&self) -> anyhow::Result<()> {
