@@ -435,17 +435,40 @@ impl Ledger {
 
 /// Run `hermes bench faults <args>` with this test's environment; it must exit 0 with a
 /// ledger that adds up. Returns what it printed (stdout, stderr).
-async fn harness(env: &TestEnv, args: &[&str]) -> (String, String) {
-    let out = env
+pub(crate) async fn harness(env: &TestEnv, args: &[&str]) -> (String, String) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+    let mut child = env
         .command()
         .args(["bench", "faults"])
         .args(args)
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // The harness's steps are passed on as they come, so that a run that ends at the test's
+    // time limit still shows where it stood.
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let stderr = tokio::spawn(async move {
+        let mut all = String::new();
+        while let Ok(Some(line)) = lines.next_line().await {
+            eprintln!("{line}");
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
         .await
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let status = child.wait().await.unwrap();
+    let stderr = stderr.await.unwrap();
+    assert!(status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("the ledger adds up"), "{stdout}");
     (stdout, stderr)
 }
@@ -539,69 +562,5 @@ async fn the_standalone_harness_stops_and_restarts_servers_of_its_own() {
     assert!(
         !std::path::Path::new(&dir).join("servers").exists(),
         "{dir}/servers is left behind"
-    );
-}
-
-/// The harness on clustered servers of its own (a 3-node broker, a PostgreSQL primary with a
-/// synchronous standby, two processes of every service): the node leading the stages' queues
-/// killed and restarted, the primary stopped hard and its standby promoted, and a promoted
-/// primary left without its required standby. Short versions of docs/faults.md, "Clustered
-/// servers": the ledger adds up through all three, readiness is red while commits wait,
-/// every queue had its three members, and no server outlives the run.
-// Ignored in the suite: in two full runs on 28 November the harness stopped its fleet and
-// servers and then never returned (passed alone in 95 s the same day). Run it with
-// `cargo nextest run -p hermes-e2e --run-ignored only -E 'test(/clustered_servers/)'` or
-// `hermes bench faults --servers cluster` (docs/faults.md) until the hang is found.
-#[ignore = "hangs after its run in the full suite; see the comment above"]
-#[tokio::test(flavor = "multi_thread")]
-async fn the_standalone_harness_survives_a_leader_kill_and_a_failover_on_clustered_servers() {
-    let env = TestEnv::new().await;
-    let (stdout, stderr) = harness(
-        &env,
-        &[
-            "--servers",
-            "cluster",
-            "--messages",
-            "300",
-            "--rate",
-            "20",
-            "--users",
-            "10",
-            // The stall first, while the load runs: readiness is red only while some commit
-            // waits, and commits wait only while there is work.
-            "--fault",
-            "pg-no-standby,rabbit-leader,pg-failover",
-            "--count",
-            "1",
-            // Long enough for a commit to wait past hermes_db::COMMIT_WAIT_NOT_READY.
-            "--down-secs",
-            "20",
-        ],
-    )
-    .await;
-    assert!(stdout.contains(" | lost 0 | "), "{stdout}");
-    // While the promoted primary waits for a standby, no process says it is ready.
-    let readiness = stdout
-        .split("/readyz while commits wait: ")
-        .nth(1)
-        .and_then(|rest| rest.split(": first answer").next())
-        .expect("the harness read /readyz during the stall");
-    assert!(
-        readiness.split(", ").all(|p| !p.ends_with(" 200")),
-        "{readiness}"
-    );
-    assert!(stdout.contains("doubled sends 0"), "{stdout}");
-    assert!(stderr.contains("quorum queues have 3 members"), "{stderr}");
-    assert!(stdout.contains("kill -9 of broker node"), "{stdout}");
-    assert!(stdout.contains("standby promoted"), "{stdout}");
-    let dir = stderr
-        .lines()
-        .find_map(|l| l.split_once(" synchronous standby under ").map(|(_, d)| d))
-        .expect("the harness names its directory")
-        .trim()
-        .to_string();
-    assert!(
-        !std::path::Path::new(&dir).join("cluster").exists(),
-        "{dir}/cluster is left behind"
     );
 }

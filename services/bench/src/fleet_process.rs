@@ -32,6 +32,8 @@ pub struct Fleet {
     env: Vec<(String, String)>,
     /// The `hermes` binary every process runs.
     bin: PathBuf,
+    /// The process group the processes join (a [`crate::reaper::Reaper`]'s), if any.
+    group: Option<u32>,
 }
 
 /// The `hermes` binary the benches start: `HERMES_BIN` when set, else `hermes` next to this
@@ -81,21 +83,25 @@ impl Fleet {
         env: Vec<(String, String)>,
         logs: &Path,
     ) -> anyhow::Result<Self> {
-        Self::start_each(services, env, logs, |_| Vec::new()).await
+        Self::start_each(services, env, logs, |_| Vec::new(), None).await
     }
 
     /// [`Fleet::start`], with `own_env(i)` added to process `i`'s environment (over the
     /// fleet's): two ingest processes on two addresses behind one Service, for example.
+    /// With a `group`, every process joins that process group (a reaper's, so that the
+    /// processes die with the bench even when it is killed).
     pub async fn start_each(
         services: &[&'static str],
         env: Vec<(String, String)>,
         logs: &Path,
         own_env: impl Fn(usize) -> Vec<(String, String)>,
+        group: Option<u32>,
     ) -> anyhow::Result<Self> {
         let mut fleet = Self {
             procs: Vec::new(),
             env,
             bin: hermes_binary()?,
+            group,
         };
         for (i, service) in services.iter().enumerate() {
             fleet.procs.push(Proc {
@@ -117,6 +123,19 @@ impl Fleet {
         Ok(fleet)
     }
 
+    /// A one-off `hermes` command (`doctor`, say) with the fleet's environment, its output
+    /// piped; killed if dropped unfinished.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(args)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        cmd
+    }
+
     fn spawn(&mut self, i: usize) -> anyhow::Result<()> {
         let p = &mut self.procs[i];
         let log = std::fs::OpenOptions::new()
@@ -132,6 +151,9 @@ impl Fleet {
             .stdout(log.try_clone()?)
             .stderr(log)
             .kill_on_drop(true);
+        if let Some(group) = self.group {
+            cmd.process_group(group as i32);
+        }
         p.child = Some(
             cmd.spawn()
                 .with_context(|| format!("start {}", p.service))?,

@@ -19,6 +19,7 @@ pub mod ingest;
 pub mod jobs;
 pub mod llm;
 mod procstat;
+pub mod reaper;
 pub mod router;
 mod stats;
 

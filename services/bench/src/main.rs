@@ -53,6 +53,17 @@ enum Bench {
     /// Operator events: from a Telegram webhook to `events_wait` returning its message, p50/p99,
     /// against the webhook's own answer, ingest and the router in this process.
     Events(events::EventsBench),
+    /// Not a bench: started by a bench to stop what the run left when the bench ends
+    /// however it ends (see `reaper.rs`).
+    #[command(hide = true)]
+    Reap {
+        /// The run's directory: servers running under it are stopped.
+        #[arg(long)]
+        dir: PathBuf,
+        /// Folders under it removed once its servers are stopped (repeatable).
+        #[arg(long)]
+        remove: Vec<PathBuf>,
+    },
 }
 
 /// Run a bench that needs the configuration: load it as `hermes` does (exit 2 when it is
@@ -85,6 +96,10 @@ fn exit(name: &str, result: anyhow::Result<()>) -> ExitCode {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Bench::Reap { dir, remove } = &cli.bench {
+        hermes_bench::reaper::reap(dir, remove);
+        return ExitCode::SUCCESS;
+    }
     hermes_net::install_crypto_provider();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -132,11 +147,9 @@ async fn run(cli: Cli) -> ExitCode {
             .await
         }
         Bench::Faults(args) => {
-            with_config(
-                "faults",
-                path,
-                |c| async move { faults::faults(c, args).await },
-            )
+            with_config("faults", path, |c| async move {
+                Box::pin(faults::faults(c, args)).await
+            })
             .await
         }
         Bench::Fleet(args) => {
@@ -146,11 +159,9 @@ async fn run(cli: Cli) -> ExitCode {
             .await
         }
         Bench::Floor(args) => {
-            with_config(
-                "floor",
-                path,
-                |c| async move { floor::floor(c, args).await },
-            )
+            with_config("floor", path, |c| async move {
+                Box::pin(floor::floor(c, args)).await
+            })
             .await
         }
         Bench::Events(args) => {
@@ -159,6 +170,8 @@ async fn run(cli: Cli) -> ExitCode {
             })
             .await
         }
+        // Handled in `main`, before a runtime exists.
+        Bench::Reap { .. } => ExitCode::SUCCESS,
     }
 }
 

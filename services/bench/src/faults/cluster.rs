@@ -21,8 +21,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use anyhow::{Context, bail};
 use hermes_net::chaos::ChaosProxy;
 
-use super::programs::{as_user, initdb, output, own, postgres_bin, rabbitmq_bin, run, wait_until};
+use super::programs::{
+    as_user, initdb, kill9, output, own, postgres_bin, rabbitmq_bin, run, wait_until,
+};
 use crate::fleet_process::free_port;
+
+/// The cluster's folder under the run's directory.
+pub(super) const CLUSTER_DIR: &str = "cluster";
 
 /// Broker nodes in the cluster: a quorum queue keeps a majority through one node's loss.
 pub(super) const RABBIT_NODES: usize = 3;
@@ -68,7 +73,7 @@ pub(super) struct Cluster {
 impl Cluster {
     /// Start the cluster under `dir`, nodes named after `id`.
     pub async fn start(dir: &Path, id: &str) -> anyhow::Result<Self> {
-        let dir = dir.join("cluster");
+        let dir = dir.join(CLUSTER_DIR);
         std::fs::create_dir_all(&dir)?;
         let mut rabbit = Vec::new();
         for n in 1..=RABBIT_NODES {
@@ -321,7 +326,14 @@ impl Nodes {
     fn start_pg(&self, n: usize) -> anyhow::Result<()> {
         let node = &self.pg[n];
         let log = node.data.join("server.log");
-        let opts = format!("-p {} -k {}", node.port, node.data.display());
+        // The socket and its lock file live beside the data, not in it: `pg_basebackup` copies
+        // a lock file with the data, and a standby cloned from a server that was itself
+        // cloned from this one then finds its own port's lock, naming a postmaster that may
+        // still be a zombie (seen: "lock file .s.PGSQL.<port>.lock already exists").
+        let sockets = node.data.with_extension("sockets");
+        std::fs::create_dir_all(&sockets)?;
+        own(&sockets, "postgres")?;
+        let opts = format!("-p {} -k {}", node.port, sockets.display());
         run(self.pg_ctl(
             n,
             &[
@@ -447,10 +459,6 @@ fn parse_queues(out: &str, prefix: &str) -> Vec<(String, String, usize)> {
             })
         })
         .collect()
-}
-
-fn kill9(pid: i32) {
-    let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
 }
 
 fn alive(pid: i32) -> bool {

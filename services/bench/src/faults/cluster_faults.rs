@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::Fault;
 use super::cluster::{Cluster, RABBIT_NODES};
+use super::steps::{step, tell};
 use crate::fleet_process::Fleet;
 
 /// Run the blocking `job` while the fleet's exited processes are restarted as usual.
@@ -37,20 +38,12 @@ async fn pause(fleet: &mut Fleet, revived: &mut Vec<String>, d: Duration) {
     }
 }
 
-/// Say what the fault is doing now, with the wall-clock time to read the logs beside.
-fn step(what: &str) {
-    eprintln!(
-        "faults: {} {what}",
-        chrono::Utc::now().format("%H:%M:%S%.3f")
-    );
-}
-
 /// Print the load's progress (taken, answered) every 2 s, until aborted.
 pub(super) async fn progress(seen: std::sync::Arc<super::load::Seen>) {
     let mut tick = tokio::time::interval(Duration::from_secs(2));
     loop {
         tick.tick().await;
-        step(&format!(
+        tell(&format!(
             "taken {}, answered {}",
             seen.taken(),
             seen.answered()
@@ -126,6 +119,21 @@ async fn readiness(fleet: &Fleet) -> String {
         codes.push(format!("{} {code}", p.service));
     }
     codes.join(", ")
+}
+
+/// What `hermes doctor` says of the database's durability (its `durability` line), run
+/// with the fleet's settings: during a stall, it must name the missing standby.
+async fn doctor(fleet: &Fleet) -> String {
+    let run = fleet.command(&["doctor"]).output();
+    match tokio::time::timeout(Duration::from_secs(30), run).await {
+        Ok(Ok(out)) => String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find(|l| l.contains("durability"))
+            .map(|l| l.trim().to_string())
+            .unwrap_or_else(|| "no durability line".into()),
+        Ok(Err(e)) => format!("cannot run: {e}"),
+        Err(_) => "no answer within 30 s".into(),
+    }
 }
 
 /// Inject `fault` into the cluster; `down` is how long a killed node or a missing standby
@@ -208,7 +216,11 @@ pub(super) async fn inject(
                 // hermes_db::COMMIT_WAIT_NOT_READY, and is probed every 2 s.
                 let early = down * 3 / 4;
                 pause(fleet, revived, early).await;
-                stalled = format!("; /readyz while commits wait: {}", readiness(fleet).await);
+                stalled = format!(
+                    "; /readyz while commits wait: {}; doctor: {}",
+                    readiness(fleet).await,
+                    doctor(fleet).await
+                );
                 pause(fleet, revived, down - early).await;
             }
             let nodes = cluster.nodes.clone();

@@ -18,6 +18,7 @@ pub(crate) mod model;
 mod programs;
 mod recovery;
 mod servers;
+mod steps;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -122,6 +123,10 @@ pub struct FaultsBench {
     /// (taken away by cutting connections), or the run's own, really stopped and restarted.
     #[arg(long, value_enum, default_value_t = ServerMode::Proxy)]
     servers: ServerMode,
+    /// The longest the whole run may take, servers started and cleaned up included: past it
+    /// the run gives up, names the step it was at, and cleans up as after any failure.
+    #[arg(long, default_value_t = 1_800)]
+    deadline_secs: u64,
 }
 
 /// How long a fault's backlog may take to be answered before the run is reported stuck.
@@ -171,21 +176,39 @@ pub async fn faults(config: Config, args: FaultsBench) -> anyhow::Result<()> {
         ),
         ServerMode::Proxy => {}
     }
-    let servers = Servers::start(args.servers, machine, &dir).await?;
+    // First: whatever ends this process, what it starts below dies with it.
+    let reaper = crate::reaper::Reaper::start(&dir, &servers::DIRS.map(|d| dir.join(d)))?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(args.deadline_secs);
+    let gave_up = || {
+        anyhow::anyhow!(
+            "gave up after {} s (--deadline-secs); the last step: {}",
+            args.deadline_secs,
+            steps::last()
+        )
+    };
+    let servers = tokio::time::timeout_at(deadline, Servers::start(args.servers, machine, &dir))
+        .await
+        .map_err(|_| gave_up())??;
     let server = SecretString::from(servers.urls.postgres.clone());
     let scratch = ScratchDb::create(&server, "hermes_faults").await?;
     eprintln!("faults: database {}, namespace {ns}", scratch.name());
     // Interrupted (Ctrl-C, SIGTERM), the run stops here: its processes are killed as the
     // fleet is dropped, and the database and private servers removed below.
     let result = tokio::select! {
-        r = run(&config, &args, &ns, &scratch, &servers, &dir) => r,
+        r = run(&config, &args, &ns, &scratch, &servers, &dir, reaper.group) => r,
         signal = crate::interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
+        _ = tokio::time::sleep_until(deadline) => Err(gave_up()),
     };
-    if let Err(e) = scratch.drop_now().await {
-        eprintln!("faults: could not drop the scratch database: {e}");
+    // Bounded: on servers of the run's own, a primary still waiting for its standby would hold
+    // the drop for ever, and they are removed below anyway.
+    match tokio::time::timeout(Duration::from_secs(30), scratch.drop_now()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => eprintln!("faults: could not drop the scratch database: {e}"),
+        Err(_) => eprintln!("faults: the scratch database was not dropped within 30 s"),
     }
     // Private servers stop here, also after a failed run.
     drop(servers);
+    drop(reaper);
     result
 }
 
@@ -196,6 +219,7 @@ async fn run(
     scratch: &ScratchDb,
     servers: &Servers,
     logs: &std::path::Path,
+    group: u32,
 ) -> anyhow::Result<()> {
     seed_users(&scratch.db, args.users, config).await?;
     let mix = load::Mix {
@@ -239,6 +263,10 @@ async fn run(
         ("HERMES_SHUTDOWN_GRACE_SECS", "30"),
         // Eight processes share one server's `max_connections` (100 by default).
         ("HERMES_DB_POOL_SIZE", "8"),
+        // The API callers wait through every fault, a stall of commits included, for up to
+        // 180 s (api_load.rs): the runs must not time out first. Set here, so that a caller's
+        // own setting (the test suite's 30 s) does not reach the fleet.
+        ("HERMES_RUN_TIMEOUT_SECS", "180"),
         ("HERMES_LOG_FORMAT", "json"),
         // The bus's reconnects and re-subscriptions, to read a fault's recovery from the logs.
         ("RUST_LOG", "warn,hermes_bus=info"),
@@ -251,11 +279,11 @@ async fn run(
     } else {
         &SERVICES
     };
-    eprintln!(
-        "faults: starting {} processes (logs in {})",
+    steps::step(&format!(
+        "starting {} processes (logs in {})",
         services.len(),
         logs.display()
-    );
+    ));
     // On clustered servers two ingest processes listen on addresses of their own behind one
     // proxy, as a Service spreads the platform's calls over two pods.
     let ingests: Vec<u16> = services
@@ -278,7 +306,7 @@ async fn run(
         _ => Vec::new(),
     };
     let http = front.as_ref().map_or(http, |f| f.addr.port());
-    let mut fleet = Fleet::start_each(services, env, logs, own_http).await?;
+    let mut fleet = Fleet::start_each(services, env, logs, own_http, Some(group)).await?;
     if let Some(cluster) = servers.cluster() {
         eprintln!(
             "faults: {}",
@@ -309,10 +337,10 @@ async fn run(
     if let Some(t) = ticker {
         t.abort();
     }
-    eprintln!(
-        "faults: load sent; waiting up to {} s for every answer",
+    steps::step(&format!(
+        "load sent; waiting up to {} s for every answer",
         args.settle_secs
-    );
+    ));
     let settled = recovery::settle(args, &seen, &scratch.db, &mut fleet, &mut revived).await;
     let names = Names::new(Namespace::parse(ns).map_err(anyhow::Error::msg)?);
     // The fleet's bus settings exactly: the broker refuses a queue declared otherwise.
@@ -323,6 +351,7 @@ async fn run(
         .map(|s| Duration::from_secs(*s))
         .collect();
     let amqp = SecretString::from(servers.urls.amqp.clone());
+    steps::step("reading the ledger");
     // Connected only now: a connection made before a broker restart would be gone.
     let bus = Bus::connect(amqp, names, settings, Metrics::new()).await?;
     let mut ledger = Ledger::read(args.messages, mix, &seen, &calls, &scratch.db, &bus).await?;
@@ -339,6 +368,7 @@ async fn run(
         };
         ledger.killswitch_held = Some(probe.run().await?);
     }
+    steps::step("stopping the fleet");
     fleet.stop_all().await;
     if let Err(e) = bus.delete_topology().await {
         eprintln!(
@@ -375,7 +405,6 @@ pub(crate) async fn seed_users(
 ) -> anyhow::Result<()> {
     use hermes_db::{budgets, users};
     let daily = config
-        .file
         .llm
         .budgets
         .get(&Tier::Free)
@@ -434,6 +463,7 @@ async fn inject(
     for (n, fault) in plan.iter().enumerate() {
         // Evenly over the load, by messages accepted.
         let at = args.messages * (n + 1) / (plan.len() + 1);
+        steps::step(&format!("{fault:?} waits for message {at} to be taken"));
         while seen.taken() < at {
             poll.tick().await;
             revived.extend(fleet.revive());

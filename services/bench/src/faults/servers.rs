@@ -28,6 +28,11 @@ use super::programs::{
 };
 use crate::fleet_process::free_port;
 
+/// The folders under a run's directory that hold servers' data: the private servers', the
+/// cluster's. Removed when the run ends (by their drops, or by the reaper).
+pub(super) const DIRS: [&str; 2] = [PRIVATE_DIR, super::cluster::CLUSTER_DIR];
+const PRIVATE_DIR: &str = "servers";
+
 /// Where the run's servers come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ServerMode {
@@ -246,7 +251,7 @@ struct Private {
 
 impl Private {
     fn start(dir: &Path) -> anyhow::Result<Self> {
-        let dir = dir.join("servers");
+        let dir = dir.join(PRIVATE_DIR);
         std::fs::create_dir_all(&dir)?;
         let pg_bin = postgres_bin()?;
         let rabbit_bin = rabbitmq_bin()?;

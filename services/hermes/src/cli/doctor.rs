@@ -82,6 +82,103 @@ fn connections(pool: usize, max_connections: usize) -> Check {
     }
 }
 
+/// What the server says of its replication: what its commits wait for and what they have.
+#[derive(Debug, Default)]
+struct Replication {
+    /// `synchronous_standby_names`: empty when no commit waits for a standby.
+    required: String,
+    /// Is this server a standby (a read-only replica) rather than the primary?
+    in_recovery: bool,
+    /// Standbys streaming from this server, how many of them count for commits, and how many
+    /// whose state this role may not read (it needs `pg_monitor`).
+    streaming: i64,
+    synchronous: i64,
+    unreadable: i64,
+    /// Sessions whose commit waits for a standby now, and the longest wait in seconds.
+    waiting: i64,
+    longest_secs: i64,
+}
+
+async fn replication(client: &hermes_db::Client) -> Result<Replication, hermes_db::DbError> {
+    let row = client
+        .query_one(
+            "SELECT current_setting('synchronous_standby_names'), pg_is_in_recovery(), \
+             (SELECT count(*) FROM pg_stat_replication), \
+             (SELECT count(*) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum')), \
+             (SELECT count(*) FROM pg_stat_replication WHERE sync_state IS NULL), \
+             (SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'), \
+             (SELECT COALESCE(max(extract(epoch FROM now() - query_start)), 0)::bigint \
+              FROM pg_stat_activity WHERE wait_event = 'SyncRep')",
+            &[],
+        )
+        .await
+        .map_err(hermes_db::DbError::from)?;
+    Ok(Replication {
+        required: row.get(0),
+        in_recovery: row.get(1),
+        streaming: row.get(2),
+        synchronous: row.get(3),
+        unreadable: row.get(4),
+        waiting: row.get(5),
+        longest_secs: row.get(6),
+    })
+}
+
+/// Whether commits can finish: a primary that requires a synchronous standby and has none
+/// holds every commit, which stalls the whole fleet with nothing lost (docs/deploy.md,
+/// "Durability of the dependencies").
+fn durability(r: &Replication) -> Check {
+    const SEE: &str = "docs/deploy.md, \"Durability of the dependencies\"";
+    let (ok, detail) = if r.in_recovery {
+        (
+            false,
+            "this server is a standby (read-only): DATABASE_URL must reach the primary".to_string(),
+        )
+    } else if r.required.trim().is_empty() {
+        (
+            true,
+            format!(
+                "asynchronous: commits wait for no standby ({} streaming); a failover may lose \
+                 the last commits ({SEE})",
+                r.streaming
+            ),
+        )
+    } else if r.synchronous == 0 && r.unreadable > 0 {
+        (
+            true,
+            format!(
+                "commits wait for a synchronous standby (synchronous_standby_names = '{}'); {} \
+                 standby(s) stream, whose state this role cannot read (grant it pg_monitor)",
+                r.required, r.streaming
+            ),
+        )
+    } else if r.synchronous == 0 {
+        (
+            false,
+            format!(
+                "commits wait for a synchronous standby (synchronous_standby_names = '{}') and \
+                 none is connected ({} streaming): {} commit(s) waiting, the longest {} s. \
+                 Bring a standby back, or relax the setting ({SEE})",
+                r.required, r.streaming, r.waiting, r.longest_secs
+            ),
+        )
+    } else {
+        (
+            true,
+            format!(
+                "synchronous: {} of {} streaming standby(s) confirm commits \
+                 (synchronous_standby_names = '{}')",
+                r.synchronous, r.streaming, r.required
+            ),
+        )
+    };
+    Check {
+        name: "durability",
+        ok,
+        detail,
+    }
+}
+
 /// Run every check; the caller prints them.
 pub async fn checks(config: &Config) -> Vec<Check> {
     let [db_url, amqp_url, redis_url] = expose(config);
@@ -98,11 +195,12 @@ pub async fn checks(config: &Config) -> Vec<Check> {
             .await
             .map_err(|e| e.to_string())?
             .get(0);
-        Ok::<_, String>((found, max.parse::<usize>().unwrap_or(0)))
+        let replication = replication(&client).await.map_err(|e| e.to_string())?;
+        Ok::<_, String>((found, max.parse::<usize>().unwrap_or(0), replication))
     };
     let needed = migrate::latest_version();
     match tokio::time::timeout(TIMEOUT, pg).await {
-        Ok(Ok((found, max_connections))) => {
+        Ok(Ok((found, max_connections, replication))) => {
             out.push(Check {
                 name: "PostgreSQL",
                 ok: true,
@@ -118,6 +216,7 @@ pub async fn checks(config: &Config) -> Vec<Check> {
                 },
             });
             out.push(connections(config.db_pool_size, max_connections));
+            out.push(durability(&replication));
         }
         Ok(Err(e)) => out.push(Check {
             name: "PostgreSQL",
@@ -173,7 +272,7 @@ pub async fn run(config: &Config) -> usize {
             .check_llm()
             .err()
             .map(|e| format!("the llm service will not start: {}", e.problems.join("; "))),
-        config.check_ingest().err().map(|e| {
+        config.ingest.check().err().map(|e| {
             format!(
                 "the ingest service will not start: {}",
                 e.problems.join("; ")
@@ -197,6 +296,47 @@ pub async fn run(config: &Config) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_durability_check_names_a_primary_without_its_required_standby() {
+        let stalled = Replication {
+            required: "ANY 1 (*)".into(),
+            waiting: 3,
+            longest_secs: 42,
+            ..Default::default()
+        };
+        let c = durability(&stalled);
+        assert!(!c.ok, "{}", c.detail);
+        assert!(
+            c.detail.contains("none is connected")
+                && c.detail.contains("3 commit(s) waiting, the longest 42 s"),
+            "{}",
+            c.detail
+        );
+        let served = Replication {
+            required: "ANY 1 (*)".into(),
+            streaming: 1,
+            synchronous: 1,
+            ..Default::default()
+        };
+        assert!(durability(&served).ok);
+        let asynchronous = Replication::default();
+        let c = durability(&asynchronous);
+        assert!(c.ok && c.detail.starts_with("asynchronous"), "{}", c.detail);
+        let standby = Replication {
+            in_recovery: true,
+            ..Default::default()
+        };
+        assert!(!durability(&standby).ok);
+        // A role without pg_monitor sees standbys but not their state: not a failure.
+        let unreadable = Replication {
+            required: "ANY 1 (*)".into(),
+            streaming: 1,
+            unreadable: 1,
+            ..Default::default()
+        };
+        assert!(durability(&unreadable).ok);
+    }
 
     #[test]
     fn the_connection_check_counts_processes_that_fit() {

@@ -77,7 +77,7 @@ pub fn key_allowlist(
 impl Router {
     pub(super) async fn prepare_api(&self, mut inbound: Inbound) -> Result<Decision, StageError> {
         let messages = messages::under_core_prompt(
-            self.ctx.config.file.api.core_prompt(),
+            self.ctx.config.api.core_prompt(),
             messages::api_turns(&inbound),
         );
         let has_user_text = messages.iter().any(|m| {
@@ -94,7 +94,7 @@ impl Router {
         if let Some(toolsets) = inbound.job.as_ref().and_then(|j| j.toolsets.as_ref()) {
             catalog.retain(|t| toolsets.contains(&t.toolset));
         }
-        let local = local_host_toolsets(&self.ctx.config.file.mcp_servers);
+        let local = local_host_toolsets(&self.ctx.config.mcp_servers);
         // A tenant key's run: only what the key was granted (the operator key's runs, which
         // have no key id, keep every tool their policy allows).
         if let Some(key) = inbound.api_key_id {
@@ -126,7 +126,7 @@ impl Router {
         tools: Vec<ToolSpec>,
         tx: &Transaction<'_>,
     ) -> Result<(Vec<Envelope>, Decided), StageError> {
-        let tier = self.ctx.config.file.api.tier;
+        let tier = self.ctx.config.api.tier;
         let input_text = messages
             .iter()
             .rev()
@@ -142,11 +142,14 @@ impl Router {
         // Images go to the vision model, as a channel's do (docs/api.md, images); a scheduled
         // job's model override is tried first, the tier's chain after it.
         let mut chain = if messages.iter().any(|m| !m.images.is_empty()) {
-            vec![self.ctx.config.file.router.vision_model.clone()]
+            vec![self.ctx.config.router.vision_model.clone()]
         } else {
             self.tier_chain(tier)
         };
-        if let Some(model) = inbound.job.as_ref().and_then(|j| j.model.as_ref()) {
+        // A model the caller chose (`provider:model`, or a job's) goes first; the chain
+        // after it is the failover.
+        let chosen = inbound.job.as_ref().and_then(|j| j.model.as_ref());
+        if let Some(model) = chosen.or(inbound.chosen_model.as_ref()) {
             chain.retain(|m| m != model);
             chain.insert(0, model.clone());
         }
