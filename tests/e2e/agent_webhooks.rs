@@ -10,7 +10,7 @@ use hermes::Service;
 use hermes_bus::{Bus, Stage};
 use hermes_db::agents::{self, AgentUpdate};
 use hermes_testkit::{TestEnv, eventually, metric};
-use hermes_types::agent::{AgentStatus, EngagementMode};
+use hermes_types::agent::EngagementMode;
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::{AgentId, RunId};
 use hermes_types::model::Platform;
@@ -26,7 +26,9 @@ const SECRET_KEYS: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 /// The agent's signing secret (Standard Webhooks form, so both schemes apply).
 const AGENT_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-/// An OFFLINE external agent `victor` at `url`, assigned to a REST user `forge-user`.
+/// An external agent `victor` at `url` never heard from (ONLINE, no heartbeat yet: an OFFLINE
+/// one is not woken, docs/agents.md, "BUSY pauses the dispatcher"), assigned to a REST user
+/// `forge-user`.
 async fn external_agent(env: &TestEnv, url: &str, standard: bool) -> AgentId {
     let db = env.db();
     let user = env.user(Platform::Rest, "forge-user", 5).await;
@@ -35,7 +37,6 @@ async fn external_agent(env: &TestEnv, url: &str, standard: bool) -> AgentId {
         .external_agent("victor", url, AGENT_SECRET, 3, EngagementMode::Review)
         .await;
     let change = AgentUpdate {
-        status: Some(AgentStatus::Offline),
         standard_webhooks: Some(standard),
         ..AgentUpdate::default()
     };
@@ -186,7 +187,7 @@ async fn an_external_agent_is_woken_with_a_signed_envelope_and_marked_online() {
         "the independent verifier's verdict"
     );
 
-    // The 2xx is the heartbeat: the row is delivered and the agent came ONLINE.
+    // The 2xx is the heartbeat: the row is delivered and the agent is heard from.
     eventually(Duration::from_secs(15), "the wake recorded", || async {
         let (status, ..) = wake_row(&env, run).await?;
         (status == "delivered").then_some(())
@@ -267,12 +268,15 @@ async fn a_private_agent_url_is_refused_and_parked_without_a_request() {
     );
     assert_eq!(deliveries(&fleet.metrics().await, "refused"), Some(1.0));
     let c = env.db().get().await.unwrap();
-    let status: String = c
-        .query_one("SELECT status FROM agents WHERE id = $1", &[&agent])
+    let heard: bool = c
+        .query_one(
+            "SELECT last_heartbeat_at IS NOT NULL FROM agents WHERE id = $1",
+            &[&agent],
+        )
         .await
         .unwrap()
         .get(0);
-    assert_eq!(status, "OFFLINE", "no delivery, no heartbeat");
+    assert!(!heard, "no delivery, no heartbeat");
 
     drop(ch);
     bus.close().await;

@@ -21,22 +21,10 @@ use wiremock::{MockServer, Request};
 use crate::agent_mcp::{
     AGENT_SECRET, Mcp, TG_SECRET, assign, env_with, external_agent, key, peer, run_status,
 };
-
-/// The tool names the contract writes for the agent's side of the loop.
-const CONTRACT_TOOLS: [&str; 9] = [
-    "agent.inbox.list",
-    "agent.inbox.ack",
-    "agent.context.bundle",
-    "agents.me",
-    "agents.heartbeat",
-    "chat.appendMessage",
-    "chat.startDraft",
-    "chat.appendDraftChunk",
-    "chat.finalizeDraft",
-];
+use crate::fake_forge::CONTRACT_TOOLS;
 
 /// Publish a message of `platform` from `sender` (optionally with `media`): its run id.
-async fn message(
+pub(crate) async fn message(
     bus: &Bus,
     platform: Platform,
     sender: &str,
@@ -53,7 +41,7 @@ async fn message(
 }
 
 /// The wakes `peer` received for `run`, oldest first.
-async fn wakes_of(peer: &MockServer, run: RunId) -> Vec<Request> {
+pub(crate) async fn wakes_of(peer: &MockServer, run: RunId) -> Vec<Request> {
     peer.received_requests()
         .await
         .unwrap_or_default()
@@ -67,7 +55,7 @@ async fn wakes_of(peer: &MockServer, run: RunId) -> Vec<Request> {
 }
 
 /// The first wake of `run`, once it came.
-async fn wake(peer: &MockServer, run: RunId) -> Request {
+pub(crate) async fn wake(peer: &MockServer, run: RunId) -> Request {
     eventually(Duration::from_secs(30), "the agent's wake", || async {
         wakes_of(peer, run).await.into_iter().next()
     })
@@ -91,7 +79,7 @@ fn header(req: &Request, name: &str) -> Option<String> {
 /// Check both of the contract's signatures of `req` under `secret`, as a receiver written
 /// from the contract does: the timestamped one over `{timestamp}.{raw body}`, the other
 /// over the raw body alone.
-fn assert_signed_both_ways(req: &Request, secret: &str) {
+pub(crate) fn assert_signed_both_ways(req: &Request, secret: &str) {
     let ts = header(req, "x-forge-timestamp").expect("X-Forge-Timestamp");
     let skew = chrono::Utc::now().timestamp() - ts.parse::<i64>().unwrap();
     assert!(skew.abs() <= 300, "timestamp {ts} is outside the tolerance");
@@ -110,7 +98,7 @@ fn assert_signed_both_ways(req: &Request, secret: &str) {
 }
 
 /// The agent's runs the inbox lists with the contract's name, once `run` is among them.
-async fn listed(mcp: &Mcp, run: RunId) -> Value {
+pub(crate) async fn listed(mcp: &Mcp, run: RunId) -> Value {
     eventually(Duration::from_secs(30), "the run in the inbox", || async {
         let listed = mcp
             .call("agent.inbox.list", json!({"status": "unacked"}))
@@ -126,7 +114,7 @@ async fn listed(mcp: &Mcp, run: RunId) -> Value {
 }
 
 /// Wait until `run` is closed as `status`.
-async fn closed_as(env: &TestEnv, run: RunId, status: &str) {
+pub(crate) async fn closed_as(env: &TestEnv, run: RunId, status: &str) {
     let id = run.to_string();
     eventually(Duration::from_secs(30), "the run closed", || async {
         (run_status(env, &id).await == status).then_some(())

@@ -3,13 +3,12 @@
 //! per workspace and per UTC day (`HERMES_FORGE_DAILY_TOKENS`): a workspace past its budget
 //! gets failed runs, another workspace is untouched.
 
-use std::time::Duration;
-
 use hermes::Service;
-use hermes_testkit::{TestEnv, eventually, metric};
+use hermes_testkit::{TestEnv, metric};
 use hermes_types::agent::AgentKind;
 use serde_json::{Value, json};
 
+use crate::fake_forge::FakeForge;
 use crate::forge_wakes::{SECRET, agent, forge_env, now, signed, wake};
 
 /// Another secret the Forge signs with (both are listed).
@@ -22,7 +21,7 @@ fn envelope(profile_key: &str, workspace: &str, issue: &str) -> Value {
         "kind": "AGENT_ASSIGNED",
         "workspace": {"slug": workspace},
         "agent": {"profileKey": profile_key},
-        "issue": {"key": issue, "title": "Look at the login page"},
+        "issue": {"id": issue, "key": issue, "title": "Look at the login page"},
     })
 }
 
@@ -70,31 +69,32 @@ async fn wakes_are_limited_per_secret() {
 
 /// The run a wake became, once it closed: (status, error code).
 async fn closed(env: &TestEnv, resp: reqwest::Response) -> (String, Option<String>) {
-    assert_eq!(resp.status(), 202);
-    let taken: Value = resp.json().await.unwrap();
-    let run: uuid::Uuid = taken["run_id"].as_str().unwrap().parse().unwrap();
-    let db = env.db();
-    eventually(Duration::from_secs(60), "the Forge run closed", || async {
-        let row = db
-            .get()
-            .await
-            .ok()?
-            .query_opt(
-                "SELECT status, error_code FROM agent_runs WHERE id = $1",
-                &[&run],
-            )
-            .await
-            .ok()??;
-        let status: String = row.get(0);
-        matches!(status.as_str(), "completed" | "failed").then(|| (status, row.get(1)))
-    })
-    .await
+    let (status, code, _) = crate::forge_agent::closed(env, resp).await;
+    (status, code)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_workspaces_forge_runs_stop_at_its_daily_budget_and_another_workspace_goes_on() {
+    // The Forge whose inbox holds the three runs (Hermes lists, acknowledges and reads each
+    // before the model is called: docs/agents.md, "The loop, enforced").
+    let forge = FakeForge::new();
+    for issue in ["AXI-1", "AXI-2", "AXI-3"] {
+        forge.assign(&format!("run_{issue}"), issue);
+    }
+    let forge_server = forge.serve().await;
     let mut env = TestEnv::new().await;
-    forge_env(&mut env).set("HERMES_FORGE_DAILY_TOKENS", "1");
+    let config = std::env::temp_dir().join(format!("{}-forge-limits.toml", env.ns));
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp_servers.forge]\nurl = \"{}/api/mcp/rpc\"\ntimeout = 10\n",
+            forge_server.uri()
+        ),
+    )
+    .unwrap();
+    forge_env(&mut env)
+        .set("HERMES_FORGE_DAILY_TOKENS", "1")
+        .set("HERMES_CONFIG", config.to_str().unwrap());
     env.db()
         .get()
         .await
@@ -108,6 +108,7 @@ async fn a_workspaces_forge_runs_stop_at_its_daily_budget_and_another_workspace_
     agent(&env, "default", "victor", AgentKind::Internal).await;
     agent(&env, "other", "mizu", AgentKind::Internal).await;
     let fleet = env.start(&Service::ALL).await;
+    crate::forge_agent::forge_tools_published(&env, 9).await;
 
     // The first run is answered (nothing used yet); its tokens are the day's.
     let first = wake(&fleet, &envelope("victor", "default", "AXI-1"), "dlv_a").await;

@@ -1,12 +1,11 @@
 //! Hermes as a Forge agent, end to end (docs/agents.md, "Hermes as a Forge agent"): a
 //! signed wake for the internal agent `victor` runs the agent contract's loop against a
 //! fake Forge's MCP surface (`[mcp_servers.forge]`, streamable HTTP with a Bearer key):
-//! the model lists the inbox, acknowledges, reads the bundle and appends a message across
+//! Hermes lists the inbox, acknowledges and reads the bundle, then the model acts across
 //! four tool rounds, and the fake Forge sees exactly that, in that order. A REVIEW wake is
 //! never offered a local-host toolset; a run at its agent's `max_tool_rounds` ends with an
 //! answer instead of looping; a chat message still takes one round.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hermes::Service;
@@ -16,111 +15,20 @@ use hermes_types::agent::AgentKind;
 use hermes_types::model::Platform;
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
+use crate::fake_forge::FakeForge;
 use crate::forge_wakes::{agent, forge_env, wake};
 
 /// The Bearer key Hermes presents to the fake Forge.
 const FORGE_KEY: &str = "forge_sk_test_victor";
 
-/// One `tools/call` a fake MCP server received.
-#[derive(Clone, Debug)]
-struct Call {
-    tool: String,
-    arguments: Value,
-    authorization: Option<String>,
-}
-
-/// A streamable-HTTP MCP server that answers `initialize`, `tools/list` and `tools/call`
-/// with JSON (stateless, no SSE stream) and records every call.
-#[derive(Clone)]
-struct FakeMcp {
-    tools: Vec<&'static str>,
-    calls: Arc<Mutex<Vec<Call>>>,
-}
-
-impl FakeMcp {
-    fn new(tools: &[&'static str]) -> Self {
-        Self {
-            tools: tools.to_vec(),
-            calls: Arc::default(),
-        }
-    }
-
-    fn calls(&self) -> Vec<Call> {
-        self.calls.lock().unwrap().clone()
-    }
-
-    async fn serve(&self) -> MockServer {
-        let server = MockServer::start().await;
-        Mock::given(method("POST"))
-            .and(path("/api/mcp/rpc"))
-            .respond_with(self.clone())
-            .mount(&server)
-            .await;
-        // No server-initiated stream: 405, as the transport allows.
-        Mock::given(method("GET"))
-            .respond_with(ResponseTemplate::new(405))
-            .mount(&server)
-            .await;
-        server
-    }
-}
-
-impl Respond for FakeMcp {
-    fn respond(&self, req: &Request) -> ResponseTemplate {
-        let Ok(msg) = serde_json::from_slice::<Value>(&req.body) else {
-            return ResponseTemplate::new(400);
-        };
-        let Some(id) = msg.get("id").cloned() else {
-            // A notification (`notifications/initialized`).
-            return ResponseTemplate::new(202);
-        };
-        let result = match msg["method"].as_str().unwrap_or_default() {
-            "initialize" => json!({
-                "protocolVersion": msg["params"]["protocolVersion"],
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "fake-forge", "version": "1.0.0"},
-            }),
-            "tools/list" => json!({"tools": self.tools.iter().map(|name| json!({
-                "name": name,
-                "description": format!("the Forge's {name}"),
-                "inputSchema": {"type": "object", "properties": {"runId": {"type": "string"}}},
-            })).collect::<Vec<_>>()}),
-            "tools/call" => {
-                let tool = msg["params"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                self.calls.lock().unwrap().push(Call {
-                    tool: tool.clone(),
-                    arguments: msg["params"]["arguments"].clone(),
-                    authorization: req
-                        .headers
-                        .get("authorization")
-                        .and_then(|v| v.to_str().ok())
-                        .map(str::to_string),
-                });
-                json!({"content": [{"type": "text", "text": format!("{{\"ok\":true,\"tool\":\"{tool}\"}}")}], "isError": false})
-            }
-            "ping" => json!({}),
-            other => {
-                return ResponseTemplate::new(200).set_body_json(json!({
-                    "jsonrpc": "2.0", "id": id,
-                    "error": {"code": -32601, "message": format!("no method {other}")},
-                }));
-            }
-        };
-        ResponseTemplate::new(200)
-            .set_body_json(json!({"jsonrpc": "2.0", "id": id, "result": result}))
-    }
-}
-
-/// The loop a model following the system prompt takes, one tool per round.
+/// What the model of a Forge run does once Hermes listed, acknowledged and read the run,
+/// one tool per round.
 const LOOP: [&str; 4] = [
-    "mcp_forge_inbox_list",
-    "mcp_forge_inbox_ack",
-    "mcp_forge_context_bundle",
+    "mcp_forge_chat_appendMessage",
+    "mcp_forge_agents_me",
+    "mcp_forge_agents_heartbeat",
     "mcp_forge_chat_appendMessage",
 ];
 
@@ -137,7 +45,7 @@ pub(crate) fn tool_call(tool: &str, arguments: Value, round: usize) -> Value {
 }
 
 /// The last user turn of a model request.
-fn user_turn(body: &Value) -> String {
+pub(crate) fn user_turn(body: &Value) -> String {
     body["messages"]
         .as_array()
         .into_iter()
@@ -152,7 +60,13 @@ fn user_turn(body: &Value) -> String {
 /// The run tag a test put in a wake's envelope (`run.id`), read back from the user turn.
 pub(crate) fn tag_of(body: &Value) -> Option<String> {
     let turn = user_turn(body);
-    let envelope = turn.strip_prefix("Forge wake ")?.split_once('\n')?.1;
+    // The envelope is the line after the header; the bundle Hermes read follows it.
+    let envelope = turn
+        .strip_prefix("Forge wake ")?
+        .split_once('\n')?
+        .1
+        .lines()
+        .next()?;
     let v: Value = serde_json::from_str(envelope).ok()?;
     v["run"]["id"].as_str().map(str::to_string)
 }
@@ -167,9 +81,9 @@ fn model(req: &Request) -> ResponseTemplate {
     let answer = match tag_of(&body) {
         Some(tag) if rounds < LOOP.len() => {
             let arguments = match rounds {
-                0 => json!({"status": "unacked"}),
-                3 => json!({"runId": tag, "body": "On it."}),
-                _ => json!({"runId": tag}),
+                0 | 3 => json!({"threadId": tag, "body": "On it."}),
+                2 => json!({"status": "ONLINE"}),
+                _ => json!({}),
             };
             tool_call(LOOP[rounds], arguments, rounds)
         }
@@ -213,13 +127,16 @@ fn envelope(tag: &str, mode: &str) -> Value {
     })
 }
 
-/// Wake the run tagged `tag` and wait until it is closed; its id.
+/// Wake the run tagged `tag` (put in `forge`'s inbox first) and wait until it is closed;
+/// its id.
 async fn run_to_the_end(
     env: &TestEnv,
     fleet: &hermes_testkit::Fleet,
+    forge: &FakeForge,
     tag: &str,
     mode: &str,
 ) -> uuid::Uuid {
+    forge.assign(tag, "iss_1");
     let resp = wake(fleet, &envelope(tag, mode), &format!("dlv_{tag}")).await;
     assert_eq!(resp.status(), 202, "{:?}", resp.text().await);
     let taken: Value = resp.json().await.unwrap();
@@ -240,15 +157,10 @@ async fn run_to_the_end(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forge_wake_runs_list_ack_bundle_act_and_modes_and_rounds_bound_it() {
-    let forge = FakeMcp::new(&[
-        "inbox.list",
-        "inbox.ack",
-        "context.bundle",
-        "chat.appendMessage",
-    ]);
+    let forge = FakeForge::new();
     let forge_server = forge.serve().await;
     // A local-host toolset (a shell on the tools service's host).
-    let shell = FakeMcp::new(&["run"]);
+    let shell = FakeForge::with_tools(&["run"]);
     let shell_server = shell.serve().await;
     let provider = MockServer::start().await;
     Mock::given(method("POST"))
@@ -272,7 +184,9 @@ async fn a_forge_wake_runs_list_ack_bundle_act_and_modes_and_rounds_bound_it() {
     forge_env(&mut env)
         .openai_mock(&format!("{}/v1", provider.uri()))
         .set("HERMES_MODEL", "gpt-test")
-        .set("HERMES_CONFIG", config.to_str().unwrap());
+        .set("HERMES_CONFIG", config.to_str().unwrap())
+        // Hermes's own presence calls once at start, then not within the test.
+        .set("HERMES_FORGE_HEARTBEAT_SECS", "3600");
     // Victor lives in the workspace the Forge names; `default` has no agent, so a chat
     // message there is answered by the built-in persona.
     let db = env.db();
@@ -290,7 +204,7 @@ async fn a_forge_wake_runs_list_ack_bundle_act_and_modes_and_rounds_bound_it() {
     eventually(Duration::from_secs(30), "both MCP servers' tools published", || async {
         let n = count(
             &db,
-            "SELECT count(*) FROM tool_registry WHERE name IN ('mcp_forge_inbox_list', 'mcp_shell_run')",
+            "SELECT count(*) FROM tool_registry WHERE name IN ('mcp_forge_agent_inbox_list', 'mcp_shell_run')",
             &[],
         )
         .await;
@@ -298,16 +212,30 @@ async fn a_forge_wake_runs_list_ack_bundle_act_and_modes_and_rounds_bound_it() {
     })
     .await;
 
-    // EXECUTE: the whole loop, in order, with the Forge's key.
-    let run = run_to_the_end(&env, &fleet, "t-exec", "EXECUTE").await;
-    let calls = forge.calls();
+    // EXECUTE: the whole loop, in order, with the Forge's key: Hermes's three calls, then
+    // the model's four.
+    eventually(
+        Duration::from_secs(30),
+        "Hermes's presence at start",
+        || async {
+            // `agents.me`, then the first heartbeat.
+            (forge.presence().len() >= 2).then_some(())
+        },
+    )
+    .await;
+    let mark = forge.calls().len();
+    let run = run_to_the_end(&env, &fleet, &forge, "t-exec", "EXECUTE").await;
+    let calls = forge.calls()[mark..].to_vec();
     let tools: Vec<&str> = calls.iter().map(|c| c.tool.as_str()).collect();
     assert_eq!(
         tools,
         [
-            "inbox.list",
-            "inbox.ack",
-            "context.bundle",
+            "agent.inbox.list",
+            "agent.inbox.ack",
+            "agent.context.bundle",
+            "chat.appendMessage",
+            "agents.me",
+            "agents.heartbeat",
             "chat.appendMessage"
         ]
     );
@@ -324,7 +252,7 @@ async fn a_forge_wake_runs_list_ack_bundle_act_and_modes_and_rounds_bound_it() {
         .as_str()
         .unwrap_or_default();
     assert!(
-        system.contains("mcp_forge_inbox_list") && system.contains("Always acknowledge"),
+        system.contains("acknowledged it") && system.contains("mcp_forge_chat_appendMessage"),
         "{system}"
     );
     let first = offered(&asked[0]);
@@ -356,7 +284,7 @@ async fn a_forge_wake_runs_list_ack_bundle_act_and_modes_and_rounds_bound_it() {
     assert_eq!(row.get::<_, i64>(7), 0, "no credit");
 
     // REVIEW: no round of the run is offered the local-host toolset; the Forge's stays.
-    let run = run_to_the_end(&env, &fleet, "t-review", "REVIEW").await;
+    let run = run_to_the_end(&env, &fleet, &forge, "t-review", "REVIEW").await;
     let asked = requests_of(&provider, "t-review").await;
     assert_eq!(asked.len(), 5);
     for body in &asked {
@@ -366,7 +294,7 @@ async fn a_forge_wake_runs_list_ack_bundle_act_and_modes_and_rounds_bound_it() {
             "{tools:?}"
         );
         assert!(
-            tools.contains(&"mcp_forge_inbox_ack".to_string()),
+            tools.contains(&"mcp_forge_agent_inbox_ack".to_string()),
             "{tools:?}"
         );
     }
@@ -385,7 +313,7 @@ async fn a_forge_wake_runs_list_ack_bundle_act_and_modes_and_rounds_bound_it() {
         .unwrap()
         .get(0);
     assert_eq!(mode, "REVIEW");
-    assert!(shell.calls().is_empty());
+    assert!(shell.calls().is_empty(), "{:?}", shell.tools_called());
 
     // At its agent's bound the run ends with an answer: two rounds, then no more calls.
     let bound = AgentUpdate {
@@ -394,14 +322,23 @@ async fn a_forge_wake_runs_list_ack_bundle_act_and_modes_and_rounds_bound_it() {
     };
     assert!(agents::update(&c, victor, &bound).await.unwrap());
     let before = forge.calls().len();
-    let run = run_to_the_end(&env, &fleet, "t-bound", "EXECUTE").await;
+    let run = run_to_the_end(&env, &fleet, &forge, "t-bound", "EXECUTE").await;
     let asked = requests_of(&provider, "t-bound").await;
     assert_eq!(asked.len(), 3, "two rounds and the call after them");
     let after: Vec<String> = forge.calls()[before..]
         .iter()
         .map(|c| c.tool.clone())
         .collect();
-    assert_eq!(after, ["inbox.list", "inbox.ack"]);
+    assert_eq!(
+        after,
+        [
+            "agent.inbox.list",
+            "agent.inbox.ack",
+            "agent.context.bundle",
+            "chat.appendMessage",
+            "agents.me"
+        ]
+    );
     let status: String = c
         .query_one("SELECT status FROM agent_runs WHERE id = $1", &[&run])
         .await

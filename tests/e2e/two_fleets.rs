@@ -22,7 +22,7 @@ use crate::agent_mcp::{
 };
 use crate::forge_loop::{tag_of, tool_call};
 use crate::forge_wakes::agent;
-use hermes_testkit::telegram_text;
+use hermes_testkit::{openai_reply, telegram_text};
 
 /// What fleet B's agent streams as a draft.
 const CHUNKS: [&str; 2] = ["Once upon", " a time."];
@@ -54,11 +54,7 @@ fn draft_id(results: &[String]) -> Option<String> {
 fn model(req: &Request) -> ResponseTemplate {
     let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
     let Some(run) = tag_of(&body) else {
-        return ResponseTemplate::new(200).set_body_json(hermes_testkit::openai_answer(
-            "no wake here",
-            5,
-            3,
-        ));
+        return openai_reply(&body, hermes_testkit::openai_answer("no wake here", 5, 3));
     };
     let wake = body.to_string();
     let results = tool_results(&body);
@@ -91,7 +87,8 @@ fn model(req: &Request) -> ResponseTemplate {
         Some((tool, arguments)) => tool_call(tool, arguments.clone(), round),
         None => hermes_testkit::openai_answer("done", 10, 2),
     };
-    ResponseTemplate::new(200).set_body_json(answer)
+    // A Forge chat run's answer is asked for streamed (it goes to the thread as a draft).
+    openai_reply(&body, answer)
 }
 
 /// Fleet A's external agent `victor` (one run at a time), signing its wakes with

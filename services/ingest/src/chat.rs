@@ -53,7 +53,7 @@ async fn handle(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = api_body(app.ctx.config.max_body_bytes, body)?;
+    let body = api_body(app.ctx.config.ingest.max_body_bytes, body)?;
     let request = openai::parse(&body)?;
     // The caller's Idempotency-Key, else its request id, names the run, so that a retry after
     // a 503 cannot make a second one (docs/api.md, retrying safely). The idempotency
@@ -85,7 +85,7 @@ async fn handle(
     .await?;
     let model_name = request
         .model
-        .unwrap_or_else(|| app.ctx.config.api.model_name.clone());
+        .unwrap_or_else(|| app.ctx.config.ingest.api.model_name.clone());
     if request.stream {
         let resp = stream::respond(
             &app.ctx,
@@ -98,7 +98,8 @@ async fn handle(
         return Ok(with_run_id(resp, run));
     }
     let resp = answer_when_done(app, guard, run, &format!("the run {run}"), |a| {
-        openai::completion(run, &model_name, &a.text, a.finish_reason.as_str(), a.usage)
+        let usage = openai::usage(a.usage, a.tools_used.len());
+        openai::completion(run, &model_name, &a.text, a.finish_reason.as_str(), usage)
     })
     .await;
     Ok(with_run_id(resp, run))
@@ -109,6 +110,8 @@ pub(crate) struct Answered {
     pub text: String,
     pub usage: Usage,
     pub finish_reason: FinishReason,
+    /// Each tool call the run made, by tool name.
+    pub tools_used: Vec<String>,
     pub transcript: Vec<ChatMessage>,
 }
 
@@ -126,7 +129,7 @@ pub(crate) async fn answer_when_done(
         &app.events,
         guard,
         run,
-        app.ctx.config.run_timeout,
+        app.ctx.config.ingest.run_timeout,
     )
     .await;
     match outcome {
@@ -134,12 +137,14 @@ pub(crate) async fn answer_when_done(
             text,
             usage,
             finish_reason,
+            tools_used,
             transcript,
             ..
         }) => Json(render(Answered {
             text,
             usage,
             finish_reason,
+            tools_used,
             transcript,
         }))
         .into_response(),
@@ -149,7 +154,7 @@ pub(crate) async fn answer_when_done(
             ApiErrorCode::RunTimeout,
             format!(
                 "no answer within {}s; {pending} goes on",
-                app.ctx.config.run_timeout.as_secs()
+                app.ctx.config.ingest.run_timeout.as_secs()
             ),
         )
         .into_response(),
@@ -160,7 +165,8 @@ pub(crate) async fn answer_when_done(
 pub(crate) struct Turns {
     /// The whole conversation, in neutral form.
     pub messages: Vec<ChatMessage>,
-    /// The model name the caller asked for (cosmetic).
+    /// The model name the caller asked for: echoed back, and when written
+    /// `provider:model` the configured model the run tries first.
     pub model: Option<String>,
     pub params: CallParams,
     pub stream: bool,
@@ -176,7 +182,7 @@ pub(crate) async fn publish(
     run: RunId,
     turns: Turns,
 ) -> Result<WaiterGuard, ApiError> {
-    crate::images::within_count(&turns.messages, app.ctx.config.api.image_max_count)?;
+    crate::images::within_count(&turns.messages, app.ctx.config.ingest.api.image_max_count)?;
     let traceparent = crate::webhooks::traceparent(headers).unwrap_or_else(TraceParent::generate);
     let last_user_text = turns
         .messages
@@ -184,9 +190,14 @@ pub(crate) async fn publish(
         .rev()
         .find(|m| m.role == Role::User)
         .and_then(|m| m.content.clone());
+    let chosen_model = match &turns.model {
+        Some(name) => crate::model_choice::choose(&app.ctx.config.models, name)?,
+        None => None,
+    };
     let inbound = Inbound {
         conversation: turns.messages,
         requested_model: turns.model,
+        chosen_model,
         // A key's calls are metered against its budgets (docs/models-and-budgets.md).
         api_key_id: caller.key_id(),
         params: turns.params,
@@ -237,7 +248,7 @@ pub(crate) fn failure(code: FailureCode, message: String) -> ApiError {
         FailureCode::Cancelled => StatusCode::CONFLICT,
         // The external agent never answered, or gave up: the upstream of this run failed.
         FailureCode::Expired => StatusCode::GATEWAY_TIMEOUT,
-        FailureCode::AgentFailed => StatusCode::BAD_GATEWAY,
+        FailureCode::AgentFailed | FailureCode::ForgeLoopFailed => StatusCode::BAD_GATEWAY,
     };
     ApiError::new(status, ApiErrorCode::RunFailed(code), message)
 }

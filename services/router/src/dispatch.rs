@@ -4,8 +4,14 @@
 //! (`HERMES_AGENT_PRESENCE_SECS`) is not chosen by a mention or round robin. A workspace with
 //! no agents answers with the configured persona. The
 //! decision is recorded on the run as `dispatch { mode, chosen, reason }`.
+//!
+//! BUSY pauses the dispatcher for that agent (docs/agents.md, "BUSY pauses the dispatcher"):
+//! a mention or round robin never picks an agent that is not ONLINE, and an assignment to a
+//! BUSY or OFFLINE agent either holds the run for it (`HERMES_AGENT_PAUSED_ASSIGNMENTS=wait`,
+//! external agents) or is dispatched as if there were none.
 
 use chrono::Utc;
+use hermes_config::PausedAssignments;
 use hermes_db::agents::Agent;
 use hermes_db::users::Resolved;
 use hermes_db::{DbError, Transaction, agents, round_robin};
@@ -19,6 +25,18 @@ use std::time::Duration;
 pub struct Chosen {
     pub agent: Option<Agent>,
     pub dispatch: Dispatch,
+    /// The run waits, unwoken, for its paused agent to be ONLINE again.
+    pub held: bool,
+}
+
+/// What a run of `agent` may not be given now: `Some(status)` when the agent is paused
+/// (BUSY, OFFLINE, or an external agent silent past the presence window, which counts as
+/// OFFLINE even before the presence sweep says so).
+fn paused(agent: &Agent, heard_within: Duration) -> Option<AgentStatus> {
+    if agent.is_silent(heard_within, Utc::now()) {
+        return Some(AgentStatus::Offline);
+    }
+    (agent.status != AgentStatus::Online).then_some(agent.status)
 }
 
 /// The `@profileKey` mentions in a text, in order (lower-cased; keys are lower-case).
@@ -78,17 +96,26 @@ impl Presence {
     }
 }
 
+/// How dispatch is asked to choose.
+pub struct Ask<'a> {
+    pub presence: &'a Presence,
+    /// `HERMES_AGENT_PRESENCE_SECS`.
+    pub heard_within: Duration,
+    /// `HERMES_AGENT_PAUSED_ASSIGNMENTS`.
+    pub paused: PausedAssignments,
+}
+
 /// Choose the agent of a run, inside the run's transaction (rows locked, so capacity holds
 /// under concurrency).
 pub async fn choose(
     tx: &Transaction<'_>,
-    presence: &Presence,
-    heard_within: Duration,
+    ask: &Ask<'_>,
     who: &Resolved,
     text: &str,
     intent: Intent,
 ) -> Result<Chosen, DbError> {
     let assigned = who.channel_agent_id.or(who.user.agent_id);
+    let mut passed_over = None;
     if let Some(id) = assigned
         && let Some(agent) = agents::lock(tx, id).await?
     {
@@ -97,15 +124,36 @@ pub async fn choose(
         } else {
             "user"
         };
-        return chosen(
-            agent,
-            DispatchMode::Assigned,
-            format!("assigned to this {scope}"),
-            tx,
-        )
-        .await;
+        let reason = format!("assigned to this {scope}");
+        match paused(&agent, ask.heard_within) {
+            None => return chosen(agent, DispatchMode::Assigned, reason, false, tx).await,
+            Some(status)
+                if agent.kind == AgentKind::External && ask.paused == PausedAssignments::Wait =>
+            {
+                let reason = format!("{reason}; held while the agent is {status}");
+                return chosen(agent, DispatchMode::Assigned, reason, true, tx).await;
+            }
+            Some(status) => {
+                passed_over = Some(format!("assigned agent {} is {status}", agent.profile_key));
+            }
+        }
     }
-    let has_agents = presence.has_agents(tx, who.user.workspace_id).await?;
+    let mut c = choose_unassigned(tx, ask, who, text, intent).await?;
+    if let Some(note) = passed_over {
+        c.dispatch.reason = format!("{note}: {}", c.dispatch.reason);
+    }
+    Ok(c)
+}
+
+/// A mention, else round robin, else the persona.
+async fn choose_unassigned(
+    tx: &Transaction<'_>,
+    ask: &Ask<'_>,
+    who: &Resolved,
+    text: &str,
+    intent: Intent,
+) -> Result<Chosen, DbError> {
+    let has_agents = ask.presence.has_agents(tx, who.user.workspace_id).await?;
     let keys = if has_agents {
         mentions(text)
     } else {
@@ -115,8 +163,8 @@ pub async fn choose(
         let Some(agent) = agents::by_key_in(tx, who.user.workspace_id, &key).await? else {
             continue;
         };
-        // A silent external agent is OFFLINE even before the presence sweep says so.
-        if agent.status == AgentStatus::Offline || agent.is_silent(heard_within, Utc::now()) {
+        // A BUSY or OFFLINE agent (a silent one included) is not given a mention.
+        if paused(&agent, ask.heard_within).is_some() {
             continue;
         }
         let Some(agent) = agents::lock(tx, agent.id).await? else {
@@ -126,14 +174,22 @@ pub async fn choose(
             agent,
             DispatchMode::Mention,
             format!("mentioned as @{key}"),
+            false,
             tx,
         )
         .await;
     }
     if let Some(agent) =
-        round_robin::next(tx, who.user.workspace_id, intent.as_str(), heard_within).await?
+        round_robin::next(tx, who.user.workspace_id, intent.as_str(), ask.heard_within).await?
     {
-        return chosen(agent, DispatchMode::RoundRobin, "round-robin".into(), tx).await;
+        return chosen(
+            agent,
+            DispatchMode::RoundRobin,
+            "round-robin".into(),
+            false,
+            tx,
+        )
+        .await;
     }
     let reason = if has_agents {
         "no eligible agent (all offline, busy or at capacity): default persona"
@@ -147,6 +203,7 @@ pub async fn choose(
             chosen: "default".into(),
             reason: reason.into(),
         },
+        held: false,
     })
 }
 
@@ -154,6 +211,7 @@ async fn chosen(
     agent: Agent,
     mode: DispatchMode,
     reason: String,
+    held: bool,
     tx: &Transaction<'_>,
 ) -> Result<Chosen, DbError> {
     agents::mark_dispatched(tx, agent.id).await?;
@@ -164,6 +222,7 @@ async fn chosen(
             reason,
         },
         agent: Some(agent),
+        held,
     })
 }
 

@@ -2,6 +2,8 @@
 //! "Hermes as a Forge agent"), all from the environment. The route is off until a secret
 //! is set, like every channel webhook.
 
+use std::time::Duration;
+
 use secrecy::SecretString;
 
 use crate::env::{Reader, forge};
@@ -24,6 +26,8 @@ pub struct ForgeSettings {
     pub wakes_per_minute: u32,
     /// The daily budget of each workspace's Forge runs.
     pub budget: ForgeBudget,
+    /// `HERMES_FORGE_HEARTBEAT_SECS`: how often `agents.heartbeat` is sent to the Forge.
+    pub heartbeat: Duration,
 }
 
 /// What the Forge runs of one workspace may use per UTC day (`None`: no limit).
@@ -63,6 +67,7 @@ pub(crate) fn read_forge(r: &mut Reader<'_>) -> Option<ForgeSettings> {
     let limit = |n: u64| (n > 0).then_some(n);
     let daily_tokens = r.get(&forge::HERMES_FORGE_DAILY_TOKENS).map(limit);
     let daily_micro_usd = r.get(&forge::HERMES_FORGE_DAILY_USD).map(limit);
+    let heartbeat = r.get(&forge::HERMES_FORGE_HEARTBEAT_SECS);
     Some(ForgeSettings {
         secrets,
         path: path?,
@@ -74,5 +79,6 @@ pub(crate) fn read_forge(r: &mut Reader<'_>) -> Option<ForgeSettings> {
             daily_tokens: daily_tokens?,
             daily_micro_usd: daily_micro_usd?,
         },
+        heartbeat: heartbeat?,
     })
 }

@@ -1,6 +1,8 @@
-//! The router's part of the configuration: prompts of the pipeline's fallbacks, the
-//! built-in persona, sessions, semantic recall, vision and tool gating (`[router]` in the
-//! TOML file), plus the keys it reads from the environment.
+//! The router's settings, one struct whatever the source: prompts of the pipeline's
+//! fallbacks, the built-in persona, sessions, semantic recall, vision and tool gating
+//! (`[router]` in the TOML file), plus what it reads from the environment (the recall
+//! endpoint, the Fernet keys, the sweeper's bound, external agents' re-wakes and presence,
+//! bursts, how long old rows are kept).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -12,7 +14,13 @@ use url::Url;
 use hermes_types::agent::Tone;
 use hermes_types::intent::{ImageIntent, Intent};
 
-/// `[router]`: everything has the seed's value as its default.
+use crate::Retention;
+use crate::env::{retention, router as env};
+
+/// Everything the router reads (`ctx.config.router`). The fields without `#[serde(skip)]`
+/// are `[router]` in the TOML file, each with the seed's value as its default; the skipped
+/// ones come from the environment (`crate::env::router`, `crate::env::retention`) and are
+/// set by `Config::from_lookup`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RouterSettings {
@@ -36,6 +44,41 @@ pub struct RouterSettings {
     pub vision: VisionSettings,
     pub recall: RecallSettings,
     pub tool_gate: ToolGateSettings,
+    /// `HERMES_EMBEDDINGS_URL`: base URL of an OpenAI-compatible embeddings endpoint
+    /// (`{url}/embeddings`); recall is off without it.
+    #[serde(skip)]
+    pub embeddings_url: Option<Url>,
+    /// `HERMES_EMBEDDINGS_API_KEY`.
+    #[serde(skip)]
+    pub embeddings_api_key: Option<SecretString>,
+    /// `HERMES_SESSION_KEYS`: Fernet keys of the session-history cache, newest first (the
+    /// first encrypts, all decrypt). Without them history is read from PostgreSQL on every
+    /// message.
+    #[serde(skip)]
+    pub session_keys: Vec<SecretString>,
+    /// `HERMES_SECRET_KEYS`: Fernet keys that encrypt agent webhook secrets at rest, newest
+    /// first.
+    #[serde(skip)]
+    pub secret_keys: Vec<SecretString>,
+    /// `HERMES_RUN_STUCK_AFTER_SECS`: how long a run may stay open before the router's
+    /// sweeper ends it.
+    #[serde(skip)]
+    pub run_stuck_after: Duration,
+    /// `HERMES_AGENT_REWAKE_DELAYS`: delays of the re-wakes of an unacknowledged external
+    /// run, each after the previous wake.
+    #[serde(skip)]
+    pub agent_rewake_delays: Vec<Duration>,
+    /// `HERMES_AGENT_PRESENCE_SECS`: how long an external agent may be silent (no 2xx, no
+    /// heartbeat) before it is OFFLINE.
+    #[serde(skip)]
+    pub agent_presence: Duration,
+    /// Bursts of chat messages answered as one turn (docs/channels.md, bursts).
+    #[serde(skip)]
+    pub bursts: BurstSettings,
+    /// How long each family of tables keeps its rows, swept by the router
+    /// (`HERMES_RETENTION_*`).
+    #[serde(skip)]
+    pub retention: Retention,
 }
 
 impl Default for RouterSettings {
@@ -57,6 +100,28 @@ impl Default for RouterSettings {
             vision: VisionSettings::default(),
             recall: RecallSettings::default(),
             tool_gate: ToolGateSettings::default(),
+            embeddings_url: None,
+            embeddings_api_key: None,
+            session_keys: Vec::new(),
+            secret_keys: Vec::new(),
+            run_stuck_after: env::HERMES_RUN_STUCK_AFTER_SECS.unset_value(),
+            agent_rewake_delays: env::HERMES_AGENT_REWAKE_DELAYS.unset_value(),
+            agent_presence: env::HERMES_AGENT_PRESENCE_SECS.unset_value(),
+            bursts: BurstSettings {
+                quiet: env::HERMES_BURST_QUIET_MS.unset_value(),
+                max_wait: env::HERMES_BURST_MAX_WAIT_MS.unset_value(),
+            },
+            retention: Retention {
+                runs_days: retention::HERMES_RETENTION_RUNS_DAYS.unset_value(),
+                conversations_days: retention::HERMES_RETENTION_CONVERSATIONS_DAYS.unset_value(),
+                statuses_days: retention::HERMES_RETENTION_STATUSES_DAYS.unset_value(),
+                facts_days: retention::HERMES_RETENTION_FACTS_DAYS.unset_value(),
+                ledger_days: retention::HERMES_RETENTION_LEDGER_DAYS.unset_value(),
+                responses_days: retention::HERMES_RETENTION_RESPONSES_DAYS.unset_value(),
+                forge_deliveries_days: retention::HERMES_RETENTION_FORGE_DELIVERIES_DAYS
+                    .unset_value(),
+                sweep_every: retention::HERMES_RETENTION_SWEEP_SECS.unset_value(),
+            },
         }
     }
 }
@@ -262,16 +327,19 @@ impl Default for ToolGateSettings {
     }
 }
 
-/// The router's environment: the endpoint of semantic recall and the Fernet keys.
-#[derive(Clone, Debug, Default)]
-pub struct RouterSecrets {
-    /// Base URL of an OpenAI-compatible embeddings endpoint (`{url}/embeddings`); recall is
-    /// off without it.
-    pub embeddings_url: Option<Url>,
-    pub embeddings_api_key: Option<SecretString>,
-    /// Fernet keys of the session-history cache, newest first (the first encrypts, all
-    /// decrypt). Without them history is read from PostgreSQL on every message.
-    pub session_keys: Vec<SecretString>,
-    /// Fernet keys that encrypt agent webhook secrets at rest, newest first.
-    pub secret_keys: Vec<SecretString>,
+/// Bursts (`HERMES_BURST_QUIET_MS`, `HERMES_BURST_MAX_WAIT_MS`, docs/channels.md): a chat
+/// message is held until its conversation has been quiet for `quiet`, or its first held
+/// message has waited `max_wait`, then the held messages are routed as one turn. A `quiet`
+/// of 0 is off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BurstSettings {
+    pub quiet: Duration,
+    pub max_wait: Duration,
+}
+
+impl BurstSettings {
+    /// Whether chat messages are held at all.
+    pub fn on(&self) -> bool {
+        !self.quiet.is_zero()
+    }
 }

@@ -43,24 +43,45 @@ pub async fn add(
     Ok(())
 }
 
-/// What `workspace`'s Forge runs used on `day` (zero when nothing).
+/// A workspace's own daily limits of its Forge runs (`hermes workspaces set --daily-tokens
+/// --daily-usd`): `None` leaves the install's `HERMES_FORGE_DAILY_*`, 0 is no limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorkspaceLimits {
+    pub daily_tokens: Option<u64>,
+    pub daily_micro_usd: Option<u64>,
+}
+
+/// What `workspace`'s Forge runs used on `day` (zero when nothing), and its own limits.
 pub async fn used(
     c: &impl GenericClient,
     workspace: WorkspaceId,
     day: NaiveDate,
-) -> Result<ForgeUsed, DbError> {
+) -> Result<(ForgeUsed, WorkspaceLimits), DbError> {
     let row = c
         .query_opt(
             &stmt(
                 c,
-                "SELECT tokens, micro_usd FROM llm_forge_usage WHERE workspace_id = $1 AND day = $2",
+                "SELECT coalesce(u.tokens, 0), coalesce(u.micro_usd, 0), w.daily_tokens,
+                        w.daily_micro_usd
+                 FROM workspaces w
+                 LEFT JOIN llm_forge_usage u ON u.workspace_id = w.id AND u.day = $2
+                 WHERE w.id = $1",
             )
             .await?,
             &[&workspace, &day],
         )
         .await?;
-    Ok(row.map_or_else(ForgeUsed::default, |r| ForgeUsed {
-        tokens: u64::try_from(r.get::<_, i64>(0)).unwrap_or(0),
-        micro_usd: u64::try_from(r.get::<_, i64>(1)).unwrap_or(0),
+    let amount = |n: i64| u64::try_from(n).unwrap_or(0);
+    Ok(row.map_or_else(Default::default, |r| {
+        (
+            ForgeUsed {
+                tokens: amount(r.get(0)),
+                micro_usd: amount(r.get(1)),
+            },
+            WorkspaceLimits {
+                daily_tokens: r.get::<_, Option<i64>>(2).map(amount),
+                daily_micro_usd: r.get::<_, Option<i64>>(3).map(amount),
+            },
+        )
     }))
 }

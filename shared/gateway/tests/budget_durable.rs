@@ -4,17 +4,20 @@
 //! metered from PostgreSQL, the day's spend is still counted, an on killswitch stays on, and
 //! a reservation whose release cannot reach Redis ends with its lease.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use hermes_cache::Cache;
 use hermes_config::Config;
+use hermes_db::budgets::Window;
 use hermes_gateway::Gateway;
 use hermes_gateway::backends::Backends;
 use hermes_telemetry::Metrics;
 use hermes_testkit::{Server, TestEnv, eventually};
 use hermes_types::ids::UserId;
-use hermes_types::model::{ChatMessage, FailureCode, LlmRequest, Platform, ReplyTo, Role, Tier};
+use hermes_types::model::{FailureCode, LlmRequest, Tier};
 use secrecy::SecretString;
 use serde_json::json;
 use wiremock::matchers::{method, path};
@@ -63,11 +66,16 @@ impl Drop for Setup {
 }
 
 async fn setup() -> Setup {
+    setup_with(CONFIG).await
+}
+
+/// [`setup`] with another configuration file.
+async fn setup_with(config: &str) -> Setup {
     let mut env = TestEnv::new().await;
     let openai = MockServer::start().await;
     let dir = std::env::temp_dir().join(format!("hermes-budget-{}", env.ns));
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("hermes.toml"), CONFIG).unwrap();
+    std::fs::write(dir.join("hermes.toml"), config).unwrap();
     env.vars.remove("HERMES_PROVIDER");
     env.set("OPENAI_API_KEY", "sk-openai")
         .set("OPENAI_BASE_URL", &openai.uri());
@@ -159,20 +167,7 @@ fn ok(input: u64, output: u64) -> ResponseTemplate {
 }
 
 fn ask() -> LlmRequest {
-    LlmRequest::new(
-        ReplyTo {
-            platform: Platform::Api,
-            chat_id: "c".into(),
-            callback_url: None,
-            quote: None,
-        },
-        Tier::Free,
-        vec!["gpt".into()],
-        vec![
-            ChatMessage::text(Role::System, "be brief"),
-            ChatMessage::text(Role::User, "q"),
-        ],
-    )
+    common::request(Tier::Free, &["gpt"], "q")
 }
 
 fn fallbacks(metrics: &Metrics, what: &str) -> u64 {
@@ -229,6 +224,69 @@ async fn with_redis_cut_a_user_under_budget_is_answered_and_one_over_is_refused(
     .await;
     let refused = gateway.complete(&ask(), Some(fresh), None).await.err();
     assert_eq!(refused.map(|e| e.code()), Some(FailureCode::BudgetExceeded));
+}
+
+#[tokio::test]
+async fn a_call_over_the_months_budget_is_refused_as_such_with_redis_and_after_a_restart() {
+    // A month of 1,000 whose earlier days settled 900 (a month row with no row for today):
+    // today's 103 fit the day and not the month, so only the monthly window can refuse.
+    let config = CONFIG.replace("monthly_tokens = 100000", "monthly_tokens = 1000");
+    let s = setup_with(&config).await;
+    s.answer(ok(900, 50)).await;
+    let (gateway, metrics) = s.gateway();
+    let user = UserId::new();
+    let month = Window::Month.starts(chrono::Utc::now().date_naive());
+    s.env
+        .db()
+        .get()
+        .await
+        .unwrap()
+        .execute(
+            "INSERT INTO llm_token_usage (user_id, window_kind, starts, used)
+             VALUES ($1, 'month', $2, 900)",
+            &[&user, &month],
+        )
+        .await
+        .unwrap();
+    for when in ["read from PostgreSQL into Redis", "after a Redis restart"] {
+        let refused = gateway
+            .complete(&ask(), Some(user), None)
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("{when}: 900 + 103 is over the month's 1,000"));
+        assert_eq!(refused.code(), FailureCode::BudgetExceeded, "{when}");
+        assert!(
+            refused.user_message().contains("this month's usage limit"),
+            "{when}: {}",
+            refused.user_message()
+        );
+        if when.starts_with("read") {
+            s.forget_redis().await;
+        }
+    }
+    assert_eq!(
+        s.hits().await,
+        0,
+        "the refused calls never reached the model"
+    );
+    let rejections = |window: &str| {
+        metrics
+            .budgets
+            .rejections
+            .with_label_values(&[window])
+            .get()
+    };
+    assert_eq!(
+        (rejections("user_monthly"), rejections("user_daily")),
+        (2, 0)
+    );
+    // Another user, with nothing settled this month, is answered under the same budget.
+    assert!(
+        gateway
+            .complete(&ask(), Some(UserId::new()), None)
+            .await
+            .is_ok()
+    );
 }
 
 #[tokio::test]

@@ -32,6 +32,9 @@ pub enum MessageKind {
     MemoryExtract,
     /// An external agent's draft grew: a chat that shows drafts (Telegram) edits its message.
     DraftUpdate,
+    /// A Forge run's preflight: the tools stage lists, acknowledges and reads the woken run
+    /// through the Forge's MCP server before the model acts.
+    ForgePreflight,
 }
 
 impl MessageKind {
@@ -45,6 +48,7 @@ impl MessageKind {
             MessageKind::AgentWake => Stage::Webhooks,
             MessageKind::MemoryExtract => Stage::Llm,
             MessageKind::DraftUpdate => Stage::Delivery,
+            MessageKind::ForgePreflight => Stage::Tools,
         }
     }
 }

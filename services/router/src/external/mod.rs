@@ -1,13 +1,15 @@
 //! External runs end (docs/agents.md, "When an external run ends"): every router replica
 //! runs these sweeps each second. A run past its reply deadline gets the fallback reply
 //! (`expiry`), an unacknowledged run is woken again on the re-wake schedule (`rewake`), and
-//! an external agent silent past the presence window is marked OFFLINE (`presence`). Each
+//! an external agent silent past the presence window is marked OFFLINE (`presence`), and a
+//! run held for a paused agent is released once the agent is ONLINE again (`release`). Each
 //! sweep takes its rows `FOR UPDATE SKIP LOCKED` and writes its effects and messages in one
 //! transaction with the outbox, so any number of replicas do each thing once, and a crash
 //! leaves the work to the next tick.
 
 pub mod expiry;
 pub mod presence;
+pub mod release;
 pub mod rewake;
 
 use std::time::Duration;
@@ -38,6 +40,7 @@ pub async fn run(ctx: Ctx) {
         periodic::drain("external-run expiry", BATCH, || expiry::sweep(&ctx)).await;
         periodic::drain("external-run re-wake", BATCH, || rewake::sweep(&ctx)).await;
         periodic::drain("external-agent presence", BATCH, || presence::sweep(&ctx)).await;
+        periodic::drain("held-run release", BATCH, || release::sweep(&ctx)).await;
     }
 }
 

@@ -11,7 +11,8 @@ use hermes_runtime::Ctx;
 pub async fn sweep(ctx: &Ctx) -> anyhow::Result<usize> {
     let mut client = ctx.db.get().await?;
     let tx = client.transaction().await?;
-    let silent = agents::expire_presence(&tx, ctx.config.agent_presence, super::BATCH).await?;
+    let silent =
+        agents::expire_presence(&tx, ctx.config.router.agent_presence, super::BATCH).await?;
     if silent.is_empty() {
         return Ok(0);
     }

@@ -1,8 +1,12 @@
 //! A Forge's wake (docs/agents.md, "Hermes as a Forge agent"): the internal agent ingest
-//! routed it to answers with its own persona, under a system prompt that instructs the
-//! loop the agent contract requires (list its unacked runs, acknowledge the run always,
-//! read the context bundle, act through the Forge's tools), offered its tools including
-//! the Forge's MCP server's (`[mcp_servers.forge]`). No user, no credit, no session.
+//! routed it to answers with its own persona, offered its tools including the Forge's MCP
+//! server's (`[mcp_servers.forge]`). No user, no credit, no session.
+//!
+//! The router does not send the run to the model directly: it sends a preflight to the
+//! tools stage (which holds the Forge's MCP session), which lists the agent's unacked runs,
+//! acknowledges the woken one and reads its context bundle before the model is called
+//! (docs/agents.md, "The loop, enforced"). The system prompt tells the model those steps
+//! are done and what remains: act through the Forge's tools.
 //!
 //! The run's host-tool policy is the agent's own narrowed by the wake's (`engagement_mode`,
 //! `tool_allowlist`, `runtime_policy`): a REVIEW, RESEARCH or DISCUSS wake is offered no
@@ -17,16 +21,15 @@ use hermes_runtime::stage::StageError;
 use hermes_types::agent::{AgentKind, CONTRACT_VERSION, Dispatch, DispatchMode, EngagementMode};
 use hermes_types::envelope::Envelope;
 use hermes_types::model::{
-    ChatMessage, ForgeWake, Inbound, LlmRequest, Role, ToolPolicy, ToolSpec, agent_tool_rounds,
+    ChatMessage, ForgePreflight, ForgeTarget, ForgeWake, Inbound, LlmRequest, Role, ToolPolicy,
+    ToolSpec, agent_tool_rounds,
 };
 
 use super::{Decided, Decision, Router};
 use crate::soul::Persona;
 use crate::{messages, tool_gate};
 
-/// The name of the MCP server that is the Forge (`[mcp_servers.forge]`): its tools are
-/// `mcp_forge_<tool>` and its toolset `mcp-forge`, always offered to a Forge run.
-pub const FORGE_MCP_SERVER: &str = "forge";
+pub use hermes_types::model::FORGE_MCP_SERVER;
 
 /// A Forge wake ready to commit.
 #[derive(Clone)]
@@ -69,7 +72,7 @@ impl Router {
             tool_allowlist: agent.tool_allowlist.clone(),
         }
         .inherit(&inbound.policy);
-        let local = local_host_toolsets(&self.ctx.config.file.mcp_servers);
+        let local = local_host_toolsets(&self.ctx.config.mcp_servers);
         let tools = offered(catalog, &agent.toolsets, &policy, &local);
         Ok(Decision::Forge(Box::new(ForgeRun {
             inbound,
@@ -86,7 +89,7 @@ impl Router {
         f: ForgeRun,
         tx: &Transaction<'_>,
     ) -> Result<(Vec<Envelope>, Decided), StageError> {
-        let tier = f.agent.tier.unwrap_or(self.ctx.config.file.api.tier);
+        let tier = f.agent.tier.unwrap_or(self.ctx.config.api.tier);
         let text = f.inbound.event.text.clone();
         if !self
             .create_run(env, &f.inbound, tier, text.as_deref(), tx)
@@ -139,11 +142,19 @@ impl Router {
             "Forge wake routed"
         );
         let chain = self.tier_chain(tier);
-        let persona = Persona::of(Some(&f.agent), &self.ctx.config.file.router.persona);
+        let persona = Persona::of(Some(&f.agent), &self.ctx.config.router.persona);
         let rounds = agent_tool_rounds(f.agent.max_tool_rounds);
+        let target = f
+            .inbound
+            .event
+            .metadata
+            .as_ref()
+            .map(ForgeTarget::of_wake)
+            .unwrap_or_default();
         let system = vec![
             persona.render(),
-            loop_prompt(&f.wake, &f.tools, f.policy.engagement_mode, rounds),
+            loop_prompt(&f.wake, f.policy.engagement_mode, rounds)
+                + &answer_prompt(target.thread_id.as_deref(), &f.tools),
         ];
         let user_turn = ChatMessage::text(Role::User, wake_turn(&f.inbound, &f.wake));
         let messages = messages::conversation(system, Vec::new(), user_turn);
@@ -155,7 +166,8 @@ impl Router {
             max_tool_rounds: rounds,
             ..LlmRequest::new(f.inbound.reply_to(), tier, chain, messages)
         };
-        Ok((vec![env.follow(&request)], Decided::uncharged("forge")))
+        let preflight = ForgePreflight { request, target };
+        Ok((vec![env.follow(&preflight)], Decided::uncharged("forge")))
     }
 }
 
@@ -192,12 +204,9 @@ fn forge_tool(tools: &[ToolSpec], suffix: &str) -> String {
         .map_or_else(|| format!("{prefix}{suffix}"), str::to_string)
 }
 
-/// The system block that instructs the agent contract's loop.
-fn loop_prompt(wake: &ForgeWake, tools: &[ToolSpec], mode: EngagementMode, rounds: u8) -> String {
-    let list = forge_tool(tools, "inbox_list");
-    let ack = forge_tool(tools, "inbox_ack");
-    let bundle = forge_tool(tools, "context_bundle");
-    let append = forge_tool(tools, "chat_appendMessage");
+/// The system block that tells the model where the contract's loop stands: Hermes has
+/// listed, acknowledged and read the run (the bundle ends the user turn); the model acts.
+fn loop_prompt(wake: &ForgeWake, mode: EngagementMode, rounds: u8) -> String {
     let mode_line = match mode {
         EngagementMode::Execute => {
             "Engagement mode: EXECUTE. You may change the Forge's state within the run's protocol."
@@ -209,18 +218,30 @@ fn loop_prompt(wake: &ForgeWake, tools: &[ToolSpec], mode: EngagementMode, round
     };
     format!(
         "A Forge woke you (event {event}, delivery {delivery}). The wake only says there is work; \
-the Forge's inbox is the source of truth. Work through the Forge's tools, in this order:\n\
-1. Call {list} with {{\"status\": \"unacked\"}} to find your run.\n\
-2. Call {ack} with {{\"runId\": <that run's id>}}. Always acknowledge the run, even when you decide to do nothing: \
-an unacknowledged run leaves the Forge showing you as still thinking.\n\
-3. Call {bundle} with {{\"runId\": <the run's id>}} and read it: it holds what is asked, the recent conversation \
-and the runProtocol (mode, what you may change).\n\
-4. Act with the Forge's tools, for example {append} to answer in the run's thread.\n\
-Your final message is not delivered anywhere: only what you do through the tools reaches the Forge. \
-You have at most {rounds} tool round(s); call the tools of one step per round.\n{mode_line}",
+the Forge's inbox is the source of truth. Hermes has already done the loop's first steps for you: it listed your \
+unacked runs, found this one, acknowledged it, and read its context bundle, which ends the user turn (what is asked, \
+the recent conversation and the runProtocol: mode, what you may change). Do not list or acknowledge again.\n\
+You have at most {rounds} tool round(s).\n{mode_line}",
         event = wake.event,
         delivery = wake.delivery_id,
     )
+}
+
+/// Where the model's answer goes: a chat wake's (with its `threadId`) final message is
+/// posted to the thread by Hermes (docs/agents.md, "Answers stream to the Forge"); any
+/// other run's reaches the Forge only through the tools.
+fn answer_prompt(thread: Option<&str>, tools: &[ToolSpec]) -> String {
+    let append = forge_tool(tools, "chat_appendMessage");
+    match thread {
+        Some(thread) => format!(
+            "\nYour final message is your answer: Hermes posts it to the chat thread {thread} as it \
+streams. Do not post it yourself with {append}."
+        ),
+        None => format!(
+            "\nAct with the Forge's tools, for example {append} to answer in the run's thread. \
+Your final message is not delivered anywhere: only what you do through the tools reaches the Forge."
+        ),
+    }
 }
 
 /// The user turn of a Forge run: the wake envelope as the Forge sent it.
@@ -297,23 +318,23 @@ mod tests {
     }
 
     #[test]
-    fn the_prompt_names_the_offered_forge_tools_and_the_mode() {
-        let tools = [
-            spec("mcp_forge_agent_inbox_list", "mcp-forge"),
-            spec("mcp_forge_agent_inbox_ack", "mcp-forge"),
-        ];
-        let p = loop_prompt(&wake(), &tools, EngagementMode::Review, 4);
+    fn the_prompt_says_the_loop_is_done_and_names_the_offered_forge_tools_and_the_mode() {
+        let tools = [spec("mcp_forge_chat_appendMessage", "mcp-forge")];
+        let p = loop_prompt(&wake(), EngagementMode::Review, 4);
+        assert!(p.contains("acknowledged it"), "{p}");
+        assert!(p.contains("Do not list or acknowledge again"), "{p}");
+        let assigned = answer_prompt(None, &tools);
         assert!(
-            p.contains("Call mcp_forge_agent_inbox_list with {\"status\": \"unacked\"}"),
-            "{p}"
+            assigned.contains("for example mcp_forge_chat_appendMessage"),
+            "{assigned}"
         );
-        assert!(p.contains("Call mcp_forge_agent_inbox_ack"), "{p}");
-        // Not offered under another name: the contract's name.
-        assert!(p.contains("Call mcp_forge_context_bundle"), "{p}");
-        assert!(p.contains("Always acknowledge"), "{p}");
+        assert!(assigned.contains("not delivered anywhere"), "{assigned}");
+        let chat = answer_prompt(Some("thr_1"), &tools);
+        assert!(chat.contains("posts it to the chat thread thr_1"), "{chat}");
+        assert!(chat.contains("Do not post it yourself"), "{chat}");
         assert!(p.contains("REVIEW") && p.contains("disabled"), "{p}");
         assert!(p.contains("at most 4 tool round"), "{p}");
-        let p = loop_prompt(&wake(), &[], EngagementMode::Execute, 1);
+        let p = loop_prompt(&wake(), EngagementMode::Execute, 1);
         assert!(!p.contains("disabled"), "{p}");
     }
 }

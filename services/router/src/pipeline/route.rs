@@ -5,6 +5,7 @@
 
 use hermes_config::local_host_toolsets;
 use hermes_db::agents::{self, Agent};
+use hermes_db::inbox::FirstWake;
 use hermes_db::{Transaction, credits, inbox, runs, sessions};
 use hermes_runtime::stage::StageError;
 use hermes_types::agent::{AgentKind, CONTRACT_VERSION, EngagementMode, WakeEvent};
@@ -62,7 +63,7 @@ impl Router {
         let agent = chosen.agent.as_ref();
         let mode = agent.map(|a| a.engagement_mode).unwrap_or_default();
         let allowlist = agent.and_then(|a| a.tool_allowlist.clone());
-        let local = local_host_toolsets(&self.ctx.config.file.mcp_servers);
+        let local = local_host_toolsets(&self.ctx.config.mcp_servers);
         let offered = tool_gate::offered_to(
             r.tools.clone(),
             agent.map(|a| a.toolsets.as_slice()).unwrap_or_default(),
@@ -88,7 +89,7 @@ impl Router {
                 decision: "external",
                 credits_charged,
             };
-            return Ok((vec![wake], decided));
+            return Ok((wake.into_iter().collect(), decided));
         }
         let decided = Decided {
             decision: "routed",
@@ -110,7 +111,7 @@ impl Router {
         r: &Routed,
         tx: &Transaction<'_>,
     ) -> Result<Result<i64, i64>, StageError> {
-        let cost = i64::from(self.ctx.config.file.router.credits_per_message);
+        let cost = i64::from(self.ctx.config.router.credits_per_message);
         match credits::charge(tx, r.who.user.id, env.run_id, cost).await? {
             credits::Charge::Insufficient { balance } => return Ok(Err(balance)),
             credits::Charge::Charged { .. } | credits::Charge::AlreadyCharged => {}
@@ -126,7 +127,7 @@ impl Router {
         balance: i64,
         tx: &Transaction<'_>,
     ) -> Result<Vec<Envelope>, StageError> {
-        let settings = &self.ctx.config.file.router;
+        let settings = &self.ctx.config.router;
         let user = &r.who.user;
         if !self
             .record_uncharged(env, &r.inbound, user, Some(&r.text), tx)
@@ -160,7 +161,7 @@ impl Router {
             event.platform,
             &event.chat_id,
             r.now,
-            self.ctx.config.file.router.session_idle(),
+            self.ctx.config.router.session_idle(),
         )
         .await?;
         Ok(session.id)
@@ -172,15 +173,12 @@ impl Router {
         r: &Routed,
         tx: &Transaction<'_>,
     ) -> Result<dispatch::Chosen, StageError> {
-        let chosen = dispatch::choose(
-            tx,
-            &self.presence,
-            self.ctx.config.agent_presence,
-            &r.who,
-            &r.text,
-            r.intent,
-        )
-        .await?;
+        let ask = dispatch::Ask {
+            presence: &self.presence,
+            heard_within: self.ctx.config.router.agent_presence,
+            paused: self.ctx.config.dispatcher.paused_assignments,
+        };
+        let chosen = dispatch::choose(tx, &ask, &r.who, &r.text, r.intent).await?;
         self.ctx
             .metrics
             .router
@@ -245,7 +243,9 @@ impl Router {
         Ok(())
     }
 
-    /// An external runtime answers: owe it a signed wake; the run is its inbox entry.
+    /// An external runtime answers: owe it a signed wake; the run is its inbox entry. A
+    /// pull-only agent (no webhook URL) is not woken, and a run held for a paused agent is
+    /// woken when the agent is ONLINE again (`external::release`): no wake now for either.
     async fn wake_external_agent(
         &self,
         env: &Envelope,
@@ -253,22 +253,41 @@ impl Router {
         agent: &Agent,
         a: &Assignment,
         tx: &Transaction<'_>,
-    ) -> Result<Envelope, StageError> {
-        let delivery_id = DeliveryId::new();
+    ) -> Result<Option<Envelope>, StageError> {
         let run_id = env.run_id;
+        let first = if a.chosen.held {
+            FirstWake::Held
+        } else if agent.webhook_url.is_none() {
+            FirstWake::PullOnly
+        } else {
+            FirstWake::Woken
+        };
+        // The run waits for its agent until the reply deadline (docs/agents.md, "When an
+        // external run ends").
+        inbox::start_wait(tx, run_id, agent.reply_deadline(), first).await?;
+        tracing::info!(
+            agent = agent.profile_key,
+            deadline_secs = agent.reply_deadline_secs,
+            first_wake = ?first,
+            "run dispatched to an external agent"
+        );
+        if first == FirstWake::Held {
+            self.ctx
+                .metrics
+                .agents
+                .held_runs
+                .with_label_values(&[agent.profile_key.as_str(), "held"])
+                .inc();
+        }
+        if first != FirstWake::Woken {
+            return Ok(None);
+        }
+        let delivery_id = DeliveryId::new();
         // A person's chat message is the contract's CHAT_MESSAGE_POSTED (docs/agents.md,
         // "Signed agent webhooks"); the row records the event the wake names.
         let event = WakeEvent::of_run(r.inbound.event.platform);
         agents::owe_wake(tx, delivery_id, run_id, agent.id, event).await?;
-        // The run waits for its agent until the reply deadline (docs/agents.md, "When an
-        // external run ends"); this is its first wake.
-        inbox::start_wait(tx, run_id, agent.reply_deadline()).await?;
-        tracing::info!(
-            agent = agent.profile_key,
-            deadline_secs = agent.reply_deadline_secs,
-            "run dispatched to an external agent"
-        );
-        Ok(env.follow(&AgentWake {
+        Ok(Some(env.follow(&AgentWake {
             delivery_id,
             agent_id: agent.id,
             profile_key: agent.profile_key.clone(),
@@ -278,13 +297,13 @@ impl Router {
             contract_version: CONTRACT_VERSION.into(),
             tool_allowlist: host_tool_allowlist(a),
             message: r.inbound.event.clone(),
-        }))
+        })))
     }
 
     /// Step 8 onwards goes to the llm stage: the model chain, the persona's system prompt
     /// over the session's history, and the tools this agent and mode are offered.
     fn model_request(&self, r: Routed, a: &Assignment) -> LlmRequest {
-        let settings = &self.ctx.config.file.router;
+        let settings = &self.ctx.config.router;
         let agent = a.agent();
         // Step 8, the model choice: the vision model for images, else the tier's chain.
         let chain = if r.image_intent.is_some() {

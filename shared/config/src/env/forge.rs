@@ -1,7 +1,10 @@
 //! Hermes as a Forge agent (docs/agents.md, "Hermes as a Forge agent"): the secrets that
 //! verify a Forge's signed wakes and open their route, the route's path, the body-only
 //! signature of proxied paths, the workspace wakes route into, the largest wake taken, the
-//! wake rate of each secret and the daily budget of each workspace's Forge runs.
+//! wake rate of each secret, the daily budget of each workspace's Forge runs, and how often
+//! Hermes tells the Forge it is present.
+
+use std::time::Duration;
 
 use secrecy::SecretString;
 
@@ -58,6 +61,12 @@ settings! {
             unset: Value("50"),
             secret: false,
             help: "dollars (the model map's prices) the Forge runs of one workspace may spend per UTC day; beyond, the run fails with `budget_exceeded`. 0: no limit",
+        },
+        HERMES_FORGE_HEARTBEAT_SECS: Duration {
+            kind: kinds::SECS_POSITIVE,
+            unset: Value("60"),
+            secret: false,
+            help: "how often the tools service calls the Forge's `agents.heartbeat` (ONLINE, BUSY at capacity) once `[mcp_servers.forge]` is connected; one replica at a time sends it, holding a lease of three intervals",
         },
     ]
 }

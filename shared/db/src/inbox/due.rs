@@ -75,6 +75,84 @@ pub async fn take_rewakes(
         return Ok(Vec::new());
     }
     let delays: Vec<f64> = delays.iter().map(Duration::as_secs_f64).collect();
+    // A pull-only agent (no webhook URL) is never woken; its runs have no wake to repeat.
+    let out = rewakes_where(
+        tx,
+        "r.deadline_at > now() AND r.answered_at IS NULL AND r.acked_at IS NULL
+           AND r.status NOT IN {CLOSED} AND r.held_at IS NULL AND a.webhook_url IS NOT NULL
+           AND r.wakes BETWEEN 1 AND cardinality($1::float8[])
+           AND (SELECT max(d.created_at) FROM webhook_deliveries d WHERE d.run_id = r.id)
+               + make_interval(secs => ($1::float8[])[r.wakes]) <= now()",
+        &[&delays, &limit],
+    )
+    .await?;
+    let ids: Vec<RunId> = out.iter().map(|r| r.due.run.id).collect();
+    tx.execute(
+        "UPDATE agent_runs SET wakes = wakes + 1, updated_at = now() WHERE id = ANY($1)",
+        &[&ids],
+    )
+    .await?;
+    Ok(out)
+}
+
+/// Take the held runs (at most `limit`) whose agent is ONLINE again and heard from within
+/// `presence` (docs/agents.md, "BUSY pauses the dispatcher"), while their deadline is ahead:
+/// each is released in `tx` (no longer held; its first wake counted when its agent has a
+/// webhook URL). The caller owes those a wake in the same `tx`; a pull-only agent's run
+/// simply appears in its inbox.
+pub async fn take_released(
+    tx: &Transaction<'_>,
+    presence: Duration,
+    limit: i64,
+) -> Result<Vec<Released>, DbError> {
+    let presence = presence.as_secs_f64();
+    let heard = crate::agents::heard_within_sql(1);
+    let rows = rewakes_where(
+        tx,
+        &format!(
+            "r.held_at IS NOT NULL AND r.deadline_at > now() AND r.answered_at IS NULL
+               AND r.status NOT IN {{CLOSED}} AND a.status = 'ONLINE' AND {heard}"
+        ),
+        &[&presence, &limit],
+    )
+    .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        let wake = tx
+            .query_one(
+                "UPDATE agent_runs r SET held_at = NULL, updated_at = now(),
+                     wakes = CASE WHEN a.webhook_url IS NULL THEN 0 ELSE 1 END
+                 FROM agents a WHERE a.id = r.agent_id AND r.id = $1
+                 RETURNING a.webhook_url IS NOT NULL",
+                &[&r.due.run.id],
+            )
+            .await?;
+        out.push(Released {
+            woken: wake.get(0),
+            rewake: r,
+        });
+    }
+    Ok(out)
+}
+
+/// A held run released to its agent.
+#[derive(Clone, Debug)]
+pub struct Released {
+    /// What its wake carries.
+    pub rewake: Rewake,
+    /// Whether it is to be woken (false: its agent is pull-only).
+    pub woken: bool,
+}
+
+/// The runs matching `condition` (on `r`, the run, and `a`, its agent; `{CLOSED}` stands for
+/// the closed statuses; its last parameter is the limit), locked, with what a wake carries.
+async fn rewakes_where(
+    tx: &Transaction<'_>,
+    condition: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Result<Vec<Rewake>, DbError> {
+    let limit = params.len();
+    let condition = condition.replace("{CLOSED}", CLOSED_SQL);
     let rows = tx
         .query(
             &format!(
@@ -85,15 +163,11 @@ pub async fn take_rewakes(
                         (SELECT i.meta -> 'media' FROM interactions i
                          WHERE i.run_id = r.id AND i.direction = 'inbound') AS media
                  FROM {EXTERNAL_FROM} JOIN agents a ON a.id = r.agent_id
-                 WHERE r.deadline_at > now() AND r.answered_at IS NULL AND r.acked_at IS NULL
-                   AND r.status NOT IN {CLOSED_SQL}
-                   AND r.wakes BETWEEN 1 AND cardinality($1::float8[])
-                   AND (SELECT max(d.created_at) FROM webhook_deliveries d WHERE d.run_id = r.id)
-                       + make_interval(secs => ($1::float8[])[r.wakes]) <= now()
-                 ORDER BY r.deadline_at LIMIT $2
+                 WHERE {condition}
+                 ORDER BY r.deadline_at LIMIT ${limit}
                  FOR UPDATE OF r SKIP LOCKED"
             ),
-            &[&delays, &limit],
+            params,
         )
         .await?;
     let mut out = Vec::with_capacity(rows.len());
@@ -114,12 +188,6 @@ pub async fn take_rewakes(
             media: crate::agent_inbox::media_from(row.get("media"))?,
         });
     }
-    let ids: Vec<RunId> = out.iter().map(|r| r.due.run.id).collect();
-    tx.execute(
-        "UPDATE agent_runs SET wakes = wakes + 1, updated_at = now() WHERE id = ANY($1)",
-        &[&ids],
-    )
-    .await?;
     Ok(out)
 }
 

@@ -5,7 +5,7 @@
 
 use crate::envelope::{Envelope, EnvelopeError, MessageKind};
 use crate::ids::MessageId;
-use crate::model::{FailureCode, Inbound, LlmRequest, Outcome, Reply, ToolRequest};
+use crate::model::{FailureCode, ForgePreflight, Inbound, LlmRequest, Outcome, Reply, ToolRequest};
 
 /// What the user is told when their message could not be processed.
 pub const PARKED_TEXT: &str =
@@ -38,6 +38,10 @@ pub fn failure_reply(parked: &Envelope) -> Result<Option<Envelope>, EnvelopeErro
         }
         MessageKind::ToolRequest => {
             let req = parked.payload::<ToolRequest>()?.request;
+            (req.reply_to, req.exchange)
+        }
+        MessageKind::ForgePreflight => {
+            let req = parked.payload::<ForgePreflight>()?.request;
             (req.reply_to, req.exchange)
         }
         MessageKind::Reply

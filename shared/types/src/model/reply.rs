@@ -36,10 +36,15 @@ pub enum FailureCode {
     Expired,
     /// An external agent gave the run up (`runs.fail`), with its reason kept for operators.
     AgentFailed,
+    /// A Forge run's required loop could not be done before the model acted: the Forge
+    /// lacks `agent.inbox.list`, `agent.inbox.ack` or `agent.context.bundle`, its inbox has
+    /// no woken run, or a call failed (docs/agents.md, "The loop, enforced"). No model call
+    /// was made; the run's `error_detail` says which.
+    ForgeLoopFailed,
 }
 
 impl FailureCode {
-    pub const ALL: [FailureCode; 11] = [
+    pub const ALL: [FailureCode; 12] = [
         FailureCode::ProvidersUnavailable,
         FailureCode::ProviderRejected,
         FailureCode::Invalid,
@@ -51,6 +56,7 @@ impl FailureCode {
         FailureCode::Cancelled,
         FailureCode::Expired,
         FailureCode::AgentFailed,
+        FailureCode::ForgeLoopFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -66,6 +72,7 @@ impl FailureCode {
             FailureCode::Cancelled => "cancelled",
             FailureCode::Expired => "expired",
             FailureCode::AgentFailed => "agent_failed",
+            FailureCode::ForgeLoopFailed => "forge_loop_failed",
         }
     }
 

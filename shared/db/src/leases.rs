@@ -1,0 +1,34 @@
+//! Named leases (`leases`, docs/agents.md, "Presence towards the Forge"): one holder at a
+//! time does a fleet-wide chore. A holder renews its lease before it expires; anyone takes
+//! an expired one; the holder deletes its lease on a graceful stop, so the next replica
+//! need not wait out the expiry.
+
+use std::time::Duration;
+
+use super::{DbError, GenericClient, stmt};
+
+/// Take or renew the lease `name` for `holder` until `ttl` from now: whether `holder` holds
+/// it now (false: another holder's lease has not expired).
+pub async fn acquire(
+    c: &impl GenericClient,
+    name: &str,
+    holder: &str,
+    ttl: Duration,
+) -> Result<bool, DbError> {
+    let sql = "INSERT INTO leases AS l (name, holder, expires_at)
+               VALUES ($1, $2, now() + make_interval(secs => $3))
+               ON CONFLICT (name) DO UPDATE
+                  SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+                  WHERE l.holder = EXCLUDED.holder OR l.expires_at < now()
+               RETURNING holder";
+    let row = c
+        .query_opt(&stmt(c, sql).await?, &[&name, &holder, &ttl.as_secs_f64()])
+        .await?;
+    Ok(row.is_some())
+}
+
+/// Give up the lease `name` if `holder` holds it: whether it did.
+pub async fn release(c: &impl GenericClient, name: &str, holder: &str) -> Result<bool, DbError> {
+    let sql = "DELETE FROM leases WHERE name = $1 AND holder = $2";
+    Ok(c.execute(&stmt(c, sql).await?, &[&name, &holder]).await? > 0)
+}
