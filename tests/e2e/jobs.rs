@@ -67,7 +67,7 @@ async fn jobs_are_created_read_changed_and_refused_clearly() {
         .await
         .unwrap();
     env.user(Platform::Telegram, "4242", 10).await;
-    let model = env.config().file.models.keys().next().unwrap().clone();
+    let model = env.config().models.keys().next().unwrap().clone();
     // Ingest alone: no scheduler moves next_run_at under the test.
     let fleet = env.start(&[Service::Ingest]).await;
     let key = mine.secret_key.as_str();
@@ -102,7 +102,10 @@ async fn jobs_are_created_read_changed_and_refused_clearly() {
             json!({"schedule": {"every_seconds": 0}}),
             "invalid_schedule",
         ),
+        // Text is taken as the document writes it, and checked like an object.
         (json!({"schedule": "every 30s"}), "invalid_schedule"),
+        (json!({"schedule": "every fortnight"}), "invalid_schedule"),
+        (json!({"schedule": "0 25 * * *"}), "invalid_schedule"),
         (json!({"schedule": null}), "invalid_schedule"),
         (json!({"target": {"type": "email"}}), "invalid_target"),
         (
@@ -110,6 +113,8 @@ async fn jobs_are_created_read_changed_and_refused_clearly() {
             "invalid_target",
         ),
         (json!({"model": "no-such-model"}), "invalid_request"),
+        (json!({"model": "acme:some-model"}), "unknown_provider"),
+        (json!({"model": "openai:not-configured"}), "model_not_found"),
         (json!({"name": ""}), "invalid_request"),
         (json!({"prompt": "  "}), "invalid_request"),
         (json!({"toolsets": []}), "invalid_request"),
@@ -210,8 +215,30 @@ async fn jobs_are_created_read_changed_and_refused_clearly() {
     .await;
     assert_eq!(patched["schedule"], json!({"cron": "*/5 * * * *"}));
     assert_eq!(patched["model"], Value::Null);
+    // A configured model named provider:model is stored as its logical name.
+    let (status, patched) = call(
+        &fleet,
+        "PATCH",
+        &route,
+        key,
+        Some(json!({"model": "ollama:llama3.1"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{patched}");
+    assert_eq!(patched["model"], "ollama");
+    let (_, patched) = call(&fleet, "PATCH", &route, key, Some(json!({"model": null}))).await;
+    assert_eq!(patched["model"], Value::Null);
     assert_eq!(patched["toolsets"], json!(["web"]));
     assert_ne!(patched["next_run_at"], first_due.as_str());
+    // A schedule written as text is kept as its object.
+    for (text, stored) in [
+        ("every 2h", json!({"every_seconds": 7200})),
+        ("0 8 * * 1-5", json!({"cron": "0 8 * * 1-5"})),
+    ] {
+        let change = Some(json!({"schedule": text}));
+        let (status, patched) = call(&fleet, "PATCH", &route, key, change).await;
+        assert_eq!((status, &patched["schedule"]), (200, &stored), "{patched}");
+    }
 
     // Pause suspends the next time; resume counts it from now.
     let (_, paused) = call(&fleet, "POST", &format!("{route}/pause"), key, None).await;

@@ -91,7 +91,7 @@ async fn a_streamed_answer_arrives_as_chunks_with_usage_and_done() {
     assert_eq!(usage["choices"], json!([]));
     assert_eq!(
         usage["usage"],
-        json!({"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7})
+        json!({"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7, "cost_usd": 0.0, "tool_calls_made": 0})
     );
 
     // The run is closed as for a non-streamed answer.

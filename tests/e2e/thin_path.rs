@@ -27,7 +27,7 @@ async fn the_mock_answer_comes_back_with_usage() {
     assert_eq!(body["choices"][0]["finish_reason"], "stop");
     assert_eq!(
         body["usage"],
-        json!({"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5})
+        json!({"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5, "cost_usd": 0.0, "tool_calls_made": 0})
     );
 
     // The run is recorded in PostgreSQL, closed, with its usage.
@@ -56,52 +56,42 @@ async fn the_mock_answer_comes_back_with_usage() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_call_runs_and_its_result_reaches_the_second_model_call() {
-    let provider = MockServer::start().await;
     // Second call (the conversation now holds a tool result): the final answer.
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .and(body_string_contains("\"role\":\"tool\""))
-        .respond_with(ResponseTemplate::new(200).set_body_json(openai_answer(
-            "It is evening in Tokyo.",
-            40,
-            6,
-        )))
-        .with_priority(1)
-        .expect(1)
-        .mount(&provider)
-        .await;
-    // First call: the model asks for current_time.
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .and(header(
-            "authorization",
-            format!("Bearer {OPENAI_KEY}").as_str(),
-        ))
-        .respond_with(ResponseTemplate::new(200).set_body_json(openai_tool_call(
-            "current_time",
-            &json!({"timezone":"Asia/Tokyo"}),
-        )))
-        .with_priority(2)
-        .expect(1)
-        .mount(&provider)
-        .await;
-
-    let mut env = TestEnv::new().await;
-    env.openai_mock(&format!("{}/v1", provider.uri()))
-        .set("HERMES_MODEL", "gpt-test");
-    let fleet = env.start(&Service::ALL).await;
+    let (provider, _env, fleet) = asking_for_the_time_then(
+        ResponseTemplate::new(200).set_body_json(openai_answer("It is evening in Tokyo.", 40, 6)),
+    )
+    .await;
     let resp = fleet.chat("what time is it in Tokyo?").await;
     assert_eq!(resp.status(), 200);
+    let run = resp.headers()["x-hermes-run-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
     let body: Value = resp.json().await.unwrap();
     assert_eq!(
         body["choices"][0]["message"]["content"],
         "It is evening in Tokyo."
     );
-    // Usage covers both calls.
+    // Usage covers both calls, with Hermes's extension: the cost and the tool calls made.
+    let usage = &body["usage"];
     assert_eq!(
-        body["usage"],
-        json!({"prompt_tokens": 70, "completion_tokens": 15, "total_tokens": 85})
+        (
+            &usage["prompt_tokens"],
+            &usage["completion_tokens"],
+            &usage["total_tokens"]
+        ),
+        (&json!(70), &json!(15), &json!(85)),
+        "{usage}"
     );
+    assert_eq!(usage["tool_calls_made"], 1, "{usage}");
+    // The run's record says the same.
+    let (status, shown) = fleet
+        .get_json(&format!("/v1/runs/{run}"), hermes_testkit::KEY)
+        .await;
+    assert_eq!(status, 200, "{shown}");
+    assert_eq!(shown["usage"]["tool_calls_made"], 1, "{shown}");
+    assert_eq!(shown["usage"]["cost_usd"], usage["cost_usd"], "{shown}");
+    assert!(usage["cost_usd"].as_f64().unwrap() > 0.0, "{usage}");
 
     let requests = provider.received_requests().await.unwrap();
     assert_eq!(requests.len(), 2);
@@ -162,4 +152,64 @@ async fn a_provider_that_keeps_failing_gives_a_clear_error_not_silence() {
         "{body}"
     );
     fleet.stop().await.unwrap();
+}
+
+/// When the model fails after its tool round (the call that would phrase the tool's result),
+/// the caller still gets an answer: the tool's raw output under a disclaimer, never silence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_failing_after_the_tool_round_answers_with_the_tool_output_and_a_disclaimer() {
+    let (_provider, _env, fleet) =
+        asking_for_the_time_then(ResponseTemplate::new(500).set_body_string("upstream exploded"))
+            .await;
+    let resp = fleet.chat("what time is it in Tokyo?").await;
+    assert_eq!(resp.status(), 200);
+    let body: Value = resp.json().await.unwrap();
+    let text = body["choices"][0]["message"]["content"].as_str().unwrap();
+    let (disclaimer, output) = text
+        .split_once('\n')
+        .expect("a disclaimer, then the output");
+    assert!(
+        disclaimer.contains("here is what my tools returned"),
+        "{text}"
+    );
+    let output: Value = serde_json::from_str(output).expect("the tool's own JSON, untouched");
+    assert_eq!(output["timezone"], "Asia/Tokyo", "{text}");
+    assert_eq!(body["choices"][0]["finish_reason"], "tool_fallback");
+    assert_eq!(body["usage"]["tool_calls_made"], 1);
+    fleet.stop().await.unwrap();
+}
+
+/// A fleet on a model that asks for `current_time` in Tokyo on its first call and answers
+/// `second` once the conversation holds the tool's result; each call is expected once. The
+/// test environment goes back too: dropping it removes the fleet's database and namespace.
+async fn asking_for_the_time_then(
+    second: ResponseTemplate,
+) -> (MockServer, TestEnv, hermes_testkit::Fleet) {
+    let provider = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .and(body_string_contains("\"role\":\"tool\""))
+        .respond_with(second)
+        .with_priority(1)
+        .mount(&provider)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .and(header(
+            "authorization",
+            format!("Bearer {OPENAI_KEY}").as_str(),
+        ))
+        .respond_with(ResponseTemplate::new(200).set_body_json(openai_tool_call(
+            "current_time",
+            &json!({"timezone":"Asia/Tokyo"}),
+        )))
+        .with_priority(2)
+        .expect(1)
+        .mount(&provider)
+        .await;
+    let mut env = TestEnv::new().await;
+    env.openai_mock(&format!("{}/v1", provider.uri()))
+        .set("HERMES_MODEL", "gpt-test");
+    let fleet = env.start(&Service::ALL).await;
+    (provider, env, fleet)
 }

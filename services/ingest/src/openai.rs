@@ -295,8 +295,21 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest, ApiError> {
     })
 }
 
+/// A completion's `usage`: OpenAI's token counts, and Hermes's extension (docs/api.md, chat
+/// completions): what the run cost and how many tool calls it made, which the source
+/// document's callers read beside the tokens. Clients that do not know them ignore them.
+pub fn usage(usage: Usage, tool_calls_made: usize) -> Value {
+    json!({
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.total(),
+        "cost_usd": usage.cost_usd(),
+        "tool_calls_made": tool_calls_made,
+    })
+}
+
 /// The chat completion response body.
-pub fn completion(run: RunId, model: &str, text: &str, finish_reason: &str, usage: Usage) -> Value {
+pub fn completion(run: RunId, model: &str, text: &str, finish_reason: &str, usage: Value) -> Value {
     json!({
         "id": format!("chatcmpl-{run}"),
         "object": "chat.completion",
@@ -307,11 +320,7 @@ pub fn completion(run: RunId, model: &str, text: &str, finish_reason: &str, usag
             "message": { "role": "assistant", "content": text },
             "finish_reason": finish_reason,
         }],
-        "usage": {
-            "prompt_tokens": usage.input_tokens,
-            "completion_tokens": usage.output_tokens,
-            "total_tokens": usage.total(),
-        }
+        "usage": usage,
     })
 }
 

@@ -66,7 +66,7 @@ pub(crate) async fn resolve(
     key: &str,
     client: Option<IpAddr>,
 ) -> Result<Option<Caller>, ApiError> {
-    if crate::auth::ApiKey(app.ctx.config.api_server_key.clone()).is_operator_key(key) {
+    if crate::auth::ApiKey(app.ctx.config.ingest.api_server_key.clone()).is_operator_key(key) {
         return Ok(Some(Caller::Operator));
     }
     let hash = api_keys::hash(key);
@@ -76,7 +76,7 @@ pub(crate) async fn resolve(
     let misses = &app.ctx.metrics.front_door.key_misses;
     if let Some(wait) = client.and_then(|c| app.keys.wait(&hash, c)) {
         misses.with_label_values(&["rate_limited"]).inc();
-        let per_minute = app.ctx.config.front_door.key_misses_per_minute;
+        let per_minute = app.ctx.config.ingest.front_door.key_misses_per_minute;
         return Err(ApiError {
             retry_after: Some(wait.as_secs_f64().ceil().max(1.0) as u64),
             ..ApiError::new(
@@ -145,7 +145,7 @@ async fn open_or_authorize(
     next: Next,
     scopes: &[KeyScope],
 ) -> Response {
-    if app.ctx.config.api_server_key.is_none() && bearer(&req).is_none() {
+    if app.ctx.config.ingest.api_server_key.is_none() && bearer(&req).is_none() {
         req.extensions_mut().insert(Caller::Operator);
         return next.run(req).await;
     }
@@ -258,7 +258,7 @@ pub async fn post_message(
             .inc();
         e.into_response()
     };
-    let body = match api_body(app.ctx.config.max_body_bytes, body) {
+    let body = match api_body(app.ctx.config.ingest.max_body_bytes, body) {
         Ok(b) => b,
         Err(e) => return refuse(e),
     };

@@ -147,10 +147,10 @@ impl Capabilities {
         json!({
             "object": "hermes.api_server.capabilities",
             "platform": "hermes",
-            "model": app.ctx.config.api.model_name,
+            "model": app.ctx.config.ingest.api.model_name,
             "version": env!("CARGO_PKG_VERSION"),
             // Without API_SERVER_KEY (loopback only) a call without a key is the operator's.
-            "auth": {"type": "bearer", "required": app.ctx.config.api_server_key.is_some()},
+            "auth": {"type": "bearer", "required": app.ctx.config.ingest.api_server_key.is_some()},
             "features": self.features,
             "routes": self.routes,
         })

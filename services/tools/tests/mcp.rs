@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use hermes_config::McpServerSettings;
 use hermes_tools::mcp::{Complete, GatewaySampling, McpHub, ToolsetChanged};
 use hermes_tools::{Registry, ToolError};
-use prometheus::{IntGaugeVec, Opts};
+use prometheus::IntGaugeVec;
 use serde_json::json;
 use tokio::sync::mpsc;
 
@@ -45,13 +45,14 @@ fn servers(toml_text: &str) -> BTreeMap<String, McpServerSettings> {
     toml::from_str::<File>(toml_text).unwrap().mcp_servers
 }
 
-fn up_gauge() -> IntGaugeVec {
-    IntGaugeVec::new(Opts::new("hermes_mcp_server_up", "test"), &["server"]).unwrap()
+fn tool_metrics() -> hermes_telemetry::ToolMetrics {
+    hermes_telemetry::Metrics::new().tools.clone()
 }
 
 struct Started {
     hub: Arc<McpHub>,
     registry: Registry,
+    metrics: hermes_telemetry::ToolMetrics,
     up: IntGaugeVec,
     changes: mpsc::UnboundedReceiver<ToolsetChanged>,
 }
@@ -61,13 +62,15 @@ async fn start(toml_text: &str) -> Started {
 }
 
 async fn start_with(toml_text: &str, llm: Option<Arc<dyn Complete>>) -> Started {
-    let up = up_gauge();
+    let metrics = tool_metrics();
+    let up = metrics.mcp_server_up.clone();
     let (tx, changes) = mpsc::unbounded_channel();
-    let hub = Arc::new(McpHub::start(&servers(toml_text), &up, tx, llm).await);
+    let hub = Arc::new(McpHub::start(&servers(toml_text), &metrics, tx, llm).await);
     let registry = Registry::default().with_mcp(hub.clone());
     Started {
         hub,
         registry,
+        metrics,
         up,
         changes,
     }
@@ -215,9 +218,11 @@ async fn utilities_only_when_the_server_supports_them_and_disabled_servers_never
     assert_eq!(
         names(&s.registry),
         [
+            "mcp_dyn_burst",
             "mcp_dyn_fail",
             "mcp_dyn_grow",
             "mcp_dyn_hold",
+            "mcp_dyn_lists",
             "mcp_dyn_whoami"
         ]
     );
@@ -371,6 +376,45 @@ async fn tool_list_changed_refreshes_the_servers_tools() {
         .await
         .unwrap();
     assert_eq!(grown, "grown 1");
+    s.hub.shutdown();
+}
+
+/// A burst of `list_changed` (50 at once) never runs two refreshes of one server at once: the
+/// server counts the `tools/list` requests it holds at the same time.
+#[tokio::test]
+async fn a_burst_of_list_changed_never_overlaps_refreshes() {
+    let toml_text = format!(
+        "[mcp_servers.dyn]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n",
+        dynamic_js()
+    );
+    let mut s = start(&toml_text).await;
+    tokio::time::timeout(Duration::from_secs(30), s.changes.recv())
+        .await
+        .expect("the first discovery")
+        .unwrap();
+    call(&s.registry, "mcp_dyn_burst", json!({"n": 50}))
+        .await
+        .unwrap();
+    // The burst's notifications came before `grow`'s, so once the grown tool is published
+    // every refresh the burst asked for has run.
+    call(&s.registry, "mcp_dyn_grow", json!({})).await.unwrap();
+    loop {
+        let change = tokio::time::timeout(Duration::from_secs(30), s.changes.recv())
+            .await
+            .expect("a republication after the burst and the growth")
+            .unwrap();
+        if change.specs.iter().any(|t| t.name == "mcp_dyn_grown_1") {
+            break;
+        }
+    }
+    let lists: serde_json::Value =
+        serde_json::from_str(&call(&s.registry, "mcp_dyn_lists", json!({})).await.unwrap())
+            .unwrap();
+    assert_eq!(lists["max_concurrent"], 1, "refreshes overlapped: {lists}");
+    let total = lists["total"].as_u64().unwrap();
+    // The first discovery, at least one refresh for the burst, one for the growth; never
+    // more than one per notification.
+    assert!((3..=52).contains(&total), "{lists}");
     s.hub.shutdown();
 }
 
@@ -585,6 +629,27 @@ async fn sampling_requests_of_the_reference_server_are_answered_by_our_models() 
     .unwrap();
     assert!(out.contains("echo: Resource"), "{out}");
     assert!(out.contains("name a colour"), "{out}");
+    // Counted per server, with the tokens the model reported (the mock counts words), not
+    // the 64 the cap allowed.
+    let m = &s.metrics;
+    let answered = m
+        .sampling_requests
+        .with_label_values(&["every-thing", "answered"]);
+    assert_eq!(answered.get(), 1);
+    let output = m
+        .sampling_tokens
+        .with_label_values(&["every-thing", "output"])
+        .get();
+    let input = m
+        .sampling_tokens
+        .with_label_values(&["every-thing", "input"])
+        .get();
+    let words = |t: &str| t.split_whitespace().count() as u64;
+    assert!(
+        input > 0 && output > 0 && output < 64,
+        "{input} in, {output} out: {out}"
+    );
+    assert!(output <= words(&out), "{output} out: {out}");
     s.hub.shutdown();
 
     // Disabled: we do not announce sampling, so the server never offers the tool.

@@ -24,10 +24,22 @@ pub enum BackendKind {
     Openai,
     /// A local Ollama server (OpenAI-compatible, no tools, no key).
     Ollama,
+    /// DeepSeek (an OpenAI-compatible preset).
+    Deepseek,
+    /// Groq (an OpenAI-compatible preset).
+    Groq,
+    /// Together AI (an OpenAI-compatible preset).
+    Together,
+    /// Mistral AI (an OpenAI-compatible preset).
+    Mistral,
+    /// Fireworks AI (an OpenAI-compatible preset).
+    Fireworks,
+    /// xAI (an OpenAI-compatible preset).
+    Xai,
 }
 
 impl BackendKind {
-    pub const ALL: [BackendKind; 7] = [
+    pub const ALL: [BackendKind; 13] = [
         BackendKind::Mock,
         BackendKind::Hermes,
         BackendKind::Openrouter,
@@ -35,7 +47,18 @@ impl BackendKind {
         BackendKind::Gemini,
         BackendKind::Openai,
         BackendKind::Ollama,
+        BackendKind::Deepseek,
+        BackendKind::Groq,
+        BackendKind::Together,
+        BackendKind::Mistral,
+        BackendKind::Fireworks,
+        BackendKind::Xai,
     ];
+
+    /// The OpenAI-compatible presets: chosen by name only (`HERMES_PROVIDER`, a model's
+    /// `backend`, `provider:model`), never by key priority, so several can be configured at
+    /// once beside the default provider (docs/models-and-budgets.md, backends).
+    pub const PRESETS: &'static [BackendKind] = BackendKind::ALL.split_at(7).1;
 
     /// The keyed backends in the priority of docs/models-and-budgets.md: the first whose key is present wins.
     pub const KEY_PRIORITY: [BackendKind; 5] = [
@@ -55,6 +78,12 @@ impl BackendKind {
             BackendKind::Gemini => "gemini",
             BackendKind::Openai => "openai",
             BackendKind::Ollama => "ollama",
+            BackendKind::Deepseek => "deepseek",
+            BackendKind::Groq => "groq",
+            BackendKind::Together => "together",
+            BackendKind::Mistral => "mistral",
+            BackendKind::Fireworks => "fireworks",
+            BackendKind::Xai => "xai",
         }
     }
 
@@ -66,6 +95,12 @@ impl BackendKind {
             BackendKind::Anthropic => Some("ANTHROPIC_API_KEY"),
             BackendKind::Gemini => Some("GEMINI_API_KEY"),
             BackendKind::Openai => Some("OPENAI_API_KEY"),
+            BackendKind::Deepseek => Some("DEEPSEEK_API_KEY"),
+            BackendKind::Groq => Some("GROQ_API_KEY"),
+            BackendKind::Together => Some("TOGETHER_API_KEY"),
+            BackendKind::Mistral => Some("MISTRAL_API_KEY"),
+            BackendKind::Fireworks => Some("FIREWORKS_API_KEY"),
+            BackendKind::Xai => Some("XAI_API_KEY"),
             BackendKind::Mock | BackendKind::Ollama => None,
         }
     }
@@ -79,6 +114,12 @@ impl BackendKind {
             BackendKind::Gemini => Some("GEMINI_BASE_URL"),
             BackendKind::Openai => Some("OPENAI_BASE_URL"),
             BackendKind::Ollama => Some("OLLAMA_BASE_URL"),
+            BackendKind::Deepseek => Some("DEEPSEEK_BASE_URL"),
+            BackendKind::Groq => Some("GROQ_BASE_URL"),
+            BackendKind::Together => Some("TOGETHER_BASE_URL"),
+            BackendKind::Mistral => Some("MISTRAL_BASE_URL"),
+            BackendKind::Fireworks => Some("FIREWORKS_BASE_URL"),
+            BackendKind::Xai => Some("XAI_BASE_URL"),
             BackendKind::Mock => None,
         }
     }
@@ -93,6 +134,12 @@ impl BackendKind {
             BackendKind::Gemini => "gemini-2.5-flash",
             BackendKind::Openai => "gpt-4o-mini",
             BackendKind::Ollama => "llama3.1",
+            BackendKind::Deepseek => "deepseek-chat",
+            BackendKind::Groq => "llama-3.3-70b-versatile",
+            BackendKind::Together => "meta-llama/Llama-3.3-70B-Instruct-Turbo",
+            BackendKind::Mistral => "mistral-small-latest",
+            BackendKind::Fireworks => "accounts/fireworks/models/llama-v3p3-70b-instruct",
+            BackendKind::Xai => "grok-3-mini",
         }
     }
 

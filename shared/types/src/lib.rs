@@ -10,6 +10,7 @@ pub mod envelope;
 pub mod ids;
 pub mod intent;
 pub mod model;
+pub mod model_ref;
 pub mod openai_wire;
 pub mod stage;
 pub mod sync;

@@ -1,5 +1,6 @@
-//! `hermes jobs`: the scheduled jobs of every key and of the operator, read from PostgreSQL
-//! (docs/operations.md, scheduled jobs). Jobs are made and changed through `/api/jobs`.
+//! `hermes jobs` (also `hermes cron`): the scheduled jobs of every key and of the operator,
+//! listed from PostgreSQL (docs/operations.md, scheduled jobs); made and changed through a
+//! running ingest's `/api/jobs` (`jobs_api.rs`).
 
 use hermes_config::Config;
 use hermes_db::jobs;
@@ -13,12 +14,57 @@ pub enum JobsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Make an operator's job through ingest's /api/jobs (with API_SERVER_KEY).
+    Create {
+        #[command(flatten)]
+        job: super::jobs_api::NewJob,
+        #[command(flatten)]
+        ingest: super::jobs_api::Ingest,
+    },
+    /// No run until resumed.
+    Pause {
+        id: String,
+        #[command(flatten)]
+        ingest: super::jobs_api::Ingest,
+    },
+    /// Runs again; the next due time counts from now.
+    Resume {
+        id: String,
+        #[command(flatten)]
+        ingest: super::jobs_api::Ingest,
+    },
+    /// One run now, out of schedule.
+    Run {
+        id: String,
+        #[command(flatten)]
+        ingest: super::jobs_api::Ingest,
+    },
+    /// Delete the job; its runs still open are asked to stop.
+    Delete {
+        id: String,
+        #[command(flatten)]
+        ingest: super::jobs_api::Ingest,
+    },
 }
 
 pub async fn run(config: &Config, cmd: JobsCommand) -> anyhow::Result<()> {
+    use super::jobs_api::{Change, change, create};
+    let json = match cmd {
+        JobsCommand::List { json } => json,
+        JobsCommand::Create { job, ingest } => return create(config, &ingest, job).await,
+        JobsCommand::Pause { id, ingest } => {
+            return change(config, &ingest, &id, Change::Pause).await;
+        }
+        JobsCommand::Resume { id, ingest } => {
+            return change(config, &ingest, &id, Change::Resume).await;
+        }
+        JobsCommand::Run { id, ingest } => return change(config, &ingest, &id, Change::Run).await,
+        JobsCommand::Delete { id, ingest } => {
+            return change(config, &ingest, &id, Change::Delete).await;
+        }
+    };
     let db = super::database(config, 1).await?;
     let client = db.get().await?;
-    let JobsCommand::List { json } = cmd;
     let all = jobs::list(&client, None).await?;
     let mut rows = Vec::with_capacity(all.len());
     for job in &all {

@@ -3,12 +3,15 @@
 //! The services themselves start from the library root (`crate::run`).
 
 pub mod agents;
+pub mod agents_backend;
+pub mod agents_probe;
 pub mod api_keys;
 pub mod approvals;
 pub mod channels;
 pub mod dlq;
 pub mod doctor;
 pub mod jobs;
+pub mod jobs_api;
 pub mod killswitch;
 pub mod mcp;
 pub mod runs;

@@ -114,7 +114,7 @@ async fn start(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = api_body(app.ctx.config.max_body_bytes, body)?;
+    let body = api_body(app.ctx.config.ingest.max_body_bytes, body)?;
     let request = request::parse(&body)?;
     let run = RunId::new();
     let traceparent = crate::webhooks::traceparent(headers).unwrap_or_else(TraceParent::generate);
@@ -125,7 +125,7 @@ async fn start(
         None => Vec::new(),
     };
     let conversation = request::conversation(&request, earlier);
-    crate::images::within_count(&conversation, app.ctx.config.api.image_max_count)?;
+    crate::images::within_count(&conversation, app.ctx.config.ingest.api.image_max_count)?;
     let inbound = Inbound {
         conversation,
         api_key_id: caller.key_id(),
@@ -271,7 +271,8 @@ fn shown(row: &RunRow, caller: &Caller) -> Value {
             "input_tokens": row.usage.input_tokens,
             "output_tokens": row.usage.output_tokens,
             "total_tokens": row.usage.total(),
-            "cost_usd": row.usage.cost_micro_usd as f64 / 1_000_000.0,
+            "cost_usd": row.usage.cost_usd(),
+            "tool_calls_made": row.tools_used.len(),
         },
         "stop_requested_at": row.stop_requested_at,
         "created_at": row.created_at,

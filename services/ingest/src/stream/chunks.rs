@@ -74,13 +74,14 @@ impl Answer {
 
     /// The closing payloads for the run's outcome, `[DONE]` last.
     fn end(&mut self, outcome: Outcome) -> Vec<String> {
-        let (text, usage, finish_reason) = match outcome {
+        let (text, usage, finish_reason, tool_calls) = match outcome {
             Outcome::Answered {
                 text,
                 usage,
                 finish_reason,
+                tools_used,
                 ..
-            } => (text, usage, finish_reason),
+            } => (text, usage, finish_reason, tools_used.len()),
             Outcome::Failed { code, message } => return self.error(code.as_str(), &message),
         };
         let mut out = Vec::with_capacity(4);
@@ -90,19 +91,15 @@ impl Answer {
         }
         out.push(self.choice(json!({}), Some(finish_reason.as_str())));
         if self.include_usage {
-            out.push(self.usage(usage));
+            out.push(self.usage(usage, tool_calls));
         }
         out.push(DONE.into());
         out
     }
 
-    fn usage(&self, usage: Usage) -> String {
+    fn usage(&self, usage: Usage, tool_calls_made: usize) -> String {
         let mut chunk = self.chunk(json!([]));
-        chunk["usage"] = json!({
-            "prompt_tokens": usage.input_tokens,
-            "completion_tokens": usage.output_tokens,
-            "total_tokens": usage.total(),
-        });
+        chunk["usage"] = crate::openai::usage(usage, tool_calls_made);
         chunk.to_string()
     }
 
@@ -232,7 +229,7 @@ mod tests {
         assert_eq!(chunks[4]["choices"], json!([]));
         assert_eq!(
             chunks[4]["usage"],
-            json!({"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5})
+            json!({"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5, "cost_usd": 0.0, "tool_calls_made": 0})
         );
     }
 

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 use hermes_config::McpServerSettings;
+use hermes_telemetry::ToolMetrics;
 use hermes_types::model::ToolSpec;
 use prometheus::IntGauge;
 use secrecy::ExposeSecret;
@@ -64,11 +65,14 @@ impl McpServer {
     pub fn new(
         name: String,
         settings: McpServerSettings,
-        up: IntGauge,
+        metrics: &ToolMetrics,
         llm: Option<Arc<dyn Complete>>,
     ) -> Self {
-        let sampler =
-            llm.map(|llm| Arc::new(Sampler::new(name.clone(), settings.sampling.clone(), llm)));
+        let up = metrics.mcp_server_up.with_label_values(&[&name]);
+        let sampler = llm.map(|llm| {
+            let settings = settings.sampling.clone();
+            Arc::new(Sampler::new(name.clone(), settings, llm, metrics.clone()))
+        });
         let secrets = settings
             .headers
             .values()

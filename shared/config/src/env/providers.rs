@@ -6,6 +6,7 @@ use std::time::Duration;
 use url::Url;
 
 use super::Unset::{Means, Value};
+use super::presets as p;
 use super::{Var, kinds, settings};
 use crate::BackendKind;
 
@@ -16,7 +17,7 @@ settings! {
             kind: kinds::BACKEND,
             unset: Means("(by key)"),
             secret: false,
-            help: "force a model backend: `mock`, `hermes`, `openrouter`, `anthropic`, `gemini`, `openai` or `ollama`",
+            help: "force a model backend: `mock`, `hermes`, `openrouter`, `anthropic`, `gemini`, `openai`, `ollama`, or a preset: `deepseek`, `groq`, `together`, `mistral`, `fireworks`, `xai`",
         },
         HERMES_MODEL: String {
             kind: kinds::TEXT,
@@ -127,6 +128,12 @@ pub fn backend_vars(
         BackendKind::Gemini => (Some(&GEMINI_API_KEY), Some(&GEMINI_BASE_URL)),
         BackendKind::Openai => (Some(&OPENAI_API_KEY), Some(&OPENAI_BASE_URL)),
         BackendKind::Ollama => (None, Some(&OLLAMA_BASE_URL)),
+        BackendKind::Deepseek => (Some(&p::DEEPSEEK_API_KEY), Some(&p::DEEPSEEK_BASE_URL)),
+        BackendKind::Groq => (Some(&p::GROQ_API_KEY), Some(&p::GROQ_BASE_URL)),
+        BackendKind::Together => (Some(&p::TOGETHER_API_KEY), Some(&p::TOGETHER_BASE_URL)),
+        BackendKind::Mistral => (Some(&p::MISTRAL_API_KEY), Some(&p::MISTRAL_BASE_URL)),
+        BackendKind::Fireworks => (Some(&p::FIREWORKS_API_KEY), Some(&p::FIREWORKS_BASE_URL)),
+        BackendKind::Xai => (Some(&p::XAI_API_KEY), Some(&p::XAI_BASE_URL)),
         BackendKind::Mock => (None, None),
     }
 }

@@ -1,6 +1,7 @@
 //! Model backends behind one interface ([`Adapter`]): the built-in mock, native Anthropic
 //! Messages, native Gemini, and OpenAI-compatible chat completions (OpenAI, OpenRouter, the
-//! Hermes gateway, Ollama). Each adapter translates our neutral call into its wire format
+//! Hermes gateway, Ollama, and the presets: DeepSeek, Groq, Together, Mistral, Fireworks,
+//! xAI). Each adapter translates our neutral call into its wire format
 //! and its answer, stream and usage back; nothing outside this module sees a wire format.
 
 mod anthropic;
@@ -21,6 +22,7 @@ pub use gemini::Gemini;
 pub use http::{HttpClient, RejectReason};
 pub use mock::Mock;
 pub use openai::OpenAi;
+pub use openai::presets;
 
 /// One model call in provider-neutral form.
 pub struct CallSpec<'a> {
@@ -154,7 +156,13 @@ impl Backend {
             BackendKind::Hermes
             | BackendKind::Openrouter
             | BackendKind::Openai
-            | BackendKind::Ollama => Backend::OpenAi(OpenAi::new(http.clone(), resolved)),
+            | BackendKind::Ollama
+            | BackendKind::Deepseek
+            | BackendKind::Groq
+            | BackendKind::Together
+            | BackendKind::Mistral
+            | BackendKind::Fireworks
+            | BackendKind::Xai => Backend::OpenAi(OpenAi::new(http.clone(), resolved)),
         }
     }
 }

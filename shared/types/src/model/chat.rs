@@ -112,6 +112,11 @@ impl Usage {
     pub fn total(&self) -> u64 {
         self.input_tokens + self.output_tokens
     }
+
+    /// The cost in US dollars, for callers' JSON only: sums stay in micro-units.
+    pub fn cost_usd(&self) -> f64 {
+        self.cost_micro_usd as f64 / 1_000_000.0
+    }
 }
 
 impl std::ops::AddAssign for Usage {

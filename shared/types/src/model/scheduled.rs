@@ -5,7 +5,8 @@
 //! The schedule's wire form is the API's and the database's: `{"cron": "0 9 * * 1-5",
 //! "timezone": "Europe/Paris"}` (timezone optional, UTC by default) or
 //! `{"every_seconds": 30}`. Both are checked when parsed, so a `Schedule` always has a next
-//! time.
+//! time. A string is taken too (`"every 30s"`, `"0 8 * * 1-5"`: `schedule_text.rs`) and
+//! answered as its object.
 
 use chrono::{DateTime, TimeDelta, Utc};
 use croner::Cron;
@@ -19,8 +20,8 @@ use crate::ids::JobId;
 pub const MAX_EVERY_SECONDS: u64 = 366 * 24 * 3600;
 
 /// When a job is due.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "ScheduleWire", into = "ScheduleWire")]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(into = "ScheduleWire")]
 pub enum Schedule {
     /// A 5-field cron expression (minute hour day-of-month month day-of-week), read in
     /// `timezone` (an IANA name; UTC when absent).
@@ -65,6 +66,34 @@ impl TryFrom<ScheduleWire> for Schedule {
         };
         schedule.check()?;
         Ok(schedule)
+    }
+}
+
+/// A schedule's JSON: its object, or its text form. By hand rather than `untagged`, so that
+/// an object's own error (an unknown field, both forms at once) reaches the caller as it is.
+impl<'de> Deserialize<'de> for Schedule {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Either;
+        impl<'de> serde::de::Visitor<'de> for Either {
+            type Value = Schedule;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a schedule: {\"cron\": …}, {\"every_seconds\": …}, or text such as \"every 30s\"")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Schedule, E> {
+                let schedule = super::schedule_text::parse(text).map_err(E::custom)?;
+                schedule.check().map_err(E::custom)?;
+                Ok(schedule)
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Schedule, A::Error> {
+                let wire =
+                    ScheduleWire::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Schedule::try_from(wire).map_err(serde::de::Error::custom)
+            }
+        }
+        d.deserialize_any(Either)
     }
 }
 

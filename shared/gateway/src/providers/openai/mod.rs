@@ -1,10 +1,12 @@
 //! OpenAI-compatible chat completions (OpenAI, OpenRouter, the Hermes gateway, Ollama, any
 //! endpoint speaking `/chat/completions`): tools with arguments as a JSON string, streamed
 //! tool calls assembled by index, `stream_options.include_usage`, `choices: null` on the
-//! usage chunk tolerated, `response_format` json_schema. Ollama takes no tools.
-//! This file is the backend itself; [`request`] builds the body, [`response`] reads an
-//! answer and [`stream`] assembles a streamed one.
+//! usage chunk tolerated, `response_format` json_schema. Ollama takes no tools. The
+//! presets (DeepSeek, Groq, Together, Mistral, Fireworks, xAI) are this same backend with
+//! their [`presets::Quirks`]. This file is the backend itself; [`request`] builds the body,
+//! [`response`] reads an answer and [`stream`] assembles a streamed one.
 
+pub mod presets;
 mod request;
 mod response;
 mod stream;
@@ -16,6 +18,7 @@ use serde_json::Value;
 use super::http::{self, HttpClient};
 use super::sse::SseReader;
 use super::{Adapter, CallSpec, Completion, DeltaSink, ProviderError};
+use presets::{Quirks, quirks};
 use request::request_body;
 use response::parse_response;
 use stream::StreamAcc;
@@ -26,6 +29,7 @@ pub struct OpenAi {
     kind: BackendKind,
     base: String,
     key: Option<SecretString>,
+    quirks: Quirks,
 }
 
 impl OpenAi {
@@ -35,6 +39,7 @@ impl OpenAi {
             kind: resolved.kind,
             base: resolved.base_url.as_str().trim_end_matches('/').to_string(),
             key: resolved.key,
+            quirks: quirks(resolved.kind),
         }
     }
 
@@ -61,9 +66,9 @@ impl Adapter for OpenAi {
     }
 
     async fn complete(&self, call: &CallSpec<'_>) -> Result<Completion, ProviderError> {
-        let body = request_body(call, false);
+        let body = request_body(call, false, self.quirks);
         let resp = http::send(self.post(&body).timeout(call.timeout), call.timeout).await?;
-        parse_response(&http::body(resp, call.timeout).await?)
+        parse_response(&http::body(resp, call.timeout).await?, self.quirks)
     }
 
     async fn stream(
@@ -71,12 +76,12 @@ impl Adapter for OpenAi {
         call: &CallSpec<'_>,
         sink: &dyn DeltaSink,
     ) -> Result<Completion, ProviderError> {
-        let body = request_body(call, true);
+        let body = request_body(call, true, self.quirks);
         // No whole-request timeout on a stream: the reader bounds the first event and every
         // silence, and the chain bounds the attempt.
         let resp = http::send(self.post(&body), call.first_token_timeout).await?;
         let mut reader = SseReader::new(resp, call.first_token_timeout, call.idle_timeout);
-        let mut acc = StreamAcc::default();
+        let mut acc = StreamAcc::new(self.quirks);
         while let Some(event) = reader.next().await? {
             if event.data.trim() == "[DONE]" {
                 return acc.finish();

@@ -6,6 +6,7 @@ use hermes_types::model::{ChatMessage, Role};
 use hermes_types::openai_wire::encode_tool_call;
 use serde_json::{Value, json};
 
+use super::presets::{Quirks, StreamUsage};
 use crate::providers::CallSpec;
 
 fn role(r: Role) -> &'static str {
@@ -43,8 +44,9 @@ fn wire_message(m: &ChatMessage) -> Value {
 }
 
 /// The JSON body of a chat completions request. Stacked system blocks stay separate
-/// `system` messages, in order.
-pub fn request_body(call: &CallSpec<'_>, stream: bool) -> Value {
+/// `system` messages, in order; a stream asks for its usage unless the backend refuses the
+/// option (and sends it anyway).
+pub fn request_body(call: &CallSpec<'_>, stream: bool, quirks: Quirks) -> Value {
     let mut body = json!({
         "model": call.model_id,
         "messages": call.messages.iter().map(wire_message).collect::<Vec<_>>(),
@@ -80,7 +82,9 @@ pub fn request_body(call: &CallSpec<'_>, stream: bool) -> Value {
     }
     if stream {
         body["stream"] = json!(true);
-        body["stream_options"] = json!({ "include_usage": true });
+        if quirks.stream_usage == StreamUsage::Requested {
+            body["stream_options"] = json!({ "include_usage": true });
+        }
     }
     body
 }
@@ -121,7 +125,7 @@ mod tests {
         let params = CallParams::default();
         let mut spec = call("gpt", &messages, &tools, &params);
         spec.max_tokens = 5;
-        let body = request_body(&spec, false);
+        let body = request_body(&spec, false, Quirks::default());
         assert_eq!(
             body["messages"][1]["tool_calls"][0]["function"]["arguments"],
             "{}"
@@ -149,7 +153,7 @@ mod tests {
                 strict: true,
             }),
         };
-        let body = request_body(&call("m", &messages, &[], &params), true);
+        let body = request_body(&call("m", &messages, &[], &params), true, Quirks::default());
         assert_eq!(body["messages"][0]["content"], "persona");
         assert_eq!(body["messages"][1]["role"], "system");
         assert_eq!(body["messages"][1]["content"], "memory");

@@ -7,6 +7,7 @@ use hermes_types::model::Usage;
 use hermes_types::openai_wire::WireToolCall;
 use serde::Deserialize;
 
+use super::presets::{ChunkUsage, Quirks};
 use super::response::{WireUsage, tool_call};
 use crate::providers::{Completion, DeltaSink, ProviderError};
 use hermes_types::model::FinishReason;
@@ -15,6 +16,15 @@ use hermes_types::model::FinishReason;
 struct WireChunk {
     #[serde(default)]
     choices: Option<Vec<WireChunkChoice>>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    /// Groq's own block, whose `usage` the finishing chunk carries.
+    #[serde(default)]
+    x_groq: Option<WireXGroq>,
+}
+
+#[derive(Deserialize)]
+struct WireXGroq {
     #[serde(default)]
     usage: Option<WireUsage>,
 }
@@ -56,6 +66,7 @@ struct WireFunctionDelta {
 /// A streamed answer being assembled: text, tool calls by index, usage, finish reason.
 #[derive(Default)]
 pub(super) struct StreamAcc {
+    quirks: Quirks,
     text: String,
     calls: BTreeMap<usize, (String, String, String)>,
     usage: Usage,
@@ -64,11 +75,23 @@ pub(super) struct StreamAcc {
 }
 
 impl StreamAcc {
+    /// An empty answer of a backend with these quirks.
+    pub(super) fn new(quirks: Quirks) -> Self {
+        Self {
+            quirks,
+            ..Self::default()
+        }
+    }
+
     pub(super) fn chunk(&mut self, data: &str, sink: &dyn DeltaSink) -> Result<(), ProviderError> {
         let chunk: WireChunk = serde_json::from_str(data)
             .map_err(|e| ProviderError::Malformed(format!("stream chunk is not JSON: {e}")))?;
-        if let Some(u) = chunk.usage {
-            self.usage = u.normalize();
+        let groq = match self.quirks.chunk_usage {
+            ChunkUsage::AlsoXGroq => chunk.x_groq.and_then(|x| x.usage),
+            ChunkUsage::TopLevel => None,
+        };
+        if let Some(u) = chunk.usage.or(groq) {
+            self.usage = u.normalize(self.quirks.reasoning);
             self.saw_usage = true;
         }
         // The usage chunk carries `choices: []` or, on some gateways, `choices: null`.
