@@ -192,6 +192,16 @@ mod tests {
     use super::*;
 
     fn breakers(redis: &str, ns: &str, settings: BreakerSettings) -> (Breakers, Metrics) {
+        alerting_breakers(redis, ns, settings, None)
+    }
+
+    /// [`breakers`] whose alerts go to the Slack webhook `slack_url`.
+    fn alerting_breakers(
+        redis: &str,
+        ns: &str,
+        settings: BreakerSettings,
+        slack_url: Option<String>,
+    ) -> (Breakers, Metrics) {
         let metrics = Metrics::new();
         let cache = Cache::new(
             &SecretString::from(redis.to_string()),
@@ -201,7 +211,7 @@ mod tests {
         .unwrap();
         let alerts = Alerts::new(
             &AlertSettings {
-                slack_url: None,
+                slack_url: slack_url.map(SecretString::from),
                 discord_url: None,
                 dedupe_window: Duration::from_secs(60),
                 parking_threshold: 100,
@@ -314,5 +324,57 @@ mod tests {
             a.record_failure(Platform::Telegram).await;
         }
         assert!(a.open_until(Platform::Telegram).await.is_none());
+    }
+
+    /// The breaker's opening is what ops are paged for: it reaches the alert sender once,
+    /// naming the platform, and the failures before the threshold page nobody.
+    #[tokio::test]
+    async fn an_opening_breaker_pages_ops_once() {
+        use wiremock::matchers::{method, path};
+        use wiremock::{Mock, MockServer, ResponseTemplate};
+
+        hermes_net::install_crypto_provider();
+        let slack = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/ops"))
+            .respond_with(ResponseTemplate::new(200))
+            .mount(&slack)
+            .await;
+        let url = format!("{}/ops", slack.uri());
+        let (a, metrics) = alerting_breakers(&redis_url(), &ns(), SETTINGS, Some(url));
+        let tg = Platform::Telegram;
+        a.record_failure(tg).await;
+        a.record_failure(tg).await;
+        let paged = || async { slack.received_requests().await.unwrap_or_default() };
+        assert!(
+            paged().await.is_empty(),
+            "below the threshold nobody is paged"
+        );
+        a.record_failure(tg).await;
+        a.record_failure(tg).await;
+        let requests = hermes_testkit_core::eventually(
+            Duration::from_secs(10),
+            "a page reaching ops",
+            || async {
+                let requests = paged().await;
+                (!requests.is_empty()).then_some(requests)
+            },
+        )
+        .await;
+        let body: serde_json::Value = serde_json::from_slice(&requests[0].body).unwrap();
+        let text = body["text"].as_str().unwrap();
+        assert!(
+            text.contains("breaker_open") && text.contains("telegram sends failed 3 times"),
+            "{text}"
+        );
+        assert_eq!(
+            metrics
+                .process
+                .alerts
+                .with_label_values(&["breaker_open"])
+                .get(),
+            1,
+            "one opening, one alert"
+        );
     }
 }

@@ -9,7 +9,9 @@
 //!
 //! WhatsApp's second bucket is its business number's, at Meta's per-number throughput
 //! (`HERMES_WHATSAPP_PER_SEC`, 80 by default) rather than the bot rate of the other platforms,
-//! and named by the number, so every replica sending from it shares it.
+//! and named by the number, so every replica sending from it shares it. SMS's is its Twilio
+//! number's (or messaging service's), at `HERMES_SMS_PER_SEC` (1 by default: Twilio's
+//! long-code limit of one segment a second).
 
 use std::time::Duration;
 
@@ -38,6 +40,8 @@ pub struct RateGate {
     metrics: Metrics,
     /// The WhatsApp business number sends go from (its bucket's name).
     whatsapp_number: String,
+    /// The Twilio number (or messaging service) SMS go from, and its rate.
+    sms_number: Option<(String, f64)>,
 }
 
 impl RateGate {
@@ -48,7 +52,15 @@ impl RateGate {
             settings,
             metrics,
             whatsapp_number: String::new(),
+            sms_number: None,
         }
+    }
+
+    /// The gate with SMS's second bucket named after the Twilio number (or messaging service)
+    /// `from` at `per_sec` (`HERMES_SMS_PER_SEC`: Twilio's long-code limit is one a second).
+    pub fn for_sms_number(mut self, from: Option<(&str, f64)>) -> Self {
+        self.sms_number = from.map(|(n, rate)| (n.to_string(), rate));
+        self
     }
 
     /// The gate with WhatsApp's number bucket named after `number` (the business number
@@ -115,16 +127,22 @@ impl RateGate {
         chat_id: &str,
         bound: Duration,
     ) -> Result<Option<Duration>, hermes_cache::CacheError> {
+        // Slack paces by conversation, whatever thread a message goes in.
+        let paced = hermes_channels::outbound::pacing_chat(platform, chat_id);
         let chat = format!(
             "rate:out:{}:chat:{}",
             platform.as_str(),
-            self.cache.opaque(chat_id)
+            self.cache.opaque(paced)
         );
         let s = &self.settings;
         let (bot, bot_per_sec) = match platform {
             Platform::Whatsapp => (
                 format!("rate:out:whatsapp:number:{}", self.whatsapp_number),
                 s.whatsapp_per_sec,
+            ),
+            Platform::Sms if let Some((number, per_sec)) = &self.sms_number => (
+                format!("rate:out:sms:number:{}", self.cache.opaque(number)),
+                *per_sec,
             ),
             _ => (format!("rate:out:{}:bot", platform.as_str()), s.bot_per_sec),
         };

@@ -8,14 +8,16 @@
 //! reply's text and the user's name; with no template it is parked as `outside_window`,
 //! never attempted. The rules are WhatsApp's and live in its folder
 //! (`hermes_channels::whatsapp::window` and `templates`); this is their read at send time.
+//! Messenger's window is the same 24 hours ([`MessengerWindow`]): outside it a reply goes
+//! with the configured message tag, or is parked.
 
 use anyhow::anyhow;
 use chrono::{TimeDelta, Utc};
 use hermes_channels::whatsapp::TemplateMessage;
 use hermes_channels::whatsapp::templates::template_message;
 use hermes_channels::whatsapp::window;
-use hermes_config::WhatsappFile;
-use hermes_db::{Db, whatsapp_windows};
+use hermes_config::{MessageTag, WhatsappFile};
+use hermes_db::{Db, messenger_windows, whatsapp_windows};
 use hermes_net::failure::FailureReason;
 use hermes_runtime::stage::StageError;
 
@@ -73,5 +75,52 @@ impl WindowRule {
             .and_then(|w| w.user_name)
             .unwrap_or_else(|| self.file.unknown_user_name.clone());
         Ok(Plan::Template(template_message(spec, text, &name)))
+    }
+}
+
+/// How a Messenger reply goes out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MessengerPlan {
+    /// Inside the window: a `RESPONSE`.
+    Response,
+    /// Outside it: under this message tag.
+    Tagged(MessageTag),
+}
+
+/// Messenger's window rule (docs/channels.md, "Facebook Messenger"): the same 24 hours as
+/// WhatsApp's (Meta's standard messaging window), read from `messenger_windows`; outside it
+/// the configured tag, or the `outside_window` failure that parks the reply unsent.
+pub struct MessengerWindow {
+    db: Db,
+    tag: Option<MessageTag>,
+}
+
+impl MessengerWindow {
+    pub fn new(db: Db, tag: Option<MessageTag>) -> Self {
+        Self { db, tag }
+    }
+
+    /// How a reply to the person of `chat_id` goes now.
+    pub async fn plan(&self, chat_id: &str) -> Result<MessengerPlan, StageError> {
+        let last = {
+            let client = self.db.get().await?;
+            messenger_windows::last_inbound_at(&client, chat_id).await?
+        };
+        if last.is_some_and(|at| window::is_open(at, Utc::now(), MARGIN)) {
+            return Ok(MessengerPlan::Response);
+        }
+        match self.tag {
+            Some(tag) => Ok(MessengerPlan::Tagged(tag)),
+            None => Err(StageError::Retry {
+                reason: FailureReason::OutsideWindow,
+                error: anyhow!(
+                    "Messenger's 24-hour window is closed ({}) and no [channels.messenger] outside_window_tag is configured: parked, not sent",
+                    last.map_or_else(
+                        || "the person never wrote".to_string(),
+                        |at| format!("the person last wrote at {}", at.to_rfc3339())
+                    )
+                ),
+            }),
+        }
     }
 }

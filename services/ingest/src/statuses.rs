@@ -2,15 +2,16 @@
 //! read from the platform's payload by its folder of `hermes_channels`, WhatsApp's
 //! `statuses[]` today): recorded against the outbound message id, never routed to a
 //! model, and applied to the send they name (`platform_sends`): sent → delivered → read,
-//! never backwards. A `failed` status of a message Meta first accepted with a 200 is a failed
-//! send: its error code is read like a send's (`hermes_channels::meta::errors`); a code worth
+//! never backwards. A `failed` status of a message the platform first accepted (Meta's
+//! `failed`, Twilio's `failed` or `undelivered`) is a failed send: its error code is read like
+//! a send's (`StatusUpdate::failure_reason`: `hermes_channels::meta::errors`, or
+//! `hermes_channels::twilio::errors`); a code worth
 //! retrying sends that part again through the delivery stage (a reply naming only that part,
 //! queued in the outbox), at most as many times as the delivery retry schedule has delays,
 //! and anything else parks the reply with its reason, which fails its run. Each status is
 //! one transaction, and only the status that moves a send acts, so a redelivered webhook
 //! changes nothing twice.
 
-use hermes_channels::meta::errors as meta_errors;
 use hermes_channels::statuses::{DeliveryStatus, StatusUpdate};
 use hermes_db::outbox;
 use hermes_db::platform_sends::{self, Again, Moved, Reported, SendStatus};
@@ -118,7 +119,7 @@ async fn late_failure(
     };
     let reply: Reply = serde_json::from_value(kept.payload.clone())
         .map_err(|e| DbError::Invalid(format!("kept reply: {e}")))?;
-    let reason = meta_errors::classify(code, false);
+    let reason = s.failure_reason();
     let said = format!(
         "{} reported the message failed after accepting it: {} {}",
         platform,
@@ -188,9 +189,9 @@ mod tests {
         let s = &batch.statuses[0];
         assert_eq!(send_status(s.status), Some(SendStatus::Failed));
         assert_eq!(s.error_code, Some(131000));
-        assert!(!meta_errors::classify(s.error_code, false).is_permanent());
+        assert!(!s.failure_reason().is_permanent());
         let window = include_str!("../../../shared/channels/tests/fixtures/whatsapp/statuses.json");
         let batch = whatsapp::parse(window.as_bytes()).unwrap();
-        assert!(meta_errors::classify(batch.statuses[3].error_code, false).is_permanent());
+        assert!(batch.statuses[3].failure_reason().is_permanent());
     }
 }

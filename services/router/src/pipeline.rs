@@ -78,8 +78,8 @@ impl Decided {
 impl Router {
     /// The router as configured. Fails when the embeddings client cannot be built.
     pub fn new(ctx: Ctx) -> anyhow::Result<Self> {
-        let settings = &ctx.config.file.router;
-        let recall = Recall::from_settings(&settings.recall, &ctx.config.router)?;
+        let settings = &ctx.config.router;
+        let recall = Recall::from_settings(settings)?;
         let history = HistoryCipher::new(&ctx.config.router.session_keys)
             .map(|c| HistoryStore::new(ctx.cache.clone(), c, settings.session_idle()));
         if history.is_none() {
@@ -208,7 +208,7 @@ impl Handler for Router {
         // cannot use answered with a notice (docs/channels.md, media). No connection is
         // held while a file downloads. A user without the credit for the message is not
         // transcribed for: the commit answers with the upgrade prompt.
-        let cost = i64::from(self.ctx.config.file.router.credits_per_message);
+        let cost = i64::from(self.ctx.config.router.credits_per_message);
         let (text, client) =
             if event.platform.is_chat() && !event.media.is_empty() && who.user.credits >= cost {
                 drop(client);
@@ -231,7 +231,7 @@ impl Handler for Router {
         // 2 (credits) happens in `commit`, under the user's row lock.
         // The session clock (its injection point is `sessions::current_or_start`'s `now`).
         let now = Utc::now();
-        let idle = chrono::TimeDelta::from_std(self.ctx.config.file.router.session_idle())
+        let idle = chrono::TimeDelta::from_std(self.ctx.config.router.session_idle())
             .unwrap_or(chrono::TimeDelta::MAX);
         let session_seen = latest
             .filter(|(_, last)| now.signed_duration_since(*last) <= idle)
@@ -277,7 +277,7 @@ impl Handler for Router {
         let catalog = self.tools.tools(&client).await?;
         drop(client);
         let (recall_block, recall_used) = self.recall_rank(recall_facts, &text).await;
-        let router = &self.ctx.config.file.router;
+        let router = &self.ctx.config.router;
         let gated = match image_intent {
             Some(i) => tool_gate::gate_to(Some(&router.vision.toolsets(i)), &catalog),
             None => tool_gate::gate(intent, &catalog, &router.tool_gate),
@@ -332,6 +332,7 @@ impl Handler for Router {
             return Ok((Vec::new(), Decided::uncharged("job_deleted")));
         }
         self.open_whatsapp_window(decision.inbound(), tx).await?;
+        self.open_messenger_window(decision.inbound(), tx).await?;
         match decision {
             Decision::Api {
                 inbound,
@@ -426,7 +427,7 @@ impl Router {
         if !self.create_run(env, &inbound, Tier::Free, text, tx).await? {
             return Ok((Vec::new(), Decided::uncharged("duplicate")));
         }
-        let settings = &self.ctx.config.file.router;
+        let settings = &self.ctx.config.router;
         let prompt = settings
             .signup_prompt
             .replace("{signup_url}", &settings.signup_url);
@@ -496,7 +497,6 @@ impl Router {
     fn tier_chain(&self, tier: Tier) -> Vec<String> {
         self.ctx
             .config
-            .file
             .tiers
             .get(&tier)
             .cloned()
@@ -563,7 +563,7 @@ impl Router {
         client: &hermes_db::Client,
         session: SessionId,
     ) -> Result<Vec<ChatMessage>, StageError> {
-        let max = self.ctx.config.file.router.history_max_turns;
+        let max = self.ctx.config.router.history_max_turns;
         if let Some(store) = &self.history
             && let Some(h) = store.load(session).await
         {

@@ -20,10 +20,12 @@
 //! in step 1, the signature in step 2); Teams sends a JWT (step 1, against keys the webhook
 //! holds); a platform that confirms its subscription with a `GET` answers through
 //! [`Webhook::handshake`], as Meta's do. One that is checked by a `POST` answered with
-//! something of its own (Slack's `url_verification`, Discord's `PING`) would add that
-//! answer to [`Received`].
+//! something of its own (Slack's `url_verification`) puts that answer in
+//! [`Received::challenge`]. One that retries an answer slower than a few seconds (Slack's 3)
+//! names that bound in [`Webhook::ack_within`].
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use hermes_config::Config;
 use hermes_types::model::{Inbound, Platform};
@@ -31,7 +33,7 @@ use http::HeaderMap;
 
 use crate::decode::ParseError;
 use crate::statuses::StatusUpdate;
-use crate::{instagram, telegram, whatsapp};
+use crate::{instagram, messenger, slack, telegram, twilio, whatsapp};
 
 /// Every webhook route of every platform, each on or off as `config` sets its secret: the
 /// one registration of a platform's inbound side.
@@ -41,6 +43,9 @@ pub fn webhooks(config: &Config) -> Vec<Arc<dyn Webhook>> {
         Arc::new(whatsapp::cloud_webhook(config)),
         Arc::new(whatsapp::D360Webhook::new(config)),
         Arc::new(instagram::webhook(config)),
+        Arc::new(slack::Webhook::new(config)),
+        Arc::new(twilio::Webhook::new(config)),
+        Arc::new(messenger::webhook(config)),
     ]
 }
 
@@ -76,6 +81,13 @@ pub trait Webhook: Send + Sync + 'static {
     /// What a verified body carried. Total over its input: untrusted bytes give `Err` or an
     /// empty [`Received`], never a panic.
     fn parse(&self, body: &[u8]) -> Result<Received, ParseError>;
+
+    /// How soon the platform needs its answer before it counts the delivery failed and sends
+    /// it again (Slack: 3 s); `None`: no bound of its own. Ingest answers 503 by then rather
+    /// than late, and finishes accepting what it started meanwhile.
+    fn ack_within(&self) -> Option<Duration> {
+        None
+    }
 
     /// Lines for the start-up log about how the route is configured (beside its on/off line).
     fn warnings(&self) -> Vec<&'static str> {
@@ -125,6 +137,36 @@ pub struct Received {
     pub statuses: Vec<StatusUpdate>,
     /// Items acknowledged without a run, counted by why.
     pub skipped: Vec<(Skip, usize)>,
+    /// A subscription check sent as a `POST` (Slack's `url_verification`): the challenge the
+    /// answer must echo, `{"challenge": …}`.
+    pub challenge: Option<String>,
+    /// People who opted out of messages or back in (an SMS `STOP` or `START`), to record
+    /// before the platform is answered.
+    pub consents: Vec<Consent>,
+    /// What the platform expects as the answer, in place of ingest's JSON acknowledgement
+    /// (Twilio's TwiML); sent only once everything above is recorded and accepted.
+    pub answer: Option<Answer>,
+}
+
+/// A person's consent to messages, changed by a keyword (docs/channels.md, "SMS through
+/// Twilio"): nothing is sent to a sender who opted out until they opt in again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Consent {
+    pub platform: Platform,
+    /// The sender (an SMS number), who is also the chat replies go to.
+    pub sender_id: String,
+    /// Opted out (`STOP`), or back in (`START`).
+    pub opted_out: bool,
+    /// The platform's id of the message that said so.
+    pub message_id: Option<String>,
+}
+
+/// A webhook's answer of the platform's own kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    /// Its `Content-Type`.
+    pub content_type: &'static str,
+    pub body: String,
 }
 
 impl Received {
@@ -149,6 +191,8 @@ pub enum Skip {
     GroupSilent,
     /// An edit, with `edits = "ignore"`.
     EditIgnored,
+    /// A keyword (`STOP`, `START`, `HELP`): handled by ingest, no run.
+    Keyword,
 }
 
 impl Skip {
@@ -159,6 +203,7 @@ impl Skip {
             Skip::NotAddressed => "not_addressed",
             Skip::GroupSilent => "group_silent",
             Skip::EditIgnored => "edit_ignored",
+            Skip::Keyword => "keyword",
         }
     }
 }
@@ -207,6 +252,14 @@ pub(crate) mod tests {
             ("D360_WEBHOOK_TOKEN", "d"),
             ("INSTAGRAM_APP_SECRET", "i"),
             ("INSTAGRAM_VERIFY_TOKEN", "iv"),
+            ("SLACK_SIGNING_SECRET", "s"),
+            ("TWILIO_AUTH_TOKEN", "tw"),
+            (
+                "TWILIO_WEBHOOK_URL",
+                "https://hermes.example/webhooks/twilio",
+            ),
+            ("MESSENGER_APP_SECRET", "m"),
+            ("MESSENGER_VERIFY_TOKEN", "mv"),
         ]));
         for h in &hooks {
             assert!(h.enabled(), "{}", h.path());

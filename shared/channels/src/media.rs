@@ -5,7 +5,8 @@
 //! guarded client, the [`Lookup`] this module calls.
 //!
 //! An item that carries a URL (an Instagram attachment, a WhatsApp `link`) is fetched as it
-//! is, with no credential. Credentials stay out of every error: a Telegram file URL holds the
+//! is, with no credential; a Slack file's URL only with the bot token, and only on Slack's
+//! files host. Credentials stay out of every error: a Telegram file URL holds the
 //! bot token, so errors name only the platform (docs/security.md).
 
 use std::future::Future;
@@ -17,7 +18,7 @@ use reqwest::StatusCode;
 use reqwest::header::{HeaderName, HeaderValue};
 use url::Url;
 
-use crate::{telegram, whatsapp};
+use crate::{slack, telegram, twilio, whatsapp};
 
 /// A download: the URL and the header that authorizes it. Never `Debug`: the URL may hold
 /// a bot token.
@@ -115,6 +116,13 @@ impl Locator {
         lookup: &L,
     ) -> Result<Located, L::Error> {
         let platform = item.platform.as_str();
+        // Slack's files come as URLs that need the bot token.
+        if item.platform == Platform::Slack {
+            return match &self.delivery.slack {
+                Some(slack) => slack::media::locate(slack, &item.media).map_err(Into::into),
+                None => Err(LocateError::NoCredentials { platform }.into()),
+            };
+        }
         if let Some(url) = &item.media.url {
             let url = Url::parse(url).map_err(|e| LocateError::Refused {
                 platform,
@@ -141,6 +149,10 @@ impl Locator {
             },
             Platform::Whatsapp => match &self.delivery.whatsapp {
                 Some(wa) => whatsapp::media::locate(wa, id, lookup).await,
+                None => Err(no_credentials()),
+            },
+            Platform::Sms => match &self.delivery.sms {
+                Some(sms) => twilio::media::locate(sms, id, lookup).await,
                 None => Err(no_credentials()),
             },
             _ => Err(no_credentials()),

@@ -3,6 +3,7 @@
 //! platform folder reads its own payload into [`StatusUpdate`].
 
 use chrono::{DateTime, Utc};
+use hermes_net::failure::FailureReason;
 use hermes_types::model::Platform;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -24,6 +25,17 @@ pub struct StatusUpdate {
     pub error_code: Option<i64>,
     /// The first error's title, at most [`MAX_ERROR_TITLE_CHARS`] characters.
     pub error_title: Option<String>,
+}
+
+impl StatusUpdate {
+    /// Why the message this `failed` status names failed, read with its platform's table of
+    /// codes as a failed send's are (Twilio's for SMS, Meta's for the others).
+    pub fn failure_reason(&self) -> FailureReason {
+        match self.platform {
+            Platform::Sms => crate::twilio::errors::status_reason(self.error_code),
+            _ => crate::meta::errors::classify(self.error_code, false),
+        }
+    }
 }
 
 /// The longest error title kept with a status.

@@ -41,6 +41,15 @@ pub struct InstagramSender {
     pub base_url: Url,
 }
 
+/// Slack's Web API: the bot token, the API's base URL, and where its private files are.
+#[derive(Clone, Debug)]
+pub struct SlackSender {
+    pub bot_token: SecretString,
+    pub base_url: Url,
+    /// Only `url_private` links under this URL are fetched with the bot token.
+    pub files_base_url: Url,
+}
+
 /// The per-platform circuit breaker (docs/channels.md: 10 failures in 5 minutes open it for 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BreakerSettings {
@@ -70,6 +79,11 @@ pub struct DeliverySettings {
     pub telegram: Option<TelegramSender>,
     pub whatsapp: Option<WhatsappSender>,
     pub instagram: Option<InstagramSender>,
+    pub slack: Option<SlackSender>,
+    /// SMS through Twilio.
+    pub sms: Option<crate::SmsSender>,
+    /// Facebook Messenger.
+    pub messenger: Option<crate::MessengerSender>,
     /// Pauses between the in-call tries of one send (seed: 1 s, 3 s, 9 s).
     pub send_pauses: Vec<Duration>,
     /// The longest `Retry-After` waited within a call.
@@ -167,6 +181,19 @@ pub(crate) fn read_delivery(r: &mut Reader<'_>) -> Option<DeliverySettings> {
             }),
         None => None,
     };
+    let slack = match r.get(&SLACK_BOT_TOKEN) {
+        Some(bot_token) => match (r.get(&SLACK_API_BASE_URL), r.get(&SLACK_FILES_BASE_URL)) {
+            (Some(base_url), Some(files_base_url)) => Some(SlackSender {
+                bot_token,
+                base_url,
+                files_base_url,
+            }),
+            _ => None,
+        },
+        None => None,
+    };
+    let sms = crate::sms::read_sms_sender(r);
+    let messenger = crate::sms::read_messenger_sender(r);
     let send_pauses = r.get(&HERMES_SEND_PAUSES_MS);
     let max_retry_after = r.get(&HERMES_MAX_RETRY_AFTER_SECS);
     let threshold = r.get(&HERMES_BREAKER_THRESHOLD);
@@ -184,6 +211,9 @@ pub(crate) fn read_delivery(r: &mut Reader<'_>) -> Option<DeliverySettings> {
         telegram,
         whatsapp,
         instagram,
+        slack,
+        sms,
+        messenger,
         send_pauses: send_pauses?,
         max_retry_after: max_retry_after?,
         breaker: BreakerSettings {
@@ -266,6 +296,15 @@ impl DeliverySettings {
         }
         if self.instagram.is_some() {
             out.push("instagram");
+        }
+        if self.slack.is_some() {
+            out.push("slack");
+        }
+        if self.sms.is_some() {
+            out.push("sms (twilio)");
+        }
+        if self.messenger.is_some() {
+            out.push("messenger");
         }
         out
     }

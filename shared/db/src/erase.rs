@@ -90,6 +90,12 @@ fn steps() -> Vec<(&'static str, String)> {
                 .into(),
         ),
         (
+            "messenger_windows",
+            "DELETE FROM messenger_windows WHERE chat_id IN (SELECT sender_id FROM user_channels \
+             WHERE user_id = $1 AND platform = 'messenger')"
+                .into(),
+        ),
+        (
             "user_channels",
             "DELETE FROM user_channels WHERE user_id = $1".into(),
         ),

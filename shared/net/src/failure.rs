@@ -33,10 +33,13 @@ pub enum FailureReason {
     /// for sends outside it (or Meta said so: error 131047): free text would be refused.
     /// Parked, to be replayed once the user writes again or a template is configured.
     OutsideWindow,
+    /// The person opted out of messages (an SMS `STOP`, or Twilio's error 21610): nothing
+    /// is sent to them until they opt in again (`START`). Parked, never retried.
+    OptedOut,
 }
 
 impl FailureReason {
-    pub const ALL: [FailureReason; 9] = [
+    pub const ALL: [FailureReason; 10] = [
         FailureReason::RateLimited,
         FailureReason::NetworkTimeout,
         FailureReason::ServiceUnavailable,
@@ -46,6 +49,7 @@ impl FailureReason {
         FailureReason::AddressRefused,
         FailureReason::NoSender,
         FailureReason::OutsideWindow,
+        FailureReason::OptedOut,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -59,6 +63,7 @@ impl FailureReason {
             FailureReason::AddressRefused => "address_refused",
             FailureReason::NoSender => "no_sender",
             FailureReason::OutsideWindow => "outside_window",
+            FailureReason::OptedOut => "opted_out",
         }
     }
 
@@ -75,6 +80,7 @@ impl FailureReason {
                 | FailureReason::AddressRefused
                 | FailureReason::NoSender
                 | FailureReason::OutsideWindow
+                | FailureReason::OptedOut
         )
     }
 
@@ -163,7 +169,8 @@ mod tests {
                 FailureReason::InvalidRecipient,
                 FailureReason::AddressRefused,
                 FailureReason::NoSender,
-                FailureReason::OutsideWindow
+                FailureReason::OutsideWindow,
+                FailureReason::OptedOut
             ]
         );
         for r in FailureReason::ALL {

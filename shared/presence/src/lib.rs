@@ -86,6 +86,20 @@ impl Presence {
             return Working(None);
         };
         let call = &self.inner.calls[index];
+        // The renewed calls begin once the first has been answered (or there is none).
+        let (first_done, first_answered) = tokio::sync::oneshot::channel::<()>();
+        if let Some(request) = call.first(&self.inner.http, to) {
+            let inner = self.inner.clone();
+            let platform = call.platform();
+            // Not aborted with the guard (Messenger's `mark_seen`: the message was seen even
+            // when the answer came first).
+            tokio::spawn(async move {
+                inner.count(platform, request.send().await);
+                let _ = first_done.send(());
+            });
+        } else {
+            drop(first_done);
+        }
         match call.cadence() {
             Cadence::Once => {
                 if let Some(request) = call.request(&self.inner.http, to, read) {
@@ -101,6 +115,8 @@ impl Presence {
                 let inner = self.inner.clone();
                 let to = to.clone();
                 Working(Some(tokio::spawn(async move {
+                    // Seen, then typing, in that order (a dropped sender also ends the wait).
+                    let _ = first_answered.await;
                     let mut every = tokio::time::interval(period);
                     loop {
                         every.tick().await;

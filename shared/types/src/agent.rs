@@ -123,7 +123,7 @@ spelled!(DispatchMode { Assigned => "ASSIGNED", Mention => "MENTION", RoundRobin
 pub enum WakeEvent {
     /// A run that no person's chat message started was assigned to the agent.
     AgentAssigned,
-    /// A person posted a chat message (Telegram, WhatsApp, Instagram, the REST channel)
+    /// A person posted a chat message (Telegram, WhatsApp, Instagram, Slack, the REST channel)
     /// that the agent is to answer.
     ChatMessagePosted,
 }
@@ -136,9 +136,13 @@ impl WakeEvent {
     pub fn of_run(platform: crate::model::Platform) -> Self {
         use crate::model::Platform;
         match platform {
-            Platform::Telegram | Platform::Whatsapp | Platform::Instagram | Platform::Rest => {
-                WakeEvent::ChatMessagePosted
-            }
+            Platform::Telegram
+            | Platform::Whatsapp
+            | Platform::Instagram
+            | Platform::Slack
+            | Platform::Sms
+            | Platform::Messenger
+            | Platform::Rest => WakeEvent::ChatMessagePosted,
             Platform::Api | Platform::Forge => WakeEvent::AgentAssigned,
         }
     }
@@ -188,6 +192,7 @@ mod tests {
             Platform::Telegram,
             Platform::Whatsapp,
             Platform::Instagram,
+            Platform::Slack,
             Platform::Rest,
         ] {
             assert_eq!(WakeEvent::of_run(p), WakeEvent::ChatMessagePosted);

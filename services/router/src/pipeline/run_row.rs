@@ -2,7 +2,7 @@
 //! built, and the WhatsApp window a person's message opens (docs/channels.md, "WhatsApp's
 //! window and templates").
 
-use hermes_db::{Transaction, runs, whatsapp_windows};
+use hermes_db::{Transaction, messenger_windows, runs, whatsapp_windows};
 use hermes_runtime::stage::StageError;
 use hermes_types::envelope::Envelope;
 use hermes_types::model::{Inbound, Platform, Tier};
@@ -51,6 +51,21 @@ impl Router {
             event.sender_name.as_deref(),
         )
         .await?;
+        Ok(())
+    }
+
+    /// A person's Messenger message opens (or extends) the 24-hour window in which replies go
+    /// as `RESPONSE` (docs/channels.md, "Facebook Messenger"), recorded with its run.
+    pub(super) async fn open_messenger_window(
+        &self,
+        inbound: &Inbound,
+        tx: &Transaction<'_>,
+    ) -> Result<(), StageError> {
+        let event = &inbound.event;
+        if event.platform != Platform::Messenger || inbound.user_message_id().is_none() {
+            return Ok(());
+        }
+        messenger_windows::record(tx, &event.chat_id, event.received_at).await?;
         Ok(())
     }
 

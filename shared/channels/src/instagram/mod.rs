@@ -2,7 +2,8 @@
 //! (<https://developers.facebook.com/docs/messenger-platform/instagram>).
 //!
 //! In: a Meta app's webhook ([`crate::meta`]: signed bodies, the `GET` handshake) whose
-//! `entry[].messaging[]` items [`parse`] reads
+//! `entry[].messaging[]` items [`parse`] reads with the Messenger Platform's parser
+//! ([`crate::meta::messaging`], shared with Facebook Messenger)
 //! (<https://developers.facebook.com/docs/messenger-platform/instagram/features/webhook>);
 //! [`webhook`] registers them behind [`crate::inbound::Webhook`].
 //!
@@ -11,11 +12,20 @@
 //! codes are Meta's ([`crate::meta::errors`]).
 
 pub mod limits;
-pub mod parse;
 pub mod send;
 mod webhook;
 
 pub use limits::LIMITS;
-pub use parse::parse;
 pub use send::Instagram;
 pub use webhook::webhook;
+
+use hermes_types::model::MessageEvent;
+
+use crate::decode::ParseError;
+use crate::meta::messaging::{self, Product};
+
+/// An Instagram webhook body's messages to route, in body order (see
+/// [`messaging::parse`]).
+pub fn parse(body: &[u8]) -> Result<Vec<MessageEvent>, ParseError> {
+    messaging::parse(body, Product::Instagram)
+}

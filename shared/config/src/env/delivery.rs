@@ -73,6 +73,24 @@ settings! {
             secret: false,
             help: "base URL of the Graph API (`/me/messages` is appended)",
         },
+        SLACK_BOT_TOKEN: SecretString {
+            kind: kinds::SECRET,
+            unset: Means("(none: Slack replies parked)"),
+            secret: true,
+            help: "bot token of the Slack app (`xoxb-…`, Bearer); enables Slack replies and fetching Slack files",
+        },
+        SLACK_API_BASE_URL: Url {
+            kind: kinds::HTTP_URL,
+            unset: Value("https://slack.com/api"),
+            secret: false,
+            help: "base URL of Slack's Web API (`/chat.postMessage` is appended)",
+        },
+        SLACK_FILES_BASE_URL: Url {
+            kind: kinds::HTTP_URL,
+            unset: Value("https://files.slack.com"),
+            secret: false,
+            help: "where Slack's `url_private` files are; only URLs under it are fetched with the bot token",
+        },
         HERMES_SEND_PAUSES_MS: Vec<Duration> {
             kind: kinds::MILLIS_LIST,
             unset: Value("1000,3000,9000"),

@@ -124,6 +124,12 @@ settings! {
             secret: true,
             help: "app secret that signs `X-Hub-Signature-256`; enables `POST /webhooks/instagram`",
         },
+        SLACK_SIGNING_SECRET: SecretString {
+            kind: kinds::SECRET,
+            unset: Means("(none: route off)"),
+            secret: true,
+            help: "signing secret of the Slack app (`X-Slack-Signature` v0); enables `POST /webhooks/slack`",
+        },
         HERMES_INBOUND_PER_MINUTE: u32 {
             kind: kinds::U32_POSITIVE,
             unset: Value("20"),

@@ -16,7 +16,7 @@ use crate::error::ToolError;
 /// `channels_list`.
 pub const LIST: Spec = Spec {
     name: "channels_list",
-    description: "The chat platforms (telegram, whatsapp, instagram) with whether Hermes can send \
+    description: "The chat platforms (telegram, whatsapp, instagram, slack) with whether Hermes can send \
         on each (its credentials are configured), and the known chats: senders linked to users, \
         newest first, with the user's name and whether the link is active.",
     schema: || {
@@ -44,6 +44,12 @@ fn platforms(op: &Operator, only: Option<Platform>) -> Vec<Value> {
         (
             Platform::Instagram,
             d.instagram.is_some().then_some("graph api"),
+        ),
+        (Platform::Slack, d.slack.is_some().then_some("web api")),
+        (Platform::Sms, d.sms.is_some().then_some("twilio")),
+        (
+            Platform::Messenger,
+            d.messenger.is_some().then_some("send api"),
         ),
     ]
     .into_iter()

@@ -49,6 +49,12 @@ pub enum Platform {
     /// WhatsApp, through the Cloud API or 360dialog.
     Whatsapp,
     Instagram,
+    /// Slack, through the Events API over HTTP.
+    Slack,
+    /// SMS (and MMS) through Twilio's Programmable Messaging: the chat is the phone number.
+    Sms,
+    /// Facebook Messenger, through Meta's Messenger Platform (a Facebook Page's inbox).
+    Messenger,
     /// A Forge's signed wake (`POST /agents/forge`): an internal agent runs the agent loop
     /// against the Forge's MCP surface and acts through its tools. No user, no credit, no
     /// session; the run's final text goes nowhere (docs/agents.md, "Hermes as a Forge agent").
@@ -56,12 +62,15 @@ pub enum Platform {
 }
 
 impl Platform {
-    pub const ALL: [Platform; 6] = [
+    pub const ALL: [Platform; 9] = [
         Platform::Api,
         Platform::Rest,
         Platform::Telegram,
         Platform::Whatsapp,
         Platform::Instagram,
+        Platform::Slack,
+        Platform::Sms,
+        Platform::Messenger,
         Platform::Forge,
     ];
 
@@ -72,6 +81,9 @@ impl Platform {
             Platform::Telegram => "telegram",
             Platform::Whatsapp => "whatsapp",
             Platform::Instagram => "instagram",
+            Platform::Slack => "slack",
+            Platform::Sms => "sms",
+            Platform::Messenger => "messenger",
             Platform::Forge => "forge",
         }
     }
@@ -84,7 +96,12 @@ impl Platform {
     pub fn is_chat(self) -> bool {
         matches!(
             self,
-            Platform::Telegram | Platform::Whatsapp | Platform::Instagram
+            Platform::Telegram
+                | Platform::Whatsapp
+                | Platform::Instagram
+                | Platform::Slack
+                | Platform::Sms
+                | Platform::Messenger
         )
     }
 }

@@ -223,7 +223,7 @@ impl Tool {
             Tool::ChatSendMessage => object(
                 json!({
                     "runId": run_id(),
-                    "platform": { "type": "string", "enum": ["telegram", "whatsapp", "instagram"] },
+                    "platform": { "type": "string", "enum": ["telegram", "whatsapp", "instagram", "slack"] },
                     "chatId": text(128, "The chat (the user's sender id on that platform)"),
                     "body": text(super::MAX_TEXT, "The message"),
                 }),

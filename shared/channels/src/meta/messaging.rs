@@ -1,5 +1,8 @@
-//! Instagram Messaging webhooks: `entry[].messaging[]` items, each a message, an echo of our
-//! own message, a read receipt, a reaction or a postback.
+//! The Messenger Platform's webhooks, the same for Instagram (`object: instagram`,
+//! <https://developers.facebook.com/docs/messenger-platform/instagram/features/webhook>) and
+//! Facebook Messenger (`object: page`,
+//! <https://developers.facebook.com/docs/messenger-platform/webhooks>): `entry[].messaging[]`
+//! items, each a message, an echo of our own message, a read receipt, a reaction or a postback.
 //!
 //! Routed: messages that are not echoes and carry text or media (image, video, audio, file
 //! attachments). Everything else, and items that do not parse, are skipped: one odd item never
@@ -13,20 +16,47 @@ use crate::decode::{ParseError, decode};
 use crate::fields::{from_unix_millis, lenient_i64, lenient_id};
 use crate::limits::{MAX_ATTACHMENTS, MAX_ITEMS, short_field, text_field, truncate_utf8};
 
-/// Parses one webhook body into the messages to route, in body order. `Err` when it is not
-/// JSON, not an object, names another `object` than `instagram`, or its entries are not
-/// arrays/objects.
+/// Which Messenger Platform product a webhook is of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Product {
+    /// Instagram messaging (`object: instagram`).
+    Instagram,
+    /// Facebook Messenger, a Page's inbox (`object: page`).
+    Messenger,
+}
+
+impl Product {
+    /// The body's `object`.
+    fn object(self) -> &'static str {
+        match self {
+            Product::Instagram => "instagram",
+            Product::Messenger => "page",
+        }
+    }
+
+    fn platform(self) -> Platform {
+        match self {
+            Product::Instagram => Platform::Instagram,
+            Product::Messenger => Platform::Messenger,
+        }
+    }
+}
+
+/// Parses one webhook body of `product` into the messages to route, in body order. `Err`
+/// when it is not JSON, not an object, names another `object` than the product's, or its
+/// entries are not arrays/objects.
 ///
-/// Each event's metadata is `{"recipient_id": …}` (the Instagram account that received the
+/// Each event's metadata is `{"recipient_id": …}` (the account or Page that received the
 /// message, so the reply goes out from it) and, for quick replies, `{"reply_id": payload}`.
-pub fn parse(body: &[u8]) -> Result<Vec<MessageEvent>, ParseError> {
+pub fn parse(body: &[u8], product: Product) -> Result<Vec<MessageEvent>, ParseError> {
     let raw: RawBody = decode(body)?;
     if let Some(object) = raw.object.as_deref()
-        && object != "instagram"
+        && object != product.object()
     {
         return Err(ParseError::Shape(format!(
-            "object is {:?}, not \"instagram\"",
-            truncate_utf8(object, 64)
+            "object is {:?}, not {:?}",
+            truncate_utf8(object, 64),
+            product.object()
         )));
     }
     let items: usize = raw.entry.iter().map(|e| e.messaging.len()).sum();
@@ -39,7 +69,7 @@ pub fn parse(body: &[u8]) -> Result<Vec<MessageEvent>, ParseError> {
             let Ok(item) = serde_json::from_value::<RawMessaging>(item) else {
                 continue;
             };
-            if let Some(e) = event(item, entry.time) {
+            if let Some(e) = event(item, entry.time, product.platform()) {
                 out.push(e);
             }
         }
@@ -47,7 +77,7 @@ pub fn parse(body: &[u8]) -> Result<Vec<MessageEvent>, ParseError> {
     Ok(out)
 }
 
-fn event(item: RawMessaging, entry_time: Option<i64>) -> Option<MessageEvent> {
+fn event(item: RawMessaging, entry_time: Option<i64>, platform: Platform) -> Option<MessageEvent> {
     let m = item.message?;
     if m.is_echo || m.is_deleted {
         return None;
@@ -88,7 +118,7 @@ fn event(item: RawMessaging, entry_time: Option<i64>) -> Option<MessageEvent> {
     }
 
     Some(MessageEvent {
-        platform: Platform::Instagram,
+        platform,
         sender_id: sender.clone(),
         chat_id: sender,
         text,
@@ -180,6 +210,25 @@ mod tests {
 
     use super::*;
     use crate::limits::MAX_TEXT_BYTES;
+
+    /// The Instagram product's parse: most fixtures are Instagram's.
+    fn parse(body: &[u8]) -> Result<Vec<MessageEvent>, ParseError> {
+        super::parse(body, Product::Instagram)
+    }
+
+    /// A Page's inbox is read the same way, as Messenger's, and only as Messenger's.
+    #[test]
+    fn messenger_bodies_are_pages_and_their_messages_messengers() {
+        let body = include_str!("../../tests/fixtures/messenger/text.json");
+        let events = super::parse(body.as_bytes(), Product::Messenger).unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].platform, Platform::Messenger);
+        assert_eq!(events[0].text.as_deref(), Some("hello, world!"));
+        assert_eq!(events[0].sender_id, "1254459154682919");
+        assert!(super::parse(body.as_bytes(), Product::Instagram).is_err());
+        let ig = include_str!("../../tests/fixtures/instagram/text.json");
+        assert!(super::parse(ig.as_bytes(), Product::Messenger).is_err());
+    }
 
     macro_rules! fixture {
         ($name:literal) => {
