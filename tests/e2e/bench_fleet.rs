@@ -126,3 +126,89 @@ async fn a_brief_soak_reports_memory_and_keeps_its_ledger() {
     assert_eq!((wrong, lost), (0, 0), "{stdout}");
     assert_eq!(answered + failed + refused, sent, "{stdout}");
 }
+
+/// `--tracing off,10,100` runs a fleet per setting, reports each setting's figures and its
+/// ratio to tracing off, and the traced fleets export spans to the bench's sink, at 100 %
+/// and 10 %. A short search (two steps, 20/s and 40/s, the most it may try) keeps it brief;
+/// the figures are never asserted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tracing_settings_are_compared_and_the_traced_fleets_export_spans() {
+    let env = TestEnv::new().await;
+    let (code, stdout, stderr) = env
+        .hermes(&[
+            "bench",
+            "fleet",
+            "--kind",
+            "chat",
+            "--tracing",
+            "off,10,100",
+            "--rounds",
+            "1",
+            "--start-rate",
+            "20",
+            "--max-rate",
+            "40",
+            "--bisections",
+            "0",
+            "--step-secs",
+            "2",
+            "--duration",
+            "2",
+            "--serial",
+            "0",
+            // A debug build on a busy machine: every step holds, so the measurement runs
+            // at 20/s and the spans per answer are those of many answers.
+            "--p99-bound-ms",
+            "20000",
+        ])
+        .await;
+    assert_eq!(code, 0, "bench fleet --tracing failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("the ledger adds up"), "{stdout}");
+    assert!(
+        stdout.contains("Tracing's cost"),
+        "no comparison:\n{stdout}"
+    );
+    let row = |label: &str| {
+        stdout
+            .lines()
+            // The comparison's row: the last of the label's (the medians' table is first).
+            .rfind(|l| l.starts_with(&format!("{label} ")))
+            .unwrap_or_else(|| panic!("no row for {label}:\n{stdout}"))
+            .to_string()
+    };
+    for label in ["chat/off", "chat/10%", "chat/100%"] {
+        row(label);
+    }
+    // "spans received in the whole run with tracing 10%: N"
+    let received = |setting: &str| -> u64 {
+        let prefix = format!("spans received in the whole run with tracing {setting}: ");
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("no span count for {setting}:\n{stdout}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let (some, all) = (received("10%"), received("100%"));
+    assert!(
+        all > 0,
+        "the fleet traced at 100 % exported nothing:\n{stdout}"
+    );
+    assert!(
+        some > 0,
+        "the fleet traced at 10 % exported nothing:\n{stdout}"
+    );
+    assert!(
+        !stdout.contains("with tracing off:"),
+        "the untraced fleet has no sink:\n{stdout}"
+    );
+    // At half the frontier the fully traced fleet exported spans for its answers.
+    let spans_per_answer: f64 = row("chat/100%")
+        .split_whitespace()
+        .nth(8)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(spans_per_answer > 1.0, "{}", row("chat/100%"));
+}

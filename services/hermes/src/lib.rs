@@ -77,7 +77,7 @@ fn spawn_service(
 /// Check what the chosen services need from the configuration, before connecting anywhere.
 pub fn preflight(config: &Config, services: &[Service]) -> anyhow::Result<()> {
     if services.contains(&Service::Ingest) {
-        config.check_ingest()?;
+        config.ingest.check()?;
     }
     if services.contains(&Service::Llm) {
         config.check_llm()?;
@@ -89,6 +89,17 @@ pub fn preflight(config: &Config, services: &[Service]) -> anyhow::Result<()> {
 /// readiness off → ingest stops accepting and finishes its requests → stages stop consuming
 /// and finish their messages → the relay publishes what is left → connections close.
 pub async fn run(
+    config: Config,
+    services: &[Service],
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    // Every service's state lives in this future: on the heap, so a caller's stays small.
+    Box::pin(run_fleet(config, services, listeners, shutdown)).await
+}
+
+/// [`run`]'s body.
+async fn run_fleet(
     config: Config,
     services: &[Service],
     listeners: Listeners,
@@ -201,10 +212,29 @@ pub async fn run(
     if let Some(r) = relay {
         let _ = tokio::time::timeout(Duration::from_secs(5), r).await;
     }
-    let _ = supervisor.await;
+    // The grace is spent: what is left is bounded too, so a stop never hangs on a broker
+    // connection in recovery (a SIGKILL from the orchestrator would end it anyway).
     sampler.abort();
-    let _ = admin_task.await;
-    ctx.bus.close().await;
+    let (supervisor_abort, admin_abort) = (supervisor.abort_handle(), admin_task.abort_handle());
+    if tokio::time::timeout(CLEANUP_BOUND, supervisor)
+        .await
+        .is_err()
+    {
+        supervisor_abort.abort();
+        tracing::warn!("the bus supervisor did not stop in time; left behind");
+    }
+    if tokio::time::timeout(CLEANUP_BOUND, admin_task)
+        .await
+        .is_err()
+    {
+        admin_abort.abort();
+    }
+    if tokio::time::timeout(CLEANUP_BOUND, ctx.bus.close())
+        .await
+        .is_err()
+    {
+        tracing::warn!("the broker connections did not close in time; dropped");
+    }
     if let (Some(s), None) = (failed, &error) {
         error = Some(anyhow::anyhow!(
             "the {} service stopped unexpectedly",
@@ -219,6 +249,9 @@ pub async fn run(
         }
     }
 }
+
+/// How long each piece of cleanup after the stages may take once they have stopped.
+const CLEANUP_BOUND: Duration = Duration::from_secs(5);
 
 async fn collect(
     s: Service,

@@ -45,6 +45,11 @@ pub trait Tool: Send + Sync {
     fn local_host(&self) -> bool {
         false
     }
+
+    /// The MCP server the tool belongs to (`None`: a built-in), named in its span.
+    fn mcp_server(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// The tools of this replica by name: the built-ins, then whatever the MCP servers

@@ -9,6 +9,7 @@
 //! with their own prefetch either way.
 
 mod connect;
+mod produce;
 mod sampler;
 mod topology;
 
@@ -38,6 +39,7 @@ use secrecy::{ExposeSecret, SecretString};
 use tokio::sync::{RwLock, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use hermes_config::BusSettings;
 use hermes_telemetry::Metrics;
@@ -62,15 +64,22 @@ pub enum BusError {
     /// The URL itself is never in the message: it carries the broker's password.
     #[error("AMQP_URL is not a valid amqp:// or amqps:// URL")]
     InvalidUrl,
+    /// A broker that accepts and then never answers (hung, black-holed) must not hold a
+    /// caller for ever: every exchange outside a publish is bounded by the publish timeout.
+    #[error("the broker did not answer {what} within {after:?} (HERMES_PUBLISH_TIMEOUT_SECS)")]
+    NoAnswer { what: &'static str, after: Duration },
 }
 
 struct Inner {
     url: SecretString,
     names: Names,
     settings: BusSettings,
-    publish_conn: RwLock<Option<Connection>>,
+    // Behind `Arc`s so that a caller clones one out and lets go of the lock before it talks
+    // to the broker: a lock held across a broker round trip on a dead connection kept the
+    // supervisor from ever dropping it, and the process from exiting past its bound.
+    publish_conn: RwLock<Option<Arc<Connection>>>,
     publish_channel: RwLock<Option<Channel>>,
-    consume_conn: RwLock<Option<Connection>>,
+    consume_conn: RwLock<Option<Arc<Connection>>>,
     generation: watch::Sender<u64>,
     connected: AtomicBool,
     window: Semaphore,
@@ -135,8 +144,8 @@ impl Bus {
             .confirm_select(ConfirmSelectOptions::default())
             .await?;
         *i.publish_channel.write().await = Some(channel);
-        *i.publish_conn.write().await = Some(publish_conn);
-        *i.consume_conn.write().await = Some(consume_conn);
+        *i.publish_conn.write().await = Some(Arc::new(publish_conn));
+        *i.consume_conn.write().await = Some(Arc::new(consume_conn));
         i.connected.store(true, Ordering::SeqCst);
         i.metrics.bus.connected.set(1);
         i.generation.send_modify(|g| *g += 1);
@@ -305,6 +314,21 @@ impl Bus {
         msg: &Outgoing,
         extra: &[(&str, &str)],
     ) -> Result<(), BusError> {
+        let span = produce::span(exchange, routing_key, label, msg);
+        self.publish_confirmed(exchange, routing_key, label, msg, extra)
+            .instrument(span)
+            .await
+    }
+
+    /// [`Bus::publish_with_headers`] inside its producer span.
+    async fn publish_confirmed(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        label: &str,
+        msg: &Outgoing,
+        extra: &[(&str, &str)],
+    ) -> Result<(), BusError> {
         let _permit = self
             .inner
             .window
@@ -382,14 +406,34 @@ impl Bus {
             Err(_) => "error",
         };
         m.bus.published.with_label_values(&[label, outcome]).inc();
+        produce::finish(&tracing::Span::current(), &result, outcome);
         result
     }
 
     /// Open a fresh channel on the consuming connection (for consumers and inspections).
     pub async fn channel(&self) -> Result<Channel, BusError> {
-        let conn = self.inner.consume_conn.read().await;
-        let conn = conn.as_ref().ok_or(BusError::NotConnected)?;
-        Ok(conn.create_channel().await?)
+        let conn = self
+            .inner
+            .consume_conn
+            .read()
+            .await
+            .clone()
+            .ok_or(BusError::NotConnected)?;
+        self.bounded("opening a channel", conn.create_channel())
+            .await
+    }
+
+    /// `call` to the broker, failed with [`BusError::NoAnswer`] past the publish timeout.
+    pub(crate) async fn bounded<T>(
+        &self,
+        what: &'static str,
+        call: impl Future<Output = Result<T, lapin::Error>>,
+    ) -> Result<T, BusError> {
+        let after = self.inner.settings.publish_timeout;
+        match tokio::time::timeout(after, call).await {
+            Ok(result) => Ok(result?),
+            Err(_) => Err(BusError::NoAnswer { what, after }),
+        }
     }
 
     /// Consume `stage`'s queue until `stop`, running `handle` for each delivery with at most
@@ -420,18 +464,16 @@ impl Bus {
             }
             let subscribed = async {
                 let channel = self.channel().await?;
-                channel
-                    .basic_qos(prefetch, BasicQosOptions::default())
-                    .await?;
+                let qos = channel.basic_qos(prefetch, BasicQosOptions::default());
+                self.bounded("setting the prefetch", qos).await?;
                 let tag = format!("{}-{}", queue, MessageId::new());
-                let consumer = channel
-                    .basic_consume(
-                        queue.clone().into(),
-                        tag.clone().into(),
-                        BasicConsumeOptions::default(),
-                        FieldTable::default(),
-                    )
-                    .await?;
+                let consume = channel.basic_consume(
+                    queue.clone().into(),
+                    tag.clone().into(),
+                    BasicConsumeOptions::default(),
+                    FieldTable::default(),
+                );
+                let consumer = self.bounded("a subscription", consume).await?;
                 Ok::<_, BusError>((channel, consumer, tag))
             }
             .await;

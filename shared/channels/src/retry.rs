@@ -9,9 +9,12 @@
 use std::time::Duration;
 
 use hermes_net::failure::{FailureReason, scrub};
+use hermes_types::trace::TARGET;
 use rand::Rng;
 use reqwest::header::RETRY_AFTER;
 use reqwest::{RequestBuilder, Response, StatusCode};
+use tracing::field::Empty;
+use tracing::{Instrument, Span};
 
 /// The longest response body kept on a failure (enough for a platform's error description).
 const MAX_BODY_CHARS: usize = 2000;
@@ -79,7 +82,19 @@ impl RetryPolicy {
         let mut tries = 0u32;
         loop {
             tries += 1;
-            let failure = match build().send().await {
+            let (client, request) = build().build_split();
+            let span = try_span(request.as_ref().ok(), tries);
+            let sent = match request {
+                Ok(request) => client.execute(request).instrument(span.clone()).await,
+                Err(e) => Err(e),
+            };
+            if let Ok(resp) = &sent {
+                span.record(
+                    "http.response.status_code",
+                    i64::from(resp.status().as_u16()),
+                );
+            }
+            let failure = match sent {
                 Ok(resp) => match FailureReason::from_status(resp.status()) {
                     None => return Ok(resp),
                     Some(reason) => {
@@ -107,6 +122,8 @@ impl RetryPolicy {
                 },
             };
             on_failure(failure.reason);
+            span.record("otel.status_code", "ERROR");
+            span.record("error.type", failure.reason.as_str());
             let pause = self.pauses.get(tries as usize - 1).copied();
             let wait = match (failure.reason, pause) {
                 (r, _) if r.is_permanent() => None,
@@ -119,7 +136,14 @@ impl RetryPolicy {
                 (_, Some(p)) => Some(self.jittered(p)),
             };
             match wait {
-                Some(w) => tokio::time::sleep(w).await,
+                Some(w) => {
+                    // The retry is an event of the failed try's span; the next try has its own.
+                    span.in_scope(|| {
+                        tracing::info!(target: TARGET, wait_ms = w.as_millis() as u64, "retry");
+                    });
+                    drop(span);
+                    tokio::time::sleep(w).await
+                }
                 None => return Err(failure.into_send_failure(tries)),
             }
         }
@@ -132,6 +156,26 @@ impl RetryPolicy {
         let factor = rand::rng().random_range(1.0 - self.jitter..=1.0 + self.jitter);
         pause.mul_f64(factor.max(0.0))
     }
+}
+
+/// The HTTP client span of one try (docs/tracing.md#the-span-tree-of-one-message): method, host and port, never
+/// the path or query, which carry tokens on some platforms (Telegram's `/bot<token>/`).
+fn try_span(request: Option<&reqwest::Request>, tries: u32) -> Span {
+    let method = request.map_or("POST", |r| r.method().as_str());
+    let url = request.map(|r| r.url());
+    tracing::info_span!(
+        target: TARGET,
+        "send",
+        otel.name = method,
+        otel.kind = "client",
+        otel.status_code = Empty,
+        error.type = Empty,
+        http.request.method = method,
+        server.address = url.and_then(|u| u.host_str()),
+        server.port = url.and_then(|u| u.port_or_known_default()).map(i64::from),
+        http.request.resend_count = i64::from(tries - 1),
+        http.response.status_code = Empty,
+    )
 }
 
 struct Failed {

@@ -11,6 +11,7 @@ pub mod close;
 mod stop;
 use hermes_types::agent::{CONTRACT_VERSION, Dispatch, EngagementMode};
 use hermes_types::model::{ChatMessage, Platform, Provenance, Tier, Usage};
+use hermes_types::trace::TraceParent;
 pub use stop::{Begin, Checked, begin_call, check, request_stop};
 
 /// The lifecycle of a run.
@@ -350,6 +351,20 @@ pub(crate) fn transcript_of(v: Option<serde_json::Value>) -> Vec<ChatMessage> {
         .unwrap_or_default()
 }
 
+/// The W3C `traceparent` the run was routed under (`None`: no such run, or none recorded),
+/// whose trace id names the run's trace (docs/tracing.md).
+pub async fn traceparent(client: &Client, id: RunId) -> Result<Option<TraceParent>, DbError> {
+    let row = client
+        .query_opt(
+            "SELECT traceparent FROM agent_runs WHERE id = $1",
+            &[&id.as_uuid()],
+        )
+        .await?;
+    Ok(row
+        .and_then(|r| r.get::<_, Option<String>>(0))
+        .and_then(|t| TraceParent::parse(&t)))
+}
+
 pub async fn get(client: &Client, id: RunId) -> Result<Option<RunRow>, DbError> {
     let row = client
         .query_opt(
@@ -387,15 +402,27 @@ pub async fn get(client: &Client, id: RunId) -> Result<Option<RunRow>, DbError> 
     }))
 }
 
-/// How many runs are open (not yet completed, failed or cancelled): the fleet's runs in
-/// flight, read from the partial index of open runs.
-pub async fn count_open(client: &Client) -> Result<i64, DbError> {
+/// The fleet's open runs (not yet completed, failed, cancelled or expired) and the distinct
+/// agents they belong to, read from the partial index of open runs in one statement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenRuns {
+    /// Runs in flight.
+    pub runs: i64,
+    /// Agents (internal or external) with at least one run in flight.
+    pub agents: i64,
+}
+
+/// [`OpenRuns`] now.
+pub async fn count_open(client: &Client) -> Result<OpenRuns, DbError> {
     let row = client
         .query_one(
-            "SELECT count(*) FROM agent_runs
+            "SELECT count(*), count(DISTINCT agent_id) FROM agent_runs
              WHERE status NOT IN ('completed', 'failed', 'cancelled', 'expired')",
             &[],
         )
         .await?;
-    Ok(row.get(0))
+    Ok(OpenRuns {
+        runs: row.get(0),
+        agents: row.get(1),
+    })
 }

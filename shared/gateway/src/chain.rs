@@ -12,7 +12,11 @@ use hermes_config::ModelSpec;
 use hermes_telemetry::Metrics;
 use hermes_types::model::{CallParams, ChatMessage, ToolSpec};
 
+use hermes_telemetry::trace::TARGET;
+use tracing::Instrument;
+
 use crate::providers::{Adapter, Backend, CallSpec, Completion, DeltaSink, ProviderError};
+use crate::spans;
 
 /// One place a call may go: a backend and the model asked of it.
 pub struct Hop {
@@ -137,17 +141,28 @@ pub async fn call(
                 idle_timeout: limits.idle_timeout.min(timeout),
             };
             let started = Instant::now();
+            let span = spans::model_call(
+                hop,
+                ask.tier,
+                tried - 1,
+                spec.max_tokens,
+                forwarded.is_some(),
+            );
             let result = match &forwarded {
                 Some(f) => {
-                    match tokio::time::timeout(timeout, hop.backend.stream(&spec, f)).await {
+                    let call = hop.backend.stream(&spec, f).instrument(span.clone());
+                    match tokio::time::timeout(timeout, call).await {
                         Ok(r) => r,
                         Err(_) => Err(ProviderError::Timeout(timeout)),
                     }
                 }
-                None => match tokio::time::timeout(timeout, hop.backend.complete(&spec)).await {
-                    Ok(r) => r,
-                    Err(_) => Err(ProviderError::Timeout(timeout)),
-                },
+                None => {
+                    let call = hop.backend.complete(&spec).instrument(span.clone());
+                    match tokio::time::timeout(timeout, call).await {
+                        Ok(r) => r,
+                        Err(_) => Err(ProviderError::Timeout(timeout)),
+                    }
+                }
             };
             let took = started.elapsed();
             provider_time += took;
@@ -164,6 +179,7 @@ pub async fn call(
                         .as_ref()
                         .map_or(0, |p| p.cost_micro_usd(u.input_tokens, u.output_tokens));
                     record_success(metrics, &hop.label, ask.tier, &completion);
+                    spans::answered(&span, hop, &completion);
                     return Ok(Answered {
                         completion,
                         backend: hop.label.clone(),
@@ -171,6 +187,7 @@ pub async fn call(
                     });
                 }
                 Err(e) => {
+                    spans::failed(&span, &e);
                     metrics
                         .llm
                         .errors
@@ -198,6 +215,10 @@ pub async fn call(
                         && Instant::now() + *wait + Duration::from_millis(20) < limits.deadline
                     {
                         waited_retry_after = true;
+                        // The wait is an event of the refused try's span; the next try has its own.
+                        span.in_scope(|| {
+                            tracing::info!(target: TARGET, retry_after_ms = wait.as_millis() as u64, "retry");
+                        });
                         tokio::time::sleep(*wait).await;
                         continue;
                     }

@@ -185,7 +185,7 @@ impl Gateway {
         cache: hermes_cache::Cache,
         db: Option<hermes_db::Db>,
     ) -> Self {
-        let llm = &config.file.llm;
+        let llm = &config.llm;
         let response_cache = llm
             .cache
             .enabled
@@ -200,7 +200,7 @@ impl Gateway {
         {
             metrics.budgets.rejections.with_label_values(&[scope]);
         }
-        for (tier, chain) in &config.file.tiers {
+        for (tier, chain) in &config.tiers {
             metrics.llm.fallbacks.with_label_values(&[tier.as_str()]);
             for model in chain {
                 metrics
@@ -239,7 +239,7 @@ impl Gateway {
         stream: Option<&dyn DeltaSink>,
     ) -> Result<Served, GatewayError> {
         let started = Instant::now();
-        let deadline = started + self.config.llm_timeout;
+        let deadline = started + self.config.llm.call_timeout;
         let tier = req.tier.as_str();
         let mut waited = Duration::ZERO;
         let mut provider_time = Duration::ZERO;
@@ -301,7 +301,7 @@ impl Gateway {
         // connection): the platform gate, the cache, and a speculative reservation that is
         // released if the gate refuses or the cache answers.
         let reserve = async {
-            match user.zip(self.config.file.llm.budget(req.tier)) {
+            match user.zip(self.config.llm.budget(req.tier)) {
                 Some((user, budget)) => {
                     let cap = hops
                         .iter()
@@ -359,7 +359,10 @@ impl Gateway {
         };
         let outcome = match (gate, hit, over_budget.or(over_key)) {
             (Err(refusal), _, _) => Err(GatewayError::Refused(refusal)),
-            (Ok(()), Some(hit), _) => Ok(Self::from_cache(hit, stream)),
+            (Ok(()), Some(hit), _) => {
+                let _span = crate::spans::cache_hit(&hit.backend, req.tier.as_str()).entered();
+                Ok(Self::from_cache(hit, stream))
+            }
             (Ok(()), None, Some(refusal)) => Err(GatewayError::Refused(refusal)),
             (Ok(()), None, None) => {
                 self.call_chain(&hops, req, stream, deadline, waited, provider_time)
@@ -398,7 +401,6 @@ impl Gateway {
         let wait_started = Instant::now();
         let max_wait = self
             .config
-            .file
             .llm
             .max_wait()
             .min(deadline.saturating_duration_since(wait_started));
@@ -412,7 +414,7 @@ impl Gateway {
             return Err(GatewayError::Capacity(max_wait));
         };
         let in_flight = InFlight::new(&self.metrics.llm.in_flight);
-        let llm = &self.config.file.llm;
+        let llm = &self.config.llm;
         let answered = chain::call(
             hops,
             &Ask {

@@ -10,6 +10,7 @@ pub mod embeddings;
 pub mod gateway;
 pub mod providers;
 pub mod response_cache;
+mod spans;
 
 pub use gateway::Gateway;
 

@@ -25,7 +25,10 @@ use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
 use hermes_telemetry::Metrics;
+use hermes_telemetry::trace::{TARGET, adopt};
+use hermes_types::trace::TraceParent;
 use prometheus::IntCounter;
+use tracing::Instrument;
 
 pub use crate::api_error::{ApiError, ApiErrorCode};
 use crate::write_deadline::WriteDeadline;
@@ -39,7 +42,15 @@ pub async fn track(State(metrics): State<Metrics>, req: Request, next: Next) -> 
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| "unmatched".into());
     let started = Instant::now();
-    let resp = next.run(req).await;
+    let span = server_span(&method, &route, req.headers());
+    let resp = next.run(req).instrument(span.clone()).await;
+    span.record(
+        "http.response.status_code",
+        i64::from(resp.status().as_u16()),
+    );
+    if resp.status().is_server_error() {
+        span.record("otel.status_code", "ERROR");
+    }
     let status = resp.status().as_u16().to_string();
     metrics
         .http
@@ -52,6 +63,29 @@ pub async fn track(State(metrics): State<Metrics>, req: Request, next: Next) -> 
         .with_label_values(&[&method, &route])
         .observe(started.elapsed().as_secs_f64());
     resp
+}
+
+/// The server span of a request (HTTP conventions: named by its route template, never its
+/// raw path), continuing the caller's `traceparent`; what ingest accepts during it carries
+/// it as its parent (docs/tracing.md).
+fn server_span(method: &str, route: &str, headers: &axum::http::HeaderMap) -> tracing::Span {
+    let span = tracing::info_span!(
+        target: TARGET,
+        "request",
+        otel.name = %format!("{method} {route}"),
+        otel.kind = "server",
+        otel.status_code = tracing::field::Empty,
+        http.request.method = method,
+        http.route = route,
+        url.scheme = "http",
+        http.response.status_code = tracing::field::Empty,
+    );
+    let parent = headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .and_then(TraceParent::parse);
+    adopt(&span, parent.as_ref());
+    span
 }
 
 /// What one connection of [`serve`] may take of the server.

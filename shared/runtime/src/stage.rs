@@ -37,6 +37,7 @@ use hermes_types::envelope::Envelope;
 mod group_commit;
 mod park;
 mod retry;
+mod traced;
 
 use group_commit::Committers;
 pub use group_commit::GroupCommit;
@@ -83,6 +84,9 @@ pub enum StageError {
 
 impl From<hermes_db::DbError> for StageError {
     fn from(e: hermes_db::DbError) -> Self {
+        if e.is_concurrent_copy() {
+            return StageError::Duplicate("a copy processed at the same time committed first");
+        }
         if e.is_unavailable() {
             StageError::Unavailable {
                 dependency: Dependency::Postgres,
@@ -240,22 +244,20 @@ async fn process<H: Handler>(
 ) {
     let started = Instant::now();
     let stage = H::STAGE.as_str();
+    let mut consumer = None;
     let (disposition, run_id) = match Envelope::from_slice(&delivery.data) {
         Err(e) => {
             tracing::error!(queue, error = %e, "undecodable message; parking it");
             (Disposition::Reject, None)
         }
-        Ok(env) => {
-            let span = tracing::info_span!(
-                "message",
-                stage,
-                run_id = %env.run_id,
-                message_id = %env.id,
-                trace_id = env.traceparent.as_ref().map(|t| t.trace_id().to_string()).unwrap_or_default(),
-            );
+        Ok(mut env) => {
+            let deliveries = delivery_count(&delivery);
+            let (log, span) = traced::spans(H::STAGE, queue, &mut env, deliveries);
+            consumer = Some(span.clone());
             let run_id = env.run_id;
-            let d = handle_held(ctx, handler, commit, &env, delivery_count(&delivery))
+            let d = handle_held(ctx, handler, commit, &env, deliveries)
                 .instrument(span)
+                .instrument(log)
                 .await;
             (d, Some(run_id))
         }
@@ -297,6 +299,9 @@ async fn process<H: Handler>(
             "rejected"
         }
     };
+    if let Some(span) = consumer {
+        traced::finish(&span, outcome, delivery.data.len());
+    }
     let m = &ctx.metrics;
     m.bus.messages.with_label_values(&[queue, outcome]).inc();
     let secs = started.elapsed().as_secs_f64();
@@ -376,8 +381,17 @@ async fn handle<H: Handler>(
         Err(e) => return dispose(ctx, handler, env, e, deliveries, Phase::Prepare).await,
     };
     let committed = match commit {
-        Commit::Alone => commit_alone(handler, env, prepared, ctx, consumer).await,
-        Commit::Grouped(committers) => committers.commit(env, prepared).await,
+        Commit::Alone => {
+            commit_alone(handler, env, prepared, ctx, consumer)
+                .instrument(traced::commit_span(H::STAGE, false))
+                .await
+        }
+        Commit::Grouped(committers) => {
+            committers
+                .commit(env, prepared)
+                .instrument(traced::commit_span(H::STAGE, true))
+                .await
+        }
     };
     match committed {
         Ok(Some((after, rows))) => {

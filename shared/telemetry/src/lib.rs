@@ -1,5 +1,6 @@
-//! Telemetry (docs/architecture.md#12-observability): structured logs with the run id on every line, and the Prometheus
-//! metrics of the whole fleet (served by the runtime crate's admin server).
+//! Telemetry (docs/architecture.md#12-observability): structured logs with the run id on every line, the Prometheus
+//! metrics of the whole fleet (served by the runtime crate's admin server), and traces over
+//! OTLP (`trace`, docs/tracing.md).
 
 mod agent_metrics;
 mod alert_kind;
@@ -13,6 +14,7 @@ mod llm_metrics;
 mod metrics;
 mod operator_metrics;
 mod process_metrics;
+pub mod resources;
 mod router_metrics;
 mod run_metrics;
 mod stage_metrics;
@@ -35,33 +37,19 @@ pub use run_metrics::RunMetrics;
 pub use stage_metrics::StageMetrics;
 pub use tool_metrics::ToolMetrics;
 
-use tracing_subscriber::EnvFilter;
+pub mod trace;
 
-use hermes_config::LogFormat;
+use hermes_config::{LogFormat, TraceSettings};
 
-/// Install the global log subscriber (once; later calls are no-ops, which tests rely on).
+/// Install the global log subscriber without traces (once; later calls are no-ops, which
+/// tests rely on). Services call [`trace::init`] instead.
 pub fn init_tracing(format: LogFormat) {
-    init_tracing_at(
-        format,
-        "info,lapin=warn,amq_protocol=warn,tokio_postgres=warn",
-    );
+    init_tracing_at(format, trace::DEFAULT_LOG_FILTER);
 }
 
 /// [`init_tracing`] with another filter when `RUST_LOG` is not set (`hermes mcp serve`
 /// logs only warnings unless asked for more: its client shows stderr to people).
 pub fn init_tracing_at(format: LogFormat, default_filter: &str) {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Json => builder
-            .json()
-            .flatten_event(true)
-            .with_current_span(true)
-            .with_span_list(false)
-            .try_init(),
-        LogFormat::Text => builder.with_target(false).try_init(),
-    };
+    // Without an endpoint nothing is exported, so nothing can fail.
+    let _ = trace::init(format, default_filter, &TraceSettings::off(), "hermes");
 }

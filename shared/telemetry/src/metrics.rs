@@ -126,6 +126,8 @@ impl Metrics {
     /// A fresh registry with every area's metrics in it.
     pub fn new() -> Self {
         let r = Registry::new();
+        // The exporter is the process's, so its counter is too (docs/tracing.md).
+        registered(&r, crate::trace::DROPPED.clone());
         Self(Arc::new(Inner {
             http: HttpMetrics::register(&r),
             bus: BusMetrics::register(&r),

@@ -6,6 +6,10 @@ use std::fmt;
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
+/// The `tracing` target of spans made for traces only (never logged): every crate that
+/// adds a span to a message's trace uses it (docs/tracing.md).
+pub const TARGET: &str = "hermes::trace";
+
 /// A validated W3C `traceparent` value: `00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -57,6 +61,23 @@ impl TraceParent {
         &self.0[3..35]
     }
 
+    /// The 16-hex id of the span this one continues (W3C's `parent-id`).
+    pub fn parent_id(&self) -> &str {
+        &self.0[36..52]
+    }
+
+    /// Whether the caller sampled this trace (the `sampled` bit of the flags).
+    pub fn sampled(&self) -> bool {
+        u8::from_str_radix(&self.0[53..55], 16).is_ok_and(|f| f & 1 == 1)
+    }
+
+    /// A traceparent from its parts (lowercase hex, as OpenTelemetry prints ids); `None`
+    /// when they do not make a valid one (an all-zero id of a span that is not recorded).
+    pub fn from_parts(trace_id: &str, span_id: &str, sampled: bool) -> Option<Self> {
+        let flags = if sampled { "01" } else { "00" };
+        Self::parse(&format!("00-{trace_id}-{span_id}-{flags}"))
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -91,6 +112,10 @@ mod tests {
         assert_eq!(TraceParent::parse(t.as_str()), Some(t.clone()));
         let c = t.child();
         assert_eq!(c.trace_id(), t.trace_id());
+        assert!(t.sampled());
+        let again = TraceParent::from_parts(t.trace_id(), t.parent_id(), false).unwrap();
+        assert_eq!(again.parent_id(), t.parent_id());
+        assert!(!again.sampled());
         assert_ne!(c, t);
     }
 

@@ -25,7 +25,12 @@ pub struct ApiSeen {
     pub cut: AtomicUsize,
     /// Streams that ended with text other than the echo (a failure, a doubled delta).
     pub wrong: AtomicUsize,
+    /// The first few of those, `sent → got`, to say in the ledger what went wrong.
+    pub wrong_samples: std::sync::Mutex<Vec<String>>,
 }
+
+/// Wrong answers quoted in the ledger.
+const WRONG_SAMPLES: usize = 3;
 
 impl ApiSeen {
     pub fn accepted(&self) -> usize {
@@ -66,7 +71,11 @@ pub async fn send(client: &reqwest::Client, base: &str, text: &str, seen: &ApiSe
     } else if content == format!("echo: {text}") {
         &seen.answered
     } else {
-        tracing::warn!(%text, %content, "an API answer is not the echo of its message");
+        if let Ok(mut samples) = seen.wrong_samples.lock()
+            && samples.len() < WRONG_SAMPLES
+        {
+            samples.push(format!("{text:?} → {content:?}"));
+        }
         &seen.wrong
     };
     counter.fetch_add(1, Ordering::SeqCst);

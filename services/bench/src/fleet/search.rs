@@ -34,6 +34,11 @@ pub struct SearchArgs {
     /// Seconds of load per step of the frontier search.
     #[arg(long, default_value_t = 4.0)]
     pub step_secs: f64,
+    /// Halving steps of the frontier search once the bound broke: each halves the
+    /// uncertainty (3 leave about a twelfth of the frontier; `--tracing` wants more to tell
+    /// a few percent apart).
+    #[arg(long, default_value_t = 3)]
+    pub bisections: usize,
     /// The p99 bound of the frontier, in milliseconds (from each request's scheduled time).
     #[arg(long, default_value_t = 250)]
     pub p99_bound_ms: u64,
@@ -51,8 +56,6 @@ impl SearchArgs {
 
 /// A request not answered in this long is lost (the fleet's own run timeout is shorter).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
-/// Halving steps of the frontier search once the bound broke.
-const BISECTIONS: usize = 3;
 
 /// The highest rate whose step answered every request as itself with p99 under the bound.
 /// A step whose ledger does not add up (or after which `doubled` reports doubled answers)
@@ -65,7 +68,7 @@ pub async fn frontier(
     doubled: &(dyn Fn() -> usize + Sync),
 ) -> f64 {
     let bound = args.bound();
-    let mut search = Frontier::new(args.start_rate, args.max_rate, BISECTIONS);
+    let mut search = Frontier::new(args.start_rate, args.max_rate, args.bisections);
     for n in 0.. {
         let rate = search.rate();
         let samples = load::step(

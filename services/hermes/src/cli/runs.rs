@@ -1,6 +1,6 @@
 //! `hermes runs show <run-id>`: one run read from PostgreSQL, with every message its answer
 //! became on its platform and what the user's phone reported about each (docs/channels.md,
-//! statuses; docs/operations.md, runs).
+//! statuses; docs/operations.md, runs), and the trace it was answered in (docs/tracing.md).
 
 use hermes_config::Config;
 use hermes_db::platform_sends::{self, SendView};
@@ -31,6 +31,10 @@ pub async fn run(config: &Config, cmd: RunsCommand) -> anyhow::Result<()> {
         anyhow::bail!("no run {id}");
     };
     let sends = platform_sends::of_run(&client, id).await?;
+    let trace_id = runs::traceparent(&client, id)
+        .await?
+        .map(|t| t.trace_id().to_string());
+    let trace_link = trace_id.as_deref().and_then(|t| config.traces.link_to(t));
     if json {
         let shown = json!({
             "run_id": row.id,
@@ -40,6 +44,8 @@ pub async fn run(config: &Config, cmd: RunsCommand) -> anyhow::Result<()> {
             "error_detail": row.error_detail,
             "created_at": row.created_at,
             "finished_at": row.finished_at,
+            "trace_id": trace_id,
+            "trace_link": trace_link,
             "sends": sends,
         });
         println!("{shown}");
@@ -52,6 +58,13 @@ pub async fn run(config: &Config, cmd: RunsCommand) -> anyhow::Result<()> {
         row.status.as_str(),
         row.created_at.to_rfc3339()
     );
+    // The run's trace (docs/tracing.md, "Logs and traces meet"): its id, and its page in
+    // the tracing UI when `HERMES_TRACE_LINK` names one.
+    match (&trace_id, &trace_link) {
+        (Some(id), Some(link)) => println!("  trace {id}  {link}"),
+        (Some(id), None) => println!("  trace {id}"),
+        (None, _) => {}
+    }
     if let Some(code) = &row.error_code {
         println!(
             "  error {code}: {}",

@@ -23,7 +23,10 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hermes_runtime::http::{ApiError, ApiErrorCode};
 
+use hermes_types::ids::AgentId;
+
 use crate::AppState;
+use crate::agent_mcp::jwt;
 use crate::rest::{Caller, bearer_of, resolve};
 pub use client::{Client, client};
 
@@ -79,7 +82,7 @@ pub fn shed(app: &AppState, pool: Pool) -> Response {
 
 /// Middleware, outermost: the request's [`Client`] address, for the per-client limits.
 pub async fn tag_client(State(app): State<AppState>, mut req: Request, next: Next) -> Response {
-    let hops = app.ctx.config.front_door.trusted_proxy_hops;
+    let hops = app.ctx.config.ingest.front_door.trusted_proxy_hops;
     let found = client(req.headers(), req.extensions(), hops);
     req.extensions_mut().insert(Client(found));
     next.run(req).await
@@ -90,6 +93,8 @@ pub async fn tag_client(State(app): State<AppState>, mut req: Request, next: Nex
 pub enum Screened {
     /// A live key (or the operator key).
     Known(Caller),
+    /// A JWT bearer of the agent MCP surface that verified: the agent it speaks for.
+    Agent(AgentId),
 }
 
 /// Middleware of the MCP surfaces, outside their slot: resolve the Bearer key, so a
@@ -97,21 +102,48 @@ pub enum Screened {
 /// own shape (JSON-RPC on `/mcp` and `/api/mcp/rpc`, the API's error on the REST alias
 /// `/api/mcp/{tool}`). A live key is left for the surface's own check (scope, rate).
 pub async fn screen_bearer(State(app): State<AppState>, mut req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    let rest_alias = path.starts_with("/api/mcp/") && path != "/api/mcp/rpc";
+    let unauthenticated = || {
+        if rest_alias {
+            ApiError::unauthorized().into_response()
+        } else {
+            crate::mcp_http::Refused::Unauthenticated.into_response()
+        }
+    };
+    // A JWT bearer on the agent surface is verified here, with no look-up at all
+    // (docs/agents.md, "JWT bearers").
+    if let (Some(verifier), Some(token)) = (app.jwt.as_ref(), bearer_of(req.headers()))
+        && path.starts_with("/api/mcp/")
+        && jwt::looks_like_jwt(&token)
+    {
+        let now = chrono::Utc::now().timestamp_millis() as f64 / 1000.0;
+        let verified = verifier.verify(&token, now);
+        let outcome = verified.map_or_else(jwt::JwtRefusal::as_str, |_| "accepted");
+        app.ctx
+            .metrics
+            .agents
+            .mcp_jwt
+            .with_label_values(&[outcome])
+            .inc();
+        return match verified {
+            Ok(agent) => {
+                req.extensions_mut().insert(Screened::Agent(agent));
+                next.run(req).await
+            }
+            Err(why) => {
+                tracing::info!(refusal = why.as_str(), "JWT bearer refused");
+                unauthenticated()
+            }
+        };
+    }
     if let Some(key) = bearer_of(req.headers()) {
         let client = req.extensions().get::<Client>().and_then(|c| c.0);
         match resolve(&app, &key, client).await {
             Ok(Some(caller)) => {
                 req.extensions_mut().insert(Screened::Known(caller));
             }
-            Ok(None) => {
-                let path = req.uri().path();
-                let rest_alias = path.starts_with("/api/mcp/") && path != "/api/mcp/rpc";
-                return if rest_alias {
-                    ApiError::unauthorized().into_response()
-                } else {
-                    crate::mcp_http::Refused::Unauthenticated.into_response()
-                };
-            }
+            Ok(None) => return unauthenticated(),
             Err(e) => return e.into_response(),
         }
     }
