@@ -3,8 +3,11 @@
 //! routes, `GET /health/detailed`, the advertised model name, and the operator's core
 //! prompt under the caller's own system message.
 
+use std::time::Duration;
+
 use hermes::Service;
-use hermes_testkit::{KEY, TestEnv};
+use hermes_testkit::{KEY, TestEnv, eventually};
+use hermes_types::model::Platform;
 use serde_json::{Value, json};
 
 const ALLOWED: &str = "http://app.example:3000";
@@ -197,7 +200,8 @@ async fn every_capability_claimed_is_a_route_that_answers() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn detailed_health_reports_dependencies_queues_and_runs_to_the_operator_only() {
+async fn detailed_health_reports_dependencies_queues_runs_sessions_and_resources_to_the_operator_only()
+ {
     let env = TestEnv::new().await;
     let fleet = env.start(&Service::ALL).await;
     // One run through the fleet, so every queue exists.
@@ -209,14 +213,23 @@ async fn detailed_health_reports_dependencies_queues_and_runs_to_the_operator_on
         .await
         .unwrap();
     assert_eq!(resp.status(), 401);
-    let resp = http
-        .get(fleet.url("/health/detailed"))
-        .bearer_auth(KEY)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    let h: Value = resp.json().await.unwrap();
+    // A person's message opens a conversation (an API completion carries its own history
+    // and opens none); the answer is read once its run has ended and its session is counted.
+    env.user(Platform::Rest, "talker", 5).await;
+    hermes_testkit::send(&env.bus().await, "talker", "hello").await;
+    let h: Value = eventually(Duration::from_secs(30), "the conversation counted", || {
+        let request = http
+            .get(fleet.url("/health/detailed"))
+            .bearer_auth(KEY)
+            .send();
+        async move {
+            let resp = request.await.unwrap();
+            assert_eq!(resp.status(), 200);
+            let h: Value = resp.json().await.unwrap();
+            (h["active_sessions"] == 1 && h["runs_in_flight"] == 0).then_some(h)
+        }
+    })
+    .await;
     assert_eq!(h["status"], "ok", "{h}");
     for dep in ["postgres", "redis", "rabbitmq"] {
         assert_eq!(h["dependencies"][dep]["ok"], true, "{dep}: {h}");
@@ -234,6 +247,18 @@ async fn detailed_health_reports_dependencies_queues_and_runs_to_the_operator_on
         "{h}"
     );
     assert_eq!(h["runs_in_flight"], 0, "{h}");
+    assert_eq!(h["running_agents"], 0, "{h}");
+    assert_eq!(h["session_idle_secs"], 12 * 3600, "{h}");
+    let replica = &h["resources"]["replica"];
+    for field in ["rss_bytes", "open_fds", "threads"] {
+        assert!(replica[field].as_u64().unwrap() > 0, "{field}: {h}");
+    }
+    assert!(replica["cpu_seconds"].as_f64().unwrap() > 0.0, "{h}");
+    let pg = &h["resources"]["connections"]["postgres"];
+    let (open, max) = (pg["open"].as_u64().unwrap(), pg["max"].as_u64().unwrap());
+    assert!(open >= 1 && open <= max, "{h}");
+    assert_eq!(h["resources"]["connections"]["redis"]["open"], 1, "{h}");
+    assert_eq!(h["resources"]["connections"]["rabbitmq"]["open"], 2, "{h}");
     assert_eq!(h["version"], env!("CARGO_PKG_VERSION"));
     assert!(h["uptime_secs"].as_u64().is_some());
     fleet.stop().await.unwrap();

@@ -67,6 +67,7 @@ async fn bad_keys_and_bad_bodies_are_refused_and_nothing_is_published() {
     let resp = http.get(fleet.url("/nope")).send().await.unwrap();
     assert_eq!(resp.status(), 404);
     assert_eq!(resp.headers()["x-content-type-options"], "nosniff");
+    assert_eq!(resp.headers()["referrer-policy"], "no-referrer");
 
     let bus = env.bus().await;
     let (messages, _) = bus

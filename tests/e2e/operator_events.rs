@@ -129,10 +129,12 @@ async fn events_wait_is_woken_by_an_inbound_telegram_message() {
         .await;
     assert_eq!(quiet["events"], json!([]));
     assert!(quiet["next_cursor"].is_string());
-    let refused = op
-        .refused("events_wait", json!({ "after_cursor": "12" }))
-        .await;
-    assert_eq!(refused["code"], "INVALID_ARGUMENT");
+    for bad in [json!("12.x"), json!(-1), json!(1.5), json!(true)] {
+        let refused = op
+            .refused("events_wait", json!({ "after_cursor": bad }))
+            .await;
+        assert_eq!(refused["code"], "INVALID_ARGUMENT", "{bad}");
+    }
     op.stop();
     fleet.stop().await.unwrap();
 }
@@ -230,5 +232,85 @@ async fn a_cursor_resumed_on_another_replica_yields_each_event_once() {
     assert_eq!(inbound, N);
     one.stop();
     two.stop();
+    fleet.stop().await.unwrap();
+}
+
+/// What names an event whatever its cursor's form: its run and direction.
+fn identities(events: &Value) -> Vec<(Value, Value)> {
+    events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["run_id"].clone(), e["direction"].clone()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn integer_cursors_read_the_log_and_every_cursor_works_in_either_form() {
+    const N: usize = 4;
+    let (peer, model) = (peer().await, openai_fake("noted").await);
+    let env = fleet_env(&peer, &model).await;
+    env.user(Platform::Telegram, "5353", 100).await;
+    let fleet = env.start(&Service::ALL).await;
+    for i in 0..N {
+        fleet
+            .telegram_update(
+                TG_SECRET,
+                &telegram_text(5353, 200 + i as i64, &format!("m{i}")),
+            )
+            .await;
+    }
+    eventually(Duration::from_secs(60), "2N message events", || async {
+        (log_of(&env).await.len() == 2 * N).then_some(())
+    })
+    .await;
+    let op = Op::new(&env).await;
+    let poll = |after: Value| {
+        let op = &op;
+        async move {
+            op.ok(
+                "events_poll",
+                json!({ "after_cursor": after, "kinds": ["message"] }),
+            )
+            .await
+        }
+    };
+
+    // As the MCP document writes it: after_cursor=0, the whole log, integer cursors back.
+    let all = poll(json!(0)).await;
+    let events = all["events"].as_array().unwrap().clone();
+    assert_eq!(events.len(), 2 * N, "{all}");
+    assert!(events.iter().all(|e| e["cursor"].is_i64()), "{all}");
+    assert!(all["next_cursor"].is_i64());
+    // Today's text form reads the same log, its cursors naming the same events.
+    let text = poll(json!("0")).await;
+    assert_eq!(identities(&text["events"]), identities(&all["events"]));
+    for (t, i) in text["events"].as_array().unwrap().iter().zip(&events) {
+        let (_, id) = t["cursor"].as_str().unwrap().split_once('.').unwrap();
+        assert_eq!(id.parse::<i64>().unwrap(), i["cursor"].as_i64().unwrap());
+    }
+
+    // Every cursor handed out resumes at the same place in either form.
+    let rest = identities(&json!(events[3..]));
+    let k = events[2]["cursor"].as_i64().unwrap();
+    let t = text["events"][2]["cursor"].as_str().unwrap().to_string();
+    for after in [json!(k), json!(k.to_string()), json!(t)] {
+        let page = poll(after.clone()).await;
+        assert_eq!(identities(&page["events"]), rest, "after {after}");
+    }
+
+    // The end of the log, by the integer next_cursor: a wait times out empty, in place.
+    let end = op
+        .ok(
+            "events_wait",
+            json!({ "after_cursor": all["next_cursor"], "kinds": ["message"], "timeout_ms": 1 }),
+        )
+        .await;
+    assert_eq!(end["events"], json!([]));
+    assert_eq!(end["next_cursor"], all["next_cursor"]);
+    // And as a string it is the same end.
+    let end = poll(json!(all["next_cursor"].to_string())).await;
+    assert_eq!(end["events"], json!([]));
+    op.stop();
     fleet.stop().await.unwrap();
 }

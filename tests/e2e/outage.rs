@@ -129,3 +129,27 @@ async fn a_publish_to_a_stalled_broker_fails_within_its_bound() {
     );
     proxy.set_stalled(false);
 }
+
+/// An inspection of a stalled broker (the queue sampler's, `/health/detailed`'s) gives up within
+/// the publish bound instead of waiting for ever, and never holds the connection it used: the
+/// supervisor must still be able to drop it and reconnect, or exit past its bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inspection_of_a_stalled_broker_gives_up_and_holds_nothing() {
+    let mut env = TestEnv::new().await;
+    let proxy = env.broker_behind_proxy().await;
+    env.set("HERMES_PUBLISH_TIMEOUT_SECS", "1");
+    let bus = env.bus().await;
+    let queue = bus.names().queue(Stage::Router);
+    proxy.set_stalled(true);
+    let result = tokio::time::timeout(Duration::from_secs(30), bus.queue_stats(&queue))
+        .await
+        .expect("the inspection returned");
+    assert!(
+        matches!(result, Err(hermes_bus::BusError::NoAnswer { .. })),
+        "{result:?}"
+    );
+    tokio::time::timeout(Duration::from_secs(30), bus.close())
+        .await
+        .expect("the stalled connections are dropped within their bound");
+    proxy.set_stalled(false);
+}

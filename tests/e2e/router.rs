@@ -983,14 +983,17 @@ async fn operators_set_up_users_channels_and_agents_with_the_cli() {
             "link",
             &id,
             "--platform",
-            "sms",
+            "fax",
             "--sender-id",
             "1",
         ])
         .await;
     assert_eq!(code, 1);
     assert!(
-        err.contains("--platform must be telegram, whatsapp, instagram or rest"),
+        err.contains("--platform must be one of ")
+            && err.contains("telegram")
+            && err.contains("sms")
+            && !err.contains("forge"),
         "{err}"
     );
 

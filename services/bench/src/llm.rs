@@ -128,12 +128,13 @@ pub async fn llm(mut config: Config, args: LlmBench) -> anyhow::Result<()> {
     // A private namespace so budgets and cache entries never touch a real install's.
     let ns = format!("bench_{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
     config.namespace = hermes_config::Namespace::parse(&ns).map_err(anyhow::Error::msg)?;
-    config.provider.forced = Some(BackendKind::Ollama);
+    config.llm.provider.forced = Some(BackendKind::Ollama);
     config
+        .llm
         .provider
         .base_urls
         .insert(BackendKind::Ollama, base.parse()?);
-    config.file.models.insert(
+    config.models.insert(
         "bench".into(),
         ModelSpec {
             id: "bench".into(),
@@ -143,8 +144,8 @@ pub async fn llm(mut config: Config, args: LlmBench) -> anyhow::Result<()> {
             output_price: Price(4_000_000),
         },
     );
-    config.file.llm.max_concurrent = 256;
-    config.file.llm.budgets.insert(
+    config.llm.max_concurrent = 256;
+    config.llm.budgets.insert(
         Tier::Free,
         hermes_config::TierBudget {
             daily_tokens: u64::MAX / 4,

@@ -6,8 +6,7 @@
 
 use std::time::Duration;
 
-/// Ticks a second in `/proc/<pid>/stat` and `/proc/stat`.
-const USER_HZ: u64 = 100;
+use hermes_telemetry::resources::{USER_HZ, stat_cpu_ticks, status_number};
 
 /// A process's CPU time and memory at one instant.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -26,15 +25,15 @@ pub fn read(pid: u32) -> Option<Reading> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     Some(Reading {
         cpu: Duration::from_millis(process_ticks(pid)? * 1000 / USER_HZ),
-        rss_kib: kib_of(&status, "VmRSS:")?,
-        peak_kib: kib_of(&status, "VmHWM:")?,
-        anon_kib: kib_of(&status, "RssAnon:").unwrap_or(0),
+        rss_kib: status_number(&status, "VmRSS:")?,
+        peak_kib: status_number(&status, "VmHWM:")?,
+        anon_kib: status_number(&status, "RssAnon:").unwrap_or(0),
     })
 }
 
 /// `pid`'s user + system time in ticks.
 pub fn process_ticks(pid: u32) -> Option<u64> {
-    ticks_of(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    stat_cpu_ticks(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
 /// The whole machine's busy time in ticks: user, nice, system, interrupts (not idle, I/O
@@ -55,15 +54,6 @@ pub fn ticks_to_ms(ticks: u64) -> f64 {
     ticks as f64 * 1000.0 / USER_HZ as f64
 }
 
-/// User + system ticks from a `/proc/<pid>/stat` line. The command name (field 2) may hold
-/// spaces and parentheses, so fields are counted after its closing parenthesis.
-fn ticks_of(stat: &str) -> Option<u64> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // After the name: state is field 3, so utime (14) and stime (15) are at 11 and 12.
-    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
-}
-
 /// Busy ticks from `/proc/stat`'s first line: `cpu user nice system idle iowait irq softirq …`.
 fn busy_of(stat: &str) -> Option<u64> {
     let f: Vec<u64> = stat
@@ -74,15 +64,6 @@ fn busy_of(stat: &str) -> Option<u64> {
         .filter_map(|v| v.parse().ok())
         .collect();
     Some(f.first()? + f.get(1)? + f.get(2)? + f.get(5)? + f.get(6)?)
-}
-
-/// A `kB` field of `/proc/<pid>/status`.
-fn kib_of(status: &str, field: &str) -> Option<u64> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
 }
 
 /// VmRSS and VmHWM of a process, from /proc.
@@ -136,9 +117,7 @@ mod tests {
     }
 
     #[test]
-    fn cpu_ticks_are_read_after_a_command_name_with_spaces() {
-        let stat = "1234 (tokio (worker) 1) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 8 0 100 0 0";
-        assert_eq!(ticks_of(stat), Some(300));
+    fn ticks_become_milliseconds() {
         assert_eq!(ticks_to_ms(300), 3000.0);
     }
 
@@ -146,13 +125,6 @@ mod tests {
     fn machine_busy_time_leaves_idle_and_iowait_out() {
         let stat = "cpu  100 10 50 9000 400 5 7 0 0 0\ncpu0 50 5 25 4500 200 2 3 0 0 0\n";
         assert_eq!(busy_of(stat), Some(100 + 10 + 50 + 5 + 7));
-    }
-
-    #[test]
-    fn resident_and_peak_memory_are_read_from_status() {
-        let status = "Name:\thermes\nVmHWM:\t 30000 kB\nVmRSS:\t   21344 kB\nThreads:\t5\n";
-        assert_eq!(kib_of(status, "VmRSS:"), Some(21344));
-        assert_eq!(kib_of(status, "VmHWM:"), Some(30000));
     }
 
     #[test]

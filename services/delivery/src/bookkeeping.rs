@@ -28,7 +28,7 @@ pub struct Bookkeeping {
 
 impl Bookkeeping {
     pub fn new(ctx: &Ctx) -> Self {
-        let settings = &ctx.config.file.router;
+        let settings = &ctx.config.router;
         Self {
             history: history_store(&ctx.cache, ctx),
             max_turns: settings.history_max_turns,
@@ -145,5 +145,5 @@ fn turns(x: &Exchange, answer: &str) -> [ChatMessage; 2] {
 
 fn history_store(cache: &Cache, ctx: &Ctx) -> Option<HistoryStore> {
     HistoryCipher::new(&ctx.config.router.session_keys)
-        .map(|c| HistoryStore::new(cache.clone(), c, ctx.config.file.router.session_idle()))
+        .map(|c| HistoryStore::new(cache.clone(), c, ctx.config.router.session_idle()))
 }

@@ -3,10 +3,10 @@
 //! draft as stored, and which messages the final reply becomes when a draft was shown (the
 //! draft's message is edited to the first part, so nothing is shown twice).
 
-use hermes_channels::Part;
 use hermes_channels::split::split_text;
-use hermes_channels::telegram::{self, MessageRef};
 use hermes_channels::whatsapp::TemplateMessage;
+use hermes_channels::{DraftMessage, Part};
+use hermes_config::MessageTag;
 use hermes_db::drafts::Draft;
 use hermes_types::ids::{DraftId, MessageId, RunId};
 use hermes_types::model::DraftUpdate;
@@ -75,7 +75,7 @@ pub enum Step {
     /// Send the draft's first message.
     Send,
     /// Edit the message showing the draft.
-    Edit(MessageRef),
+    Edit(DraftMessage),
     /// Not now; the draft stays open.
     Skip(Why),
     /// Never.
@@ -101,12 +101,14 @@ pub fn plan(draft: Option<&Draft>, run: RunId, run_open: bool, update: &DraftUpd
     if update.text.trim().is_empty() {
         return Step::Skip(Why::Empty);
     }
-    if update.text.chars().count() > telegram::LIMITS.max_chars {
+    let platform = update.reply_to.platform;
+    let fits = DraftMessage::limits_on(platform).map_or(0, |l| l.max_chars);
+    if update.text.chars().count() > fits {
         return Step::Skip(Why::TooLong);
     }
     match draft.platform_message_id.as_deref() {
         None => Step::Send,
-        Some(stored) => match MessageRef::from_stored(stored) {
+        Some(stored) => match DraftMessage::from_stored(platform, stored) {
             Some(message) => Step::Edit(message),
             None => Step::Drop(Why::ForeignMessage),
         },
@@ -119,24 +121,26 @@ pub enum Outbound {
     /// A new message.
     Send(Part),
     /// The shown draft's message, edited to this text.
-    Replace { message: MessageRef, text: String },
+    Replace { message: DraftMessage, text: String },
     /// An approved WhatsApp template in place of the whole reply (outside the 24-hour
     /// window, docs/channels.md).
     Template(TemplateMessage),
+    /// A Messenger message outside the 24-hour window, under a message tag.
+    Tagged(Part, MessageTag),
 }
 
 /// The messages of a final reply: when its draft is shown in `shown`, that message becomes
 /// the first part and the rest are new messages (as text: a text message cannot become a
 /// photo, so a Markdown image stays a link); otherwise the platform's usual `parts`.
 pub fn final_messages(
-    shown: Option<MessageRef>,
+    shown: Option<DraftMessage>,
     text: &str,
     parts: impl FnOnce(&str) -> Vec<Part>,
 ) -> Vec<Outbound> {
     let Some(message) = shown else {
         return parts(text).into_iter().map(Outbound::Send).collect();
     };
-    split_text(text, telegram::LIMITS.max_chars)
+    split_text(text, message.limits().max_chars)
         .into_iter()
         .enumerate()
         .map(|(i, part)| match i {
@@ -163,6 +167,7 @@ pub fn draft_lease(draft: DraftId) -> MessageId {
 
 #[cfg(test)]
 mod tests {
+    use hermes_channels::telegram::{self, MessageRef};
     use hermes_types::ids::AgentId;
     use hermes_types::model::{Platform, ReplyTo};
 
@@ -204,7 +209,7 @@ mod tests {
         d.shown_chunks = 3;
         assert_eq!(
             plan(Some(&d), run, true, &update(&d, "Hello wor", 4)),
-            Step::Edit(MessageRef(42))
+            Step::Edit(DraftMessage::Telegram(MessageRef(42)))
         );
         assert_eq!(
             plan(Some(&d), run, true, &update(&d, "Hello", 2)),
@@ -263,9 +268,9 @@ mod tests {
             [Outbound::Send(Part::Text("hi".into()))]
         );
         assert_eq!(
-            final_messages(Some(MessageRef(9)), "hi", parts),
+            final_messages(Some(DraftMessage::Telegram(MessageRef(9))), "hi", parts),
             [Outbound::Replace {
-                message: MessageRef(9),
+                message: DraftMessage::Telegram(MessageRef(9)),
                 text: "hi".into()
             }]
         );
@@ -274,14 +279,14 @@ mod tests {
             "a".repeat(telegram::LIMITS.max_chars - 10),
             "b".repeat(100)
         );
-        let m = final_messages(Some(MessageRef(9)), &long, parts);
+        let m = final_messages(Some(DraftMessage::Telegram(MessageRef(9))), &long, parts);
         assert_eq!(m.len(), 2);
         assert!(matches!(&m[0], Outbound::Replace { text, .. } if text.starts_with('a')));
         assert_eq!(m[1], Outbound::Send(Part::Text("b".repeat(100))));
         // A photo cannot replace a text message: the image stays a link in the text.
         let image = "Look: ![bar](https://img.example/bar.jpg)";
         assert!(matches!(
-            &final_messages(Some(MessageRef(9)), image, |_| Vec::new())[..],
+            &final_messages(Some(DraftMessage::Telegram(MessageRef(9))), image, |_| Vec::new())[..],
             [Outbound::Replace { text, .. }] if text == image
         ));
     }

@@ -47,10 +47,11 @@ use hermes_types::model::{FailureCode, Outcome, Platform, Reply, ReplyTo};
 use crate::bookkeeping::Bookkeeping;
 use crate::breaker::Breakers;
 use crate::callback::Callbacks;
+use crate::consent::ConsentRule;
 use crate::draft_plan::{DraftOutcome, Outbound, draft_lease};
 use crate::rate_gate::RateGate;
 use crate::sent_parts::SentParts;
-use crate::window::{Plan, WindowRule};
+use crate::window::{MessengerPlan, MessengerWindow, Plan, WindowRule};
 
 /// Every outbound request's deadline (docs/channels.md: a shared client with a 10 s timeout).
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -66,6 +67,8 @@ pub struct DeliveryStage {
     sent: SentParts,
     books: Bookkeeping,
     window: WindowRule,
+    consent: ConsentRule,
+    messenger_window: MessengerWindow,
 }
 
 impl DeliveryStage {
@@ -87,7 +90,7 @@ impl DeliveryStage {
                 .draft_updates
                 .with_label_values(&[outcome.as_str()]);
         }
-        for platform in [Platform::Telegram, Platform::Whatsapp, Platform::Instagram] {
+        for platform in Platform::ALL.into_iter().filter(|p| p.is_chat()) {
             for reason in FailureReason::ALL {
                 ctx.metrics
                     .delivery
@@ -98,14 +101,14 @@ impl DeliveryStage {
         let configured = settings.configured();
         if configured.is_empty() {
             tracing::warn!(
-                "no channel sender configured: Telegram, WhatsApp and Instagram replies will be parked"
+                "no channel sender configured: Telegram, WhatsApp, Instagram and Slack replies will be parked"
             );
         } else {
             tracing::info!(senders = ?configured, "channel senders configured");
         }
         Ok(Self {
             events: RunEvents::new(ctx.cache.clone(), &ctx.config),
-            senders: Senders::new(settings, &http),
+            senders: Senders::new(settings, &ctx.config.channels, &http),
             breakers: Breakers::new(
                 ctx.cache.clone(),
                 settings.breaker,
@@ -113,10 +116,16 @@ impl DeliveryStage {
                 ctx.alerts.clone(),
             ),
             gate: RateGate::new(ctx.cache.clone(), settings.rate_gate, ctx.metrics.clone())
-                .for_whatsapp_number(settings.whatsapp.as_ref().map_or("", |w| w.number())),
+                .for_whatsapp_number(settings.whatsapp.as_ref().map_or("", |w| w.number()))
+                .for_sms_number(settings.sms.as_ref().map(|s| (s.from.as_str(), s.per_sec))),
             sent: SentParts::new(ctx.db.clone()),
             books: Bookkeeping::new(&ctx),
-            window: WindowRule::new(ctx.db.clone(), ctx.config.file.channels.whatsapp.clone()),
+            window: WindowRule::new(ctx.db.clone(), ctx.config.channels.whatsapp.clone()),
+            consent: ConsentRule::new(ctx.db.clone()),
+            messenger_window: MessengerWindow::new(
+                ctx.db.clone(),
+                ctx.config.channels.messenger.outside_window_tag,
+            ),
             callbacks: Callbacks::new(ctx.clone(), policy.clone()),
             policy,
             ctx,
@@ -217,6 +226,11 @@ impl DeliveryStage {
         to: &ReplyTo,
         text: &str,
     ) -> Result<Vec<Outbound>, StageError> {
+        if to.platform == Platform::Sms {
+            self.consent.check(to).await.inspect_err(|_| {
+                self.count_delivery(to.platform, FailureReason::OptedOut.as_str());
+            })?;
+        }
         if to.platform == Platform::Whatsapp {
             match self.window.plan(&to.chat_id, text).await {
                 Ok(Plan::FreeText) => {}
@@ -235,7 +249,20 @@ impl DeliveryStage {
                 }
             }
         }
-        Ok(sender.parts(text).into_iter().map(Outbound::Send).collect())
+        let parts = sender.parts(text).into_iter();
+        if to.platform == Platform::Messenger {
+            let plan = self
+                .messenger_window
+                .plan(&to.chat_id)
+                .await
+                .inspect_err(|_| {
+                    self.count_delivery(to.platform, FailureReason::OutsideWindow.as_str());
+                })?;
+            if let MessengerPlan::Tagged(tag) = plan {
+                return Ok(parts.map(|p| Outbound::Tagged(p, tag)).collect());
+            }
+        }
+        Ok(parts.map(Outbound::Send).collect())
     }
 
     /// The messages not yet sent (or edited), each through the rate gate and the sender.
@@ -316,6 +343,13 @@ impl DeliveryStage {
                     })
                     .await
             }
+            Outbound::Tagged(part, tag) => {
+                sender
+                    .send_tagged(&self.policy, chat_id, part, *tag, |r| {
+                        self.count_attempt(platform, r)
+                    })
+                    .await
+            }
             Outbound::Template(t) => {
                 sender
                     .send_template(&self.policy, chat_id, t, |r| {
@@ -344,9 +378,9 @@ impl DeliveryStage {
 }
 
 /// Whether `platform` may report a message failed after its send API accepted it (WhatsApp's
-/// `failed` status), so the reply is kept to send that part again.
+/// `failed` status, Twilio's `failed` and `undelivered`), so the reply is kept to send that part again.
 fn reports_late_failures(platform: Platform) -> bool {
-    platform == Platform::Whatsapp
+    matches!(platform, Platform::Whatsapp | Platform::Sms)
 }
 
 /// A send that failed after its in-call retries, for the queued retry schedule.
@@ -399,12 +433,17 @@ impl Handler for DeliveryStage {
                     self.callback(env, url, &reply.outcome).await?;
                 }
             }
-            Platform::Telegram | Platform::Whatsapp | Platform::Instagram => {
+            Platform::Telegram | Platform::Whatsapp | Platform::Instagram | Platform::Slack => {
                 self.send_to_chat(env, to, chat_text(&reply.outcome), reply.draft_id)
                     .await?;
             }
-            // A Forge run's agent acted through the Forge's tools; its final text goes
-            // nowhere, and the run is closed (docs/agents.md, "Hermes as a Forge agent").
+            Platform::Sms | Platform::Messenger => {
+                self.send_to_chat(env, to, chat_text(&reply.outcome), reply.draft_id)
+                    .await?;
+            }
+            // A Forge run's agent acted through the Forge's tools; a chat run's answer reaches
+            // its thread through the tools stage, which follows the final event written after
+            // the commit (docs/agents.md, "Answers stream to the Forge"). Nothing is sent here.
             Platform::Forge => {}
         }
         Ok(Handled::Reply(Box::new(reply)))

@@ -6,6 +6,7 @@ pub mod agent_webhooks;
 mod bookkeeping;
 pub mod breaker;
 mod callback;
+mod consent;
 mod draft_plan;
 mod handler;
 mod parking_watch;

@@ -13,21 +13,6 @@ use serde_json::{Value, json};
 
 /// Longest issue title, in characters (a longer first line is cut with `…`).
 const TITLE_CHARS: usize = 80;
-/// Longest workspace key derived from a slug.
-const KEY_CHARS: usize = 10;
-
-/// The workspace's key as the contract's `workspace.key` and issue keys use it: its slug's
-/// letters and digits in upper case (`axiom` → `AXIOM`), at most ten; `WS` if none.
-pub fn workspace_key(slug: &str) -> String {
-    let key: String = slug
-        .chars()
-        .filter(char::is_ascii_alphanumeric)
-        .take(KEY_CHARS)
-        .map(|c| c.to_ascii_uppercase())
-        .collect();
-    if key.is_empty() { "WS".into() } else { key }
-}
-
 /// The run's key as the contract's `issue.key`: the workspace key and the last eight hex
 /// digits of the run id (`DEFAULT-3F9A01C2`). A handle for people and logs; `issue.id` is
 /// the identity.
@@ -88,7 +73,7 @@ fn enforcement_layers() -> Value {
 /// contract.
 pub fn wake_body(env: &Envelope, wake: &AgentWake, target: &WakeTarget) -> Value {
     let restricted = wake.engagement_mode != EngagementMode::Execute;
-    let key = workspace_key(&target.workspace_slug);
+    let key = &target.workspace_key;
     let m = &wake.message;
     let platform = Some(m.platform.as_str());
     let attachments: Vec<Value> = m.media.iter().map(|x| x.attachment(platform)).collect();
@@ -104,7 +89,7 @@ pub fn wake_body(env: &Envelope, wake: &AgentWake, target: &WakeTarget) -> Value
         "agent": { "id": wake.agent_id, "profileKey": wake.profile_key },
         "issue": {
             "id": env.run_id,
-            "key": issue_key(&key, env.run_id),
+            "key": issue_key(key, env.run_id),
             "title": issue_title(m),
         },
         // The thread a chat reply goes to is the run's chat, named by the run.
@@ -142,6 +127,7 @@ pub fn wake_body(env: &Envelope, wake: &AgentWake, target: &WakeTarget) -> Value
 mod tests {
     use chrono::Utc;
     use hermes_db::webhook_deliveries::WakeStatus;
+    use hermes_db::workspaces::derived_key;
     use hermes_types::agent::{Dispatch, DispatchMode, WakeEvent};
     use hermes_types::ids::{AgentId, DeliveryId, WorkspaceId};
     use hermes_types::model::{Media, MediaKind, Platform};
@@ -196,6 +182,7 @@ mod tests {
             workspace_id: WorkspaceId::new(),
             workspace_slug: "axiom".into(),
             workspace_name: "Axiom".into(),
+            workspace_key: "AXIOM".into(),
         };
         let env = Envelope::new(RunId::new(), None, &wake);
         let body = wake_body(&env, &wake, &target);
@@ -226,8 +213,8 @@ mod tests {
 
     #[test]
     fn keys_and_titles_are_derived_from_the_slug_and_the_message() {
-        assert_eq!(workspace_key("acme-corp_2"), "ACMECORP2");
-        assert_eq!(workspace_key("-_-"), "WS");
+        assert_eq!(derived_key("acme-corp_2"), "ACMECORP2");
+        assert_eq!(derived_key("-_-"), "WS");
         let run = RunId::new();
         let key = issue_key("AXI", run);
         assert_eq!(key.len(), "AXI-".len() + 8);

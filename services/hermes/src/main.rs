@@ -10,7 +10,7 @@ use hermes::{Listeners, Service};
 use hermes_config::Config;
 use hermes_db::{Db, migrate};
 use hermes_runtime::shutdown;
-use hermes_telemetry::init_tracing;
+use hermes_telemetry::{init_tracing, trace};
 
 #[derive(Parser)]
 #[command(
@@ -87,8 +87,9 @@ enum Command {
     /// Parked messages of every stage: list, show, replay (same id) or purge them.
     #[command(subcommand)]
     Dlq(hermes::cli::dlq::DlqCommand),
-    /// Scheduled jobs of every key and of the operator (made through /api/jobs).
-    #[command(subcommand)]
+    /// Scheduled jobs: list every key's and the operator's; create, pause, resume, run and
+    /// delete through a running ingest's /api/jobs. Also spelled `hermes cron`.
+    #[command(subcommand, visible_alias = "cron")]
     Jobs(hermes::cli::jobs::JobsCommand),
     /// Runs: `hermes runs show <id>`, with what the user's phone reported about each send.
     #[command(subcommand)]
@@ -256,15 +257,41 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
-    init_tracing(config.log_format);
-    match hermes::run(config, &services, Listeners::default(), shutdown::signal()).await {
+    // `hermes-router` for one service, `hermes-all` for the fleet in one process.
+    let service = match services.as_slice() {
+        [one] => format!("hermes-{}", one.as_str()),
+        _ => "hermes-all".to_string(),
+    };
+    let traces = match trace::init(
+        config.log_format,
+        trace::DEFAULT_LOG_FILTER,
+        &config.traces,
+        &service,
+    ) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("hermes: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // Boxed: the future holds the whole configuration, too large for the stack.
+    let run = Box::pin(hermes::run(
+        config,
+        &services,
+        Listeners::default(),
+        shutdown::signal(),
+    ));
+    let code = match run.await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %format!("{e:#}"), "hermes stopped with an error");
             eprintln!("hermes: {e:#}");
             ExitCode::FAILURE
         }
-    }
+    };
+    // What finished before the stop still reaches the collector.
+    traces.shutdown().await;
+    code
 }
 
 /// `hermes bench …`: exec `hermes-bench …` from beside this binary, so the benchmarks stay out

@@ -80,7 +80,7 @@ pub async fn accept_as(
         platform.as_str(),
         app.ctx.cache.opaque(&sender_scope(&inbound))
     );
-    let limit = app.ctx.config.inbound_rate_for(platform);
+    let limit = app.ctx.config.ingest.inbound_rate_for(platform);
     match app
         .limiter
         .take_unless_seen(&bucket, limit, seen_key.as_deref())

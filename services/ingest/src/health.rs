@@ -42,6 +42,35 @@ fn dependency<T>(r: &Result<T, String>, latency_ms: f64) -> Value {
     }
 }
 
+/// This replica's own use of its machine and its connections per pool: unlike the rest of
+/// the answer, these are the answering replica's, not the fleet's.
+fn resources(app: &AppState, redis_up: bool) -> Value {
+    let pool = app.ctx.db.pool_status();
+    let process = match hermes_telemetry::resources::usage() {
+        Some(u) => json!({
+            "rss_bytes": u.rss_bytes,
+            "cpu_seconds": u.cpu_seconds,
+            "open_fds": u.open_fds,
+            "threads": u.threads,
+        }),
+        None => Value::Null,
+    };
+    json!({
+        "replica": process,
+        "connections": {
+            "postgres": {
+                "open": pool.open,
+                "idle": pool.idle,
+                "max": pool.max,
+                "waiting": pool.waiting,
+            },
+            // One multiplexed connection; two to the broker (publishing and consuming).
+            "redis": {"open": u8::from(redis_up)},
+            "rabbitmq": {"open": if app.ctx.bus.is_connected() { 2 } else { 0 }},
+        },
+    })
+}
+
 /// The handler; only the operator (`API_SERVER_KEY`) may read the fleet's state.
 pub async fn detailed(
     State(app): State<AppState>,
@@ -55,9 +84,12 @@ pub async fn detailed(
         )
         .into_response();
     }
+    let idle = app.ctx.config.router.session_idle();
     let postgres = probe(async {
         let client = app.ctx.db.get().await?;
-        hermes_db::runs::count_open(&client).await
+        let runs = hermes_db::runs::count_open(&client).await?;
+        let sessions = hermes_db::sessions::count_open(&client, chrono::Utc::now(), idle).await?;
+        Ok::<_, hermes_db::DbError>((runs, sessions))
     });
     let redis = probe(app.ctx.cache.ping());
     let bus = &app.ctx.bus;
@@ -98,7 +130,11 @@ pub async fn detailed(
             "rabbitmq": dependency(&mq, mq_ms),
         },
         "queues": if mq.is_ok() { Value::Object(depths) } else { Value::Null },
-        "runs_in_flight": pg.ok(),
+        "runs_in_flight": pg.as_ref().ok().map(|(runs, _)| runs.runs),
+        "running_agents": pg.as_ref().ok().map(|(runs, _)| runs.agents),
+        "active_sessions": pg.as_ref().ok().map(|(_, sessions)| sessions),
+        "session_idle_secs": idle.as_secs(),
+        "resources": resources(&app, rd.is_ok()),
     });
     let status = if ok {
         StatusCode::OK

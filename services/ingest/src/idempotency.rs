@@ -102,15 +102,15 @@ pub async fn idempotent(State(app): State<AppState>, req: Request, next: Next) -
     };
     let record_key = RecordKey::new(scope(&req), &key);
     let (parts, body) = req.into_parts();
-    let limit = app.ctx.config.max_body_bytes;
+    let limit = app.ctx.config.ingest.max_body_bytes;
     let read = Bytes::from_request(Request::from_parts(parts.clone(), body), &()).await;
     let body = match body_or_error(limit, read) {
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
     let hash = request_hash(parts.uri.path(), &body);
-    let pending = app.ctx.config.run_timeout + PENDING_MARGIN;
-    let deadline = Instant::now() + app.ctx.config.run_timeout + WAIT_MARGIN;
+    let pending = app.ctx.config.ingest.run_timeout + PENDING_MARGIN;
+    let deadline = Instant::now() + app.ctx.config.ingest.run_timeout + WAIT_MARGIN;
     let mut waited = false;
     loop {
         let found = match app

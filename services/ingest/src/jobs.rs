@@ -91,9 +91,9 @@ pub async fn create(
 ) -> Response {
     respond(
         async {
-            let body = api_body(app.ctx.config.max_body_bytes, body)?;
-            let spec = body::parse(&body)?.merge(None)?;
-            body::check_target(&spec, &caller, &app.ctx.config.file.models)?;
+            let body = api_body(app.ctx.config.ingest.max_body_bytes, body)?;
+            let mut spec = body::parse(&body)?.merge(None)?;
+            body::check_target(&mut spec, &caller, &app.ctx.config.models)?;
             check_interval(&app, &spec.schedule)?;
             let next = first_run(&spec)?;
             let mut client = app.ctx.db.get().await.map_err(unavailable)?;
@@ -189,14 +189,14 @@ async fn change(
 pub async fn patch(call: JobCall, body: Result<Bytes, BytesRejection>) -> Response {
     respond(
         async {
-            let body = api_body(call.app.ctx.config.max_body_bytes, body)?;
+            let body = api_body(call.app.ctx.config.ingest.max_body_bytes, body)?;
             let patch = body::parse(&body)?;
             let config = call.app.ctx.config.clone();
             let caller = call.caller.clone();
             let app = call.app.clone();
             change(call, |job| {
-                let spec = patch.merge(Some(&job.spec))?;
-                body::check_target(&spec, &caller, &config.file.models)?;
+                let mut spec = patch.merge(Some(&job.spec))?;
+                body::check_target(&mut spec, &caller, &config.models)?;
                 // A schedule kept from before the limit stays; a new one must respect it.
                 if spec.schedule != job.spec.schedule {
                     check_interval(&app, &spec.schedule)?;

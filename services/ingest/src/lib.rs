@@ -16,6 +16,7 @@ mod images;
 mod jobs;
 mod limits;
 mod mcp_http;
+mod model_choice;
 pub mod openai;
 pub mod openapi;
 mod operator_mcp;
@@ -76,25 +77,30 @@ pub struct Shared {
     key_slots: Arc<limits::KeySlots>,
     /// When this replica started (its uptime on `/health/detailed`).
     started: Instant,
+    /// Verifies JWT bearers on `/api/mcp` (None: API keys only).
+    pub jwt: Option<agent_mcp::jwt::JwtVerifier>,
 }
 
 impl AppState {
-    pub fn new(ctx: Ctx) -> Self {
-        images::set_max_bytes(ctx.config.api.image_max_bytes);
-        Self(Arc::new(Shared {
+    /// The state of a replica; a JWT key that cannot be read stops it at start.
+    pub fn new(ctx: Ctx) -> anyhow::Result<Self> {
+        images::set_max_bytes(ctx.config.ingest.api.image_max_bytes);
+        let jwt = agent_mcp::jwt::JwtVerifier::new(&ctx.config.dispatcher.jwt)?;
+        Ok(Self(Arc::new(Shared {
+            jwt,
             events: RunEvents::new(ctx.cache.clone(), &ctx.config),
             waiters: Waiters::default(),
             dedupe: Dedupe::new(ctx.cache.clone()),
             limiter: RateLimiter::new(ctx.cache.clone()),
             idempotency: Idempotency::new(ctx.db.clone()),
-            keys: front_door::keys::Keys::new(ctx.config.front_door.key_misses_per_minute),
+            keys: front_door::keys::Keys::new(ctx.config.ingest.front_door.key_misses_per_minute),
             key_slots: limits::KeySlots::new(
-                ctx.config.streams_per_key,
+                ctx.config.ingest.streams_per_key,
                 ctx.metrics.limits.clone(),
             ),
             started: Instant::now(),
             ctx,
-        }))
+        })))
     }
 }
 
@@ -154,7 +160,7 @@ async fn health() -> Json<serde_json::Value> {
 async fn models(State(app): State<AppState>) -> Json<serde_json::Value> {
     Json(json!({
         "object": "list",
-        "data": [{ "id": app.ctx.config.api.model_name, "object": "model", "owned_by": "hermes" }]
+        "data": [{ "id": app.ctx.config.ingest.api.model_name, "object": "model", "owned_by": "hermes" }]
     }))
 }
 
@@ -234,7 +240,7 @@ pub fn app(state: AppState) -> Router {
     // checked, a Bearer key resolved (that look-up may reach PostgreSQL, and a stranger's
     // never holds a slot), or a body's signature verified after it was read in the small
     // pool of unverified bodies. Then the body is read, within the slot.
-    let slots = Arc::new(Semaphore::new(state.ctx.config.max_in_flight));
+    let slots = Arc::new(Semaphore::new(state.ctx.config.ingest.max_in_flight));
     let slot = middleware::from_fn_with_state((state.clone(), slots.clone()), bound_in_flight);
     let unverified = front_door::signed::Unverified::new(state.clone());
     let signed = |route| {
@@ -287,7 +293,7 @@ pub fn app(state: AppState) -> Router {
         jobs.mounted(),
     ]
     .concat();
-    let cors = cors::Origins::new(&state.ctx.config.api.cors_origins);
+    let cors = cors::Origins::new(&state.ctx.config.ingest.api.cors_origins);
     let api = routes::with_capabilities(api, &all, cors.is_some());
     let idempotent = middleware::from_fn_with_state(state.clone(), idempotency::idempotent);
     // A key's requests that may be held (waits, streams) take one of its slots once the key
@@ -343,25 +349,32 @@ pub fn app(state: AppState) -> Router {
         Router::new()
     };
     let webhooks = webhooks::routes(&state, slots, &unverified);
-    let bounded = api
-        .merge(mcp)
-        .merge(operator_mcp)
-        .merge(rest)
-        .merge(run_routes)
-        .merge(jobs)
-        .merge(forge)
-        .merge(webhooks);
-    let keyless = state.ctx.config.api_server_key.is_none();
+    // With API_SERVER_ENABLED=false the API's routes are not mounted at all: they answer
+    // 404 like any unknown path (docs/api.md, turning the API off).
+    let api_enabled = state.ctx.config.ingest.api_enabled;
+    let served = mcp.merge(operator_mcp).merge(forge).merge(webhooks);
+    let bounded = if api_enabled {
+        served
+            .merge(api)
+            .merge(rest)
+            .merge(run_routes)
+            .merge(jobs)
+            .route("/openapi.json", get(openapi::document))
+    } else {
+        served
+    };
+    let keyless = state.ctx.config.ingest.api_server_key.is_none();
     let limit_metrics = state.ctx.metrics.limits.clone();
     let app = Router::new()
         .route("/health", get(health))
         .route("/v1/health", get(health))
-        .route("/openapi.json", get(openapi::document))
         .merge(bounded)
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(state.ctx.config.max_body_bytes))
+        .layer(DefaultBodyLimit::max(
+            state.ctx.config.ingest.max_body_bytes,
+        ))
         .layer(middleware::from_fn_with_state(
-            (state.ctx.config.http_body_timeout, metrics.clone()),
+            (state.ctx.config.ingest.http_body_timeout, metrics.clone()),
             bound_body,
         ))
         .layer(middleware::from_fn_with_state(
@@ -391,13 +404,15 @@ pub fn app(state: AppState) -> Router {
 
 /// Bind `HERMES_HTTP_ADDR` and serve until `ctx.stop`.
 pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
-    ctx.config.check_ingest()?;
-    let listener = TcpListener::bind(ctx.config.http_addr).await.map_err(|e| {
-        anyhow::anyhow!(
-            "cannot listen on HERMES_HTTP_ADDR={}: {e}",
-            ctx.config.http_addr
-        )
-    })?;
+    ctx.config.ingest.check()?;
+    let listener = TcpListener::bind(ctx.config.ingest.http_addr)
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot listen on HERMES_HTTP_ADDR={} (with API_SERVER_HOST/API_SERVER_PORT applied): {e}",
+                ctx.config.ingest.http_addr
+            )
+        })?;
     serve(ctx, listener).await
 }
 
@@ -405,23 +420,28 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
 pub async fn serve(ctx: Ctx, listener: TcpListener) -> anyhow::Result<()> {
     // The address actually bound, which tests and `hermes all` may have chosen themselves.
     let bound = listener.local_addr()?;
-    ctx.config.check_ingest_at(bound)?;
-    if ctx.config.api_server_key.is_none() {
+    ctx.config.ingest.check_at(bound)?;
+    if ctx.config.ingest.api_server_key.is_none() {
         tracing::warn!(
             "API_SERVER_KEY is not set: the API is open to anything on this machine that reaches {bound} (loopback only; requests must name a loopback host)"
         );
     }
-    let state = AppState::new(ctx.clone());
+    let state = AppState::new(ctx.clone())?;
     let subscriber_stop = tokio_util::sync::CancellationToken::new();
     let subscriber = state
         .waiters
         .spawn_subscriber(ctx.cache.clone(), subscriber_stop.clone());
     webhooks::log_channels(&state);
     let addr = bound;
+    if !ctx.config.ingest.api_enabled {
+        tracing::info!(
+            "API_SERVER_ENABLED=false: the API's routes are off; only the webhooks and the MCP servers are served"
+        );
+    }
     tracing::info!(%addr, "ingest listening");
     let limits = hermes_runtime::http::ConnLimits {
-        header_timeout: ctx.config.http_header_timeout,
-        write_timeout: ctx.config.http_write_timeout,
+        header_timeout: ctx.config.ingest.http_header_timeout,
+        write_timeout: ctx.config.ingest.http_write_timeout,
         write_cuts: Some(ctx.metrics.http.slow_clients.with_label_values(&["write"])),
     };
     hermes_runtime::http::serve(listener, app(state), limits, ctx.stop.clone()).await?;

@@ -8,7 +8,7 @@
 //!   caller that was refused. `API_SERVER_KEY` is the operator's and is bounded only by
 //!   `HERMES_MAX_IN_FLIGHT`, like its request rate.
 //! - **Loopback without a key**: without `API_SERVER_KEY` ingest serves only a loopback
-//!   address ([`hermes_config::Config::check_ingest_at`]), and a request must name a
+//!   address ([`hermes_config::IngestSettings::check_at`]), and a request must name a
 //!   loopback host (`localhost`, `*.localhost`, `127.0.0.0/8`, `[::1]`) in its `Host`
 //!   header: a page whose name was rebound to 127.0.0.1 (DNS rebinding) sends its own name
 //!   and is refused 403 `host_not_allowed`.
@@ -101,7 +101,7 @@ pub async fn hold_key_slot(State(app): State<AppState>, req: Request, next: Next
     };
     let Some(slot) = app.key_slots.take(key.id) else {
         app.ctx.metrics.limits.key_streams_refused.inc();
-        let limit = app.ctx.config.streams_per_key;
+        let limit = app.ctx.config.ingest.streams_per_key;
         return ApiError {
             retry_after: Some(RETRY_AFTER_SECS),
             ..ApiError::new(

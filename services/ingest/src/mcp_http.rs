@@ -82,6 +82,8 @@ pub async fn key_of(
     let key = bearer_of(headers).ok_or(Refused::Unauthenticated)?;
     let found = match extensions.get::<Screened>() {
         Some(Screened::Known(caller)) => Ok(Some(caller.clone())),
+        // A JWT speaks for an agent on the agent surface only (its own check, before this).
+        Some(Screened::Agent(_)) => Ok(None),
         None => {
             let client = extensions.get::<Client>().and_then(|c| c.0);
             resolve(app, &key, client).await
@@ -116,7 +118,7 @@ pub async fn serve<T: ToolSet>(
 ) -> Response {
     let headers: HeaderMap = req.headers().clone();
     let body = Bytes::from_request(req, app).await;
-    let body = match crate::body_or_error(app.ctx.config.max_body_bytes, body) {
+    let body = match crate::body_or_error(app.ctx.config.ingest.max_body_bytes, body) {
         Ok(b) => b,
         Err(e) => return error_response(e.status, RpcCode::InvalidRequest, e.message),
     };

@@ -110,7 +110,7 @@ pub(crate) fn follow<R: Render>(
     run: RunId,
     mut render: R,
 ) -> Response {
-    let timeout = ctx.config.run_timeout;
+    let timeout = ctx.config.ingest.run_timeout;
     let pending = render.start().into();
     let reader = Reader {
         ctx: ctx.clone(),
@@ -153,7 +153,7 @@ where
 {
     let body = within_lifetime(
         body,
-        ctx.config.stream_max_lifetime,
+        ctx.config.ingest.stream_max_lifetime,
         ctx.metrics
             .limits
             .streams_cut
@@ -326,27 +326,4 @@ pub(crate) fn unseen(streamed: &str, superseded: bool, text: &str) -> String {
     }
 }
 
-/// The first processing of each model call round a caller saw deltas from. A model call
-/// redelivered after a crash streams again under a new attempt; its deltas are dropped, so
-/// the caller never sees two attempts interleaved ("HelHello wor…"), and the final answer's
-/// remainder comes at the end (see [`Answer::end`]).
-#[derive(Default)]
-pub(crate) struct Attempts {
-    followed: std::collections::HashMap<u8, String>,
-}
-
-impl Attempts {
-    /// Forward this delta? Deltas without an attempt (an older llm build) always pass.
-    pub(crate) fn admit(&mut self, round: u8, attempt: Option<String>) -> bool {
-        let Some(attempt) = attempt else {
-            return true;
-        };
-        match self.followed.get(&round) {
-            None => {
-                self.followed.insert(round, attempt);
-                true
-            }
-            Some(first) => *first == attempt,
-        }
-    }
-}
+pub(crate) use hermes_cache::run_events::Attempts;

@@ -8,20 +8,25 @@
 //! read in the pool of `crate::front_door::signed` before the request takes a slot. Then the
 //! body is parsed into normalized messages and each is accepted (deduped, rate limited,
 //! confirmed by the broker). The platform gets 2xx only when everything it sent is safely
-//! queued, and 503 otherwise so that it retries (what was queued is deduped on the retry).
+//! queued, and 503 otherwise so that it retries (what was queued is deduped on the retry);
+//! a platform that retries slow answers (Slack, 3 s) gets its 503 within that bound. A
+//! subscription check sent as a `POST` (Slack's `url_verification`) is answered with its
+//! challenge once the signature holds.
 
 use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, RawQuery, Request, State};
+use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use axum::{Json, Router};
 use hermes_channels::ParseError;
-use hermes_channels::inbound::{self, Auth, Refusal, Webhook};
+use hermes_channels::inbound::{self, Auth, Consent, Refusal, Webhook};
+use hermes_db::DbError;
 use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::model::{Inbound, Platform};
 use hermes_types::trace::TraceParent;
@@ -100,13 +105,17 @@ fn unparsed(app: &AppState, platform: Platform, e: ParseError) -> Response {
     refused(app, platform, e.reason(), error)
 }
 
-/// The caller's W3C trace context, continued as a child span (`None` without a valid one).
+/// The trace the accepted message continues: the request's server span when tracing is on
+/// (itself a child of the caller's `traceparent`), else the caller's W3C trace context
+/// continued as a child span (`None` without a valid one).
 pub(crate) fn traceparent(headers: &HeaderMap) -> Option<TraceParent> {
-    headers
-        .get("traceparent")
-        .and_then(|v| v.to_str().ok())
-        .and_then(TraceParent::parse)
-        .map(|t| t.child())
+    hermes_telemetry::trace::traceparent_of(&tracing::Span::current()).or_else(|| {
+        headers
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .and_then(TraceParent::parse)
+            .map(|t| t.child())
+    })
 }
 
 /// Accept every message of one webhook call; 503 if any could not be queued.
@@ -171,10 +180,81 @@ async fn receive(
         }
         count(&app, p, "status_recorded", received.statuses.len());
     }
+    if !received.consents.is_empty() {
+        if let Err(e) = record_consents(&app, &received.consents).await {
+            tracing::error!(error = %e, platform = p.as_str(), "cannot record an opt-out");
+            return refused(
+                &app,
+                p,
+                "unavailable",
+                ApiError::unavailable("the opt-out could not be recorded; retry shortly"),
+            );
+        }
+        count(&app, p, "consent_recorded", received.consents.len());
+    }
     for (why, n) in received.skipped {
         count(&app, p, why.as_str(), n);
     }
-    accept_all(&app, received.messages, &headers).await
+    if let Some(challenge) = received.challenge {
+        count(&app, p, "challenge", 1);
+        return Json(json!({ "challenge": challenge })).into_response();
+    }
+    let accepted = match hook.ack_within() {
+        None => accept_all(&app, received.messages, &headers).await,
+        Some(bound) => {
+            // The platform retries an answer slower than `bound` anyway: answer 503 by then,
+            // and let the accepting finish on its own task, so what it confirms is deduped on
+            // the retry.
+            let (a, h) = (app.clone(), headers.clone());
+            let work = tokio::spawn(async move { accept_all(&a, received.messages, &h).await });
+            match tokio::time::timeout(bound, work).await {
+                Ok(Ok(answer)) => answer,
+                Ok(Err(_)) | Err(_) => {
+                    return refused(
+                        &app,
+                        p,
+                        "ack_timeout",
+                        ApiError::unavailable(format!(
+                            "the message could not be queued within {} ms; retry",
+                            bound.as_millis()
+                        )),
+                    );
+                }
+            }
+        }
+    };
+    match received.answer {
+        // The platform's own acknowledgement (Twilio's TwiML), once everything is accepted.
+        Some(answer) if accepted.status().is_success() => (
+            StatusCode::OK,
+            [(CONTENT_TYPE, answer.content_type)],
+            answer.body,
+        )
+            .into_response(),
+        _ => accepted,
+    }
+}
+
+/// Record each opt-out and opt-in (an SMS `STOP` or `START`) before the platform is answered,
+/// so no send reaches a person who said `STOP` (docs/channels.md, "SMS through Twilio").
+async fn record_consents(app: &AppState, consents: &[Consent]) -> Result<(), DbError> {
+    let client = app.ctx.db.get().await?;
+    for c in consents {
+        hermes_db::opt_outs::record(
+            &client,
+            c.platform,
+            &c.sender_id,
+            c.opted_out,
+            c.message_id.as_deref(),
+        )
+        .await?;
+        tracing::info!(
+            platform = c.platform.as_str(),
+            opted_out = c.opted_out,
+            "a sender changed their consent to messages"
+        );
+    }
+    Ok(())
 }
 
 /// `GET {path}`: the platform's subscription handshake, the challenge echoed as plain text.

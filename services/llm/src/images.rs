@@ -97,12 +97,12 @@ impl ImageFetcher {
         Self {
             media: MediaFetcher::new(config, media_fetches),
             policy: AddressPolicy::new(
-                config.api.image_fetch_allow.clone(),
+                config.ingest.api.image_fetch_allow.clone(),
                 "HERMES_IMAGE_FETCH_ALLOW",
             ),
-            max_bytes: config.api.image_max_bytes,
-            max_total: config.api.image_inline_max_bytes,
-            deadline: config.api.image_fetch_deadline,
+            max_bytes: config.ingest.api.image_max_bytes,
+            max_total: config.ingest.api.image_inline_max_bytes,
+            deadline: config.ingest.api.image_fetch_deadline,
             metrics,
         }
     }

@@ -81,10 +81,7 @@ impl MemoryWriter {
     /// A writer embedding facts with the router's embeddings endpoint when one is
     /// configured (recall reads the embeddings, so they must come from the same model).
     pub fn new(ctx: Ctx) -> Self {
-        let embedder = match Embedder::from_settings(
-            &ctx.config.file.router.recall,
-            &ctx.config.router,
-        ) {
+        let embedder = match Embedder::from_settings(&ctx.config.router) {
             Ok(e) => e,
             Err(e) => {
                 // Only the HTTP client can fail here; facts are still saved, just not
@@ -271,12 +268,7 @@ pub async fn extract_facts(
             quote: None,
         },
         job.tier,
-        config
-            .file
-            .tiers
-            .get(&job.tier)
-            .cloned()
-            .unwrap_or_default(),
+        config.tiers.get(&job.tier).cloned().unwrap_or_default(),
         vec![
             ChatMessage::text(Role::System, system_prompt()),
             ChatMessage::text(Role::User, exchange_message(job)),

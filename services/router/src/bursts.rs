@@ -30,7 +30,7 @@ const PRUNE_EVERY: u32 = 2400;
 /// Whether `inbound` waits in its conversation's quiet window: bursts are on, it is a chat
 /// message, and not a burst already routed as one turn (nor a scheduled job's run).
 pub fn holds(ctx: &Ctx, inbound: &Inbound) -> bool {
-    ctx.config.bursts.on()
+    ctx.config.router.bursts.on()
         && inbound.event.platform.is_chat()
         && inbound.burst.is_none()
         && inbound.job.is_none()
@@ -119,7 +119,7 @@ const OFF_TICK: Duration = Duration::from_secs(30);
 /// The windows a sweep applies: the configured ones, or none while bursts are off, so that
 /// messages held before are routed at once, not left behind.
 fn windows(ctx: &Ctx) -> (Duration, Duration) {
-    let settings = ctx.config.bursts;
+    let settings = ctx.config.router.bursts;
     if settings.on() {
         (settings.quiet, settings.max_wait)
     } else {
@@ -129,7 +129,7 @@ fn windows(ctx: &Ctx) -> (Duration, Duration) {
 
 /// Route due bursts until `ctx.stop`.
 pub async fn run(ctx: Ctx) {
-    let settings = ctx.config.bursts;
+    let settings = ctx.config.router.bursts;
     let pause = if settings.on() {
         tick_of(settings.quiet)
     } else {

@@ -9,7 +9,7 @@ use hermes_types::ids::UserId;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hermes_config::{RecallSettings, RouterSecrets};
+use hermes_config::RouterSettings;
 use hermes_db::Client;
 use hermes_db::memory::{self, Fact};
 use hermes_gateway::embeddings::{EmbedError, Embedder};
@@ -139,13 +139,10 @@ impl Recall {
     }
 
     /// Recall as configured: off without `HERMES_EMBEDDINGS_URL`.
-    pub fn from_settings(
-        settings: &RecallSettings,
-        secrets: &RouterSecrets,
-    ) -> Result<Self, EmbedError> {
+    pub fn from_settings(router: &RouterSettings) -> Result<Self, EmbedError> {
         Ok(Self::new(
-            Embedder::from_settings(settings, secrets)?,
-            settings.top_k,
+            Embedder::from_settings(router)?,
+            router.recall.top_k,
         ))
     }
 
@@ -349,8 +346,7 @@ mod tests {
     #[test]
     fn recall_without_embedder_is_off() {
         assert!(!Recall::new(None, 10).is_on());
-        let off =
-            Recall::from_settings(&RecallSettings::default(), &RouterSecrets::default()).unwrap();
+        let off = Recall::from_settings(&RouterSettings::default()).unwrap();
         assert!(!off.is_on());
     }
 

@@ -11,11 +11,11 @@ pub const BATCH: i64 = 500;
 
 /// Sweep until `ctx.stop`.
 pub async fn run(ctx: Ctx) {
-    let mut every = crate::periodic::ticker(ctx.config.retention.sweep_every);
+    let mut every = crate::periodic::ticker(ctx.config.router.retention.sweep_every);
     while crate::periodic::next(&ctx, &mut every).await {
         let sweep = tokio::select! {
             _ = ctx.stop.cancelled() => return,
-            sweep = retention::sweep(&ctx.db, &ctx.config.retention, BATCH) => sweep,
+            sweep = retention::sweep(&ctx.db, &ctx.config.router.retention, BATCH) => sweep,
         };
         let m = &ctx.metrics;
         match sweep {

@@ -25,7 +25,7 @@ const SWEPT_REPLY_ID: u128 = 0x7377_6570_742d_7265_706c_7900_0000_0001;
 
 /// Sweep until `ctx.stop`, every quarter of the bound (at most a minute).
 pub async fn run(ctx: Ctx) {
-    let bound = ctx.config.run_stuck_after;
+    let bound = ctx.config.router.run_stuck_after;
     let mut every = tokio::time::interval((bound / 4).min(Duration::from_secs(60)));
     loop {
         tokio::select! {

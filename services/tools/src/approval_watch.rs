@@ -18,7 +18,7 @@ const BATCH: i64 = 100;
 
 /// Sweep until `ctx.stop`.
 pub async fn run(ctx: Ctx) {
-    let every = ctx.config.approvals.sweep_every;
+    let every = ctx.config.tools.approvals.sweep_every;
     loop {
         if let Err(e) = pass(&ctx).await {
             tracing::warn!(error = %e, "approval sweep failed; trying again at the next one");

@@ -16,9 +16,15 @@
 //! never runs twice.
 //!
 //! While the calls run, a Telegram chat keeps seeing the typing action (`hermes-presence`).
+//!
+//! A Forge run's first message here is its preflight (`crate::forge`): the contract's list,
+//! ack and bundle, done before the model is called; a chat run's answer is then relayed to
+//! its thread as it streams (`crate::forge_answer`).
 
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
+
+use tracing::Instrument;
 
 use hermes_bus::Stage;
 use hermes_cache::run_events::{RunEvent, RunEvents};
@@ -27,14 +33,17 @@ use hermes_db::{Transaction, runs};
 use hermes_presence::Presence;
 use hermes_runtime::Ctx;
 use hermes_runtime::stage::{Handler, ParkCause, StageError};
-use hermes_types::envelope::Envelope;
+use hermes_types::envelope::{Envelope, MessageKind};
 use hermes_types::ids::RunId;
-use hermes_types::model::{ChatMessage, Platform, Reply, ToolCall, ToolRequest, parked};
+use hermes_types::model::{
+    ChatMessage, ForgePreflight, LlmRequest, Platform, Reply, ToolCall, ToolRequest, parked,
+};
 use hermes_types::sync;
 
 use crate::approval;
 use crate::policy::{self, Permit, RefusalReason};
 use crate::registry::{Registry, ToolError};
+use crate::spans;
 
 pub struct ToolStage {
     ctx: Ctx,
@@ -42,6 +51,8 @@ pub struct ToolStage {
     registry: Arc<RwLock<Registry>>,
     events: RunEvents,
     presence: Presence,
+    /// Relays Forge chat runs' answers to their threads.
+    answers: crate::forge_answer::Relays,
 }
 
 /// Where a round's tool calls are announced: an API run's event stream, or nowhere.
@@ -64,14 +75,40 @@ impl Announce<'_> {
 }
 
 impl ToolStage {
+    /// A Forge run's preflight (docs/agents.md, "The loop, enforced"); a run asked to stop
+    /// makes no call.
+    async fn preflight(
+        &self,
+        env: &Envelope,
+        stop: bool,
+    ) -> Result<Result<LlmRequest, Reply>, StageError> {
+        let pre: ForgePreflight = env.payload()?;
+        if stop {
+            tracing::info!("stop requested: no Forge call");
+            return Ok(Err(Reply::cancelled(&pre.request)));
+        }
+        let registry = sync::read(&self.registry).clone();
+        let count = crate::forge::counter(&self.ctx);
+        let thread = pre.target.thread_id.clone();
+        let mut request = crate::forge::run(&registry, pre, count).await;
+        // A chat run's answer streams to its thread: the model streams, a relay follows.
+        if let (Ok(request), Some(thread)) = (&mut request, thread) {
+            request.stream = true;
+            self.answers.start(registry, env.run_id, thread).await;
+        }
+        Ok(request)
+    }
+
     pub fn new(ctx: Ctx, registry: Arc<RwLock<Registry>>) -> anyhow::Result<Self> {
         let events = RunEvents::new(ctx.cache.clone(), &ctx.config);
         let presence = Presence::new(&ctx.config.delivery, ctx.metrics.clone())?;
+        let answers = crate::forge_answer::Relays::new(ctx.clone());
         Ok(Self {
             ctx,
             registry,
             events,
             presence,
+            answers,
         })
     }
 
@@ -122,6 +159,11 @@ impl ToolStage {
             .duration
             .with_label_values(&[label])
             .observe(started.elapsed().as_secs_f64());
+        spans::finish(
+            done.outcome.as_str(),
+            done.outcome != Outcome::Ok,
+            &done.text,
+        );
         tracing::info!(
             tool = call.name,
             outcome = done.outcome.as_str(),
@@ -209,6 +251,9 @@ pub enum Round {
     },
     /// A stop was asked for: no call ran and the run ends `cancelled`.
     Stopped(ToolRequest),
+    /// A Forge run's preflight ran (crate::forge): the model call to make, or the reply
+    /// that ends the run without one.
+    Preflight(Box<Result<LlmRequest, Reply>>),
     /// Calls wait for an operator (their ids): no call ran.
     Awaiting {
         req: ToolRequest,
@@ -231,7 +276,6 @@ impl Handler for ToolStage {
     type After = Counted;
 
     async fn prepare(&self, env: &Envelope) -> Result<Round, StageError> {
-        let mut req: ToolRequest = env.payload()?;
         let checked = {
             let client = self.ctx.db.get().await?;
             runs::check(&client, env.run_id).await?
@@ -246,7 +290,12 @@ impl Handler for ToolStage {
                 .inc();
             return Err(StageError::Duplicate("run closed"));
         }
-        if checked == (runs::Checked::Open { stop: true }) {
+        let stop = checked == (runs::Checked::Open { stop: true });
+        if env.kind == MessageKind::ForgePreflight {
+            return Ok(Round::Preflight(Box::new(self.preflight(env, stop).await?)));
+        }
+        let mut req: ToolRequest = env.payload()?;
+        if stop {
             tracing::info!("stop requested: no tool call");
             return Ok(Round::Stopped(req));
         }
@@ -283,11 +332,22 @@ impl Handler for ToolStage {
             run: env.run_id,
             round: req.request.tool_round,
         };
-        let results = futures_util::future::join_all(req.calls.iter().map(|c| async {
-            match approval::decision(&req, &c.id) {
-                Some(d) if !d.verdict.runs() => approval::denial_text(&c.name, d),
-                _ => self.run_call(permit, c, announce).await,
+        let results = futures_util::future::join_all(req.calls.iter().map(|c| {
+            let server = sync::read(&self.registry)
+                .get(&c.name)
+                .and_then(|t| t.mcp_server().map(str::to_string));
+            let span = spans::tool(c, server.as_deref(), &answered);
+            async {
+                match approval::decision(&req, &c.id) {
+                    Some(d) if !d.verdict.runs() => {
+                        let text = approval::denial_text(&c.name, d);
+                        spans::finish(d.verdict.as_str(), true, &text);
+                        text
+                    }
+                    _ => self.run_call(permit, c, announce).await,
+                }
             }
+            .instrument(span)
         }))
         .await;
         drop(working);
@@ -319,10 +379,14 @@ impl Handler for ToolStage {
                 env.follow(&Reply::cancelled(&req.request)),
                 Counted::Nothing,
             ),
+            Round::Preflight(next) => match *next {
+                Ok(request) => (env.follow(&request), Counted::Nothing),
+                Err(reply) => (env.follow(&reply), Counted::Nothing),
+            },
             Round::Awaiting { req, calls } => {
                 let waiting: Vec<&ToolCall> =
                     req.calls.iter().filter(|c| calls.contains(&c.id)).collect();
-                let timeout = self.ctx.config.approvals.timeout;
+                let timeout = self.ctx.config.tools.approvals.timeout;
                 let rows = approvals::request(tx, env.run_id, &req, &waiting, timeout).await?;
                 let requested = rows.iter().filter(|a| a.decided_at.is_none()).count();
                 return Ok((Vec::new(), Counted::Requested(requested)));

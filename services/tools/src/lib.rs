@@ -2,16 +2,21 @@
 //! Consumes `{ns}.tools`. At start it publishes its built-ins to the shared registry at
 //! once, removes the toolsets no longer configured, and publishes each MCP server's tools as
 //! the server connects; a server's tool-list change is published again, and `hermes tools
-//! reload` makes it re-read the configuration file.
+//! reload` makes it re-read the configuration file. Holding the Forge's MCP session, it also
+//! does a Forge run's preflight and keeps the agent's presence towards the Forge.
 
 pub mod approval;
 mod approval_watch;
 pub mod builtin;
+mod forge;
+mod forge_answer;
+mod forge_presence;
 mod handler;
 pub mod mcp;
 pub mod policy;
 pub mod registry;
 pub mod reload;
+mod spans;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -43,13 +48,14 @@ pub fn default_registry(settings: &ToolsSettings) -> Registry {
         .with(builtin::HttpFetch::new(&settings.http_fetch))
 }
 
-/// The approval rules of `file` over the built-ins of `builtins`; a rule naming no tool or
-/// toolset is a configuration problem, reported as one line.
+/// The approval rules of `tools` and `servers` over the built-ins of `builtins`; a rule
+/// naming no tool or toolset is a configuration problem, reported as one line.
 pub fn approval_rules(
-    file: &FileConfig,
+    tools: &ToolsSettings,
+    servers: &BTreeMap<String, McpServerSettings>,
     builtins: &Registry,
 ) -> Result<approval::ApprovalRules, String> {
-    approval::ApprovalRules::new(&file.tools, &file.mcp_servers, &builtins.builtin_names())
+    approval::ApprovalRules::new(tools, servers, &builtins.builtin_names())
 }
 
 /// Start the MCP servers of `file` and build the registry over them and the built-ins.
@@ -63,7 +69,7 @@ async fn assemble(
     let hub = Arc::new(
         McpHub::start(
             &file.mcp_servers,
-            &ctx.metrics.tools.mcp_server_up,
+            &ctx.metrics.tools,
             changes.clone(),
             llm.clone(),
         )
@@ -143,7 +149,8 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         ctx.metrics.tools.reloads.with_label_values(&[outcome]);
     }
     let (changes_tx, changes) = mpsc::unbounded_channel();
-    let file = ctx.config.file.clone();
+    let tools = ctx.config.tools.clone();
+    let servers = ctx.config.mcp_servers.clone();
     // MCP sampling goes through the same gateway as every model call; without a usable
     // provider the servers are told this client cannot sample.
     let llm: Option<Arc<dyn Complete>> = match hermes_gateway::Gateway::new(&ctx) {
@@ -155,16 +162,16 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     };
     // Built-ins at once; each MCP server publishes its tools when it connects, through
     // `changes`, so a slow or absent server delays nothing.
-    let builtins = default_registry(&file.tools);
+    let builtins = default_registry(&tools);
     // A gate that names nothing would leave the tool it meant ungated: refuse to start.
-    let rules = approval_rules(&file, &builtins).map_err(|e| anyhow::anyhow!(e))?;
+    let rules = approval_rules(&tools, &servers, &builtins).map_err(|e| anyhow::anyhow!(e))?;
     let builtins = builtins.with_approvals(rules);
-    publish_at_start(&ctx, &builtins, &file.mcp_servers).await?;
+    publish_at_start(&ctx, &builtins, &servers).await?;
     ctx.readiness.done(REGISTRY_PUBLISHED);
     let publisher = tokio::spawn(publish_changes(ctx.clone(), changes));
     let hub = Arc::new(McpHub::spawn(
-        &file.mcp_servers,
-        &ctx.metrics.tools.mcp_server_up,
+        &servers,
+        &ctx.metrics.tools,
         changes_tx.clone(),
         llm.clone(),
     ));
@@ -182,13 +189,18 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         ctx.clone(),
         registry.clone(),
         hub,
-        file.mcp_servers,
+        servers,
         changes_tx,
         llm,
         reload_rx,
     ));
     let watch = tokio::spawn(approval_watch::run(ctx.clone()));
+    let presence = tokio::spawn(forge_presence::run(ctx.clone(), registry.clone()));
     stage::run(ctx.clone(), ToolStage::new(ctx, registry.clone())?).await;
+    // Presence sends OFFLINE on the Forge's session, so it ends before the sessions do.
+    if let Err(e) = presence.await {
+        tracing::warn!(error = %e, "Forge presence ended abnormally");
+    }
     watch.abort();
     discovery.abort();
     reloader.abort();
@@ -201,7 +213,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
 /// registry or failed, or when `HERMES_TOOLS_READY_TIMEOUT` has passed, naming the servers
 /// still missing then (they publish when they connect, as after any restart).
 async fn announce_discovery(ctx: Ctx, hub: Arc<McpHub>) {
-    let bound = ctx.config.tools_ready_timeout;
+    let bound = ctx.config.tools.ready_timeout;
     let missing = hub.discovered_within(bound).await;
     if !missing.is_empty() {
         tracing::warn!(
@@ -246,7 +258,11 @@ async fn reload_loop(
                 continue;
             }
         };
-        let rules = match approval_rules(&file, &default_registry(&file.tools)) {
+        let rules = match approval_rules(
+            &file.tools,
+            &file.mcp_servers,
+            &default_registry(&file.tools),
+        ) {
             Ok(rules) => rules,
             Err(problem) => {
                 tracing::warn!(

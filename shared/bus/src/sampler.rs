@@ -13,17 +13,18 @@ impl Bus {
     /// Messages ready and consumers attached, by passive declaration (no side effects).
     pub async fn queue_stats(&self, queue: &str) -> Result<(u32, u32), BusError> {
         let channel = self.channel().await?;
-        let q = channel
-            .queue_declare(
-                queue.to_string().into(),
-                QueueDeclareOptions {
-                    passive: true,
-                    ..Default::default()
-                },
-                FieldTable::default(),
-            )
+        let declare = channel.queue_declare(
+            queue.to_string().into(),
+            QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        );
+        let q = self.bounded("a passive queue declaration", declare).await;
+        let _ = self
+            .bounded("closing a channel", channel.close(200, "done".into()))
             .await;
-        let _ = channel.close(200, "done".into()).await;
         let q = q?;
         Ok((q.message_count(), q.consumer_count()))
     }

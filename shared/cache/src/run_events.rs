@@ -84,9 +84,13 @@ impl Readers {
     pub fn of(platform: Platform) -> Self {
         match platform {
             Platform::Api | Platform::Rest => Readers::Caller,
-            Platform::Telegram | Platform::Whatsapp | Platform::Instagram | Platform::Forge => {
-                Readers::Followers
-            }
+            Platform::Telegram
+            | Platform::Whatsapp
+            | Platform::Instagram
+            | Platform::Slack
+            | Platform::Sms
+            | Platform::Messenger
+            | Platform::Forge => Readers::Followers,
         }
     }
 }
@@ -173,6 +177,31 @@ impl RunEvent {
     /// Whether the event ends the run's stream.
     pub fn is_last(&self) -> bool {
         matches!(self, RunEvent::Final { .. } | RunEvent::Closed)
+    }
+}
+
+/// The first processing of each model call round a caller saw deltas from. A model call
+/// redelivered after a crash streams again under a new attempt; its deltas are dropped, so
+/// a reader never sees two attempts interleaved ("HelHello wor…"), and the final answer's
+/// remainder comes at the end (the final event carries the whole answer).
+#[derive(Default)]
+pub struct Attempts {
+    followed: HashMap<u8, String>,
+}
+
+impl Attempts {
+    /// Forward this delta? Deltas without an attempt (an older llm build) always pass.
+    pub fn admit(&mut self, round: u8, attempt: Option<String>) -> bool {
+        let Some(attempt) = attempt else {
+            return true;
+        };
+        match self.followed.get(&round) {
+            None => {
+                self.followed.insert(round, attempt);
+                true
+            }
+            Some(first) => *first == attempt,
+        }
     }
 }
 
@@ -486,6 +515,7 @@ mod tests {
             Platform::Telegram,
             Platform::Whatsapp,
             Platform::Instagram,
+            Platform::Slack,
             Platform::Forge,
         ] {
             assert_eq!(Readers::of(p), Readers::Followers, "{p:?}");

@@ -16,30 +16,36 @@
 //! request's in-call retries and the classified [`SendFailure`]), [`parts`] and [`split`]
 //! (what a reply's text becomes within a platform's [`Limits`]), [`media`] (where a platform
 //! keeps a file) and [`presence`] (the call that shows a person their message is being
-//! answered). Meta's error table, shared by WhatsApp and Instagram, is in [`meta`].
+//! answered). Meta's error table, shared by WhatsApp and Instagram, is in [`meta`]. [`drafts`]
+//! is the one handle on every platform that shows drafts.
 //!
 //! [`Platform`]: hermes_types::model::Platform
 
 pub mod decode;
+pub mod drafts;
 mod fields;
 pub mod inbound;
 pub mod instagram;
 pub mod limits;
 mod markdown;
 pub mod media;
+pub mod messenger;
 pub mod meta;
 pub mod outbound;
 pub mod parts;
 pub mod presence;
 pub mod rest;
 pub mod retry;
+pub mod slack;
 pub mod split;
 pub mod statuses;
 pub mod telegram;
 pub mod token;
+pub mod twilio;
 pub mod whatsapp;
 
 pub use decode::ParseError;
+pub use drafts::{DraftMessage, Drafts};
 pub use limits::{
     Limits, MAX_ATTACHMENTS, MAX_FIELD_BYTES, MAX_ITEMS, MAX_TEXT_BYTES, truncate_utf8,
 };

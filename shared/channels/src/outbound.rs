@@ -11,12 +11,16 @@
 
 use std::future::Future;
 
-use hermes_config::DeliverySettings;
+use hermes_config::{ChannelsSettings, DeliverySettings, MessageTag};
 use hermes_net::failure::FailureReason;
 use hermes_types::model::Platform;
 
+use crate::drafts::Drafts;
 use crate::instagram::Instagram;
+use crate::messenger::Messenger;
+use crate::slack::Slack;
 use crate::telegram::{Edited, Telegram};
+use crate::twilio::Sms;
 use crate::whatsapp::{TemplateMessage, Whatsapp};
 use crate::{Limits, Part, RetryPolicy, SendFailure, parts};
 
@@ -85,6 +89,30 @@ pub trait ShowsDrafts: Outbound {
     ) -> impl Future<Output = Result<Option<String>, SendFailure>> + Send;
 }
 
+/// What [`ShowsDrafts::replace_draft`] does when the final edit of a draft failed with
+/// `failure`: when the draft's message is `gone` (the person deleted it, or it is past the
+/// platform's edit window), the answer's first part `text` is sent as a new message;
+/// otherwise the failure stands.
+pub(crate) async fn send_anew_if_gone<S: Outbound>(
+    sender: &S,
+    policy: &RetryPolicy,
+    chat_id: &str,
+    text: &str,
+    failure: SendFailure,
+    gone: bool,
+    on_failure: impl FnMut(FailureReason) + Send,
+) -> Result<Option<String>, SendFailure> {
+    if !gone {
+        return Err(failure);
+    }
+    tracing::info!(
+        platform = sender.platform().as_str(),
+        "the draft's message cannot be edited; the answer goes as a new message"
+    );
+    let part = Part::Text(text.to_string());
+    sender.send(policy, chat_id, &part, None, on_failure).await
+}
+
 /// The sender of one chat platform.
 pub enum Sender {
     /// Telegram's Bot API.
@@ -93,20 +121,27 @@ pub enum Sender {
     Whatsapp(Whatsapp),
     /// Instagram's Messaging API.
     Instagram(Instagram),
+    /// Slack's Web API.
+    Slack(Slack),
+    /// SMS through Twilio's Messages API.
+    Sms(Sms),
+    /// Facebook Messenger's Send API.
+    Messenger(Messenger),
 }
 
 impl Sender {
     /// Whether `platform` shows drafts: its sender is [`Sender::drafts`]'s.
     pub fn shows_drafts(platform: Platform) -> bool {
-        platform == Platform::Telegram
+        matches!(platform, Platform::Telegram | Platform::Slack)
     }
 
-    /// This sender as one that shows drafts, where its platform does: Telegram alone today;
-    /// a second one makes this an enum of its own.
-    pub fn drafts(&self) -> Option<&Telegram> {
+    /// This sender as one that shows drafts, where its platform does.
+    pub fn drafts(&self) -> Option<Drafts<'_>> {
         match self {
-            Sender::Telegram(t) => Some(t),
+            Sender::Telegram(t) => Some(Drafts::Telegram(t)),
+            Sender::Slack(s) => Some(Drafts::Slack(s)),
             Sender::Whatsapp(_) | Sender::Instagram(_) => None,
+            Sender::Sms(_) | Sender::Messenger(_) => None,
         }
     }
 
@@ -122,7 +157,11 @@ impl Sender {
     ) -> Result<Option<String>, SendFailure> {
         match self {
             Sender::Whatsapp(s) => s.send_template(policy, chat_id, template, on_failure).await,
-            Sender::Telegram(_) | Sender::Instagram(_) => Err(SendFailure {
+            Sender::Telegram(_)
+            | Sender::Instagram(_)
+            | Sender::Slack(_)
+            | Sender::Sms(_)
+            | Sender::Messenger(_) => Err(SendFailure {
                 reason: FailureReason::InvalidRecipient,
                 status: None,
                 body: None,
@@ -133,12 +172,46 @@ impl Sender {
     }
 }
 
+impl Sender {
+    /// Send one part under a message tag, with in-call retries: Messenger's alone (a reply
+    /// outside its 24-hour window); any other platform refuses it.
+    pub async fn send_tagged(
+        &self,
+        policy: &RetryPolicy,
+        chat_id: &str,
+        part: &Part,
+        tag: MessageTag,
+        on_failure: impl FnMut(FailureReason) + Send,
+    ) -> Result<Option<String>, SendFailure> {
+        match self {
+            Sender::Messenger(m) => m.send_tagged(policy, chat_id, part, tag, on_failure).await,
+            _ => Err(SendFailure {
+                reason: FailureReason::InvalidRecipient,
+                status: None,
+                body: None,
+                detail: "message tags are Messenger's".into(),
+                tries: 0,
+            }),
+        }
+    }
+}
+
 impl Outbound for Sender {
+    fn parts(&self, text: &str) -> Vec<Part> {
+        match self {
+            Sender::Sms(s) => s.parts(text),
+            _ => parts::parts(text, self.limits()),
+        }
+    }
+
     fn platform(&self) -> Platform {
         match self {
             Sender::Telegram(s) => s.platform(),
             Sender::Whatsapp(s) => s.platform(),
             Sender::Instagram(s) => s.platform(),
+            Sender::Slack(s) => s.platform(),
+            Sender::Sms(s) => s.platform(),
+            Sender::Messenger(s) => s.platform(),
         }
     }
 
@@ -147,6 +220,9 @@ impl Outbound for Sender {
             Sender::Telegram(s) => s.limits(),
             Sender::Whatsapp(s) => s.limits(),
             Sender::Instagram(s) => s.limits(),
+            Sender::Slack(s) => s.limits(),
+            Sender::Sms(s) => s.limits(),
+            Sender::Messenger(s) => s.limits(),
         }
     }
 
@@ -162,6 +238,9 @@ impl Outbound for Sender {
             Sender::Telegram(s) => s.send(policy, chat_id, part, quote, on_failure).await,
             Sender::Whatsapp(s) => s.send(policy, chat_id, part, quote, on_failure).await,
             Sender::Instagram(s) => s.send(policy, chat_id, part, quote, on_failure).await,
+            Sender::Slack(s) => s.send(policy, chat_id, part, quote, on_failure).await,
+            Sender::Sms(s) => s.send(policy, chat_id, part, quote, on_failure).await,
+            Sender::Messenger(s) => s.send(policy, chat_id, part, quote, on_failure).await,
         }
     }
 }
@@ -171,14 +250,22 @@ impl Outbound for Sender {
 pub struct Senders(Vec<Sender>);
 
 impl Senders {
-    /// The senders `settings` configures, all on the stage's one client `http`: the
-    /// registration of every platform.
-    pub fn new(settings: &DeliverySettings, http: &reqwest::Client) -> Self {
+    /// The senders `settings` configures, behaving as `channels` says, all on the stage's one
+    /// client `http`: the registration of every platform.
+    pub fn new(
+        settings: &DeliverySettings,
+        channels: &ChannelsSettings,
+        http: &reqwest::Client,
+    ) -> Self {
         let http = || http.clone();
         let configured = [
             (settings.telegram.as_ref()).map(|s| Sender::Telegram(Telegram::new(s, http()))),
             (settings.whatsapp.as_ref()).map(|s| Sender::Whatsapp(Whatsapp::new(s, http()))),
             (settings.instagram.as_ref()).map(|s| Sender::Instagram(Instagram::new(s, http()))),
+            (settings.slack.as_ref()).map(|s| Sender::Slack(Slack::new(s, http()))),
+            (settings.sms.as_ref())
+                .map(|s| Sender::Sms(Sms::new(s, channels.sms.max_segments, http()))),
+            (settings.messenger.as_ref()).map(|s| Sender::Messenger(Messenger::new(s, http()))),
         ];
         Self(configured.into_iter().flatten().collect())
     }
@@ -190,6 +277,15 @@ impl Senders {
     }
 }
 
+/// The part of `chat_id` a platform paces its messages by (the rate gate's chat bucket): the
+/// chat itself, or on Slack the conversation whatever thread a message goes in.
+pub fn pacing_chat(platform: Platform, chat_id: &str) -> &str {
+    match platform {
+        Platform::Slack => crate::slack::chat::pacing_key(chat_id),
+        _ => chat_id,
+    }
+}
+
 /// What enables the sender of `platform`, for a parked reply's reason.
 pub fn how_to_enable(platform: Platform) -> &'static str {
     match platform {
@@ -198,6 +294,11 @@ pub fn how_to_enable(platform: Platform) -> &'static str {
             "set D360_API_KEY, or WHATSAPP_ACCESS_TOKEN and WHATSAPP_PHONE_NUMBER_ID"
         }
         Platform::Instagram => "set INSTAGRAM_ACCESS_TOKEN",
+        Platform::Slack => "set SLACK_BOT_TOKEN",
+        Platform::Sms => {
+            "set TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN and TWILIO_FROM_NUMBER (or TWILIO_MESSAGING_SERVICE_SID)"
+        }
+        Platform::Messenger => "set MESSENGER_PAGE_ACCESS_TOKEN",
         Platform::Api | Platform::Rest => "nothing: API replies need no sender",
         Platform::Forge => "nothing: a Forge run's reply is not sent",
     }

@@ -9,7 +9,7 @@ use hermes_config::DeliverySettings;
 use hermes_types::model::{Platform, ReplyTo};
 use reqwest::RequestBuilder;
 
-use crate::{telegram, whatsapp};
+use crate::{messenger, telegram, whatsapp};
 
 /// When a platform's presence call is made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,11 +28,14 @@ pub enum PresenceCall {
     Telegram(telegram::presence::Typing),
     /// WhatsApp's read receipt with typing indicator.
     Whatsapp(whatsapp::presence::ReadAndTyping),
+    /// Messenger's sender actions: `mark_seen` first, then a renewed `typing_on`.
+    Messenger(messenger::presence::SenderActions),
 }
 
 impl PresenceCall {
     /// The platforms that show presence, so their metric series start at 0.
-    pub const PLATFORMS: [Platform; 2] = [Platform::Whatsapp, Platform::Telegram];
+    pub const PLATFORMS: [Platform; 3] =
+        [Platform::Whatsapp, Platform::Telegram, Platform::Messenger];
 
     /// The calls of the platforms `settings` has credentials for.
     pub fn configured(settings: &DeliverySettings) -> Vec<PresenceCall> {
@@ -41,6 +44,8 @@ impl PresenceCall {
                 .map(|s| PresenceCall::Telegram(telegram::presence::Typing::new(s))),
             (settings.whatsapp.as_ref())
                 .map(|s| PresenceCall::Whatsapp(whatsapp::presence::ReadAndTyping::new(s))),
+            (settings.messenger.as_ref())
+                .map(|s| PresenceCall::Messenger(messenger::presence::SenderActions::new(s))),
         ];
         calls.into_iter().flatten().collect()
     }
@@ -50,6 +55,7 @@ impl PresenceCall {
         match self {
             PresenceCall::Telegram(_) => Platform::Telegram,
             PresenceCall::Whatsapp(_) => Platform::Whatsapp,
+            PresenceCall::Messenger(_) => Platform::Messenger,
         }
     }
 
@@ -58,6 +64,7 @@ impl PresenceCall {
         match self {
             PresenceCall::Telegram(_) => Cadence::Every(telegram::presence::TYPING_EVERY),
             PresenceCall::Whatsapp(_) => Cadence::Once,
+            PresenceCall::Messenger(_) => Cadence::Every(messenger::presence::TYPING_EVERY),
         }
     }
 
@@ -73,6 +80,16 @@ impl PresenceCall {
         match self {
             PresenceCall::Telegram(t) => Some(t.request(http, &to.chat_id)),
             PresenceCall::Whatsapp(w) => read.map(|wamid| w.request(http, wamid)),
+            PresenceCall::Messenger(m) => Some(m.typing_on(http, &to.chat_id)),
+        }
+    }
+
+    /// The call made once before the renewed ones, where the platform has one (Messenger's
+    /// `mark_seen`: its message is seen, then the typing begins).
+    pub fn first(&self, http: &reqwest::Client, to: &ReplyTo) -> Option<RequestBuilder> {
+        match self {
+            PresenceCall::Messenger(m) => Some(m.mark_seen(http, &to.chat_id)),
+            PresenceCall::Telegram(_) | PresenceCall::Whatsapp(_) => None,
         }
     }
 }

@@ -24,8 +24,8 @@ impl Config {
             .collect();
         rows.push((
             "default provider".into(),
-            match self.provider.resolve(None) {
-                Ok(p) if self.provider.forced.is_some() => format!("{} (forced)", p.kind),
+            match self.llm.provider.resolve(None) {
+                Ok(p) if self.llm.provider.forced.is_some() => format!("{} (forced)", p.kind),
                 Ok(p) => format!("{} (by key)", p.kind),
                 Err(e) => format!("(none: {e})"),
             },

@@ -1,6 +1,7 @@
-//! The structured part of the configuration: the optional TOML file (tiers, models and
-//! prices, the API, per-platform rate limits, and the sections of the router, llm and tools
-//! stages and MCP servers), with its built-in defaults and its validation.
+//! The optional TOML file as parsed (tiers, models and prices, the API, per-platform rate
+//! limits, the channels, the sections of the router, llm and tools stages and MCP servers),
+//! with its built-in defaults and its validation. `Config::from_lookup` moves each section
+//! to where the services read it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,36 +15,43 @@ use crate::{
     ToolsSettings,
 };
 
-/// Ingest settings from the TOML file.
+/// `[ingest]` of the TOML file, whose rates move into `Config::ingest` at load.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct IngestSettings {
-    /// Per-sender inbound limits by platform name (`telegram`, `whatsapp`, `instagram`, `rest`);
+pub struct IngestFile {
+    /// Per-sender inbound limits by platform name (`telegram`, `whatsapp`, `instagram`, `slack`, `rest`);
     /// platforms not named use HERMES_INBOUND_PER_MINUTE / HERMES_INBOUND_BURST.
     pub rate_limits: BTreeMap<String, RateLimit>,
 }
 
-/// The structured part of the configuration, from the TOML file.
+/// The TOML file as parsed: `Config::from_lookup` hands each section to the settings of
+/// the service that reads it (`[ingest]`, `[router]`, `[llm]`, `[tools]`, completed with
+/// their environment) or to the top of `Config` (the sections several services read). A
+/// process reads `Config`; this is also what a reload re-reads (`FileConfig::reread`),
+/// whose service sections then hold their environment fields' declared defaults: a
+/// reload applies what the file holds and keeps the rest from `Config`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FileConfig {
-    /// Tier → ordered logical model names (the failover chain).
+    /// `[tiers]`: tier → ordered model names (the failover chain): logical names of
+    /// `[models]`, or `provider:model`, which load adds to `[models]` under that name.
     pub tiers: BTreeMap<Tier, Vec<String>>,
-    /// Logical model name → provider model id and limits.
+    /// `[models]`: logical model name (or `provider:model`) → provider model id and limits.
     pub models: BTreeMap<String, ModelSpec>,
-    /// The HTTP API.
+    /// `[api]`: the HTTP API.
     pub api: ApiSettings,
-    /// Channel webhooks.
-    pub ingest: IngestSettings,
-    /// How the chat channels behave: Telegram groups and edits, WhatsApp's templates.
+    /// `[ingest]`: per-platform inbound rates (into `Config::ingest`).
+    pub ingest: IngestFile,
+    /// `[channels]`: how the chat channels behave: Telegram groups and edits, WhatsApp's
+    /// templates.
     pub channels: ChannelsSettings,
-    /// The routing pipeline.
+    /// `[router]` (into `Config::router`).
     pub router: RouterSettings,
-    /// The llm stage: backpressure, timeouts, cache, budgets.
+    /// `[llm]` (into `Config::llm`).
     pub llm: LlmSettings,
-    /// The tools stage: limits and allowlist of the built-in tools.
+    /// `[tools]` (into `Config::tools`).
     pub tools: ToolsSettings,
-    /// MCP servers the tools stage connects to, by name.
+    /// `[mcp_servers.<name>]`: MCP servers the tools stage connects to, by name.
     pub mcp_servers: BTreeMap<String, McpServerSettings>,
 }
 
@@ -220,7 +228,7 @@ impl Default for FileConfig {
             tiers,
             models,
             api: ApiSettings::default(),
-            ingest: IngestSettings::default(),
+            ingest: IngestFile::default(),
             channels: ChannelsSettings::default(),
             router: RouterSettings::default(),
             llm: LlmSettings::default(),
@@ -240,6 +248,7 @@ impl FileConfig {
             .map_err(|e| vec![format!("{}: {}", path.display(), e.to_string().trim())])?;
         let mut problems = Vec::new();
         file.api.load_core_prompt(path.parent(), &mut problems);
+        file.expand_model_names(&mut problems);
         file.validate(&mut problems);
         if problems.is_empty() {
             Ok(file)
@@ -272,7 +281,9 @@ impl FileConfig {
             }
         }
         for (platform, limit) in &self.ingest.rate_limits {
-            if !["telegram", "whatsapp", "instagram", "rest", "api"].contains(&platform.as_str()) {
+            if !["telegram", "whatsapp", "instagram", "slack", "rest", "api"]
+                .contains(&platform.as_str())
+            {
                 problems.push(format!("ingest.rate_limits: unknown platform {platform:?}"));
             }
             if limit.per_minute == 0 || limit.burst == 0 {

@@ -2,15 +2,21 @@
 //! (`docs/configuration.md`), validated into typed structs. Every problem is reported on its
 //! own line; secrets are wrapped so they never print.
 //!
-//! Each environment variable is declared once, in [`env`]; the reader, `hermes doctor`'s
+//! Each environment variable is declared once, in [`env`](mod@env); the reader, `hermes doctor`'s
 //! listing, `hermes --help` and the reference table in `docs/configuration.md` derive from
 //! that declaration.
+//!
+//! Each service reads one struct of [`Config`], whatever the source of a setting:
+//! `ingest`, `router`, `llm`, `tools`, `delivery`. What several services read stays at the
+//! top (`docs/development.md`, "Settings: one struct per service").
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use hermes_types::model::Tier;
 
 use secrecy::SecretString;
 use serde::Deserialize;
@@ -19,27 +25,39 @@ use url::Url;
 mod channels;
 mod delivery;
 mod describe;
+mod dispatcher;
 pub mod env;
 mod file;
 mod forge;
 mod front_door;
+mod ingest;
 mod llm;
 mod load;
 mod mcp;
+mod models;
 mod router;
+mod sms;
 mod tools;
+mod traces;
 
 pub use channels::{
-    ChannelsSettings, EditPolicy, GroupAnswer, GroupSettings, Piece, TelegramSettings,
-    TemplateSpec, TemplateText, WhatsappFile,
+    ChannelsSettings, EditPolicy, GroupAnswer, GroupSettings, Piece, SlackChannelReplies,
+    SlackSettings, TelegramSettings, TemplateSpec, TemplateText, WhatsappFile,
 };
+pub use channels::{MAX_SEGMENTS, MessageTag, MessengerSettings, SmsSettings};
 pub use delivery::{
     AlertSettings, BreakerSettings, DeliverySettings, InstagramSender, RateGateSettings,
-    TelegramSender, WhatsappSender,
+    SlackSender, TelegramSender, WhatsappSender,
 };
-pub use file::{ApiSettings, FileConfig, IngestSettings, ModelSpec, Price};
+pub use dispatcher::{
+    DispatcherSettings, JwtAlg, JwtKey, MAX_JWT_LEEWAY, McpJwtSettings, PausedAssignments,
+};
+pub use file::{ApiSettings, FileConfig, ModelSpec, Price};
 pub use forge::{ForgeBudget, ForgeSettings};
 pub use front_door::FrontDoor;
+pub use ingest::IngestSettings;
+pub use models::{ModelChoiceError, resolve_model};
+pub use sms::{MessengerSender, MessengerWebhook, SmsSender, TwilioFrom, TwilioWebhook};
 
 pub use llm::{
     BackendKind, CacheSettings, LlmSettings, ProviderSettings, Resolved, TierBudget,
@@ -47,7 +65,7 @@ pub use llm::{
 };
 
 pub use router::{
-    PersonaSettings, RecallSettings, RouterSecrets, RouterSettings, ToolGateSettings, VisionIntent,
+    BurstSettings, PersonaSettings, RecallSettings, RouterSettings, ToolGateSettings, VisionIntent,
     VisionIntents, VisionSettings,
 };
 
@@ -55,7 +73,8 @@ pub use mcp::{
     AuditLevel, McpSamplingSettings, McpServerSettings, McpToolFilter, McpTransportKind,
     local_host_toolsets, mcp_toolset,
 };
-pub use tools::{AllowRule, Cidr, HttpFetchSettings, ToolsSettings};
+pub use tools::{AllowRule, ApprovalSettings, Cidr, HttpFetchSettings, ToolsSettings};
+pub use traces::{OtlpExport, OtlpProtocol, Sampler, TraceSettings, pairs};
 
 /// Log output format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,6 +161,11 @@ pub struct ChannelSecrets {
     pub d360_token_header: String,
     pub instagram_verify_token: Option<SecretString>,
     pub instagram_app_secret: Option<SecretString>,
+    pub slack_signing_secret: Option<SecretString>,
+    /// Twilio's auth token and the public URL it signs (`POST /webhooks/twilio`).
+    pub twilio: TwilioWebhook,
+    /// Messenger's app secret and verify token (`/webhooks/messenger`).
+    pub messenger: MessengerWebhook,
 }
 
 /// A token bucket: `burst` at once, refilled at `per_minute`.
@@ -214,15 +238,6 @@ pub struct Retention {
     pub sweep_every: Duration,
 }
 
-/// Tool calls that wait for an operator (docs/operator-mcp.md, approvals).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ApprovalSettings {
-    /// How long a call waits before it is denied as timed out (`HERMES_APPROVAL_TIMEOUT`).
-    pub timeout: Duration,
-    /// How often the tools service times out calls and updates the gauges.
-    pub sweep_every: Duration,
-}
-
 /// What one tenant may hold (docs/security.md, "Keys and tenants").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TenantLimits {
@@ -234,24 +249,8 @@ pub struct TenantLimits {
     pub agent_facts_per_user: u32,
 }
 
-/// Bursts (`HERMES_BURST_QUIET_MS`, `HERMES_BURST_MAX_WAIT_MS`, docs/channels.md): a chat
-/// message is held until its conversation has been quiet for `quiet`, or its first held
-/// message has waited `max_wait`, then the held messages are routed as one turn. A `quiet`
-/// of 0 is off.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BurstSettings {
-    pub quiet: Duration,
-    pub max_wait: Duration,
-}
-
-impl BurstSettings {
-    /// Whether chat messages are held at all.
-    pub fn on(&self) -> bool {
-        !self.quiet.is_zero()
-    }
-}
-
-/// The whole effective configuration of a process.
+/// The whole effective configuration of a process: one struct per service (`ingest`,
+/// `router`, `llm`, `tools`, `delivery`), and the settings several services share.
 #[derive(Clone, Debug)]
 pub struct Config {
     pub database_url: SecretString,
@@ -260,76 +259,55 @@ pub struct Config {
     /// `HERMES_CACHE_KEY_SECRET`: keys the hash of identifiers in Redis key names.
     pub cache_key_secret: Option<SecretString>,
     pub namespace: Namespace,
-    pub http_addr: SocketAddr,
     pub admin_addr: SocketAddr,
     pub log_format: LogFormat,
-    pub api_server_key: Option<SecretString>,
-    pub provider: ProviderSettings,
-    /// `LLM_GLOBAL_DAILY_BUDGET_USD` in micro-dollars (`None`: no cap).
-    pub global_daily_budget_micro_usd: Option<u64>,
-    pub llm_timeout: Duration,
-    pub run_timeout: Duration,
     /// How long a run's event stream is kept after its last event (`HERMES_RUN_EVENTS_TTL_SECS`).
     pub run_events_ttl: Duration,
     /// The bytes one run's event stream may hold (`HERMES_RUN_EVENTS_MAX_BYTES`).
     pub run_events_max_bytes: usize,
-    pub max_body_bytes: usize,
-    /// The body limit of Meta's webhook routes (WhatsApp, 360dialog, Instagram).
-    pub meta_max_body_bytes: usize,
-    pub max_in_flight: usize,
-    /// `HERMES_STREAMS_PER_KEY`: requests one key may hold open at once on one replica.
-    pub streams_per_key: usize,
-    /// `HERMES_STREAM_MAX_SECS`: the longest an event stream is held open.
-    pub stream_max_lifetime: Duration,
-    /// How long a client may leave written bytes untaken (`HERMES_HTTP_WRITE_TIMEOUT_SECS`).
-    pub http_write_timeout: Duration,
-    /// What a request whose caller is not known yet may hold (`HERMES_UNVERIFIED_*`, …).
-    pub front_door: FrontDoor,
-    /// CORS, the advertised model name and the image limit of the API surface.
-    pub api: ApiSurface,
-    /// How long a client may take to send a request's headers (`HERMES_HTTP_HEADER_TIMEOUT_SECS`).
-    pub http_header_timeout: Duration,
-    /// How long a client may take to send a request's body (`HERMES_HTTP_BODY_TIMEOUT_SECS`).
-    pub http_body_timeout: Duration,
     pub shutdown_grace: Duration,
     pub db_pool_size: usize,
-    /// How long a run may stay open before the router's sweeper ends it.
-    pub run_stuck_after: Duration,
-    /// Delays of the re-wakes of an unacknowledged external run, each after the previous wake.
-    pub agent_rewake_delays: Vec<Duration>,
-    /// How long an external agent may be silent (no 2xx, no heartbeat) before it is OFFLINE.
-    pub agent_presence: Duration,
-    /// Bursts of chat messages answered as one turn (docs/channels.md, bursts).
-    pub bursts: BurstSettings,
     /// `statement_timeout` of the services' pooled connections.
     pub db_statement_timeout: Duration,
     /// `idle_in_transaction_session_timeout` of the services' pooled connections.
     pub db_idle_in_tx_timeout: Duration,
     pub bus: BusSettings,
-    pub channels: ChannelSecrets,
     /// The Forge wake route (`HERMES_FORGE_*`).
     pub forge: ForgeSettings,
-    /// Default per-sender inbound limit (platforms may override in the file).
-    pub inbound_rate: RateLimit,
-    /// Per operator key: `messages_send` calls (docs/operator-mcp.md, limits).
-    pub operator_sends: RateLimit,
-    pub router: RouterSecrets,
+    /// The Forge contract's dispatcher side: paused assignments, JWT bearers
+    /// (`HERMES_AGENT_PAUSED_ASSIGNMENTS`, `HERMES_MCP_JWT_*`).
+    pub dispatcher: DispatcherSettings,
+    /// Everything ingest reads, from the environment and `[ingest]`.
+    pub ingest: IngestSettings,
+    /// Everything the router reads, from the environment and `[router]`.
+    pub router: RouterSettings,
+    /// Everything the llm stage reads, from the environment and `[llm]`.
+    pub llm: LlmSettings,
+    /// Everything the tools stage reads, from the environment and `[tools]`.
+    pub tools: ToolsSettings,
     /// Platform media downloads and voice transcription.
     pub media: MediaSettings,
-    /// Channel senders, send retries, breaker and rate gate of the delivery stage.
+    /// Everything the delivery stage reads: channel senders, send retries, breaker and
+    /// rate gate.
     pub delivery: DeliverySettings,
-    /// How long each family of tables keeps its rows (`HERMES_RETENTION_*`).
-    pub retention: Retention,
     /// Where ops alerts go.
     pub alerts: AlertSettings,
-    /// Tool calls waiting for an operator.
-    pub approvals: ApprovalSettings,
-    /// How long the tools stage's readiness waits for its MCP servers' first discovery
-    /// (`HERMES_TOOLS_READY_TIMEOUT`).
-    pub tools_ready_timeout: Duration,
     /// What one tenant (a key, its agents) may hold.
     pub tenants: TenantLimits,
-    pub file: FileConfig,
+    /// Traces over OTLP (`OTEL_*`, `HERMES_TRACE_*`; docs/tracing.md).
+    pub traces: TraceSettings,
+    /// `[tiers]`: tier → ordered logical model names (the failover chain).
+    pub tiers: BTreeMap<Tier, Vec<String>>,
+    /// `[models]`: logical model name → provider model id, limits and prices.
+    pub models: BTreeMap<String, ModelSpec>,
+    /// `[api]`: the tier, core prompt and advertised name of the API surface (the router
+    /// answers with the first two; `ingest.api.model_name` is the name in effect).
+    pub api: ApiSettings,
+    /// `[channels]`: how the chat channels behave (ingest's webhooks, delivery's senders).
+    pub channels: ChannelsSettings,
+    /// `[mcp_servers]`: the MCP servers by name (the tools stage runs them, the router
+    /// offers their toolsets).
+    pub mcp_servers: BTreeMap<String, McpServerSettings>,
     pub config_path: Option<PathBuf>,
     /// What each variable resolved to when read, secrets masked (for [`Config::describe`]).
     shown: BTreeMap<&'static str, String>,
@@ -352,40 +330,13 @@ impl fmt::Display for ConfigError {
 }
 
 impl Config {
-    /// What ingest needs beyond the common settings: a strong key unless bound to loopback.
-    pub fn check_ingest(&self) -> Result<(), ConfigError> {
-        self.check_ingest_at(self.http_addr)
-    }
-
-    /// [`Config::check_ingest`] for a listener already bound to `addr` (which may not be
-    /// `HERMES_HTTP_ADDR`): without `API_SERVER_KEY`, only a loopback address is served.
-    pub fn check_ingest_at(&self, addr: SocketAddr) -> Result<(), ConfigError> {
-        if self.api_server_key.is_none() && !addr.ip().is_loopback() {
-            return Err(ConfigError {
-                problems: vec![format!(
-                    "API_SERVER_KEY is required when ingest listens on {addr} (not loopback)"
-                )],
-            });
-        }
-        Ok(())
-    }
-
     /// What the llm stage needs: a usable provider.
     pub fn check_llm(&self) -> Result<(), ConfigError> {
-        self.provider
+        self.llm
+            .provider
             .resolve(None)
             .map(|_| ())
             .map_err(|e| ConfigError { problems: vec![e] })
-    }
-
-    /// The per-sender inbound limit of `platform`.
-    pub fn inbound_rate_for(&self, platform: hermes_types::model::Platform) -> RateLimit {
-        self.file
-            .ingest
-            .rate_limits
-            .get(platform.as_str())
-            .copied()
-            .unwrap_or(self.inbound_rate)
     }
 }
 

@@ -1,6 +1,8 @@
-//! The llm stage's part of the configuration: which backends exist and how the provider is
-//! chosen from the keys present (the priority of docs/models-and-budgets.md, with workspace overrides), and the
-//! `[llm]` table: backpressure, per-attempt timeouts, the response cache and token budgets.
+//! The llm stage's settings, one struct whatever the source: which backends exist and how
+//! the provider is chosen from the keys present (the priority of docs/models-and-budgets.md,
+//! with workspace overrides), the platform's spend cap and the deadline of one call (from
+//! the environment), and the `[llm]` table: backpressure, per-attempt timeouts, the
+//! response cache and token budgets.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -11,6 +13,8 @@ use url::Url;
 
 pub use hermes_types::backend::BackendKind;
 use hermes_types::model::Tier;
+
+use crate::env::providers as env;
 
 /// Workspace-level provider secrets: a value overrides the global key of the same name,
 /// an empty value clears it for that workspace (docs/models-and-budgets.md, workspace keys).
@@ -37,6 +41,27 @@ pub struct ProviderSettings {
     pub base_urls: BTreeMap<BackendKind, Url>,
     /// `ANTHROPIC_VERSION` header value.
     pub anthropic_version: String,
+}
+
+impl Default for ProviderSettings {
+    /// What an empty environment reads as: no forced backend, no key, every base URL and
+    /// the Anthropic version their declared defaults.
+    fn default() -> Self {
+        let base_urls = BackendKind::ALL
+            .into_iter()
+            .filter_map(|kind| {
+                let (_, base_url) = env::backend_vars(kind);
+                base_url.map(|var| (kind, var.unset_value()))
+            })
+            .collect();
+        Self {
+            forced: None,
+            model_override: None,
+            keys: BTreeMap::new(),
+            base_urls,
+            anthropic_version: env::ANTHROPIC_VERSION.unset_value(),
+        }
+    }
 }
 
 impl ProviderSettings {
@@ -133,7 +158,10 @@ impl Default for CacheSettings {
     }
 }
 
-/// `[llm]`: everything has the seed's value as its default.
+/// Everything the llm stage (and every model call, through the gateway) reads
+/// (`ctx.config.llm`). The fields without `#[serde(skip)]` are `[llm]` in the TOML file,
+/// each with the seed's value as its default; the skipped ones come from the environment
+/// (`crate::env::providers`) and are set by `Config::from_lookup`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LlmSettings {
@@ -152,6 +180,15 @@ pub struct LlmSettings {
     pub cache: CacheSettings,
     /// Per-user token budgets by tier.
     pub budgets: BTreeMap<Tier, TierBudget>,
+    /// The backends, their keys and base URLs (`HERMES_PROVIDER`, `*_API_KEY`, …).
+    #[serde(skip)]
+    pub provider: ProviderSettings,
+    /// `LLM_GLOBAL_DAILY_BUDGET_USD` in micro-dollars (`None`: no cap).
+    #[serde(skip)]
+    pub global_daily_budget_micro_usd: Option<u64>,
+    /// `HERMES_LLM_TIMEOUT_SECS`: the deadline of one whole model call, failovers included.
+    #[serde(skip)]
+    pub call_timeout: Duration,
 }
 
 impl Default for LlmSettings {
@@ -174,6 +211,9 @@ impl Default for LlmSettings {
                 (Tier::Pro, b(1_000_000)),
                 (Tier::VenueGrowth, b(1_000_000)),
             ]),
+            provider: ProviderSettings::default(),
+            global_daily_budget_micro_usd: None,
+            call_timeout: env::HERMES_LLM_TIMEOUT_SECS.unset_value(),
         }
     }
 }
@@ -295,5 +335,69 @@ mod tests {
             assert_eq!(k.as_str().parse::<BackendKind>().unwrap(), k);
         }
         assert!("claude".parse::<BackendKind>().is_err());
+    }
+}
+
+#[cfg(test)]
+mod preset_tests {
+    use super::*;
+
+    #[test]
+    fn each_preset_has_its_own_key_variable_and_default_base_url() {
+        let defaults = ProviderSettings::default();
+        let expected = [
+            (
+                BackendKind::Deepseek,
+                "DEEPSEEK_API_KEY",
+                "https://api.deepseek.com/v1",
+            ),
+            (
+                BackendKind::Groq,
+                "GROQ_API_KEY",
+                "https://api.groq.com/openai/v1",
+            ),
+            (
+                BackendKind::Together,
+                "TOGETHER_API_KEY",
+                "https://api.together.xyz/v1",
+            ),
+            (
+                BackendKind::Mistral,
+                "MISTRAL_API_KEY",
+                "https://api.mistral.ai/v1",
+            ),
+            (
+                BackendKind::Fireworks,
+                "FIREWORKS_API_KEY",
+                "https://api.fireworks.ai/inference/v1",
+            ),
+            (BackendKind::Xai, "XAI_API_KEY", "https://api.x.ai/v1"),
+        ];
+        assert_eq!(expected.map(|e| e.0), BackendKind::PRESETS);
+        for (kind, key_var, base) in expected {
+            assert_eq!(kind.key_var(), Some(key_var));
+            assert_eq!(defaults.base_url(kind).as_str(), base, "{kind}");
+        }
+    }
+
+    #[test]
+    fn presets_are_chosen_by_name_never_by_key_priority() {
+        let mut s = ProviderSettings::default();
+        s.keys
+            .insert(BackendKind::Deepseek, SecretString::from("ds".to_string()));
+        s.keys
+            .insert(BackendKind::Xai, SecretString::from("x".to_string()));
+        assert!(
+            s.resolve(None).is_err(),
+            "a preset's key alone picks no default"
+        );
+        assert_eq!(
+            s.pinned(BackendKind::Xai, None).unwrap().kind,
+            BackendKind::Xai
+        );
+        s.forced = Some(BackendKind::Deepseek);
+        assert_eq!(s.resolve(None).unwrap().kind, BackendKind::Deepseek);
+        s.forced = Some(BackendKind::Groq);
+        assert!(s.resolve(None).unwrap_err().contains("GROQ_API_KEY"));
     }
 }

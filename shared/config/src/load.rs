@@ -10,9 +10,9 @@ use crate::env::{
     tools,
 };
 use crate::{
-    ApiSurface, ApprovalSettings, BackendKind, BusSettings, ChannelSecrets, Config, ConfigError,
-    FileConfig, MediaSettings, ProviderSettings, RateLimit, Retention, RouterSecrets, TenantLimits,
-    TranscribeSettings,
+    ApiSurface, ApprovalSettings, BackendKind, BurstSettings, BusSettings, ChannelSecrets, Config,
+    ConfigError, FileConfig, IngestSettings, LlmSettings, MediaSettings, ProviderSettings,
+    RateLimit, Retention, RouterSettings, TenantLimits, ToolsSettings, TranscribeSettings,
 };
 
 impl Config {
@@ -33,7 +33,17 @@ impl Config {
         let redis_url = r.get(&process::REDIS_URL);
         let cache_key_secret = r.get(&process::HERMES_CACHE_KEY_SECRET);
         let namespace = r.get(&process::HERMES_NAMESPACE);
-        let http_addr = r.get(&process::HERMES_HTTP_ADDR);
+        // The document's host and port name parts of the one listener's address.
+        let http_addr = r.get(&process::HERMES_HTTP_ADDR).map(|mut addr| {
+            if let Some(host) = r.get(&api::API_SERVER_HOST) {
+                addr.set_ip(host);
+            }
+            if let Some(port) = r.get(&api::API_SERVER_PORT) {
+                addr.set_port(port);
+            }
+            addr
+        });
+        let api_enabled = r.get(&api::API_SERVER_ENABLED);
         let admin_addr = r.get(&process::HERMES_ADMIN_ADDR);
         let log_format = r.get(&process::HERMES_LOG_FORMAT);
         let shutdown_grace = r.get(&process::HERMES_SHUTDOWN_GRACE_SECS);
@@ -71,15 +81,14 @@ impl Config {
         let bus = read_bus(&mut r);
         let channels = read_channels(&mut r);
         let forge = crate::forge::read_forge(&mut r);
+        let dispatcher = crate::dispatcher::read_dispatcher(&mut r);
         let inbound_per_minute = r.get(&ingest::HERMES_INBOUND_PER_MINUTE);
         let inbound_burst = r.get(&ingest::HERMES_INBOUND_BURST);
         let operator_sends = r.get(&ingest::HERMES_OPERATOR_SENDS_PER_MINUTE);
-        let router = RouterSecrets {
-            embeddings_url: r.get(&router::HERMES_EMBEDDINGS_URL),
-            embeddings_api_key: r.get(&router::HERMES_EMBEDDINGS_API_KEY),
-            session_keys: r.get(&router::HERMES_SESSION_KEYS).unwrap_or_default(),
-            secret_keys: r.get(&router::HERMES_SECRET_KEYS).unwrap_or_default(),
-        };
+        let embeddings_url = r.get(&router::HERMES_EMBEDDINGS_URL);
+        let embeddings_api_key = r.get(&router::HERMES_EMBEDDINGS_API_KEY);
+        let session_keys = r.get(&router::HERMES_SESSION_KEYS).unwrap_or_default();
+        let secret_keys = r.get(&router::HERMES_SECRET_KEYS).unwrap_or_default();
         let media = read_media(&mut r);
         let retention = read_retention(&mut r);
         let delivery = crate::delivery::read_delivery(&mut r);
@@ -90,6 +99,7 @@ impl Config {
         let jobs_per_key = r.get(&tenants::HERMES_JOBS_PER_KEY);
         let job_min_interval = r.get(&tenants::HERMES_JOB_MIN_INTERVAL_SECS);
         let agent_facts_per_user = r.get(&tenants::HERMES_AGENT_FACTS_PER_USER);
+        let traces = crate::traces::read_traces(&mut r);
 
         // `--config` wins over the variable; doctor shows whichever was used.
         let from_env = r.get(&process::HERMES_CONFIG);
@@ -97,7 +107,21 @@ impl Config {
         if let Some(path) = &config_path {
             r.show_as(&process::HERMES_CONFIG, path.display().to_string());
         }
-        let file = read_file(config_path.as_deref(), &mut r.problems);
+        // Each section goes to the settings of the service that reads it; the sections
+        // several services read stay at the top.
+        let FileConfig {
+            tiers,
+            models,
+            api: api_file,
+            ingest: ingest_file,
+            channels: channels_file,
+            router: router_file,
+            llm: llm_file,
+            tools: tools_file,
+            mcp_servers,
+        } = read_file(config_path.as_deref(), &mut r.problems);
+        // The variable is an alias of the file's key and wins over it.
+        let model_name = model_name.unwrap_or_else(|| api_file.model_name.clone());
 
         // Every `?` below only meets a `None` that left a problem behind.
         let config = (|| {
@@ -107,73 +131,94 @@ impl Config {
                 redis_url: redis_url?,
                 cache_key_secret,
                 namespace: namespace?,
-                http_addr: http_addr?,
                 admin_addr: admin_addr?,
                 log_format: log_format?,
-                api_server_key,
-                provider: provider?,
-                global_daily_budget_micro_usd,
-                llm_timeout: llm_timeout?,
-                run_timeout: run_timeout?,
                 run_events_ttl: run_events_ttl?,
                 run_events_max_bytes: run_events_max_bytes?,
-                max_body_bytes: max_body_bytes?,
-                meta_max_body_bytes: meta_max_body_bytes?,
-                max_in_flight: max_in_flight?,
-                streams_per_key: streams_per_key?,
-                stream_max_lifetime: stream_max_lifetime?,
-                http_write_timeout: http_write_timeout?,
-                front_door: front_door?,
-                api: ApiSurface {
-                    cors_origins,
-                    // The variable is an alias of the file's key and wins over it.
-                    model_name: model_name.unwrap_or_else(|| file.api.model_name.clone()),
-                    image_max_bytes: image_max_bytes?,
-                    image_fetch_allow,
-                    image_max_count: image_max_count?,
-                    image_inline_max_bytes: image_inline_max_bytes?,
-                    image_fetch_deadline: image_fetch_deadline?,
-                },
-                http_header_timeout: http_header_timeout?,
-                http_body_timeout: http_body_timeout?,
                 shutdown_grace: shutdown_grace?,
                 db_pool_size: db_pool_size?,
-                run_stuck_after: run_stuck_after?,
-                agent_rewake_delays: agent_rewake_delays?,
-                agent_presence: agent_presence?,
-                bursts: crate::BurstSettings {
-                    quiet: burst_quiet?,
-                    max_wait: burst_max_wait?,
-                },
                 db_statement_timeout: db_statement_timeout?,
                 db_idle_in_tx_timeout: db_idle_in_tx_timeout?,
                 bus: bus?,
-                channels: channels?,
                 forge: forge?,
-                inbound_rate: RateLimit {
-                    per_minute: inbound_per_minute?,
-                    burst: inbound_burst?,
+                dispatcher: dispatcher?,
+                ingest: IngestSettings {
+                    http_addr: http_addr?,
+                    api_enabled: api_enabled?,
+                    api_server_key,
+                    run_timeout: run_timeout?,
+                    max_body_bytes: max_body_bytes?,
+                    meta_max_body_bytes: meta_max_body_bytes?,
+                    max_in_flight: max_in_flight?,
+                    streams_per_key: streams_per_key?,
+                    stream_max_lifetime: stream_max_lifetime?,
+                    http_write_timeout: http_write_timeout?,
+                    http_header_timeout: http_header_timeout?,
+                    http_body_timeout: http_body_timeout?,
+                    front_door: front_door?,
+                    api: ApiSurface {
+                        cors_origins,
+                        model_name,
+                        image_max_bytes: image_max_bytes?,
+                        image_fetch_allow,
+                        image_max_count: image_max_count?,
+                        image_inline_max_bytes: image_inline_max_bytes?,
+                        image_fetch_deadline: image_fetch_deadline?,
+                    },
+                    webhooks: channels?,
+                    inbound_rate: RateLimit {
+                        per_minute: inbound_per_minute?,
+                        burst: inbound_burst?,
+                    },
+                    rate_limits: ingest_file.rate_limits,
+                    operator_sends: RateLimit {
+                        per_minute: operator_sends?,
+                        burst: operator_sends?,
+                    },
                 },
-                operator_sends: RateLimit {
-                    per_minute: operator_sends?,
-                    burst: operator_sends?,
+                router: RouterSettings {
+                    embeddings_url,
+                    embeddings_api_key,
+                    session_keys,
+                    secret_keys,
+                    run_stuck_after: run_stuck_after?,
+                    agent_rewake_delays: agent_rewake_delays?,
+                    agent_presence: agent_presence?,
+                    bursts: BurstSettings {
+                        quiet: burst_quiet?,
+                        max_wait: burst_max_wait?,
+                    },
+                    retention: retention?,
+                    ..router_file
                 },
-                router,
+                llm: LlmSettings {
+                    provider: provider?,
+                    global_daily_budget_micro_usd,
+                    call_timeout: llm_timeout?,
+                    ..llm_file
+                },
+                tools: ToolsSettings {
+                    ready_timeout: tools_ready_timeout?,
+                    approvals: ApprovalSettings {
+                        timeout: approval_timeout?,
+                        sweep_every: approval_sweep?,
+                    },
+                    ..tools_file
+                },
                 media: media?,
                 delivery: delivery?,
-                retention: retention?,
+                traces: traces?,
                 alerts: alerts?,
-                approvals: ApprovalSettings {
-                    timeout: approval_timeout?,
-                    sweep_every: approval_sweep?,
-                },
-                tools_ready_timeout: tools_ready_timeout?,
                 tenants: TenantLimits {
                     jobs_per_key: jobs_per_key?,
                     job_min_interval: job_min_interval?,
                     agent_facts_per_user: agent_facts_per_user?,
                 },
-                file,
+                tiers,
+                models,
+                api: api_file,
+                channels: channels_file,
+                mcp_servers,
                 config_path,
                 shown: std::mem::take(&mut r.shown),
             })
@@ -295,6 +340,7 @@ fn read_channels(r: &mut Reader<'_>) -> Option<ChannelSecrets> {
     let d360_token_header = r.get(&ingest::D360_WEBHOOK_TOKEN_HEADER);
     let instagram_verify_token = r.get(&ingest::INSTAGRAM_VERIFY_TOKEN);
     let instagram_app_secret = r.get(&ingest::INSTAGRAM_APP_SECRET);
+    let slack_signing_secret = r.get(&ingest::SLACK_SIGNING_SECRET);
     Some(ChannelSecrets {
         telegram_webhook_secret,
         whatsapp_verify_token,
@@ -303,6 +349,9 @@ fn read_channels(r: &mut Reader<'_>) -> Option<ChannelSecrets> {
         d360_token_header: d360_token_header?,
         instagram_verify_token,
         instagram_app_secret,
+        slack_signing_secret,
+        twilio: crate::sms::read_twilio_webhook(r),
+        messenger: crate::sms::read_messenger_webhook(r),
     })
 }
 
@@ -326,6 +375,7 @@ fn read_file(path: Option<&Path>, problems: &mut Vec<String>) -> FileConfig {
     };
     file.api
         .load_core_prompt(path.and_then(Path::parent), problems);
+    file.expand_model_names(problems);
     file.validate(problems);
     file
 }

@@ -19,7 +19,7 @@ fn load(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
 fn defaults_point_at_local_servers() {
     let c = load(&[]).unwrap();
     assert_eq!(c.namespace.as_str(), "hermes");
-    assert_eq!(c.http_addr.to_string(), "0.0.0.0:8080");
+    assert_eq!(c.ingest.http_addr.to_string(), "0.0.0.0:8080");
     assert_eq!(c.admin_addr.to_string(), "0.0.0.0:9090");
     assert_eq!(
         c.amqp_url.expose_secret(),
@@ -27,8 +27,8 @@ fn defaults_point_at_local_servers() {
     );
     assert_eq!(c.redis_url.expose_secret(), "redis://127.0.0.1:6379");
     assert_eq!(c.log_format, LogFormat::Json);
-    assert_eq!(c.llm_timeout, Duration::from_secs(45));
-    assert_eq!(c.file.tiers[&Tier::Starter], vec!["claude-haiku", "ollama"]);
+    assert_eq!(c.llm.call_timeout, Duration::from_secs(45));
+    assert_eq!(c.tiers[&Tier::Starter], vec!["claude-haiku", "ollama"]);
 }
 
 #[test]
@@ -72,15 +72,59 @@ fn the_webhook_allowlist_takes_hosts_and_ranges() {
 #[test]
 fn ingest_needs_a_key_unless_on_loopback() {
     let c = load(&[]).unwrap();
-    assert!(c.check_ingest().is_err());
+    assert!(c.ingest.check().is_err());
     let c = load(&[("HERMES_HTTP_ADDR", "127.0.0.1:8080")]).unwrap();
-    assert!(c.check_ingest().is_ok());
+    assert!(c.ingest.check().is_ok());
     let c = load(&[("API_SERVER_KEY", "0123456789abcdef")]).unwrap();
-    assert!(c.check_ingest().is_ok());
+    assert!(c.ingest.check().is_ok());
     // The address actually bound counts, not only the one configured.
     let c = load(&[("HERMES_HTTP_ADDR", "127.0.0.1:8080")]).unwrap();
-    assert!(c.check_ingest_at("0.0.0.0:8080".parse().unwrap()).is_err());
-    assert!(c.check_ingest_at("[::1]:8080".parse().unwrap()).is_ok());
+    assert!(c.ingest.check_at("0.0.0.0:8080".parse().unwrap()).is_err());
+    assert!(c.ingest.check_at("[::1]:8080".parse().unwrap()).is_ok());
+}
+
+#[test]
+fn the_documents_api_server_settings_map_onto_the_one_listener() {
+    let c = load(&[]).unwrap();
+    assert!(
+        c.ingest.api_enabled,
+        "on by default here (the document says off)"
+    );
+    let c = load(&[
+        ("API_SERVER_HOST", "127.0.0.1"),
+        ("API_SERVER_PORT", "8642"),
+    ])
+    .unwrap();
+    assert_eq!(c.ingest.http_addr.to_string(), "127.0.0.1:8642");
+    // Each replaces its part of HERMES_HTTP_ADDR, whichever is set.
+    let c = load(&[
+        ("HERMES_HTTP_ADDR", "127.0.0.1:9000"),
+        ("API_SERVER_PORT", "8643"),
+    ])
+    .unwrap();
+    assert_eq!(c.ingest.http_addr.to_string(), "127.0.0.1:8643");
+    let c = load(&[
+        ("HERMES_HTTP_ADDR", "0.0.0.0:9000"),
+        ("API_SERVER_HOST", "::1"),
+    ])
+    .unwrap();
+    assert_eq!(c.ingest.http_addr.to_string(), "[::1]:9000");
+    assert!(
+        c.ingest.check().is_ok(),
+        "loopback from API_SERVER_HOST needs no key"
+    );
+    let c = load(&[("API_SERVER_ENABLED", "false")]).unwrap();
+    assert!(!c.ingest.api_enabled);
+    let e = load(&[
+        ("API_SERVER_ENABLED", "maybe"),
+        ("API_SERVER_HOST", "localhost"),
+        ("API_SERVER_PORT", "70000"),
+    ])
+    .unwrap_err()
+    .to_string();
+    for name in ["API_SERVER_ENABLED", "API_SERVER_HOST", "API_SERVER_PORT"] {
+        assert!(e.contains(name), "{name}: {e}");
+    }
 }
 
 #[test]
@@ -93,9 +137,15 @@ fn provider_resolution_refuses_to_guess() {
             .contains("OPENAI_API_KEY")
     );
     let c = load(&[("HERMES_PROVIDER", "mock")]).unwrap();
-    assert_eq!(c.provider.resolve(None).unwrap().kind, BackendKind::Mock);
+    assert_eq!(
+        c.llm.provider.resolve(None).unwrap().kind,
+        BackendKind::Mock
+    );
     let c = load(&[("OPENAI_API_KEY", "sk-test")]).unwrap();
-    assert_eq!(c.provider.resolve(None).unwrap().kind, BackendKind::Openai);
+    assert_eq!(
+        c.llm.provider.resolve(None).unwrap().kind,
+        BackendKind::Openai
+    );
     let c = load(&[("HERMES_PROVIDER", "openai")]).unwrap();
     assert!(c.check_llm().is_err());
     let c = load(&[("HERMES_PROVIDER", "claude")]).unwrap_err();
@@ -107,9 +157,12 @@ fn provider_resolution_refuses_to_guess() {
         ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/anthropic"),
     ])
     .unwrap();
-    assert_eq!(c.provider.resolve(None).unwrap().kind, BackendKind::Gemini);
     assert_eq!(
-        c.provider.base_url(BackendKind::Anthropic).as_str(),
+        c.llm.provider.resolve(None).unwrap().kind,
+        BackendKind::Gemini
+    );
+    assert_eq!(
+        c.llm.provider.base_url(BackendKind::Anthropic).as_str(),
         "http://127.0.0.1:9/anthropic"
     );
     assert!(load(&[("GEMINI_BASE_URL", "ftp://x")]).is_err());
@@ -174,14 +227,19 @@ fn retry_delays_are_whole_seconds() {
 #[test]
 fn the_re_wake_schedule_takes_units_or_none_and_presence_is_seconds() {
     let c = load(&[]).unwrap();
-    let secs =
-        |c: &Config| -> Vec<u64> { c.agent_rewake_delays.iter().map(|d| d.as_secs()).collect() };
+    let secs = |c: &Config| -> Vec<u64> {
+        c.router
+            .agent_rewake_delays
+            .iter()
+            .map(|d| d.as_secs())
+            .collect()
+    };
     assert_eq!(secs(&c), [60, 300]);
-    assert_eq!(c.agent_presence.as_secs(), 900);
+    assert_eq!(c.router.agent_presence.as_secs(), 900);
     let c = load(&[("HERMES_AGENT_REWAKE_DELAYS", "30s, 2m,1h,45")]).unwrap();
     assert_eq!(secs(&c), [30, 120, 3600, 45]);
     let c = load(&[("HERMES_AGENT_REWAKE_DELAYS", "none")]).unwrap();
-    assert!(c.agent_rewake_delays.is_empty());
+    assert!(c.router.agent_rewake_delays.is_empty());
     for bad in ["0s", "1m,x", "-5", "1m,,2m", "3d"] {
         let e = load(&[("HERMES_AGENT_REWAKE_DELAYS", bad)]).unwrap_err();
         assert!(
@@ -195,7 +253,7 @@ fn the_re_wake_schedule_takes_units_or_none_and_presence_is_seconds() {
 #[test]
 fn the_global_budget_is_exact_money() {
     let c = load(&[("LLM_GLOBAL_DAILY_BUDGET_USD", "250.05")]).unwrap();
-    assert_eq!(c.global_daily_budget_micro_usd, Some(250_050_000));
+    assert_eq!(c.llm.global_daily_budget_micro_usd, Some(250_050_000));
     assert!(load(&[("LLM_GLOBAL_DAILY_BUDGET_USD", "-1")]).is_err());
 }
 
@@ -254,9 +312,9 @@ fn prices_are_exact_decimals_and_costs_round_half_up() {
 #[test]
 fn the_api_surface_takes_exact_origins_and_a_model_name_that_wins() {
     let c = load(&[]).unwrap();
-    assert!(c.api.cors_origins.is_empty());
-    assert_eq!(c.api.model_name, "hermes");
-    assert_eq!(c.api.image_max_bytes, 5 * 1024 * 1024);
+    assert!(c.ingest.api.cors_origins.is_empty());
+    assert_eq!(c.ingest.api.model_name, "hermes");
+    assert_eq!(c.ingest.api.image_max_bytes, 5 * 1024 * 1024);
     let c = load(&[
         (
             "API_SERVER_CORS_ORIGINS",
@@ -267,10 +325,10 @@ fn the_api_surface_takes_exact_origins_and_a_model_name_that_wins() {
     .unwrap();
     // As browsers send them: lower-case host, no default port.
     assert_eq!(
-        c.api.cors_origins,
+        c.ingest.api.cors_origins,
         ["http://localhost:3000", "https://app.example"]
     );
-    assert_eq!(c.api.model_name, "hermes-agent");
+    assert_eq!(c.ingest.api.model_name, "hermes-agent");
     for bad in [
         "https://app.example/",
         "app.example",
@@ -292,11 +350,11 @@ fn the_core_prompt_comes_from_the_file_or_a_file_beside_it() {
     let path = dir.join("hermes.toml");
     std::fs::write(&path, "[api]\ncore_prompt = \"Be Hermes.\"\n").unwrap();
     let c = Config::from_lookup(&|_| None, Some(&path)).unwrap();
-    assert_eq!(c.file.api.core_prompt(), Some("Be Hermes."));
+    assert_eq!(c.api.core_prompt(), Some("Be Hermes."));
     std::fs::write(dir.join("core.md"), "From a file.").unwrap();
     std::fs::write(&path, "[api]\ncore_prompt_file = \"core.md\"\n").unwrap();
     let c = Config::from_lookup(&|_| None, Some(&path)).unwrap();
-    assert_eq!(c.file.api.core_prompt(), Some("From a file."));
+    assert_eq!(c.api.core_prompt(), Some("From a file."));
     assert_eq!(
         FileConfig::reread(&path).unwrap().api.core_prompt(),
         Some("From a file.")
@@ -311,7 +369,7 @@ fn the_core_prompt_comes_from_the_file_or_a_file_beside_it() {
     std::fs::write(&path, "[api]\ncore_prompt_file = \"missing.md\"\n").unwrap();
     let err = Config::from_lookup(&|_| None, Some(&path)).unwrap_err();
     assert!(err.problems[0].contains("core_prompt_file"), "{err}");
-    assert_eq!(load(&[]).unwrap().file.api.core_prompt(), None);
+    assert_eq!(load(&[]).unwrap().api.core_prompt(), None);
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -405,7 +463,7 @@ fn the_forge_rate_and_budget_default_on_and_0_lifts_a_budget() {
 
 #[test]
 fn the_front_door_bounds_default_small() {
-    let c = load(&[]).unwrap().front_door;
+    let c = load(&[]).unwrap().ingest.front_door;
     assert_eq!(c.unverified_bodies, 32);
     assert_eq!(c.unverified_body_timeout, Duration::from_secs(5));
     assert_eq!(c.key_misses_per_minute, 30);
@@ -447,4 +505,43 @@ fn transcription_is_off_without_its_url() {
     assert_eq!(t.model, "whisper-1");
     assert_eq!(t.key.as_ref().unwrap().expose_secret(), "sk-transcribe");
     assert!(!format!("{:?}", c.describe()).contains("sk-transcribe"));
+}
+
+#[test]
+fn dispatcher_settings_read_paused_assignments_and_jwt_keys_and_name_bad_entries() {
+    let c = load(&[]).unwrap();
+    assert_eq!(c.dispatcher.paused_assignments, PausedAssignments::Wait);
+    assert!(c.dispatcher.jwt.keys.is_empty());
+    let ed = "A6EHv_POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg";
+    let keys = format!("old:HS256:0123456789abcdef0123456789abcdef,ed:EdDSA:{ed}");
+    let c = load(&[
+        ("HERMES_AGENT_PAUSED_ASSIGNMENTS", "fallback"),
+        ("HERMES_MCP_JWT_KEYS", &keys),
+    ])
+    .unwrap();
+    assert_eq!(c.dispatcher.paused_assignments, PausedAssignments::Fallback);
+    let listed: Vec<(&str, JwtAlg)> = c
+        .dispatcher
+        .jwt
+        .keys
+        .iter()
+        .map(|k| (k.kid.as_str(), k.alg))
+        .collect();
+    assert_eq!(listed, [("old", JwtAlg::Hs256), ("ed", JwtAlg::EdDsa)]);
+    for bad in [
+        "k:HS256:short",
+        "k:none:0123456789abcdef0123456789abcdef",
+        "k:RS256:0123456789abcdef0123456789abcdef",
+        "k:EdDSA:not-a-key",
+        "nokey",
+    ] {
+        let e = load(&[("HERMES_MCP_JWT_KEYS", bad)]).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("HERMES_MCP_JWT_KEYS"), "{bad}: {text}");
+        assert!(
+            !text.contains("0123456789abcdef"),
+            "a key is never shown: {text}"
+        );
+    }
+    assert!(load(&[("HERMES_MCP_JWT_LEEWAY_SECS", "600")]).is_err());
 }

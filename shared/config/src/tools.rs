@@ -1,6 +1,8 @@
-//! The tools stage's part of the configuration (`[tools]` in the TOML file): the limits and
-//! the operator allowlist of the built-in `http_fetch` tool, and which built-in tools or
-//! whole toolsets wait for an operator's approval (docs/operator-mcp.md, approvals).
+//! The tools stage's settings, one struct whatever the source: the limits and the operator
+//! allowlist of the built-in `http_fetch` tool, and which built-in tools or whole toolsets
+//! wait for an operator's approval (docs/operator-mcp.md, approvals), from `[tools]` in the
+//! TOML file; how long approvals wait and readiness waits for MCP servers, from the
+//! environment.
 //!
 //! The allowlist parser lives here rather than in the tools crate so that a bad entry is
 //! reported at start with every other configuration problem, and the tool matches with the
@@ -13,8 +15,13 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-/// `[tools]`: settings of the built-in tools.
-#[derive(Clone, Debug, Default, Deserialize)]
+use crate::env;
+
+/// Everything the tools stage reads (`ctx.config.tools`). The fields without
+/// `#[serde(skip)]` are `[tools]` in the TOML file; the skipped ones come from the
+/// environment (`crate::env::tools`, `crate::env::approvals`) and are set by
+/// `Config::from_lookup`.
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ToolsSettings {
     /// `[tools.http_fetch]`.
@@ -23,6 +30,36 @@ pub struct ToolsSettings {
     /// calls wait for an operator's approval before they run. An MCP server's own tools
     /// are named in its `[mcp_servers.<name>]` table instead.
     pub require_approval: Vec<String>,
+    /// `HERMES_TOOLS_READY_TIMEOUT`: how long the tools stage's readiness waits for its MCP
+    /// servers' first discovery.
+    #[serde(skip)]
+    pub ready_timeout: Duration,
+    /// Tool calls waiting for an operator.
+    #[serde(skip)]
+    pub approvals: ApprovalSettings,
+}
+
+impl Default for ToolsSettings {
+    fn default() -> Self {
+        Self {
+            http_fetch: HttpFetchSettings::default(),
+            require_approval: Vec::new(),
+            ready_timeout: env::tools::HERMES_TOOLS_READY_TIMEOUT.unset_value(),
+            approvals: ApprovalSettings {
+                timeout: env::approvals::HERMES_APPROVAL_TIMEOUT.unset_value(),
+                sweep_every: env::approvals::HERMES_APPROVAL_SWEEP_SECS.unset_value(),
+            },
+        }
+    }
+}
+
+/// Tool calls that wait for an operator (docs/operator-mcp.md, approvals).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApprovalSettings {
+    /// How long a call waits before it is denied as timed out (`HERMES_APPROVAL_TIMEOUT`).
+    pub timeout: Duration,
+    /// How often the tools service times out calls and updates the gauges.
+    pub sweep_every: Duration,
 }
 
 impl ToolsSettings {
@@ -326,6 +363,7 @@ mod tests {
                 max_redirects: 0,
             },
             require_approval: vec!["mcp-github".into(), "mcp-gone".into(), "mcp_x_y".into()],
+            ..ToolsSettings::default()
         };
         settings.validate(&["github"], &mut problems);
         assert_eq!(problems.len(), 6, "{problems:?}");

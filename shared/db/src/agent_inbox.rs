@@ -61,6 +61,7 @@ pub async fn open_runs(
             &format!(
                 "SELECT {EXTERNAL_COLUMNS} FROM {EXTERNAL_FROM}
                  WHERE r.agent_id = $1 AND r.status NOT IN {CLOSED_SQL} AND r.answered_at IS NULL
+                   AND r.held_at IS NULL
                    AND ($2::boolean IS NULL OR (r.acked_at IS NOT NULL) = $2)
                  ORDER BY r.created_at, r.id LIMIT $3"
             ),

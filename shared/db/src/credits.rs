@@ -196,3 +196,93 @@ pub async fn audit(
         .await?;
     Ok((row.get(0), row.get(1)))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use hermes_types::model::Tier;
+
+    use super::*;
+    use crate::Db;
+    use crate::scratch::{ScratchDb, server_from_env};
+    use crate::users::{self, NewUser};
+
+    /// Two copies of one message charge its run at once: the second waits for the first's
+    /// user lock, then meets its committed charge in the unique index. That error says "a
+    /// concurrent copy committed first", which the stages treat as a duplicate (acked)
+    /// rather than a failure (requeued, spending a delivery).
+    #[tokio::test]
+    async fn a_second_copy_charging_at_once_is_told_apart_as_a_concurrent_copy() {
+        let scratch = ScratchDb::create(&server_from_env(), "hermes_scratch")
+            .await
+            .unwrap();
+        let db = Db::new(&scratch.url, 3).unwrap();
+        let user = {
+            let mut c = db.get().await.unwrap();
+            let tx = c.transaction().await.unwrap();
+            let u = users::create(
+                &tx,
+                &NewUser {
+                    workspace: "default",
+                    display_name: None,
+                    tier: Tier::Free,
+                    credits: 100,
+                },
+            )
+            .await
+            .unwrap();
+            tx.commit().await.unwrap();
+            u.id
+        };
+        let run = RunId::new();
+        let mut first = db.get().await.unwrap();
+        let first = first.transaction().await.unwrap();
+        assert_eq!(
+            charge(&first, user, run, 10).await.unwrap(),
+            Charge::Charged { balance: 90 }
+        );
+        let second = tokio::spawn({
+            let db = db.clone();
+            async move {
+                let mut c = db.get().await.unwrap();
+                let tx = c.transaction().await.unwrap();
+                charge(&tx, user, run, 10).await
+            }
+        });
+        // The second copy's statement has begun and waits for the first's user lock.
+        let watch = db.get().await.unwrap();
+        let waits = async {
+            let mut tick = tokio::time::interval(Duration::from_millis(20));
+            loop {
+                tick.tick().await;
+                let waiting: i64 = watch
+                    .query_one(
+                        "SELECT count(*) FROM pg_stat_activity \
+                         WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                        &[],
+                    )
+                    .await
+                    .unwrap()
+                    .get(0);
+                if waiting > 0 {
+                    break;
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), waits)
+            .await
+            .expect("the second copy waits for the first's lock");
+        first.commit().await.unwrap();
+        let err = second.await.unwrap().expect_err("the run is charged once");
+        assert!(err.is_concurrent_copy(), "{err:?}");
+        let balance: i64 = watch
+            .query_one("SELECT credits FROM users WHERE id = $1", &[&user])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(balance, 90);
+        drop((watch, db));
+        scratch.drop_now().await.unwrap();
+    }
+}

@@ -71,6 +71,34 @@ pub struct Cursor {
 impl Cursor {
     /// Before every event.
     pub const START: Cursor = Cursor { tx: 0, id: 0 };
+
+    /// The integer form of this position (docs/operator-mcp.md, events): the sequence
+    /// number of the event it is after, `0` before every event. [`at_sequence`] reads it
+    /// back into the same position.
+    pub fn sequence(&self) -> i64 {
+        self.id
+    }
+}
+
+/// The position an integer cursor names: just after event `seq` (its writing transaction
+/// read from the log). An event no longer in the log (retention) or not yet written stands
+/// after the newest transaction of the events numbered below it, so nothing already read is
+/// shown again and nothing after it is skipped.
+pub async fn at_sequence(client: &impl GenericClient, seq: i64) -> Result<Cursor, DbError> {
+    if seq <= 0 {
+        return Ok(Cursor::START);
+    }
+    let tx: i64 = client
+        .query_one(
+            "SELECT COALESCE(
+                 (SELECT tx::text::bigint FROM events WHERE id = $1),
+                 (SELECT tx::text::bigint FROM events WHERE id < $1 ORDER BY tx DESC LIMIT 1),
+                 0)",
+            &[&seq],
+        )
+        .await?
+        .get(0);
+    Ok(Cursor { tx, id: seq })
 }
 
 impl fmt::Display for Cursor {

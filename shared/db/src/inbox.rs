@@ -187,21 +187,38 @@ pub async fn enqueue(tx: &Transaction<'_>, messages: &[Envelope]) -> Result<(), 
     outbox::enqueue(tx, &out).await
 }
 
+/// How an external run's wait for its agent starts (docs/agents.md, "When an external run
+/// ends").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FirstWake {
+    /// Woken now: its first wake is owed in the same transaction.
+    Woken,
+    /// Its agent is pull-only (no webhook URL): never woken, it finds the run in its inbox.
+    PullOnly,
+    /// Its agent is BUSY or OFFLINE: held, unwoken and out of the inbox, until the agent is
+    /// ONLINE again (or the deadline passes).
+    Held,
+}
+
 /// Start an external run's wait for its agent, in the transaction that dispatches it: its
-/// reply deadline (`deadline` from now) and its first wake.
+/// reply deadline (`deadline` from now) and how it starts.
 pub async fn start_wait(
     tx: &Transaction<'_>,
     run_id: RunId,
     deadline: std::time::Duration,
+    first: FirstWake,
 ) -> Result<(), DbError> {
+    let wakes: i32 = i32::from(first == FirstWake::Woken);
+    let held = first == FirstWake::Held;
     tx.execute(
         &crate::stmt(
             tx,
-            "UPDATE agent_runs SET deadline_at = now() + make_interval(secs => $2), wakes = 1
+            "UPDATE agent_runs SET deadline_at = now() + make_interval(secs => $2), wakes = $3,
+                 held_at = CASE WHEN $4 THEN now() END
              WHERE id = $1",
         )
         .await?,
-        &[&run_id, &deadline.as_secs_f64()],
+        &[&run_id, &deadline.as_secs_f64(), &wakes, &held],
     )
     .await?;
     Ok(())

@@ -14,15 +14,19 @@ pub mod erase;
 pub mod event_hub;
 pub mod events;
 pub mod forge_deliveries;
+pub mod forge_presence;
 pub mod forge_usage;
 pub mod idempotency;
 pub mod inbox;
 pub mod interactions;
 pub mod jobs;
+pub mod leases;
 pub mod listen;
 pub mod memory;
+pub mod messenger_windows;
 pub mod migrate;
 pub mod operator_send;
+pub mod opt_outs;
 pub mod outbox;
 pub mod platform_sends;
 pub mod responses;
@@ -110,6 +114,29 @@ impl DbError {
     }
 }
 
+/// The unique indexes that stop a second copy of one message doing its work again, where
+/// the statement does not skip the conflict itself (`processed_messages` does, with
+/// `ON CONFLICT DO NOTHING`): a run's charge and refund.
+const ONCE_PER_MESSAGE: [&str; 1] = ["credit_ledger_once"];
+
+impl DbError {
+    /// Did a copy of this message, processed at the same time, commit the same effect
+    /// first? PostgreSQL raises a unique violation only once the other transaction has
+    /// committed (it waits for it), so the message is a duplicate: its stage acks it rather
+    /// than spend one of its deliveries on a retry that would find it processed.
+    pub fn is_concurrent_copy(&self) -> bool {
+        let DbError::Query(e) = self else {
+            return false;
+        };
+        e.as_db_error().is_some_and(|db| {
+            *db.code() == tokio_postgres::error::SqlState::UNIQUE_VIOLATION
+                && db
+                    .constraint()
+                    .is_some_and(|c| ONCE_PER_MESSAGE.contains(&c))
+        })
+    }
+}
+
 fn pg_unavailable(e: &tokio_postgres::Error) -> bool {
     use tokio_postgres::error::SqlState;
     if e.is_closed() {
@@ -169,6 +196,15 @@ fn pool_detail(e: &deadpool_postgres::PoolError) -> String {
 pub struct SessionLimits {
     pub statement: Duration,
     pub idle_in_transaction: Duration,
+}
+
+/// A snapshot of the connection pool ([`Db::pool_status`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolStatus {
+    pub open: usize,
+    pub idle: usize,
+    pub max: usize,
+    pub waiting: usize,
 }
 
 /// The connection pool, cheap to clone.
@@ -288,6 +324,18 @@ impl Db {
 
     pub async fn get(&self) -> Result<Client, DbError> {
         Ok(self.pool.get().await?)
+    }
+
+    /// The pool's connections now: open, idle among them, the most it may open, and the
+    /// callers waiting for one (for `GET /health/detailed`).
+    pub fn pool_status(&self) -> PoolStatus {
+        let s = self.pool.status();
+        PoolStatus {
+            open: s.size,
+            idle: s.available,
+            max: s.max_size,
+            waiting: s.waiting,
+        }
     }
 
     /// The parsed connection settings (for LISTEN connections and database creation).

@@ -145,6 +145,26 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0026_forge_contract",
         sql: include_str!("../../../migrations/0026_forge_contract.sql"),
     },
+    Migration {
+        version: 27,
+        name: "0027_dispatcher_side",
+        sql: include_str!("../../../migrations/0027_dispatcher_side.sql"),
+    },
+    Migration {
+        version: 28,
+        name: "0028_opt_outs",
+        sql: include_str!("../../../migrations/0028_opt_outs.sql"),
+    },
+    Migration {
+        version: 29,
+        name: "0029_messenger_windows",
+        sql: include_str!("../../../migrations/0029_messenger_windows.sql"),
+    },
+    Migration {
+        version: 30,
+        name: "0030_forge_presence",
+        sql: include_str!("../../../migrations/0030_forge_presence.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

@@ -67,11 +67,8 @@ pub async fn current_or_start_locked(
     idle: Duration,
 ) -> Result<Session, DbError> {
     // Continue the latest session if it is still live, moving its activity on, in one
-    // round trip; an idle timeout too large for chrono means sessions never expire.
-    let cutoff = TimeDelta::from_std(idle)
-        .ok()
-        .and_then(|idle| now.checked_sub_signed(idle))
-        .unwrap_or(DateTime::<Utc>::MIN_UTC);
+    // round trip.
+    let cutoff = idle_cutoff(now, idle);
     let continued = tx
         .query_opt(
             &crate::stmt(
@@ -194,6 +191,32 @@ pub async fn recent_inbound_elsewhere(
         )
         .await?;
     Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+/// Sessions with activity within `idle` of `now`: the conversations still open, which the
+/// next message continues rather than starting anew (for `GET /health/detailed`).
+pub async fn count_open(
+    client: &impl GenericClient,
+    now: DateTime<Utc>,
+    idle: Duration,
+) -> Result<i64, DbError> {
+    let cutoff = idle_cutoff(now, idle);
+    let row = client
+        .query_one(
+            "SELECT count(*) FROM sessions WHERE last_activity_at >= $1",
+            &[&cutoff],
+        )
+        .await?;
+    Ok(row.get(0))
+}
+
+/// The oldest activity that still counts as live; an idle timeout too large for chrono means
+/// sessions never expire.
+fn idle_cutoff(now: DateTime<Utc>, idle: Duration) -> DateTime<Utc> {
+    TimeDelta::from_std(idle)
+        .ok()
+        .and_then(|idle| now.checked_sub_signed(idle))
+        .unwrap_or(DateTime::<Utc>::MIN_UTC)
 }
 
 #[cfg(test)]

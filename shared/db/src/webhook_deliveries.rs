@@ -52,6 +52,8 @@ pub struct WakeTarget {
     pub workspace_id: WorkspaceId,
     pub workspace_slug: String,
     pub workspace_name: String,
+    /// The contract's `workspace.key`: the workspace's own, else derived from its slug.
+    pub workspace_key: String,
 }
 
 /// The wake `id` and its agent; `None` when there is no such row.
@@ -65,7 +67,7 @@ pub async fn target(
                 client,
                 "SELECT d.status, d.attempts, a.id AS agent_id, a.webhook_url,
                         a.webhook_secret_enc, a.standard_webhooks,
-                        w.id AS workspace_id, w.slug, w.name,
+                        w.id AS workspace_id, w.slug, w.name, w.key AS workspace_key,
                         w.webhook_secret_enc AS workspace_secret_enc
                    FROM webhook_deliveries d
                    JOIN agents a ON a.id = d.agent_id
@@ -86,6 +88,9 @@ pub async fn target(
             workspace_secret_sealed: r.get("workspace_secret_enc"),
             standard_webhooks: r.get("standard_webhooks"),
             workspace_id: r.get("workspace_id"),
+            workspace_key: r
+                .get::<_, Option<String>>("workspace_key")
+                .unwrap_or_else(|| crate::workspaces::derived_key(r.get("slug"))),
             workspace_slug: r.get("slug"),
             workspace_name: r.get("name"),
         })

@@ -61,6 +61,7 @@ impl Backends {
     /// Refuse to start without a usable default provider (one line naming the variables).
     pub fn check(&self) -> anyhow::Result<BackendKind> {
         self.config
+            .llm
             .provider
             .resolve(None)
             .map(|r| r.kind)
@@ -73,8 +74,12 @@ impl Backends {
         kind: BackendKind,
         workspace: Option<&WorkspaceSecrets>,
     ) -> Result<Backend, String> {
-        let resolved = self.config.provider.pinned(kind, workspace)?;
-        Ok(Backend::build(&self.http, resolved, &self.config.provider))
+        let resolved = self.config.llm.provider.pinned(kind, workspace)?;
+        Ok(Backend::build(
+            &self.http,
+            resolved,
+            &self.config.llm.provider,
+        ))
     }
 
     /// The hops of `req`, in order; none when its workspace's secrets cannot be read.
@@ -87,14 +92,13 @@ impl Backends {
             None => None,
         };
         let ws = secrets.as_deref();
-        let provider = &self.config.provider;
+        let provider = &self.config.llm.provider;
         let mut hops = Vec::with_capacity(req.chain.len() + 1);
         if let Some(o) = &req.backend {
             let label = format!("agent:{}", o.backend);
             // Priced when the pinned model is one of the model map's.
             let prices = self
                 .config
-                .file
                 .models
                 .values()
                 .find(|m| m.id == o.model)
@@ -113,7 +117,7 @@ impl Backends {
         }
         let default = provider.resolve(ws);
         for name in &req.chain {
-            let Some(spec) = self.config.file.models.get(name) else {
+            let Some(spec) = self.config.models.get(name) else {
                 hops.push(Err(Unusable {
                     label: name.clone(),
                     why: "not in [models]".into(),

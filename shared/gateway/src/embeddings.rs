@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::json;
 use url::Url;
 
-use hermes_config::{RecallSettings, RouterSecrets};
+use hermes_config::RouterSettings;
 
 /// Longest body excerpt kept in [`EmbedError::Status`]; enough to read the provider's
 /// message, short enough for a log line.
@@ -125,17 +125,15 @@ impl Embedder {
 
     /// The embedder the router's configuration describes, or `None` when no endpoint is
     /// configured (recall is then off, not failing).
-    pub fn from_settings(
-        recall: &RecallSettings,
-        secrets: &RouterSecrets,
-    ) -> Result<Option<Self>, EmbedError> {
-        let Some(base) = secrets.embeddings_url.clone() else {
+    pub fn from_settings(router: &RouterSettings) -> Result<Option<Self>, EmbedError> {
+        let Some(base) = router.embeddings_url.clone() else {
             return Ok(None);
         };
+        let recall = &router.recall;
         Ok(Some(Self::new(
             http_client()?,
             base,
-            secrets.embeddings_api_key.clone(),
+            router.embeddings_api_key.clone(),
             recall.model.clone(),
             Duration::from_millis(recall.timeout_ms),
         )))

@@ -8,17 +8,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+mod common;
+
 use hermes_cache::Cache;
-use hermes_config::Config;
 use hermes_gateway::Gateway;
-use hermes_gateway::backends::Backends;
 use hermes_gateway::gateway::GatewayError;
 use hermes_gateway::providers::{DeltaSink, ProviderError};
 use hermes_telemetry::Metrics;
 use hermes_types::ids::UserId;
-use hermes_types::model::{
-    ChatMessage, FailureCode, LlmRequest, Platform, ReplyTo, Role, Tier, ToolSpec,
-};
+use hermes_types::model::{FailureCode, LlmRequest, Tier, ToolSpec};
 use serde_json::{Value, json};
 use uuid::Uuid;
 use wiremock::matchers::{method, path, path_regex};
@@ -108,22 +106,7 @@ async fn fleet(extra_toml: &str, env: &[(&str, &str)]) -> Fleet {
         vars.retain(|(n, _)| n != k);
         vars.push((k.to_string(), v.to_string()));
     }
-    let config = Arc::new(
-        Config::from_lookup(
-            &|k| {
-                vars.iter()
-                    .find(|(n, _)| n == k)
-                    .map(|(_, v)| v.clone())
-                    .or_else(|| std::env::var(k).ok())
-            },
-            Some(&file),
-        )
-        .expect("test configuration"),
-    );
-    let metrics = Metrics::new();
-    let cache = Cache::new(&config.redis_url, config.namespace.clone(), metrics.clone()).unwrap();
-    let backends = Backends::new(config.clone(), None).unwrap();
-    let gateway = Gateway::with_parts(config, metrics.clone(), backends, cache.clone(), None);
+    let (gateway, metrics, cache) = common::gateway(&vars, &file);
     Fleet {
         cache,
         openai,
@@ -136,22 +119,7 @@ async fn fleet(extra_toml: &str, env: &[(&str, &str)]) -> Fleet {
     }
 }
 
-fn request(tier: Tier, chain: &[&str], text: &str) -> LlmRequest {
-    LlmRequest::new(
-        ReplyTo {
-            platform: Platform::Api,
-            chat_id: "c".into(),
-            callback_url: None,
-            quote: None,
-        },
-        tier,
-        chain.iter().map(|s| s.to_string()).collect(),
-        vec![
-            ChatMessage::text(Role::System, "be brief"),
-            ChatMessage::text(Role::User, text),
-        ],
-    )
-}
+use common::request;
 
 fn free(text: &str) -> LlmRequest {
     request(Tier::Free, &["gpt", "claude"], text)

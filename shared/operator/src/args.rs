@@ -10,6 +10,13 @@ use serde_json::{Map, Value};
 
 use crate::error::ToolError;
 
+/// An argument given as text or as a non-negative integer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StrOrCount<'a> {
+    Str(&'a str),
+    Count(i64),
+}
+
 /// The arguments of one call: a JSON object holding only names the tool takes.
 pub struct Args {
     map: Map<String, Value>,
@@ -53,6 +60,29 @@ impl Args {
             Some(_) => {
                 Err(ToolError::invalid(format!("{name} must be a string")).with("argument", name))
             }
+        }
+    }
+
+    /// An argument that may be a string of at most `max` bytes or a non-negative integer
+    /// (a cursor, which clients send in either form), if given.
+    pub fn opt_str_or_count(
+        &self,
+        name: &str,
+        max: usize,
+    ) -> Result<Option<StrOrCount<'_>>, ToolError> {
+        match self.map.get(name) {
+            Some(Value::Number(n)) => n
+                .as_i64()
+                .filter(|v| *v >= 0)
+                .map(|v| Some(StrOrCount::Count(v)))
+                .ok_or_else(|| {
+                    ToolError::invalid(format!(
+                        "{name} must be a string or an integer from 0 to {}",
+                        i64::MAX
+                    ))
+                    .with("argument", name)
+                }),
+            _ => Ok(self.opt_str(name, max)?.map(StrOrCount::Str)),
         }
     }
 

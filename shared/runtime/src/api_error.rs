@@ -80,6 +80,10 @@ pub enum ApiErrorCode {
     UnknownAgent,
     /// A Forge wake for an agent that runs outside the fleet.
     ExternalAgent,
+    /// A `provider:model` whose provider Hermes does not know (the message lists them).
+    UnknownProvider,
+    /// A `provider:model` that is not one of the configured models (the message lists them).
+    ModelNotFound,
     /// A job's schedule that does not parse or is not allowed.
     InvalidSchedule,
     /// A job's target that names nothing it may run.
@@ -107,7 +111,7 @@ pub enum ApiErrorCode {
 
 impl ApiErrorCode {
     /// Every code but a run's failure codes ([`FailureCode::ALL`]).
-    pub const ALL: [ApiErrorCode; 44] = [
+    pub const ALL: [ApiErrorCode; 46] = [
         ApiErrorCode::InvalidApiKey,
         ApiErrorCode::Forbidden,
         ApiErrorCode::HostNotAllowed,
@@ -142,6 +146,8 @@ impl ApiErrorCode {
         ApiErrorCode::Replayed,
         ApiErrorCode::UnknownAgent,
         ApiErrorCode::ExternalAgent,
+        ApiErrorCode::UnknownProvider,
+        ApiErrorCode::ModelNotFound,
         ApiErrorCode::InvalidSchedule,
         ApiErrorCode::InvalidTarget,
         ApiErrorCode::JobLimitReached,
@@ -191,6 +197,8 @@ impl ApiErrorCode {
             ApiErrorCode::Replayed => "replayed",
             ApiErrorCode::UnknownAgent => "unknown_agent",
             ApiErrorCode::ExternalAgent => "external_agent",
+            ApiErrorCode::UnknownProvider => "unknown_provider",
+            ApiErrorCode::ModelNotFound => "model_not_found",
             ApiErrorCode::InvalidSchedule => "invalid_schedule",
             ApiErrorCode::InvalidTarget => "invalid_target",
             ApiErrorCode::JobLimitReached => "job_limit_reached",

@@ -24,10 +24,15 @@ pub struct AgentMetrics {
     pub time_to_answer: HistogramVec,
     /// Unacknowledged runs woken again on the retry schedule, by agent.
     pub rewakes: IntCounterVec,
+    /// Runs assigned to a BUSY or OFFLINE external agent, by agent and outcome: `held` (the
+    /// run waits for the agent) and `released` (the agent is ONLINE again: woken or listed).
+    pub held_runs: IntCounterVec,
     /// Agents marked OFFLINE because they were silent past the presence window, by agent.
     pub presence_expired: IntCounterVec,
     /// Calls to the MCP surface, by tool and outcome (`ok` or the error's code).
     pub mcp_calls: IntCounterVec,
+    /// JWT bearers on the agent MCP surface, by outcome (`accepted` or the refusal).
+    pub mcp_jwt: IntCounterVec,
     /// Forge wakes received, by outcome (`queued`, `duplicate`, or the refusal's code).
     pub forge_wakes: IntCounterVec,
     /// Draft updates the delivery stage handled, by outcome: `shown` (the draft's message
@@ -71,6 +76,9 @@ fn histogram(r: &Registry, name: &str, help: &str) -> HistogramVec {
     histogram_vec(r, name, help, &["agent"], AGENT_LATENCY.to_vec())
 }
 
+/// The outcomes of `hermes_agent_held_runs_total`.
+pub const HELD_OUTCOMES: &[&str] = &["held", "released"];
+
 /// The outcomes of `hermes_agent_runs_total`.
 pub const RUN_OUTCOMES: &[&str] = &["answered", "failed", "expired"];
 
@@ -83,6 +91,9 @@ impl AgentMetrics {
             self.runs.with_label_values(&[agent, outcome]);
         }
         self.rewakes.with_label_values(&[agent]);
+        for outcome in HELD_OUTCOMES {
+            self.held_runs.with_label_values(&[agent, outcome]);
+        }
         self.presence_expired.with_label_values(&[agent]);
         self.time_to_ack.with_label_values(&[agent]);
         self.time_to_answer.with_label_values(&[agent]);
@@ -130,6 +141,12 @@ impl AgentMetrics {
                 "Unacknowledged external runs woken again on the retry schedule, by agent.",
                 &["agent"],
             ),
+            held_runs: counter(
+                r,
+                "hermes_agent_held_runs_total",
+                "Runs assigned to a BUSY or OFFLINE external agent, by agent and outcome (held, released).",
+                &["agent", "outcome"],
+            ),
             presence_expired: counter(
                 r,
                 "hermes_agent_presence_expired_total",
@@ -141,6 +158,12 @@ impl AgentMetrics {
                 "hermes_mcp_calls_total",
                 "Tool calls on the agent MCP surface, by tool and outcome (ok or the error code).",
                 &["tool", "outcome"],
+            ),
+            mcp_jwt: counter(
+                r,
+                "hermes_mcp_jwt_total",
+                "JWT bearers on /api/mcp, by outcome (accepted, or why refused: expired, future_dated, audience, algorithm, ...).",
+                &["outcome"],
             ),
             forge_wakes: counter(
                 r,

@@ -1,5 +1,6 @@
 //! The metrics of the tools stage (docs/tools-and-mcp.md): tool calls by outcome and their
-//! time, calls refused before they ran, configuration reloads, and MCP servers' sessions.
+//! time, calls refused before they ran, configuration reloads, MCP servers' sessions, and
+//! the heartbeats sent to a Forge, and MCP servers' sampling.
 
 use prometheus::{HistogramVec, IntCounterVec, IntGaugeVec, Registry};
 
@@ -18,6 +19,13 @@ pub struct ToolMetrics {
     pub reloads: IntCounterVec,
     /// 1 while this replica has a live session with the MCP server, by server.
     pub mcp_server_up: IntGaugeVec,
+    /// `agents.heartbeat` calls to a Forge by the status sent and outcome (sent, failed).
+    pub forge_heartbeats: IntCounterVec,
+    /// MCP servers' sampling requests by server and outcome.
+    pub sampling_requests: IntCounterVec,
+    /// Tokens sampling requests used, as the model reported them (not the cap asked for),
+    /// by server and direction.
+    pub sampling_tokens: IntCounterVec,
 }
 
 impl ToolMetrics {
@@ -54,6 +62,24 @@ impl ToolMetrics {
                 "hermes_mcp_server_up",
                 "1 while this replica has a live session with the MCP server, else 0.",
                 &["server"],
+            ),
+            forge_heartbeats: counter_vec(
+                r,
+                "hermes_forge_heartbeats_total",
+                "`agents.heartbeat` calls this replica made to a Forge, by the status sent (ONLINE, BUSY, OFFLINE) and outcome (sent, failed).",
+                &["status", "outcome"],
+            ),
+            sampling_requests: counter_vec(
+                r,
+                "hermes_mcp_sampling_requests_total",
+                "Sampling requests from MCP servers, by server and outcome (answered, disabled, rate_limited, tools_refused, no_model, timeout, failed).",
+                &["server", "outcome"],
+            ),
+            sampling_tokens: counter_vec(
+                r,
+                "hermes_mcp_sampling_tokens_total",
+                "Tokens MCP servers' sampling requests used, as the model reported them, by server and direction (input, output).",
+                &["server", "direction"],
             ),
         }
     }

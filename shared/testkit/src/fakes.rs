@@ -118,6 +118,52 @@ pub fn openai_answer(text: &str, prompt_tokens: u64, completion_tokens: u64) -> 
     })
 }
 
+/// `answer` (a chat completion, as [`openai_answer`] or [`openai_tool_call`] make) the way the
+/// request whose body is `request` asked for it: as one JSON body, or with `"stream": true` as
+/// server-sent chunks (the message's content and tool calls, then the finish reason with the
+/// usage, then `[DONE]`), as an OpenAI-compatible provider streams it.
+pub fn openai_reply(
+    request: &serde_json::Value,
+    answer: serde_json::Value,
+) -> wiremock::ResponseTemplate {
+    use serde_json::json;
+    if request["stream"] != true {
+        return wiremock::ResponseTemplate::new(200).set_body_json(answer);
+    }
+    let choice = &answer["choices"][0];
+    let message = &choice["message"];
+    let mut delta = json!({"role": "assistant"});
+    if let Some(text) = message["content"].as_str() {
+        delta["content"] = json!(text);
+    }
+    if let Some(calls) = message["tool_calls"].as_array() {
+        let indexed: Vec<serde_json::Value> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let mut c = c.clone();
+                c["index"] = json!(i);
+                c
+            })
+            .collect();
+        delta["tool_calls"] = json!(indexed);
+    }
+    let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
+        json!({"id": answer["id"], "object": "chat.completion.chunk",
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let mut last = chunk(json!({}), choice["finish_reason"].clone());
+    last["usage"] = answer["usage"].clone();
+    let body = format!(
+        "data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
+        chunk(delta, serde_json::Value::Null),
+        last
+    );
+    wiremock::ResponseTemplate::new(200)
+        .insert_header("content-type", "text/event-stream")
+        .set_body_string(body)
+}
+
 /// An OpenAI-compatible fake model answering every call with `text` (1 token in, 1 out);
 /// pass its `uri()` to [`crate::TestEnv::openai_mock`].
 pub async fn openai_fake(text: &str) -> wiremock::MockServer {

@@ -32,26 +32,44 @@ pub mod fakes;
 mod fleet;
 mod harness;
 mod killable;
+mod messenger;
+pub mod otlp;
 mod process;
 mod requests;
+mod slack;
 pub mod tls;
+mod twilio;
 
 pub use db::{count, queued_llm_requests, routed_run};
 pub use env::OPENAI_KEY;
 pub use env::{Server, TestEnv};
 pub use fakes::{
-    api_inbound, channel_inbound, drain, metric, openai_answer, openai_fake, openai_tool_call,
-    openai_tool_then_answer, rest_inbound, send, send_on, telegram_fake, telegram_ok,
-    telegram_send_message, telegram_sent, telegram_text, telegram_texts_to, tool_result,
+    api_inbound, channel_inbound, drain, metric, openai_answer, openai_fake, openai_reply,
+    openai_tool_call, openai_tool_then_answer, rest_inbound, send, send_on, telegram_fake,
+    telegram_ok, telegram_send_message, telegram_sent, telegram_text, telegram_texts_to,
+    tool_result,
 };
 pub use fleet::Fleet;
 pub use harness::StageHarness;
 pub use hermes_testkit_core::{amqp_url, eventually, eventually_sync, pg_base, redis_url};
 pub use killable::KillableFleet;
+pub use messenger::{
+    MESSENGER_TOKEN, MessengerAnswers, messenger_answers, messenger_fake, messenger_send,
+    messenger_sent, messenger_text,
+};
+pub use otlp::{OtlpReceiver, ReceivedSpan};
 pub use process::{
     RealProcess, everything_server_js, everything_server_toml, free_port, hermes_bin,
 };
 pub use requests::{App, meta_signature, status_and_json};
+pub use slack::{
+    SLACK_BOT_USER, SlackOk, slack_api_base, slack_dm, slack_event, slack_fake, slack_headers,
+    slack_headers_at, slack_mention, slack_method, slack_ok, slack_posts, slack_refusal,
+};
+pub use twilio::{
+    TWILIO_FROM, TWILIO_SID, TWILIO_TOKEN, TwilioCreated, twilio_created, twilio_fake,
+    twilio_messages, twilio_sent, twilio_sms,
+};
 
 /// The Bearer key every test fleet uses.
 pub const KEY: &str = "test-key-0123456789abcdef";

@@ -54,6 +54,8 @@ pub struct Ledger {
     pub api_refused: usize,
     pub api_cut: usize,
     pub api_wrong: usize,
+    /// A few of the wrong answers, `sent → got`.
+    pub api_wrong_samples: Vec<String>,
     /// Whether a killswitch turned on before a Redis restart still held after it (`None`:
     /// not probed).
     pub killswitch_held: Option<bool>,
@@ -179,6 +181,11 @@ impl Ledger {
             api_refused,
             api_cut,
             api_wrong,
+            api_wrong_samples: api
+                .wrong_samples
+                .lock()
+                .map(|s| s.clone())
+                .unwrap_or_default(),
             killswitch_held: None,
         })
     }
@@ -252,8 +259,9 @@ impl Ledger {
         check(
             self.api_wrong > 0,
             format!(
-                "{} API answers were not the echo of their message",
-                self.api_wrong
+                "{} API answers were not the echo of their message (such as {})",
+                self.api_wrong,
+                self.api_wrong_samples.join("; ")
             ),
         );
         check(

@@ -11,6 +11,9 @@ use anyhow::{Context, bail};
 
 /// How long a private server may take to start or stop.
 pub(super) const BOOT_BOUND: Duration = Duration::from_secs(90);
+/// How long one command of a server's tools (`pg_ctl`, `psql`, `rabbitmqctl`, …) may take.
+/// The slowest ones wait for a server themselves, within their own timeouts of at most 120 s.
+pub(super) const COMMAND_BOUND: Duration = Duration::from_secs(180);
 
 /// The directory of PostgreSQL's server binaries (`pg_config --bindir`, or the newest
 /// Debian install).
@@ -96,15 +99,11 @@ pub(super) fn own(dir: &Path, user: &str) -> anyhow::Result<()> {
 }
 
 /// Run `cmd` to its end; an error holds its output when it fails.
-pub(super) fn run(mut cmd: Command) -> anyhow::Result<()> {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("cannot run {cmd:?}"))?;
+pub(super) fn run(cmd: Command) -> anyhow::Result<()> {
+    let (program, out) = finish(cmd, COMMAND_BOUND)?;
     if !out.status.success() {
         bail!(
-            "{:?} failed ({}): {}{}",
-            cmd.get_program(),
+            "{program} failed ({}): {}{}",
             out.status,
             String::from_utf8_lossy(&out.stdout).trim(),
             String::from_utf8_lossy(&out.stderr).trim()
@@ -114,12 +113,45 @@ pub(super) fn run(mut cmd: Command) -> anyhow::Result<()> {
 }
 
 /// Run `cmd` and return what it printed, when it succeeded.
-pub(super) fn output(mut cmd: Command) -> anyhow::Result<String> {
-    let out = cmd.stdin(Stdio::null()).stderr(Stdio::null()).output()?;
+pub(super) fn output(cmd: Command) -> anyhow::Result<String> {
+    let (program, out) = finish(cmd, COMMAND_BOUND)?;
     if !out.status.success() {
-        bail!("{:?} failed ({})", cmd.get_program(), out.status);
+        bail!("{program} failed ({})", out.status);
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Run `cmd` to its end, at most `bound` ([`COMMAND_BOUND`]): a server's tool that never answers (a
+/// `rabbitmqctl` waiting on a node that is gone, a `psql` whose commit waits for a standby)
+/// is killed and named, so that the run fails with the cause instead of hanging.
+fn finish(mut cmd: Command, bound: Duration) -> anyhow::Result<(String, std::process::Output)> {
+    let program = format!("{:?}", cmd.get_program());
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot run {cmd:?}"))?;
+    let pid = child.id();
+    let (done, waited) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(child.wait_with_output());
+    });
+    match waited.recv_timeout(bound) {
+        Ok(out) => Ok((program, out?)),
+        Err(_) => {
+            kill9(pid as i32);
+            bail!(
+                "{cmd:?} did not finish within {:.1} s and was killed",
+                bound.as_secs_f64()
+            )
+        }
+    }
+}
+
+/// `kill -9` of process `pid`, whoever runs it (the harness may be root and it `postgres`).
+pub(super) fn kill9(pid: i32) {
+    let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
 }
 
 /// Poll `ready` (a blocking check) until it holds, at most [`BOOT_BOUND`].
@@ -155,4 +187,24 @@ pub(super) fn initdb(pg_bin: &Path, dir: &Path, data: &Path) -> anyhow::Result<(
             "--no-sync",
         ],
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_past_its_bound_is_killed_and_named() {
+        let mut sleeper = Command::new("sleep");
+        sleeper.arg("30");
+        let started = Instant::now();
+        let err = finish(sleeper, Duration::from_millis(200)).unwrap_err();
+        assert!(
+            err.to_string().contains("did not finish within 0.2 s"),
+            "{err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(30));
+        let (_, out) = finish(Command::new("true"), Duration::from_secs(30)).unwrap();
+        assert!(out.status.success());
+    }
 }

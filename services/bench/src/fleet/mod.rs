@@ -8,7 +8,9 @@
 //! a request lost or answered with another's text voids the run (exit non-zero). With
 //! `--with-floor` the floor (`hermes bench floor`: the same infrastructure work with no
 //! Hermes logic) takes its turn in every round, and the report gives the fleet's figures as
-//! ratios to the floor's.
+//! ratios to the floor's. With `--tracing off,10,100` a fleet per tracing setting takes its
+//! turn for every kind, and the report gives each traced fleet's figures as ratios to the
+//! untraced one's (`tracing.rs`).
 
 pub(crate) mod infra;
 pub(crate) mod load;
@@ -17,6 +19,7 @@ pub(crate) use report::report;
 pub(crate) mod search;
 mod soak;
 mod telegram;
+mod tracing;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -49,6 +52,11 @@ pub struct FleetBench {
     /// fleet's kinds, and print the fleet's figures as ratios to the floor's.
     #[arg(long)]
     with_floor: bool,
+    /// Tracing settings (`off`, or a sampling percentage 1–100), a fleet each, taking turns
+    /// for every kind; the report compares each with `off` (docs/performance.md, "Tracing's
+    /// cost"). Without it the one fleet runs as configured.
+    #[arg(long, value_delimiter = ',')]
+    tracing: Vec<tracing::Setting>,
     /// Instead of the frontier table: a soak of this many minutes (fractions accepted) at
     /// `--rate`, or half the frontier, the `--kind`s taking turns step by step; it reports each
     /// process's idle memory and its growth (docs/performance.md, "Memory: the soak").
@@ -81,21 +89,35 @@ pub async fn fleet(config: Config, args: FleetBench) -> anyhow::Result<()> {
     if let Err(e) = scratch.drop_now().await {
         eprintln!("bench fleet: could not drop the scratch database: {e}");
     }
-    let names = Names::new(Namespace::parse(&ns).map_err(anyhow::Error::msg)?);
+    delete_queues(&config, &ns).await;
+    for i in 1..args.tracing.len() {
+        delete_queues(&config, &tracing::namespace(&ns, i)).await;
+    }
+    result
+}
+
+/// Delete the queues of namespace `ns` (they expire on their own if the broker cannot be
+/// reached).
+pub(crate) async fn delete_queues(config: &Config, ns: &str) {
+    let names = match Namespace::parse(ns) {
+        Ok(ns) => Names::new(ns),
+        Err(e) => return eprintln!("bench fleet: namespace {ns}: {e}"),
+    };
     let mut settings = config.bus.clone();
     settings.queue_expires = Some(Duration::from_secs(QUEUE_EXPIRES_SECS));
     match Bus::connect(config.amqp_url.clone(), names, settings, Metrics::new()).await {
         Ok(bus) => {
             if let Err(e) = bus.delete_topology().await {
                 eprintln!(
-                    "bench fleet: cannot delete the run's queues (they expire in {QUEUE_EXPIRES_SECS} s): {e}"
+                    "bench fleet: cannot delete the queues of {ns} (they expire in {QUEUE_EXPIRES_SECS} s): {e}"
                 );
             }
             bus.close().await;
         }
-        Err(e) => eprintln!("bench fleet: cannot reach the broker to delete the run's queues: {e}"),
+        Err(e) => {
+            eprintln!("bench fleet: cannot reach the broker to delete the queues of {ns}: {e}")
+        }
     }
-    result
 }
 
 async fn run(
@@ -111,31 +133,35 @@ async fn run(
     let telegram_url = telegram::serve(channel.clone()).await?;
     crate::faults::seed_users(&scratch.db, telegram::USERS, config).await?;
     let http = free_port()?;
-    let env: Vec<(String, String)> = [
-        ("DATABASE_URL", scratch.url.expose_secret()),
-        ("REDIS_URL", config.redis_url.expose_secret()),
-        ("AMQP_URL", config.amqp_url.expose_secret()),
-        ("HERMES_NAMESPACE", ns),
-        ("HERMES_PROVIDER", "openai"),
-        ("OPENAI_API_KEY", model::KEY),
-        ("OPENAI_BASE_URL", model_url.as_str()),
-        ("API_SERVER_KEY", load::API_KEY),
-        ("TELEGRAM_WEBHOOK_SECRET", telegram::SECRET),
-        ("TELEGRAM_BOT_TOKEN", telegram::TOKEN),
-        ("TELEGRAM_API_BASE_URL", telegram_url.as_str()),
-        // The fake Bot API has no flood limit, and each linked user sends about once a
-        // second at the frontier: what is measured is the fleet, not the pacing.
-        ("HERMES_DELIVERY_BOT_PER_SEC", "100000"),
-        ("HERMES_INBOUND_PER_MINUTE", "100000"),
-        ("HERMES_INBOUND_BURST", "100000"),
-        ("HERMES_HTTP_ADDR", &format!("127.0.0.1:{http}")),
-        ("HERMES_QUEUE_EXPIRES_SECS", &QUEUE_EXPIRES_SECS.to_string()),
-        ("HERMES_LOG_FORMAT", "json"),
-        ("RUST_LOG", "warn"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
+    // One fleet's environment: each fleet of `--tracing` has its own database, namespace
+    // and HTTP port, and shares the fake model and Bot API.
+    let env_of = |db_url: &str, ns: &str, http: u16| -> Vec<(String, String)> {
+        [
+            ("DATABASE_URL", db_url),
+            ("REDIS_URL", config.redis_url.expose_secret()),
+            ("AMQP_URL", config.amqp_url.expose_secret()),
+            ("HERMES_NAMESPACE", ns),
+            ("HERMES_PROVIDER", "openai"),
+            ("OPENAI_API_KEY", model::KEY),
+            ("OPENAI_BASE_URL", model_url.as_str()),
+            ("API_SERVER_KEY", load::API_KEY),
+            ("TELEGRAM_WEBHOOK_SECRET", telegram::SECRET),
+            ("TELEGRAM_BOT_TOKEN", telegram::TOKEN),
+            ("TELEGRAM_API_BASE_URL", telegram_url.as_str()),
+            // The fake Bot API has no flood limit, and each linked user sends about once a
+            // second at the frontier: what is measured is the fleet, not the pacing.
+            ("HERMES_DELIVERY_BOT_PER_SEC", "100000"),
+            ("HERMES_INBOUND_PER_MINUTE", "100000"),
+            ("HERMES_INBOUND_BURST", "100000"),
+            ("HERMES_HTTP_ADDR", &format!("127.0.0.1:{http}")),
+            ("HERMES_QUEUE_EXPIRES_SECS", &QUEUE_EXPIRES_SECS.to_string()),
+            ("HERMES_LOG_FORMAT", "json"),
+            ("RUST_LOG", "warn"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    };
     let services = args
         .services
         .iter()
@@ -147,50 +173,103 @@ async fn run(
                 .ok_or_else(|| anyhow::anyhow!("--services: {s:?} is not one of {SERVICES:?}"))
         })
         .collect::<anyhow::Result<Vec<&'static str>>>()?;
+    if !args.tracing.is_empty() {
+        if args.soak.is_some() {
+            anyhow::bail!("--tracing compares frontiers; it does not go with --soak");
+        }
+        if let Some(var) = tracing::INHERITED
+            .iter()
+            .find(|v| std::env::var_os(v).is_some())
+        {
+            anyhow::bail!("--tracing sets each fleet's own endpoint: unset {var}");
+        }
+    }
+    // The main fleet takes the first tracing setting; the others get fleets of their own.
+    let main_setting = args.tracing.first().copied();
+    let (sink, tracing_env) = match main_setting {
+        Some(setting) => tracing::main_fleet(setting).await?,
+        None => (None, Vec::new()),
+    };
+    let mut env = env_of(scratch.url.expose_secret(), ns, http);
+    env.extend(tracing_env);
     eprintln!("bench fleet: starting {services:?}");
     let mut fleet = Fleet::start(&services, env, logs).await?;
-    let base = format!("http://127.0.0.1:{http}");
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(1024)
         .build()?;
-    let target = load::Target {
+    let target_of = |base: String| load::Target {
         client: client.clone(),
-        base: base.clone(),
+        base,
         telegram: channel.clone(),
     };
-    let fleet_pids = || fleet.pids().into_iter().map(|(_, p)| p).collect::<Vec<_>>();
+    let target = target_of(format!("http://127.0.0.1:{http}"));
     if let Some(minutes) = args.soak {
         return soak::run(&target, &mut fleet, args, minutes).await;
     }
+    let others = tracing::start_others(config, &args.tracing, ns, &services, &env_of, logs).await?;
     let floor = match args.with_floor {
-        true => Some(crate::floor::Standalone::start(config, &format!("{ns}f")).await?),
+        true => match crate::floor::Standalone::start(config, &format!("{ns}f")).await {
+            Ok(floor) => Some(floor),
+            Err(e) => {
+                tracing::finish(config, others).await;
+                return Err(e);
+            }
+        },
         false => None,
+    };
+    let mut subjects = vec![Subject {
+        setting: main_setting,
+        target: target.clone(),
+        fleet: &fleet,
+        db: &scratch.db,
+        sink: sink.as_ref(),
+    }];
+    subjects.extend(others.iter().map(|o| Subject {
+        setting: Some(o.setting),
+        target: target_of(o.base.clone()),
+        fleet: &o.fleet,
+        db: &o.scratch.db,
+        sink: o.sink.as_ref(),
+    }));
+    let fleet_pids = || {
+        subjects
+            .iter()
+            .flat_map(|s| s.fleet.pids().into_iter().map(|(_, p)| p))
+            .collect::<Vec<_>>()
     };
     let machine = infra::Machine::now(&fleet_pids());
     println!(
         "machine at the start: load average {} (1, 5, 15 min)",
         machine.load()
     );
-    let mut results: BTreeMap<&'static str, Vec<Round>> = BTreeMap::new();
+    let mut results: BTreeMap<String, Vec<Round>> = BTreeMap::new();
     let mut void = Vec::new();
     let no_doubles = || 0;
     let doubles = || channel.take_doubled();
     let outcome: anyhow::Result<()> = async {
         for round in 0..args.search.rounds.max(1) {
             for &kind in &args.kinds {
-                let requests: Arc<dyn Requests> = Arc::new(load::FleetRequests {
-                    target: target.clone(),
-                    kind,
-                });
-                let meter = Meter::Fleet {
-                    fleet: &fleet,
-                    db: &scratch.db,
-                    client: &client,
-                };
-                let tag = format!("r{round}-{}", kind.name());
-                let line =
-                    measure(&requests, &meter, &args.search, &tag, &mut void, &doubles).await?;
-                results.entry(kind.name()).or_default().push(line);
+                // A kind's settings run back to back, so they share the round's drift.
+                for subject in &subjects {
+                    let requests: Arc<dyn Requests> = Arc::new(load::FleetRequests {
+                        target: subject.target.clone(),
+                        kind,
+                    });
+                    let meter = Meter::Fleet {
+                        fleet: subject.fleet,
+                        db: subject.db,
+                        client: &client,
+                        sink: subject.sink,
+                        settle: subject.setting.is_some(),
+                    };
+                    let name = subject
+                        .setting
+                        .map_or_else(|| kind.name().to_string(), |s| s.label(kind.name()));
+                    let tag = format!("r{round}-{name}");
+                    let line =
+                        measure(&requests, &meter, &args.search, &tag, &mut void, &doubles).await?;
+                    results.entry(name).or_default().push(line);
+                }
             }
             if let Some(floor) = &floor {
                 let requests: Arc<dyn Requests> = floor.floor.clone();
@@ -209,7 +288,7 @@ async fn run(
                     &no_doubles,
                 )
                 .await?;
-                results.entry(FLOOR).or_default().push(line);
+                results.entry(FLOOR.to_string()).or_default().push(line);
             }
         }
         Ok(())
@@ -219,7 +298,13 @@ async fn run(
         "machine at the end: {}",
         infra::Machine::now(&fleet_pids()).since(&machine)
     );
+    let spans: Vec<(tracing::Setting, u64)> = subjects
+        .iter()
+        .filter_map(|s| Some((s.setting?, s.sink?.spans())))
+        .collect();
+    drop(subjects);
     fleet.stop_all().await;
+    tracing::finish(config, others).await;
     if let Some(floor) = floor {
         floor.finish().await;
     }
@@ -230,7 +315,24 @@ async fn run(
     if args.with_floor {
         report::ratios(&results);
     }
+    if !args.tracing.is_empty() {
+        let kinds: Vec<&str> = args.kinds.iter().map(|k| k.name()).collect();
+        tracing::report(&results, &kinds, &args.tracing);
+        for (setting, spans) in spans {
+            println!("spans received in the whole run with tracing {setting}: {spans}");
+        }
+    }
     load::close_ledger(late, void)
+}
+
+/// One fleet the rounds measure: the main one, or one of another tracing setting.
+struct Subject<'a> {
+    /// Its tracing setting, when `--tracing` is given.
+    setting: Option<tracing::Setting>,
+    target: load::Target,
+    fleet: &'a Fleet,
+    db: &'a hermes_db::Db,
+    sink: Option<&'a tracing::Sink>,
 }
 
 /// The name the floor's figures are reported under.
@@ -243,6 +345,12 @@ pub(crate) enum Meter<'a> {
         fleet: &'a Fleet,
         db: &'a hermes_db::Db,
         client: &'a reqwest::Client,
+        /// Where it exports its spans, when traced.
+        sink: Option<&'a tracing::Sink>,
+        /// In a tracing comparison: an untraced fleet is read after the same quiet time a
+        /// traced one waits for its exports, so both readings span the same idle time and
+        /// its background work (timers, sweeps, probes) weighs the same on each answer.
+        settle: bool,
     },
     Floor {
         floor: &'a crate::floor::Floor,
@@ -252,19 +360,33 @@ pub(crate) enum Meter<'a> {
 }
 
 impl Meter<'_> {
-    /// Every process's CPU time and memory, and the infrastructure's counters, now.
-    async fn read(
-        &self,
-    ) -> anyhow::Result<(Vec<(&'static str, procstat::Reading)>, infra::Snapshot)> {
+    /// What a traced fleet has exported (read first: it waits for the exports of the step
+    /// just ended), every process's CPU time and memory, and the infrastructure's counters.
+    async fn read(&self) -> anyhow::Result<Reading> {
         match self {
-            Meter::Fleet { fleet, db, client } => {
+            Meter::Fleet {
+                fleet,
+                db,
+                client,
+                sink,
+                settle,
+            } => {
+                let exported = match sink {
+                    Some(sink) => Some(sink.reading(client, &fleet.admin_ports()).await),
+                    None => {
+                        if *settle {
+                            tokio::time::sleep(tracing::QUIET).await;
+                        }
+                        None
+                    }
+                };
                 let procs = fleet
                     .pids()
                     .into_iter()
                     .filter_map(|(service, pid)| Some((service, procstat::read(pid)?)))
                     .collect();
                 let snapshot = infra::Snapshot::take(db, client, &fleet.admin_ports(), 0.0).await?;
-                Ok((procs, snapshot))
+                Ok((procs, snapshot, exported))
             }
             Meter::Floor { floor, db, client } => {
                 let procs = procstat::read(std::process::id())
@@ -272,11 +394,18 @@ impl Meter<'_> {
                     .into_iter()
                     .collect();
                 let snapshot = infra::Snapshot::take(db, client, &[], floor.published()).await?;
-                Ok((procs, snapshot))
+                Ok((procs, snapshot, None))
             }
         }
     }
 }
+
+/// Every process's CPU and memory, the infrastructure's counters and a traced fleet's exports.
+type Reading = (
+    Vec<(&'static str, procstat::Reading)>,
+    infra::Snapshot,
+    Option<tracing::Exported>,
+);
 
 /// One round of one subject: its frontier (unless `--rate`), a measurement at half of it
 /// (or at `--rate`) with its costs, and `--serial` requests one at a time.
@@ -295,7 +424,7 @@ pub(crate) async fn measure(
     let rate = args
         .rate
         .unwrap_or_else(|| (frontier.unwrap_or(args.start_rate) / 2.0).max(1.0));
-    let (procs_before, infra_before) = meter.read().await?;
+    let (procs_before, infra_before, exported_before) = meter.read().await?;
     let samples = load::step(
         requests,
         rate,
@@ -304,7 +433,7 @@ pub(crate) async fn measure(
         REQUEST_TIMEOUT,
     )
     .await;
-    let (procs_after, infra_after) = meter.read().await?;
+    let (procs_after, infra_after, exported_after) = meter.read().await?;
     let figures = Figures::of(&samples);
     let twice = doubled();
     if !figures.adds_up() || twice > 0 {
@@ -331,6 +460,9 @@ pub(crate) async fn measure(
         serial_p50: serial,
         per_process: per_answer(&procs_before, &procs_after, figures.answered),
         infra: infra::PerAnswer::between(&infra_before, &infra_after, figures.answered),
+        exported: exported_before
+            .zip(exported_after)
+            .map(|(b, a)| tracing::Exported::per_answer(&b, &a, figures.answered)),
     };
     eprintln!("bench: {tag}: {}", line.summary());
     Ok(line)
@@ -347,13 +479,15 @@ pub(crate) struct Round {
     per_process: Vec<(&'static str, f64, u64)>,
     /// What PostgreSQL, RabbitMQ and Redis spent per answer.
     infra: infra::PerAnswer,
+    /// What a traced fleet exported per answer.
+    exported: Option<tracing::Exported>,
 }
 
 impl Round {
     fn summary(&self) -> String {
         let f = &self.figures;
         format!(
-            "frontier {}, at {:.0}/s: {}/{} answered, p50 {:.1} ms, p99 {:.1} ms, p99.9 {:.1} ms{}",
+            "frontier {}, at {:.0}/s: {}/{} answered, p50 {:.1} ms, p99 {:.1} ms, p99.9 {:.1} ms{}{}",
             self.frontier
                 .map_or("-".to_string(), |r| format!("{r:.0}/s")),
             self.rate,
@@ -365,6 +499,10 @@ impl Round {
             self.serial_p50.map_or(String::new(), |p| format!(
                 ", one at a time p50 {:.1} ms",
                 ms(p)
+            )),
+            self.exported.map_or(String::new(), |e| format!(
+                ", {:.1} spans and {:.0} bytes exported per answer",
+                e.spans, e.bytes
             ))
         )
     }

@@ -9,7 +9,7 @@ use super::{FLOOR, Round, infra};
 use crate::stats::{Ratio, Target, median};
 
 /// Print each kind's medians over the rounds, then the cost per process.
-pub(crate) fn report(results: &BTreeMap<&'static str, Vec<Round>>) {
+pub(crate) fn report(results: &BTreeMap<String, Vec<Round>>) {
     println!(
         "{:<12} {:>7} {:>12} {:>10} {:>10} {:>10} {:>10}",
         "kind", "rounds", "frontier/s", "rate/s", "p50 ms", "p99 ms", "p99.9 ms"
@@ -56,7 +56,7 @@ pub(crate) fn report(results: &BTreeMap<&'static str, Vec<Round>>) {
 }
 
 /// Print what the infrastructure spent per answer, each figure the median over the rounds.
-fn report_infra(results: &BTreeMap<&'static str, Vec<Round>>) {
+fn report_infra(results: &BTreeMap<String, Vec<Round>>) {
     println!(
         "Infrastructure per answer (median over rounds; the servers' CPU and WAL include \
          anything else they served meanwhile):"
@@ -97,7 +97,7 @@ fn report_infra(results: &BTreeMap<&'static str, Vec<Round>>) {
 /// frontier (target: at least 70 % of the floor's) and the p50 of requests sent one at a
 /// time (target: at most 1.5 times the floor's). The floor replays an API chat completion's
 /// hops, so the targets are judged on `chat`; the other kinds are shown beside it.
-pub(crate) fn ratios(results: &BTreeMap<&'static str, Vec<Round>>) {
+pub(crate) fn ratios(results: &BTreeMap<String, Vec<Round>>) {
     let Some(floor) = results.get(FLOOR) else {
         return;
     };
@@ -117,7 +117,7 @@ pub(crate) fn ratios(results: &BTreeMap<&'static str, Vec<Round>>) {
         "{:<12} {:>12} {:>12} {:>14} {:>14} {:>14} {:>14}",
         "kind", "frontier/s", "floor/s", "ratio", "1-at-a-time", "floor p50", "ratio"
     );
-    for (kind, rounds) in results.iter().filter(|(k, _)| **k != FLOOR) {
+    for (kind, rounds) in results.iter().filter(|(k, _)| *k != FLOOR) {
         let cell =
             |v: Option<f64>, unit: &str| v.map_or("-".to_string(), |v| format!("{v:.1}{unit}"));
         let ratio = |measured: Option<f64>, floor: Option<f64>, target: Target| {

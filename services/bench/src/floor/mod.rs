@@ -87,7 +87,7 @@ pub async fn floor(config: Config, args: FloorBench) -> anyhow::Result<()> {
             for round in 0..args.search.rounds.max(1) {
                 let tag = format!("r{round}-floor");
                 let line = measure(&requests, &meter, &args.search, &tag, &mut void, &|| 0).await?;
-                results.entry(FLOOR).or_insert_with(Vec::new).push(line);
+                results.entry(FLOOR.to_string()).or_insert_with(Vec::new).push(line);
             }
             anyhow::Ok(())
         } => r,

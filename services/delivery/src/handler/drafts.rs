@@ -1,5 +1,5 @@
 //! An external agent's draft in a chat (docs/agents.md, "How drafts are shown"). A platform
-//! that shows drafts (Telegram, through `hermes_channels::ShowsDrafts`) shows one as a
+//! that shows drafts (Telegram and Slack, through `hermes_channels::ShowsDrafts`) shows one as a
 //! message edited as it grows: the first update sends it and records
 //! its id on the draft, later ones edit it when they are newer than what it shows, as often
 //! as the chat's rate gate allows now (an update that would have to wait is skipped:
@@ -17,8 +17,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use hermes_channels::telegram::MessageRef;
-use hermes_channels::{Outbound, Part, SendFailure, Sender, ShowsDrafts};
+use hermes_channels::{DraftMessage, Outbound, Part, SendFailure, Sender, ShowsDrafts};
 use hermes_db::{DbError, drafts, runs};
 use hermes_runtime::stage::StageError;
 use hermes_types::envelope::Envelope;
@@ -72,14 +71,14 @@ impl DeliveryStage {
         let shown = if lease.finished {
             not_shown(DraftOutcome::Dropped, Why::Finalized)
         } else {
-            self.show_now(env, shows, update).await
+            self.show_now(env, &shows, update).await
         };
         self.sent.release(lease).await;
         shown
     }
 
     /// Under the draft's lease: send or edit its message if the draft as stored allows it.
-    async fn show_now<S: ShowsDrafts<Message = MessageRef> + Sync>(
+    async fn show_now<S: ShowsDrafts<Message = DraftMessage> + Sync>(
         &self,
         env: &Envelope,
         shows: &S,
@@ -132,7 +131,11 @@ impl DeliveryStage {
     /// Record that the draft's message shows `update`. Once Telegram accepted a first
     /// message, an unrecorded id would make the next update send a second one, so PostgreSQL
     /// away is waited for, within [`RECORD_PATIENCE`], as a sent part's record is.
-    async fn record_shown(&self, update: &DraftUpdate, message: MessageRef) -> Result<(), DbError> {
+    async fn record_shown(
+        &self,
+        update: &DraftUpdate,
+        message: DraftMessage,
+    ) -> Result<(), DbError> {
         let deadline = tokio::time::Instant::now() + RECORD_PATIENCE;
         loop {
             let recorded = match self.ctx.db.get().await {
@@ -166,7 +169,7 @@ impl DeliveryStage {
         already: &HashSet<usize>,
     ) -> Result<(), StageError> {
         let lease = self.sent.lease(draft_lease(draft)).await?;
-        let sent = match self.shown_message(env, draft).await {
+        let sent = match self.shown_message(env, to.platform, draft).await {
             Ok(shown) => {
                 let messages = final_messages(shown, text, |t| sender.parts(t));
                 self.send_parts(env, sender, to, &messages, already).await
@@ -177,18 +180,19 @@ impl DeliveryStage {
         sent
     }
 
-    /// The message showing `draft`, if it is this run's and was shown.
+    /// The message showing `draft` on `platform`, if it is this run's and was shown.
     async fn shown_message(
         &self,
         env: &Envelope,
+        platform: Platform,
         draft: DraftId,
-    ) -> Result<Option<MessageRef>, DbError> {
+    ) -> Result<Option<DraftMessage>, DbError> {
         let client = self.ctx.db.get().await?;
         Ok(drafts::get(&client, draft, None)
             .await?
             .filter(|d| d.run_id == env.run_id)
             .and_then(|d| d.platform_message_id)
-            .and_then(|m| MessageRef::from_stored(&m)))
+            .and_then(|m| DraftMessage::from_stored(platform, &m)))
     }
 
     /// Edit the shown draft's `message` into `text` (formatted like any reply) where the
@@ -197,7 +201,7 @@ impl DeliveryStage {
         &self,
         sender: &Sender,
         chat_id: &str,
-        message: MessageRef,
+        message: DraftMessage,
         text: &str,
         platform: Platform,
     ) -> Result<Option<String>, SendFailure> {

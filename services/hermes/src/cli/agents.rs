@@ -5,7 +5,6 @@
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
-use hermes_config::BackendKind;
 use hermes_config::Config;
 use hermes_db::Db;
 use hermes_db::agents::{self, Agent, AgentUpdate, NewAgent};
@@ -50,8 +49,12 @@ pub enum AgentsCommand {
         #[arg(long, value_delimiter = ',')]
         capabilities: Vec<String>,
         /// External agents: where wakes are POSTed.
-        #[arg(long, value_name = "URL")]
+        #[arg(long, value_name = "URL", conflicts_with = "pull_only")]
         webhook_url: Option<String>,
+        /// External agents: no webhook URL; never woken, it pulls its inbox
+        /// (`agent.inbox.list`) and keeps itself present with `agents.heartbeat`.
+        #[arg(long, conflicts_with_all = ["standard_webhooks", "workspace_secret"])]
+        pull_only: bool,
         /// External agents: wakes also carry Standard Webhooks headers (`webhook-id`,
         /// `webhook-timestamp`, `webhook-signature`).
         #[arg(long)]
@@ -99,6 +102,21 @@ pub enum AgentsCommand {
         workspace: String,
         #[arg(long)]
         json: bool,
+    },
+    /// Probe an external agent's runtime as the Forge contract's dispatcher does:
+    /// `GET /v1/models` with its bearer, `GET /v1/runs` expecting 405. Diagnostic only: the
+    /// agent is not marked present.
+    Probe {
+        /// The agent's handle.
+        profile_key: String,
+        /// The runtime's base URL (default: the origin of the agent's webhook URL).
+        #[arg(long, value_name = "URL")]
+        base_url: Option<String>,
+        /// Read the runtime's bearer token from standard input.
+        #[arg(long)]
+        token_stdin: bool,
+        #[arg(long, default_value = "default")]
+        workspace: String,
     },
     /// Change an agent; takes effect on the next message, no restart.
     Set {
@@ -157,13 +175,15 @@ pub enum AgentsCommand {
         #[arg(long)]
         clear_tool_allowlist: bool,
         /// Move the agent to this backend at run time (mock, hermes, openrouter, anthropic,
-        /// gemini, openai, ollama), tried before its tier's chain; `none` returns it to the
-        /// chain. The switch lands only if the backend passes a health check with the
-        /// workspace's keys; otherwise it is rolled back and the agent stays where it was.
+        /// gemini, openai, ollama or an OpenAI-compatible preset), or to `provider:model`,
+        /// tried before its tier's chain; `none` returns it to the chain. The switch lands
+        /// only if the backend passes a health check with the workspace's keys; otherwise it
+        /// is rolled back and the agent stays where it was.
         #[arg(long, value_name = "BACKEND")]
         backend: Option<String>,
-        /// Model id on --backend (default: the backend's own default model).
-        #[arg(long, requires = "backend")]
+        /// Model id on --backend (default: the backend's own default model), or
+        /// `provider:model` alone (e.g. `anthropic:claude-sonnet-4-5`).
+        #[arg(long)]
         model: Option<String>,
         #[arg(long, default_value = "default")]
         workspace: String,
@@ -235,18 +255,8 @@ async fn switch_backend(
     config: &Config,
     db: &Db,
     agent: &Agent,
-    backend: &str,
-    model: Option<String>,
+    target: Option<BackendOverride>,
 ) -> anyhow::Result<()> {
-    let target = if backend.trim().eq_ignore_ascii_case("none") {
-        None
-    } else {
-        let kind: BackendKind = backend.parse().map_err(anyhow::Error::msg)?;
-        Some(BackendOverride {
-            backend: kind,
-            model: model.unwrap_or_else(|| kind.default_model().to_string()),
-        })
-    };
     let mut client = db.get().await?;
     let tx = client.transaction().await?;
     let previous = agents::set_backend(&tx, agent.id, target.as_ref()).await?;
@@ -297,6 +307,7 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
             toolsets,
             capabilities,
             webhook_url,
+            pull_only,
             standard_webhooks,
             workspace_secret,
             max_concurrent,
@@ -307,6 +318,10 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
             workspace,
             json,
         } => {
+            anyhow::ensure!(
+                !pull_only || kind == AgentKind::External,
+                "--pull-only is for external agents"
+            );
             anyhow::ensure!(
                 !standard_webhooks || kind == AgentKind::External,
                 "--standard-webhooks is for external agents"
@@ -338,10 +353,12 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
                     );
                     (None, None)
                 }
+                // Never woken: nothing to sign.
+                AgentKind::External if pull_only => (None, None),
                 AgentKind::External => {
                     let url = webhook_url
                         .as_deref()
-                        .context("an external agent needs --webhook-url")?;
+                        .context("an external agent needs --webhook-url (or --pull-only)")?;
                     check_url(url)?;
                     if workspace_secret {
                         let id = workspaces::id_by_slug(&client, &workspace)
@@ -460,8 +477,12 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
                     Some(list) => println!("  tool allowlist {list:?}"),
                     None => println!("  tool allowlist (none: the mode alone decides)"),
                 }
-                if let Some(u) = &a.webhook_url {
-                    println!("  webhook {u}");
+                match (&a.webhook_url, a.kind) {
+                    (Some(u), _) => println!("  webhook {u}"),
+                    (None, AgentKind::External) => {
+                        println!("  pull-only (no webhook: never woken)")
+                    }
+                    (None, AgentKind::Internal) => {}
                 }
                 if let Some(t) = a.last_heartbeat_at {
                     println!("  last heartbeat {t}");
@@ -481,6 +502,17 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
                     None => println!("  backend (the tier's chain)"),
                 }
             }
+        }
+        AgentsCommand::Probe {
+            profile_key,
+            base_url,
+            token_stdin,
+            workspace,
+        } => {
+            let Some(a) = agents::by_key(&client, &workspace, &profile_key).await? else {
+                bail!("no agent {profile_key:?} in workspace {workspace:?}");
+            };
+            super::agents_probe::probe(&a, base_url.as_deref(), token_stdin).await?;
         }
         AgentsCommand::Set {
             profile_key,
@@ -509,6 +541,8 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
             if let Some(m) = max_concurrent {
                 anyhow::ensure!(m > 0, "--max-concurrent must be above 0");
             }
+            // Parsed before anything is written: a bad name changes nothing.
+            let target = super::agents_backend::target(backend.as_deref(), model.as_deref())?;
             let Some(a) = agents::by_key(&client, &workspace, &profile_key).await? else {
                 bail!("no agent {profile_key:?} in workspace {workspace:?}");
             };
@@ -538,8 +572,8 @@ pub async fn run(config: &Config, cmd: AgentsCommand) -> anyhow::Result<()> {
                 max_tool_rounds,
             };
             agents::update(&client, a.id, &update).await?;
-            if let Some(b) = backend {
-                switch_backend(config, &db, &a, &b, model).await?;
+            if let Some(t) = target {
+                switch_backend(config, &db, &a, t).await?;
             }
             println!("agent {profile_key} updated");
         }

@@ -17,10 +17,11 @@ pub enum ChannelsCommand {
     Link {
         /// The user's id.
         user: UserId,
-        /// telegram, whatsapp, instagram or rest.
+        /// telegram, whatsapp, instagram, slack or rest.
         #[arg(long)]
         platform: String,
-        /// The sender id on that platform (Telegram user id, WhatsApp number, IG-scoped id, REST sender_id).
+        /// The sender id on that platform (Telegram user id, WhatsApp number, IG-scoped id, Slack
+        /// member id `U…`, REST sender_id).
         #[arg(long)]
         sender_id: String,
         /// Link without activating (messages get the signup prompt until activated).
@@ -58,7 +59,14 @@ pub async fn run_channels(config: &Config, cmd: ChannelsCommand) -> anyhow::Resu
             let platform = match Platform::parse(&platform) {
                 // API callers and Forge wakes have no sender to link.
                 Some(p) if !matches!(p, Platform::Api | Platform::Forge) => p,
-                _ => bail!("--platform must be telegram, whatsapp, instagram or rest"),
+                _ => {
+                    let linkable: Vec<&str> = Platform::ALL
+                        .into_iter()
+                        .filter(|p| !matches!(p, Platform::Api | Platform::Forge))
+                        .map(Platform::as_str)
+                        .collect();
+                    bail!("--platform must be one of {}", linkable.join(", "))
+                }
             };
             anyhow::ensure!(
                 api_key.is_none() || platform == Platform::Rest,

@@ -2,12 +2,14 @@
 //! operator key, or a key of `hermes api-keys`, cached briefly) and takes one request from
 //! the key's request rate when it has one. The agent the key is linked to
 //! (`hermes api-keys create --agent`) is the caller's identity; a key without one may
-//! speak the protocol (initialize, list the tools) but every tool refuses it.
+//! speak the protocol (initialize, list the tools) but every tool refuses it. A JWT bearer
+//! verified by the front door (docs/agents.md, "JWT bearers") speaks for the agent in its `sub`.
 
 use axum::http::{Extensions, HeaderMap};
 use hermes_types::ids::AgentId;
 
 use crate::AppState;
+use crate::front_door::Screened;
 use crate::mcp_http::{self, Refused};
 use crate::rest::{Caller, over_rate};
 
@@ -24,6 +26,11 @@ pub async fn identify(
     headers: &HeaderMap,
     extensions: &Extensions,
 ) -> Result<Identity, Refused> {
+    if let Some(Screened::Agent(agent)) = extensions.get::<Screened>() {
+        return Ok(Identity {
+            agent: Some(*agent),
+        });
+    }
     match mcp_http::key_of(app, headers, extensions).await? {
         Caller::Operator => Ok(Identity { agent: None }),
         Caller::Key(k) => {

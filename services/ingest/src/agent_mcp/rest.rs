@@ -55,7 +55,7 @@ pub async fn handle(
         .into_rest();
     };
     let body = Bytes::from_request(req, &app).await;
-    let body = match crate::body_or_error(app.ctx.config.max_body_bytes, body) {
+    let body = match crate::body_or_error(app.ctx.config.ingest.max_body_bytes, body) {
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };

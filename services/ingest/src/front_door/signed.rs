@@ -120,7 +120,7 @@ pub struct Unverified {
 impl Unverified {
     /// The pool of `HERMES_UNVERIFIED_BODIES` places.
     pub fn new(app: AppState) -> Self {
-        let places = app.ctx.config.front_door.unverified_bodies;
+        let places = app.ctx.config.ingest.front_door.unverified_bodies;
         Self {
             app,
             pool: Arc::new(Semaphore::new(places)),
@@ -181,7 +181,7 @@ pub async fn read_signed(
     if announced.is_some_and(|n| n > limit as u64) {
         return route.refuse(app, "too_large", too_large(limit));
     }
-    let queue = app.ctx.config.front_door.unverified_body_queue;
+    let queue = app.ctx.config.ingest.front_door.unverified_body_queue;
     let place = match unverified.pool.clone().try_acquire_owned() {
         Ok(place) => place,
         Err(_) if queue.is_zero() => return shed(app, Pool::UnverifiedBody),
@@ -198,7 +198,7 @@ pub async fn read_signed(
     };
     let gauge = &app.ctx.metrics.front_door.unverified_bodies;
     gauge.inc();
-    let deadline = app.ctx.config.front_door.unverified_body_timeout;
+    let deadline = app.ctx.config.ingest.front_door.unverified_body_timeout;
     let (parts, body) = req.into_parts();
     let got = read(body, limit, deadline).await;
     gauge.dec();

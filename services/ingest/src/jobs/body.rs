@@ -130,14 +130,21 @@ impl JobPatch {
 }
 
 /// Check what only the configuration and the caller can tell: the model is one of
-/// `[models]`, and the caller may use the target. A `chat` target is the operator's alone
+/// `[models]` (by key, or as `provider:model`, which is stored as its key), and the caller may use the target. A `chat` target is the operator's alone
 /// (its runs are charged to that chat's user) and takes no tool or model override (the
 /// user's agent decides those); a `callback` target needs the key's callback URL.
 pub fn check_target(
-    spec: &JobSpec,
+    spec: &mut JobSpec,
     caller: &Caller,
     models: &std::collections::BTreeMap<String, hermes_config::ModelSpec>,
 ) -> Result<(), ApiError> {
+    // `provider:model` is stored as the configured model it names.
+    if let Some(model) = &spec.model
+        && !models.contains_key(model)
+        && let Some(key) = crate::model_choice::choose(models, model)?
+    {
+        spec.model = Some(key);
+    }
     if let Some(model) = &spec.model
         && !models.contains_key(model)
     {
@@ -167,7 +174,7 @@ pub fn check_target(
         }
         (JobTarget::Chat { platform, chat_id }, Caller::Operator) => {
             if !platform.is_chat() {
-                return bad("a chat target's platform is telegram, whatsapp or instagram");
+                return bad("a chat target's platform is telegram, whatsapp, instagram or slack");
             }
             if chat_id.trim().is_empty() {
                 return bad("a chat target needs its chat_id");

@@ -107,7 +107,7 @@ async fn handle(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = api_body(app.ctx.config.max_body_bytes, body)?;
+    let body = api_body(app.ctx.config.ingest.max_body_bytes, body)?;
     let request = input::parse(&body)?;
     let client = app.ctx.db.get().await.map_err(|_| unavailable())?;
     let previous = chained_to(
@@ -143,7 +143,7 @@ async fn handle(
         model: request
             .model
             .clone()
-            .unwrap_or_else(|| app.ctx.config.api.model_name.clone()),
+            .unwrap_or_else(|| app.ctx.config.ingest.api.model_name.clone()),
         instructions: request.instructions.clone(),
         previous,
         params: request.params.clone(),
@@ -267,7 +267,7 @@ async fn retrieve(app: &AppState, caller: &Caller, id: &str) -> Result<Response,
         created_at: stored.created_at.timestamp(),
         model: stored
             .model
-            .unwrap_or_else(|| app.ctx.config.api.model_name.clone()),
+            .unwrap_or_else(|| app.ctx.config.ingest.api.model_name.clone()),
         instructions: stored.instructions,
         previous: stored.previous,
         params: stored.params,

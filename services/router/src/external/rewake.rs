@@ -17,7 +17,7 @@ use hermes_types::model::{AgentWake, MessageEvent};
 pub async fn sweep(ctx: &Ctx) -> anyhow::Result<usize> {
     let mut client = ctx.db.get().await?;
     let tx = client.transaction().await?;
-    let due = due::take_rewakes(&tx, &ctx.config.agent_rewake_delays, super::BATCH).await?;
+    let due = due::take_rewakes(&tx, &ctx.config.router.agent_rewake_delays, super::BATCH).await?;
     if due.is_empty() {
         return Ok(0);
     }

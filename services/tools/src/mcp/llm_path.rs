@@ -23,13 +23,12 @@ impl GatewaySampling {
 
 impl Complete for GatewaySampling {
     fn models(&self) -> Vec<String> {
-        self.config.file.models.keys().cloned().collect()
+        self.config.models.keys().cloned().collect()
     }
 
     /// The first model of the free tier's chain.
     fn default_model(&self) -> Option<String> {
         self.config
-            .file
             .tiers
             .get(&Tier::Free)
             .and_then(|chain| chain.first().cloned())
@@ -72,10 +71,13 @@ impl Complete for GatewaySampling {
                 "length" | "max_tokens" | "MAX_TOKENS" => "maxTokens",
                 _ => "endTurn",
             };
+            let usage = served.completion.usage;
             Ok(SamplingAnswer {
                 text: served.completion.text.unwrap_or_default(),
                 model: model.to_owned(),
                 stop_reason: stop_reason.to_owned(),
+                input_tokens: usage.input_tokens,
+                output_tokens: usage.output_tokens,
             })
         })
     }

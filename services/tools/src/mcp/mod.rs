@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hermes_config::McpServerSettings;
+use hermes_telemetry::ToolMetrics;
 use hermes_types::model::ToolSpec;
-use prometheus::IntGaugeVec;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -50,11 +50,11 @@ impl McpHub {
     /// their chance). See [`McpHub::spawn`] for the rest.
     pub async fn start(
         servers: &BTreeMap<String, McpServerSettings>,
-        up: &IntGaugeVec,
+        metrics: &ToolMetrics,
         changes: mpsc::UnboundedSender<ToolsetChanged>,
         llm: Option<Arc<dyn Complete>>,
     ) -> Self {
-        let hub = Self::spawn(servers, up, changes, llm);
+        let hub = Self::spawn(servers, metrics, changes, llm);
         hub.first_attempts().await;
         hub
     }
@@ -65,7 +65,7 @@ impl McpHub {
     /// sample).
     pub fn spawn(
         servers: &BTreeMap<String, McpServerSettings>,
-        up: &IntGaugeVec,
+        metrics: &ToolMetrics,
         changes: mpsc::UnboundedSender<ToolsetChanged>,
         llm: Option<Arc<dyn Complete>>,
     ) -> Self {
@@ -77,7 +77,7 @@ impl McpHub {
             let server = Arc::new(McpServer::new(
                 name.clone(),
                 settings.clone(),
-                up.with_label_values(&[name]),
+                metrics,
                 llm.clone(),
             ));
             let (first_tx, first_rx) = watch::channel(false);

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hermes_config::{AuditLevel, McpSamplingSettings};
+use hermes_telemetry::ToolMetrics;
 use hermes_types::sync;
 
 /// One sampling request in our terms.
@@ -33,6 +34,9 @@ pub struct SamplingAnswer {
     pub text: String,
     pub model: String,
     pub stop_reason: String,
+    /// Tokens the call used, as the model reported them.
+    pub input_tokens: u64,
+    pub output_tokens: u64,
 }
 
 /// Why a sampling request was not served.
@@ -50,6 +54,20 @@ pub enum SamplingError {
     Timeout(Duration),
     #[error("the model call failed: {0}")]
     Failed(String),
+}
+
+impl SamplingError {
+    /// The `outcome` label of `hermes_mcp_sampling_requests_total`.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            SamplingError::Disabled => "disabled",
+            SamplingError::RateLimited(_) => "rate_limited",
+            SamplingError::ToolsRefused => "tools_refused",
+            SamplingError::NoModel => "no_model",
+            SamplingError::Timeout(_) => "timeout",
+            SamplingError::Failed(_) => "failed",
+        }
+    }
 }
 
 /// Boxed future of a model call.
@@ -71,15 +89,22 @@ pub struct Sampler {
     settings: McpSamplingSettings,
     llm: Arc<dyn Complete>,
     recent: Mutex<VecDeque<Instant>>,
+    metrics: ToolMetrics,
 }
 
 impl Sampler {
-    pub fn new(server: String, settings: McpSamplingSettings, llm: Arc<dyn Complete>) -> Self {
+    pub fn new(
+        server: String,
+        settings: McpSamplingSettings,
+        llm: Arc<dyn Complete>,
+        metrics: ToolMetrics,
+    ) -> Self {
         Self {
             server,
             settings,
             llm,
             recent: Mutex::new(VecDeque::new()),
+            metrics,
         }
     }
 
@@ -136,22 +161,46 @@ impl Sampler {
         mut request: SamplingRequest,
     ) -> Result<SamplingAnswer, SamplingError> {
         let result = self.sample_inner(&mut request).await;
-        let outcome = match &result {
-            Ok(a) => format!("answered by {}", a.model),
-            Err(e) => e.to_string(),
+        let server = self.server.as_str();
+        let (label, outcome, tokens_in, tokens_out) = match &result {
+            Ok(a) => (
+                "answered",
+                format!("answered by {}", a.model),
+                a.input_tokens,
+                a.output_tokens,
+            ),
+            Err(e) => (e.outcome(), e.to_string(), 0, 0),
         };
-        // The audit line: who asked, how much, what happened; never the prompt itself.
-        let (server, turns, max_tokens) = (&self.server, request.turns.len(), request.max_tokens);
+        let m = &self.metrics;
+        m.sampling_requests
+            .with_label_values(&[server, label])
+            .inc();
+        m.sampling_tokens
+            .with_label_values(&[server, "input"])
+            .inc_by(tokens_in);
+        m.sampling_tokens
+            .with_label_values(&[server, "output"])
+            .inc_by(tokens_out);
+        // The audit line: who asked, how much, what it used, what happened; never the prompt.
+        let (turns, max_tokens) = (request.turns.len(), request.max_tokens);
+        // One line at the configured level; `tracing` takes the level as a constant.
+        macro_rules! audit {
+            ($level:ident) => {
+                tracing::$level!(
+                    server,
+                    turns,
+                    max_tokens,
+                    tokens_in,
+                    tokens_out,
+                    outcome,
+                    "MCP sampling request"
+                )
+            };
+        }
         match self.settings.log_level {
-            AuditLevel::Debug => {
-                tracing::debug!(server, turns, max_tokens, outcome, "MCP sampling request")
-            }
-            AuditLevel::Info => {
-                tracing::info!(server, turns, max_tokens, outcome, "MCP sampling request")
-            }
-            AuditLevel::Warning => {
-                tracing::warn!(server, turns, max_tokens, outcome, "MCP sampling request")
-            }
+            AuditLevel::Debug => audit!(debug),
+            AuditLevel::Info => audit!(info),
+            AuditLevel::Warning => audit!(warn),
         }
         result
     }
@@ -214,6 +263,8 @@ mod tests {
                     text: "ok".into(),
                     model: model.into(),
                     stop_reason: "endTurn".into(),
+                    input_tokens: 7,
+                    output_tokens: 2,
                 })
             })
         }
@@ -224,7 +275,18 @@ mod tests {
             asked: Mutex::new(Vec::new()),
             slow,
         });
-        (Sampler::new("s".into(), settings, rec.clone()), rec)
+        let metrics = hermes_telemetry::Metrics::new().tools.clone();
+        (
+            Sampler::new("s".into(), settings, rec.clone(), metrics),
+            rec,
+        )
+    }
+
+    fn count(s: &Sampler, outcome: &str) -> u64 {
+        s.metrics
+            .sampling_requests
+            .with_label_values(&["s", outcome])
+            .get()
     }
 
     fn ask(hints: &[&str], max_tokens: u32) -> SamplingRequest {
@@ -297,6 +359,11 @@ mod tests {
             SamplingError::ToolsRefused
         );
         assert_eq!(rec.asked.lock().unwrap().len(), 2);
+        // Counted by outcome, and only answered calls' reported tokens, not the cap asked for.
+        let counts = ["answered", "rate_limited", "tools_refused"].map(|o| count(&s, o));
+        assert_eq!(counts, [2, 1, 1]);
+        let tokens = |d: &str| s.metrics.sampling_tokens.with_label_values(&["s", d]).get();
+        assert_eq!((tokens("input"), tokens("output")), (14, 4));
 
         let (s, _) = sampler(
             McpSamplingSettings {

@@ -30,6 +30,10 @@ impl Tool for McpTool {
         self.server.settings.local_host
     }
 
+    fn mcp_server(&self) -> Option<&str> {
+        Some(&self.server.name)
+    }
+
     fn deadline(&self) -> Duration {
         self.server.settings.call_timeout() + Duration::from_secs(5)
     }

@@ -11,7 +11,7 @@ use crate::meta::MetaWebhook;
 /// Instagram's webhook, on when `INSTAGRAM_APP_SECRET` is set (its handshake when
 /// `INSTAGRAM_VERIFY_TOKEN` is).
 pub fn webhook(config: &Config) -> MetaWebhook {
-    let c = &config.channels;
+    let c = &config.ingest.webhooks;
     MetaWebhook::new(
         Platform::Instagram,
         "/webhooks/instagram",
@@ -19,7 +19,7 @@ pub fn webhook(config: &Config) -> MetaWebhook {
             c.instagram_app_secret.clone(),
             c.instagram_verify_token.clone(),
         ),
-        config.meta_max_body_bytes,
+        config.ingest.meta_max_body_bytes,
         |body| {
             Ok(Received {
                 messages: parse(body)?.into_iter().map(Inbound::of).collect(),

@@ -10,6 +10,8 @@
 //! send's answer names the message it accepted.
 
 pub mod errors;
+pub mod messaging;
+pub mod send_api;
 pub mod verify;
 mod webhook;
 

@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 use super::Telegram;
 use super::errors::{Refusal, refused};
 use super::format::Format;
-use crate::{Outbound, Part, RetryPolicy, SendFailure, ShowsDrafts};
+use crate::outbound::send_anew_if_gone;
+use crate::{RetryPolicy, SendFailure, ShowsDrafts};
 
 /// The message id Telegram gave a sent message (`result.message_id`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,17 +122,11 @@ impl ShowsDrafts for Telegram {
             .await
         {
             Ok(_) => Ok(Some(message.to_stored())),
-            Err(f)
-                if refused(&f, Refusal::MessageToEditNotFound)
-                    || refused(&f, Refusal::MessageCantBeEdited) =>
-            {
-                tracing::info!(
-                    "the draft's message cannot be edited; the answer goes as a new message"
-                );
-                let part = Part::Text(text.to_string());
-                self.send(policy, chat_id, &part, None, on_failure).await
+            Err(f) => {
+                let gone = refused(&f, Refusal::MessageToEditNotFound)
+                    || refused(&f, Refusal::MessageCantBeEdited);
+                send_anew_if_gone(self, policy, chat_id, text, f, gone, on_failure).await
             }
-            Err(f) => Err(f),
         }
     }
 }

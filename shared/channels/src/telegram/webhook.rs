@@ -25,13 +25,13 @@ impl Webhook {
     /// The webhook as `config` sets it up: its secret, `[channels.telegram]`, and who the
     /// bot is (its username there, its id in `TELEGRAM_BOT_TOKEN`).
     pub fn new(config: &Config) -> Self {
-        let settings = config.file.channels.telegram.clone();
+        let settings = config.channels.telegram.clone();
         let token = config.delivery.telegram.as_ref().map(|t| &t.bot_token);
         Self {
-            secret: config.channels.telegram_webhook_secret.clone(),
+            secret: config.ingest.webhooks.telegram_webhook_secret.clone(),
             bot: Bot::new(&settings, token.map(|t| t.expose_secret())),
             settings,
-            max_body_bytes: config.max_body_bytes,
+            max_body_bytes: config.ingest.max_body_bytes,
         }
     }
 }

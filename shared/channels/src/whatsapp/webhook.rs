@@ -19,7 +19,7 @@ fn received(batch: Batch) -> Received {
     let mut received = Received {
         messages: batch.messages.into_iter().map(Inbound::of).collect(),
         statuses: batch.statuses,
-        skipped: Vec::new(),
+        ..Received::default()
     };
     received.skip(Skip::Ignored, batch.ignored);
     received
@@ -28,7 +28,7 @@ fn received(batch: Batch) -> Received {
 /// The Cloud API's webhook, on when `WHATSAPP_APP_SECRET` is set (its handshake when
 /// `WHATSAPP_VERIFY_TOKEN` is).
 pub fn cloud_webhook(config: &Config) -> MetaWebhook {
-    let c = &config.channels;
+    let c = &config.ingest.webhooks;
     MetaWebhook::new(
         Platform::Whatsapp,
         "/webhooks/whatsapp",
@@ -36,7 +36,7 @@ pub fn cloud_webhook(config: &Config) -> MetaWebhook {
             c.whatsapp_app_secret.clone(),
             c.whatsapp_verify_token.clone(),
         ),
-        config.meta_max_body_bytes,
+        config.ingest.meta_max_body_bytes,
         |body| parse(body).map(received),
     )
 }
@@ -51,11 +51,11 @@ pub struct D360Webhook {
 impl D360Webhook {
     /// The webhook as `config` sets it up.
     pub fn new(config: &Config) -> Self {
-        let c = &config.channels;
+        let c = &config.ingest.webhooks;
         Self {
             token: c.d360_webhook_token.clone(),
             header: c.d360_token_header.clone(),
-            max_body_bytes: config.meta_max_body_bytes,
+            max_body_bytes: config.ingest.meta_max_body_bytes,
         }
     }
 }

@@ -1,7 +1,10 @@
-//! The OpenAI-compatible API surface: which browser origins may call it (CORS), the model
-//! name it advertises, and what images a caller may send and the llm stage fetch for them
+//! The OpenAI-compatible API surface: whether ingest serves it and where (the document's
+//! `API_SERVER_ENABLED`, `API_SERVER_HOST`, `API_SERVER_PORT`, mapped onto
+//! `HERMES_HTTP_ADDR`: docs/configuration.md, the API server), which browser origins may
+//! call it (CORS), the model name it advertises, and what images a caller may send and the llm stage fetch for them
 //! (`docs/api.md`, images; `docs/security.md`).
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use super::Unset::{Means, Value};
@@ -11,6 +14,24 @@ use crate::AllowRule;
 settings! {
     /// The API surface.
     SETTINGS = [
+        API_SERVER_ENABLED: bool {
+            kind: kinds::BOOL,
+            unset: Value("true"),
+            secret: false,
+            help: "serve the API (`/v1/…` OpenAI-compatible routes, runs, jobs, the REST channel, `/openapi.json`); `false`: ingest serves only the channel and Forge webhooks and the MCP servers, and the API's routes answer 404. Default `true`, unlike the document's `false`: ingest is the API's own service",
+        },
+        API_SERVER_HOST: IpAddr {
+            kind: kinds::IP_ADDR,
+            unset: Means("(the host of HERMES_HTTP_ADDR)"),
+            secret: false,
+            help: "IP address ingest listens on: replaces the host of `HERMES_HTTP_ADDR` (one listener serves the API and the webhooks)",
+        },
+        API_SERVER_PORT: u16 {
+            kind: kinds::PORT,
+            unset: Means("(the port of HERMES_HTTP_ADDR)"),
+            secret: false,
+            help: "port ingest listens on: replaces the port of `HERMES_HTTP_ADDR`",
+        },
         API_SERVER_CORS_ORIGINS: Vec<String> {
             kind: kinds::ORIGIN_LIST,
             unset: Means("(none: CORS off)"),

@@ -3,7 +3,7 @@
 //! credential show it masked.
 
 use std::fmt::Display;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
@@ -243,6 +243,12 @@ pub(crate) const SOCKET_ADDR: Kind<SocketAddr> = Kind {
     show: display,
 };
 
+/// An IP address to listen on (`127.0.0.1`, `0.0.0.0`, `::`).
+pub(crate) const IP_ADDR: Kind<IpAddr> = Kind {
+    parse: from_str,
+    show: display,
+};
+
 /// The namespace (its parser names the variable itself).
 pub(crate) const NAMESPACE: Kind<Namespace> = Kind {
     parse: |_, value| Namespace::parse(value).map_err(|e| vec![e]),
@@ -306,6 +312,8 @@ pub(crate) const U32: Kind<u32> = whole(from_str);
 pub(crate) const U32_POSITIVE: Kind<u32> = whole(at_least::<u32, 1>);
 /// An AMQP frame size in bytes, raised to the protocol's minimum frame of 4096.
 pub(crate) const AMQP_FRAME: Kind<u32> = whole(at_least::<u32, 4096>);
+/// A TCP port (`0`: any free one).
+pub(crate) const PORT: Kind<u16> = whole(from_str);
 /// A `u16` of at least 1.
 pub(crate) const U16_POSITIVE: Kind<u16> = whole(at_least::<u16, 1>);
 /// Any `u64`.
@@ -514,4 +522,79 @@ pub(crate) fn one_of(
 pub(crate) const WHATSAPP_API: Kind<&'static str> = Kind {
     parse: |name, value| one_of(name, value, &["360dialog", "cloud"]),
     show: |w| w.to_string(),
+};
+
+/// `wait` or `fallback` (docs/agents.md, "BUSY pauses the dispatcher").
+pub(crate) const PAUSED_ASSIGNMENTS: Kind<crate::PausedAssignments> = Kind {
+    parse: |name, value| value.parse().map_err(|e| vec![format!("{name}: {e}")]),
+    show: display,
+};
+
+/// The shortest HS256 secret a JWT bearer may be signed with (RFC 7518 §3.2 asks for at
+/// least the hash's 256 bits).
+const MIN_JWT_SECRET_CHARS: usize = 32;
+
+/// Comma-separated `kid:alg:key` entries verifying JWT bearers; a bad entry is named by its
+/// position, never by its key. Shown as a list of `kid:alg`, never a key.
+pub(crate) const JWT_KEYS: Kind<Vec<crate::JwtKey>> = Kind {
+    parse: |name, value| {
+        let mut keys: Vec<crate::JwtKey> = Vec::new();
+        let mut problems = Vec::new();
+        for (i, entry) in value.split(',').map(str::trim).enumerate() {
+            let n = i + 1;
+            let mut parts = entry.splitn(3, ':');
+            let (Some(kid), Some(alg), Some(key)) = (parts.next(), parts.next(), parts.next())
+            else {
+                problems.push(format!("{name}: entry {n} is not kid:alg:key"));
+                continue;
+            };
+            let alg = match alg.parse::<crate::JwtAlg>() {
+                Ok(a) => a,
+                Err(e) => {
+                    problems.push(format!("{name}: entry {n}: {e}"));
+                    continue;
+                }
+            };
+            let key_ok = match alg {
+                crate::JwtAlg::Hs256 => key.chars().count() >= MIN_JWT_SECRET_CHARS,
+                // 32 bytes in unpadded base64url.
+                crate::JwtAlg::EdDsa => {
+                    key.len() == 43
+                        && key
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                }
+            };
+            if kid.is_empty() || !key_ok {
+                problems.push(format!(
+                    "{name}: entry {n} needs a kid and, for {}, {}",
+                    alg.as_str(),
+                    match alg {
+                        crate::JwtAlg::Hs256 => "a secret of at least 32 characters",
+                        crate::JwtAlg::EdDsa =>
+                            "an Ed25519 public key as base64url (43 characters)",
+                    }
+                ));
+                continue;
+            }
+            if keys.iter().any(|k| k.kid == kid) {
+                problems.push(format!("{name}: kid {kid:?} is listed twice"));
+                continue;
+            }
+            keys.push(crate::JwtKey {
+                kid: kid.to_string(),
+                alg,
+                key: SecretString::from(key.to_string()),
+            });
+        }
+        if problems.is_empty() {
+            Ok(keys)
+        } else {
+            Err(problems)
+        }
+    },
+    show: |keys| {
+        let listed = join(keys, |k| format!("{}:{}", k.kid, k.alg.as_str()));
+        format!("{listed} (keys ********)")
+    },
 };

@@ -11,16 +11,21 @@ pub mod api;
 pub mod approvals;
 pub mod bus;
 pub mod delivery;
+pub mod dispatcher;
 pub mod forge;
 pub mod front_door;
 pub mod ingest;
 pub mod media;
+pub mod messenger;
+pub mod presets;
 pub mod process;
 pub mod providers;
 pub mod retention;
 pub mod router;
+pub mod sms;
 pub mod tenants;
 pub mod tools;
+pub mod traces;
 
 pub(crate) use read::Reader;
 
@@ -94,6 +99,21 @@ impl<T> Var<T> {
     pub fn name(&self) -> &'static str {
         self.setting.name
     }
+
+    /// What the variable reads as when unset: its declared default, parsed. This is the
+    /// `Default` of a service's settings field that comes from the environment (a struct the
+    /// TOML file also fills needs one), so the default stays declared once.
+    ///
+    /// # Panics
+    /// When the variable has no default value, or its default does not parse (the
+    /// declarations' tests parse every default).
+    pub(crate) fn unset_value(&self) -> T {
+        match self.setting.unset {
+            Unset::Value(v) => (self.kind.parse)(self.name(), v)
+                .unwrap_or_else(|e| panic!("{}'s default {v:?}: {}", self.name(), e.join("; "))),
+            Unset::Means(m) => panic!("{} has no default value: {m}", self.name()),
+        }
+    }
 }
 
 /// Declares a section of typed variables and the list `$section` of their descriptions, so a
@@ -136,19 +156,24 @@ pub(crate) use settings;
 static SECTIONS: &[&[&Setting]] = &[
     process::SETTINGS,
     providers::SETTINGS,
+    presets::SETTINGS,
     ingest::SETTINGS,
     front_door::SETTINGS,
     forge::SETTINGS,
+    dispatcher::SETTINGS,
     api::SETTINGS,
     bus::SETTINGS,
     router::SETTINGS,
     media::SETTINGS,
     retention::SETTINGS,
     delivery::SETTINGS,
+    sms::SETTINGS,
+    messenger::SETTINGS,
     delivery::ALERTS,
     approvals::SETTINGS,
     tools::SETTINGS,
     tenants::SETTINGS,
+    traces::SETTINGS,
     process::OUTSIDE,
 ];
 

@@ -29,10 +29,17 @@ fn every_variable_read_is_declared_and_every_declared_one_is_read() {
     read.extend(names_read(&[
         ("TELEGRAM_BOT_TOKEN", "t"),
         ("INSTAGRAM_ACCESS_TOKEN", "i"),
+        ("SLACK_BOT_TOKEN", "s"),
         ("WHATSAPP_ACCESS_TOKEN", "w"),
         ("WHATSAPP_PHONE_NUMBER_ID", "1"),
     ]));
     read.extend(names_read(&[("D360_API_KEY", "d")]));
+    read.extend(names_read(&[
+        ("TWILIO_ACCOUNT_SID", "AC1"),
+        ("TWILIO_AUTH_TOKEN", "t"),
+        ("TWILIO_FROM_NUMBER", "+1"),
+        ("MESSENGER_PAGE_ACCESS_TOKEN", "m"),
+    ]));
     for name in &read {
         let declared = find(name);
         assert!(declared.is_some(), "{name} is read but not declared");
@@ -78,8 +85,13 @@ fn every_default_is_valid() {
         &[
             ("TELEGRAM_BOT_TOKEN", "t"),
             ("INSTAGRAM_ACCESS_TOKEN", "i"),
+            ("SLACK_BOT_TOKEN", "s"),
             ("WHATSAPP_ACCESS_TOKEN", "w"),
             ("WHATSAPP_PHONE_NUMBER_ID", "1"),
+            ("TWILIO_ACCOUNT_SID", "AC1"),
+            ("TWILIO_AUTH_TOKEN", "t"),
+            ("TWILIO_FROM_NUMBER", "+1"),
+            ("MESSENGER_PAGE_ACCESS_TOKEN", "m"),
         ],
         &[("D360_API_KEY", "d")],
     ];
@@ -107,6 +119,10 @@ fn doctor_lists_every_variable_and_never_a_secret_value() {
         }
         // Forge secrets are at least 32 characters.
         "HERMES_FORGE_WEBHOOK_SECRETS" => format!("{sentinel}{sentinel}"),
+        // OTLP headers are `key=value` pairs.
+        "OTEL_EXPORTER_OTLP_HEADERS" => format!("api-key={sentinel}"),
+        // `kid:alg:key`, an HS256 secret of at least 32 characters.
+        "HERMES_MCP_JWT_KEYS" => format!("k1:HS256:{sentinel}{sentinel}"),
         _ => sentinel.to_string(),
     };
     let secrets: Vec<(&str, String)> = all()

@@ -244,7 +244,7 @@ const DAY_SECS: i64 = 86_400;
 impl Budgets {
     /// The budgets of `config`, durable in `db` (docs/models-and-budgets.md, where budgets live).
     pub fn new(cache: Cache, db: Option<Db>, metrics: Metrics, config: &Config) -> Self {
-        let cap_micro_usd = config.global_daily_budget_micro_usd;
+        let cap_micro_usd = config.llm.global_daily_budget_micro_usd;
         if let Some(cap) = cap_micro_usd {
             metrics.set_spend_cap_usd(money::micro_to_dollars(cap));
         }
@@ -256,7 +256,7 @@ impl Budgets {
             db,
             metrics,
             cap_micro_usd,
-            lease: 2 * config.llm_timeout.max(Duration::from_secs(1)),
+            lease: 2 * config.llm.call_timeout.max(Duration::from_secs(1)),
             local: Arc::default(),
             stale: Arc::default(),
             memo: Arc::default(),

@@ -119,7 +119,7 @@ async fn take_send(op: &Operator, by: &str) -> Result<(), ToolError> {
     let verdict = limiter
         .take(
             &format!("operator_sends:{by}"),
-            op.ctx.config.operator_sends,
+            op.ctx.config.ingest.operator_sends,
         )
         .await
         .map_err(|e| {
@@ -136,7 +136,7 @@ async fn take_send(op: &Operator, by: &str) -> Result<(), ToolError> {
                 ErrorCode::RateLimited,
                 format!(
                     "over {} messages a minute for this key; retry in {secs} s",
-                    op.ctx.config.operator_sends.per_minute
+                    op.ctx.config.ingest.operator_sends.per_minute
                 ),
             )
             .with("retry_after_secs", secs))
@@ -212,7 +212,7 @@ pub async fn send(op: &Operator, args: &Args) -> Result<Value, ToolError> {
         text: &text,
         idempotency_key: key,
         workspace: None,
-        session_idle: op.ctx.config.file.router.session_idle(),
+        session_idle: op.ctx.config.router.session_idle(),
     };
     let run = match operator_send::queue(&mut op.db().await?, &send).await? {
         Queued::New(run) | Queued::Again(run) => run,

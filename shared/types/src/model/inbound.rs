@@ -146,9 +146,13 @@ pub struct Inbound {
     /// and the router supplies the history.
     #[serde(default)]
     pub conversation: Vec<ChatMessage>,
-    /// The model name the caller asked for (cosmetic for the API; echoed back).
+    /// The model name the caller asked for (echoed back).
     #[serde(default)]
     pub requested_model: Option<String>,
+    /// The configured model (a `[models]` key) the caller chose by `provider:model`, tried
+    /// before the tier's chain; ingest resolved and checked it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chosen_model: Option<String>,
     /// REST channel: the callback URL of the caller's key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub callback_url: Option<String>,
@@ -216,6 +220,7 @@ impl Inbound {
             event,
             conversation: Vec::new(),
             requested_model: None,
+            chosen_model: None,
             callback_url: None,
             api_key_id: None,
             params: CallParams::default(),

@@ -5,16 +5,19 @@
 
 mod approval;
 mod chat;
+mod forge;
 mod inbound;
 mod jobs;
 mod kinds;
 mod llm;
 pub mod parked;
 mod reply;
+mod schedule_text;
 mod scheduled;
 
 pub use approval::*;
 pub use chat::*;
+pub use forge::*;
 pub use inbound::*;
 pub use jobs::*;
 pub use kinds::*;

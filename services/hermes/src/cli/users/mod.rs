@@ -166,7 +166,7 @@ async fn token_budget(config: &Config, db: &Db, user: UserId, tier: Tier) -> ser
     let budgets = Budgets::new(cache, Some(db.clone()), metrics, config);
     match budgets.used(user).await {
         Ok((today, month)) => {
-            let limit = config.file.llm.budget(tier);
+            let limit = config.llm.budget(tier);
             json!({
                 "today": today, "month": month,
                 "daily_limit": limit.map(|b| b.daily_tokens),

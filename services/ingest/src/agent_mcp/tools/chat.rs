@@ -147,7 +147,14 @@ pub async fn send_message(call: &Call<'_>, args: &Args) -> Result<Value, ToolErr
         .ok_or_else(|| ToolError::invalid("platform is required"))?;
     let platform = Platform::parse(platform)
         .filter(|p| p.is_chat())
-        .ok_or_else(|| ToolError::invalid("platform must be telegram, whatsapp or instagram"))?;
+        .ok_or_else(|| {
+            let chats: Vec<&str> = Platform::ALL
+                .into_iter()
+                .filter(|p| p.is_chat())
+                .map(Platform::as_str)
+                .collect();
+            ToolError::invalid(format!("platform must be one of {}", chats.join(", ")))
+        })?;
     let chat_id = args.text("chatId", 128)?;
     let body = args.text("body", MAX_TEXT)?;
     let mut client = call.db().await?;

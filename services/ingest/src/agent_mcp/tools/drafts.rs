@@ -10,7 +10,7 @@ use hermes_cache::run_events::{Appended, RunEvent};
 use hermes_db::drafts;
 use hermes_db::inbox::ExternalRun;
 use hermes_types::ids::{DraftId, RunId};
-use hermes_types::model::{DraftUpdate, Platform};
+use hermes_types::model::DraftUpdate;
 use serde_json::{Value, json};
 
 use super::{Args, Call, MAX_TEXT, ensure_open, own_run, queue, tx_error};
@@ -78,7 +78,8 @@ pub async fn append_chunk(call: &Call<'_>, args: &Args) -> Result<Value, ToolErr
             "the draft would be longer than {MAX_TEXT} bytes"
         )));
     }
-    if run.platform == Platform::Telegram {
+    // Only a platform that shows drafts (Telegram, Slack) is sent the updates.
+    if hermes_channels::Sender::shows_drafts(run.platform) {
         let update = DraftUpdate {
             draft_id,
             reply_to: run.reply_to(),
