@@ -2,8 +2,10 @@
 //! 12), against the fake Forge written from the contract's text: a chat run's answer goes
 //! `chat.startDraft`, `chat.appendDraftChunk` as the model streams, `chat.finalizeDraft` with
 //! the whole answer; a Forge without drafts gets `chat.appendMessage`; a slow Forge gets
-//! fewer, larger chunks and the whole answer still.
+//! fewer, larger chunks and the whole answer still; and the whole answer reaches its draft
+//! when the tools replica that opened it is killed before the model answers.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -31,15 +33,18 @@ enum Pace {
     /// The rest of the answer once the Forge has received its first draft chunk, which the
     /// slow Forge then holds: the rest arrives while that call is in flight.
     AfterTheFirstChunk,
+    /// Nothing until the test sets the flag.
+    Held(&'static AtomicBool),
 }
 
 impl Pace {
-    /// The draft chunks the Forge must have received before piece `i` goes.
-    fn chunks_before(self, i: usize) -> usize {
+    /// Whether piece `i` may go, the Forge having received `chunks` draft chunks.
+    fn allows(self, i: usize, chunks: usize) -> bool {
         match self {
-            Pace::Free => 0,
-            Pace::ChunkByChunk => i,
-            Pace::AfterTheFirstChunk => usize::from(i > 0),
+            Pace::Free => true,
+            Pace::ChunkByChunk => chunks >= i,
+            Pace::AfterTheFirstChunk => chunks >= usize::from(i > 0),
+            Pace::Held(released) => released.load(Ordering::SeqCst),
         }
     }
 }
@@ -63,10 +68,10 @@ async fn streaming_model(pieces: &'static [&'static str], forge: &FakeForge, pac
                 let forge = forge.clone();
                 async move {
                     let (i, frame) = rest.next()?;
-                    let wanted = pace.chunks_before(i.min(pieces.len()));
-                    eventually(Duration::from_secs(30), "the Forge's draft chunks", || {
+                    let i = i.min(pieces.len());
+                    eventually(Duration::from_secs(30), "the model's pace", || {
                         let seen = args_of(&forge.run_calls(), "chat.appendDraftChunk").len();
-                        async move { (seen >= wanted).then_some(()) }
+                        async move { pace.allows(i, seen).then_some(()) }
                     })
                     .await;
                     Some((Ok::<_, std::io::Error>(frame), rest))
@@ -121,6 +126,18 @@ fn args_of(calls: &[Call], tool: &str) -> Vec<Value> {
         .filter(|c| c.tool == tool)
         .map(|c| c.arguments.clone())
         .collect()
+}
+
+/// Wait until one `forge_answers` row matches `filter`.
+async fn one_row(env: &TestEnv, filter: &str) {
+    let (db, sql) = (
+        env.db(),
+        format!("SELECT count(*) FROM forge_answers WHERE {filter}"),
+    );
+    eventually(Duration::from_secs(30), filter, || async {
+        (hermes_testkit::count(&db, &sql, &[]).await == 1).then_some(())
+    })
+    .await;
 }
 
 const ANSWER: [&str; 4] = ["Hello", " from", " Hermes", "."];
@@ -217,5 +234,53 @@ async fn item_12_a_slow_forge_gets_fewer_larger_chunks_and_the_whole_answer() {
         json!(whole),
         "the final body is the whole answer"
     );
+    fleet.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item_12_the_whole_answer_reaches_its_draft_when_the_replica_that_opened_it_dies() {
+    static RELEASED: AtomicBool = AtomicBool::new(false);
+    let forge = FakeForge::new();
+    forge.assign("run_4", "iss_4");
+    let model = streaming_model(&ANSWER, &forge, Pace::Held(&RELEASED)).await;
+    let forge_server = forge.serve().await;
+    let env = forge_agent_env(&forge_server, &model).await;
+    let fleet = env
+        .start(&[
+            Service::Ingest,
+            Service::Router,
+            Service::Llm,
+            Service::Delivery,
+        ])
+        .await;
+    let first = env.start_killable(&[Service::Tools]).await;
+    forge_tools_published(&env, 9).await;
+    let taken = wake(
+        &fleet,
+        &contract_wake("CHAT_MESSAGE_POSTED", "iss_4"),
+        "dlv_iss_4",
+    )
+    .await;
+
+    // The preflight opened the draft and committed where the answer is owed; the model has
+    // not answered. The replica dies there, as a pod does.
+    one_row(&env, "draft_id = 'drf_thr_iss_4'").await;
+    first.kill();
+    let second = env.start(&[Service::Tools]).await;
+    RELEASED.store(true, Ordering::SeqCst);
+
+    assert_eq!(closed(&env, taken).await.0, "completed");
+    let calls = until_called(&forge, "chat.finalizeDraft").await;
+    assert_eq!(args_of(&calls, "chat.startDraft").len(), 1, "one draft");
+    assert_eq!(
+        args_of(&calls, "chat.finalizeDraft"),
+        [
+            json!({"threadId": "thr_iss_4", "draftId": "drf_thr_iss_4", "body": "Hello from Hermes."})
+        ],
+        "the whole answer, to the draft the dead replica opened"
+    );
+    assert!(args_of(&calls, "chat.appendMessage").is_empty());
+    one_row(&env, "posted_at IS NOT NULL").await;
+    second.stop().await.unwrap();
     fleet.stop().await.unwrap();
 }

@@ -36,13 +36,13 @@ use hermes_channels::outbound::how_to_enable;
 use hermes_channels::{RetryPolicy, SendFailure, Sender, Senders};
 use hermes_db::platform_sends::{NewSend, SendStatus};
 use hermes_db::runs::close;
-use hermes_db::{Transaction, delivery_sends};
+use hermes_db::{Transaction, delivery_sends, forge_answers};
 use hermes_net::failure::FailureReason;
 use hermes_runtime::Ctx;
 use hermes_runtime::stage::{Handler, ParkCause, StageError};
 use hermes_types::envelope::{Envelope, MessageKind};
 use hermes_types::ids::DraftId;
-use hermes_types::model::{FailureCode, Outcome, Platform, Reply, ReplyTo};
+use hermes_types::model::{FailureCode, ForgeAnswer, Outcome, Platform, Reply, ReplyTo};
 
 use crate::bookkeeping::Bookkeeping;
 use crate::breaker::Breakers;
@@ -442,8 +442,8 @@ impl Handler for DeliveryStage {
                     .await?;
             }
             // A Forge run's agent acted through the Forge's tools; a chat run's answer reaches
-            // its thread through the tools stage, which follows the final event written after
-            // the commit (docs/agents.md, "Answers stream to the Forge"). Nothing is sent here.
+            // its thread through the tools stage, from the message this commit emits
+            // (docs/agents.md, "Answers stream to the Forge"). Nothing is sent here.
             Platform::Forge => {}
         }
         Ok(Handled::Reply(Box::new(reply)))
@@ -471,6 +471,15 @@ impl Handler for DeliveryStage {
         let mut next = Vec::new();
         if closed.closed {
             next = self.books.record(tx, env, &reply, closed).await?;
+            // A Forge chat run owes its thread the whole answer: posted by the tools stage,
+            // which holds the Forge's session, from a message committed with the close.
+            if reply.reply_to.platform == Platform::Forge
+                && forge_answers::unposted(tx, env.run_id).await?.is_some()
+            {
+                next.push(env.follow(&ForgeAnswer {
+                    body: chat_text(&reply.outcome).to_owned(),
+                }));
+            }
             let status = match &reply.outcome {
                 Outcome::Answered { .. } => "completed",
                 Outcome::Failed {

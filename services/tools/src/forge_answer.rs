@@ -5,20 +5,24 @@
 //! `chat.finalizeDraft {threadId, draftId, body}` with the whole answer. A Forge without the
 //! three draft tools gets `chat.appendMessage {threadId, body}` once, with the whole answer.
 //!
-//! The tools stage holds the Forge's session, so after the preflight it follows the run's
-//! event stream (the llm stage streams the model's deltas there, delivery writes the final
-//! event) and relays it. Chunks are coalesced as Telegram drafts are: one call at a time,
-//! at most one per [`GATE`], each carrying all the text that arrived meanwhile, and a
-//! chunk that fails is not retried, since the final body carries the whole answer. So a
-//! slow Forge gets fewer, larger chunks and loses nothing.
+//! The two halves differ in what they promise. The draft is opened by the preflight, which
+//! records the thread and the draft in `forge_answers` with the model call it commits. The
+//! chunks are a view: this replica follows the run's event stream (the llm stage streams
+//! the model's deltas there) and relays them, coalesced as Telegram drafts are: one call at
+//! a time, at most one per [`GATE`], each carrying all the text that arrived meanwhile, and
+//! a chunk that fails is not retried. The whole answer is the promise: delivery emits a
+//! `ForgeAnswer` message in the transaction that closes the run, and whichever tools
+//! replica takes it posts the body to the recorded draft (or as one message) and marks it
+//! posted in the transaction that acknowledges it. So a slow Forge gets fewer, larger
+//! chunks, and a replica that dies mid-answer loses at most the rest of the chunks.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use hermes_cache::run_events::{Attempts, FOLLOW_RENEW, RunEvent, RunEvents, Waiters};
+use hermes_db::forge_answers::Owed;
 use hermes_runtime::Ctx;
 use hermes_types::ids::RunId;
-use hermes_types::model::Outcome as RunOutcome;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -42,7 +46,8 @@ const BACKSTOP: Duration = Duration::from_millis(500);
 /// How long an answer is followed at most: a run that never ends is not followed forever.
 const FOLLOW_LIMIT: Duration = Duration::from_secs(30 * 60);
 
-/// How many times the final body is tried: it is the answer, so a failure is tried again.
+/// How many times the final body is tried in one delivery of its message, before the
+/// message is requeued (and, past the queue's delivery limit, parked).
 const FINAL_TRIES: u32 = 3;
 
 /// The relays of one tools replica: what they read the runs' streams with.
@@ -52,6 +57,13 @@ pub struct Relays {
     events: RunEvents,
     /// Woken when a followed run's stream grows; subscribed on the first relay.
     waiters: Arc<OnceLock<Waiters>>,
+}
+
+/// A draft open in a Forge thread: where the chunks go.
+struct Draft {
+    thread: String,
+    draft_id: String,
+    chunk: Arc<dyn Tool>,
 }
 
 impl Relays {
@@ -64,13 +76,26 @@ impl Relays {
         }
     }
 
-    /// Relay `run`'s answer to the Forge's `thread`. The run is followed before this
-    /// returns, so its model call (sent after) streams every delta where the relay reads it.
-    pub async fn start(&self, registry: Registry, run: RunId, thread: String) {
+    /// Open `run`'s answer in the Forge's `thread`: a draft where the Forge has the three
+    /// draft tools, its chunks relayed from here on; what the preflight records. The run is
+    /// followed before this returns, so its model call (sent after) streams every delta
+    /// where the relay reads it.
+    pub async fn open(&self, registry: &Registry, run: RunId, thread: String) -> Owed {
+        let count = counter(&self.ctx);
+        let Some(draft) = open_draft(registry, &thread, &count).await else {
+            return Owed {
+                thread_id: thread,
+                draft_id: None,
+            };
+        };
+        let owed = Owed {
+            thread_id: thread,
+            draft_id: Some(draft.draft_id.clone()),
+        };
         if let Err(e) = self.events.follow(run).await {
-            // The final event is then not stored either: the relay would wait in vain.
-            tracing::warn!(%run, error = %e, "cannot follow the Forge run's stream; its answer is not relayed");
-            return;
+            // The deltas are then not stored: the draft stays empty until the final body.
+            tracing::warn!(%run, error = %e, "cannot follow the Forge run's stream; its draft gets only the final body");
+            return owed;
         }
         let waiters = self
             .waiters
@@ -81,16 +106,16 @@ impl Relays {
             })
             .clone();
         let relay = self.clone();
-        tokio::spawn(async move { relay.relay(&waiters, registry, run, thread).await });
+        tokio::spawn(async move { relay.relay(&waiters, draft, run).await });
+        owed
     }
 
-    /// Follow the stream until its final event, relaying as it goes.
-    async fn relay(&self, waiters: &Waiters, registry: Registry, run: RunId, thread: String) {
+    /// Follow the stream until its final event, relaying the deltas as chunks.
+    async fn relay(&self, waiters: &Waiters, draft: Draft, run: RunId) {
         let guard = waiters.register(run);
         let count = counter(&self.ctx);
-        let answer = Answer::open(&registry, thread, &count).await;
         let (mut last, mut attempts) = ("0".to_string(), Attempts::default());
-        let (mut unsent, mut streamed) = (String::new(), String::new());
+        let mut unsent = String::new();
         let mut next_chunk = Instant::now();
         let mut followed = Instant::now();
         let deadline = Instant::now() + FOLLOW_LIMIT;
@@ -110,23 +135,14 @@ impl Relays {
                         text,
                         round,
                         attempt,
-                    } if attempts.admit(round, attempt.clone()) => {
-                        unsent.push_str(&text);
-                        streamed.push_str(&text);
-                    }
-                    RunEvent::Final { outcome } => {
-                        return answer.finish(body(&outcome), &count).await;
-                    }
-                    RunEvent::Closed => {
-                        // The outcome was too large for the stream: what streamed is sent.
-                        tracing::warn!(%run, "Forge run's final event by reference; the streamed text is its body");
-                        return answer.finish(&streamed, &count).await;
-                    }
+                    } if attempts.admit(round, attempt.clone()) => unsent.push_str(&text),
+                    // The run is closed: its whole answer is on its way as its own message.
+                    RunEvent::Final { .. } | RunEvent::Closed => return,
                     _ => {}
                 }
             }
             if !unsent.trim().is_empty() && Instant::now() >= next_chunk {
-                answer.chunk(&std::mem::take(&mut unsent), &count).await;
+                draft.chunk(&std::mem::take(&mut unsent), &count).await;
                 next_chunk = Instant::now() + GATE;
             }
             if followed.elapsed() >= FOLLOW_RENEW {
@@ -134,7 +150,7 @@ impl Relays {
                 followed = Instant::now();
             }
             if Instant::now() >= deadline {
-                tracing::warn!(%run, "the Forge run did not end within the follow limit; its answer is not relayed");
+                tracing::warn!(%run, "the Forge run did not end within the follow limit; its draft gets no more chunks");
                 return;
             }
             let wait = if unsent.is_empty() {
@@ -148,111 +164,72 @@ impl Relays {
             }
         }
     }
-}
 
-/// The text the thread gets for a run's outcome.
-fn body(outcome: &RunOutcome) -> &str {
-    match outcome {
-        RunOutcome::Answered { text, .. } => text,
-        RunOutcome::Failed { message, .. } => message,
-    }
-}
-
-/// Where the answer goes in the Forge.
-enum Answer {
-    /// A draft the Forge opened, chunks appended as they stream.
-    Draft {
-        thread: String,
-        draft_id: String,
-        chunk: Arc<dyn Tool>,
-        finalize: Arc<dyn Tool>,
-    },
-    /// One message at the end (a Forge without drafts, or whose draft could not open).
-    Message {
-        thread: String,
-        append: Option<Arc<dyn Tool>>,
-    },
-}
-
-impl Answer {
-    /// Open a draft in `thread` where the Forge has the three draft tools.
-    async fn open(registry: &Registry, thread: String, count: &impl Fn(&str, Outcome)) -> Self {
-        let tools = (
-            forge_tool(registry, START),
-            forge_tool(registry, CHUNK),
-            forge_tool(registry, FINALIZE),
-        );
-        let append = forge_tool(registry, APPEND);
-        let (Some(start), Some(chunk), Some(finalize)) = tools else {
-            return Self::Message { thread, append };
-        };
-        match call(&start, START, json!({"threadId": thread}), count).await {
-            Ok(answer) => match draft_id(&answer) {
-                Some(draft_id) => {
-                    return Self::Draft {
-                        thread,
-                        draft_id,
-                        chunk,
-                        finalize,
-                    };
-                }
-                None => {
-                    tracing::warn!("{START} answered no draftId; the answer goes as one message")
-                }
-            },
-            Err(Refused(reason)) => {
-                tracing::warn!(reason, "no draft opened; the answer goes as one message")
-            }
-        }
-        Self::Message { thread, append }
-    }
-
-    /// Append `delta` to the draft (nothing for a single message).
-    async fn chunk(&self, delta: &str, count: &impl Fn(&str, Outcome)) {
-        if let Self::Draft {
-            thread,
-            draft_id,
-            chunk,
-            ..
-        } = self
-        {
-            let args = json!({"threadId": thread, "draftId": draft_id, "delta": delta});
-            if let Err(Refused(reason)) = call(chunk, CHUNK, args, count).await {
-                tracing::info!(reason, "draft chunk not taken; the final body carries it");
-            }
-        }
-    }
-
-    /// Post the whole answer: the draft's final body, or one message.
-    async fn finish(&self, body: &str, count: &impl Fn(&str, Outcome)) {
-        let (tool, name, args) = match self {
-            Self::Draft {
-                thread,
-                draft_id,
-                finalize,
-                ..
-            } => (
-                Some(finalize),
+    /// Post the whole answer `body` where `owed` says: the draft's final body, or one
+    /// message. Tried [`FINAL_TRIES`] times; the last refusal is the error.
+    pub async fn post(&self, registry: &Registry, owed: &Owed, body: &str) -> Result<(), Refused> {
+        let count = counter(&self.ctx);
+        let (name, args) = match &owed.draft_id {
+            Some(draft_id) => (
                 FINALIZE,
-                json!({"threadId": thread, "draftId": draft_id, "body": body}),
+                json!({"threadId": owed.thread_id, "draftId": draft_id, "body": body}),
             ),
-            Self::Message { thread, append } => (
-                append.as_ref(),
-                APPEND,
-                json!({"threadId": thread, "body": body}),
-            ),
+            None => (APPEND, json!({"threadId": owed.thread_id, "body": body})),
         };
-        let Some(tool) = tool else {
-            tracing::warn!("the Forge offers no {APPEND} tool: the answer is not posted");
-            return;
-        };
+        let tool = forge_tool(registry, name)
+            .ok_or_else(|| Refused(format!("the Forge offers no {name} tool (yet)")))?;
+        let mut refused = Refused(String::new());
         for attempt in 1..=FINAL_TRIES {
-            match call(tool, name, args.clone(), count).await {
-                Ok(_) => return,
-                Err(Refused(reason)) => {
-                    tracing::warn!(reason, attempt, "the answer was not posted to the Forge")
+            match call(&tool, name, args.clone(), &count).await {
+                Ok(_) => return Ok(()),
+                Err(r) => {
+                    tracing::warn!(
+                        reason = r.0,
+                        attempt,
+                        "the answer was not posted to the Forge"
+                    );
+                    refused = r;
                 }
             }
+        }
+        Err(refused)
+    }
+}
+
+/// Open a draft in `thread` where the Forge has the three draft tools; `None`: the answer
+/// goes as one message.
+async fn open_draft(
+    registry: &Registry,
+    thread: &str,
+    count: &impl Fn(&str, Outcome),
+) -> Option<Draft> {
+    let (start, chunk) = (forge_tool(registry, START)?, forge_tool(registry, CHUNK)?);
+    forge_tool(registry, FINALIZE)?;
+    match call(&start, START, json!({"threadId": thread}), count).await {
+        Ok(answer) => match draft_id(&answer) {
+            Some(draft_id) => {
+                return Some(Draft {
+                    thread: thread.to_owned(),
+                    draft_id,
+                    chunk,
+                });
+            }
+            None => tracing::warn!("{START} answered no draftId; the answer goes as one message"),
+        },
+        Err(Refused(reason)) => {
+            tracing::warn!(reason, "no draft opened; the answer goes as one message")
+        }
+    }
+    None
+}
+
+impl Draft {
+    /// Append `delta` to the draft; a chunk not taken is not tried again, since the final
+    /// body carries it.
+    async fn chunk(&self, delta: &str, count: &impl Fn(&str, Outcome)) {
+        let args = json!({"threadId": self.thread, "draftId": self.draft_id, "delta": delta});
+        if let Err(Refused(reason)) = call(&self.chunk, CHUNK, args, count).await {
+            tracing::info!(reason, "draft chunk not taken; the final body carries it");
         }
     }
 }

@@ -19,7 +19,8 @@
 //!
 //! A Forge run's first message here is its preflight (`crate::forge`): the contract's list,
 //! ack and bundle, done before the model is called; a chat run's answer is then relayed to
-//! its thread as it streams (`crate::forge_answer`).
+//! its thread as it streams, and its whole answer comes back here as a message of its own
+//! once delivery closed the run (`crate::forge_answer`).
 
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
@@ -29,6 +30,7 @@ use tracing::Instrument;
 use hermes_bus::Stage;
 use hermes_cache::run_events::{RunEvent, RunEvents};
 use hermes_db::approvals::{self, Approval};
+use hermes_db::forge_answers::{self, Owed};
 use hermes_db::{Transaction, runs};
 use hermes_presence::Presence;
 use hermes_runtime::Ctx;
@@ -36,11 +38,13 @@ use hermes_runtime::stage::{Handler, ParkCause, StageError};
 use hermes_types::envelope::{Envelope, MessageKind};
 use hermes_types::ids::RunId;
 use hermes_types::model::{
-    ChatMessage, ForgePreflight, LlmRequest, Platform, Reply, ToolCall, ToolRequest, parked,
+    ChatMessage, ForgeAnswer, ForgePreflight, LlmRequest, Platform, Reply, ToolCall, ToolRequest,
+    parked,
 };
 use hermes_types::sync;
 
 use crate::approval;
+use crate::forge::Refused;
 use crate::policy::{self, Permit, RefusalReason};
 use crate::registry::{Registry, ToolError};
 use crate::spans;
@@ -77,26 +81,51 @@ impl Announce<'_> {
 impl ToolStage {
     /// A Forge run's preflight (docs/agents.md, "The loop, enforced"); a run asked to stop
     /// makes no call.
-    async fn preflight(
-        &self,
-        env: &Envelope,
-        stop: bool,
-    ) -> Result<Result<LlmRequest, Reply>, StageError> {
+    async fn preflight(&self, env: &Envelope, stop: bool) -> Result<Preflighted, StageError> {
         let pre: ForgePreflight = env.payload()?;
         if stop {
             tracing::info!("stop requested: no Forge call");
-            return Ok(Err(Reply::cancelled(&pre.request)));
+            return Ok(Preflighted {
+                next: Err(Reply::cancelled(&pre.request)),
+                owed: None,
+            });
         }
         let registry = sync::read(&self.registry).clone();
         let count = crate::forge::counter(&self.ctx);
         let thread = pre.target.thread_id.clone();
         let mut request = crate::forge::run(&registry, pre, count).await;
-        // A chat run's answer streams to its thread: the model streams, a relay follows.
-        if let (Ok(request), Some(thread)) = (&mut request, thread) {
-            request.stream = true;
-            self.answers.start(registry, env.run_id, thread).await;
-        }
-        Ok(request)
+        // A chat run's answer streams to its thread: the model streams, a relay follows,
+        // and the run owes the thread its whole answer.
+        let owed = match (&mut request, thread) {
+            (Ok(request), Some(thread)) => {
+                request.stream = true;
+                Some(self.answers.open(&registry, env.run_id, thread).await)
+            }
+            _ => None,
+        };
+        Ok(Preflighted {
+            next: request,
+            owed,
+        })
+    }
+
+    /// Post a Forge chat run's whole answer where its preflight recorded it; a copy finds
+    /// it posted. The run is closed by now, so it is not checked.
+    async fn answer(&self, env: &Envelope) -> Result<Round, StageError> {
+        let answer: ForgeAnswer = env.payload()?;
+        let owed = {
+            let client = self.ctx.db.get().await?;
+            forge_answers::unposted(&client, env.run_id).await?
+        };
+        let Some(owed) = owed else {
+            return Err(StageError::Duplicate("the Forge answer is posted already"));
+        };
+        let registry = sync::read(&self.registry).clone();
+        self.answers
+            .post(&registry, &owed, &answer.body)
+            .await
+            .map_err(|Refused(reason)| StageError::Transient(anyhow::anyhow!(reason)))?;
+        Ok(Round::Posted)
     }
 
     pub fn new(ctx: Ctx, registry: Arc<RwLock<Registry>>) -> anyhow::Result<Self> {
@@ -251,14 +280,22 @@ pub enum Round {
     },
     /// A stop was asked for: no call ran and the run ends `cancelled`.
     Stopped(ToolRequest),
-    /// A Forge run's preflight ran (crate::forge): the model call to make, or the reply
-    /// that ends the run without one.
-    Preflight(Box<Result<LlmRequest, Reply>>),
+    /// A Forge run's preflight ran (crate::forge).
+    Preflight(Box<Preflighted>),
+    /// A Forge chat run's whole answer was posted to its thread.
+    Posted,
     /// Calls wait for an operator (their ids): no call ran.
     Awaiting {
         req: ToolRequest,
         calls: Vec<String>,
     },
+}
+
+/// What a Forge run's preflight leaves to commit: the model call to make, or the reply that
+/// ends the run without one; and, for a chat run, where its answer is owed.
+pub struct Preflighted {
+    next: Result<LlmRequest, Reply>,
+    owed: Option<Owed>,
 }
 
 /// What a round's commit leaves to count once it is committed.
@@ -276,6 +313,9 @@ impl Handler for ToolStage {
     type After = Counted;
 
     async fn prepare(&self, env: &Envelope) -> Result<Round, StageError> {
+        if env.kind == MessageKind::ForgeAnswer {
+            return self.answer(env).await;
+        }
         let checked = {
             let client = self.ctx.db.get().await?;
             runs::check(&client, env.run_id).await?
@@ -379,10 +419,23 @@ impl Handler for ToolStage {
                 env.follow(&Reply::cancelled(&req.request)),
                 Counted::Nothing,
             ),
-            Round::Preflight(next) => match *next {
-                Ok(request) => (env.follow(&request), Counted::Nothing),
-                Err(reply) => (env.follow(&reply), Counted::Nothing),
-            },
+            Round::Preflight(pre) => {
+                if let Some(owed) = &pre.owed {
+                    forge_answers::record(tx, env.run_id, owed).await?;
+                }
+                match pre.next {
+                    Ok(request) => (env.follow(&request), Counted::Nothing),
+                    Err(reply) => (env.follow(&reply), Counted::Nothing),
+                }
+            }
+            Round::Posted => {
+                if !forge_answers::mark_posted(tx, env.run_id).await? {
+                    return Err(StageError::Duplicate(
+                        "a copy of the Forge answer posted it",
+                    ));
+                }
+                return Ok((Vec::new(), Counted::Nothing));
+            }
             Round::Awaiting { req, calls } => {
                 let waiting: Vec<&ToolCall> =
                     req.calls.iter().filter(|c| calls.contains(&c.id)).collect();

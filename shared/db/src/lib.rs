@@ -13,6 +13,7 @@ pub mod drafts;
 pub mod erase;
 pub mod event_hub;
 pub mod events;
+pub mod forge_answers;
 pub mod forge_deliveries;
 pub mod forge_presence;
 pub mod forge_usage;

@@ -165,6 +165,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0030_forge_presence",
         sql: include_str!("../../../migrations/0030_forge_presence.sql"),
     },
+    Migration {
+        version: 31,
+        name: "0031_forge_answers",
+        sql: include_str!("../../../migrations/0031_forge_answers.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

@@ -35,6 +35,9 @@ pub enum MessageKind {
     /// A Forge run's preflight: the tools stage lists, acknowledges and reads the woken run
     /// through the Forge's MCP server before the model acts.
     ForgePreflight,
+    /// A Forge chat run's whole answer, owed to its thread: the tools stage posts it
+    /// (`chat.finalizeDraft` or `chat.appendMessage`) once, whichever replica streamed it.
+    ForgeAnswer,
 }
 
 impl MessageKind {
@@ -49,6 +52,7 @@ impl MessageKind {
             MessageKind::MemoryExtract => Stage::Llm,
             MessageKind::DraftUpdate => Stage::Delivery,
             MessageKind::ForgePreflight => Stage::Tools,
+            MessageKind::ForgeAnswer => Stage::Tools,
         }
     }
 }

@@ -26,6 +26,20 @@ impl Payload for ForgePreflight {
     const KIND: MessageKind = MessageKind::ForgePreflight;
 }
 
+/// A Forge chat run's whole answer, owed to its thread (docs/agents.md, "Answers stream to
+/// the Forge"). Delivery emits it in the transaction that closes the run, so the answer is
+/// posted even when the tools replica that streamed the draft is gone; the thread and the
+/// draft are read from the run's `forge_answers` row, written by the preflight.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForgeAnswer {
+    /// The whole answer: the model's text, or the failure the person is told.
+    pub body: String,
+}
+
+impl Payload for ForgeAnswer {
+    const KIND: MessageKind = MessageKind::ForgeAnswer;
+}
+
 /// The run a wake names: the contract's `issue.id` (the Forge's `agent.context.bundle`
 /// takes it) and, when the Forge also sends one, its run's own id (`run.id`, `runId`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

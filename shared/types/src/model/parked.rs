@@ -47,7 +47,8 @@ pub fn failure_reply(parked: &Envelope) -> Result<Option<Envelope>, EnvelopeErro
         MessageKind::Reply
         | MessageKind::AgentWake
         | MessageKind::MemoryExtract
-        | MessageKind::DraftUpdate => return Ok(None),
+        | MessageKind::DraftUpdate
+        | MessageKind::ForgeAnswer => return Ok(None),
     };
     let reply = Reply {
         exchange,
