@@ -93,3 +93,4 @@ mod topology;
 mod traces;
 mod two_fleets;
 mod whatsapp_window;
+mod workspaces_http;

@@ -16,7 +16,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 /// Methods the API answers.
-pub const ALLOWED_METHODS: &str = "GET, POST, PATCH, DELETE, OPTIONS";
+pub const ALLOWED_METHODS: &str = "GET, POST, PUT, PATCH, DELETE, OPTIONS";
 /// Request headers a browser may send.
 pub const ALLOWED_HEADERS: &str =
     "Authorization, Content-Type, Idempotency-Key, Last-Event-ID, traceparent";

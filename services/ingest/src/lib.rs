@@ -29,6 +29,7 @@ mod statuses;
 mod stream;
 mod wait;
 mod webhooks;
+mod workspaces;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -275,6 +276,15 @@ pub fn app(state: AppState) -> Router {
         .route(Verb::Post, "/api/jobs/{id}/pause", jobs::pause)
         .route(Verb::Post, "/api/jobs/{id}/resume", jobs::resume)
         .route(Verb::Post, "/api/jobs/{id}/run", jobs::run_now);
+    let workspaces = Surface::default()
+        .route(Verb::Post, "/workspaces", workspaces::create)
+        .route(Verb::Get, "/workspaces/{id}", workspaces::get)
+        .route(
+            Verb::Put,
+            "/workspaces/{id}/secrets",
+            workspaces::put_workspace,
+        )
+        .route(Verb::Put, "/settings/secrets", workspaces::put_global);
     // The agent MCP surface checks its own callers (JSON-RPC refusals have their own shape),
     // from the key resolved before the slot.
     let mcp = agent_mcp::surface()
@@ -291,6 +301,7 @@ pub fn app(state: AppState) -> Router {
         rest.mounted(),
         run_routes.mounted(),
         jobs.mounted(),
+        workspaces.mounted(),
     ]
     .concat();
     let cors = cors::Origins::new(&state.ctx.config.ingest.api.cors_origins);
@@ -328,11 +339,19 @@ pub fn app(state: AppState) -> Router {
         ));
     let jobs = jobs
         .into_router()
-        .route_layer(idempotent)
+        .route_layer(idempotent.clone())
         .route_layer(slot.clone())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             rest::require_jobs_caller,
+        ));
+    let workspaces = workspaces
+        .into_router()
+        .route_layer(idempotent)
+        .route_layer(slot.clone())
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            rest::require_operator_caller,
         ));
     // A Forge's wakes, at the configured path, mounted only when a secret is set: their
     // signature is the caller check, made on the raw body read in the pool of unverified
@@ -359,6 +378,7 @@ pub fn app(state: AppState) -> Router {
             .merge(rest)
             .merge(run_routes)
             .merge(jobs)
+            .merge(workspaces)
             .route("/openapi.json", get(openapi::document))
     } else {
         served

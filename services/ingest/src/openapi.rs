@@ -23,6 +23,10 @@ const FRAGMENTS: &[(&str, &str)] = &[
     ("responses.json", include_str!("../openapi/responses.json")),
     ("runs.json", include_str!("../openapi/runs.json")),
     ("jobs.json", include_str!("../openapi/jobs.json")),
+    (
+        "workspaces.json",
+        include_str!("../openapi/workspaces.json"),
+    ),
     ("agent_mcp.json", include_str!("../openapi/agent_mcp.json")),
     (
         "operator_mcp.json",

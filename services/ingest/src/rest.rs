@@ -152,6 +152,17 @@ async fn open_or_authorize(
     authorize(app, req, next, scopes).await
 }
 
+/// Middleware of the workspace and settings routes (`/workspaces`, `/settings/secrets`): the
+/// operator key or a key with the `operator` scope; without an `API_SERVER_KEY` (loopback
+/// only) a request without a key is the operator's, as the document's examples send them.
+pub async fn require_operator_caller(
+    State(app): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Response {
+    open_or_authorize(app, req, next, &[KeyScope::Operator]).await
+}
+
 /// Middleware of `/api/jobs`: a [`Caller`] with the `jobs` scope.
 pub async fn require_jobs_caller(
     State(app): State<AppState>,

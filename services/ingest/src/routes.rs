@@ -19,6 +19,7 @@ use crate::AppState;
 pub enum Verb {
     Get,
     Post,
+    Put,
     Patch,
     Delete,
 }
@@ -28,6 +29,7 @@ impl Verb {
         match self {
             Verb::Get => "GET",
             Verb::Post => "POST",
+            Verb::Put => "PUT",
             Verb::Patch => "PATCH",
             Verb::Delete => "DELETE",
         }
@@ -37,6 +39,7 @@ impl Verb {
         match self {
             Verb::Get => MethodFilter::GET,
             Verb::Post => MethodFilter::POST,
+            Verb::Put => MethodFilter::PUT,
             Verb::Patch => MethodFilter::PATCH,
             Verb::Delete => MethodFilter::DELETE,
         }

@@ -42,6 +42,7 @@ pub mod tool_registry;
 pub mod users;
 pub mod webhook_deliveries;
 pub mod whatsapp_windows;
+pub mod workspace_api;
 pub mod workspaces;
 
 use std::sync::Arc;

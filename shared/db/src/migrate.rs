@@ -170,6 +170,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0031_forge_answers",
         sql: include_str!("../../../migrations/0031_forge_answers.sql"),
     },
+    Migration {
+        version: 32,
+        name: "0032_workspace_api",
+        sql: include_str!("../../../migrations/0032_workspace_api.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

@@ -323,16 +323,22 @@ pub async fn secret_names(
         .collect())
 }
 
-/// A workspace's secrets, decrypted. A token no key opens is an error naming the secret,
-/// never a silent fallback to the global key.
+/// A workspace's secrets over the install's global ones (`global_secrets`), decrypted; the
+/// global ones alone without a workspace. A token no key opens is an error naming the
+/// secret, never a silent fallback to the environment's key.
 pub async fn provider_secrets(
     client: &impl GenericClient,
-    workspace: WorkspaceId,
+    workspace: Option<WorkspaceId>,
     keys: Option<&KeyRing>,
 ) -> Result<WorkspaceSecrets, DbError> {
+    // The install's global secrets first, then the workspace's own over them (an empty
+    // workspace value clears a global one); without a workspace, the global ones alone.
     let rows = client
         .query(
-            "SELECT name, value_enc FROM workspace_secrets WHERE workspace_id = $1",
+            "SELECT name, value_enc FROM global_secrets
+              WHERE name NOT IN (SELECT name FROM workspace_secrets WHERE workspace_id = $1)
+             UNION ALL
+             SELECT name, value_enc FROM workspace_secrets WHERE workspace_id = $1",
             &[&workspace],
         )
         .await?;
@@ -345,11 +351,11 @@ pub async fn provider_secrets(
         } else {
             let plain = keys.and_then(|k| k.open(&token)).ok_or_else(|| {
                 DbError::Refused(format!(
-                    "workspace secret {name} cannot be decrypted with HERMES_SECRET_KEYS"
+                    "provider secret {name} cannot be decrypted with HERMES_SECRET_KEYS"
                 ))
             })?;
             String::from_utf8(plain)
-                .map_err(|_| DbError::Invalid(format!("workspace secret {name} is not text")))?
+                .map_err(|_| DbError::Invalid(format!("provider secret {name} is not text")))?
         };
         out.insert(name, value);
     }

@@ -18,16 +18,22 @@ use hermes_types::ttl_cache::TtlCache;
 
 use crate::chain::{Hop, Unusable};
 
-/// The secrets of a request's workspace could not be read (PostgreSQL away, or a value no
-/// key of HERMES_SECRET_KEYS opens).
+/// The provider secrets of a request (its workspace's over the install's global ones) could
+/// not be read (PostgreSQL away, or a value no key of HERMES_SECRET_KEYS opens).
 #[derive(Debug, thiserror::Error)]
-#[error("the provider secrets of workspace {workspace} cannot be read: {error}")]
+#[error("the provider secrets of {} cannot be read: {error}", scope(.workspace))]
 pub struct SecretsUnreadable {
-    pub workspace: WorkspaceId,
+    /// The request's workspace; `None`: the global secrets alone.
+    pub workspace: Option<WorkspaceId>,
     #[source]
     pub error: hermes_db::DbError,
 }
 use crate::providers::{Backend, HttpClient};
+
+/// What a request's secrets belong to, for a message.
+fn scope(workspace: &Option<WorkspaceId>) -> String {
+    workspace.map_or("the install".into(), |w| format!("workspace {w}"))
+}
 
 /// How long a workspace's secrets are trusted before they are read again.
 pub const WORKSPACE_TTL: Duration = Duration::from_secs(30);
@@ -39,7 +45,8 @@ pub struct Backends {
     config: Arc<Config>,
     db: Option<hermes_db::Db>,
     keys: Option<KeyRing>,
-    workspaces: Arc<TtlCache<WorkspaceId, Arc<WorkspaceSecrets>>>,
+    /// By workspace; `None` holds the global secrets alone.
+    workspaces: Arc<TtlCache<Option<WorkspaceId>, Arc<WorkspaceSecrets>>>,
 }
 
 /// Workspaces whose secrets are remembered at once.
@@ -87,10 +94,7 @@ impl Backends {
         &self,
         req: &LlmRequest,
     ) -> Result<Vec<Result<Hop, Unusable>>, SecretsUnreadable> {
-        let secrets = match req.workspace {
-            Some(ws) => self.workspace_secrets(ws).await?,
-            None => None,
-        };
+        let secrets = self.workspace_secrets(req.workspace).await?;
         let ws = secrets.as_deref();
         let provider = &self.config.llm.provider;
         let mut hops = Vec::with_capacity(req.chain.len() + 1);
@@ -155,11 +159,12 @@ impl Backends {
         Ok(hops)
     }
 
-    /// The workspace's provider secrets (cached; `None` without a database, where only the
-    /// global keys exist). An unreadable store is an error, never the global keys.
+    /// The provider secrets of workspace `ws` over the install's global ones, or the global
+    /// ones alone (cached; `None` without a database, where only the environment's keys
+    /// exist). An unreadable store is an error, never the environment's keys.
     async fn workspace_secrets(
         &self,
-        ws: WorkspaceId,
+        ws: Option<WorkspaceId>,
     ) -> Result<Option<Arc<WorkspaceSecrets>>, SecretsUnreadable> {
         if let Some(s) = self.workspaces.get(&ws) {
             return Ok(Some(s));
@@ -179,7 +184,7 @@ impl Backends {
                 Ok(Some(s))
             }
             Err(error) => {
-                tracing::warn!(workspace = %ws, %error, "workspace secrets unreadable; the call is not made");
+                tracing::warn!(workspace = ?ws, %error, "provider secrets unreadable; the call is not made");
                 Err(SecretsUnreadable {
                     workspace: ws,
                     error,

@@ -266,7 +266,8 @@ async fn switch_backend(
     };
     if let Some(t) = &target {
         let keys = KeyRing::new(&config.router.secret_keys);
-        let secrets = workspaces::provider_secrets(&tx, agent.workspace_id, keys.as_ref()).await?;
+        let secrets =
+            workspaces::provider_secrets(&tx, Some(agent.workspace_id), keys.as_ref()).await?;
         let backends = Backends::new(std::sync::Arc::new(config.clone()), None)?;
         let checked = match backends.pinned(t.backend, Some(&secrets)) {
             Ok(b) => b.health_check().await.map_err(|e| e.to_string()),
