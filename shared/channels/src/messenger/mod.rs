@@ -19,3 +19,13 @@ mod webhook;
 
 pub use send::{LIMITS, Messenger};
 pub use webhook::webhook;
+
+use hermes_types::model::MessageEvent;
+
+use crate::decode::ParseError;
+use crate::meta::messaging::{self, Product};
+
+/// A Messenger webhook body's messages to route, in body order (see [`messaging::parse`]).
+pub fn parse(body: &[u8]) -> Result<Vec<MessageEvent>, ParseError> {
+    messaging::parse(body, Product::Messenger)
+}

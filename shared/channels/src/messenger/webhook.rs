@@ -4,9 +4,9 @@
 use hermes_config::Config;
 use hermes_types::model::{Inbound, Platform};
 
+use super::parse;
 use crate::inbound::Received;
 use crate::meta::MetaWebhook;
-use crate::meta::messaging::{Product, parse};
 
 /// Messenger's webhook, on when `MESSENGER_APP_SECRET` is set (its handshake when
 /// `MESSENGER_VERIFY_TOKEN` is).
@@ -19,10 +19,7 @@ pub fn webhook(config: &Config) -> MetaWebhook {
         config.ingest.meta_max_body_bytes,
         |body| {
             Ok(Received {
-                messages: parse(body, Product::Messenger)?
-                    .into_iter()
-                    .map(Inbound::of)
-                    .collect(),
+                messages: parse(body)?.into_iter().map(Inbound::of).collect(),
                 ..Received::default()
             })
         },
