@@ -19,7 +19,7 @@ async fn a_short_fixed_rate_run_keeps_its_ledger() {
             "--rounds",
             "1",
             "--kind",
-            "chat,chat-stream,responses,runs,telegram",
+            "chat,chat-stream,responses,runs,telegram,slack",
             "--with-floor",
             "--serial",
             "5",
@@ -34,6 +34,7 @@ async fn a_short_fixed_rate_run_keeps_its_ledger() {
         "responses ",
         "runs ",
         "telegram ",
+        "slack ",
         "floor ",
     ] {
         assert!(

@@ -148,6 +148,11 @@ pub fn sender(i: usize, users: usize) -> i64 {
     900_000 + (i % users) as i64
 }
 
+/// The Slack member id a seeded user with Telegram sender `sender` also has.
+pub fn slack_member(sender: &str) -> String {
+    format!("UB{sender}")
+}
+
 /// The capped sender of message `i`.
 pub fn capped_sender(i: usize) -> i64 {
     800_000 + (i % CAPPED_USERS) as i64

@@ -396,7 +396,7 @@ async fn run(
     Ok(())
 }
 
-/// Give `users` Telegram senders a user with ample credits each, and the capped senders a
+/// Give `users` Telegram senders (each also a Slack member) a user with ample credits each, and the capped senders a
 /// free-tier user whose token budget for today is already spent.
 pub(crate) async fn seed_users(
     db: &hermes_db::Db,
@@ -432,15 +432,11 @@ pub(crate) async fn seed_users(
             budgets::add_tokens(&tx, user.id, today, daily).await?;
         }
         tx.commit().await?;
-        users::link_channel(
-            &client,
-            user.id,
-            Platform::Telegram.into(),
-            &sender,
-            true,
-            None,
-        )
-        .await?;
+        // Each user is a Telegram chat and a Slack member (the fleet bench's chat kinds).
+        let slack = load::slack_member(&sender);
+        for (platform, id) in [(Platform::Telegram, &sender), (Platform::Slack, &slack)] {
+            users::link_channel(&client, user.id, platform.into(), id, true, None).await?;
+        }
     }
     Ok(())
 }

@@ -29,6 +29,9 @@ pub enum Kind {
     Runs,
     /// A Telegram webhook update from a linked user, answered by the fleet's `sendMessage`.
     Telegram,
+    /// A Slack direct message (a signed Events API callback) from a linked member, answered
+    /// by the fleet's `chat.postMessage`.
+    Slack,
 }
 
 impl Kind {
@@ -39,6 +42,7 @@ impl Kind {
             Kind::Responses => "responses",
             Kind::Runs => "runs",
             Kind::Telegram => "telegram",
+            Kind::Slack => "slack",
         }
     }
 }
@@ -65,13 +69,13 @@ pub struct Sample {
     pub latency: Duration,
 }
 
-/// Where the requests go: the fleet's ingest, and the fake Bot API that sees its answers to
-/// Telegram updates.
+/// Where the requests go: the fleet's ingest, and the ledger of the fake platform APIs
+/// (Telegram's, Slack's) that see its answers to chat messages.
 #[derive(Clone)]
 pub struct Target {
     pub client: reqwest::Client,
     pub base: String,
-    pub telegram: Arc<super::telegram::Channel>,
+    pub chats: Arc<super::ledger::Chats>,
 }
 
 /// Something that answers requests: the fleet through one kind of request, or the floor
@@ -155,7 +159,8 @@ async fn one(target: &Target, kind: Kind, token: &str) -> Ending {
     let (client, base) = (&target.client, target.base.as_str());
     let expected = format!("echo: {token}");
     match kind {
-        Kind::Telegram => super::telegram::one(client, base, &target.telegram, token).await,
+        Kind::Telegram => super::telegram::one(client, base, &target.chats, token).await,
+        Kind::Slack => super::slack::one(client, base, &target.chats, token).await,
         Kind::Chat => {
             let body = json!({"messages": [{"role": "user", "content": token}]});
             let Some(resp) = post(client, base, "/v1/chat/completions", &body).await else {
@@ -309,7 +314,7 @@ async fn post(
 pub fn close_ledger(late_doubled: usize, mut void: Vec<String>) -> anyhow::Result<()> {
     if late_doubled > 0 {
         void.push(format!(
-            "{late_doubled} Telegram answers doubled after their step"
+            "{late_doubled} chat answers doubled after their step"
         ));
     }
     if !void.is_empty() {

@@ -16,7 +16,9 @@ pub(crate) mod infra;
 pub(crate) mod load;
 mod report;
 pub(crate) use report::report;
+mod ledger;
 pub(crate) mod search;
+mod slack;
 mod soak;
 mod telegram;
 mod tracing;
@@ -129,8 +131,9 @@ async fn run(
 ) -> anyhow::Result<()> {
     let calls = Arc::new(model::Calls::default());
     let model_url = model::serve(calls).await?;
-    let channel = Arc::new(telegram::Channel::default());
+    let channel = Arc::new(ledger::Chats::default());
     let telegram_url = telegram::serve(channel.clone()).await?;
+    let slack_url = slack::serve(channel.clone()).await?;
     crate::faults::seed_users(&scratch.db, telegram::USERS, config).await?;
     let http = free_port()?;
     // One fleet's environment: each fleet of `--tracing` has its own database, namespace
@@ -148,9 +151,13 @@ async fn run(
             ("TELEGRAM_WEBHOOK_SECRET", telegram::SECRET),
             ("TELEGRAM_BOT_TOKEN", telegram::TOKEN),
             ("TELEGRAM_API_BASE_URL", telegram_url.as_str()),
+            ("SLACK_SIGNING_SECRET", slack::SIGNING_SECRET),
+            ("SLACK_BOT_TOKEN", slack::BOT_TOKEN),
+            ("SLACK_API_BASE_URL", slack_url.as_str()),
             // The fake Bot API has no flood limit, and each linked user sends about once a
             // second at the frontier: what is measured is the fleet, not the pacing.
             ("HERMES_DELIVERY_BOT_PER_SEC", "100000"),
+            ("HERMES_DELIVERY_CHAT_PER_SEC", "100000"),
             ("HERMES_INBOUND_PER_MINUTE", "100000"),
             ("HERMES_INBOUND_BURST", "100000"),
             ("HERMES_HTTP_ADDR", &format!("127.0.0.1:{http}")),
@@ -200,7 +207,7 @@ async fn run(
     let target_of = |base: String| load::Target {
         client: client.clone(),
         base,
-        telegram: channel.clone(),
+        chats: channel.clone(),
     };
     let target = target_of(format!("http://127.0.0.1:{http}"));
     if let Some(minutes) = args.soak {

@@ -66,7 +66,7 @@ pub(super) async fn run(
     let soak = soak(target, fleet, args, minutes, &mut void).await;
     fleet.stop_all().await;
     // A doubled answer that came after its step ended still voids the run.
-    let late = target.telegram.take_doubled();
+    let late = target.chats.take_doubled();
     soak?.report();
     load::close_ledger(late, void)
 }
@@ -142,7 +142,7 @@ async fn soak(
             // Half the lowest frontier of the kinds, so every step of the turns is at half
             // its own frontier or below.
             let mut lowest = f64::INFINITY;
-            let doubled = || target.telegram.take_doubled();
+            let doubled = || target.chats.take_doubled();
             for &kind in kinds {
                 let tag = format!("soak-{}", kind.name());
                 let f =
@@ -217,10 +217,10 @@ async fn soak(
 /// Whether a step's ledger adds up (and no Telegram answer came twice); if not, why is added
 /// to `void`.
 fn keep_ledger(target: &load::Target, tag: &str, f: &Figures, void: &mut Vec<String>) -> bool {
-    let doubled = target.telegram.take_doubled();
+    let doubled = target.chats.take_doubled();
     let kept = f.adds_up() && doubled == 0;
     if !kept {
-        void.push(format!("{tag}: {f:?}, {doubled} Telegram answers doubled"));
+        void.push(format!("{tag}: {f:?}, {doubled} chat answers doubled"));
     }
     kept
 }
