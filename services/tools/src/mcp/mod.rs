@@ -8,6 +8,7 @@ mod env;
 mod llm_path;
 pub mod naming;
 mod sampling;
+mod sampling_policy;
 mod server;
 mod supervisor;
 mod tool;
@@ -25,7 +26,10 @@ use tokio_util::sync::CancellationToken;
 pub use client::McpError;
 pub use env::{child_env, in_baseline};
 pub use llm_path::GatewaySampling;
-pub use sampling::{Complete, CompleteFuture, SamplingAnswer, SamplingError, SamplingRequest};
+pub use sampling::{
+    Complete, CompleteFuture, SamplingAnswer, SamplingError, SamplingRequest, ToolChoice,
+};
+pub use sampling_policy::as_run;
 pub use server::McpServer;
 pub use supervisor::ToolsetChanged;
 pub use tool::McpTool;
