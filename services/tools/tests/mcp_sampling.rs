@@ -115,7 +115,7 @@ async fn start(extra: &str, model: &MockServer) -> Started {
     let llm: Arc<dyn Complete> = Arc::new(GatewaySampling::new(gateway, config));
     let metrics = telemetry.tools.clone();
     let (tx, _changes) = mpsc::unbounded_channel();
-    let hub = Arc::new(McpHub::start(&servers, &metrics, tx, Some(llm)).await);
+    let hub = Arc::new(McpHub::start(&servers, &metrics, tx, Some(llm), Default::default()).await);
     let registry = Registry::default().with_mcp(hub.clone());
     hermes_testkit_core::eventually_sync(Duration::from_secs(20), "the server's tools", || {
         registry.get("mcp_weather_weather_agent").is_some()

@@ -17,12 +17,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hermes_config::{AuditLevel, McpServerSettings};
+use hermes_config::AuditLevel;
 use hermes_telemetry::ToolMetrics;
 use hermes_types::model::{ChatMessage, ToolCall, ToolSpec};
 use hermes_types::sync;
 
-use super::sampling_policy::{RunsInFlight, admitted};
+use super::sampling_policy::SamplingGate;
 
 /// One sampling request in our terms.
 #[derive(Clone, Debug, Default)]
@@ -119,13 +119,12 @@ pub trait Complete: Send + Sync {
 /// The sampling side of one server.
 pub struct Sampler {
     server: String,
-    settings: McpServerSettings,
+    /// The server's settings and which of its tools the model may see.
+    gate: SamplingGate,
     llm: Arc<dyn Complete>,
     recent: Mutex<VecDeque<Instant>>,
     /// Tool-use answers in a row (a text answer resets it).
     tool_rounds: AtomicU32,
-    /// The runs whose calls are in flight on the server.
-    runs: Arc<RunsInFlight>,
     metrics: ToolMetrics,
 }
 
@@ -139,35 +138,33 @@ struct Used {
 impl Sampler {
     pub fn new(
         server: String,
-        settings: McpServerSettings,
+        gate: SamplingGate,
         llm: Arc<dyn Complete>,
-        runs: Arc<RunsInFlight>,
         metrics: ToolMetrics,
     ) -> Self {
         Self {
             server,
-            settings,
+            gate,
             llm,
             recent: Mutex::new(VecDeque::new()),
             tool_rounds: AtomicU32::new(0),
-            runs,
             metrics,
         }
     }
 
     pub fn enabled(&self) -> bool {
-        self.settings.sampling.enabled
+        self.gate.settings.sampling.enabled
     }
 
     /// Whether the server may offer tools (the client's `sampling.tools` capability).
     pub fn offers_tools(&self) -> bool {
-        self.enabled() && self.settings.sampling.max_tool_rounds > 0
+        self.enabled() && self.gate.settings.sampling.max_tool_rounds > 0
     }
 
     /// The model for `request`: the configured override, else the first hint that is a
     /// configured and allowed model, else the first allowed model, else the default.
     fn pick_model(&self, request: &SamplingRequest) -> Option<String> {
-        let settings = &self.settings.sampling;
+        let settings = &self.gate.settings.sampling;
         if let Some(model) = &settings.model {
             return Some(model.clone());
         }
@@ -194,7 +191,7 @@ impl Sampler {
         {
             recent.pop_front();
         }
-        if recent.len() >= self.settings.sampling.max_rpm as usize {
+        if recent.len() >= self.gate.settings.sampling.max_rpm as usize {
             return false;
         }
         recent.push_back(now);
@@ -248,7 +245,7 @@ impl Sampler {
                 )
             };
         }
-        match self.settings.sampling.log_level {
+        match self.gate.settings.sampling.log_level {
             AuditLevel::Debug => audit!(debug),
             AuditLevel::Info => audit!(info),
             AuditLevel::Warning => audit!(warn),
@@ -261,7 +258,7 @@ impl Sampler {
         request: &mut SamplingRequest,
         used: &mut Used,
     ) -> Result<SamplingAnswer, SamplingError> {
-        let settings = &self.settings.sampling;
+        let settings = &self.gate.settings.sampling;
         if !settings.enabled {
             return Err(SamplingError::Disabled);
         }
@@ -277,7 +274,7 @@ impl Sampler {
             Vec::new()
         } else {
             let offered = std::mem::take(&mut request.tools);
-            admitted(&self.server, &self.settings, &self.runs.policies(), offered)
+            self.gate.admitted(&self.server, offered)
         };
         let timeout = Duration::from_secs_f64(settings.timeout);
         let answer = match tokio::time::timeout(timeout, self.llm.complete(&model, request)).await {
@@ -359,7 +356,7 @@ mod tests {
         }
     }
 
-    fn server(sampling: &str) -> McpServerSettings {
+    fn server(sampling: &str) -> hermes_config::McpServerSettings {
         toml::from_str(&format!("command = \"x\"\nsampling = {{ {sampling} }}")).unwrap()
     }
 
@@ -370,11 +367,12 @@ mod tests {
             calls: Mutex::new(None),
         });
         let metrics = hermes_telemetry::Metrics::new().tools.clone();
-        let runs = Arc::new(RunsInFlight::default());
-        (
-            Sampler::new("s".into(), server(sampling), rec.clone(), runs, metrics),
-            rec,
-        )
+        let gate = SamplingGate {
+            settings: server(sampling),
+            approvals: Default::default(),
+            runs: Default::default(),
+        };
+        (Sampler::new("s".into(), gate, rec.clone(), metrics), rec)
     }
 
     fn count(s: &Sampler, outcome: &str) -> u64 {

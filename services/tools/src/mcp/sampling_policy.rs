@@ -1,8 +1,8 @@
 //! Which of the tools an MCP server offers in a sampling request our model sees
 //! (docs/tools-and-mcp.md, "Tools in sampling"). The server runs those tools itself, so
 //! withholding them from the model is the only gate we have: a tool passes when the
-//! server's own `tools` filter (include/exclude) registers it, when no approval rule of the
-//! server covers it (nobody could approve a call the server makes right after our answer),
+//! server's own `tools` filter (include/exclude) registers it, when no approval rule covers
+//! it (nobody could approve a call the server makes right after our answer),
 //! and, while calls of runs are in flight on that server, when every such run's host-tool
 //! policy lets it run. Over stdio a sampling request does not say which call it serves, so
 //! each in-flight run's policy applies: never more than the strictest of them allows.
@@ -16,6 +16,7 @@ use hermes_types::model::{ToolPolicy, ToolSpec};
 use hermes_types::sync;
 
 use super::naming;
+use crate::approval::ApprovalRules;
 use crate::policy;
 
 tokio::task_local! {
@@ -70,32 +71,39 @@ impl RunsInFlight {
     }
 }
 
-/// The tools of `offered` (named as the server names them) that the model may see, for the
-/// server `server` configured by `settings`, while runs under `runs` have calls on it.
-pub fn admitted(
-    server: &str,
-    settings: &McpServerSettings,
-    runs: &[ToolPolicy],
-    offered: Vec<ToolSpec>,
-) -> Vec<ToolSpec> {
-    let toolset = naming::toolset(server);
-    offered
-        .into_iter()
-        .filter(|t| settings.tools.admits(&t.name))
-        .filter(|t| {
-            !settings.requires_approval && !settings.tools.require_approval.contains(&t.name)
-        })
-        .filter(|t| {
-            let registered = naming::tool_name(server, &t.name);
-            runs.iter().all(|run| {
-                policy::check_host(run, settings.local_host, &toolset, &registered).is_ok()
+/// What decides which tools of one server's sampling requests the model sees.
+pub struct SamplingGate {
+    pub settings: McpServerSettings,
+    /// The approval rules of the registry (the server's own and `[tools]
+    /// require_approval`): a tool they gate is never shown.
+    pub approvals: Arc<ApprovalRules>,
+    /// The runs whose calls are in flight on the server.
+    pub runs: Arc<RunsInFlight>,
+}
+
+impl SamplingGate {
+    /// The tools of `offered` (named as the server `server` names them) the model may see
+    /// now.
+    pub fn admitted(&self, server: &str, offered: Vec<ToolSpec>) -> Vec<ToolSpec> {
+        let toolset = naming::toolset(server);
+        let runs = self.runs.policies();
+        offered
+            .into_iter()
+            .filter(|t| self.settings.tools.admits(&t.name))
+            .filter(|t| {
+                let registered = naming::tool_name(server, &t.name);
+                !self.approvals.requires(&registered, &toolset)
+                    && runs.iter().all(|run| {
+                        let local = self.settings.local_host;
+                        policy::check_host(run, local, &toolset, &registered).is_ok()
+                    })
             })
-        })
-        .map(|t| ToolSpec {
-            toolset: toolset.clone(),
-            ..t
-        })
-        .collect()
+            .map(|t| ToolSpec {
+                toolset: toolset.clone(),
+                ..t
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -112,26 +120,43 @@ mod tests {
         }
     }
 
-    fn names(tools: &[ToolSpec]) -> Vec<&str> {
-        tools.iter().map(|t| t.name.as_str()).collect()
+    /// The gate of the server `srv` configured by `toml_text`, with the approval rules of
+    /// that configuration and `tools` (`[tools] require_approval`), under `runs`.
+    fn gate(toml_text: &str, require_approval: &[&str], runs: &[ToolPolicy]) -> SamplingGate {
+        let settings: McpServerSettings =
+            toml::from_str(&format!("command = \"x\"\n{toml_text}")).unwrap();
+        let servers = std::collections::BTreeMap::from([("srv".to_owned(), settings.clone())]);
+        let tools = hermes_config::ToolsSettings {
+            require_approval: require_approval.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        let approvals = ApprovalRules::new(&tools, &servers, &[]).unwrap();
+        let in_flight = Arc::new(RunsInFlight::default());
+        sync::lock(&in_flight.runs)
+            .extend(runs.iter().cloned().enumerate().map(|(i, p)| (i as u64, p)));
+        SamplingGate {
+            settings,
+            approvals: Arc::new(approvals),
+            runs: in_flight,
+        }
     }
 
-    fn settings(toml_text: &str) -> McpServerSettings {
-        toml::from_str(&format!("command = \"x\"\n{toml_text}")).unwrap()
+    fn shown(gate: &SamplingGate) -> Vec<String> {
+        let offered = vec![spec("a"), spec("b"), spec("c")];
+        let admitted = gate.admitted("srv", offered);
+        assert!(admitted.iter().all(|t| t.toolset == "mcp-srv"));
+        admitted.into_iter().map(|t| t.name).collect()
     }
 
     #[test]
     fn the_filter_approvals_and_every_run_in_flight_apply() {
-        let offered = || vec![spec("a"), spec("b"), spec("c")];
-        let s = settings("tools = { exclude = [\"c\"], require_approval = [\"b\"] }");
-        let shown = admitted("srv", &s, &[], offered());
-        assert_eq!(names(&shown), ["a"]);
-        assert_eq!(shown[0].toolset, "mcp-srv");
-        assert!(admitted("srv", &settings("requires_approval = true"), &[], offered()).is_empty());
+        let filtered = "tools = { exclude = [\"c\"], require_approval = [\"b\"] }";
+        assert_eq!(shown(&gate(filtered, &[], &[])), ["a"]);
+        assert!(shown(&gate("requires_approval = true", &[], &[])).is_empty());
+        assert!(shown(&gate("", &["mcp-srv"], &[])).is_empty());
 
         // A local-host server: a restricted run in flight hides everything, an allowlist
         // narrows to what it names, and every run in flight counts.
-        let local = settings("local_host = true");
         let execute = ToolPolicy::default();
         let review = ToolPolicy {
             engagement_mode: EngagementMode::Review,
@@ -141,17 +166,15 @@ mod tests {
             engagement_mode: EngagementMode::Execute,
             tool_allowlist: Some(vec!["mcp_srv_b".into()]),
         };
+        let local = "local_host = true";
         assert_eq!(
-            admitted("srv", &local, std::slice::from_ref(&execute), offered()).len(),
+            shown(&gate(local, &[], std::slice::from_ref(&execute))).len(),
             3
         );
-        assert!(admitted("srv", &local, &[execute.clone(), review.clone()], offered()).is_empty());
-        assert_eq!(names(&admitted("srv", &local, &[listed], offered())), ["b"]);
+        assert!(shown(&gate(local, &[], &[execute, review.clone()])).is_empty());
+        assert_eq!(shown(&gate(local, &[], &[listed])), ["b"]);
         // Not on the host: the run's host-tool policy does not reach it.
-        assert_eq!(
-            admitted("srv", &settings(""), &[review], offered()).len(),
-            3
-        );
+        assert_eq!(shown(&gate("", &[], &[review])).len(), 3);
     }
 
     #[tokio::test]

@@ -15,7 +15,8 @@ use super::breaker::Breaker;
 use super::client::{McpConnection, McpError};
 use super::naming;
 use super::sampling::{Complete, Sampler};
-use super::sampling_policy::RunsInFlight;
+use super::sampling_policy::{RunsInFlight, SamplingGate};
+use crate::approval::ApprovalRules;
 use crate::registry::ToolError;
 use hermes_net::redact::redact;
 use hermes_types::sync;
@@ -70,18 +71,17 @@ impl McpServer {
         settings: McpServerSettings,
         metrics: &ToolMetrics,
         llm: Option<Arc<dyn Complete>>,
+        approvals: Arc<ApprovalRules>,
     ) -> Self {
         let up = metrics.mcp_server_up.with_label_values(&[&name]);
         let runs = Arc::new(RunsInFlight::default());
         let sampler = llm.map(|llm| {
-            let (settings, runs) = (settings.clone(), runs.clone());
-            Arc::new(Sampler::new(
-                name.clone(),
-                settings,
-                llm,
-                runs,
-                metrics.clone(),
-            ))
+            let gate = SamplingGate {
+                settings: settings.clone(),
+                approvals,
+                runs: runs.clone(),
+            };
+            Arc::new(Sampler::new(name.clone(), gate, llm, metrics.clone()))
         });
         let secrets = settings
             .headers
