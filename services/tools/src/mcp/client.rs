@@ -111,6 +111,11 @@ impl ClientHandler for Events {
     }
 }
 
+/// The `_meta` key of a `tool_use` block that carries the provider's opaque state of the call
+/// (Gemini's thought signature), which the provider wants back on the next turn: servers send
+/// the model's `tool_use` blocks back as they got them.
+const SIGNATURE_META: &str = "hermes/signature";
+
 /// A `sampling/createMessage` request in our terms: text as text, `tool_use` blocks as the
 /// assistant's tool calls, `tool_result` blocks as tool turns, other content as JSON text.
 #[allow(deprecated)] // sampling, see the imports
@@ -130,7 +135,12 @@ fn sampling_request(params: &CreateMessageRequestParams) -> SamplingRequest {
                     id: u.id.clone(),
                     name: u.name.clone(),
                     arguments: serde_json::Value::Object(u.input.clone()),
-                    signature: None,
+                    signature: u
+                        .meta
+                        .as_ref()
+                        .and_then(|m| m.0.get(SIGNATURE_META))
+                        .and_then(|s| s.as_str())
+                        .map(str::to_owned),
                 }),
                 SamplingMessageContentBlock::ToolResult(r) => {
                     let content = serde_json::to_value(&r.content).unwrap_or_default();
@@ -209,9 +219,14 @@ fn sampling_result(answer: SamplingAnswer) -> CreateMessageResult {
             serde_json::Value::Null => serde_json::Map::new(),
             other => serde_json::Map::from_iter([("_raw".to_owned(), other)]),
         };
-        blocks.push(SamplingMessageContentBlock::tool_use(
-            call.id, call.name, input,
-        ));
+        let mut block = SamplingMessageContentBlock::tool_use(call.id, call.name, input);
+        if let (SamplingMessageContentBlock::ToolUse(u), Some(signature)) =
+            (&mut block, call.signature)
+        {
+            let meta = serde_json::Map::from_iter([(SIGNATURE_META.to_owned(), signature.into())]);
+            u.meta = Some(rmcp::model::MetaObject(meta));
+        }
+        blocks.push(block);
     }
     let message = SamplingMessage::new_multiple(Role::Assistant, blocks);
     CreateMessageResult::new(message, answer.model)
@@ -441,4 +456,48 @@ fn content_text(content: &serde_json::Value) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tool call's provider state leaves in the `tool_use` block's `_meta` and comes back
+    /// with it when the server sends the block in its next request.
+    #[test]
+    #[allow(deprecated)] // sampling, see the imports
+    fn a_tool_calls_signature_survives_the_servers_round_trip() {
+        let call = |signature: Option<&str>| ToolCall {
+            id: "c1".into(),
+            name: "get_weather".into(),
+            arguments: serde_json::json!({"city": "Oslo"}),
+            signature: signature.map(str::to_owned),
+        };
+        let answer = SamplingAnswer {
+            tool_calls: vec![call(Some("sig-1"))],
+            model: "m".into(),
+            ..SamplingAnswer::default()
+        };
+        let result = sampling_result(answer);
+        assert_eq!(result.stop_reason.as_deref(), Some("toolUse"));
+        let wire = serde_json::to_value(&result).unwrap();
+        assert_eq!(wire["content"][0]["_meta"]["hermes/signature"], "sig-1");
+        // The server's next request: our block, then its result.
+        let result_block = SamplingMessageContentBlock::tool_result(
+            "c1",
+            vec![rmcp::model::ContentBlock::text("sunny in Oslo")],
+        );
+        let params = CreateMessageRequestParams::new(
+            vec![
+                result.message,
+                SamplingMessage::new_multiple(Role::User, vec![result_block]),
+            ],
+            100,
+        );
+        let request = sampling_request(&params);
+        assert_eq!(request.messages[0].tool_calls, [call(Some("sig-1"))]);
+        let tool = &request.messages[1];
+        assert_eq!(tool.tool_call_id.as_deref(), Some("c1"));
+        assert_eq!(tool.content.as_deref(), Some("sunny in Oslo"));
+    }
 }
