@@ -258,7 +258,10 @@ pub async fn execute(registry: &Registry, permit: Permit<'_>, call: &ToolCall) -
         };
     }
     let deadline = tool.deadline();
-    let (outcome, text) = match tokio::time::timeout(deadline, tool.call(&call.arguments)).await {
+    // Under the run's policy: an MCP server sampling during the call sees it applied to the
+    // tools it offers the model (docs/tools-and-mcp.md, "Tools in sampling").
+    let running = crate::mcp::as_run(policy, tool.call(&call.arguments));
+    let (outcome, text) = match tokio::time::timeout(deadline, running).await {
         Ok(Ok(out)) => (Outcome::Ok, out),
         Ok(Err(e @ ToolError::Timeout(_))) => (Outcome::Timeout, format!("error: {e}")),
         Ok(Err(e)) => (Outcome::Error, format!("error: {e}")),

@@ -72,6 +72,7 @@ async fn assemble(
             &ctx.metrics.tools,
             changes.clone(),
             llm.clone(),
+            Arc::new(rules.clone()),
         )
         .await,
     );
@@ -165,7 +166,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let builtins = default_registry(&tools);
     // A gate that names nothing would leave the tool it meant ungated: refuse to start.
     let rules = approval_rules(&tools, &servers, &builtins).map_err(|e| anyhow::anyhow!(e))?;
-    let builtins = builtins.with_approvals(rules);
+    let builtins = builtins.with_approvals(rules.clone());
     publish_at_start(&ctx, &builtins, &servers).await?;
     ctx.readiness.done(REGISTRY_PUBLISHED);
     let publisher = tokio::spawn(publish_changes(ctx.clone(), changes));
@@ -174,6 +175,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         &ctx.metrics.tools,
         changes_tx.clone(),
         llm.clone(),
+        Arc::new(rules),
     ));
     let registry = Arc::new(RwLock::new(builtins.with_mcp(hub.clone())));
     let discovery = tokio::spawn(announce_discovery(ctx.clone(), hub.clone()));

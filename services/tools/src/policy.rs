@@ -64,20 +64,31 @@ impl RefusalReason {
 
 /// Whether the host-tool `policy` lets `tool` run (the offer is checked before, by name).
 pub fn check(policy: &ToolPolicy, tool: &dyn Tool) -> Result<(), RefusalReason> {
-    if !tool.local_host() {
+    let spec = tool.spec();
+    check_host(policy, tool.local_host(), &spec.toolset, &spec.name)
+}
+
+/// Whether the host-tool `policy` lets a tool of `toolset` registered as `name` run, when
+/// it acts on the host (`local_host`): also applied to the tools an MCP server offers in
+/// sampling (docs/tools-and-mcp.md, "Tools in sampling").
+pub fn check_host(
+    policy: &ToolPolicy,
+    local_host: bool,
+    toolset: &str,
+    name: &str,
+) -> Result<(), RefusalReason> {
+    if !local_host {
         return Ok(());
     }
     if policy.engagement_mode != EngagementMode::Execute {
         return Err(RefusalReason::EngagementMode);
     }
-    if let Some(allowlist) = &policy.tool_allowlist {
-        let spec = tool.spec();
-        if !allowlist
+    if let Some(allowlist) = &policy.tool_allowlist
+        && !allowlist
             .iter()
-            .any(|entry| *entry == spec.toolset || *entry == spec.name)
-        {
-            return Err(RefusalReason::NotAllowlisted);
-        }
+            .any(|entry| entry == toolset || entry == name)
+    {
+        return Err(RefusalReason::NotAllowlisted);
     }
     Ok(())
 }

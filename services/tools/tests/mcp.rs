@@ -65,7 +65,8 @@ async fn start_with(toml_text: &str, llm: Option<Arc<dyn Complete>>) -> Started 
     let metrics = tool_metrics();
     let up = metrics.mcp_server_up.clone();
     let (tx, changes) = mpsc::unbounded_channel();
-    let hub = Arc::new(McpHub::start(&servers(toml_text), &metrics, tx, llm).await);
+    let hub =
+        Arc::new(McpHub::start(&servers(toml_text), &metrics, tx, llm, Default::default()).await);
     let registry = Registry::default().with_mcp(hub.clone());
     Started {
         hub,

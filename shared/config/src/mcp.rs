@@ -235,7 +235,9 @@ pub struct McpSamplingSettings {
     pub timeout: f64,
     /// Requests per sliding minute.
     pub max_rpm: u32,
-    /// Tool-use rounds one sampling loop may take (0: no tools in sampling).
+    /// Tool-use answers in a row a server's sampling loop may get; the next one is refused
+    /// (docs/tools-and-mcp.md, "Tools in sampling"). 0: no tools in sampling, and no
+    /// `sampling.tools` capability.
     pub max_tool_rounds: u32,
     /// Model names the server may request; empty: any configured model.
     pub allowed_models: Vec<String>,
@@ -305,6 +307,7 @@ mod tests {
         assert!(st.requires_approval);
         assert_eq!(st.sampling.max_rpm, 3);
         assert_eq!(st.sampling.max_tokens_cap, 4096);
+        assert_eq!(st.sampling.max_tool_rounds, 5);
         assert_eq!(st.sampling.log_level, AuditLevel::Warning);
         let mut problems = Vec::new();
         gh.validate("github", &mut problems);

@@ -506,13 +506,31 @@ pub mod testing {
 
     /// The configuration (mock forced, unique namespace) and its gateway.
     pub fn mock(metrics: &Metrics) -> (Arc<Config>, Gateway) {
+        with_vars(metrics, &[("HERMES_PROVIDER", "mock")])
+    }
+
+    /// The configuration and gateway of an OpenAI-compatible provider at `base_url` (a
+    /// fake model the test serves), unique namespace.
+    pub fn openai(metrics: &Metrics, base_url: &str) -> (Arc<Config>, Gateway) {
+        with_vars(
+            metrics,
+            &[
+                ("HERMES_PROVIDER", "openai"),
+                ("OPENAI_API_KEY", "sk-test"),
+                ("OPENAI_BASE_URL", base_url),
+            ],
+        )
+    }
+
+    /// The configuration with `vars` over the environment (unique namespace) and its gateway.
+    fn with_vars(metrics: &Metrics, vars: &[(&str, &str)]) -> (Arc<Config>, Gateway) {
         let ns = format!("t{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
         let config = Arc::new(
             Config::from_lookup(
-                &|k| match k {
-                    "HERMES_PROVIDER" => Some("mock".into()),
-                    "HERMES_NAMESPACE" => Some(ns.clone()),
-                    _ => std::env::var(k).ok(),
+                &|k| match vars.iter().find(|(name, _)| *name == k) {
+                    Some((_, value)) => Some((*value).to_owned()),
+                    None if k == "HERMES_NAMESPACE" => Some(ns.clone()),
+                    None => std::env::var(k).ok(),
                 },
                 None,
             )

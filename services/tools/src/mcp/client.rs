@@ -11,10 +11,12 @@ use hermes_config::{McpServerSettings, McpTransportKind};
 // versions we speak still use it and the seed requires serving it.
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, GetPromptRequestParams,
-    ReadResourceRequestParams, Role, SamplingCapability,
+    ReadResourceRequestParams, Role, SamplingCapability, ToolChoiceMode,
 };
 #[allow(deprecated)]
-use rmcp::model::{CreateMessageRequestParams, CreateMessageResult, SamplingMessage};
+use rmcp::model::{
+    CreateMessageRequestParams, CreateMessageResult, SamplingMessage, SamplingMessageContentBlock,
+};
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
@@ -23,7 +25,8 @@ use secrecy::ExposeSecret;
 use tokio::sync::mpsc;
 
 use super::env::child_env;
-use super::sampling::{Sampler, SamplingError, SamplingRequest};
+use super::sampling::{Sampler, SamplingAnswer, SamplingError, SamplingRequest, ToolChoice};
+use hermes_types::model::{ChatMessage, ToolCall, ToolSpec};
 
 /// Why an MCP request failed.
 #[derive(Debug, thiserror::Error)]
@@ -89,16 +92,18 @@ impl ClientHandler for Events {
             .sample(sampling_request(&params))
             .await
             .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))?;
-        Ok(
-            CreateMessageResult::new(SamplingMessage::assistant_text(answer.text), answer.model)
-                .with_stop_reason(answer.stop_reason),
-        )
+        Ok(sampling_result(answer))
     }
 
     fn get_info(&self) -> ClientConfig {
         let mut capabilities = ClientCapabilities::default();
-        if self.sampler.as_ref().is_some_and(|s| s.enabled()) {
-            capabilities.sampling = Some(SamplingCapability::default());
+        if let Some(sampler) = self.sampler.as_ref().filter(|s| s.enabled()) {
+            let mut sampling = SamplingCapability::default();
+            // `sampling.tools`: the server may offer tools (docs/tools-and-mcp.md).
+            if sampler.offers_tools() {
+                sampling.tools = Some(serde_json::Map::new());
+            }
+            capabilities.sampling = Some(sampling);
         }
         let mut config = ClientConfig::default();
         config.capabilities = capabilities;
@@ -106,35 +111,126 @@ impl ClientHandler for Events {
     }
 }
 
-/// A `sampling/createMessage` request in our terms (text turns; other content as JSON).
+/// The `_meta` key of a `tool_use` block that carries the provider's opaque state of the call
+/// (Gemini's thought signature), which the provider wants back on the next turn: servers send
+/// the model's `tool_use` blocks back as they got them.
+const SIGNATURE_META: &str = "hermes/signature";
+
+/// A `sampling/createMessage` request in our terms: text as text, `tool_use` blocks as the
+/// assistant's tool calls, `tool_result` blocks as tool turns, other content as JSON text.
 #[allow(deprecated)] // sampling, see the imports
 fn sampling_request(params: &CreateMessageRequestParams) -> SamplingRequest {
-    let turns = params
-        .messages
-        .iter()
-        .map(|m| {
-            let content = serde_json::to_value(&m.content).unwrap_or_default();
-            let blocks = match content {
-                serde_json::Value::Array(_) => content,
-                single => serde_json::Value::Array(vec![single]),
-            };
-            (m.role == Role::Assistant, content_text(&blocks))
-        })
-        .collect();
+    let mut messages = Vec::new();
+    for m in &params.messages {
+        let role = if m.role == Role::Assistant {
+            hermes_types::model::Role::Assistant
+        } else {
+            hermes_types::model::Role::User
+        };
+        let (mut texts, mut calls) = (Vec::new(), Vec::new());
+        for block in m.content.iter() {
+            match block {
+                SamplingMessageContentBlock::Text(t) => texts.push(t.text.clone()),
+                SamplingMessageContentBlock::ToolUse(u) => calls.push(ToolCall {
+                    id: u.id.clone(),
+                    name: u.name.clone(),
+                    arguments: serde_json::Value::Object(u.input.clone()),
+                    signature: u
+                        .meta
+                        .as_ref()
+                        .and_then(|m| m.0.get(SIGNATURE_META))
+                        .and_then(|s| s.as_str())
+                        .map(str::to_owned),
+                }),
+                SamplingMessageContentBlock::ToolResult(r) => {
+                    let content = serde_json::to_value(&r.content).unwrap_or_default();
+                    let mut text = content_text(&content);
+                    if text.is_empty()
+                        && let Some(structured) = &r.structured_content
+                    {
+                        text = structured.to_string();
+                    }
+                    if r.is_error == Some(true) {
+                        text = format!("error: {text}");
+                    }
+                    messages.push(ChatMessage::tool_result(r.tool_use_id.clone(), text));
+                }
+                other => texts.push(serde_json::to_value(other).unwrap_or_default().to_string()),
+            }
+        }
+        if !texts.is_empty() || !calls.is_empty() {
+            let mut message = ChatMessage::text(role, texts.join("\n"));
+            if texts.is_empty() {
+                message.content = None;
+            }
+            message.tool_calls = calls;
+            messages.push(message);
+        }
+    }
     let hints = params
         .model_preferences
         .as_ref()
         .and_then(|p| p.hints.as_ref())
         .map(|hints| hints.iter().filter_map(|h| h.name.clone()).collect())
         .unwrap_or_default();
+    let tools = params
+        .tools
+        .iter()
+        .flatten()
+        .map(|t| ToolSpec {
+            name: t.name.to_string(),
+            description: t.description.as_deref().unwrap_or_default().to_owned(),
+            parameters: serde_json::Value::Object((*t.input_schema).clone()),
+            toolset: String::new(),
+        })
+        .collect();
+    let tool_choice = match params.tool_choice.as_ref().and_then(|c| c.mode.as_ref()) {
+        Some(ToolChoiceMode::Required) => ToolChoice::Required,
+        Some(ToolChoiceMode::None) => ToolChoice::None,
+        _ => ToolChoice::Auto,
+    };
     SamplingRequest {
-        turns,
+        messages,
         system: params.system_prompt.clone(),
         max_tokens: params.max_tokens,
         temperature: params.temperature,
         hints,
-        wants_tools: params.tools.as_ref().is_some_and(|t| !t.is_empty()),
+        tools,
+        tool_choice,
     }
+}
+
+/// The model's answer as a `sampling/createMessage` result: its text, then a `tool_use`
+/// block per tool call (stop reason `toolUse`).
+#[allow(deprecated)] // sampling, see the imports
+fn sampling_result(answer: SamplingAnswer) -> CreateMessageResult {
+    if answer.tool_calls.is_empty() {
+        let message = SamplingMessage::assistant_text(answer.text);
+        return CreateMessageResult::new(message, answer.model)
+            .with_stop_reason(answer.stop_reason);
+    }
+    let mut blocks = Vec::new();
+    if !answer.text.is_empty() {
+        blocks.push(SamplingMessageContentBlock::text(answer.text));
+    }
+    for call in answer.tool_calls {
+        let input = match call.arguments {
+            serde_json::Value::Object(map) => map,
+            serde_json::Value::Null => serde_json::Map::new(),
+            other => serde_json::Map::from_iter([("_raw".to_owned(), other)]),
+        };
+        let mut block = SamplingMessageContentBlock::tool_use(call.id, call.name, input);
+        if let (SamplingMessageContentBlock::ToolUse(u), Some(signature)) =
+            (&mut block, call.signature)
+        {
+            let meta = serde_json::Map::from_iter([(SIGNATURE_META.to_owned(), signature.into())]);
+            u.meta = Some(rmcp::model::MetaObject(meta));
+        }
+        blocks.push(block);
+    }
+    let message = SamplingMessage::new_multiple(Role::Assistant, blocks);
+    CreateMessageResult::new(message, answer.model)
+        .with_stop_reason(CreateMessageResult::STOP_REASON_TOOL_USE)
 }
 
 /// A live session with one server.
@@ -360,4 +456,48 @@ fn content_text(content: &serde_json::Value) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tool call's provider state leaves in the `tool_use` block's `_meta` and comes back
+    /// with it when the server sends the block in its next request.
+    #[test]
+    #[allow(deprecated)] // sampling, see the imports
+    fn a_tool_calls_signature_survives_the_servers_round_trip() {
+        let call = |signature: Option<&str>| ToolCall {
+            id: "c1".into(),
+            name: "get_weather".into(),
+            arguments: serde_json::json!({"city": "Oslo"}),
+            signature: signature.map(str::to_owned),
+        };
+        let answer = SamplingAnswer {
+            tool_calls: vec![call(Some("sig-1"))],
+            model: "m".into(),
+            ..SamplingAnswer::default()
+        };
+        let result = sampling_result(answer);
+        assert_eq!(result.stop_reason.as_deref(), Some("toolUse"));
+        let wire = serde_json::to_value(&result).unwrap();
+        assert_eq!(wire["content"][0]["_meta"]["hermes/signature"], "sig-1");
+        // The server's next request: our block, then its result.
+        let result_block = SamplingMessageContentBlock::tool_result(
+            "c1",
+            vec![rmcp::model::ContentBlock::text("sunny in Oslo")],
+        );
+        let params = CreateMessageRequestParams::new(
+            vec![
+                result.message,
+                SamplingMessage::new_multiple(Role::User, vec![result_block]),
+            ],
+            100,
+        );
+        let request = sampling_request(&params);
+        assert_eq!(request.messages[0].tool_calls, [call(Some("sig-1"))]);
+        let tool = &request.messages[1];
+        assert_eq!(tool.tool_call_id.as_deref(), Some("c1"));
+        assert_eq!(tool.content.as_deref(), Some("sunny in Oslo"));
+    }
 }

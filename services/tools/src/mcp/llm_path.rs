@@ -1,6 +1,7 @@
 //! Sampling answered by the llm stage's gateway in this process: the same providers,
 //! killswitch, global spend cap, call slots and failover as every other model call. The
-//! platform pays: no user's token budget is charged.
+//! platform pays: no user's token budget is charged. The tools a server offers go to the
+//! model as our tool specs, and its tool calls come back as they are.
 
 use std::sync::Arc;
 
@@ -36,18 +37,11 @@ impl Complete for GatewaySampling {
 
     fn complete<'a>(&'a self, model: &'a str, request: &'a SamplingRequest) -> CompleteFuture<'a> {
         Box::pin(async move {
-            let mut messages = Vec::with_capacity(request.turns.len() + 1);
+            let mut messages = Vec::with_capacity(request.messages.len() + 1);
             if let Some(system) = &request.system {
                 messages.push(ChatMessage::text(Role::System, system.clone()));
             }
-            for (is_assistant, text) in &request.turns {
-                let role = if *is_assistant {
-                    Role::Assistant
-                } else {
-                    Role::User
-                };
-                messages.push(ChatMessage::text(role, text.clone()));
-            }
+            messages.extend(request.messages.iter().cloned());
             // Never delivered: the gateway only reads the tier, chain, messages and params.
             let mut llm = LlmRequest::new(
                 ReplyTo {
@@ -60,6 +54,7 @@ impl Complete for GatewaySampling {
                 vec![model.to_owned()],
                 messages,
             );
+            llm.tools = request.tools.clone();
             llm.params.max_tokens = Some(request.max_tokens);
             llm.params.temperature = request.temperature;
             let served = self
@@ -67,13 +62,16 @@ impl Complete for GatewaySampling {
                 .complete(&llm, None, None)
                 .await
                 .map_err(|e| e.to_string())?;
-            let stop_reason = match served.completion.finish_reason.as_str() {
+            let completion = served.completion;
+            let stop_reason = match completion.finish_reason.as_str() {
+                _ if !completion.tool_calls.is_empty() => "toolUse",
                 "length" | "max_tokens" | "MAX_TOKENS" => "maxTokens",
                 _ => "endTurn",
             };
-            let usage = served.completion.usage;
+            let usage = completion.usage;
             Ok(SamplingAnswer {
-                text: served.completion.text.unwrap_or_default(),
+                text: completion.text.unwrap_or_default(),
+                tool_calls: completion.tool_calls,
                 model: model.to_owned(),
                 stop_reason: stop_reason.to_owned(),
                 input_tokens: usage.input_tokens,

@@ -8,6 +8,7 @@ mod env;
 mod llm_path;
 pub mod naming;
 mod sampling;
+mod sampling_policy;
 mod server;
 mod supervisor;
 mod tool;
@@ -25,11 +26,15 @@ use tokio_util::sync::CancellationToken;
 pub use client::McpError;
 pub use env::{child_env, in_baseline};
 pub use llm_path::GatewaySampling;
-pub use sampling::{Complete, CompleteFuture, SamplingAnswer, SamplingError, SamplingRequest};
+pub use sampling::{
+    Complete, CompleteFuture, SamplingAnswer, SamplingError, SamplingRequest, ToolChoice,
+};
+pub use sampling_policy::as_run;
 pub use server::McpServer;
 pub use supervisor::ToolsetChanged;
 pub use tool::McpTool;
 
+use crate::approval::ApprovalRules;
 use crate::registry::Tool;
 
 /// Every MCP server of this replica.
@@ -53,8 +58,9 @@ impl McpHub {
         metrics: &ToolMetrics,
         changes: mpsc::UnboundedSender<ToolsetChanged>,
         llm: Option<Arc<dyn Complete>>,
+        approvals: Arc<ApprovalRules>,
     ) -> Self {
-        let hub = Self::spawn(servers, metrics, changes, llm);
+        let hub = Self::spawn(servers, metrics, changes, llm, approvals);
         hub.first_attempts().await;
         hub
     }
@@ -62,12 +68,13 @@ impl McpHub {
     /// Start supervising every enabled server of `servers` without waiting for any: each
     /// server's tools are sent on `changes` as it connects (and whenever they change);
     /// sampling requests are answered by `llm` (absent: servers are told the client cannot
-    /// sample).
+    /// sample), never showing the model a tool `approvals` gates.
     pub fn spawn(
         servers: &BTreeMap<String, McpServerSettings>,
         metrics: &ToolMetrics,
         changes: mpsc::UnboundedSender<ToolsetChanged>,
         llm: Option<Arc<dyn Complete>>,
+        approvals: Arc<ApprovalRules>,
     ) -> Self {
         let stop = CancellationToken::new();
         let mut started = Vec::new();
@@ -79,6 +86,7 @@ impl McpHub {
                 settings.clone(),
                 metrics,
                 llm.clone(),
+                approvals.clone(),
             ));
             let (first_tx, first_rx) = watch::channel(false);
             let (discovered_tx, discovered_rx) = watch::channel(false);

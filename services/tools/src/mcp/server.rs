@@ -15,6 +15,8 @@ use super::breaker::Breaker;
 use super::client::{McpConnection, McpError};
 use super::naming;
 use super::sampling::{Complete, Sampler};
+use super::sampling_policy::{RunsInFlight, SamplingGate};
+use crate::approval::ApprovalRules;
 use crate::registry::ToolError;
 use hermes_net::redact::redact;
 use hermes_types::sync;
@@ -59,6 +61,8 @@ pub struct McpServer {
     secrets: Vec<String>,
     /// Serves the server's sampling requests (absent: no model path in this process).
     pub(crate) sampler: Option<Arc<Sampler>>,
+    /// The runs whose calls are in flight here, whose policies sampling applies.
+    runs: Arc<RunsInFlight>,
 }
 
 impl McpServer {
@@ -67,11 +71,17 @@ impl McpServer {
         settings: McpServerSettings,
         metrics: &ToolMetrics,
         llm: Option<Arc<dyn Complete>>,
+        approvals: Arc<ApprovalRules>,
     ) -> Self {
         let up = metrics.mcp_server_up.with_label_values(&[&name]);
+        let runs = Arc::new(RunsInFlight::default());
         let sampler = llm.map(|llm| {
-            let settings = settings.sampling.clone();
-            Arc::new(Sampler::new(name.clone(), settings, llm, metrics.clone()))
+            let gate = SamplingGate {
+                settings: settings.clone(),
+                approvals,
+                runs: runs.clone(),
+            };
+            Arc::new(Sampler::new(name.clone(), gate, llm, metrics.clone()))
         });
         let secrets = settings
             .headers
@@ -90,6 +100,7 @@ impl McpServer {
             up,
             secrets,
             sampler,
+            runs,
         }
     }
 
@@ -218,6 +229,8 @@ impl McpServer {
             )));
         }
         let timeout = self.settings.call_timeout();
+        // Sampling requests the server makes meanwhile see this run's policy.
+        let _in_flight = self.runs.enter();
         let call = async {
             match action {
                 Action::Tool(name) => session
