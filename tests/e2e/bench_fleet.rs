@@ -19,7 +19,7 @@ async fn a_short_fixed_rate_run_keeps_its_ledger() {
             "--rounds",
             "1",
             "--kind",
-            "chat,chat-stream,responses,runs,telegram,slack",
+            "chat,chat-stream,responses,runs,telegram,slack,sms,messenger",
             "--with-floor",
             "--serial",
             "5",
@@ -35,6 +35,8 @@ async fn a_short_fixed_rate_run_keeps_its_ledger() {
         "runs ",
         "telegram ",
         "slack ",
+        "sms ",
+        "messenger ",
         "floor ",
     ] {
         assert!(

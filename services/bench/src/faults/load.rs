@@ -153,6 +153,24 @@ pub fn slack_member(sender: &str) -> String {
     format!("UB{sender}")
 }
 
+/// The SMS number a seeded user with Telegram sender number `n` also has.
+pub fn sms_number(n: i64) -> String {
+    format!("+1555{n:07}")
+}
+
+/// The Telegram sender number of a seeded user's SMS number.
+pub fn sms_sender(number: &str) -> Option<i64> {
+    number.strip_prefix("+1555")?.parse().ok()
+}
+
+/// Where the seeded users' Messenger page-scoped ids start.
+pub const MESSENGER_FROM: i64 = 30_000_000;
+
+/// The Messenger page-scoped id a seeded user with Telegram sender number `n` also has.
+pub fn messenger_psid(n: i64) -> i64 {
+    MESSENGER_FROM + n
+}
+
 /// The capped sender of message `i`.
 pub fn capped_sender(i: usize) -> i64 {
     800_000 + (i % CAPPED_USERS) as i64

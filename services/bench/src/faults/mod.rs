@@ -396,7 +396,8 @@ async fn run(
     Ok(())
 }
 
-/// Give `users` Telegram senders (each also a Slack member) a user with ample credits each, and the capped senders a
+/// Give `users` Telegram senders (each also a Slack member, an SMS number and a Messenger id)
+/// a user with ample credits each, and the capped senders a
 /// free-tier user whose token budget for today is already spent.
 pub(crate) async fn seed_users(
     db: &hermes_db::Db,
@@ -432,9 +433,17 @@ pub(crate) async fn seed_users(
             budgets::add_tokens(&tx, user.id, today, daily).await?;
         }
         tx.commit().await?;
-        // Each user is a Telegram chat and a Slack member (the fleet bench's chat kinds).
-        let slack = load::slack_member(&sender);
-        for (platform, id) in [(Platform::Telegram, &sender), (Platform::Slack, &slack)] {
+        // Each user is a Telegram chat, a Slack member, an SMS number and a Messenger id
+        // (the fleet bench's chat kinds).
+        let n: i64 = sender.parse()?;
+        let (slack, sms) = (load::slack_member(&sender), load::sms_number(n));
+        let psid = load::messenger_psid(n).to_string();
+        for (platform, id) in [
+            (Platform::Telegram, &sender),
+            (Platform::Slack, &slack),
+            (Platform::Sms, &sms),
+            (Platform::Messenger, &psid),
+        ] {
             users::link_channel(&client, user.id, platform.into(), id, true, None).await?;
         }
     }

@@ -5,12 +5,31 @@
 //! message as failed-with-an-answer.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
+use axum::Router;
+use axum::routing::MethodRouter;
+use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 use super::load::Ending;
+
+/// Serve a fake platform API on loopback: `route` at `path`, writing to `chats`; its
+/// `http://host:port`.
+pub async fn serve_fake(
+    path: &str,
+    route: MethodRouter<Arc<Chats>>,
+    chats: Arc<Chats>,
+) -> anyhow::Result<String> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let app = Router::new().route(path, route).with_state(chats);
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(format!("http://{addr}"))
+}
 
 /// The fake platform APIs' side of the ledger: who waits for which answer, and what came
 /// twice. One ledger serves every chat kind; each kind's chats are numbers of its own range.

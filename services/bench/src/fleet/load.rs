@@ -32,6 +32,12 @@ pub enum Kind {
     /// A Slack direct message (a signed Events API callback) from a linked member, answered
     /// by the fleet's `chat.postMessage`.
     Slack,
+    /// An incoming SMS (a signed Twilio webhook) from a linked number, answered by the fleet's
+    /// `Messages.json` send.
+    Sms,
+    /// A Messenger message (a signed Meta webhook) from a linked page-scoped id, answered by
+    /// the fleet's Send API call.
+    Messenger,
 }
 
 impl Kind {
@@ -43,6 +49,8 @@ impl Kind {
             Kind::Runs => "runs",
             Kind::Telegram => "telegram",
             Kind::Slack => "slack",
+            Kind::Sms => "sms",
+            Kind::Messenger => "messenger",
         }
     }
 }
@@ -70,7 +78,7 @@ pub struct Sample {
 }
 
 /// Where the requests go: the fleet's ingest, and the ledger of the fake platform APIs
-/// (Telegram's, Slack's) that see its answers to chat messages.
+/// (Telegram's, Slack's, Twilio's, Meta's) that see its answers to chat messages.
 #[derive(Clone)]
 pub struct Target {
     pub client: reqwest::Client,
@@ -161,6 +169,8 @@ async fn one(target: &Target, kind: Kind, token: &str) -> Ending {
     match kind {
         Kind::Telegram => super::telegram::one(client, base, &target.chats, token).await,
         Kind::Slack => super::slack::one(client, base, &target.chats, token).await,
+        Kind::Sms => super::sms::one(client, base, &target.chats, token).await,
+        Kind::Messenger => super::messenger::one(client, base, &target.chats, token).await,
         Kind::Chat => {
             let body = json!({"messages": [{"role": "user", "content": token}]});
             let Some(resp) = post(client, base, "/v1/chat/completions", &body).await else {

@@ -17,8 +17,10 @@ pub(crate) mod load;
 mod report;
 pub(crate) use report::report;
 mod ledger;
+mod messenger;
 pub(crate) mod search;
 mod slack;
+mod sms;
 mod soak;
 mod telegram;
 mod tracing;
@@ -134,6 +136,8 @@ async fn run(
     let channel = Arc::new(ledger::Chats::default());
     let telegram_url = telegram::serve(channel.clone()).await?;
     let slack_url = slack::serve(channel.clone()).await?;
+    let sms_url = sms::serve(channel.clone()).await?;
+    let messenger_url = messenger::serve(channel.clone()).await?;
     crate::faults::seed_users(&scratch.db, telegram::USERS, config).await?;
     let http = free_port()?;
     // One fleet's environment: each fleet of `--tracing` has its own database, namespace
@@ -154,6 +158,18 @@ async fn run(
             ("SLACK_SIGNING_SECRET", slack::SIGNING_SECRET),
             ("SLACK_BOT_TOKEN", slack::BOT_TOKEN),
             ("SLACK_API_BASE_URL", slack_url.as_str()),
+            ("TWILIO_ACCOUNT_SID", sms::ACCOUNT_SID),
+            ("TWILIO_AUTH_TOKEN", sms::AUTH_TOKEN),
+            ("TWILIO_FROM_NUMBER", sms::FROM),
+            ("TWILIO_API_BASE_URL", sms_url.as_str()),
+            (
+                "TWILIO_WEBHOOK_URL",
+                &sms::webhook_url(&format!("http://127.0.0.1:{http}")),
+            ),
+            ("HERMES_SMS_PER_SEC", "100000"),
+            ("MESSENGER_APP_SECRET", messenger::APP_SECRET),
+            ("MESSENGER_PAGE_ACCESS_TOKEN", messenger::PAGE_TOKEN),
+            ("MESSENGER_API_BASE_URL", messenger_url.as_str()),
             // The fake Bot API has no flood limit, and each linked user sends about once a
             // second at the frontier: what is measured is the fleet, not the pacing.
             ("HERMES_DELIVERY_BOT_PER_SEC", "100000"),

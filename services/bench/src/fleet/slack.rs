@@ -7,14 +7,12 @@
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::State;
 use axum::routing::post;
 use hermes_channels::slack::verify;
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
 
-use super::ledger::Chats;
+use super::ledger::{Chats, serve_fake};
 use super::load::Ending;
 
 /// The signing secret and bot token of the fleet under test.
@@ -51,15 +49,8 @@ async fn post_message(
 
 /// Serve the fake Web API; returns its base URL (`SLACK_API_BASE_URL`).
 pub async fn serve(chats: Arc<Chats>) -> anyhow::Result<String> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let app = Router::new()
-        .route("/api/chat.postMessage", post(post_message))
-        .with_state(chats);
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    Ok(format!("http://{addr}/api"))
+    let base = serve_fake("/api/chat.postMessage", post(post_message), chats).await?;
+    Ok(format!("{base}/api"))
 }
 
 /// Send one direct message carrying `token` and wait for its answer. The caller bounds the

@@ -73,12 +73,17 @@ impl SlackChat {
             Some((channel, ts)) => (channel, Some(ts.parse().ok()?)),
             None => (chat_id, None),
         };
-        let id_like = !channel.is_empty() && channel.bytes().all(|b| b.is_ascii_alphanumeric());
-        id_like.then(|| Self {
+        is_conversation_id(channel).then(|| Self {
             channel: channel.to_string(),
             thread,
         })
     }
+}
+
+/// Whether `id` can be a Slack conversation id (`C…`, `D…`, `G…`): letters and digits only,
+/// so a chat id made of it reads back as the same conversation.
+pub fn is_conversation_id(id: &str) -> bool {
+    !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric())
 }
 
 /// The conversation of a chat id: what Slack paces its posts by (one message a second per

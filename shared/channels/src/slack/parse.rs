@@ -22,7 +22,7 @@ use hermes_types::model::{ChatKind, Inbound, Media, MediaKind, MessageEvent, Pla
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::chat::{SlackChat, Ts};
+use super::chat::{SlackChat, Ts, is_conversation_id};
 use crate::decode::{ParseError, decode};
 use crate::fields::from_unix_seconds;
 use crate::inbound::Skip;
@@ -140,8 +140,9 @@ fn message(
         Some("message_changed") => return Request::Skipped(Skip::EditIgnored),
         Some(_) => return Request::Skipped(Skip::Ignored),
     }
+    // A conversation id that is not one (a `.` or `:` in it) could not be answered there.
     let (Some(channel), Some(user), Some(ts)) = (
-        field(e.channel.as_ref()),
+        field(e.channel.as_ref()).filter(|c| is_conversation_id(c)),
         field(e.user.as_ref()),
         field(e.ts.as_ref()).and_then(|t| t.parse::<Ts>().ok()),
     ) else {

@@ -159,3 +159,21 @@ fn long_texts_and_many_files_are_bounded() {
 }
 
 const MAX_TEXT: usize = crate::MAX_TEXT_BYTES;
+
+#[test]
+fn a_conversation_id_that_is_not_one_is_not_routed() {
+    // Found by the `slack_parse` fuzz target: a `.` in the channel made a chat id that does
+    // not read back as a conversation, so its answer could not be sent.
+    for channel in ["C0LAN2.Q65", "C1:1515449522.000016", ""] {
+        let body = serde_json::json!({
+            "type": "event_callback", "event_id": "Ev1",
+            "event": {"type": "app_mention", "user": "U061F7AUR", "text": "<@U0LAN0Z89> hi",
+                      "ts": "1515449600.000100", "channel": channel}
+        });
+        assert_eq!(
+            skipped(body.to_string().as_bytes()),
+            Skip::Ignored,
+            "{channel:?}"
+        );
+    }
+}
