@@ -3,7 +3,7 @@
 //! request's `max_tool_rounds` tool rounds: one for chat messages and API runs, an agent's
 //! own bound for its runs (a Forge wake's loop takes several); a model still asking for
 //! tools after the last round is answered with what it has, never looped. A memory
-//! extraction: see [`crate::memory`].
+//! extraction: see [`crate::memory`]; a user's weekly dream: see [`crate::dreaming`].
 //!
 //! Before each model call the run is marked `running` and its stop request read in one
 //! statement: a run asked to stop (docs/api.md, runs) makes no further model call and ends
@@ -20,6 +20,7 @@ use hermes_types::model::{
     ChatMessage, LlmRequest, Outcome, Platform, Reply, Role, ToolRequest, parked,
 };
 
+use crate::dreaming::{Dreamed, Dreamer, Dreamt};
 use crate::images::ImageFetcher;
 use crate::memory::{Extracted, Memorized, MemoryWriter};
 use crate::stream::RunStream;
@@ -31,11 +32,12 @@ use hermes_presence::Presence;
 pub const TOOL_DISCLAIMER: &str =
     "I couldn't finish composing an answer, but here is what my tools returned:";
 
-/// The llm stage: model requests and memory extractions from `{ns}.llm`.
+/// The llm stage: model requests, memory extractions and dreams from `{ns}.llm`.
 pub struct LlmStage {
     ctx: Ctx,
     gateway: Gateway,
     memory: MemoryWriter,
+    dreamer: Dreamer,
     events: RunEvents,
     images: ImageFetcher,
     presence: Presence,
@@ -45,6 +47,7 @@ impl LlmStage {
     /// The stage calling models through `gateway`, with the memory writer of `ctx`.
     pub fn new(ctx: Ctx, gateway: Gateway) -> anyhow::Result<Self> {
         let memory = MemoryWriter::new(ctx.clone());
+        let dreamer = Dreamer::new(ctx.clone());
         let events = RunEvents::new(ctx.cache.clone(), &ctx.config);
         let images = ImageFetcher::new(
             &ctx.config,
@@ -56,6 +59,7 @@ impl LlmStage {
             ctx,
             gateway,
             memory,
+            dreamer,
             events,
             images,
             presence,
@@ -146,25 +150,40 @@ pub enum Prepared {
     Call(Box<Call>),
     /// A memory extraction ([`MessageKind::MemoryExtract`]).
     Memory(Extracted),
+    /// A user's weekly dream ([`MessageKind::Dream`]).
+    Dream(Dreamt),
+}
+
+/// What a commit leaves for `after_commit`: the outcome of an extraction or a dream, for
+/// counting and soul invalidation.
+pub enum Done {
+    Memory(Memorized),
+    Dream(Dreamed),
 }
 
 impl Handler for LlmStage {
     const STAGE: Stage = Stage::Llm;
     type Prepared = Prepared;
-    /// The extraction's outcome, for counting and soul invalidation; `None` for requests.
-    type After = Option<Memorized>;
+    /// The extraction's or dream's outcome; `None` for requests.
+    type After = Option<Done>;
     /// A model request checks in `begin_call`, in the statement that marks its run running;
-    /// an extraction checks first thing in `prepare`.
+    /// an extraction or a dream checks first thing in `prepare`.
     const PRECHECK_DUPLICATES: bool = false;
 
     async fn prepare(&self, env: &Envelope) -> Result<Prepared, StageError> {
-        if env.kind == MessageKind::MemoryExtract {
+        if matches!(env.kind, MessageKind::MemoryExtract | MessageKind::Dream) {
             let processed = {
                 let client = self.ctx.db.get().await?;
                 hermes_db::already_processed(&client, Self::STAGE.as_str(), env.id).await?
             };
             if processed {
                 return Err(StageError::Duplicate("processed already"));
+            }
+            if env.kind == MessageKind::Dream {
+                let job = env.payload()?;
+                return Ok(Prepared::Dream(
+                    self.dreamer.prepare(&self.gateway, job).await?,
+                ));
             }
             let job = env.payload()?;
             return Ok(Prepared::Memory(
@@ -205,24 +224,33 @@ impl Handler for LlmStage {
         env: &Envelope,
         prepared: Prepared,
         tx: &Transaction<'_>,
-    ) -> Result<(Vec<Envelope>, Option<Memorized>), StageError> {
+    ) -> Result<(Vec<Envelope>, Option<Done>), StageError> {
         match prepared {
             Prepared::Call(c) => match *c {
                 Call::Made(c) => Ok((self.commit_call(env, c, tx).await?, None)),
                 Call::Stopped(request) => Ok((vec![env.follow(&Reply::cancelled(&request))], None)),
             },
-            Prepared::Memory(x) => Ok((Vec::new(), Some(self.memory.commit(x, tx).await?))),
+            Prepared::Memory(x) => Ok((
+                Vec::new(),
+                Some(Done::Memory(self.memory.commit(x, tx).await?)),
+            )),
+            Prepared::Dream(d) => Ok((
+                Vec::new(),
+                Some(Done::Dream(self.dreamer.commit(d, tx).await?)),
+            )),
         }
     }
 
-    async fn after_commit(&self, _env: &Envelope, after: Option<Memorized>) {
-        if let Some(outcome) = after {
-            self.memory.after_commit(outcome).await;
+    async fn after_commit(&self, _env: &Envelope, after: Option<Done>) {
+        match after {
+            Some(Done::Memory(outcome)) => self.memory.after_commit(outcome).await,
+            Some(Done::Dream(dreamed)) => self.dreamer.after_commit(dreamed).await,
+            None => {}
         }
     }
 
     /// A message parked on its way to an answer ends its run with a failure reply; a parked
-    /// memory extraction leaves nothing open
+    /// memory extraction or a dream leaves nothing open
     /// (docs/architecture.md, "4. Poison is parked, never looped").
     async fn on_parked(&self, env: &Envelope, _cause: ParkCause) -> anyhow::Result<Vec<Envelope>> {
         Ok(parked::failure_reply(env)?.into_iter().collect())

@@ -2,6 +2,7 @@
 //! provider, failing over along the tier's chain, and hands tool calls to the tools stage for as many rounds as the run may take.
 //! Consumes `{ns}.llm`; emits tool requests and replies through the outbox.
 
+mod dreaming;
 mod handler;
 mod images;
 mod memory;

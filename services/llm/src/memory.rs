@@ -345,20 +345,26 @@ pub fn parse_facts(answer: &str) -> Vec<ExtractedFact> {
     out
 }
 
-/// The `facts` array of the first JSON object in `text` that has one. Each `{` is tried as
-/// the start of an object, and parsing stops at that object's end, so prose (even prose
-/// with braces) before or after the JSON does not matter.
+/// The `facts` array of the first JSON object in `text` that has one.
 fn facts_array(text: &str) -> Option<Vec<Value>> {
+    match first_field(text, "facts", Value::is_array)? {
+        Value::Array(items) => Some(items),
+        _ => None,
+    }
+}
+
+/// The field `name` of the first JSON object in `text` whose `name` passes `fits`. Each `{`
+/// is tried as the start of an object, and parsing stops at that object's end, so prose
+/// (even prose with braces) before or after the JSON does not matter. Small models rarely
+/// return bare JSON, so every structured answer is read this way.
+pub(crate) fn first_field(text: &str, name: &str, fits: fn(&Value) -> bool) -> Option<Value> {
     text.match_indices('{')
         .take(MAX_PARSE_ATTEMPTS)
         .find_map(|(start, _)| {
             let mut values =
                 serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>();
             match values.next() {
-                Some(Ok(Value::Object(mut object))) => match object.remove("facts") {
-                    Some(Value::Array(items)) => Some(items),
-                    _ => None,
-                },
+                Some(Ok(Value::Object(mut object))) => object.remove(name).filter(fits),
                 _ => None,
             }
         })
@@ -396,18 +402,22 @@ fn normalize_key(raw: &str) -> String {
 /// One line: control characters dropped (PostgreSQL text refuses NUL), whitespace runs
 /// collapsed, at most [`MAX_VALUE_CHARS`].
 fn clean_value(raw: &str) -> String {
+    one_line(raw, MAX_VALUE_CHARS)
+}
+
+/// `raw` as one line: control characters dropped (PostgreSQL text refuses NUL), whitespace
+/// runs collapsed, at most `max` characters.
+pub(crate) fn one_line(raw: &str, max: usize) -> String {
     let printable: String = raw
         .chars()
         .map(|c| if c.is_whitespace() { ' ' } else { c })
         .filter(|c| !c.is_control())
         .collect();
     let collapsed = printable.split_whitespace().collect::<Vec<_>>().join(" ");
-    truncate_chars(&collapsed, MAX_VALUE_CHARS)
-        .trim_end()
-        .to_string()
+    truncate_chars(&collapsed, max).trim_end().to_string()
 }
 
-fn truncate_chars(s: &str, max: usize) -> String {
+pub(crate) fn truncate_chars(s: &str, max: usize) -> String {
     s.chars().take(max).collect()
 }
 

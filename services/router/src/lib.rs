@@ -8,10 +8,12 @@
 //! the agent; `external` ends external agents' runs (deadline, re-wake, presence);
 //! `sweeper` ends runs left open too long; `retention` removes expired rows;
 //! `scheduler` queues the runs of scheduled jobs as they come due; `bursts` holds chat
-//! messages in their conversation's quiet window and routes each burst as one turn.
+//! messages in their conversation's quiet window and routes each burst as one turn;
+//! `dreaming` queues each user's weekly dream once the week is over.
 
 pub mod bursts;
 pub mod dispatch;
+pub mod dreaming;
 pub mod external;
 pub mod intent;
 pub mod media;
@@ -40,6 +42,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let scheduler = tokio::spawn(scheduler::run(ctx.clone()));
     let external = tokio::spawn(external::run(ctx.clone()));
     let bursts = tokio::spawn(bursts::run(ctx.clone()));
+    let dreaming = tokio::spawn(dreaming::run(ctx.clone()));
     // Its commits are a few short statements each: group them (HERMES_COMMIT_GROUP).
     stage::run_grouped(ctx, router).await;
     let _ = sweeper.await;
@@ -47,5 +50,6 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let _ = scheduler.await;
     let _ = external.await;
     let _ = bursts.await;
+    let _ = dreaming.await;
     Ok(())
 }

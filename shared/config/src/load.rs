@@ -53,6 +53,7 @@ impl Config {
         let agent_presence = r.get(&router::HERMES_AGENT_PRESENCE_SECS);
         let burst_quiet = r.get(&router::HERMES_BURST_QUIET_MS);
         let burst_max_wait = r.get(&router::HERMES_BURST_MAX_WAIT_MS);
+        let dreaming = crate::router::read_dreaming(&mut r);
         let db_statement_timeout = r.get(&process::HERMES_DB_STATEMENT_TIMEOUT_SECS);
         let db_idle_in_tx_timeout = r.get(&process::HERMES_DB_IDLE_IN_TX_TIMEOUT_SECS);
         let api_server_key = r.get(&ingest::API_SERVER_KEY);
@@ -188,6 +189,7 @@ impl Config {
                         quiet: burst_quiet?,
                         max_wait: burst_max_wait?,
                     },
+                    dreaming: dreaming?,
                     retention: retention?,
                     ..router_file
                 },

@@ -75,6 +75,9 @@ pub struct RouterSettings {
     /// Bursts of chat messages answered as one turn (docs/channels.md, bursts).
     #[serde(skip)]
     pub bursts: BurstSettings,
+    /// The weekly dreaming engine (`HERMES_DREAMING*`, docs/models-and-budgets.md).
+    #[serde(skip)]
+    pub dreaming: DreamingSettings,
     /// How long each family of tables keeps its rows, swept by the router
     /// (`HERMES_RETENTION_*`).
     #[serde(skip)]
@@ -110,6 +113,14 @@ impl Default for RouterSettings {
             bursts: BurstSettings {
                 quiet: env::HERMES_BURST_QUIET_MS.unset_value(),
                 max_wait: env::HERMES_BURST_MAX_WAIT_MS.unset_value(),
+            },
+            dreaming: DreamingSettings {
+                on: env::HERMES_DREAMING.unset_value(),
+                tier: None,
+                check_every: env::HERMES_DREAMING_CHECK_SECS.unset_value(),
+                timeout: env::HERMES_DREAMING_TIMEOUT_SECS.unset_value(),
+                max_turns: env::HERMES_DREAMING_MAX_TURNS.unset_value(),
+                max_chars: env::HERMES_DREAMING_MAX_CHARS.unset_value(),
             },
             retention: Retention {
                 runs_days: retention::HERMES_RETENTION_RUNS_DAYS.unset_value(),
@@ -342,4 +353,40 @@ impl BurstSettings {
     pub fn on(&self) -> bool {
         !self.quiet.is_zero()
     }
+}
+
+/// The dreaming engine (`HERMES_DREAMING*`, docs/models-and-budgets.md, "The dreaming
+/// engine"): once an ISO week is over, one bounded model call per user who talked in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DreamingSettings {
+    /// Whether the router queues dreams at all.
+    pub on: bool,
+    /// The tier whose chain dreams; `None`: the user's own.
+    pub tier: Option<hermes_types::model::Tier>,
+    /// How often a router replica looks for the week's users not yet dreamt.
+    pub check_every: Duration,
+    /// Bound of one dream's model call.
+    pub timeout: Duration,
+    /// Most messages of the week read (the newest).
+    pub max_turns: usize,
+    /// Most characters of those messages read.
+    pub max_chars: usize,
+}
+
+/// The dreaming settings (`None` when one of them left a problem behind).
+pub(crate) fn read_dreaming(r: &mut crate::env::Reader<'_>) -> Option<DreamingSettings> {
+    let on = r.get(&env::HERMES_DREAMING);
+    let tier = r.get(&env::HERMES_DREAMING_TIER);
+    let check_every = r.get(&env::HERMES_DREAMING_CHECK_SECS);
+    let timeout = r.get(&env::HERMES_DREAMING_TIMEOUT_SECS);
+    let max_turns = r.get(&env::HERMES_DREAMING_MAX_TURNS);
+    let max_chars = r.get(&env::HERMES_DREAMING_MAX_CHARS);
+    Some(DreamingSettings {
+        on: on?,
+        tier,
+        check_every: check_every?,
+        timeout: timeout?,
+        max_turns: max_turns?,
+        max_chars: max_chars?,
+    })
 }

@@ -80,6 +80,10 @@ fn steps() -> Vec<(&'static str, String)> {
             "DELETE FROM user_insights WHERE user_id = $1".into(),
         ),
         (
+            "user_dreams",
+            "DELETE FROM user_dreams WHERE user_id = $1".into(),
+        ),
+        (
             "credit_ledger",
             "DELETE FROM credit_ledger WHERE user_id = $1".into(),
         ),

@@ -10,6 +10,7 @@ pub mod bursts;
 pub mod credits;
 pub mod delivery_sends;
 pub mod drafts;
+pub mod dreams;
 pub mod erase;
 pub mod event_hub;
 pub mod events;

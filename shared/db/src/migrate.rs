@@ -175,6 +175,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0032_workspace_api",
         sql: include_str!("../../../migrations/0032_workspace_api.sql"),
     },
+    Migration {
+        version: 33,
+        name: "0033_dreams",
+        sql: include_str!("../../../migrations/0033_dreams.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

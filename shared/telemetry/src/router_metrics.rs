@@ -32,6 +32,10 @@ pub struct RouterMetrics {
     pub dispatches: IntCounterVec,
     /// Memory extraction after an exchange, by outcome.
     pub memory_extractions: IntCounterVec,
+    /// The dreaming engine's weeks, by outcome (docs/models-and-budgets.md).
+    pub dreams: IntCounterVec,
+    /// Tokens the dreaming engine's calls used, by direction.
+    pub dream_tokens: IntCounterVec,
 }
 
 impl RouterMetrics {
@@ -101,6 +105,18 @@ impl RouterMetrics {
                 "hermes_memory_extractions_total",
                 "Memory extraction after an exchange, by outcome (saved, none, failed).",
                 &["outcome"],
+            ),
+            dreams: counter_vec(
+                r,
+                "hermes_dreams_total",
+                "The dreaming engine's user weeks by outcome: queued (by the router), written (an insight saved), empty (the model found nothing to say), failed (the call failed, timed out or was refused on the user's budget).",
+                &["outcome"],
+            ),
+            dream_tokens: counter_vec(
+                r,
+                "hermes_dream_tokens_total",
+                "Tokens the dreaming engine's model calls used, by direction (input, output).",
+                &["direction"],
             ),
         }
     }

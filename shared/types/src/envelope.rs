@@ -38,6 +38,8 @@ pub enum MessageKind {
     /// A Forge chat run's whole answer, owed to its thread: the tools stage posts it
     /// (`chat.finalizeDraft` or `chat.appendMessage`) once, whichever replica streamed it.
     ForgeAnswer,
+    /// A user's week to dream about: one insight and knowledge gaps for the soul (llm stage).
+    Dream,
 }
 
 impl MessageKind {
@@ -53,6 +55,7 @@ impl MessageKind {
             MessageKind::DraftUpdate => Stage::Delivery,
             MessageKind::ForgePreflight => Stage::Tools,
             MessageKind::ForgeAnswer => Stage::Tools,
+            MessageKind::Dream => Stage::Llm,
         }
     }
 }

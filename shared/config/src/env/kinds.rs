@@ -203,6 +203,12 @@ pub(crate) const BOOL: Kind<bool> = Kind {
     show: display,
 };
 
+/// A subscription tier: `free`, `starter`, `pro` or `venue-growth`.
+pub(crate) const TIER: Kind<hermes_types::model::Tier> = Kind {
+    parse: from_str,
+    show: |t| t.as_str().to_string(),
+};
+
 /// An absolute URL path to mount a route on: starts with `/`, no parameters, query or
 /// fragment, and not under a prefix the API owns.
 pub(crate) const ROUTE_PATH: Kind<String> = Kind {

@@ -1,10 +1,12 @@
 //! The router: the embeddings endpoint of semantic recall and the Fernet keyrings of the
 //! session-history cache and of agent webhook secrets; the bound of the stuck-run sweeper;
 //! how external agents' runs are woken again and when a silent agent counts as offline; the
-//! quiet window that coalesces a burst of chat messages into one turn.
+//! quiet window that coalesces a burst of chat messages into one turn; the weekly dreaming
+//! engine.
 
 use std::time::Duration;
 
+use hermes_types::model::Tier;
 use secrecy::SecretString;
 use url::Url;
 
@@ -67,6 +69,42 @@ settings! {
             unset: Value("10000"),
             secret: false,
             help: "bursts: the longest the first held message of a conversation waits, however the messages keep coming",
+        },
+        HERMES_DREAMING: bool {
+            kind: kinds::BOOL,
+            unset: Value("true"),
+            secret: false,
+            help: "the dreaming engine: once an ISO week is over, each user who talked in it gets one model call, metered against them, that writes a weekly insight and up to 3 knowledge gaps for the soul (docs/models-and-budgets.md, the dreaming engine); false: no dreams",
+        },
+        HERMES_DREAMING_TIER: Tier {
+            kind: kinds::TIER,
+            unset: Means("(the user's own tier)"),
+            secret: false,
+            help: "dreaming: the tier whose model chain dreams (free, starter, pro or venue-growth), e.g. a cheap one for every user",
+        },
+        HERMES_DREAMING_CHECK_SECS: Duration {
+            kind: kinds::SECS_ABOVE_ZERO,
+            unset: Value("3600"),
+            secret: false,
+            help: "dreaming: how often each router replica looks for users of the week just over who have not dreamt yet (so a dream comes at most this long after Monday 00:00 UTC)",
+        },
+        HERMES_DREAMING_TIMEOUT_SECS: Duration {
+            kind: kinds::SECS_ABOVE_ZERO,
+            unset: Value("120"),
+            secret: false,
+            help: "dreaming: bound of one user's dream call; past it the week is given up as failed",
+        },
+        HERMES_DREAMING_MAX_TURNS: usize {
+            kind: kinds::COUNT_POSITIVE,
+            unset: Value("200"),
+            secret: false,
+            help: "dreaming: most messages of the week (the newest) a dream reads",
+        },
+        HERMES_DREAMING_MAX_CHARS: usize {
+            kind: kinds::COUNT_POSITIVE,
+            unset: Value("24000"),
+            secret: false,
+            help: "dreaming: most characters of the week's messages a dream reads (the newest kept; one long message is cut)",
         },
     ]
 }

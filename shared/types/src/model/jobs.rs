@@ -1,4 +1,5 @@
-//! Work owed after a run: the wake of an external agent and a memory extraction.
+//! Work owed after a run (the wake of an external agent, a memory extraction) and the
+//! weekly dream of a user.
 
 use crate::ids::{AgentId, DeliveryId, DraftId, UserId};
 use serde::{Deserialize, Serialize};
@@ -42,6 +43,23 @@ pub struct MemoryExtract {
 
 impl Payload for MemoryExtract {
     const KIND: MessageKind = MessageKind::MemoryExtract;
+}
+
+/// One user's week for the dreaming engine (docs/models-and-budgets.md, "The dreaming
+/// engine"): queued by the router once the ISO week is over, with the `user_dreams` row that
+/// makes it once per user and week; the llm stage reads the week's conversations and the
+/// user's memory and writes one insight and at most 3 knowledge gaps.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Dream {
+    pub user_id: UserId,
+    /// Monday 00:00 UTC of the week; the week ends 7 days later.
+    pub week_start: chrono::DateTime<chrono::Utc>,
+    /// The tier whose model chain dreams (`HERMES_DREAMING_TIER`, else the user's own).
+    pub tier: Tier,
+}
+
+impl Payload for Dream {
+    const KIND: MessageKind = MessageKind::Dream;
 }
 
 /// An external agent's draft as it stands after a chunk (docs/agents.md, "Drafts"): delivery

@@ -28,7 +28,7 @@ pub fn parked_outcome() -> Outcome {
 /// close the run as failed, refund it once and tell its caller or chat. Its id is derived
 /// from the parked message's, so two parked copies of one message make one reply. `None`
 /// for the other kinds: a reply or a wake is closed where it is parked, and a memory
-/// extraction or a draft update leaves nothing open.
+/// extraction, a dream or a draft update leaves nothing open.
 pub fn failure_reply(parked: &Envelope) -> Result<Option<Envelope>, EnvelopeError> {
     let (reply_to, exchange) = match parked.kind {
         MessageKind::Inbound => (parked.payload::<Inbound>()?.reply_to(), None),
@@ -47,6 +47,7 @@ pub fn failure_reply(parked: &Envelope) -> Result<Option<Envelope>, EnvelopeErro
         MessageKind::Reply
         | MessageKind::AgentWake
         | MessageKind::MemoryExtract
+        | MessageKind::Dream
         | MessageKind::DraftUpdate
         | MessageKind::ForgeAnswer => return Ok(None),
     };
