@@ -25,6 +25,7 @@ mod dependencies;
 mod deploy;
 mod docs;
 mod drafts;
+mod dreaming;
 mod failures_told;
 mod fake_forge;
 mod faults;

@@ -66,20 +66,22 @@ impl Dreamer {
     /// message is then held like any other); a model that fails is an outcome.
     pub async fn prepare(&self, gateway: &Gateway, job: Dream) -> Result<Dreamt, StageError> {
         let settings = self.ctx.config.router.dreaming;
-        let (turns, memory) = {
-            let c = self.ctx.db.get().await?;
-            let max_turns = i64::try_from(settings.max_turns).unwrap_or(i64::MAX);
-            (
-                dreams::week_turns(&c, job.user_id, job.week_start, max_turns).await?,
-                dreams::memory_rows(&c, job.user_id).await?,
-            )
-        };
         let mut dreamt = Dreamt {
             user_id: job.user_id,
             week_start: job.week_start,
             outcome: Outcome::Empty,
             usage: Usage::default(),
         };
+        let c = self.ctx.db.get().await?;
+        // A week dreamt already (a replayed or second message) costs no second call; the
+        // commit then finds it closed and writes nothing.
+        if !dreams::is_queued(&c, job.user_id, job.week_start).await? {
+            return Ok(dreamt);
+        }
+        let max_turns = i64::try_from(settings.max_turns).unwrap_or(i64::MAX);
+        let turns = dreams::week_turns(&c, job.user_id, job.week_start, max_turns).await?;
+        let memory = dreams::memory_rows(&c, job.user_id).await?;
+        drop(c);
         // The week's messages may have been erased or expired since it was queued.
         if !turns.iter().any(|t| t.inbound) {
             return Ok(dreamt);

@@ -160,12 +160,18 @@ pub async fn build_base(
         }
         ChatKind::Group => Vec::new(),
     };
+    // The deep-dream layer (docs/models-and-budgets.md, "The dreaming engine"): the newest
+    // insight and the gaps of the same dream, so a gap of an older week (probed since, or
+    // answered) does not linger beside a newer dream's.
     let insights = client
         .query(
             "(SELECT kind, text FROM user_insights WHERE user_id = $1 AND kind = 'insight'
               ORDER BY created_at DESC LIMIT 1)
              UNION ALL
              (SELECT kind, text FROM user_insights WHERE user_id = $1 AND kind = 'knowledge_gap'
+                 AND week_start IS NOT DISTINCT FROM
+                     (SELECT week_start FROM user_insights WHERE user_id = $1
+                       ORDER BY created_at DESC LIMIT 1)
               ORDER BY created_at DESC LIMIT $2)",
             &[&user_id, &KNOWLEDGE_GAPS],
         )

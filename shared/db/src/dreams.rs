@@ -52,6 +52,20 @@ pub async fn queue_week(
         .collect())
 }
 
+/// Whether the week's dream of `user_id` is still to be written (false: written, given up,
+/// or the user erased): a dream that is not calls no model.
+pub async fn is_queued(
+    c: &impl GenericClient,
+    user_id: UserId,
+    week_start: DateTime<Utc>,
+) -> Result<bool, DbError> {
+    let sql = "SELECT 1 FROM user_dreams
+                WHERE user_id = $1 AND week_start = $2 AND status = 'queued'";
+    Ok(c.query_opt(&stmt(c, sql).await?, &[&user_id, &week_start])
+        .await?
+        .is_some())
+}
+
 /// One message of the week, as a dream reads it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Turn {
