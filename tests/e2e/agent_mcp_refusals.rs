@@ -317,9 +317,15 @@ async fn bad_input_is_refused_clearly_and_queues_nothing() {
     assert_eq!(body["error"]["code"], "body_too_large");
     let http = reqwest::Client::new();
     let url = fleet.url("/api/mcp/rpc");
-    // The key is checked before the body is read: a large body without one is 401, not 413.
-    let resp = http.post(&url).body(huge.to_string()).send().await.unwrap();
-    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    // The key is checked before the body is read: a large body without one is 401, not 413,
+    // answered from the head alone (a client still writing the body when the answer comes
+    // would see its connection closed instead).
+    let head = format!(
+        "POST /api/mcp/rpc HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        fleet.http,
+        huge.to_string().len()
+    );
+    assert_eq!(status_of_head(fleet.http, &head).await, 401);
     let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
     let resp = http.post(&url).json(&ping).send().await.unwrap();
     assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
@@ -427,4 +433,25 @@ async fn a_key_made_with_the_cli_speaks_for_its_agent_within_its_rate() {
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(body["error"]["code"], "rate_limited");
     fleet.stop().await.unwrap();
+}
+
+/// The status a server answers to `head` (a request's line and headers, its body never sent).
+async fn status_of_head(addr: std::net::SocketAddr, head: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    // Bounded: a server waiting for the body would never answer.
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = stream.read(&mut buf).await.unwrap();
+            assert!(n > 0, "closed without an answer");
+            answer.extend_from_slice(&buf[..n]);
+        }
+    })
+    .await
+    .expect("an answer from the head alone");
+    let line = String::from_utf8_lossy(&answer);
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
