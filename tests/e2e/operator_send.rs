@@ -4,8 +4,10 @@
 //! is refused; a send Telegram refuses for good closes failed with a `delivery_failed`
 //! event; and a key over its rate is refused with the time to wait.
 
+use std::time::Duration;
+
 use hermes::Service;
-use hermes_testkit::{telegram_send_message, telegram_texts_to};
+use hermes_testkit::{eventually, telegram_send_message, telegram_texts_to};
 use hermes_types::ids::RunId;
 use hermes_types::model::Platform;
 use serde_json::{Value, json};
@@ -72,12 +74,7 @@ async fn messages_send_reaches_a_known_chat_once_and_is_logged_and_limited() {
     assert_eq!(history[0].0, "Hello from the operators");
     assert_eq!(history[0].1["source"], "operator");
     assert_eq!(history[0].1["by"], "operator");
-    let page = op
-        .ok(
-            "events_poll",
-            json!({ "after_cursor": from, "kinds": ["message"] }),
-        )
-        .await;
+    let page = settled(&op, json!({ "after_cursor": from, "kinds": ["message"] })).await;
     let out: Vec<&Value> = page["events"]
         .as_array()
         .unwrap()
@@ -115,12 +112,11 @@ async fn messages_send_reaches_a_known_chat_once_and_is_logged_and_limited() {
         )
         .await;
     assert_eq!(gone["status"], "failed", "{gone}");
-    let failed = op
-        .ok(
-            "events_poll",
-            json!({ "after_cursor": from, "kinds": ["delivery_failed"] }),
-        )
-        .await;
+    let failed = settled(
+        &op,
+        json!({ "after_cursor": from, "kinds": ["delivery_failed"] }),
+    )
+    .await;
     let failed = &failed["events"][0];
     assert_eq!(failed["run_id"], gone["handle"], "{failed}");
     assert_eq!(failed["chat_id"], "6666");
@@ -146,4 +142,18 @@ async fn messages_send_reaches_a_known_chat_once_and_is_logged_and_limited() {
     assert_eq!(refusal["code"], "RATE_LIMITED");
     assert!(refusal["retry_after_secs"].as_u64().unwrap() >= 1);
     fleet.stop().await.unwrap();
+}
+
+/// An `events_poll` page with nothing held back: a page may hold committed events back
+/// behind a transaction still running (`held_back`), and the tool says to poll again.
+async fn settled(op: &Op, args: Value) -> Value {
+    eventually(
+        Duration::from_secs(30),
+        "a page nothing held back",
+        || async {
+            let page = op.ok("events_poll", args.clone()).await;
+            (page["held_back"] == false).then_some(page)
+        },
+    )
+    .await
 }
