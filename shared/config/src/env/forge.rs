@@ -6,16 +6,45 @@
 
 use std::time::Duration;
 
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 
 use super::Unset::{Means, Value};
-use super::{kinds, settings};
+use super::{Kind, kinds, settings};
+
+/// The shortest secret a Forge may sign wakes with: a signature is only as strong as its
+/// secret, and a short one can be guessed offline from a single captured wake.
+pub const MIN_FORGE_SECRET_CHARS: usize = 32;
+
+/// [`kinds::SECRET_LIST`] whose every secret has at least [`MIN_FORGE_SECRET_CHARS`] characters; a
+/// short one is named by its position, never by its value.
+const STRONG_SECRET_LIST: Kind<Vec<SecretString>> = Kind {
+    parse: |name, value| {
+        let secrets = (kinds::SECRET_LIST.parse)(name, value)?;
+        let problems: Vec<String> = secrets
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.expose_secret().chars().count() < MIN_FORGE_SECRET_CHARS)
+            .map(|(i, _)| {
+                format!(
+                    "{name}: secret {} is shorter than {MIN_FORGE_SECRET_CHARS} characters (make one with `openssl rand -hex 32`)",
+                    i + 1
+                )
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(secrets)
+        } else {
+            Err(problems)
+        }
+    },
+    show: kinds::SECRET_LIST.show,
+};
 
 settings! {
     /// Forge wakes.
     SETTINGS = [
         HERMES_FORGE_WEBHOOK_SECRETS: Vec<SecretString> {
-            kind: kinds::STRONG_SECRET_LIST,
+            kind: STRONG_SECRET_LIST,
             unset: Means("(none: route off)"),
             secret: true,
             help: "comma-separated secrets a Forge signs its wakes with (`X-Forge-Signature`), each at least 32 characters (a shorter one stops the process at start); any one verifies, so a secret can be rotated by listing the new one beside the old; enables (mounts) `POST /agents/forge`",

@@ -164,35 +164,6 @@ pub(crate) const SECRET_LIST: Kind<Vec<SecretString>> = Kind {
     },
 };
 
-/// The shortest secret a Forge may sign wakes with: a signature is only as strong as its
-/// secret, and a short one can be guessed offline from a single captured wake.
-pub const MIN_FORGE_SECRET_CHARS: usize = 32;
-
-/// [`SECRET_LIST`] whose every secret has at least [`MIN_FORGE_SECRET_CHARS`] characters; a
-/// short one is named by its position, never by its value.
-pub(crate) const STRONG_SECRET_LIST: Kind<Vec<SecretString>> = Kind {
-    parse: |name, value| {
-        let secrets = (SECRET_LIST.parse)(name, value)?;
-        let problems: Vec<String> = secrets
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.expose_secret().chars().count() < MIN_FORGE_SECRET_CHARS)
-            .map(|(i, _)| {
-                format!(
-                    "{name}: secret {} is shorter than {MIN_FORGE_SECRET_CHARS} characters (make one with `openssl rand -hex 32`)",
-                    i + 1
-                )
-            })
-            .collect();
-        if problems.is_empty() {
-            Ok(secrets)
-        } else {
-            Err(problems)
-        }
-    },
-    show: SECRET_LIST.show,
-};
-
 /// `true` or `false`.
 pub(crate) const BOOL: Kind<bool> = Kind {
     parse: |name, value| match value.to_ascii_lowercase().as_str() {
