@@ -2,17 +2,16 @@
 //! messages only (Instagram reports no delivery statuses here).
 
 use hermes_config::Config;
-use hermes_types::model::{Inbound, Platform};
+use hermes_types::model::Platform;
 
 use super::parse;
-use crate::inbound::Received;
 use crate::meta::MetaWebhook;
 
 /// Instagram's webhook, on when `INSTAGRAM_APP_SECRET` is set (its handshake when
 /// `INSTAGRAM_VERIFY_TOKEN` is).
 pub fn webhook(config: &Config) -> MetaWebhook {
     let c = &config.ingest.webhooks;
-    MetaWebhook::new(
+    MetaWebhook::messages(
         Platform::Instagram,
         "/webhooks/instagram",
         (
@@ -20,12 +19,7 @@ pub fn webhook(config: &Config) -> MetaWebhook {
             c.instagram_verify_token.clone(),
         ),
         config.ingest.meta_max_body_bytes,
-        |body| {
-            Ok(Received {
-                messages: parse(body)?.into_iter().map(Inbound::of).collect(),
-                ..Received::default()
-            })
-        },
+        parse,
     )
 }
 

@@ -2,27 +2,21 @@
 //! Page (`object: page`), messages only.
 
 use hermes_config::Config;
-use hermes_types::model::{Inbound, Platform};
+use hermes_types::model::Platform;
 
 use super::parse;
-use crate::inbound::Received;
 use crate::meta::MetaWebhook;
 
 /// Messenger's webhook, on when `MESSENGER_APP_SECRET` is set (its handshake when
 /// `MESSENGER_VERIFY_TOKEN` is).
 pub fn webhook(config: &Config) -> MetaWebhook {
     let m = &config.ingest.webhooks.messenger;
-    MetaWebhook::new(
+    MetaWebhook::messages(
         Platform::Messenger,
         "/webhooks/messenger",
         (m.app_secret.clone(), m.verify_token.clone()),
         config.ingest.meta_max_body_bytes,
-        |body| {
-            Ok(Received {
-                messages: parse(body)?.into_iter().map(Inbound::of).collect(),
-                ..Received::default()
-            })
-        },
+        parse,
     )
 }
 

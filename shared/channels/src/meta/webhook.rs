@@ -2,7 +2,7 @@
 //! body signed with the app secret, the `GET` handshake answered with the verify token, the
 //! body parsed by the platform's own parser.
 
-use hermes_types::model::Platform;
+use hermes_types::model::{Inbound, MessageEvent, Platform};
 use http::HeaderMap;
 use secrecy::SecretString;
 
@@ -16,7 +16,15 @@ pub struct MetaWebhook {
     path: &'static str,
     app: MetaApp,
     max_body_bytes: usize,
-    parse: fn(&[u8]) -> Result<Received, ParseError>,
+    parse: Parser,
+}
+
+/// How a platform's body becomes what ingest handles.
+enum Parser {
+    /// Messages, statuses and skips (WhatsApp).
+    Full(fn(&[u8]) -> Result<Received, ParseError>),
+    /// Messages only, every one answered (Instagram, Messenger).
+    Messages(fn(&[u8]) -> Result<Vec<MessageEvent>, ParseError>),
 }
 
 impl MetaWebhook {
@@ -25,9 +33,32 @@ impl MetaWebhook {
     pub fn new(
         platform: Platform,
         path: &'static str,
-        (app_secret, verify_token): (Option<SecretString>, Option<SecretString>),
+        secrets: (Option<SecretString>, Option<SecretString>),
         max_body_bytes: usize,
         parse: fn(&[u8]) -> Result<Received, ParseError>,
+    ) -> Self {
+        Self::with(platform, path, secrets, max_body_bytes, Parser::Full(parse))
+    }
+
+    /// As [`MetaWebhook::new`], for a platform whose webhook carries messages only, each of
+    /// them answered.
+    pub fn messages(
+        platform: Platform,
+        path: &'static str,
+        secrets: (Option<SecretString>, Option<SecretString>),
+        max_body_bytes: usize,
+        parse: fn(&[u8]) -> Result<Vec<MessageEvent>, ParseError>,
+    ) -> Self {
+        let parse = Parser::Messages(parse);
+        Self::with(platform, path, secrets, max_body_bytes, parse)
+    }
+
+    fn with(
+        platform: Platform,
+        path: &'static str,
+        (app_secret, verify_token): (Option<SecretString>, Option<SecretString>),
+        max_body_bytes: usize,
+        parse: Parser,
     ) -> Self {
         Self {
             platform,
@@ -73,6 +104,12 @@ impl inbound::Webhook for MetaWebhook {
     }
 
     fn parse(&self, body: &[u8]) -> Result<Received, ParseError> {
-        (self.parse)(body)
+        match self.parse {
+            Parser::Full(parse) => parse(body),
+            Parser::Messages(parse) => Ok(Received {
+                messages: parse(body)?.into_iter().map(Inbound::of).collect(),
+                ..Received::default()
+            }),
+        }
     }
 }
