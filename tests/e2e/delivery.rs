@@ -132,6 +132,39 @@ pub(crate) async fn parked_one(bus: &Bus, stage: Stage, within: Duration) -> Par
     .await
 }
 
+/// Publishes a reply to `chat` on `platform` whose first send the fake API answers with a
+/// 429 and `Retry-After: 1`, and waits until `tries` counts the second attempt, a second
+/// or more later.
+pub(crate) async fn waits_out_a_429<F, Fut>(bus: &Bus, platform: Platform, chat: &str, tries: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = usize>,
+{
+    let started = Instant::now();
+    bus.publish(&reply(platform, chat, None, "patience"))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(20), "the second try", || async {
+        (tries().await == 2).then_some(())
+    })
+    .await;
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "Retry-After was waited"
+    );
+}
+
+/// Publishes a reply to `chat` on `platform` that the fake API refuses for good, and
+/// returns it as parked, first try, with `reason`.
+pub(crate) async fn parked_for(bus: &Bus, platform: Platform, chat: &str, reason: &str) -> Parked {
+    let refused = reply(platform, chat, None, "anyone?");
+    bus.publish(&refused).await.unwrap();
+    let parked = parked_one(bus, Stage::Delivery, Duration::from_secs(20)).await;
+    assert_eq!((parked.env.id, parked.env.attempt), (refused.id, 0));
+    assert_eq!(parked.reason.as_deref(), Some(reason));
+    parked
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_callback_waits_through_the_schedule_then_is_parked_with_its_reason() {
     let peer = MockServer::start().await;
@@ -428,29 +461,13 @@ async fn telegram_429_is_waited_400_is_parked_and_bad_formatting_goes_plain() {
     let fleet = env.start(&[Service::Delivery]).await;
     let bus = env.bus().await;
 
-    let started = Instant::now();
-    bus.publish(&reply(Platform::Telegram, "slow", None, "patience"))
-        .await
-        .unwrap();
-    eventually(Duration::from_secs(20), "the second try", || async {
-        let n = telegram_sent(&api)
-            .await
-            .iter()
-            .filter(|b| b["chat_id"] == "slow")
-            .count();
-        (n == 2).then_some(())
+    waits_out_a_429(&bus, Platform::Telegram, "slow", || async {
+        let sent = telegram_sent(&api).await;
+        sent.iter().filter(|b| b["chat_id"] == "slow").count()
     })
     .await;
-    assert!(
-        started.elapsed() >= Duration::from_secs(1),
-        "Retry-After was waited"
-    );
 
-    let gone = reply(Platform::Telegram, "gone", None, "anyone?");
-    bus.publish(&gone).await.unwrap();
-    let parked = parked_one(&bus, Stage::Delivery, Duration::from_secs(20)).await;
-    assert_eq!(parked.env.id, gone.id);
-    assert_eq!(parked.reason.as_deref(), Some("invalid_recipient"));
+    let parked = parked_for(&bus, Platform::Telegram, "gone", "invalid_recipient").await;
     assert!(
         !parked.detail.unwrap_or_default().contains(TG_TOKEN),
         "the bot token never reaches a header"

@@ -4,7 +4,7 @@
 //! redelivery answered once; outside the 24-hour window a reply goes under the configured tag,
 //! or is parked; a 429 waited and retried, and a permanent error parked with its reason.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hermes::Service;
 use hermes_bus::{Bus, Stage};
@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
 use wiremock::matchers::body_partial_json;
 
-use crate::delivery::{parked_one, reply};
+use crate::delivery::{parked_for, parked_one, reply, waits_out_a_429};
 
 const APP_SECRET: &str = "messenger-app-secret-0123";
 const PSID: &str = "1254459154682919";
@@ -156,28 +156,14 @@ async fn outside_the_window_replies_are_parked_or_tagged_and_errors_retried_or_p
             .await
             .unwrap();
     }
-    let started = Instant::now();
-    bus.publish(&reply(Platform::Messenger, "slow", None, "patience"))
-        .await
-        .unwrap();
-    eventually(Duration::from_secs(20), "the second try", || async {
-        let n = messages(&api)
-            .await
-            .iter()
+    waits_out_a_429(&bus, Platform::Messenger, "slow", || async {
+        let sent = messages(&api).await;
+        sent.iter()
             .filter(|b| b["recipient"]["id"] == "slow")
-            .count();
-        (n == 2).then_some(())
+            .count()
     })
     .await;
-    assert!(
-        started.elapsed() >= Duration::from_secs(1),
-        "Retry-After was waited"
-    );
-    let gone = reply(Platform::Messenger, "gone", None, "anyone?");
-    bus.publish(&gone).await.unwrap();
-    let parked = parked_one(&bus, Stage::Delivery, Duration::from_secs(20)).await;
-    assert_eq!((parked.env.id, parked.env.attempt), (gone.id, 0));
-    assert_eq!(parked.reason.as_deref(), Some("invalid_recipient"));
+    parked_for(&bus, Platform::Messenger, "gone", "invalid_recipient").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,7 +5,7 @@
 //! send, an MMS photo reaching the vision model through Twilio's authenticated media URL, a
 //! 429 waited and retried, and permanent errors parked with their reasons.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine;
 use hermes::Service;
@@ -19,7 +19,7 @@ use serde_json::json;
 use wiremock::matchers::{basic_auth, body_string_contains, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::delivery::{parked_one, reply};
+use crate::delivery::{parked_for, parked_one, reply, waits_out_a_429};
 use crate::images::image_parts;
 
 /// The public URL Twilio is configured to post to (behind a proxy: not ingest's own address).
@@ -338,34 +338,14 @@ async fn a_429_is_paced_and_retried_and_permanent_errors_are_parked_with_their_r
     let _fleet = env.start(&[Service::Delivery]).await;
     let bus = env.bus().await;
 
-    let started = Instant::now();
-    bus.publish(&reply(Platform::Sms, "+1429", None, "patience"))
-        .await
-        .unwrap();
-    eventually(Duration::from_secs(20), "the second try", || async {
-        let n = twilio_sent(&api)
-            .await
-            .iter()
-            .filter(|f| f["To"] == "+1429")
-            .count();
-        (n == 2).then_some(())
+    waits_out_a_429(&bus, Platform::Sms, "+1429", || async {
+        let sent = twilio_sent(&api).await;
+        sent.iter().filter(|f| f["To"] == "+1429").count()
     })
     .await;
-    assert!(
-        started.elapsed() >= Duration::from_secs(1),
-        "Retry-After was waited"
-    );
 
-    let invalid = reply(Platform::Sms, "+1400", None, "anyone?");
-    bus.publish(&invalid).await.unwrap();
-    let parked = parked_one(&bus, Stage::Delivery, Duration::from_secs(20)).await;
-    assert_eq!((parked.env.id, parked.env.attempt), (invalid.id, 0));
-    assert_eq!(parked.reason.as_deref(), Some("invalid_recipient"));
+    let parked = parked_for(&bus, Platform::Sms, "+1400", "invalid_recipient").await;
     assert!(parked.detail.unwrap_or_default().contains("21211"));
 
-    let unsubscribed = reply(Platform::Sms, "+1610", None, "hello?");
-    bus.publish(&unsubscribed).await.unwrap();
-    let parked = parked_one(&bus, Stage::Delivery, Duration::from_secs(20)).await;
-    assert_eq!(parked.env.id, unsubscribed.id);
-    assert_eq!(parked.reason.as_deref(), Some("opted_out"));
+    parked_for(&bus, Platform::Sms, "+1610", "opted_out").await;
 }
