@@ -1,12 +1,13 @@
 //! hermes-net: talking to peers outside the fleet safely — the SSRF guard for URLs that
 //! come from users and models, the one outbound HTTP client builder, HMAC and Standard
-//! Webhooks signing, credential redaction, the Fernet key ring for secrets at rest, and the
-//! classification of failed sends.
+//! Webhooks signing, the compact JWT reader, credential redaction, the Fernet key ring for
+//! secrets at rest, and the classification of failed sends.
 
 pub mod chaos;
 pub mod failure;
 pub mod guard;
 pub mod http;
+pub mod jws;
 pub mod keyring;
 pub mod redact;
 pub mod signing;

@@ -15,6 +15,7 @@
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hermes_config::{JwtAlg, McpJwtSettings};
+use hermes_net::jws::{Jws, Malformed};
 use hermes_types::ids::AgentId;
 use hmac::{Hmac, Mac};
 use secrecy::ExposeSecret;
@@ -101,31 +102,11 @@ pub struct JwtVerifier {
     leeway: f64,
 }
 
-/// Whether `token` has the shape of a JWT (a JSON header in base64url, three parts): API keys
-/// never do, so a bearer is routed to one check or the other without a database look-up.
-pub fn looks_like_jwt(token: &str) -> bool {
-    token.starts_with("eyJ") && token.bytes().filter(|b| *b == b'.').count() == 2
-}
+pub use hermes_net::jws::looks_like_jwt;
 
-fn decode_part(part: &str) -> Result<Vec<u8>, JwtRefusal> {
-    URL_SAFE_NO_PAD
-        .decode(part)
-        .map_err(|_| JwtRefusal::Malformed)
-}
-
-fn json_part(part: &str) -> Result<serde_json::Map<String, Value>, JwtRefusal> {
-    match serde_json::from_slice(&decode_part(part)?) {
-        Ok(Value::Object(m)) => Ok(m),
-        _ => Err(JwtRefusal::Malformed),
-    }
-}
-
-/// A NumericDate claim: absent, or a JSON number (any other type is malformed).
-fn time(claims: &serde_json::Map<String, Value>, name: &str) -> Result<Option<f64>, JwtRefusal> {
-    match claims.get(name) {
-        None => Ok(None),
-        Some(Value::Number(n)) => n.as_f64().map(Some).ok_or(JwtRefusal::Malformed),
-        Some(_) => Err(JwtRefusal::Malformed),
+impl From<Malformed> for JwtRefusal {
+    fn from(_: Malformed) -> Self {
+        JwtRefusal::Malformed
     }
 }
 
@@ -167,23 +148,13 @@ impl JwtVerifier {
 
     /// The agent `token` speaks for at `now` (seconds since the epoch), or why it is refused.
     pub fn verify(&self, token: &str, now: f64) -> Result<AgentId, JwtRefusal> {
-        if token.len() > MAX_TOKEN_BYTES {
-            return Err(JwtRefusal::Malformed);
-        }
-        let mut parts = token.split('.');
-        let (Some(h), Some(p), Some(s), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err(JwtRefusal::Malformed);
-        };
-        let header = json_part(h)?;
-        let alg: JwtAlg = header
-            .get("alg")
-            .and_then(Value::as_str)
+        let jws = Jws::parse(token, MAX_TOKEN_BYTES)?;
+        let alg: JwtAlg = jws
+            .header_str("alg")
             .ok_or(JwtRefusal::Malformed)?
             .parse()
             .map_err(|_| JwtRefusal::Algorithm)?;
-        let key = match header.get("kid") {
+        let key = match jws.header.get("kid") {
             Some(Value::String(kid)) => self.keys.iter().find(|k| &k.kid == kid),
             None if self.keys.len() == 1 => self.keys.first(),
             _ => None,
@@ -192,36 +163,31 @@ impl JwtVerifier {
         if key.alg != alg {
             return Err(JwtRefusal::Algorithm);
         }
-        let signature = decode_part(s)?;
-        let signed = &token.as_bytes()[..h.len() + 1 + p.len()];
+        let (signed, signature) = (jws.signed, &jws.signature);
         let verified = match &key.material {
             Material::Hmac(secret) => Hmac::<Sha256>::new_from_slice(secret)
                 .map(|mut mac| {
                     mac.update(signed);
-                    mac.verify_slice(&signature).is_ok()
+                    mac.verify_slice(signature).is_ok()
                 })
                 .unwrap_or(false),
             Material::Ed25519(public) => {
                 ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, public)
-                    .verify(signed, &signature)
+                    .verify(signed, signature)
                     .is_ok()
             }
         };
         if !verified {
             return Err(JwtRefusal::Signature);
         }
-        self.check_claims(&json_part(p)?, now)
+        self.check_claims(&jws, now)
     }
 
     /// The claims of a token whose signature holds.
-    fn check_claims(
-        &self,
-        claims: &serde_json::Map<String, Value>,
-        now: f64,
-    ) -> Result<AgentId, JwtRefusal> {
-        let exp = time(claims, "exp")?.ok_or(JwtRefusal::Expired)?;
-        let iat = time(claims, "iat")?;
-        let nbf = time(claims, "nbf")?;
+    fn check_claims(&self, jws: &Jws<'_>, now: f64) -> Result<AgentId, JwtRefusal> {
+        let exp = jws.time("exp")?.ok_or(JwtRefusal::Expired)?;
+        let iat = jws.time("iat")?;
+        let nbf = jws.time("nbf")?;
         if now > exp + self.leeway {
             return Err(JwtRefusal::Expired);
         }
@@ -237,20 +203,13 @@ impl JwtVerifier {
         {
             return Err(JwtRefusal::TooLong);
         }
-        if claims.get("iss").and_then(Value::as_str) != Some(self.issuer.as_str()) {
+        if jws.claim_str("iss") != Some(self.issuer.as_str()) {
             return Err(JwtRefusal::Issuer);
         }
-        let for_us = match claims.get("aud") {
-            Some(Value::String(a)) => *a == self.audience,
-            Some(Value::Array(all)) => all.iter().any(|a| a.as_str() == Some(&self.audience)),
-            _ => false,
-        };
-        if !for_us {
+        if !jws.is_for(&self.audience) {
             return Err(JwtRefusal::Audience);
         }
-        claims
-            .get("sub")
-            .and_then(Value::as_str)
+        jws.claim_str("sub")
             .and_then(|s| s.parse::<AgentId>().ok())
             .ok_or(JwtRefusal::Subject)
     }
