@@ -90,6 +90,7 @@ impl Readers {
             | Platform::Slack
             | Platform::Sms
             | Platform::Messenger
+            | Platform::Teams
             | Platform::Forge => Readers::Followers,
         }
     }

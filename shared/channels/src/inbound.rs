@@ -33,7 +33,7 @@ use http::HeaderMap;
 
 use crate::decode::ParseError;
 use crate::statuses::StatusUpdate;
-use crate::{instagram, messenger, slack, telegram, twilio, whatsapp};
+use crate::{instagram, messenger, slack, teams, telegram, twilio, whatsapp};
 
 /// Every webhook route of every platform, each on or off as `config` sets its secret: the
 /// one registration of a platform's inbound side.
@@ -46,6 +46,7 @@ pub fn webhooks(config: &Config) -> Vec<Arc<dyn Webhook>> {
         Arc::new(slack::Webhook::new(config)),
         Arc::new(twilio::Webhook::new(config)),
         Arc::new(messenger::webhook(config)),
+        Arc::new(teams::Webhook::new(config)),
     ]
 }
 

@@ -39,6 +39,7 @@ pub mod retry;
 pub mod slack;
 pub mod split;
 pub mod statuses;
+pub mod teams;
 pub mod telegram;
 pub mod token;
 pub mod twilio;

@@ -18,7 +18,7 @@ use reqwest::StatusCode;
 use reqwest::header::{HeaderName, HeaderValue};
 use url::Url;
 
-use crate::{slack, telegram, twilio, whatsapp};
+use crate::{slack, teams, telegram, twilio, whatsapp};
 
 /// A download: the URL and the header that authorizes it. Never `Debug`: the URL may hold
 /// a bot token.
@@ -98,6 +98,8 @@ pub trait Lookup: Sync {
 #[derive(Clone)]
 pub struct Locator {
     delivery: Arc<DeliverySettings>,
+    /// The Teams bot's token, for images on its Connector service.
+    teams: Option<Arc<teams::token::Token>>,
 }
 
 impl Locator {
@@ -105,6 +107,8 @@ impl Locator {
     pub fn new(delivery: &DeliverySettings) -> Self {
         Self {
             delivery: Arc::new(delivery.clone()),
+            teams: (delivery.teams.as_ref())
+                .map(|s| Arc::new(teams::token::Token::new(s, teams::token::client()))),
         }
     }
 
@@ -122,6 +126,13 @@ impl Locator {
                 Some(slack) => slack::media::locate(slack, &item.media).map_err(Into::into),
                 None => Err(LocateError::NoCredentials { platform }.into()),
             };
+        }
+        // Teams' inline images need the bot's token; its files are pre-authorized.
+        if item.platform == Platform::Teams {
+            let sender = self.delivery.teams.as_ref().zip(self.teams.as_deref());
+            return teams::media::locate(sender, &item.media)
+                .await
+                .map_err(Into::into);
         }
         if let Some(url) = &item.media.url {
             let url = Url::parse(url).map_err(|e| LocateError::Refused {

@@ -19,6 +19,7 @@ use crate::drafts::Drafts;
 use crate::instagram::Instagram;
 use crate::messenger::Messenger;
 use crate::slack::Slack;
+use crate::teams::Teams;
 use crate::telegram::{Edited, Telegram};
 use crate::twilio::Sms;
 use crate::whatsapp::{TemplateMessage, Whatsapp};
@@ -127,6 +128,8 @@ pub enum Sender {
     Sms(Sms),
     /// Facebook Messenger's Send API.
     Messenger(Messenger),
+    /// Microsoft Teams, through the Bot Framework Connector.
+    Teams(Teams),
 }
 
 impl Sender {
@@ -141,7 +144,7 @@ impl Sender {
             Sender::Telegram(t) => Some(Drafts::Telegram(t)),
             Sender::Slack(s) => Some(Drafts::Slack(s)),
             Sender::Whatsapp(_) | Sender::Instagram(_) => None,
-            Sender::Sms(_) | Sender::Messenger(_) => None,
+            Sender::Sms(_) | Sender::Messenger(_) | Sender::Teams(_) => None,
         }
     }
 
@@ -161,7 +164,8 @@ impl Sender {
             | Sender::Instagram(_)
             | Sender::Slack(_)
             | Sender::Sms(_)
-            | Sender::Messenger(_) => Err(SendFailure {
+            | Sender::Messenger(_)
+            | Sender::Teams(_) => Err(SendFailure {
                 reason: FailureReason::InvalidRecipient,
                 status: None,
                 body: None,
@@ -212,6 +216,7 @@ impl Outbound for Sender {
             Sender::Slack(s) => s.platform(),
             Sender::Sms(s) => s.platform(),
             Sender::Messenger(s) => s.platform(),
+            Sender::Teams(s) => s.platform(),
         }
     }
 
@@ -223,6 +228,7 @@ impl Outbound for Sender {
             Sender::Slack(s) => s.limits(),
             Sender::Sms(s) => s.limits(),
             Sender::Messenger(s) => s.limits(),
+            Sender::Teams(s) => s.limits(),
         }
     }
 
@@ -241,6 +247,7 @@ impl Outbound for Sender {
             Sender::Slack(s) => s.send(policy, chat_id, part, quote, on_failure).await,
             Sender::Sms(s) => s.send(policy, chat_id, part, quote, on_failure).await,
             Sender::Messenger(s) => s.send(policy, chat_id, part, quote, on_failure).await,
+            Sender::Teams(s) => s.send(policy, chat_id, part, quote, on_failure).await,
         }
     }
 }
@@ -266,6 +273,7 @@ impl Senders {
             (settings.sms.as_ref())
                 .map(|s| Sender::Sms(Sms::new(s, channels.sms.max_segments, http()))),
             (settings.messenger.as_ref()).map(|s| Sender::Messenger(Messenger::new(s, http()))),
+            (settings.teams.as_ref()).map(|s| Sender::Teams(Teams::new(s, http()))),
         ];
         Self(configured.into_iter().flatten().collect())
     }
@@ -299,6 +307,7 @@ pub fn how_to_enable(platform: Platform) -> &'static str {
             "set TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN and TWILIO_FROM_NUMBER (or TWILIO_MESSAGING_SERVICE_SID)"
         }
         Platform::Messenger => "set MESSENGER_PAGE_ACCESS_TOKEN",
+        Platform::Teams => "set TEAMS_APP_ID and TEAMS_APP_PASSWORD",
         Platform::Api | Platform::Rest => "nothing: API replies need no sender",
         Platform::Forge => "nothing: a Forge run's reply is not sent",
     }

@@ -9,7 +9,7 @@ use hermes_config::DeliverySettings;
 use hermes_types::model::{Platform, ReplyTo};
 use reqwest::RequestBuilder;
 
-use crate::{messenger, telegram, whatsapp};
+use crate::{messenger, teams, telegram, whatsapp};
 
 /// When a platform's presence call is made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,12 +30,18 @@ pub enum PresenceCall {
     Whatsapp(whatsapp::presence::ReadAndTyping),
     /// Messenger's sender actions: `mark_seen` first, then a renewed `typing_on`.
     Messenger(messenger::presence::SenderActions),
+    /// Teams' renewed `typing` activity.
+    Teams(teams::presence::Typing),
 }
 
 impl PresenceCall {
     /// The platforms that show presence, so their metric series start at 0.
-    pub const PLATFORMS: [Platform; 3] =
-        [Platform::Whatsapp, Platform::Telegram, Platform::Messenger];
+    pub const PLATFORMS: [Platform; 4] = [
+        Platform::Whatsapp,
+        Platform::Telegram,
+        Platform::Messenger,
+        Platform::Teams,
+    ];
 
     /// The calls of the platforms `settings` has credentials for.
     pub fn configured(settings: &DeliverySettings) -> Vec<PresenceCall> {
@@ -46,6 +52,7 @@ impl PresenceCall {
                 .map(|s| PresenceCall::Whatsapp(whatsapp::presence::ReadAndTyping::new(s))),
             (settings.messenger.as_ref())
                 .map(|s| PresenceCall::Messenger(messenger::presence::SenderActions::new(s))),
+            (settings.teams.as_ref()).map(|s| PresenceCall::Teams(teams::presence::Typing::new(s))),
         ];
         calls.into_iter().flatten().collect()
     }
@@ -56,6 +63,7 @@ impl PresenceCall {
             PresenceCall::Telegram(_) => Platform::Telegram,
             PresenceCall::Whatsapp(_) => Platform::Whatsapp,
             PresenceCall::Messenger(_) => Platform::Messenger,
+            PresenceCall::Teams(_) => Platform::Teams,
         }
     }
 
@@ -65,6 +73,7 @@ impl PresenceCall {
             PresenceCall::Telegram(_) => Cadence::Every(telegram::presence::TYPING_EVERY),
             PresenceCall::Whatsapp(_) => Cadence::Once,
             PresenceCall::Messenger(_) => Cadence::Every(messenger::presence::TYPING_EVERY),
+            PresenceCall::Teams(_) => Cadence::Every(teams::presence::TYPING_EVERY),
         }
     }
 
@@ -81,6 +90,7 @@ impl PresenceCall {
             PresenceCall::Telegram(t) => Some(t.request(http, &to.chat_id)),
             PresenceCall::Whatsapp(w) => read.map(|wamid| w.request(http, wamid)),
             PresenceCall::Messenger(m) => Some(m.typing_on(http, &to.chat_id)),
+            PresenceCall::Teams(t) => t.request(http, &to.chat_id),
         }
     }
 
@@ -89,7 +99,7 @@ impl PresenceCall {
     pub fn first(&self, http: &reqwest::Client, to: &ReplyTo) -> Option<RequestBuilder> {
         match self {
             PresenceCall::Messenger(m) => Some(m.mark_seen(http, &to.chat_id)),
-            PresenceCall::Telegram(_) | PresenceCall::Whatsapp(_) => None,
+            PresenceCall::Telegram(_) | PresenceCall::Whatsapp(_) | PresenceCall::Teams(_) => None,
         }
     }
 }

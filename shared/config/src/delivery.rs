@@ -84,6 +84,8 @@ pub struct DeliverySettings {
     pub sms: Option<crate::SmsSender>,
     /// Facebook Messenger.
     pub messenger: Option<crate::MessengerSender>,
+    /// Microsoft Teams, through the Bot Framework Connector.
+    pub teams: Option<crate::TeamsSender>,
     /// Pauses between the in-call tries of one send (seed: 1 s, 3 s, 9 s).
     pub send_pauses: Vec<Duration>,
     /// The longest `Retry-After` waited within a call.
@@ -194,6 +196,7 @@ pub(crate) fn read_delivery(r: &mut Reader<'_>) -> Option<DeliverySettings> {
     };
     let sms = crate::sms::read_sms_sender(r);
     let messenger = crate::sms::read_messenger_sender(r);
+    let teams = crate::teams::read_teams_sender(r);
     let send_pauses = r.get(&HERMES_SEND_PAUSES_MS);
     let max_retry_after = r.get(&HERMES_MAX_RETRY_AFTER_SECS);
     let threshold = r.get(&HERMES_BREAKER_THRESHOLD);
@@ -214,6 +217,7 @@ pub(crate) fn read_delivery(r: &mut Reader<'_>) -> Option<DeliverySettings> {
         slack,
         sms,
         messenger,
+        teams,
         send_pauses: send_pauses?,
         max_retry_after: max_retry_after?,
         breaker: BreakerSettings {
@@ -305,6 +309,9 @@ impl DeliverySettings {
         }
         if self.messenger.is_some() {
             out.push("messenger");
+        }
+        if self.teams.is_some() {
+            out.push("teams");
         }
         out
     }

@@ -37,6 +37,7 @@ mod mcp;
 mod models;
 mod router;
 mod sms;
+mod teams;
 mod tools;
 mod traces;
 
@@ -58,6 +59,7 @@ pub use front_door::FrontDoor;
 pub use ingest::IngestSettings;
 pub use models::{ModelChoiceError, resolve_model};
 pub use sms::{MessengerSender, MessengerWebhook, SmsSender, TwilioFrom, TwilioWebhook};
+pub use teams::{KeySource, TeamsSender, TeamsWebhook};
 
 pub use llm::{
     BackendKind, CacheSettings, LlmSettings, ProviderSettings, Resolved, TierBudget,
@@ -166,6 +168,8 @@ pub struct ChannelSecrets {
     pub twilio: TwilioWebhook,
     /// Messenger's app secret and verify token (`/webhooks/messenger`).
     pub messenger: MessengerWebhook,
+    /// Teams' app id and signing keys (`/webhooks/teams`).
+    pub teams: TeamsWebhook,
 }
 
 /// A token bucket: `burst` at once, refilled at `per_minute`.

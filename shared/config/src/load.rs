@@ -354,6 +354,7 @@ fn read_channels(r: &mut Reader<'_>) -> Option<ChannelSecrets> {
         slack_signing_secret,
         twilio: crate::sms::read_twilio_webhook(r),
         messenger: crate::sms::read_messenger_webhook(r),
+        teams: crate::teams::read_teams_webhook(r),
     })
 }
 

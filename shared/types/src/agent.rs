@@ -142,6 +142,7 @@ impl WakeEvent {
             | Platform::Slack
             | Platform::Sms
             | Platform::Messenger
+            | Platform::Teams
             | Platform::Rest => WakeEvent::ChatMessagePosted,
             Platform::Api | Platform::Forge => WakeEvent::AgentAssigned,
         }

@@ -23,6 +23,7 @@ pub mod providers;
 pub mod retention;
 pub mod router;
 pub mod sms;
+pub mod teams;
 pub mod tenants;
 pub mod tools;
 pub mod traces;
@@ -169,6 +170,7 @@ static SECTIONS: &[&[&Setting]] = &[
     delivery::SETTINGS,
     sms::SETTINGS,
     messenger::SETTINGS,
+    teams::SETTINGS,
     delivery::ALERTS,
     approvals::SETTINGS,
     tools::SETTINGS,

@@ -92,6 +92,8 @@ fn every_default_is_valid() {
             ("TWILIO_AUTH_TOKEN", "t"),
             ("TWILIO_FROM_NUMBER", "+1"),
             ("MESSENGER_PAGE_ACCESS_TOKEN", "m"),
+            ("TEAMS_APP_ID", "a"),
+            ("TEAMS_APP_PASSWORD", "p"),
         ],
         &[("D360_API_KEY", "d")],
     ];
@@ -133,6 +135,7 @@ fn doctor_lists_every_variable_and_never_a_secret_value() {
         .collect();
     let mut vars: Vec<(&str, &str)> = secrets.iter().map(|(n, v)| (*n, v.as_str())).collect();
     vars.push(("WHATSAPP_PHONE_NUMBER_ID", "123"));
+    vars.push(("TEAMS_APP_ID", "00000000-0000-0000-0000-000000000001"));
     let map: HashMap<&str, &str> = vars.into_iter().collect();
     let config =
         Config::from_lookup(&|n| map.get(n).map(|v| v.to_string()), None).expect("valid secrets");

@@ -51,6 +51,10 @@ fn platforms(op: &Operator, only: Option<Platform>) -> Vec<Value> {
             Platform::Messenger,
             d.messenger.is_some().then_some("send api"),
         ),
+        (
+            Platform::Teams,
+            d.teams.is_some().then_some("bot connector"),
+        ),
     ]
     .into_iter()
     .filter(|(p, _)| only.is_none_or(|o| o == *p))

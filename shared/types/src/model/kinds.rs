@@ -55,6 +55,9 @@ pub enum Platform {
     Sms,
     /// Facebook Messenger, through Meta's Messenger Platform (a Facebook Page's inbox).
     Messenger,
+    /// Microsoft Teams, through the Bot Framework: the chat is a conversation on a regional
+    /// Connector service.
+    Teams,
     /// A Forge's signed wake (`POST /agents/forge`): an internal agent runs the agent loop
     /// against the Forge's MCP surface and acts through its tools. No user, no credit, no
     /// session; the run's final text goes nowhere (docs/agents.md, "Hermes as a Forge agent").
@@ -62,7 +65,7 @@ pub enum Platform {
 }
 
 impl Platform {
-    pub const ALL: [Platform; 9] = [
+    pub const ALL: [Platform; 10] = [
         Platform::Api,
         Platform::Rest,
         Platform::Telegram,
@@ -71,6 +74,7 @@ impl Platform {
         Platform::Slack,
         Platform::Sms,
         Platform::Messenger,
+        Platform::Teams,
         Platform::Forge,
     ];
 
@@ -84,6 +88,7 @@ impl Platform {
             Platform::Slack => "slack",
             Platform::Sms => "sms",
             Platform::Messenger => "messenger",
+            Platform::Teams => "teams",
             Platform::Forge => "forge",
         }
     }
@@ -102,6 +107,7 @@ impl Platform {
                 | Platform::Slack
                 | Platform::Sms
                 | Platform::Messenger
+                | Platform::Teams
         )
     }
 }
