@@ -28,7 +28,7 @@ const ED_SEED: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8";
 /// The Python with PyJWT: `HERMES_PYJWT_PYTHON` (scripts/test installs a pinned one and sets
 /// it), else `python3` if it has PyJWT and cryptography. Without either the tests are skipped
 /// (said on stderr), except in CI.
-async fn pyjwt() -> Option<String> {
+pub(crate) async fn pyjwt() -> Option<String> {
     if let Ok(path) = std::env::var("HERMES_PYJWT_PYTHON") {
         return Some(path);
     }
@@ -50,7 +50,7 @@ async fn pyjwt() -> Option<String> {
 }
 
 /// What `tests/jwt/mint.py` prints for `ask`.
-async fn mint(python: &str, ask: Value) -> String {
+pub(crate) async fn mint(python: &str, ask: Value) -> String {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/jwt/mint.py");
     let mut child = tokio::process::Command::new(python)
         .arg(script)

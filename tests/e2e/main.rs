@@ -82,6 +82,7 @@ mod slow_clients;
 mod sms;
 mod statuses;
 mod streaming;
+mod teams;
 mod telegram_groups;
 mod tenants;
 mod testkit;

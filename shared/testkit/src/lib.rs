@@ -37,6 +37,7 @@ pub mod otlp;
 mod process;
 mod requests;
 mod slack;
+mod teams;
 pub mod tls;
 mod twilio;
 
@@ -65,6 +66,10 @@ pub use requests::{App, meta_signature, status_and_json};
 pub use slack::{
     SLACK_BOT_USER, SlackOk, slack_api_base, slack_dm, slack_event, slack_fake, slack_headers,
     slack_headers_at, slack_mention, slack_method, slack_ok, slack_posts, slack_refusal,
+};
+pub use teams::{
+    TEAMS_ACCESS_TOKEN, TEAMS_APP_ID, TEAMS_BOT, TeamsCreated, teams_activities,
+    teams_channel_message, teams_fake, teams_message, teams_posted, teams_service_url,
 };
 pub use twilio::{
     TWILIO_FROM, TWILIO_SID, TWILIO_TOKEN, TwilioCreated, twilio_created, twilio_fake,
