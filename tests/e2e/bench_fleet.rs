@@ -19,7 +19,7 @@ async fn a_short_fixed_rate_run_keeps_its_ledger() {
             "--rounds",
             "1",
             "--kind",
-            "chat,chat-stream,responses,runs,telegram,slack,sms,messenger",
+            "chat,chat-stream,responses,runs,telegram,slack,sms,messenger,teams",
             "--with-floor",
             "--serial",
             "5",
@@ -37,6 +37,7 @@ async fn a_short_fixed_rate_run_keeps_its_ledger() {
         "slack ",
         "sms ",
         "messenger ",
+        "teams ",
         "floor ",
     ] {
         assert!(

@@ -171,6 +171,11 @@ pub fn messenger_psid(n: i64) -> i64 {
     MESSENGER_FROM + n
 }
 
+/// The Teams id a seeded user with Telegram sender number `n` also has.
+pub fn teams_member(n: i64) -> String {
+    format!("29:B{n}")
+}
+
 /// The capped sender of message `i`.
 pub fn capped_sender(i: usize) -> i64 {
     800_000 + (i % CAPPED_USERS) as i64

@@ -433,16 +433,18 @@ pub(crate) async fn seed_users(
             budgets::add_tokens(&tx, user.id, today, daily).await?;
         }
         tx.commit().await?;
-        // Each user is a Telegram chat, a Slack member, an SMS number and a Messenger id
-        // (the fleet bench's chat kinds).
+        // Each user is a Telegram chat, a Slack member, an SMS number, a Messenger id and a
+        // Teams id (the fleet bench's chat kinds).
         let n: i64 = sender.parse()?;
         let (slack, sms) = (load::slack_member(&sender), load::sms_number(n));
         let psid = load::messenger_psid(n).to_string();
+        let teams = load::teams_member(n);
         for (platform, id) in [
             (Platform::Telegram, &sender),
             (Platform::Slack, &slack),
             (Platform::Sms, &sms),
             (Platform::Messenger, &psid),
+            (Platform::Teams, &teams),
         ] {
             users::link_channel(&client, user.id, platform.into(), id, true, None).await?;
         }

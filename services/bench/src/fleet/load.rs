@@ -38,6 +38,9 @@ pub enum Kind {
     /// A Messenger message (a signed Meta webhook) from a linked page-scoped id, answered by
     /// the fleet's Send API call.
     Messenger,
+    /// A Teams personal message (a Bot Framework activity with its JWT) from a linked member,
+    /// answered by the fleet's activity to the Connector.
+    Teams,
 }
 
 impl Kind {
@@ -51,6 +54,7 @@ impl Kind {
             Kind::Slack => "slack",
             Kind::Sms => "sms",
             Kind::Messenger => "messenger",
+            Kind::Teams => "teams",
         }
     }
 }
@@ -84,6 +88,8 @@ pub struct Target {
     pub client: reqwest::Client,
     pub base: String,
     pub chats: Arc<super::ledger::Chats>,
+    /// The fake Teams Connector, and the token Teams' requests carry.
+    pub teams: Arc<super::teams::Connector>,
 }
 
 /// Something that answers requests: the fleet through one kind of request, or the floor
@@ -171,6 +177,7 @@ async fn one(target: &Target, kind: Kind, token: &str) -> Ending {
         Kind::Slack => super::slack::one(client, base, &target.chats, token).await,
         Kind::Sms => super::sms::one(client, base, &target.chats, token).await,
         Kind::Messenger => super::messenger::one(client, base, &target.chats, token).await,
+        Kind::Teams => super::teams::one(client, base, &target.chats, &target.teams, token).await,
         Kind::Chat => {
             let body = json!({"messages": [{"role": "user", "content": token}]});
             let Some(resp) = post(client, base, "/v1/chat/completions", &body).await else {

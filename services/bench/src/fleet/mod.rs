@@ -22,6 +22,7 @@ pub(crate) mod search;
 mod slack;
 mod sms;
 mod soak;
+mod teams;
 mod telegram;
 mod tracing;
 
@@ -138,6 +139,9 @@ async fn run(
     let slack_url = slack::serve(channel.clone()).await?;
     let sms_url = sms::serve(channel.clone()).await?;
     let messenger_url = messenger::serve(channel.clone()).await?;
+    let teams_keys = logs.join("teams-keys.json");
+    let teams = Arc::new(teams::serve(channel.clone(), &teams_keys).await?);
+    let teams_keys = teams_keys.display().to_string();
     crate::faults::seed_users(&scratch.db, telegram::USERS, config).await?;
     let http = free_port()?;
     // One fleet's environment: each fleet of `--tracing` has its own database, namespace
@@ -170,6 +174,11 @@ async fn run(
             ("MESSENGER_APP_SECRET", messenger::APP_SECRET),
             ("MESSENGER_PAGE_ACCESS_TOKEN", messenger::PAGE_TOKEN),
             ("MESSENGER_API_BASE_URL", messenger_url.as_str()),
+            ("TEAMS_APP_ID", teams::APP_ID),
+            ("TEAMS_APP_PASSWORD", teams::APP_PASSWORD),
+            ("TEAMS_OPENID_KEYS", teams_keys.as_str()),
+            ("TEAMS_TOKEN_URL", teams.token_url.as_str()),
+            ("TEAMS_SERVICE_HOSTS", "127.0.0.1"),
             // The fake Bot API has no flood limit, and each linked user sends about once a
             // second at the frontier: what is measured is the fleet, not the pacing.
             ("HERMES_DELIVERY_BOT_PER_SEC", "100000"),
@@ -224,6 +233,7 @@ async fn run(
         client: client.clone(),
         base,
         chats: channel.clone(),
+        teams: teams.clone(),
     };
     let target = target_of(format!("http://127.0.0.1:{http}"));
     if let Some(minutes) = args.soak {

@@ -105,6 +105,28 @@ pub fn check(
     verify(keys, app_id, token, now).map_err(refused)
 }
 
+/// `claims` as a token signed RS256 by the RSA key `key_der` (PKCS#1 DER) under `kid`, as the
+/// Bot Framework signs its own: for tests and the load tool, which list the key's public half
+/// as the fleet's keys. `None` when the key does not read.
+pub fn sign(key_der: &[u8], kid: &str, claims: &serde_json::Value) -> Option<String> {
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use ring::rand::SystemRandom;
+    use ring::signature::{RSA_PKCS1_SHA256, RsaKeyPair};
+
+    let pair = RsaKeyPair::from_der(key_der).ok()?;
+    let header = serde_json::json!({"alg": "RS256", "kid": kid, "typ": "JWT"});
+    let signed = format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(header.to_string()),
+        URL_SAFE_NO_PAD.encode(claims.to_string())
+    );
+    let mut signature = vec![0; pair.public().modulus_len()];
+    let rng = SystemRandom::new();
+    (pair.sign(&RSA_PKCS1_SHA256, &rng, signed.as_bytes(), &mut signature)).ok()?;
+    Some(format!("{signed}.{}", URL_SAFE_NO_PAD.encode(signature)))
+}
+
 /// Whether the token's `serviceurl` claim names the activity's `serviceUrl` (a trailing `/`
 /// aside, and case aside in the scheme and host). A token without the claim matches none.
 pub fn service_url_matches(claim: Option<&str>, activity: Option<&str>) -> bool {

@@ -4,8 +4,6 @@
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use http::HeaderValue;
-use ring::rand::SystemRandom;
-use ring::signature::{RSA_PKCS1_SHA256, RsaKeyPair};
 use serde_json::{Value, json};
 
 use super::*;
@@ -24,20 +22,13 @@ fn keys() -> std::sync::Arc<Keys> {
     Keys::fixed(read_document(&fixture("test-jwks.json")).unwrap())
 }
 
+/// `claims` signed with the test key under `header`'s `kid` (and `alg`, which the signature
+/// does not change: a token claiming another algorithm is still RS256-signed).
 fn sign(header: &Value, claims: &Value) -> String {
-    let pair = RsaKeyPair::from_der(&fixture("test-signing-key.der")).unwrap();
-    let h = URL_SAFE_NO_PAD.encode(header.to_string());
-    let p = URL_SAFE_NO_PAD.encode(claims.to_string());
-    let signed = format!("{h}.{p}");
-    let mut sig = vec![0; pair.public().modulus_len()];
-    pair.sign(
-        &RSA_PKCS1_SHA256,
-        &SystemRandom::new(),
-        signed.as_bytes(),
-        &mut sig,
-    )
-    .unwrap();
-    format!("{signed}.{}", URL_SAFE_NO_PAD.encode(sig))
+    let kid = header["kid"].as_str().unwrap();
+    let token = super::sign(&fixture("test-signing-key.der"), kid, claims).unwrap();
+    let (_, rest) = token.split_once('.').unwrap();
+    format!("{}.{rest}", URL_SAFE_NO_PAD.encode(header.to_string()))
 }
 
 fn claims() -> Value {
