@@ -1,14 +1,27 @@
 //! Fields the platforms send loosely, read leniently: numbers that may be strings, ids that
-//! may be numbers, unix times that may be missing, and the text a shared location becomes.
+//! may be numbers, unix times that may be missing, the kind of a file by its media type, and
+//! the text a shared location becomes.
 //! Each is total: a value of the wrong type reads as absent, never as an error that would
 //! lose the rest of the body.
 
 use chrono::{DateTime, Utc};
+use hermes_types::model::MediaKind;
 use serde::Deserializer;
 use serde::de::Deserialize;
 use serde_json::Value;
 
 use crate::limits::{MAX_FIELD_BYTES, short_field, truncate_utf8};
+
+/// The kind of a file by its media type (`image/png`, …): a document when it names none or
+/// another.
+pub(crate) fn media_kind(mime: Option<&str>) -> MediaKind {
+    match mime.and_then(|m| m.split('/').next()) {
+        Some("image") => MediaKind::Image,
+        Some("audio") => MediaKind::Audio,
+        Some("video") => MediaKind::Video,
+        _ => MediaKind::Document,
+    }
+}
 
 /// An integer that may arrive as a JSON number or a numeric string (WhatsApp sends unix
 /// timestamps as strings). Anything else — float, bool, garbage — is `None`, not an error.

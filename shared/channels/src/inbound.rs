@@ -261,6 +261,7 @@ pub(crate) mod tests {
             ),
             ("MESSENGER_APP_SECRET", "m"),
             ("MESSENGER_VERIFY_TOKEN", "mv"),
+            ("TEAMS_APP_ID", "c9e8c047-2a74-40a2-b28a-b162d5f5327c"),
         ]));
         for h in &hooks {
             assert!(h.enabled(), "{}", h.path());

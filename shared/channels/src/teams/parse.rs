@@ -18,13 +18,14 @@
 //! Total over its input: a body that is not a JSON object is `Err`; an activity that does
 //! not read as a message is skipped, never a panic.
 
-use hermes_types::model::{ChatKind, Inbound, Media, MediaKind, MessageEvent, Platform};
+use hermes_types::model::{ChatKind, Inbound, Media, MessageEvent, Platform};
 use serde::Deserialize;
 use serde_json::Value;
 use url::Url;
 
 use super::chat::{TeamsChat, is_conversation_id};
 use crate::decode::{ParseError, decode};
+use crate::fields::media_kind;
 use crate::inbound::Skip;
 use crate::limits::{
     MAX_ATTACHMENTS, MAX_FIELD_BYTES, MAX_ITEMS, short_field, text_field, truncate_utf8,
@@ -167,12 +168,7 @@ fn attachments(raw: Vec<Value>) -> Vec<Media> {
             } else {
                 return None;
             };
-            let kind = match mime.as_deref().and_then(|m| m.split('/').next()) {
-                Some("image") => MediaKind::Image,
-                Some("audio") => MediaKind::Audio,
-                Some("video") => MediaKind::Video,
-                _ => MediaKind::Document,
-            };
+            let kind = media_kind(mime.as_deref());
             Some(Media {
                 kind,
                 platform_id: None,

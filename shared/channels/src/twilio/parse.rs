@@ -14,10 +14,11 @@
 use std::collections::HashMap;
 
 use chrono::Utc;
-use hermes_types::model::{Inbound, Media, MediaKind, MessageEvent, Platform};
+use hermes_types::model::{Inbound, Media, MessageEvent, Platform};
 use serde_json::json;
 
 use super::keywords::{Keyword, keyword};
+use crate::fields::media_kind;
 use crate::inbound::{Answer, Consent, Received, Skip};
 use crate::limits::{MAX_ATTACHMENTS, short_field, text_field};
 use crate::statuses::{DeliveryStatus, MAX_ERROR_TITLE_CHARS, StatusUpdate};
@@ -112,12 +113,7 @@ fn media(form: &Form) -> Vec<Media> {
         .filter_map(|i| {
             let url = form.short(&format!("MediaUrl{i}"))?;
             let mime = form.short(&format!("MediaContentType{i}"));
-            let kind = match mime.as_deref().and_then(|m| m.split('/').next()) {
-                Some("image") => MediaKind::Image,
-                Some("audio") => MediaKind::Audio,
-                Some("video") => MediaKind::Video,
-                _ => MediaKind::Document,
-            };
+            let kind = media_kind(mime.as_deref());
             Some(Media {
                 kind,
                 platform_id: Some(url),

@@ -1,5 +1,7 @@
 //! Teams' activities, from the shapes of Microsoft's published examples.
 
+use hermes_types::model::MediaKind;
+
 use super::*;
 
 fn fixture(name: &str) -> Vec<u8> {

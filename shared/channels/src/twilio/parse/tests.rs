@@ -1,6 +1,8 @@
 //! The parser on Twilio's published webhook shapes (fixtures in
 //! `tests/fixtures/twilio/`, form bodies as Twilio posts them).
 
+use hermes_types::model::MediaKind;
+
 use super::*;
 use crate::twilio::verify::form_params;
 
