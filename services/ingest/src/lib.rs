@@ -2,6 +2,7 @@
 //! `HERMES_HTTP_ADDR`, publishes accepted messages to `{ns}.router` with confirms, and
 //! holds each caller until its run's outcome arrives on the run event stream.
 
+mod a2a;
 mod accept;
 mod agent_mcp;
 mod auth;
@@ -285,6 +286,14 @@ pub fn app(state: AppState) -> Router {
             workspaces::put_workspace,
         )
         .route(Verb::Put, "/settings/secrets", workspaces::put_global);
+    // A2A per workspace (docs/a2a.md): its JSON-RPC route and its agent card.
+    let a2a = Surface::default()
+        .route(Verb::Post, "/workspaces/{id}/a2a", a2a::rpc)
+        .route(
+            Verb::Get,
+            format!("/workspaces/{{id}}/a2a/{}", a2a::CARD_PATH),
+            a2a::agent_card,
+        );
     // The agent MCP surface checks its own callers (JSON-RPC refusals have their own shape),
     // from the key resolved before the slot.
     let mcp = agent_mcp::surface()
@@ -302,6 +311,7 @@ pub fn app(state: AppState) -> Router {
         run_routes.mounted(),
         jobs.mounted(),
         workspaces.mounted(),
+        a2a.mounted(),
     ]
     .concat();
     let cors = cors::Origins::new(&state.ctx.config.ingest.api.cors_origins);
@@ -332,7 +342,7 @@ pub fn app(state: AppState) -> Router {
         .into_router()
         .route_layer(idempotent.clone())
         .route_layer(slot.clone())
-        .route_layer(key_slot)
+        .route_layer(key_slot.clone())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             rest::require_run_caller,
@@ -344,6 +354,15 @@ pub fn app(state: AppState) -> Router {
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             rest::require_jobs_caller,
+        ));
+    let a2a = a2a
+        .into_router()
+        .route_layer(idempotent.clone())
+        .route_layer(slot.clone())
+        .route_layer(key_slot)
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            rest::require_a2a_caller,
         ));
     let workspaces = workspaces
         .into_router()
@@ -379,6 +398,7 @@ pub fn app(state: AppState) -> Router {
             .merge(run_routes)
             .merge(jobs)
             .merge(workspaces)
+            .merge(a2a)
             .route("/openapi.json", get(openapi::document))
     } else {
         served

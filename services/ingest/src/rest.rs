@@ -163,6 +163,13 @@ pub async fn require_operator_caller(
     open_or_authorize(app, req, next, &[KeyScope::Operator]).await
 }
 
+/// Middleware of A2A (`/workspaces/{id}/a2a` and its agent card, docs/a2a.md): the
+/// operator key or a key with the `a2a` scope; without an `API_SERVER_KEY` (loopback only) a
+/// request without a key is the operator's.
+pub async fn require_a2a_caller(State(app): State<AppState>, req: Request, next: Next) -> Response {
+    open_or_authorize(app, req, next, &[KeyScope::A2a]).await
+}
+
 /// Middleware of `/api/jobs`: a [`Caller`] with the `jobs` scope.
 pub async fn require_jobs_caller(
     State(app): State<AppState>,
@@ -231,7 +238,7 @@ async fn authorize(app: AppState, mut req: Request, next: Next, scopes: &[KeySco
     {
         let surface = match scope {
             KeyScope::Messages => Platform::Rest,
-            KeyScope::Chat | KeyScope::Jobs | KeyScope::Operator => Platform::Api,
+            KeyScope::Chat | KeyScope::Jobs | KeyScope::Operator | KeyScope::A2a => Platform::Api,
         };
         app.ctx
             .metrics

@@ -45,14 +45,18 @@ pub enum KeyScope {
     /// The operator MCP server at `/mcp` (docs/operator-mcp.md): every conversation of the
     /// install, sending to any known chat, answering approvals. Never a default.
     Operator,
+    /// A2A per workspace: `POST /workspaces/{id}/a2a` and its agent card (docs/a2a.md), its
+    /// own tasks only.
+    A2a,
 }
 
 impl KeyScope {
-    pub const ALL: [KeyScope; 4] = [
+    pub const ALL: [KeyScope; 5] = [
         KeyScope::Messages,
         KeyScope::Chat,
         KeyScope::Jobs,
         KeyScope::Operator,
+        KeyScope::A2a,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -61,6 +65,7 @@ impl KeyScope {
             KeyScope::Chat => "chat",
             KeyScope::Jobs => "jobs",
             KeyScope::Operator => "operator",
+            KeyScope::A2a => "a2a",
         }
     }
 
@@ -80,7 +85,7 @@ impl std::str::FromStr for KeyScope {
 
     fn from_str(s: &str) -> Result<Self, String> {
         Self::parse(s)
-            .ok_or_else(|| format!("{s:?} is not a scope (messages, chat, jobs, operator)"))
+            .ok_or_else(|| format!("{s:?} is not a scope (messages, chat, jobs, operator, a2a)"))
     }
 }
 

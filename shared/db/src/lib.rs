@@ -1,6 +1,7 @@
 //! PostgreSQL, the truth (docs/architecture.md#9-postgresql): the connection pool, the schema-version check that
 //! keeps services off an older schema, idempotency records, and the outbox.
 
+pub mod a2a_tasks;
 pub mod agent_inbox;
 pub mod agents;
 pub mod api_keys;

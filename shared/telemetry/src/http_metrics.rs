@@ -21,6 +21,9 @@ pub struct HttpMetrics {
     pub idempotency: IntCounterVec,
     /// Requests waiting for the first request with their `Idempotency-Key` to answer.
     pub idempotency_waiting: IntGauge,
+    /// A2A JSON-RPC calls (docs/a2a.md), by method as called and outcome (`ok`, or the
+    /// error's name).
+    pub a2a_requests: IntCounterVec,
 }
 
 impl HttpMetrics {
@@ -62,6 +65,12 @@ impl HttpMetrics {
                 r,
                 "hermes_idempotency_waiting",
                 "Requests waiting for the first request with their Idempotency-Key to answer.",
+            ),
+            a2a_requests: counter_vec(
+                r,
+                "hermes_a2a_requests_total",
+                "A2A JSON-RPC calls by method (message/send, SendMessage, ...; unknown for another) and outcome (ok, or the JSON-RPC error's name: parse_error, invalid_request, method_not_found, invalid_params, task_not_found, task_not_cancelable, ...).",
+                &["method", "outcome"],
             ),
         }
     }

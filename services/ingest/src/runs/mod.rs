@@ -300,7 +300,12 @@ pub async fn stop(
     }
 }
 
-async fn ask_to_stop(app: &AppState, caller: &Caller, id: &str) -> Result<RunId, ApiError> {
+/// Record a stop of the run `id` as `caller` may (the A2A cancel is this too).
+pub(crate) async fn ask_to_stop(
+    app: &AppState,
+    caller: &Caller,
+    id: &str,
+) -> Result<RunId, ApiError> {
     let (run, found) = find(app, caller, id).await?;
     let row = match found {
         Found::Row(row) => row,

@@ -168,13 +168,16 @@ fn api_request(
     messages: Vec<ChatMessage>,
     tools: Vec<ToolSpec>,
 ) -> LlmRequest {
-    // API callers have no agent: the tier's chain and the global provider secrets apply.
+    // API callers have no agent: the tier's chain and the global provider secrets apply,
+    // or an A2A task's workspace's.
     LlmRequest {
         tools,
         requested_model: inbound.requested_model.clone(),
         params: inbound.params.clone(),
         stream: inbound.stream,
         api_key: inbound.api_key_id,
+        // An A2A task's workspace: its provider secrets apply (docs/a2a.md).
+        workspace: inbound.workspace,
         // The tools stage refuses what the policy forbids, whatever the model asks for.
         policy: inbound.policy.clone(),
         ..LlmRequest::new(inbound.reply_to(), tier, chain, messages)

@@ -193,6 +193,10 @@ pub struct Inbound {
     /// instead of holding it again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst: Option<u32>,
+    /// OpenAI-compatible API (an A2A task, docs/a2a.md): the workspace whose provider
+    /// secrets the run's model calls use; `None`: the install's global ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<WorkspaceId>,
 }
 
 /// What ingest settled about a Forge wake before queueing it (docs/agents.md, "Hermes as a
@@ -231,6 +235,7 @@ impl Inbound {
             chat_kind: ChatKind::Direct,
             quote: None,
             burst: None,
+            workspace: None,
         }
     }
 

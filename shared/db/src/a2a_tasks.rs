@@ -1,0 +1,136 @@
+//! A2A tasks (docs/a2a.md): each task is a run (its id is the run's), linked here to the
+//! workspace and the context (`contextId`) it was sent in, with the key that sent it and
+//! the text it sent. The run's row holds its status and answer; a context's earlier tasks,
+//! read back in order, are the history a new message of the context is answered with.
+
+use hermes_types::ids::{ApiKeyId, RunId, WorkspaceId};
+
+use super::{Client, DbError};
+
+/// A task as ingest records it, before its run is handed to the broker.
+pub struct NewTask<'a> {
+    pub run_id: RunId,
+    pub workspace_id: WorkspaceId,
+    /// The key that sent it (`None`: the operator key).
+    pub api_key_id: Option<ApiKeyId>,
+    pub context_id: &'a str,
+    pub message_id: &'a str,
+    pub input: &'a str,
+}
+
+/// Record a task.
+pub async fn insert(client: &Client, t: &NewTask<'_>) -> Result<(), DbError> {
+    client
+        .execute(
+            &crate::stmt(
+                client,
+                "INSERT INTO a2a_tasks (run_id, workspace_id, api_key_id, context_id, message_id, input)
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .await?,
+            &[
+                &t.run_id.as_uuid(),
+                &t.workspace_id,
+                &t.api_key_id,
+                &t.context_id,
+                &t.message_id,
+                &t.input,
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
+/// A recorded task.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredTask {
+    pub run_id: RunId,
+    pub context_id: String,
+    pub message_id: String,
+    pub input: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// The task `run_id` of `workspace`, as `viewer` may see it: a key its own tasks, the
+/// operator key (`None`) every one.
+pub async fn get(
+    client: &Client,
+    workspace: WorkspaceId,
+    run_id: RunId,
+    viewer: Option<ApiKeyId>,
+) -> Result<Option<StoredTask>, DbError> {
+    let row = client
+        .query_opt(
+            &crate::stmt(
+                client,
+                "SELECT context_id, message_id, input, created_at FROM a2a_tasks
+                 WHERE workspace_id = $1 AND run_id = $2
+                   AND ($3::uuid IS NULL OR api_key_id = $3)",
+            )
+            .await?,
+            &[&workspace, &run_id.as_uuid(), &viewer],
+        )
+        .await?;
+    Ok(row.map(|r| StoredTask {
+        run_id,
+        context_id: r.get(0),
+        message_id: r.get(1),
+        input: r.get(2),
+        created_at: r.get(3),
+    }))
+}
+
+/// One earlier turn of a context: what was sent and, when its run completed, the answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Turn {
+    pub input: String,
+    pub answer: Option<String>,
+}
+
+/// The latest `limit` tasks of `context` in `workspace` that `viewer` sent, oldest first,
+/// with their runs' answers: the history a new message of the context is answered with.
+pub async fn context_turns(
+    client: &Client,
+    workspace: WorkspaceId,
+    context: &str,
+    viewer: Option<ApiKeyId>,
+    limit: i64,
+) -> Result<Vec<Turn>, DbError> {
+    // The operator key's context is its own: `viewer` NULL matches only NULL here, so two
+    // callers naming the same contextId never share a history.
+    let rows = client
+        .query(
+            &crate::stmt(
+                client,
+                "SELECT input, answer FROM (
+                     SELECT t.input, t.created_at,
+                            CASE WHEN r.status = 'completed' THEN r.output_text END AS answer
+                     FROM a2a_tasks t LEFT JOIN agent_runs r ON r.id = t.run_id
+                     WHERE t.workspace_id = $1 AND t.context_id = $2
+                       AND t.api_key_id IS NOT DISTINCT FROM $3
+                     ORDER BY t.created_at DESC LIMIT $4) recent
+                 ORDER BY created_at",
+            )
+            .await?,
+            &[&workspace, &context, &viewer, &limit],
+        )
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| Turn {
+            input: r.get(0),
+            answer: r.get(1),
+        })
+        .collect())
+}
+
+/// Forget the task of a run the broker never took: no run answers it.
+pub async fn forget(client: &Client, run_id: RunId) -> Result<(), DbError> {
+    client
+        .execute(
+            &crate::stmt(client, "DELETE FROM a2a_tasks WHERE run_id = $1").await?,
+            &[&run_id.as_uuid()],
+        )
+        .await?;
+    Ok(())
+}
