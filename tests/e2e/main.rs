@@ -1,5 +1,6 @@
 //! End-to-end tests of the fleet through its public surfaces, against the real servers.
 
+mod a2a;
 mod agent_mcp;
 mod agent_mcp_drafts;
 mod agent_mcp_refusals;

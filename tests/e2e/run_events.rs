@@ -273,7 +273,7 @@ async fn events_resume_on_another_ingest_exactly_once_and_chat_streams_tell_of_t
 /// An HTTP server that holds each request's answer until the test releases it: a tool call
 /// the test keeps in flight as long as it needs. Each request is told on `arrived` when it is
 /// in, and answered after one message on `release`.
-async fn gate() -> (u16, mpsc::Receiver<()>, mpsc::Sender<()>) {
+pub(crate) async fn gate() -> (u16, mpsc::Receiver<()>, mpsc::Sender<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let (arrived_tx, arrived) = mpsc::channel(4);
@@ -301,7 +301,7 @@ async fn gate() -> (u16, mpsc::Receiver<()>, mpsc::Sender<()>) {
 }
 
 /// Wait until the next request is in the gate.
-async fn in_gate(arrived: &mut mpsc::Receiver<()>) {
+pub(crate) async fn in_gate(arrived: &mut mpsc::Receiver<()>) {
     tokio::time::timeout(Duration::from_secs(30), arrived.recv())
         .await
         .expect("the tool call reaches the gate")

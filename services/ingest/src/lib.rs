@@ -291,7 +291,7 @@ pub fn app(state: AppState) -> Router {
         .route(Verb::Post, "/workspaces/{id}/a2a", a2a::rpc)
         .route(
             Verb::Get,
-            format!("/workspaces/{{id}}/a2a/{}", a2a::CARD_PATH),
+            "/workspaces/{id}/a2a/.well-known/agent-card.json",
             a2a::agent_card,
         );
     // The agent MCP surface checks its own callers (JSON-RPC refusals have their own shape),

@@ -27,6 +27,7 @@ const FRAGMENTS: &[(&str, &str)] = &[
         "workspaces.json",
         include_str!("../openapi/workspaces.json"),
     ),
+    ("a2a.json", include_str!("../openapi/a2a.json")),
     ("agent_mcp.json", include_str!("../openapi/agent_mcp.json")),
     (
         "operator_mcp.json",

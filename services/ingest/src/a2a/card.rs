@@ -14,9 +14,6 @@ use serde_json::{Value, json};
 
 use super::rpc::Version;
 
-/// The path of the card under an agent's URL, as both versions name it.
-pub const CARD_PATH: &str = ".well-known/agent-card.json";
-
 /// The workspace's A2A URL as the caller reached this replica.
 pub fn a2a_url(headers: &HeaderMap, workspace: &Workspace) -> String {
     let host = headers

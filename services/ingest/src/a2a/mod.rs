@@ -39,8 +39,6 @@ use crate::rest::Caller;
 use crate::{AppState, api_body};
 use rpc::{Code, Op, RpcError, Version};
 
-pub use card::CARD_PATH;
-
 /// Largest JSON-RPC body read (the API's own limit applies when it is lower): a message of
 /// [`message::MAX_PARTS`] parts of at most [`message::MAX_TEXT_BYTES`] together fits.
 const MAX_BODY_BYTES: usize = 256 * 1024;
