@@ -27,6 +27,7 @@ pub enum Table {
     Responses,
     ForgeDeliveries,
     WhatsappWindows,
+    A2aTasks,
 }
 
 impl Table {
@@ -45,6 +46,7 @@ impl Table {
             Table::Responses => "responses",
             Table::ForgeDeliveries => "forge_deliveries",
             Table::WhatsappWindows => "whatsapp_windows",
+            Table::A2aTasks => "a2a_tasks",
         }
     }
 }
@@ -126,6 +128,12 @@ fn batch_sql(table: Table) -> String {
             format!("whatsapp_windows WHERE last_inbound_at < {CUTOFF}"),
             "last_inbound_at",
         ),
+        // What A2A callers sent (docs/a2a.md): kept as long as the conversations' messages.
+        Table::A2aTasks => (
+            "run_id",
+            format!("a2a_tasks WHERE created_at < {CUTOFF}"),
+            "created_at",
+        ),
         Table::CreditLedger => unreachable!("the ledger is summarised, not deleted"),
     };
     let name = table.as_str();
@@ -138,9 +146,10 @@ fn batch_sql(table: Table) -> String {
 
 /// The tables of each family with its retention in days, in the order they are swept
 /// (messages before their sessions, events and responses before their runs).
-fn families(r: &Retention) -> [(Table, u32); 12] {
+fn families(r: &Retention) -> [(Table, u32); 13] {
     [
         (Table::Interactions, r.conversations_days),
+        (Table::A2aTasks, r.conversations_days),
         (Table::WhatsappWindows, r.conversations_days),
         (Table::Events, r.conversations_days),
         (Table::Sessions, r.conversations_days),
