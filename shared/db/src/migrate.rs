@@ -180,6 +180,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0033_dreams",
         sql: include_str!("../../../migrations/0033_dreams.sql"),
     },
+    Migration {
+        version: 34,
+        name: "0034_api_sessions",
+        sql: include_str!("../../../migrations/0034_api_sessions.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.
