@@ -477,7 +477,7 @@ async fn a_response_whose_message_was_refused_is_not_kept() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_continues_a_stored_response_and_only_its_own_keys() {
+async fn a_run_continues_a_stored_response_in_its_session_and_only_its_own_keys() {
     let provider = MockServer::start().await;
     // Runs always stream from the model; the response is answered whole.
     Mock::given(method("POST"))
@@ -549,5 +549,91 @@ async fn a_run_continues_a_stored_response_and_only_its_own_keys() {
         2,
         "no model call for a refused run"
     );
+
+    // A chain is one conversation: the run and a response continuing the first carry on its
+    // session row, and a response that continues nothing opens its own.
+    let (status, second) = fleet
+        .post_responses(
+            &alice,
+            &json!({"input": "and again", "previous_response_id": first["id"]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{second}");
+    let (status, apart) = fleet
+        .post_responses(&alice, &json!({"input": "something else"}))
+        .await;
+    assert_eq!(status, 200, "{apart}");
+    let client = env.db().get().await.unwrap();
+    let session_of = |id: &Value| {
+        let id = hermes_types::ids::ResponseId::parse_wire(id.as_str().unwrap()).unwrap();
+        let client = &client;
+        async move {
+            client
+                .query_one(
+                    "SELECT r.session_id FROM responses p JOIN agent_runs r ON r.id = p.run_id
+                     WHERE p.id = $1",
+                    &[&id],
+                )
+                .await
+                .unwrap()
+                .get::<_, Option<uuid::Uuid>>(0)
+                .expect("a routed run has its session")
+        }
+    };
+    let chain = session_of(&first["id"]).await;
+    assert_eq!(session_of(&second["id"]).await, chain);
+    let run_session: Option<uuid::Uuid> = client
+        .query_one(
+            "SELECT session_id FROM agent_runs WHERE id = $1::text::uuid",
+            &[&run],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(run_session, Some(chain));
+    assert_ne!(session_of(&apart["id"]).await, chain);
+    // The chain's session is the key's, with no user: operators see it as one conversation
+    // of three runs.
+    let row = client
+        .query_one(
+            "SELECT s.user_id IS NULL, s.api_key_id = k.id,
+                    (SELECT count(*) FROM agent_runs r WHERE r.session_id = s.id)
+             FROM sessions s, api_keys k WHERE s.id = $1 AND k.name = 'alice'",
+            &[&chain],
+        )
+        .await
+        .unwrap();
+    let (no_user, alices, runs): (bool, bool, i64) = (row.get(0), row.get(1), row.get(2));
+    assert!(no_user && alices, "an API session belongs to its key");
+    assert_eq!(
+        runs, 3,
+        "the first response, the run and the second response"
+    );
+
+    // Operators see it so: one API conversation of the key, its six messages, no user.
+    let (_, op_key) = crate::operator_mcp::key_with(&env, &[KeyScope::Operator]).await;
+    let mcp = crate::agent_mcp::Mcp::operator(&fleet, &op_key);
+    let listed = mcp
+        .ok("conversations_list", json!({"platform": "api"}))
+        .await;
+    let listed = listed["conversations"].as_array().unwrap();
+    assert_eq!(
+        listed.len(),
+        2,
+        "the chain and the response apart: {listed:?}"
+    );
+    let shown = listed
+        .iter()
+        .find(|c| c["conversation_id"] == json!(chain))
+        .expect("the chain is listed");
+    assert_eq!(shown["messages"], 6, "{shown}");
+    assert!(
+        shown["user"].is_null() && shown["api_key_id"].is_string(),
+        "{shown}"
+    );
+    let detail = mcp
+        .ok("conversation_get", json!({"conversation_id": chain}))
+        .await;
+    assert_eq!(detail["open_runs"], json!([]), "{detail}");
     fleet.stop().await.unwrap();
 }

@@ -16,8 +16,8 @@ use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 use hermes_types::model::{
-    CallParams, ChatMessage, FailureCode, FinishReason, Inbound, MessageEvent, Outcome, Platform,
-    Role, Usage,
+    ApiSession, CallParams, ChatMessage, FailureCode, FinishReason, Inbound, MessageEvent, Outcome,
+    Platform, Role, Usage,
 };
 use hermes_types::trace::TraceParent;
 
@@ -80,6 +80,7 @@ async fn handle(
             model: request.model.clone(),
             params: request.params,
             stream: request.stream,
+            api_session: None,
         },
     )
     .await?;
@@ -170,6 +171,8 @@ pub(crate) struct Turns {
     pub model: Option<String>,
     pub params: CallParams,
     pub stream: bool,
+    /// The session of turns that can be continued (see [`Inbound::api_session`]).
+    pub api_session: Option<ApiSession>,
 }
 
 /// Hand an API caller's turns to the router as run `run`, durably (the broker confirmed
@@ -202,6 +205,7 @@ pub(crate) async fn publish(
         api_key_id: caller.key_id(),
         params: turns.params,
         stream: turns.stream,
+        api_session: turns.api_session,
         ..Inbound::of(MessageEvent {
             platform: Platform::Api,
             sender_id: "api".into(),

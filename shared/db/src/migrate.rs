@@ -181,6 +181,11 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../../migrations/0033_dreams.sql"),
     },
     Migration {
+        version: 34,
+        name: "0034_api_sessions",
+        sql: include_str!("../../../migrations/0034_api_sessions.sql"),
+    },
+    Migration {
         version: 36,
         name: "0036_a2a",
         sql: include_str!("../../../migrations/0036_a2a.sql"),

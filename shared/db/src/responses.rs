@@ -4,7 +4,7 @@
 //! replica closed its run. A response stored with `store: false` is kept only as the link
 //! between its run and its caller: it is never read back, chained to or shown.
 
-use hermes_types::ids::{ApiKeyId, ResponseId, RunId};
+use hermes_types::ids::{ApiKeyId, ResponseId, RunId, SessionId};
 use hermes_types::model::{CallParams, ChatMessage};
 
 use super::{Client, DbError};
@@ -148,6 +148,14 @@ pub struct Turn {
     pub answer: Option<String>,
     /// The tool round the run made (empty when none).
     pub transcript: Vec<ChatMessage>,
+    /// The session the run was routed into (`None` until it is routed).
+    pub session: Option<SessionId>,
+}
+
+/// The session a chain's conversation lives in: that of its newest routed run (docs/api.md,
+/// "Responses": a chain is one conversation, for memory and history too).
+pub fn session_of(chain: &[Turn]) -> Option<SessionId> {
+    chain.iter().rev().find_map(|t| t.session)
 }
 
 /// The chain that ends with the stored response `last`, oldest first. The chain stops at a
@@ -165,7 +173,8 @@ pub async fn chain(client: &Client, last: ResponseId) -> Result<Vec<Turn>, DbErr
                      FROM responses p JOIN c ON p.id = c.previous_response_id
                      WHERE p.store AND c.depth < $2)
                  SELECT c.id, c.input,
-                        CASE WHEN r.status = 'completed' THEN r.output_text END, r.transcript
+                        CASE WHEN r.status = 'completed' THEN r.output_text END, r.transcript,
+                        r.session_id
                  FROM c LEFT JOIN agent_runs r ON r.id = c.run_id
                  ORDER BY c.depth DESC",
             )
@@ -180,6 +189,7 @@ pub async fn chain(client: &Client, last: ResponseId) -> Result<Vec<Turn>, DbErr
             input: r.get(1),
             answer: r.get(2),
             transcript: transcript_of(r.get(3)),
+            session: r.get(4),
         })
         .collect())
 }

@@ -320,6 +320,25 @@ pub async fn advance(tx: &Transaction<'_>, id: RunId, status: RunStatus) -> Resu
     Ok(())
 }
 
+/// Put run `id` in session `session`: an API run of a chain of responses, which has no
+/// user and so no [`Routing`] (docs/api.md, "Responses").
+pub async fn set_session(
+    tx: &Transaction<'_>,
+    id: RunId,
+    session: SessionId,
+) -> Result<(), DbError> {
+    tx.execute(
+        &crate::stmt(
+            tx,
+            "UPDATE agent_runs SET session_id = $2, updated_at = now() WHERE id = $1",
+        )
+        .await?,
+        &[&id.as_uuid(), &session],
+    )
+    .await?;
+    Ok(())
+}
+
 /// A run as stored.
 #[derive(Clone, Debug)]
 pub struct RunRow {

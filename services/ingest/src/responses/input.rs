@@ -489,26 +489,32 @@ mod tests {
             },
             ChatMessage::tool_result("call_1", "noon"),
         ];
+        let routed = hermes_types::ids::SessionId::new();
         let chain = [
             Turn {
                 id: ResponseId::new(),
                 input: json!("what time is it?"),
                 answer: Some("It is noon.".into()),
                 transcript: round.clone(),
+                session: Some(routed),
             },
             Turn {
                 id: ResponseId::new(),
                 input: json!("and now?"),
                 answer: None,
                 transcript: Vec::new(),
+                session: Some(routed),
             },
             Turn {
                 id: ResponseId::new(),
                 input: json!([{"role": "user", "content": "thanks"}]),
                 answer: Some("You are welcome.".into()),
                 transcript: Vec::new(),
+                // Not routed yet: the chain's session is still the one before.
+                session: None,
             },
         ];
+        assert_eq!(hermes_db::responses::session_of(&chain), Some(routed));
         let h = history(&chain);
         let mut expected = vec![ChatMessage::text(Role::User, "what time is it?")];
         expected.extend(round);

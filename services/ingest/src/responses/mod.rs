@@ -21,8 +21,8 @@ use axum::response::{IntoResponse, Response};
 use hermes_db::responses::{self, NewResponse};
 use hermes_db::runs::{self, RunStatus};
 use hermes_runtime::http::{ApiError, ApiErrorCode};
-use hermes_types::ids::{ResponseId, RunId};
-use hermes_types::model::{ChatMessage, Role};
+use hermes_types::ids::{ResponseId, RunId, SessionId};
+use hermes_types::model::{ApiSession, ChatMessage, Role};
 use serde_json::json;
 
 use crate::chat::{self, Turns};
@@ -83,6 +83,14 @@ async fn chained_to(
     }
 }
 
+/// What a run continuing a stored response starts from.
+pub(crate) struct Earlier {
+    /// The conversation of the response and the ones it chains to.
+    pub history: Vec<ChatMessage>,
+    /// The session that conversation lives in, which the run carries on.
+    pub session: Option<SessionId>,
+}
+
 /// The conversation of the stored response `previous` and the ones it chains to, for a run
 /// that continues it (`POST /v1/runs` with `previous_response_id`): 404
 /// `previous_response_not_found` as for a chained response.
@@ -90,15 +98,21 @@ pub(crate) async fn conversation_before(
     app: &AppState,
     caller: &Caller,
     previous: &str,
-) -> Result<Vec<ChatMessage>, ApiError> {
+) -> Result<Earlier, ApiError> {
     let client = app.ctx.db.get().await.map_err(|_| unavailable())?;
     let Some(id) = chained_to(&client, caller, Some(previous), None).await? else {
-        return Ok(Vec::new());
+        return Ok(Earlier {
+            history: Vec::new(),
+            session: None,
+        });
     };
     let chain = responses::chain(&client, id)
         .await
         .map_err(|_| unavailable())?;
-    Ok(input::history(&chain))
+    Ok(Earlier {
+        history: input::history(&chain),
+        session: responses::session_of(&chain),
+    })
 }
 
 async fn handle(
@@ -122,11 +136,15 @@ async fn handle(
         .iter()
         .map(|i| ChatMessage::text(Role::System, i.clone()))
         .collect();
+    // A stored response is one turn of a conversation that can go on: its session is the
+    // chain's (docs/api.md, "Responses"). One that is not stored cannot be continued.
+    let mut api_session = request.store.then_some(ApiSession::Open);
     if let Some(previous) = previous {
         let chain = responses::chain(&client, previous)
             .await
             .map_err(|_| unavailable())?;
         messages.extend(input::history(&chain));
+        api_session = Some(ApiSession::continuing(responses::session_of(&chain)));
     }
     messages.extend(request.turns);
     if !input::has_user_text(&messages) {
@@ -181,6 +199,7 @@ async fn handle(
             model: request.model,
             params: request.params,
             stream: request.stream,
+            api_session,
         },
     )
     .await;

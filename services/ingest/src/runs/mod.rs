@@ -25,7 +25,7 @@ use hermes_db::runs::{self, RunRow, RunStatus};
 use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
-use hermes_types::model::{ChatMessage, Inbound, MessageEvent, Platform};
+use hermes_types::model::{ApiSession, Inbound, MessageEvent, Platform};
 use hermes_types::trace::TraceParent;
 use serde_json::{Value, json};
 
@@ -120,11 +120,14 @@ async fn start(
     let traceparent = crate::webhooks::traceparent(headers).unwrap_or_else(TraceParent::generate);
     // The stored responses a run continues: their conversation, tool rounds included, goes
     // in before the caller's own history (docs/api.md, runs).
-    let earlier: Vec<ChatMessage> = match request.previous_response_id.as_deref() {
-        Some(previous) => crate::responses::conversation_before(app, caller, previous).await?,
-        None => Vec::new(),
+    let earlier = match request.previous_response_id.as_deref() {
+        Some(previous) => Some(crate::responses::conversation_before(app, caller, previous).await?),
+        None => None,
     };
-    let conversation = request::conversation(&request, earlier);
+    // A run continuing a stored response carries on its chain's session.
+    let api_session = earlier.as_ref().map(|e| ApiSession::continuing(e.session));
+    let conversation =
+        request::conversation(&request, earlier.map(|e| e.history).unwrap_or_default());
     crate::images::within_count(&conversation, app.ctx.config.ingest.api.image_max_count)?;
     let inbound = Inbound {
         conversation,
@@ -132,6 +135,7 @@ async fn start(
         // Runs are followed through their events: the model's text is streamed onto them.
         stream: true,
         policy: request.policy.clone(),
+        api_session,
         ..Inbound::of(MessageEvent {
             platform: Platform::Api,
             sender_id: "api".into(),

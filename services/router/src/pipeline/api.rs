@@ -1,5 +1,6 @@
 //! The OpenAI-compatible API's messages: the caller brings its own conversation, sampling
-//! parameters and streaming choice; no user, no credit, no session. A run dispatched with an
+//! parameters and streaming choice; no user, no credit. Only what can be continued (a
+//! stored response, a run continuing one) has a session, its chain's. A run dispatched with an
 //! engagement mode or a tool allowlist (`POST /v1/runs`) is offered, and may execute, only
 //! what that policy allows, as an agent's run is (docs/api.md, runs). A tenant key's runs
 //! (its chat completions, responses, runs and jobs) get no local-host tool unless the key
@@ -10,11 +11,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use hermes_db::Transaction;
+use chrono::Utc;
+use hermes_db::{Transaction, runs, sessions};
 use hermes_runtime::stage::StageError;
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::ApiKeyId;
-use hermes_types::model::{ChatMessage, Inbound, LlmRequest, Role, Tier, ToolSpec};
+use hermes_types::model::{ApiSession, ChatMessage, Inbound, LlmRequest, Role, Tier, ToolSpec};
 use hermes_types::ttl_cache::TtlCache;
 
 use super::{Decided, Decision, Router};
@@ -137,6 +139,16 @@ impl Router {
             .await?
         {
             return Ok((Vec::new(), Decided::uncharged("duplicate")));
+        }
+        if let Some(api_session) = inbound.api_session {
+            let continued = match api_session {
+                ApiSession::Open => None,
+                ApiSession::Continue(id) => Some(id),
+            };
+            let chat = &inbound.event.chat_id;
+            let session =
+                sessions::api_session(tx, inbound.api_key_id, continued, chat, Utc::now()).await?;
+            runs::set_session(tx, env.run_id, session.id).await?;
         }
         tracing::info!(tier = tier.as_str(), tools = tools.len(), "run routed");
         // Images go to the vision model, as a channel's do (docs/api.md, images); a scheduled

@@ -1,6 +1,7 @@
 //! `conversations_list` and `conversation_get`. A conversation is a session
 //! (docs/architecture.md#9-postgresql): one user's chat on one platform, rolled over to a new
-//! session after the router's idle timeout. It is named by its session id (a UUID); its `target`
+//! session after the router's idle timeout, or a chain of stored API responses (docs/api.md,
+//! "Responses"), which belongs to a key and has no user. It is named by its session id (a UUID); its `target`
 //! (`<platform>:<chat id>`) is what `messages_send` writes to.
 
 use base64::Engine as _;
@@ -19,8 +20,9 @@ use crate::error::ToolError;
 /// `conversations_list`.
 pub const LIST: Spec = Spec {
     name: "conversations_list",
-    description: "List conversations (sessions: one user's chat on one platform), newest activity \
-        first, with the user's name, the message count and the target messages_send writes to. \
+    description: "List conversations (sessions: one user's chat on one platform, or a chain of API \
+        responses, which has a key and no user), newest activity first, with the user's name, the \
+        message count and the target messages_send writes to. \
         Filter by platform, search by display name, sender id or chat id; page with next_cursor.",
     schema: || {
         object(
@@ -82,21 +84,28 @@ fn summary(r: &Row) -> Value {
         "platform": platform,
         "chat_id": chat,
         "target": format!("{platform}:{chat}"),
-        "user": {
-            "id": r.get::<_, uuid::Uuid>("user_id"),
+        // An API conversation (a chain of responses) has no user, only the key that made it.
+        "user": r.get::<_, Option<uuid::Uuid>>("user_id").map(|id| json!({
+            "id": id,
             "display_name": r.get::<_, Option<String>>("display_name"),
-            "tier": r.get::<_, String>("tier"),
-        },
+            "tier": r.get::<_, Option<String>>("tier"),
+        })),
+        "api_key_id": r.get::<_, Option<uuid::Uuid>>("api_key_id"),
         "started_at": r.get::<_, DateTime<Utc>>("started_at"),
         "last_activity_at": r.get::<_, DateTime<Utc>>("last_activity_at"),
         "messages": r.get::<_, i64>("messages"),
     })
 }
 
+/// An API conversation logs no interactions: its messages are its runs' inputs and answers.
 const SELECT: &str = "SELECT s.id, s.platform, s.channel_id, s.started_at, s.last_activity_at,
-        s.user_id, u.display_name, u.tier,
-        (SELECT count(*) FROM interactions i WHERE i.session_id = s.id) AS messages
-    FROM sessions s JOIN users u ON u.id = s.user_id";
+        s.user_id, s.api_key_id, u.display_name, u.tier,
+        CASE WHEN s.user_id IS NULL
+             THEN (SELECT count(*) + count(*) FILTER (WHERE r.status = 'completed')
+                   FROM agent_runs r WHERE r.session_id = s.id)
+             ELSE (SELECT count(*) FROM interactions i WHERE i.session_id = s.id)
+        END AS messages
+    FROM sessions s LEFT JOIN users u ON u.id = s.user_id";
 
 /// `conversations_list`.
 pub async fn list(op: &Operator, args: &Args) -> Result<Value, ToolError> {
@@ -153,7 +162,7 @@ pub async fn get(op: &Operator, args: &Args) -> Result<Value, ToolError> {
         return Err(ToolError::not_found(format!("no conversation {id}")));
     };
     let mut detail = summary(&row);
-    let user_id: uuid::Uuid = row.get("user_id");
+    let user_id: Option<uuid::Uuid> = row.get("user_id");
     let platform: String = row.get("platform");
     let counts = client
         .query_one(
@@ -188,10 +197,14 @@ pub async fn get(op: &Operator, args: &Args) -> Result<Value, ToolError> {
             &[&id],
         )
         .await?;
-    detail["user"]["senders"] = senders
-        .iter()
-        .map(|r| json!({ "sender_id": r.get::<_, String>(0), "activated": r.get::<_, bool>(1) }))
-        .collect();
+    if user_id.is_some() {
+        detail["user"]["senders"] = senders
+            .iter()
+            .map(
+                |r| json!({ "sender_id": r.get::<_, String>(0), "activated": r.get::<_, bool>(1) }),
+            )
+            .collect();
+    }
     detail["agent"] = json!(agent.map(|r| r.get::<_, String>(0)));
     detail["message_stats"] = json!({
         "inbound": counts.get::<_, i64>(0),

@@ -1,6 +1,6 @@
 //! One inbound message from any channel, normalized, and where its answer goes.
 
-use crate::ids::{AgentId, ApiKeyId, WorkspaceId};
+use crate::ids::{AgentId, ApiKeyId, SessionId, WorkspaceId};
 use serde::{Deserialize, Serialize};
 
 use super::*;
@@ -193,10 +193,34 @@ pub struct Inbound {
     /// instead of holding it again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst: Option<u32>,
+    /// OpenAI-compatible API: the session of a message that can be continued (a stored
+    /// response, or a run continuing one); `None` for one that cannot (chat completions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_session: Option<ApiSession>,
     /// OpenAI-compatible API (an A2A task, docs/a2a.md): the workspace whose provider
     /// secrets the run's model calls use; `None`: the install's global ones.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<WorkspaceId>,
+}
+
+/// The session of an OpenAI-compatible API message (docs/api.md, "Responses"): a chain of
+/// stored responses, and the runs that continue one, are one session, opened by the first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApiSession {
+    /// The first of a chain: the router opens a session for it.
+    Open,
+    /// A continuation: the session of the chain it continues, carried on however long it
+    /// has been idle (a new one when it is not the caller's key's).
+    Continue(SessionId),
+}
+
+impl ApiSession {
+    /// The session of a message continuing a chain whose runs were routed into `chain`
+    /// (`None`: none of them was routed yet, so this one opens it).
+    pub fn continuing(chain: Option<SessionId>) -> Self {
+        chain.map_or(Self::Open, Self::Continue)
+    }
 }
 
 /// What ingest settled about a Forge wake before queueing it (docs/agents.md, "Hermes as a
@@ -235,6 +259,7 @@ impl Inbound {
             chat_kind: ChatKind::Direct,
             quote: None,
             burst: None,
+            api_session: None,
             workspace: None,
         }
     }
