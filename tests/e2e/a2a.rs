@@ -2,7 +2,7 @@
 //! (`tests/a2a/client.py`, a2a-sdk 1.x, pinned in tests/a2a/requirements.txt): the agent
 //! card declares both JSON-RPC interfaces; in 0.3 and in 1.0 a message is answered through
 //! the fleet's fake model, read back, continued in its context (the model is given the
-//! earlier turn), streamed (status updates and the final artifact); unknown and ended tasks
+//! earlier turn, and both runs share one session), streamed (status updates and the final artifact); unknown and ended tasks
 //! get the SDK's errors; bad requests get the specification's codes; no key and a key
 //! without the `a2a` scope are refused; and a running task is canceled (its tool call held
 //! until the stop is recorded).
@@ -169,8 +169,22 @@ async fn the_official_sdk_talks_to_a_workspace_in_a2a_0_3_and_1_0() {
         .expect("the streamed message reached the model");
     assert_eq!(streamed.len(), 2, "{streamed:?}");
 
-    // Each canceled task's run closed cancelled, with no model call after its tool round.
+    // A context is one session: its two runs went into the same one.
     let c = db.get().await.unwrap();
+    for version in ["1.0", "0.3"] {
+        let context = report["contexts"][version].as_str().unwrap();
+        let row = c
+            .query_one(
+                "SELECT count(*), count(r.session_id), count(DISTINCT r.session_id)
+                 FROM a2a_tasks t JOIN agent_runs r ON r.id = t.run_id WHERE t.context_id = $1",
+                &[&context],
+            )
+            .await
+            .unwrap();
+        let counts: (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+        assert_eq!(counts, (2, 2, 1), "{version}: runs, sessions, distinct");
+    }
+    // Each canceled task's run closed cancelled.
     let cancelled: i64 = c
         .query_one(
             "SELECT count(*) FROM agent_runs r JOIN a2a_tasks t ON t.run_id = r.id

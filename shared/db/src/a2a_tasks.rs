@@ -3,7 +3,7 @@
 //! the text it sent. The run's row holds its status and answer; a context's earlier tasks,
 //! read back in order, are the history a new message of the context is answered with.
 
-use hermes_types::ids::{ApiKeyId, RunId, WorkspaceId};
+use hermes_types::ids::{ApiKeyId, RunId, SessionId, WorkspaceId};
 
 use super::{Client, DbError};
 
@@ -85,6 +85,9 @@ pub async fn get(
 pub struct Turn {
     pub input: String,
     pub answer: Option<String>,
+    /// The session its run was routed into (`None` until routed): a context's runs share
+    /// one, as a chain of responses does (docs/a2a.md, "Contexts").
+    pub session: Option<SessionId>,
 }
 
 /// The latest `limit` tasks of `context` in `workspace` that `viewer` sent, oldest first,
@@ -102,8 +105,8 @@ pub async fn context_turns(
         .query(
             &crate::stmt(
                 client,
-                "SELECT input, answer FROM (
-                     SELECT t.input, t.created_at,
+                "SELECT input, answer, session_id FROM (
+                     SELECT t.input, t.created_at, r.session_id,
                             CASE WHEN r.status = 'completed' THEN r.output_text END AS answer
                      FROM a2a_tasks t LEFT JOIN agent_runs r ON r.id = t.run_id
                      WHERE t.workspace_id = $1 AND t.context_id = $2
@@ -120,6 +123,7 @@ pub async fn context_turns(
         .map(|r| Turn {
             input: r.get(0),
             answer: r.get(1),
+            session: r.get(2),
         })
         .collect())
 }

@@ -18,7 +18,7 @@ use hermes_db::workspaces::Workspace;
 use hermes_runtime::http::ApiErrorCode;
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
-use hermes_types::model::{ChatMessage, Inbound, MessageEvent, Platform, Role};
+use hermes_types::model::{ApiSession, ChatMessage, Inbound, MessageEvent, Platform, Role};
 use hermes_types::trace::TraceParent;
 use serde_json::{Value, json};
 
@@ -143,14 +143,15 @@ async fn find(cx: &Context<'_>, id: &str) -> Result<Option<Task>, RpcError> {
     Ok(Some(task.read(row.as_ref())))
 }
 
-/// The conversation a message of `context` is answered with: the workspace's role, the
-/// context's earlier turns of this caller, the message.
+/// The conversation a message of `context` is answered with (the workspace's role, the
+/// context's earlier turns of this caller, the message) and the session it goes on: the
+/// context's, opened by its first run.
 async fn conversation(
     cx: &Context<'_>,
     client: &hermes_db::Client,
     context: &str,
     text: &str,
-) -> Result<Vec<ChatMessage>, RpcError> {
+) -> Result<(Vec<ChatMessage>, ApiSession), RpcError> {
     let turns = a2a_tasks::context_turns(
         client,
         cx.workspace.id,
@@ -166,6 +167,7 @@ async fn conversation(
         .iter()
         .map(|r| ChatMessage::text(Role::System, r.clone()))
         .collect();
+    let session = ApiSession::continuing(turns.iter().rev().find_map(|t| t.session));
     for turn in turns {
         messages.push(ChatMessage::text(Role::User, turn.input));
         if let Some(answer) = turn.answer {
@@ -173,7 +175,7 @@ async fn conversation(
         }
     }
     messages.push(ChatMessage::text(Role::User, text));
-    Ok(messages)
+    Ok((messages, session))
 }
 
 /// Record a task for `m` and hand its run to the broker; the waiter for its end was
@@ -197,7 +199,7 @@ async fn start(cx: &Context<'_>, m: &Incoming) -> Result<(Task, WaiterGuard), Rp
         .clone()
         .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
     let client = app.ctx.db.get().await.map_err(unavailable)?;
-    let conversation = conversation(cx, &client, &context_id, &m.text).await?;
+    let (conversation, session) = conversation(cx, &client, &context_id, &m.text).await?;
     let run = RunId::new();
     a2a_tasks::insert(
         &client,
@@ -227,6 +229,8 @@ async fn start(cx: &Context<'_>, m: &Incoming) -> Result<(Task, WaiterGuard), Rp
         api_key_id: cx.caller.key_id(),
         // Streamed onto the run's events, which the streaming methods follow.
         stream: true,
+        // A context is one session, as operators see conversations.
+        api_session: Some(session),
         workspace: Some(cx.workspace.id),
         ..Inbound::of(MessageEvent {
             platform: Platform::Api,
