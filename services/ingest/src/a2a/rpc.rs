@@ -217,16 +217,17 @@ pub fn parse(body: &[u8]) -> Result<Call, Refused> {
         };
         return Err(refuse(Value::Null, None, Code::InvalidRequest, what));
     };
-    // An id is a string or a number; a request without one would be a notification, which
-    // no A2A method is.
+    // An id is a string or a whole number (JSON-RPC: numbers SHOULD NOT have fractional
+    // parts); a request without one would be a notification, which no A2A method is.
     let id = match request.remove("id") {
-        Some(id @ (Value::String(_) | Value::Number(_))) => id,
+        Some(id @ Value::String(_)) => id,
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Value::Number(n),
         _ => {
             return Err(refuse(
                 Value::Null,
                 None,
                 Code::InvalidRequest,
-                "id must be a string or a number (A2A methods are requests, never notifications)",
+                "id must be a string or a whole number (A2A methods are requests, never notifications)",
             ));
         }
     };
@@ -322,6 +323,11 @@ mod tests {
             refused(r#"{"jsonrpc":"2.0","method":"tasks/get"}"#),
             (Value::Null, -32600),
             "a notification"
+        );
+        assert_eq!(
+            refused(r#"{"jsonrpc":"2.0","id":2.5e-42,"method":"tasks/get"}"#),
+            (Value::Null, -32600),
+            "a fractional id"
         );
         assert_eq!(
             refused(r#"{"jsonrpc":"1.0","id":1,"method":"tasks/get"}"#),
