@@ -17,7 +17,7 @@ use wiremock::matchers::{body_string_contains, method, path};
 use wiremock::{Mock, MockServer};
 
 use crate::operator_mcp::key_with;
-use crate::run_events::{gate, in_gate};
+use crate::run_events::{gate, in_gate, slow_fetch_env};
 use crate::runs::{provider_calls, sse_text, sse_tool_call};
 
 /// What the fake model answers every message but the slow ones.
@@ -76,15 +76,7 @@ async fn the_official_sdk_talks_to_a_workspace_in_a2a_0_3_and_1_0() {
     let (port, mut arrived, release) = gate().await;
     let provider = model(&format!("http://127.0.0.1:{port}/slow")).await;
     let mut env = TestEnv::new().await;
-    let config = std::env::temp_dir().join(format!("{}-a2a.toml", env.ns));
-    std::fs::write(
-        &config,
-        "[tools.http_fetch]\nallow_hosts = [\"127.0.0.1\"]\ntimeout_secs = 120\n",
-    )
-    .unwrap();
-    env.openai_mock(&format!("{}/v1", provider.uri()))
-        .set("HERMES_MODEL", "gpt-test")
-        .set("HERMES_CONFIG", config.to_str().unwrap());
+    let config = slow_fetch_env(&mut env, &provider);
     let (_, a2a_key) = key_with(&env, &[KeyScope::A2a]).await;
     let (_, chat_key) = key_with(&env, &[KeyScope::Chat]).await;
     let fleet = env.start(&Service::ALL).await;
@@ -196,4 +188,5 @@ async fn the_official_sdk_talks_to_a_workspace_in_a2a_0_3_and_1_0() {
         .get(0);
     assert_eq!(cancelled, 2);
     fleet.stop().await.unwrap();
+    let _ = std::fs::remove_file(config);
 }

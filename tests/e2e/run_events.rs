@@ -300,6 +300,25 @@ pub(crate) async fn gate() -> (u16, mpsc::Receiver<()>, mpsc::Sender<()>) {
     (port, arrived, release)
 }
 
+/// An environment whose model is `provider` and whose `http_fetch` may reach the gate (on
+/// 127.0.0.1) and wait for it as long as a test holds it; the configuration file it wrote,
+/// for the test to remove.
+pub(crate) fn slow_fetch_env(
+    env: &mut TestEnv,
+    provider: &wiremock::MockServer,
+) -> std::path::PathBuf {
+    let config = std::env::temp_dir().join(format!("{}-fetch.toml", env.ns));
+    std::fs::write(
+        &config,
+        "[tools.http_fetch]\nallow_hosts = [\"127.0.0.1\"]\ntimeout_secs = 120\n",
+    )
+    .unwrap();
+    env.openai_mock(&format!("{}/v1", provider.uri()))
+        .set("HERMES_MODEL", "gpt-test")
+        .set("HERMES_CONFIG", config.to_str().unwrap());
+    config
+}
+
 /// Wait until the next request is in the gate.
 pub(crate) async fn in_gate(arrived: &mut mpsc::Receiver<()>) {
     tokio::time::timeout(Duration::from_secs(30), arrived.recv())
@@ -314,15 +333,7 @@ async fn a_stop_ends_a_run_in_its_tool_round_with_no_further_model_call() {
     let url = format!("http://127.0.0.1:{port}/slow");
     let provider = provider_asking_for("http_fetch", json!({"url": url}), &["never"]).await;
     let mut env = TestEnv::new().await;
-    let config = std::env::temp_dir().join(format!("{}-fetch.toml", env.ns));
-    std::fs::write(
-        &config,
-        "[tools.http_fetch]\nallow_hosts = [\"127.0.0.1\"]\ntimeout_secs = 120\n",
-    )
-    .unwrap();
-    env.openai_mock(&format!("{}/v1", provider.uri()))
-        .set("HERMES_MODEL", "gpt-test")
-        .set("HERMES_CONFIG", config.to_str().unwrap());
+    let config = slow_fetch_env(&mut env, &provider);
     let fleet = env.start(&Service::ALL).await;
     let run = start_run(&fleet, KEY, json!({"input": "fetch the slow page"})).await;
 

@@ -206,26 +206,51 @@ pub(crate) async fn publish(
         params: turns.params,
         stream: turns.stream,
         api_session: turns.api_session,
-        ..Inbound::of(MessageEvent {
-            platform: Platform::Api,
-            sender_id: "api".into(),
-            chat_id: run.to_string(),
-            text: last_user_text,
-            media: Vec::new(),
-            external_message_id: None,
-            sender_name: None,
-            received_at: chrono::Utc::now(),
-            metadata: None,
-        })
+        ..Inbound::of(api_event("api", run, last_user_text, None))
     };
-    let envelope = Envelope::new(run, Some(traceparent.clone()), &inbound);
-    // Register before publishing so a fast answer cannot slip past us.
+    let guard = hand_over(app, run, &traceparent, &inbound)
+        .await
+        .ok_or_else(|| ApiError::unavailable("the message could not be queued; retry shortly"))?;
+    tracing::info!(%run, trace_id = traceparent.trace_id(), "api message accepted");
+    Ok(guard)
+}
+
+/// The message of an API run `run` from `sender` (`api`, `a2a`): its answer goes to the
+/// run's own chat, read by whoever follows the run.
+pub(crate) fn api_event(
+    sender: &str,
+    run: RunId,
+    text: Option<String>,
+    metadata: Option<serde_json::Value>,
+) -> MessageEvent {
+    MessageEvent {
+        platform: Platform::Api,
+        sender_id: sender.into(),
+        chat_id: run.to_string(),
+        text,
+        media: Vec::new(),
+        external_message_id: None,
+        sender_name: None,
+        received_at: chrono::Utc::now(),
+        metadata,
+    }
+}
+
+/// Hand an API caller's `inbound` to the router as run `run`, durably (the broker confirmed
+/// it), counted as accepted, and return the waiter for its outcome, registered before the
+/// message was published so a fast answer cannot slip past it; `None` (logged) when the
+/// broker did not take it.
+pub(crate) async fn hand_over(
+    app: &AppState,
+    run: RunId,
+    traceparent: &TraceParent,
+    inbound: &Inbound,
+) -> Option<WaiterGuard> {
+    let envelope = Envelope::new(run, Some(traceparent.clone()), inbound);
     let guard = app.waiters.register(run);
     if let Err(e) = app.ctx.bus.publish(&envelope).await {
         tracing::error!(%run, error = %e, "inbound message not accepted by the broker");
-        return Err(ApiError::unavailable(
-            "the message could not be queued; retry shortly",
-        ));
+        return None;
     }
     app.ctx
         .metrics
@@ -233,8 +258,7 @@ pub(crate) async fn publish(
         .ingest_messages
         .with_label_values(&["api", "accepted"])
         .inc();
-    tracing::info!(%run, trace_id = traceparent.trace_id(), "api message accepted");
-    Ok(guard)
+    Some(guard)
 }
 
 /// The HTTP error of a failed run, by its code.

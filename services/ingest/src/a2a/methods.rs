@@ -16,9 +16,8 @@ use hermes_db::runs;
 use hermes_db::workspace_api::Profile;
 use hermes_db::workspaces::Workspace;
 use hermes_runtime::http::ApiErrorCode;
-use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
-use hermes_types::model::{ApiSession, ChatMessage, Inbound, MessageEvent, Platform, Role};
+use hermes_types::model::{ApiSession, ChatMessage, Inbound, Role};
 use hermes_types::trace::TraceParent;
 use serde_json::{Value, json};
 
@@ -232,28 +231,20 @@ async fn start(cx: &Context<'_>, m: &Incoming) -> Result<(Task, WaiterGuard), Rp
         // A context is one session, as operators see conversations.
         api_session: Some(session),
         workspace: Some(cx.workspace.id),
-        ..Inbound::of(MessageEvent {
-            platform: Platform::Api,
-            sender_id: "a2a".into(),
-            chat_id: run.to_string(),
-            text: Some(m.text.clone()),
-            media: Vec::new(),
-            external_message_id: None,
-            sender_name: None,
-            received_at: chrono::Utc::now(),
-            metadata: Some(json!({"a2a": {
+        ..Inbound::of(crate::chat::api_event(
+            "a2a",
+            run,
+            Some(m.text.clone()),
+            Some(json!({"a2a": {
                 "workspace": cx.workspace.id.to_string(),
                 "context_id": context_id,
                 "message_id": m.message_id,
             }})),
-        })
+        ))
     };
     let traceparent =
         crate::webhooks::traceparent(cx.headers).unwrap_or_else(TraceParent::generate);
-    let guard = app.waiters.register(run);
-    let envelope = Envelope::new(run, Some(traceparent), &inbound);
-    if let Err(e) = app.ctx.bus.publish(&envelope).await {
-        tracing::error!(%run, error = %e, "a2a task not accepted by the broker");
+    let Some(guard) = crate::chat::hand_over(app, run, &traceparent, &inbound).await else {
         // No run exists: neither may the task.
         if let Err(e) = a2a_tasks::forget(&client, run).await {
             tracing::warn!(%run, error = %e, "cannot forget the task of an unqueued run");
@@ -261,13 +252,7 @@ async fn start(cx: &Context<'_>, m: &Incoming) -> Result<(Task, WaiterGuard), Rp
         return Err(RpcError::internal(
             "the task could not be queued; retry shortly",
         ));
-    }
-    app.ctx
-        .metrics
-        .http
-        .ingest_messages
-        .with_label_values(&["api", "accepted"])
-        .inc();
+    };
     tracing::info!(%run, workspace = %cx.workspace.id, version = cx.version.as_str(), "a2a task accepted");
     let task = Task::submitted(run, context_id, m.message_id.clone(), m.text.clone());
     Ok((task, guard))

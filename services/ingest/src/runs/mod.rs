@@ -25,7 +25,7 @@ use hermes_db::runs::{self, RunRow, RunStatus};
 use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
-use hermes_types::model::{ApiSession, Inbound, MessageEvent, Platform};
+use hermes_types::model::{ApiSession, Inbound, Platform};
 use hermes_types::trace::TraceParent;
 use serde_json::{Value, json};
 
@@ -136,17 +136,12 @@ async fn start(
         stream: true,
         policy: request.policy.clone(),
         api_session,
-        ..Inbound::of(MessageEvent {
-            platform: Platform::Api,
-            sender_id: "api".into(),
-            chat_id: run.to_string(),
-            text: Some(request.input.clone()),
-            media: Vec::new(),
-            external_message_id: None,
-            sender_name: None,
-            received_at: chrono::Utc::now(),
-            metadata: Some(request.metadata.clone()),
-        })
+        ..Inbound::of(crate::chat::api_event(
+            "api",
+            run,
+            Some(request.input.clone()),
+            Some(request.metadata.clone()),
+        ))
     };
     // The first event, before the broker has the run: the run is visible to its key from
     // the moment it is accepted. Redis away only delays that until the router's row.
