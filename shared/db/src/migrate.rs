@@ -185,6 +185,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0034_api_sessions",
         sql: include_str!("../../../migrations/0034_api_sessions.sql"),
     },
+    Migration {
+        version: 35,
+        name: "0035_proxied_messages",
+        sql: include_str!("../../../migrations/0035_proxied_messages.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.
