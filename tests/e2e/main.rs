@@ -68,6 +68,7 @@ mod operator_send;
 mod outage;
 mod outbox;
 mod presence;
+mod proxy;
 mod responses;
 mod responses_stream;
 mod rest;

@@ -32,8 +32,8 @@ const MEGAN: &str = "29:1XJKJMvc5GBtc2JwZq0oj8tHZmzrQgFmB39ATiQWA85gQtHieVkKilBZ
 const PERSONAL: &str = "a:17I0kl8EkpE1O9PH5TWrzrLqwfBhWl7Cz2sBO3xKXxYxjJIb1Ss0Z7y8SCwiPm9A6";
 
 /// The Bot Framework's signing keys for the test: the key's public half, written by PyJWT to
-/// a file of `env`'s own.
-async fn jwks_file(python: &str, env: &TestEnv) -> String {
+/// a file of `env`'s own, removed when the test ends (the guard is dropped).
+async fn jwks_file(python: &str, env: &TestEnv) -> KeysFile {
     let doc = mint(
         python,
         json!({"jwks": KEY, "kid": KID, "endorsements": ["msteams", "skype"]}),
@@ -41,17 +41,27 @@ async fn jwks_file(python: &str, env: &TestEnv) -> String {
     .await;
     let file = std::env::temp_dir().join(format!("hermes-teams-keys-{}.json", env.ns));
     std::fs::write(&file, doc).unwrap();
-    file.display().to_string()
+    KeysFile(file)
+}
+
+/// A keys file that is removed with its test.
+struct KeysFile(std::path::PathBuf);
+
+impl Drop for KeysFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// An environment answering Teams through the fake Connector `api`.
-async fn teams_env(python: &str, env: &mut TestEnv, api: &MockServer) {
+async fn teams_env(python: &str, env: &mut TestEnv, api: &MockServer) -> KeysFile {
     let keys = jwks_file(python, env).await;
     env.set("TEAMS_APP_ID", TEAMS_APP_ID)
         .set("TEAMS_APP_PASSWORD", "app-password-0123456789")
-        .set("TEAMS_OPENID_KEYS", &keys)
+        .set("TEAMS_OPENID_KEYS", &keys.0.display().to_string())
         .set("TEAMS_TOKEN_URL", &format!("{}/token", api.uri()))
         .set("TEAMS_SERVICE_HOSTS", "127.0.0.1");
+    keys
 }
 
 /// A token as the Bot Framework issues it for `service`, with the claims `change` makes.
@@ -103,7 +113,7 @@ async fn a_personal_message_and_a_channel_mention_are_answered_once_with_the_bot
     let api = teams_fake().await;
     let mut env = TestEnv::new().await;
     env.openai_mock(&model.uri());
-    teams_env(&python, &mut env, &api).await;
+    let _keys = teams_env(&python, &mut env, &api).await;
     env.user(Platform::Teams, MEGAN, 10).await;
     let fleet = env.start(&Service::ALL).await;
     let service = teams_service_url(&api);
@@ -164,7 +174,7 @@ async fn a_forged_stale_or_misdirected_token_is_refused_with_nothing_queued() {
     let Some(python) = pyjwt().await else { return };
     let api = teams_fake().await;
     let mut env = TestEnv::new().await;
-    teams_env(&python, &mut env, &api).await;
+    let _keys = teams_env(&python, &mut env, &api).await;
     let fleet = env.start(&[Service::Ingest]).await;
     let bus = env.bus().await;
     let service = teams_service_url(&api);
@@ -222,7 +232,7 @@ async fn an_inline_image_is_fetched_with_the_bots_token_and_reaches_the_model() 
     let mut env = TestEnv::new().await;
     env.openai_mock(&model.uri())
         .set("HERMES_MEDIA_FETCH_ALLOW", "127.0.0.1");
-    teams_env(&python, &mut env, &api).await;
+    let _keys = teams_env(&python, &mut env, &api).await;
     env.user(Platform::Teams, MEGAN, 10).await;
     let fleet = env.start(&Service::ALL).await;
     let service = teams_service_url(&api);

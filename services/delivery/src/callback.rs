@@ -56,11 +56,11 @@ impl Callbacks {
         }
     }
 
-    /// The signing secret of the key that sent `env`'s run.
-    async fn secret(&self, env: &Envelope) -> Result<Vec<u8>, StageError> {
+    /// The signing secret of the key that sent `env`'s run, and the caller's message id.
+    async fn secret(&self, env: &Envelope) -> Result<(Vec<u8>, Option<String>), StageError> {
         let client = self.ctx.db.get().await?;
-        let sealed = api_keys::callback_secret_of_run(&client, env.run_id).await?;
-        let sealed = sealed.ok_or_else(|| {
+        let of = api_keys::callback_of_run(&client, env.run_id).await?;
+        let sealed = of.sealed_secret.ok_or_else(|| {
             refused(
                 FailureReason::Unauthorized,
                 anyhow!(
@@ -69,7 +69,8 @@ impl Callbacks {
                 ),
             )
         })?;
-        self.ring
+        let secret = self
+            .ring
             .as_ref()
             .and_then(|ring| ring.open(&sealed))
             .ok_or_else(|| {
@@ -80,7 +81,8 @@ impl Callbacks {
                          the key that sealed it"
                     ),
                 )
-            })
+            })?;
+        Ok((secret, of.message_id))
     }
 
     /// POST `outcome` to `url`, signed, through the guard; `on_failure` counts each failed try.
@@ -100,7 +102,7 @@ impl Callbacks {
                     anyhow!("the callback URL is not an http(s) URL"),
                 )
             })?;
-        let secret = self.secret(env).await?;
+        let (secret, message_id) = self.secret(env).await?;
         let builder = self
             .guard
             .client_builder(&url, USER_AGENT)
@@ -114,8 +116,10 @@ impl Callbacks {
             .timeout(HTTP_TIMEOUT)
             .build()
             .map_err(|e| refused(FailureReason::NetworkTimeout, anyhow!("HTTP client: {e}")))?;
-        let body = serde_json::to_vec(&json!({ "run_id": env.run_id, "outcome": outcome }))
-            .map_err(|e| StageError::Poison(e.into()))?;
+        let body = serde_json::to_vec(
+            &json!({ "run_id": env.run_id, "message_id": message_id, "outcome": outcome }),
+        )
+        .map_err(|e| StageError::Poison(e.into()))?;
         let id = env.id.to_string();
         let resp = self
             .policy

@@ -21,6 +21,7 @@ mod model_choice;
 pub mod openai;
 pub mod openapi;
 mod operator_mcp;
+pub mod proxy_replies;
 mod request_id;
 mod responses;
 mod rest;
@@ -386,11 +387,26 @@ pub fn app(state: AppState) -> Router {
     } else {
         Router::new()
     };
+    // Proxy mode's answers, signed by the upstream with the proxy key's secret, verified as
+    // a Forge wake is: on the raw body, before the answer takes a slot.
+    let proxy_replies = if state.ctx.config.proxy.is_some() {
+        Surface::default()
+            .route(Verb::Post, "/proxy/replies", proxy_replies::reply)
+            .into_router()
+            .route_layer(slot.clone())
+            .route_layer(signed(SignedRoute::ProxyReplies))
+    } else {
+        Router::new()
+    };
     let webhooks = webhooks::routes(&state, slots, &unverified);
     // With API_SERVER_ENABLED=false the API's routes are not mounted at all: they answer
     // 404 like any unknown path (docs/api.md, turning the API off).
     let api_enabled = state.ctx.config.ingest.api_enabled;
-    let served = mcp.merge(operator_mcp).merge(forge).merge(webhooks);
+    let served = mcp
+        .merge(operator_mcp)
+        .merge(forge)
+        .merge(proxy_replies)
+        .merge(webhooks);
     let bounded = if api_enabled {
         served
             .merge(api)

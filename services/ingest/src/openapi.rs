@@ -36,6 +36,7 @@ const FRAGMENTS: &[(&str, &str)] = &[
     ("discovery.json", include_str!("../openapi/discovery.json")),
     ("channels.json", include_str!("../openapi/channels.json")),
     ("forge.json", include_str!("../openapi/forge.json")),
+    ("proxy.json", include_str!("../openapi/proxy.json")),
     ("admin.json", include_str!("../openapi/admin.json")),
 ];
 

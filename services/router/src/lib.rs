@@ -9,7 +9,8 @@
 //! `sweeper` ends runs left open too long; `retention` removes expired rows;
 //! `scheduler` queues the runs of scheduled jobs as they come due; `bursts` holds chat
 //! messages in their conversation's quiet window and routes each burst as one turn;
-//! `dreaming` queues each user's weekly dream once the week is over.
+//! `dreaming` queues each user's weekly dream once the week is over. `proxy` replaces all
+//! of it on an edge install, forwarding every message to the upstream Hermes.
 
 pub mod bursts;
 pub mod dispatch;
@@ -20,6 +21,7 @@ pub mod media;
 pub mod messages;
 pub mod periodic;
 pub mod pipeline;
+pub mod proxy;
 pub mod recall;
 pub mod retention;
 pub mod sanitize;
@@ -34,8 +36,12 @@ use hermes_runtime::{Ctx, stage};
 
 pub use pipeline::Router;
 
-/// Run the router until `ctx.stop`.
+/// Run the router until `ctx.stop`; in proxy mode (`GATEWAY_PROXY_URL`), the forwarder
+/// instead ([`proxy`]).
 pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
+    if ctx.config.proxy.is_some() {
+        return proxy::run(ctx).await;
+    }
     let router = Router::new(ctx.clone())?;
     let sweeper = tokio::spawn(sweeper::run(ctx.clone()));
     let retention = tokio::spawn(retention::run(ctx.clone()));

@@ -9,7 +9,7 @@
 mod api;
 mod forge;
 mod route;
-mod run_row;
+pub(crate) mod run_row;
 
 use hermes_types::ids::SessionId;
 use std::sync::Arc;
@@ -331,8 +331,7 @@ impl Handler for Router {
             tracing::info!(job_id = %job, "the job was deleted: its run is dropped");
             return Ok((Vec::new(), Decided::uncharged("job_deleted")));
         }
-        self.open_whatsapp_window(decision.inbound(), tx).await?;
-        self.open_messenger_window(decision.inbound(), tx).await?;
+        run_row::open_windows(decision.inbound(), tx).await?;
         match decision {
             Decision::Api {
                 inbound,

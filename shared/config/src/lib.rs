@@ -35,6 +35,7 @@ mod llm;
 mod load;
 mod mcp;
 mod models;
+mod proxy;
 mod router;
 mod sms;
 mod teams;
@@ -58,6 +59,7 @@ pub use forge::{ForgeBudget, ForgeSettings};
 pub use front_door::FrontDoor;
 pub use ingest::IngestSettings;
 pub use models::{ModelChoiceError, resolve_model};
+pub use proxy::ProxySettings;
 pub use sms::{MessengerSender, MessengerWebhook, SmsSender, TwilioFrom, TwilioWebhook};
 pub use teams::{KeySource, TeamsSender, TeamsWebhook};
 
@@ -300,6 +302,9 @@ pub struct Config {
     pub tenants: TenantLimits,
     /// Traces over OTLP (`OTEL_*`, `HERMES_TRACE_*`; docs/tracing.md).
     pub traces: TraceSettings,
+    /// Proxy mode (`GATEWAY_PROXY_*`; docs/api.md, "Proxy mode"): set, the router forwards
+    /// every message upstream instead of routing it.
+    pub proxy: Option<ProxySettings>,
     /// `[tiers]`: tier → ordered logical model names (the failover chain).
     pub tiers: BTreeMap<Tier, Vec<String>>,
     /// `[models]`: logical model name → provider model id, limits and prices.

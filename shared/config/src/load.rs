@@ -101,6 +101,7 @@ impl Config {
         let job_min_interval = r.get(&tenants::HERMES_JOB_MIN_INTERVAL_SECS);
         let agent_facts_per_user = r.get(&tenants::HERMES_AGENT_FACTS_PER_USER);
         let traces = crate::traces::read_traces(&mut r);
+        let proxy = crate::proxy::read_proxy(&mut r);
 
         // `--config` wins over the variable; doctor shows whichever was used.
         let from_env = r.get(&process::HERMES_CONFIG);
@@ -210,6 +211,7 @@ impl Config {
                 media: media?,
                 delivery: delivery?,
                 traces: traces?,
+                proxy,
                 alerts: alerts?,
                 tenants: TenantLimits {
                     jobs_per_key: jobs_per_key?,

@@ -372,24 +372,40 @@ pub async fn list(client: &Client) -> Result<Vec<ApiKey>, DbError> {
     Ok(rows.iter().map(from_row).collect())
 }
 
-/// The sealed callback signing secret of the key that sent run `run` (`None`: the run has
-/// no key, or its key has no secret). Read at each callback, so a rotation applies at once.
-pub async fn callback_secret_of_run(
+/// What a run's REST callback is made of, besides its outcome.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallbackOf {
+    /// The sealed signing secret of the key that sent the run (`None`: it has none).
+    pub sealed_secret: Option<String>,
+    /// The caller's own `message_id` of the message, echoed back so it can match the answer
+    /// without keeping run ids (what proxy mode relies on, docs/api.md "Proxy mode").
+    pub message_id: Option<String>,
+}
+
+/// [`CallbackOf`] run `run` (the default when there is no such run, or no key). Read at
+/// each callback, so a rotation of the secret applies at once.
+pub async fn callback_of_run(
     client: &Client,
     run: hermes_types::ids::RunId,
-) -> Result<Option<String>, DbError> {
+) -> Result<CallbackOf, DbError> {
     let row = client
         .query_opt(
             &crate::stmt(
                 client,
-                "SELECT k.callback_secret_enc FROM agent_runs r JOIN api_keys k ON k.id = r.api_key_id
+                "SELECT k.callback_secret_enc, r.external_message_id
+                 FROM agent_runs r JOIN api_keys k ON k.id = r.api_key_id
                  WHERE r.id = $1",
             )
             .await?,
             &[&run.as_uuid()],
         )
         .await?;
-    Ok(row.and_then(|r| r.get(0)))
+    Ok(row
+        .map(|r| CallbackOf {
+            sealed_secret: r.get(0),
+            message_id: r.get(1),
+        })
+        .unwrap_or_default())
 }
 
 /// Revoke a key; false when no live key has that id.

@@ -32,6 +32,7 @@ pub mod operator_send;
 pub mod opt_outs;
 pub mod outbox;
 pub mod platform_sends;
+pub mod proxied;
 pub mod responses;
 pub mod retention;
 pub mod round_robin;

@@ -186,6 +186,11 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../../migrations/0034_api_sessions.sql"),
     },
     Migration {
+        version: 35,
+        name: "0035_proxied_messages",
+        sql: include_str!("../../../migrations/0035_proxied_messages.sql"),
+    },
+    Migration {
         version: 36,
         name: "0036_a2a",
         sql: include_str!("../../../migrations/0036_a2a.sql"),

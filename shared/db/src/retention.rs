@@ -27,6 +27,7 @@ pub enum Table {
     Responses,
     ForgeDeliveries,
     WhatsappWindows,
+    ProxiedMessages,
     A2aTasks,
 }
 
@@ -46,6 +47,7 @@ impl Table {
             Table::Responses => "responses",
             Table::ForgeDeliveries => "forge_deliveries",
             Table::WhatsappWindows => "whatsapp_windows",
+            Table::ProxiedMessages => "proxied_messages",
             Table::A2aTasks => "a2a_tasks",
         }
     }
@@ -128,6 +130,13 @@ fn batch_sql(table: Table) -> String {
             format!("whatsapp_windows WHERE last_inbound_at < {CUTOFF}"),
             "last_inbound_at",
         ),
+        // Proxy mode's ledger (docs/api.md, "Proxy mode"): where a forwarded run's answer
+        // goes, kept as long as the run.
+        Table::ProxiedMessages => (
+            "run_id",
+            format!("proxied_messages WHERE created_at < {CUTOFF}"),
+            "created_at",
+        ),
         // What A2A callers sent (docs/a2a.md): kept as long as the conversations' messages.
         Table::A2aTasks => (
             "run_id",
@@ -146,7 +155,7 @@ fn batch_sql(table: Table) -> String {
 
 /// The tables of each family with its retention in days, in the order they are swept
 /// (messages before their sessions, events and responses before their runs).
-fn families(r: &Retention) -> [(Table, u32); 13] {
+fn families(r: &Retention) -> [(Table, u32); 14] {
     [
         (Table::Interactions, r.conversations_days),
         (Table::A2aTasks, r.conversations_days),
@@ -157,6 +166,7 @@ fn families(r: &Retention) -> [(Table, u32); 13] {
         (Table::ActivityEvents, r.runs_days),
         (Table::WebhookDeliveries, r.runs_days),
         (Table::AgentRuns, r.runs_days),
+        (Table::ProxiedMessages, r.runs_days),
         (Table::MessageStatuses, r.statuses_days),
         (Table::UserMemory, r.facts_days),
         (Table::CreditLedger, r.ledger_days),

@@ -36,6 +36,10 @@ pub struct RouterMetrics {
     pub dreams: IntCounterVec,
     /// Tokens the dreaming engine's calls used, by direction.
     pub dream_tokens: IntCounterVec,
+    /// Proxy mode: forwards to the upstream Hermes, by outcome (docs/api.md, "Proxy mode").
+    pub proxy_forwards: IntCounterVec,
+    /// Proxy mode: answers taken back at `/proxy/replies`, by outcome.
+    pub proxy_replies: IntCounterVec,
 }
 
 impl RouterMetrics {
@@ -117,6 +121,18 @@ impl RouterMetrics {
                 "hermes_dream_tokens_total",
                 "Tokens the dreaming engine's model calls used, by direction (input, output).",
                 &["direction"],
+            ),
+            proxy_forwards: counter_vec(
+                r,
+                "hermes_proxy_forwards_total",
+                "Proxy mode: each try to forward a message upstream, by outcome (accepted, duplicate, retried: the upstream was unreachable or busy, refused: it refused the message for good).",
+                &["outcome"],
+            ),
+            proxy_replies: counter_vec(
+                r,
+                "hermes_proxy_replies_total",
+                "Proxy mode: answers the upstream posted back to /proxy/replies, by outcome (queued for delivery, or the error code it was refused with).",
+                &["outcome"],
             ),
         }
     }

@@ -35,6 +35,7 @@ use tokio::sync::Semaphore;
 use super::{Pool, shed};
 use crate::AppState;
 use crate::forge::{self, verify};
+use crate::proxy_replies;
 use crate::webhooks::{self, Hook};
 
 /// A route whose signature covers its body.
@@ -47,6 +48,8 @@ pub enum SignedRoute {
     Channel(Hook),
     /// `POST /agents/forge` (`HERMES_FORGE_WEBHOOK_SECRETS`).
     Forge,
+    /// `POST /proxy/replies` in proxy mode (`GATEWAY_PROXY_SECRET`, Standard Webhooks).
+    ProxyReplies,
 }
 
 impl SignedRoute {
@@ -55,6 +58,7 @@ impl SignedRoute {
         match self {
             SignedRoute::Channel(hook) => hook.max_body_bytes(),
             SignedRoute::Forge => app.ctx.config.forge.max_body_bytes,
+            SignedRoute::ProxyReplies => app.ctx.config.ingest.max_body_bytes,
         }
     }
 
@@ -63,6 +67,7 @@ impl SignedRoute {
         match self {
             SignedRoute::Channel(hook) => webhooks::refused(app, hook.platform(), reason, e),
             SignedRoute::Forge => forge::refused(app, e),
+            SignedRoute::ProxyReplies => proxy_replies::refused(app, e),
         }
     }
 
@@ -83,11 +88,13 @@ impl SignedRoute {
             }
             SignedRoute::Forge if forge.body_signature => &[FORGE_BODY_SIGNATURE],
             SignedRoute::Forge => &[FORGE_SIGNATURE, FORGE_TIMESTAMP],
+            SignedRoute::ProxyReplies => &proxy_replies::HEADERS,
         };
         let missing = needed.iter().copied().find(|h| !headers.contains_key(*h))?;
         let e = verify::SignatureError::Missing(missing);
-        Some(forge::refused(
+        Some(self.refuse(
             app,
+            "missing_signature",
             ApiError::new(StatusCode::UNAUTHORIZED, e.code(), e.message()),
         ))
     }
@@ -106,6 +113,8 @@ impl SignedRoute {
             SignedRoute::Forge => forge::verify_signature(app, headers, body)
                 .map(|_| ())
                 .map_err(|e| Box::new(forge::refused(app, e))),
+            SignedRoute::ProxyReplies => proxy_replies::verify_signature(app, headers, body)
+                .map_err(|e| Box::new(proxy_replies::refused(app, e))),
         }
     }
 }

@@ -10,7 +10,7 @@ use hermes_types::model::{Inbound, Platform, Tier};
 use crate::Router;
 
 /// The run row of a message as first written; the one place a `NewRun` is built.
-pub(super) fn new_run<'a>(
+pub(crate) fn new_run<'a>(
     env: &'a Envelope,
     inbound: &'a Inbound,
     tier: Tier,
@@ -31,44 +31,47 @@ pub(super) fn new_run<'a>(
     }
 }
 
+/// The 24-hour windows a person's message opens (or extends), recorded with the run it
+/// creates: delivery sends free text only inside them (docs/channels.md, "WhatsApp's window
+/// and templates", "Facebook Messenger"). Also what proxy mode records, since the edge's
+/// own delivery sends the answer.
+pub(crate) async fn open_windows(
+    inbound: &Inbound,
+    tx: &Transaction<'_>,
+) -> Result<(), StageError> {
+    open_whatsapp_window(inbound, tx).await?;
+    open_messenger_window(inbound, tx).await
+}
+
+/// A person's WhatsApp message opens (or extends) their chat's 24-hour window. A job's run
+/// is not the person writing.
+async fn open_whatsapp_window(inbound: &Inbound, tx: &Transaction<'_>) -> Result<(), StageError> {
+    let event = &inbound.event;
+    if event.platform != Platform::Whatsapp || inbound.user_message_id().is_none() {
+        return Ok(());
+    }
+    whatsapp_windows::record(
+        tx,
+        &event.chat_id,
+        event.received_at,
+        event.sender_name.as_deref(),
+    )
+    .await?;
+    Ok(())
+}
+
+/// A person's Messenger message opens (or extends) the 24-hour window in which replies go
+/// as `RESPONSE`.
+async fn open_messenger_window(inbound: &Inbound, tx: &Transaction<'_>) -> Result<(), StageError> {
+    let event = &inbound.event;
+    if event.platform != Platform::Messenger || inbound.user_message_id().is_none() {
+        return Ok(());
+    }
+    messenger_windows::record(tx, &event.chat_id, event.received_at).await?;
+    Ok(())
+}
+
 impl Router {
-    /// A person's WhatsApp message opens (or extends) their chat's 24-hour window, recorded
-    /// with the run it creates: delivery sends free text only inside it (docs/channels.md,
-    /// "WhatsApp's window and templates"). A job's run is not the person writing.
-    pub(super) async fn open_whatsapp_window(
-        &self,
-        inbound: &Inbound,
-        tx: &Transaction<'_>,
-    ) -> Result<(), StageError> {
-        let event = &inbound.event;
-        if event.platform != Platform::Whatsapp || inbound.user_message_id().is_none() {
-            return Ok(());
-        }
-        whatsapp_windows::record(
-            tx,
-            &event.chat_id,
-            event.received_at,
-            event.sender_name.as_deref(),
-        )
-        .await?;
-        Ok(())
-    }
-
-    /// A person's Messenger message opens (or extends) the 24-hour window in which replies go
-    /// as `RESPONSE` (docs/channels.md, "Facebook Messenger"), recorded with its run.
-    pub(super) async fn open_messenger_window(
-        &self,
-        inbound: &Inbound,
-        tx: &Transaction<'_>,
-    ) -> Result<(), StageError> {
-        let event = &inbound.event;
-        if event.platform != Platform::Messenger || inbound.user_message_id().is_none() {
-            return Ok(());
-        }
-        messenger_windows::record(tx, &event.chat_id, event.received_at).await?;
-        Ok(())
-    }
-
     /// Create the run row; false when it exists already (a redelivery, or a duplicate
     /// webhook that slipped past ingest's fast check).
     pub(super) async fn create_run(

@@ -20,6 +20,7 @@ pub mod messenger;
 pub mod presets;
 pub mod process;
 pub mod providers;
+pub mod proxy;
 pub mod retention;
 pub mod router;
 pub mod sms;
@@ -176,6 +177,7 @@ static SECTIONS: &[&[&Setting]] = &[
     tools::SETTINGS,
     tenants::SETTINGS,
     traces::SETTINGS,
+    proxy::SETTINGS,
     process::OUTSIDE,
 ];
 

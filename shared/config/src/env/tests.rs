@@ -125,6 +125,8 @@ fn doctor_lists_every_variable_and_never_a_secret_value() {
         "OTEL_EXPORTER_OTLP_HEADERS" => format!("api-key={sentinel}"),
         // `kid:alg:key`, an HS256 secret of at least 32 characters.
         "HERMES_MCP_JWT_KEYS" => format!("k1:HS256:{sentinel}{sentinel}"),
+        // A Standard Webhooks secret.
+        "GATEWAY_PROXY_SECRET" => format!("whsec_{sentinel}"),
         _ => sentinel.to_string(),
     };
     let secrets: Vec<(&str, String)> = all()
@@ -136,6 +138,7 @@ fn doctor_lists_every_variable_and_never_a_secret_value() {
     let mut vars: Vec<(&str, &str)> = secrets.iter().map(|(n, v)| (*n, v.as_str())).collect();
     vars.push(("WHATSAPP_PHONE_NUMBER_ID", "123"));
     vars.push(("TEAMS_APP_ID", "00000000-0000-0000-0000-000000000001"));
+    vars.push(("GATEWAY_PROXY_URL", "https://upstream.example"));
     let map: HashMap<&str, &str> = vars.into_iter().collect();
     let config =
         Config::from_lookup(&|n| map.get(n).map(|v| v.to_string()), None).expect("valid secrets");
