@@ -2,7 +2,7 @@
 route, in both protocol versions (docs/a2a.md); driven by tests/e2e/a2a.rs.
 
 Environment: A2A_URL (the workspace's A2A URL), A2A_KEY (a key with the a2a scope),
-CHAT_KEY (a key without it), ANSWER (what the fleet's fake model answers). Exits non-zero
+CHAT_KEY (a key without it), OTHER_KEY (another key with the a2a scope), ANSWER (what the fleet's fake model answers). Exits non-zero
 on the first mismatch. Prints one JSON line: the context id of each version's conversation.
 
 The cancel half sends a message the fake model answers with a tool call the test holds,
@@ -34,6 +34,7 @@ from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 URL = os.environ["A2A_URL"]
 KEY = os.environ["A2A_KEY"]
 CHAT_KEY = os.environ["CHAT_KEY"]
+OTHER_KEY = os.environ["OTHER_KEY"]
 ANSWER = os.environ["ANSWER"]
 VERSIONS = ("1.0", "0.3")
 
@@ -71,7 +72,7 @@ async def send(c, request):
 
 
 async def converse(http, card, version):
-    """Send, get, continue the context, stream: the context's id."""
+    """Send, get, continue the context, stream: the context's id and the first task's."""
     c = client(http, card, version, streaming=False)
     events = await send(c, SendMessageRequest(message=message(f"my name is Ada ({version})")))
     check(len(events) == 1 and events[0].HasField("task"), f"{version}: one task {events}")
@@ -122,7 +123,7 @@ async def converse(http, card, version):
         raise AssertionError(f"{version}: a completed task was canceled")
     except TaskNotCancelableError:
         pass
-    return task.context_id
+    return task.context_id, task.id
 
 
 async def cancel(http, card, version):
@@ -178,6 +179,14 @@ async def bad_requests(http):
     check(got["error"]["code"] == -32009, f"an unknown version: {got}")
 
 
+async def anothers(task_id):
+    """Another key with the a2a scope does not see a task it did not send."""
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {OTHER_KEY}"}, timeout=30) as other:
+        for method in ("GetTask", "tasks/get"):
+            got = await rpc(other, {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"id": task_id}})
+            check(got.get("error", {}).get("code") == -32001, f"another key's task: {got}")
+
+
 async def refusals():
     """No key, and a key without the a2a scope, are refused before anything is read."""
     ping = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}
@@ -199,7 +208,8 @@ async def main():
         check(card.capabilities.streaming, "streaming declared")
         contexts = {}
         for version in VERSIONS:
-            contexts[version] = await converse(http, card, version)
+            contexts[version], task_id = await converse(http, card, version)
+            await anothers(task_id)
         await bad_requests(http)
         await refusals()
         for version in VERSIONS:

@@ -3,8 +3,8 @@
 //! card declares both JSON-RPC interfaces; in 0.3 and in 1.0 a message is answered through
 //! the fleet's fake model, read back, continued in its context (the model is given the
 //! earlier turn, and both runs share one session), streamed (status updates and the final artifact); unknown and ended tasks
-//! get the SDK's errors; bad requests get the specification's codes; no key and a key
-//! without the `a2a` scope are refused; and a running task is canceled (its tool call held
+//! get the SDK's errors, and another key's task is not found; bad requests get the
+//! specification's codes; no key and a key without the `a2a` scope are refused; and a running task is canceled (its tool call held
 //! until the stop is recorded).
 
 use std::time::Duration;
@@ -79,6 +79,7 @@ async fn the_official_sdk_talks_to_a_workspace_in_a2a_0_3_and_1_0() {
     let config = slow_fetch_env(&mut env, &provider);
     let (_, a2a_key) = key_with(&env, &[KeyScope::A2a]).await;
     let (_, chat_key) = key_with(&env, &[KeyScope::Chat]).await;
+    let (_, other_key) = key_with(&env, &[KeyScope::A2a]).await;
     let fleet = env.start(&Service::ALL).await;
     let (status, workspace) = fleet
         .post_json(
@@ -99,6 +100,7 @@ async fn the_official_sdk_talks_to_a_workspace_in_a2a_0_3_and_1_0() {
         .env("A2A_URL", &url)
         .env("A2A_KEY", &a2a_key)
         .env("CHAT_KEY", &chat_key)
+        .env("OTHER_KEY", &other_key)
         .env("ANSWER", ANSWER)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

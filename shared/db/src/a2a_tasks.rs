@@ -138,3 +138,84 @@ pub async fn forget(client: &Client, run_id: RunId) -> Result<(), DbError> {
         .await?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scratch::ScratchDb;
+    use crate::workspace_api::{self, Profile};
+
+    #[tokio::test]
+    async fn a_contexts_history_is_its_callers_own_latest_turns_in_order() {
+        ScratchDb::with(|db| async move {
+            let c = db.get().await.unwrap();
+            let ws = workspace_api::create(&c, "A2A one", &Profile::default())
+                .await
+                .unwrap()
+                .id;
+            let other_ws = workspace_api::create(&c, "A2A two", &Profile::default())
+                .await
+                .unwrap()
+                .id;
+            let a = crate::api_keys::create(&c, "a", None, None)
+                .await
+                .unwrap()
+                .key
+                .id;
+            let b = crate::api_keys::create(&c, "b", None, None)
+                .await
+                .unwrap()
+                .key
+                .id;
+            let mut runs = Vec::new();
+            for (workspace, key, context, input) in [
+                (ws, Some(a), "c", "first"),
+                (ws, Some(a), "c", "second"),
+                (ws, Some(b), "c", "b's"),
+                (other_ws, Some(a), "c", "elsewhere"),
+                (ws, None, "c", "the operator's"),
+                (ws, Some(a), "d", "another context"),
+                (ws, Some(a), "c", "third"),
+            ] {
+                let run_id = RunId::new();
+                let task = NewTask {
+                    run_id,
+                    workspace_id: workspace,
+                    api_key_id: key,
+                    context_id: context,
+                    message_id: "m",
+                    input,
+                };
+                insert(&c, &task).await.unwrap();
+                runs.push(run_id);
+            }
+            let inputs =
+                |turns: Vec<Turn>| -> Vec<String> { turns.into_iter().map(|t| t.input).collect() };
+            let turns = context_turns(&c, ws, "c", Some(a), 10).await.unwrap();
+            assert!(
+                turns
+                    .iter()
+                    .all(|t| t.answer.is_none() && t.session.is_none()),
+                "no runs yet"
+            );
+            assert_eq!(inputs(turns), ["first", "second", "third"]);
+            let latest = context_turns(&c, ws, "c", Some(a), 2).await.unwrap();
+            assert_eq!(inputs(latest), ["second", "third"]);
+            let operator = context_turns(&c, ws, "c", None, 10).await.unwrap();
+            assert_eq!(inputs(operator), ["the operator's"]);
+
+            // A key sees its own tasks of the workspace; the operator every one.
+            assert!(get(&c, ws, runs[0], Some(a)).await.unwrap().is_some());
+            assert!(get(&c, ws, runs[0], Some(b)).await.unwrap().is_none());
+            assert!(get(&c, other_ws, runs[0], Some(a)).await.unwrap().is_none());
+            let seen = get(&c, ws, runs[2], None).await.unwrap().unwrap();
+            assert_eq!(
+                (seen.context_id.as_str(), seen.input.as_str()),
+                ("c", "b's")
+            );
+            forget(&c, runs[0]).await.unwrap();
+            assert!(get(&c, ws, runs[0], None).await.unwrap().is_none());
+        })
+        .await;
+    }
+}
