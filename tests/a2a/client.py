@@ -112,6 +112,12 @@ async def converse(http, card, version):
         f"{version}: one task",
     )
 
+    # A run that fails is a failed task, its reason the status message.
+    failed = (await send(c, SendMessageRequest(message=message(f"failing task ({version})"))))[0].task
+    check(failed.status.state == TaskState.TASK_STATE_FAILED, f"{version}: failed {failed}")
+    reason = "".join(p.text for p in failed.status.message.parts)
+    check(reason and not failed.artifacts, f"{version}: a reason, no answer {failed}")
+
     # Unknown tasks, and a task that ended, by the SDK's own errors.
     try:
         await c.get_task(GetTaskRequest(id=str(uuid.uuid4())))

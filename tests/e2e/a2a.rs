@@ -2,7 +2,7 @@
 //! (`tests/a2a/client.py`, a2a-sdk 1.x, pinned in tests/a2a/requirements.txt): the agent
 //! card declares both JSON-RPC interfaces; in 0.3 and in 1.0 a message is answered through
 //! the fleet's fake model, read back, continued in its context (the model is given the
-//! earlier turn, and both runs share one session), streamed (status updates and the final artifact); unknown and ended tasks
+//! earlier turn, and both runs share one session), streamed, failed with its reason (status updates and the final artifact); unknown and ended tasks
 //! get the SDK's errors, and another key's task is not found; bad requests get the
 //! specification's codes; no key and a key without the `a2a` scope are refused; and a running task is canceled (its tool call held
 //! until the stop is recorded).
@@ -14,7 +14,7 @@ use hermes_db::api_keys::KeyScope;
 use hermes_testkit::{KEY, TestEnv, eventually};
 use serde_json::{Value, json};
 use wiremock::matchers::{body_string_contains, method, path};
-use wiremock::{Mock, MockServer};
+use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use crate::operator_mcp::key_with;
 use crate::run_events::{gate, in_gate, slow_fetch_env};
@@ -24,8 +24,9 @@ use crate::runs::{provider_calls, sse_text, sse_tool_call};
 const ANSWER: &str = "Hello from Hermes.";
 const ROLE: &str = "You are the Axiom research agent.";
 
-/// A model that answers [`ANSWER`] in pieces, and a message naming a "slow task" with a
-/// call of `http_fetch` to `slow_url` (then, given the tool's result, anything).
+/// A model that answers [`ANSWER`] in pieces, a message naming a "slow task" with a call of
+/// `http_fetch` to `slow_url` (then, given the tool's result, anything), and refuses one
+/// naming a "failing task".
 async fn model(slow_url: &str) -> MockServer {
     let provider = MockServer::start().await;
     Mock::given(method("POST"))
@@ -39,6 +40,15 @@ async fn model(slow_url: &str) -> MockServer {
         .and(path("/v1/chat/completions"))
         .and(body_string_contains("slow task"))
         .respond_with(sse_tool_call("http_fetch", &json!({"url": slow_url})))
+        .with_priority(2)
+        .mount(&provider)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .and(body_string_contains("failing task"))
+        .respond_with(ResponseTemplate::new(400).set_body_json(
+            json!({"error": {"message": "refused", "type": "invalid_request_error"}}),
+        ))
         .with_priority(2)
         .mount(&provider)
         .await;
