@@ -18,6 +18,7 @@ mod bench_floors;
 mod bursts;
 mod bus;
 mod channels;
+mod console;
 mod conversations;
 mod delivery;
 mod delivery_copies;

@@ -190,6 +190,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0035_proxied_messages",
         sql: include_str!("../../../migrations/0035_proxied_messages.sql"),
     },
+    Migration {
+        version: 37,
+        name: "0037_console_sessions",
+        sql: include_str!("../../../migrations/0037_console_sessions.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

@@ -15,7 +15,8 @@ use serde_json::json;
 pub struct AccessArgs {
     /// A surface the key may call: `messages` (the REST channel), `chat` (the
     /// OpenAI-compatible API), `jobs` (scheduled jobs) or `operator` (the operator MCP server
-    /// at `/mcp`: every conversation, sending, approvals; never a default); repeat for
+    /// at `/mcp`, the console, workspaces: every conversation, sending, approvals; never a
+    /// default); repeat for
     /// several. A new key gets `messages` by default.
     #[arg(long = "scope", value_name = "SCOPE")]
     scopes: Vec<KeyScope>,
