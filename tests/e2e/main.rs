@@ -19,6 +19,7 @@ mod bench_floors;
 mod bursts;
 mod bus;
 mod channels;
+mod console;
 mod conversations;
 mod delivery;
 mod delivery_copies;

@@ -72,8 +72,10 @@ fn concrete(path: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_document_names_every_route_and_every_route_answers() {
     let mut env = TestEnv::new().await;
-    // The Forge route is mounted only with a secret, and proxy mode's answers only on an edge.
+    // The Forge route is mounted only with a secret, proxy mode's answers only on an edge, and
+    // the console only when asked for.
     crate::forge_wakes::forge_env(&mut env);
+    env.set("HERMES_CONSOLE", "true");
     env.set("GATEWAY_PROXY_URL", "http://127.0.0.1:9")
         .set("GATEWAY_PROXY_KEY", "hk_upstream")
         .set("GATEWAY_PROXY_SECRET", "whsec_c2VjcmV0");

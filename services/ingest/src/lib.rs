@@ -7,6 +7,7 @@ mod accept;
 mod agent_mcp;
 mod auth;
 mod chat;
+mod console;
 mod content;
 mod cors;
 pub mod forge;
@@ -402,7 +403,14 @@ pub fn app(state: AppState) -> Router {
     // With API_SERVER_ENABLED=false the API's routes are not mounted at all: they answer
     // 404 like any unknown path (docs/api.md, turning the API off).
     let api_enabled = state.ctx.config.ingest.api_enabled;
+    // The operator console, only when asked for (docs/console.md).
+    let console = if state.ctx.config.ingest.console {
+        console::routes(&state)
+    } else {
+        Router::new()
+    };
     let served = mcp
+        .merge(console)
         .merge(operator_mcp)
         .merge(forge)
         .merge(proxy_replies)

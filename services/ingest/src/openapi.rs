@@ -37,6 +37,7 @@ const FRAGMENTS: &[(&str, &str)] = &[
     ("channels.json", include_str!("../openapi/channels.json")),
     ("forge.json", include_str!("../openapi/forge.json")),
     ("proxy.json", include_str!("../openapi/proxy.json")),
+    ("console.json", include_str!("../openapi/console.json")),
     ("admin.json", include_str!("../openapi/admin.json")),
 ];
 

@@ -53,6 +53,10 @@ pub struct IngestSettings {
     pub rate_limits: BTreeMap<String, RateLimit>,
     /// Per operator key: `messages_send` calls (docs/operator-mcp.md, limits).
     pub operator_sends: RateLimit,
+    /// `HERMES_CONSOLE`: whether `/console` is served (docs/console.md).
+    pub console: bool,
+    /// `HERMES_CONSOLE_SESSION_SECS`: how long a console login lasts.
+    pub console_session: Duration,
 }
 
 impl IngestSettings {

@@ -44,6 +44,8 @@ impl Config {
             addr
         });
         let api_enabled = r.get(&api::API_SERVER_ENABLED);
+        let console = r.get(&crate::env::console::HERMES_CONSOLE);
+        let console_session = r.get(&crate::env::console::HERMES_CONSOLE_SESSION_SECS);
         let admin_addr = r.get(&process::HERMES_ADMIN_ADDR);
         let log_format = r.get(&process::HERMES_LOG_FORMAT);
         let shutdown_grace = r.get(&process::HERMES_SHUTDOWN_GRACE_SECS);
@@ -147,6 +149,8 @@ impl Config {
                 ingest: IngestSettings {
                     http_addr: http_addr?,
                     api_enabled: api_enabled?,
+                    console: console?,
+                    console_session: console_session?,
                     api_server_key,
                     run_timeout: run_timeout?,
                     max_body_bytes: max_body_bytes?,

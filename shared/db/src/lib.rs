@@ -8,6 +8,7 @@ pub mod api_keys;
 pub mod approvals;
 pub mod budgets;
 pub mod bursts;
+pub mod console_sessions;
 pub mod credits;
 pub mod delivery_sends;
 pub mod drafts;

@@ -195,6 +195,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0036_a2a",
         sql: include_str!("../../../migrations/0036_a2a.sql"),
     },
+    Migration {
+        version: 37,
+        name: "0037_console_sessions",
+        sql: include_str!("../../../migrations/0037_console_sessions.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

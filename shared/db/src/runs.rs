@@ -37,6 +37,18 @@ pub enum RunStatus {
 pub const CLOSED_SQL: &str = "('completed', 'failed', 'cancelled', 'expired')";
 
 impl RunStatus {
+    /// Every status, in a run's order.
+    pub const ALL: [RunStatus; 8] = [
+        RunStatus::Routed,
+        RunStatus::Running,
+        RunStatus::AwaitingTools,
+        RunStatus::AwaitingApproval,
+        RunStatus::Completed,
+        RunStatus::Failed,
+        RunStatus::Cancelled,
+        RunStatus::Expired,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             RunStatus::Routed => "routed",

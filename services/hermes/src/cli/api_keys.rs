@@ -15,8 +15,9 @@ use serde_json::json;
 pub struct AccessArgs {
     /// A surface the key may call: `messages` (the REST channel), `chat` (the
     /// OpenAI-compatible API), `jobs` (scheduled jobs), `operator` (the operator MCP server
-    /// at `/mcp`: every conversation, sending, approvals; never a default) or `a2a` (the
-    /// workspaces' A2A routes); repeat for several. A new key gets `messages` by default.
+    /// at `/mcp`, the console, workspaces: every conversation, sending, approvals; never a
+    /// default) or `a2a` (the workspaces' A2A routes); repeat for several. A new key gets
+    /// `messages` by default.
     #[arg(long = "scope", value_name = "SCOPE")]
     scopes: Vec<KeyScope>,
     /// Requests per minute on either surface (0: no limit).

@@ -10,6 +10,7 @@ mod read;
 pub mod api;
 pub mod approvals;
 pub mod bus;
+pub mod console;
 pub mod delivery;
 pub mod dispatcher;
 pub mod forge;
@@ -164,6 +165,7 @@ static SECTIONS: &[&[&Setting]] = &[
     forge::SETTINGS,
     dispatcher::SETTINGS,
     api::SETTINGS,
+    console::SETTINGS,
     bus::SETTINGS,
     router::SETTINGS,
     media::SETTINGS,

@@ -1,0 +1,44 @@
+//! The operator console (docs/console.md), served by ingest at `/console` when
+//! `HERMES_CONSOLE=true`: server-rendered HTML over the same PostgreSQL rows the CLI and the
+//! operator MCP server read, with no second source of truth and no script.
+//!
+//! - `session`: logging in with an operator key, the cookie, CSRF, refusing other sites;
+//! - `html`: escaping, the page frame and the headers that keep a page inert;
+//! - `runs`: the runs list and a run's history.
+
+mod html;
+mod runs;
+mod session;
+
+use axum::Router;
+use axum::middleware;
+use axum::routing::{get, post};
+
+use crate::AppState;
+
+/// The console's routes: the login form and the stylesheet open, every other page behind a
+/// login.
+pub fn routes(state: &AppState) -> Router<AppState> {
+    let pages = Router::new()
+        .route(
+            "/console",
+            get(|| async { html::see_other("/console/runs") }),
+        )
+        .route("/console/runs", get(runs::list))
+        .route("/console/runs/{id}", get(runs::show))
+        .route("/console/logout", post(session::logout))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            session::require_login,
+        ));
+    Router::new()
+        .route(
+            "/console/login",
+            get(session::login_form).post(session::login),
+        )
+        .route(
+            "/console/static/console.css",
+            get(|| async { html::stylesheet() }),
+        )
+        .merge(pages)
+}

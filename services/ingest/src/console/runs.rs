@@ -1,0 +1,324 @@
+//! The console's runs (docs/console.md): the newest first, filtered by status, platform or a
+//! sender or chat, paged with a cursor; a run id goes straight to its page. A run's page
+//! reads as its history, oldest first, as Temporal's does a workflow's: what came in, how it
+//! was routed, what the model and the tools did, what was sent, how it ended.
+
+use axum::Extension;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chrono::{DateTime, Utc};
+use hermes_db::console_sessions::Login;
+use hermes_db::runs::RunStatus;
+use hermes_types::model::Platform;
+use serde::Deserialize;
+use tokio_postgres::Row;
+
+use super::html::{esc, page, see_other};
+use crate::AppState;
+
+/// Runs on one page.
+const PAGE: i64 = 50;
+/// The longest filter value read.
+const MAX_FILTER: usize = 200;
+
+/// The list's filters, as the form sends them.
+#[derive(Debug, Default, Deserialize)]
+pub struct Filters {
+    q: Option<String>,
+    status: Option<String>,
+    platform: Option<String>,
+    before: Option<String>,
+}
+
+fn unavailable(login: &Login) -> Response {
+    page(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Unavailable",
+        Some(login),
+        "<p class=\"error\">Cannot read the runs right now; reload shortly.</p>",
+    )
+}
+
+/// A page position: the last row's id. Run ids are UUID v7, so they sort by creation time
+/// and the primary key pages the newest first with no index of its own.
+fn encode_cursor(id: uuid::Uuid) -> String {
+    URL_SAFE_NO_PAD.encode(id.as_bytes())
+}
+
+fn decode_cursor(s: &str) -> Option<uuid::Uuid> {
+    uuid::Uuid::from_slice(&URL_SAFE_NO_PAD.decode(s).ok()?).ok()
+}
+
+/// A filter value: trimmed, bounded, and `None` when empty.
+fn filter(v: &Option<String>) -> Option<&str> {
+    v.as_deref()
+        .map(str::trim)
+        .filter(|v| !v.is_empty() && v.len() <= MAX_FILTER)
+}
+
+fn select(name: &str, label: &str, options: &[&str], chosen: Option<&str>) -> String {
+    let mut out = format!(
+        "<div><label for=\"{name}\">{label}</label><select id=\"{name}\" name=\"{name}\"><option value=\"\">any</option>"
+    );
+    for o in options {
+        let selected = if chosen == Some(*o) { " selected" } else { "" };
+        out.push_str(&format!("<option{selected}>{}</option>", esc(o)));
+    }
+    out.push_str("</select></div>");
+    out
+}
+
+/// `GET /console/runs`
+pub async fn list(
+    State(app): State<AppState>,
+    Extension(login): Extension<Login>,
+    Query(f): Query<Filters>,
+) -> Response {
+    let q = filter(&f.q);
+    // A run id goes straight to the run.
+    if let Some(id) = q.and_then(|q| q.parse::<uuid::Uuid>().ok()) {
+        return see_other(&format!("/console/runs/{id}"));
+    }
+    let status = filter(&f.status)
+        .and_then(RunStatus::parse)
+        .map(RunStatus::as_str);
+    let platform = filter(&f.platform).and_then(Platform::parse);
+    let before = filter(&f.before).and_then(decode_cursor);
+    let Ok(client) = app.ctx.db.get().await else {
+        return unavailable(&login);
+    };
+    let rows = client
+        .query(
+            "SELECT id, created_at, platform, status, model, tokens_in + tokens_out,
+                    cost_micro_usd, sender_id, chat_id
+             FROM agent_runs
+             WHERE ($1::text IS NULL OR status = $1)
+               AND ($2::text IS NULL OR platform = $2)
+               AND ($3::text IS NULL OR sender_id = $3 OR chat_id = $3)
+               AND ($4::uuid IS NULL OR id < $4)
+             ORDER BY id DESC
+             LIMIT $5",
+            &[
+                &status,
+                &platform.map(Platform::as_str),
+                &q,
+                &before,
+                &(PAGE + 1),
+            ],
+        )
+        .await;
+    let Ok(rows) = rows else {
+        return unavailable(&login);
+    };
+    let more = rows.len() as i64 > PAGE;
+    let shown = &rows[..rows.len().min(PAGE as usize)];
+    let platforms: Vec<&str> = Platform::ALL.iter().map(|p| p.as_str()).collect();
+    let mut body = format!(
+        "<form class=\"filters\" method=\"get\" action=\"/console/runs\" role=\"search\">\
+         <div><label for=\"q\">Run id, sender or chat</label>\
+         <input id=\"q\" name=\"q\" value=\"{}\" maxlength=\"{MAX_FILTER}\"></div>{}{}\
+         <button type=\"submit\">Search</button></form>",
+        esc(q.unwrap_or_default()),
+        select(
+            "status",
+            "Status",
+            &RunStatus::ALL.map(RunStatus::as_str),
+            status
+        ),
+        select(
+            "platform",
+            "Platform",
+            &platforms,
+            platform.map(Platform::as_str)
+        ),
+    );
+    body.push_str(
+        "<table><caption class=\"muted\">Newest first</caption><thead><tr><th>Started</th><th>Run</th>\
+         <th>Platform</th><th>Status</th><th class=\"wide\">Model</th><th class=\"wide\">Tokens</th>\
+         <th class=\"wide\">Cost (USD)</th></tr></thead><tbody>",
+    );
+    for r in shown {
+        body.push_str(&row_html(r));
+    }
+    body.push_str("</tbody></table>");
+    if shown.is_empty() {
+        body.push_str("<p class=\"muted\">No run matches.</p>");
+    }
+    if let (true, Some(last)) = (more, shown.last()) {
+        let mut next = url::form_urlencoded::Serializer::new(String::new());
+        for (k, v) in [
+            ("q", q),
+            ("status", status),
+            ("platform", platform.map(Platform::as_str)),
+        ] {
+            if let Some(v) = v {
+                next.append_pair(k, v);
+            }
+        }
+        next.append_pair("before", &encode_cursor(last.get(0)));
+        body.push_str(&format!(
+            "<p><a href=\"/console/runs?{}\">Older runs</a></p>",
+            esc(&next.finish())
+        ));
+    }
+    page(StatusCode::OK, "Runs", Some(&login), &body)
+}
+
+/// Micro-dollars as dollars, to the micro-dollar.
+fn dollars(micro: i64) -> String {
+    format!("{}.{:06}", micro / 1_000_000, (micro % 1_000_000).abs())
+}
+
+fn row_html(r: &Row) -> String {
+    let id: uuid::Uuid = r.get(0);
+    let at: DateTime<Utc> = r.get(1);
+    let status: String = r.get(3);
+    format!(
+        "<tr><td>{}</td><td><a href=\"/console/runs/{id}\">{id}</a></td><td>{}</td>\
+         <td class=\"{}\">{}</td><td class=\"wide\">{}</td><td class=\"wide\">{}</td><td class=\"wide\">{}</td></tr>",
+        at.format("%Y-%m-%d %H:%M:%S"),
+        esc(&r.get::<_, Option<String>>(2).unwrap_or_default()),
+        esc(&status),
+        esc(&status),
+        esc(&r.get::<_, Option<String>>(4).unwrap_or_default()),
+        r.get::<_, i64>(5),
+        dollars(r.get(6)),
+    )
+}
+
+/// `GET /console/runs/{id}`
+pub async fn show(
+    State(app): State<AppState>,
+    Extension(login): Extension<Login>,
+    Path(id): Path<String>,
+) -> Response {
+    let Ok(id) = id.parse::<uuid::Uuid>() else {
+        return not_found(&login, &id);
+    };
+    let Ok(client) = app.ctx.db.get().await else {
+        return unavailable(&login);
+    };
+    let run = client
+        .query_opt(
+            "SELECT platform, sender_id, chat_id, status, tier, model, tokens_in, tokens_out,
+                    cost_micro_usd, input_text, output_text, error_code, error_detail,
+                    created_at, finished_at, traceparent, session_id
+             FROM agent_runs WHERE id = $1",
+            &[&id],
+        )
+        .await;
+    let run = match run {
+        Ok(Some(run)) => run,
+        Ok(None) => return not_found(&login, &id.to_string()),
+        Err(_) => return unavailable(&login),
+    };
+    let started: DateTime<Utc> = run.get(13);
+    let until = run
+        .get::<_, Option<DateTime<Utc>>>(14)
+        .unwrap_or_else(Utc::now)
+        + chrono::TimeDelta::hours(1);
+    let history = client
+        .query(
+            // The operators' event log has no index by run: it is read within the run's
+            // lifetime, by its time index.
+            "SELECT created_at, kind, data::text FROM activity_events WHERE run_id = $1
+             UNION ALL
+             SELECT created_at, kind, body::text FROM events
+             WHERE run_id = $1 AND created_at >= $2 AND created_at <= $3
+             ORDER BY 1 LIMIT 500",
+            &[&id, &started, &until],
+        )
+        .await;
+    let Ok(history) = history else {
+        return unavailable(&login);
+    };
+    let text = |i: usize| esc(&run.get::<_, Option<String>>(i).unwrap_or_default());
+    let trace = run
+        .get::<_, Option<String>>(15)
+        .and_then(|t| t.split('-').nth(1).map(str::to_string))
+        .unwrap_or_default();
+    let finished = run
+        .get::<_, Option<DateTime<Utc>>>(14)
+        .map(|t| t.to_rfc3339())
+        .unwrap_or_else(|| "not yet".into());
+    let mut body = format!(
+        "<dl><dt>Run</dt><dd>{id}</dd><dt>Status</dt><dd class=\"{s}\">{s}</dd>\
+         <dt>Platform</dt><dd>{}</dd><dt>Sender</dt><dd>{}</dd><dt>Chat</dt><dd>{}</dd>\
+         <dt>Tier</dt><dd>{}</dd><dt>Model</dt><dd>{}</dd><dt>Tokens</dt><dd>{} in, {} out</dd>\
+         <dt>Cost (USD)</dt><dd>{}</dd><dt>Started</dt><dd>{}</dd><dt>Ended</dt><dd>{}</dd>\
+         <dt>Trace</dt><dd>{}</dd><dt>Conversation</dt><dd>{}</dd></dl>",
+        text(0),
+        text(1),
+        text(2),
+        text(4),
+        text(5),
+        run.get::<_, i64>(6),
+        run.get::<_, i64>(7),
+        dollars(run.get(8)),
+        run.get::<_, DateTime<Utc>>(13).to_rfc3339(),
+        esc(&finished),
+        esc(&trace),
+        run.get::<_, Option<uuid::Uuid>>(16)
+            .map(|s| s.to_string())
+            .unwrap_or_default(),
+        s = text(3),
+    );
+    body.push_str(&format!(
+        "<h2>Message</h2><pre>{}</pre><h2>Answer</h2><pre>{}</pre>",
+        text(9),
+        text(10)
+    ));
+    if run.get::<_, Option<String>>(11).is_some() {
+        body.push_str(&format!(
+            "<h2>Failure</h2><p class=\"error\">{}</p><pre>{}</pre>",
+            text(11),
+            text(12)
+        ));
+    }
+    body.push_str("<h2>History</h2><table><thead><tr><th>When</th><th>What</th><th>Details</th></tr></thead><tbody>");
+    for h in &history {
+        body.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td><pre>{}</pre></td></tr>",
+            h.get::<_, DateTime<Utc>>(0).format("%H:%M:%S%.3f"),
+            esc(h.get::<_, &str>(1)),
+            esc(h.get::<_, &str>(2)),
+        ));
+    }
+    body.push_str("</tbody></table>");
+    page(StatusCode::OK, &format!("Run {id}"), Some(&login), &body)
+}
+
+fn not_found(login: &Login, id: &str) -> Response {
+    page(
+        StatusCode::NOT_FOUND,
+        "No such run",
+        Some(login),
+        &format!(
+            "<p>No run {}.</p><p><a href=\"/console/runs\">All runs</a></p>",
+            esc(id)
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_round_trips_and_garbage_reads_as_none() {
+        let id = uuid::Uuid::now_v7();
+        assert_eq!(decode_cursor(&encode_cursor(id)), Some(id));
+        for bad in ["", "!!", "bm9wZQ"] {
+            assert_eq!(decode_cursor(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn money_is_shown_to_the_micro_dollar() {
+        assert_eq!(dollars(0), "0.000000");
+        assert_eq!(dollars(1_234_567), "1.234567");
+    }
+}

@@ -1,0 +1,178 @@
+//! The operator console (docs/console.md) through the real ingest: logging in with the
+//! operator key into an `HttpOnly`, `Secure`, `SameSite=Strict` cookie (other keys refused),
+//! the runs list and a run's page, a message carrying markup shown inert under a policy with
+//! no inline script, and state-changing forms refused without their CSRF token or from
+//! another site.
+
+use hermes::Service;
+use hermes_db::api_keys::{self, KeyScope};
+use hermes_testkit::{Fleet, KEY, TestEnv};
+use reqwest::header::{CONTENT_SECURITY_POLICY, COOKIE, LOCATION, SET_COOKIE};
+use serde_json::json;
+
+const MARKUP: &str = "<script>alert(1)</script><img src=x onerror=alert(2)>";
+
+/// A browser-like client that follows nothing: each redirect is asserted.
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+async fn log_in(fleet: &Fleet, key: &str) -> reqwest::Response {
+    client()
+        .post(fleet.url("/console/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("key={key}"))
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn get(fleet: &Fleet, path: &str, cookie: &str) -> reqwest::Response {
+    client()
+        .get(fleet.url(path))
+        .header(COOKIE, cookie)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The value of the hidden `csrf` field of `page`.
+fn csrf_of(page: &str) -> String {
+    let at = page.find("name=\"csrf\" value=\"").expect("a CSRF field") + 19;
+    page[at..at + 64].to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_logs_in_reads_a_run_inert_and_forms_need_their_token() {
+    let mut env = TestEnv::new().await;
+    env.set("HERMES_CONSOLE", "true");
+    let chat_key = {
+        let client = env.db().get().await.unwrap();
+        let created = api_keys::create(&client, "chat only", None, None)
+            .await
+            .unwrap();
+        api_keys::set_scopes(&client, created.key.id, &[KeyScope::Chat])
+            .await
+            .unwrap();
+        created.secret_key
+    };
+    let fleet = env.start(&Service::ALL).await;
+
+    // Nothing without a login but the login form.
+    let resp = get(&fleet, "/console/runs", "").await;
+    assert_eq!(resp.status(), 303);
+    assert_eq!(resp.headers()[LOCATION], "/console/login");
+    let form = client()
+        .get(fleet.url("/console/login"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(form.status(), 200);
+    let policy = form.headers()[CONTENT_SECURITY_POLICY]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(!policy.contains("unsafe-inline") && policy.contains("frame-ancestors 'none'"));
+    assert_eq!(log_in(&fleet, "hk_nothing_at_all").await.status(), 401);
+    assert_eq!(log_in(&fleet, &chat_key).await.status(), 403);
+
+    // The operator key logs in.
+    let resp = log_in(&fleet, KEY).await;
+    assert_eq!(resp.status(), 303);
+    assert_eq!(resp.headers()[LOCATION], "/console/runs");
+    let set = resp.headers()[SET_COOKIE].to_str().unwrap().to_string();
+    for flag in [
+        "HttpOnly",
+        "Secure",
+        "SameSite=Strict",
+        "Path=/console",
+        "Max-Age=28800",
+    ] {
+        assert!(set.contains(flag), "{flag} in {set}");
+    }
+    let cookie = set.split(';').next().unwrap().to_string();
+
+    // A message with markup, answered; its run listed and shown, the markup inert.
+    let resp = fleet
+        .post_chat(
+            &json!({"model": "hermes-agent", "messages": [{"role": "user", "content": MARKUP}]}),
+        )
+        .await;
+    assert_eq!(resp.status(), 200);
+    let run = resp.headers()["x-hermes-run-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let list = get(&fleet, "/console/runs", &cookie)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(list.contains(&format!("/console/runs/{run}")), "{list}");
+    let found = get(&fleet, &format!("/console/runs?q={run}"), &cookie).await;
+    assert_eq!(found.status(), 303, "a run id goes to its page");
+    let resp = get(&fleet, &format!("/console/runs/{run}"), &cookie).await;
+    assert_eq!(resp.status(), 200);
+    let page = resp.text().await.unwrap();
+    assert!(
+        page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{page}"
+    );
+    assert!(
+        !page.contains("<script") && !page.contains("<img src=x"),
+        "{page}"
+    );
+    assert!(page.contains("completed"), "{page}");
+    let missing = get(
+        &fleet,
+        "/console/runs/00000000-0000-7000-8000-000000000000",
+        &cookie,
+    )
+    .await;
+    assert_eq!(missing.status(), 404);
+
+    // Logging out needs the page's token, from this site.
+    let logout = |csrf: String, site: &'static str| {
+        client()
+            .post(fleet.url("/console/logout"))
+            .header(COOKIE, &cookie)
+            .header("sec-fetch-site", site)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("csrf={csrf}"))
+            .send()
+    };
+    let csrf = csrf_of(&page);
+    assert_eq!(
+        logout(String::new(), "same-origin").await.unwrap().status(),
+        403
+    );
+    assert_eq!(
+        logout(csrf.clone(), "cross-site").await.unwrap().status(),
+        403
+    );
+    assert_eq!(
+        get(&fleet, "/console/runs", &cookie).await.status(),
+        200,
+        "still logged in"
+    );
+    assert_eq!(logout(csrf, "same-origin").await.unwrap().status(), 303);
+    assert_eq!(
+        get(&fleet, "/console/runs", &cookie).await.status(),
+        303,
+        "logged out"
+    );
+    fleet.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_is_off_unless_asked_for() {
+    let env = TestEnv::new().await;
+    let fleet = env.start(&[Service::Ingest]).await;
+    for path in ["/console", "/console/login", "/console/runs"] {
+        assert_eq!(get(&fleet, path, "").await.status(), 404, "{path}");
+    }
+    fleet.stop().await.unwrap();
+}
