@@ -176,3 +176,90 @@ async fn the_console_is_off_unless_asked_for() {
     }
     fleet.stop().await.unwrap();
 }
+
+/// The same console in a real headless Chromium: the login form typed into and sent, the
+/// cookie kept by the browser, the run found from the list and opened, no alert raised by
+/// the markup it shows, logging out; screenshots of each page at 1,440 and 360 pixels wide
+/// (`target/console-screenshots/`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_real_browser_the_console_logs_in_shows_a_run_inert_and_logs_out() {
+    let Some(browser) = hermes_testkit::browser::Browser::start(1440).await else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "Chromium is missing: scripts/test installs chromium and chromium-driver"
+        );
+        eprintln!("chromium not installed: skipped (scripts/test installs it)");
+        return;
+    };
+    let mut env = TestEnv::new().await;
+    env.set("HERMES_CONSOLE", "true");
+    let fleet = env.start(&Service::ALL).await;
+    let resp = fleet
+        .post_chat(
+            &json!({"model": "hermes-agent", "messages": [{"role": "user", "content": MARKUP}]}),
+        )
+        .await;
+    assert_eq!(resp.status(), 200);
+    let run = resp.headers()["x-hermes-run-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let shots =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/console-screenshots");
+    let shoot = |name: &'static str| {
+        let (browser, shots) = (&browser, shots.clone());
+        async move {
+            for width in [1440, 360] {
+                browser.resize(width, 900).await;
+                browser
+                    .screenshot(&shots.join(format!("{name}-{width}.png")))
+                    .await;
+            }
+            browser.resize(1440, 900).await;
+        }
+    };
+
+    browser.goto(&fleet.url("/console/runs")).await;
+    assert!(
+        browser.url().await.ends_with("/console/login"),
+        "{}",
+        browser.url().await
+    );
+    shoot("login").await;
+    browser.fill("#key", KEY).await;
+    browser.click("button[type=submit]").await;
+    assert!(
+        browser.url().await.ends_with("/console/runs"),
+        "{}",
+        browser.url().await
+    );
+    shoot("runs").await;
+    browser
+        .click(&format!("a[href=\"/console/runs/{run}\"]"))
+        .await;
+    assert!(
+        browser.url().await.ends_with(&run),
+        "{}",
+        browser.url().await
+    );
+    let page = browser.source().await;
+    assert!(
+        page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{page}"
+    );
+    assert_eq!(browser.alert().await, None, "the markup raised an alert");
+    shoot("run").await;
+    browser.click("header form button[type=submit]").await;
+    assert!(
+        browser.url().await.ends_with("/console/login"),
+        "{}",
+        browser.url().await
+    );
+    browser.goto(&fleet.url("/console/runs")).await;
+    assert!(
+        browser.url().await.ends_with("/console/login"),
+        "logged out"
+    );
+    browser.quit().await;
+    fleet.stop().await.unwrap();
+}

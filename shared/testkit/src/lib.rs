@@ -26,6 +26,7 @@
 //! [`TestEnv`] with no fleet at all.
 
 pub use hermes_net::chaos;
+pub mod browser;
 mod db;
 mod env;
 pub mod fakes;
