@@ -39,6 +39,20 @@ async fn get(fleet: &Fleet, path: &str, cookie: &str) -> reqwest::Response {
         .unwrap()
 }
 
+/// The run of a chat completion whose message is [`MARKUP`], answered.
+async fn markup_run(fleet: &Fleet) -> String {
+    let resp = fleet
+        .post_chat(
+            &json!({"model": "hermes-agent", "messages": [{"role": "user", "content": MARKUP}]}),
+        )
+        .await;
+    assert_eq!(resp.status(), 200);
+    resp.headers()["x-hermes-run-id"]
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
 /// The value of the hidden `csrf` field of `page`.
 fn csrf_of(page: &str) -> String {
     let at = page.find("name=\"csrf\" value=\"").expect("a CSRF field") + 19;
@@ -96,16 +110,7 @@ async fn an_operator_logs_in_reads_a_run_inert_and_forms_need_their_token() {
     let cookie = set.split(';').next().unwrap().to_string();
 
     // A message with markup, answered; its run listed and shown, the markup inert.
-    let resp = fleet
-        .post_chat(
-            &json!({"model": "hermes-agent", "messages": [{"role": "user", "content": MARKUP}]}),
-        )
-        .await;
-    assert_eq!(resp.status(), 200);
-    let run = resp.headers()["x-hermes-run-id"]
-        .to_str()
-        .unwrap()
-        .to_string();
+    let run = markup_run(&fleet).await;
     let list = get(&fleet, "/console/runs", &cookie)
         .await
         .text()
@@ -194,16 +199,7 @@ async fn in_a_real_browser_the_console_logs_in_shows_a_run_inert_and_logs_out() 
     let mut env = TestEnv::new().await;
     env.set("HERMES_CONSOLE", "true");
     let fleet = env.start(&Service::ALL).await;
-    let resp = fleet
-        .post_chat(
-            &json!({"model": "hermes-agent", "messages": [{"role": "user", "content": MARKUP}]}),
-        )
-        .await;
-    assert_eq!(resp.status(), 200);
-    let run = resp.headers()["x-hermes-run-id"]
-        .to_str()
-        .unwrap()
-        .to_string();
+    let run = markup_run(&fleet).await;
     let shots =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/console-screenshots");
     let shoot = |name: &'static str| {
