@@ -259,3 +259,58 @@ async fn in_a_real_browser_the_console_logs_in_shows_a_run_inert_and_logs_out() 
     browser.quit().await;
     fleet.stop().await.unwrap();
 }
+
+/// An approval answered from the console: the waiting call is listed with its tool and
+/// arguments; an answer without the page's token is refused and decides nothing; allowed with
+/// it, the tool runs once and the run finishes; the answer names the console's operator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_is_allowed_from_the_console_and_the_run_finishes() {
+    let gated = crate::approvals::Gated::start(&[("HERMES_CONSOLE", "true")]).await;
+    let call = crate::approvals::waiting_call(&gated.db, gated.run).await;
+    let resp = log_in(&gated.fleet, KEY).await;
+    let cookie = resp.headers()[SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let page = get(&gated.fleet, "/console/approvals", &cookie)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("current_time") && page.contains("Asia/Tokyo"),
+        "{page}"
+    );
+    let answer = |csrf: &str| {
+        client()
+            .post(gated.fleet.url(&format!("/console/approvals/{}", call.id)))
+            .header(COOKIE, &cookie)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("csrf={csrf}&decision=allow&reason=looks+fine"))
+            .send()
+    };
+    assert_eq!(answer("forged").await.unwrap().status(), 403);
+    assert_eq!(
+        gated.tool_ran().await,
+        None,
+        "nothing ran on a forged answer"
+    );
+    let resp = answer(&csrf_of(&page)).await.unwrap();
+    assert_eq!(resp.status(), 303);
+    crate::approvals::completed(&gated.db, gated.run).await;
+    assert_eq!(gated.tool_ran().await, Some(1.0));
+    let decided = hermes_db::approvals::get(&gated.db.get().await.unwrap(), call.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(decided.decided_by.as_deref(), Some("operator"));
+    assert_eq!(
+        answer(&csrf_of(&page)).await.unwrap().status(),
+        409,
+        "decided once"
+    );
+    gated.stop().await;
+}

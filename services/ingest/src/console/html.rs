@@ -31,7 +31,8 @@ pub fn esc(s: &str) -> String {
 pub fn page(status: StatusCode, title: &str, login: Option<&Login>, body: &str) -> Response {
     let nav = match login {
         Some(l) => format!(
-            "<header><nav aria-label=\"Console\"><a href=\"/console/runs\">Runs</a></nav>\
+            "<header><nav aria-label=\"Console\"><a href=\"/console/runs\">Runs</a> \
+             <a href=\"/console/approvals\">Approvals</a></nav>\
              <form method=\"post\" action=\"/console/logout\">\
              <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
              <button type=\"submit\">Log out</button></form></header>",

@@ -4,8 +4,10 @@
 //!
 //! - `session`: logging in with an operator key, the cookie, CSRF, refusing other sites;
 //! - `html`: escaping, the page frame and the headers that keep a page inert;
-//! - `runs`: the runs list and a run's history.
+//! - `runs`: the runs list and a run's history;
+//! - `approvals`: the tool calls waiting for an operator, allowed or denied.
 
+mod approvals;
 mod html;
 mod runs;
 mod session;
@@ -26,6 +28,8 @@ pub fn routes(state: &AppState) -> Router<AppState> {
         )
         .route("/console/runs", get(runs::list))
         .route("/console/runs/{id}", get(runs::show))
+        .route("/console/approvals", get(approvals::list))
+        .route("/console/approvals/{id}", post(approvals::answer))
         .route("/console/logout", post(session::logout))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
