@@ -53,6 +53,19 @@ async fn markup_run(fleet: &Fleet) -> String {
         .to_string()
 }
 
+/// The cookie of the operator key's login.
+async fn logged_in(fleet: &Fleet) -> String {
+    let resp = log_in(fleet, KEY).await;
+    assert_eq!(resp.status(), 303);
+    resp.headers()[SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
 /// The value of the hidden `csrf` field of `page`.
 fn csrf_of(page: &str) -> String {
     let at = page.find("name=\"csrf\" value=\"").expect("a CSRF field") + 19;
@@ -216,28 +229,16 @@ async fn in_a_real_browser_the_console_logs_in_shows_a_run_inert_and_logs_out() 
     };
 
     browser.goto(&fleet.url("/console/runs")).await;
-    assert!(
-        browser.url().await.ends_with("/console/login"),
-        "{}",
-        browser.url().await
-    );
+    browser.wait_for_url("/console/login").await;
     shoot("login").await;
     browser.fill("#key", KEY).await;
     browser.click("button[type=submit]").await;
-    assert!(
-        browser.url().await.ends_with("/console/runs"),
-        "{}",
-        browser.url().await
-    );
+    browser.wait_for_url("/console/runs").await;
     shoot("runs").await;
     browser
         .click(&format!("a[href=\"/console/runs/{run}\"]"))
         .await;
-    assert!(
-        browser.url().await.ends_with(&run),
-        "{}",
-        browser.url().await
-    );
+    browser.wait_for_url(&run).await;
     let page = browser.source().await;
     assert!(
         page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
@@ -246,11 +247,7 @@ async fn in_a_real_browser_the_console_logs_in_shows_a_run_inert_and_logs_out() 
     assert_eq!(browser.alert().await, None, "the markup raised an alert");
     shoot("run").await;
     browser.click("header form button[type=submit]").await;
-    assert!(
-        browser.url().await.ends_with("/console/login"),
-        "{}",
-        browser.url().await
-    );
+    browser.wait_for_url("/console/login").await;
     browser.goto(&fleet.url("/console/runs")).await;
     assert!(
         browser.url().await.ends_with("/console/login"),
@@ -267,14 +264,7 @@ async fn in_a_real_browser_the_console_logs_in_shows_a_run_inert_and_logs_out() 
 async fn an_approval_is_allowed_from_the_console_and_the_run_finishes() {
     let gated = crate::approvals::Gated::start(&[("HERMES_CONSOLE", "true")]).await;
     let call = crate::approvals::waiting_call(&gated.db, gated.run).await;
-    let resp = log_in(&gated.fleet, KEY).await;
-    let cookie = resp.headers()[SET_COOKIE]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string();
+    let cookie = logged_in(&gated.fleet).await;
     let page = get(&gated.fleet, "/console/approvals", &cookie)
         .await
         .text()
@@ -313,4 +303,80 @@ async fn an_approval_is_allowed_from_the_console_and_the_run_finishes() {
         "decided once"
     );
     gated.stop().await;
+}
+
+/// The killswitch from the console: a change without the confirmation ticked is refused;
+/// turned on, a model call is refused as paused; turned off, calls go through again; each
+/// change is in the activity log with who made it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_killswitch_is_turned_on_and_off_from_the_console_with_a_confirmation() {
+    let mut env = TestEnv::new().await;
+    env.set("HERMES_CONSOLE", "true");
+    let fleet = env.start(&Service::ALL).await;
+    let cookie = logged_in(&fleet).await;
+    let page = get(&fleet, "/console/killswitch", &cookie)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("<strong>Off</strong>"), "{page}");
+    let csrf = csrf_of(&page);
+    let toggle = |form: String| {
+        client()
+            .post(fleet.url("/console/killswitch"))
+            .header(COOKIE, &cookie)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form)
+            .send()
+    };
+    let unconfirmed = toggle(format!("csrf={csrf}&action=on&reason=drill"))
+        .await
+        .unwrap();
+    assert_eq!(unconfirmed.status(), 400);
+    let on = toggle(format!("csrf={csrf}&action=on&reason=drill&confirm=yes"))
+        .await
+        .unwrap();
+    assert_eq!(on.status(), 303);
+    let page = get(&fleet, "/console/killswitch", &cookie)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("<strong>On</strong>") && page.contains("drill"),
+        "{page}"
+    );
+    let paused = fleet.chat("are you there?").await;
+    assert_eq!(
+        paused.status(),
+        503,
+        "a model call while the killswitch is on"
+    );
+    let off = toggle(format!("csrf={csrf}&action=off&confirm=yes"))
+        .await
+        .unwrap();
+    assert_eq!(off.status(), 303);
+    assert_eq!(fleet.chat("and now?").await.status(), 200);
+    let logged: Vec<(String, String)> = env
+        .db()
+        .get()
+        .await
+        .unwrap()
+        .query(
+            "SELECT kind, data->>'by' FROM activity_events WHERE kind LIKE 'killswitch_%' ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(
+        logged,
+        [
+            ("killswitch_on".to_string(), "operator".to_string()),
+            ("killswitch_off".to_string(), "operator".to_string())
+        ]
+    );
+    fleet.stop().await.unwrap();
 }

@@ -97,6 +97,22 @@ pub async fn end(client: &Client, token: &str) -> Result<(), DbError> {
     Ok(())
 }
 
+/// Write what an operator did from the console (`kind`, with who and why in `data`) to the
+/// activity log.
+pub async fn record_action(
+    client: &Client,
+    kind: &str,
+    data: &serde_json::Value,
+) -> Result<(), DbError> {
+    client
+        .execute(
+            "INSERT INTO activity_events (kind, data) VALUES ($1, $2)",
+            &[&kind, data],
+        )
+        .await?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

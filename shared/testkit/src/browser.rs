@@ -101,6 +101,20 @@ impl Browser {
         v.as_str().unwrap_or_default().to_string()
     }
 
+    /// Wait until the page's URL ends with `suffix` (a click's navigation may still be under
+    /// way when the click returns), and return it.
+    pub async fn wait_for_url(&self, suffix: &str) -> String {
+        crate::eventually(
+            Duration::from_secs(30),
+            &format!("the browser at …{suffix}"),
+            || async {
+                let url = self.url().await;
+                url.ends_with(suffix).then_some(url)
+            },
+        )
+        .await
+    }
+
     /// The page's HTML as the browser holds it.
     pub async fn source(&self) -> String {
         let v = self.command(reqwest::Method::GET, "/source", None).await;

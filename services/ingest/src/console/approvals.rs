@@ -15,7 +15,7 @@ use hermes_operator::Caller;
 use hermes_types::ids::ApprovalId;
 use hermes_types::model::Verdict;
 
-use super::html::{esc, page, see_other};
+use super::html::{esc, page, refusal, see_other};
 use super::session::{csrf_ok, field, forbidden};
 use crate::AppState;
 
@@ -25,7 +25,7 @@ const PAGE: i64 = 100;
 const MAX_REASON: usize = hermes_operator::tools::permissions::MAX_REASON;
 
 /// Who answers, named as the operator MCP server names its callers.
-fn answered_by(login: &Login) -> String {
+pub(super) fn answered_by(login: &Login) -> String {
     match login.api_key_id {
         None => Caller::OperatorKey.name(),
         Some(id) => Caller::Key { id }.name(),
@@ -92,17 +92,8 @@ pub async fn answer(
     if !csrf_ok(&login, field(&body, "csrf").as_deref()) {
         return forbidden(Some(&login));
     }
-    let refused = |status, why: &str| {
-        page(
-            status,
-            "Not answered",
-            Some(&login),
-            &format!(
-                "<p class=\"error\" role=\"alert\">{}</p><p><a href=\"/console/approvals\">Approvals</a></p>",
-                esc(why)
-            ),
-        )
-    };
+    let refused =
+        |status, why: &str| refusal(status, "Not answered", &login, why, "/console/approvals");
     let Ok(id) = id.parse::<ApprovalId>() else {
         return refused(StatusCode::NOT_FOUND, "No such approval.");
     };

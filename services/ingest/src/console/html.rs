@@ -32,7 +32,8 @@ pub fn page(status: StatusCode, title: &str, login: Option<&Login>, body: &str) 
     let nav = match login {
         Some(l) => format!(
             "<header><nav aria-label=\"Console\"><a href=\"/console/runs\">Runs</a> \
-             <a href=\"/console/approvals\">Approvals</a></nav>\
+             <a href=\"/console/approvals\">Approvals</a> \
+             <a href=\"/console/killswitch\">Killswitch</a></nav>\
              <form method=\"post\" action=\"/console/logout\">\
              <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
              <button type=\"submit\">Log out</button></form></header>",
@@ -49,6 +50,21 @@ pub fn page(status: StatusCode, title: &str, login: Option<&Login>, body: &str) 
         esc(title)
     );
     with_headers((status, html).into_response(), "text/html; charset=utf-8")
+}
+
+/// A form's refusal titled `title`: why (an alert), and a link `back` to the page it came
+/// from.
+pub fn refusal(status: StatusCode, title: &str, login: &Login, why: &str, back: &str) -> Response {
+    page(
+        status,
+        title,
+        Some(login),
+        &format!(
+            "<p class=\"error\" role=\"alert\">{}</p><p><a href=\"{}\">Back</a></p>",
+            esc(why),
+            esc(back)
+        ),
+    )
 }
 
 /// The console's headers on `resp`.

@@ -5,10 +5,12 @@
 //! - `session`: logging in with an operator key, the cookie, CSRF, refusing other sites;
 //! - `html`: escaping, the page frame and the headers that keep a page inert;
 //! - `runs`: the runs list and a run's history;
-//! - `approvals`: the tool calls waiting for an operator, allowed or denied.
+//! - `approvals`: the tool calls waiting for an operator, allowed or denied;
+//! - `killswitch`: every model call stopped or let through again, with a confirmation.
 
 mod approvals;
 mod html;
+mod killswitch;
 mod runs;
 mod session;
 
@@ -30,6 +32,10 @@ pub fn routes(state: &AppState) -> Router<AppState> {
         .route("/console/runs/{id}", get(runs::show))
         .route("/console/approvals", get(approvals::list))
         .route("/console/approvals/{id}", post(approvals::answer))
+        .route(
+            "/console/killswitch",
+            get(killswitch::show).post(killswitch::toggle),
+        )
         .route("/console/logout", post(session::logout))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
