@@ -198,7 +198,8 @@ async fn the_console_is_off_unless_asked_for() {
 /// The same console in a real headless Chromium: the login form typed into and sent, the
 /// cookie kept by the browser, the run found from the list and opened, no alert raised by
 /// the markup it shows, logging out; screenshots of each page at 1,440 and 360 pixels wide
-/// (`target/console-screenshots/`).
+/// (`target/console-screenshots/`, or with `HERMES_UPDATE_DOCS=1` `docs/console/`, which
+/// docs/console.md shows).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_a_real_browser_the_console_logs_in_shows_a_run_inert_and_logs_out() {
     let Some(browser) = hermes_testkit::browser::Browser::start(1440).await else {
@@ -213,8 +214,12 @@ async fn in_a_real_browser_the_console_logs_in_shows_a_run_inert_and_logs_out() 
     env.set("HERMES_CONSOLE", "true");
     let fleet = env.start(&Service::ALL).await;
     let run = markup_run(&fleet).await;
-    let shots =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/console-screenshots");
+    // HERMES_UPDATE_DOCS=1 writes them where docs/console.md shows them.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let shots = match std::env::var("HERMES_UPDATE_DOCS").as_deref() {
+        Ok("1") => root.join("docs/console"),
+        _ => root.join("target/console-screenshots"),
+    };
     let shoot = |name: &'static str| {
         let (browser, shots) = (&browser, shots.clone());
         async move {

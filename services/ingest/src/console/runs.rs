@@ -137,7 +137,7 @@ pub async fn list(
     );
     body.push_str(
         "<table><caption class=\"muted\">Newest first</caption><thead><tr><th>Started</th><th>Run</th>\
-         <th>Platform</th><th>Status</th><th class=\"wide\">Model</th><th class=\"wide\">Tokens</th>\
+         <th class=\"wide\">Platform</th><th>Status</th><th class=\"wide\">Model</th><th class=\"wide\">Tokens</th>\
          <th class=\"wide\">Cost (USD)</th></tr></thead><tbody>",
     );
     for r in shown {
@@ -177,7 +177,7 @@ fn row_html(r: &Row) -> String {
     let at: DateTime<Utc> = r.get(1);
     let status: String = r.get(3);
     format!(
-        "<tr><td>{}</td><td><a href=\"/console/runs/{id}\">{id}</a></td><td>{}</td>\
+        "<tr><td>{}</td><td><a href=\"/console/runs/{id}\">{id}</a></td><td class=\"wide\">{}</td>\
          <td class=\"{}\">{}</td><td class=\"wide\">{}</td><td class=\"wide\">{}</td><td class=\"wide\">{}</td></tr>",
         at.format("%Y-%m-%d %H:%M:%S"),
         esc(&r.get::<_, Option<String>>(2).unwrap_or_default()),
