@@ -22,6 +22,7 @@
 //! [`Platform`]: hermes_types::model::Platform
 
 pub mod decode;
+pub mod discord;
 pub mod drafts;
 mod fields;
 pub mod inbound;

@@ -1,6 +1,7 @@
 //! Shared secrets a platform sends back verbatim (Telegram's
 //! `X-Telegram-Bot-Api-Secret-Token`, 360dialog's token, Meta's handshake `hub.verify_token`),
-//! compared in constant time. All fail closed: an empty configured token never matches.
+//! compared in constant time. All fail closed: an empty configured token never matches. And
+//! [`Signed`], the headers of a request signed with a timestamp (Slack, Discord).
 
 use http::HeaderMap;
 use secrecy::{ExposeSecret, SecretString};
@@ -38,6 +39,52 @@ pub fn configured(expected: Option<&SecretString>) -> Result<(), Refusal> {
 /// The value of header `name`, when it is there and visible ASCII.
 pub fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// A request signed with a timestamp, as Slack and Discord sign theirs: the signature header
+/// and the timestamp header it covers.
+#[derive(Clone, Copy, Debug)]
+pub struct Signed {
+    /// The header with the signature.
+    pub signature: &'static str,
+    /// The header with the request's Unix time.
+    pub timestamp: &'static str,
+    /// How far that time may be from now, in seconds, so a captured request cannot be
+    /// replayed later.
+    pub window_secs: i64,
+}
+
+impl Signed {
+    /// The check made before the body is read: the route is on (`on`) and both headers are
+    /// there.
+    pub fn check_headers(&self, on: bool, headers: &HeaderMap) -> Result<(), Refusal> {
+        if !on {
+            return Err(Refusal::Off);
+        }
+        self.fresh(headers, None).map(|_| ())
+    }
+
+    /// The signature and the timestamp when both are there and, with `now` (Unix seconds),
+    /// the timestamp is within the window of it.
+    pub fn fresh<'a>(
+        &self,
+        headers: &'a HeaderMap,
+        now: Option<i64>,
+    ) -> Result<(&'a str, &'a str), Refusal> {
+        let (Some(given), Some(timestamp)) = (
+            header(headers, self.signature),
+            header(headers, self.timestamp),
+        ) else {
+            return Err(Refusal::BadSignature);
+        };
+        let in_window = |now: i64| {
+            (timestamp.parse::<i64>()).is_ok_and(|t| (now - t).abs() <= self.window_secs)
+        };
+        match now.is_none_or(in_window) {
+            true => Ok((given, timestamp)),
+            false => Err(Refusal::BadSignature),
+        }
+    }
 }
 
 #[cfg(test)]

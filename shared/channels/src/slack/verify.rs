@@ -12,7 +12,7 @@ use secrecy::{ExposeSecret, SecretString};
 use subtle::ConstantTimeEq;
 
 use crate::inbound::Refusal;
-use crate::token::header;
+use crate::token::Signed;
 
 /// The header Slack signs a request in.
 pub const SIGNATURE: &str = "x-slack-signature";
@@ -38,13 +38,16 @@ pub fn sign(secret: &[u8], timestamp: &str, body: &[u8]) -> String {
     format!("{VERSION}={}", hex::encode(tag))
 }
 
+/// Slack's signed headers.
+const SIGNED: Signed = Signed {
+    signature: SIGNATURE,
+    timestamp: TIMESTAMP,
+    window_secs: REPLAY_WINDOW_SECS,
+};
+
 /// The check made before the body is read: the route is on and both headers are there.
 pub fn check_headers(secret: Option<&SecretString>, headers: &HeaderMap) -> Result<(), Refusal> {
-    secret.ok_or(Refusal::Off)?;
-    match (header(headers, SIGNATURE), header(headers, TIMESTAMP)) {
-        (Some(_), Some(_)) => Ok(()),
-        _ => Err(Refusal::BadSignature),
-    }
+    SIGNED.check_headers(secret.is_some(), headers)
 }
 
 /// Whether `body` is signed by the holder of `secret` within the replay window of now.
@@ -67,14 +70,8 @@ pub fn check_body_at(
     now: i64,
 ) -> Result<(), Refusal> {
     let secret = secret.ok_or(Refusal::Off)?.expose_secret().as_bytes();
-    let (Some(given), Some(timestamp)) = (header(headers, SIGNATURE), header(headers, TIMESTAMP))
-    else {
-        return Err(Refusal::BadSignature);
-    };
-    let fresh = timestamp
-        .parse::<i64>()
-        .is_ok_and(|t| (now - t).abs() <= REPLAY_WINDOW_SECS);
-    if secret.is_empty() || !fresh || given.len() != SIGNATURE_CHARS {
+    let (given, timestamp) = SIGNED.fresh(headers, Some(now))?;
+    if secret.is_empty() || given.len() != SIGNATURE_CHARS {
         return Err(Refusal::BadSignature);
     }
     let expected = sign(secret, timestamp, body);
