@@ -437,7 +437,7 @@ impl Handler for DeliveryStage {
                 self.send_to_chat(env, to, chat_text(&reply.outcome), reply.draft_id)
                     .await?;
             }
-            Platform::Sms | Platform::Messenger | Platform::Teams => {
+            Platform::Sms | Platform::Messenger | Platform::Teams | Platform::Discord => {
                 self.send_to_chat(env, to, chat_text(&reply.outcome), reply.draft_id)
                     .await?;
             }

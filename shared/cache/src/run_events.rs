@@ -91,6 +91,7 @@ impl Readers {
             | Platform::Sms
             | Platform::Messenger
             | Platform::Teams
+            | Platform::Discord
             | Platform::Forge => Readers::Followers,
         }
     }

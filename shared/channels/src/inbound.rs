@@ -33,7 +33,7 @@ use http::HeaderMap;
 
 use crate::decode::ParseError;
 use crate::statuses::StatusUpdate;
-use crate::{instagram, messenger, slack, teams, telegram, twilio, whatsapp};
+use crate::{discord, instagram, messenger, slack, teams, telegram, twilio, whatsapp};
 
 /// Every webhook route of every platform, each on or off as `config` sets its secret: the
 /// one registration of a platform's inbound side.
@@ -47,6 +47,7 @@ pub fn webhooks(config: &Config) -> Vec<Arc<dyn Webhook>> {
         Arc::new(twilio::Webhook::new(config)),
         Arc::new(messenger::webhook(config)),
         Arc::new(teams::Webhook::new(config)),
+        Arc::new(discord::Webhook::new(config)),
     ]
 }
 
@@ -262,6 +263,10 @@ pub(crate) mod tests {
             ("MESSENGER_APP_SECRET", "m"),
             ("MESSENGER_VERIFY_TOKEN", "mv"),
             ("TEAMS_APP_ID", "c9e8c047-2a74-40a2-b28a-b162d5f5327c"),
+            (
+                "DISCORD_PUBLIC_KEY",
+                "e4b1fc4a3dd2e0b9b6c2f0a9a2b4c6d8e0f1a3b5c7d9e1f3a5b7c9d1e3f5a7b9",
+            ),
         ]));
         for h in &hooks {
             assert!(h.enabled(), "{}", h.path());

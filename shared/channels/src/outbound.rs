@@ -308,6 +308,9 @@ pub fn how_to_enable(platform: Platform) -> &'static str {
         }
         Platform::Messenger => "set MESSENGER_PAGE_ACCESS_TOKEN",
         Platform::Teams => "set TEAMS_APP_ID and TEAMS_APP_PASSWORD",
+        Platform::Discord => {
+            "nothing yet: Discord's answers (interaction follow-ups) are not sent by this version"
+        }
         Platform::Api | Platform::Rest => "nothing: API replies need no sender",
         Platform::Forge => "nothing: a Forge run's reply is not sent",
     }

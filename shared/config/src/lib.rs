@@ -166,6 +166,8 @@ pub struct ChannelSecrets {
     pub instagram_verify_token: Option<SecretString>,
     pub instagram_app_secret: Option<SecretString>,
     pub slack_signing_secret: Option<SecretString>,
+    /// The Discord application's public key, 64 hex digits (`/webhooks/discord`).
+    pub discord_public_key: Option<String>,
     /// Twilio's auth token and the public URL it signs (`POST /webhooks/twilio`).
     pub twilio: TwilioWebhook,
     /// Messenger's app secret and verify token (`/webhooks/messenger`).

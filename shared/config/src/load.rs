@@ -349,6 +349,14 @@ fn read_channels(r: &mut Reader<'_>) -> Option<ChannelSecrets> {
     let instagram_verify_token = r.get(&ingest::INSTAGRAM_VERIFY_TOKEN);
     let instagram_app_secret = r.get(&ingest::INSTAGRAM_APP_SECRET);
     let slack_signing_secret = r.get(&ingest::SLACK_SIGNING_SECRET);
+    let discord_public_key = r.get(&ingest::DISCORD_PUBLIC_KEY).filter(|key| {
+        // An Ed25519 public key is 32 bytes: a wrong one would refuse every request.
+        let ok = key.len() == 64 && key.bytes().all(|b| b.is_ascii_hexdigit());
+        if !ok {
+            r.problem(format!("DISCORD_PUBLIC_KEY: {key:?} is not 64 hex digits"));
+        }
+        ok
+    });
     Some(ChannelSecrets {
         telegram_webhook_secret,
         whatsapp_verify_token,
@@ -358,6 +366,7 @@ fn read_channels(r: &mut Reader<'_>) -> Option<ChannelSecrets> {
         instagram_verify_token,
         instagram_app_secret,
         slack_signing_secret,
+        discord_public_key,
         twilio: crate::sms::read_twilio_webhook(r),
         messenger: crate::sms::read_messenger_webhook(r),
         teams: crate::teams::read_teams_webhook(r),

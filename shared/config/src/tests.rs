@@ -545,3 +545,15 @@ fn dispatcher_settings_read_paused_assignments_and_jwt_keys_and_name_bad_entries
     }
     assert!(load(&[("HERMES_MCP_JWT_LEEWAY_SECS", "600")]).is_err());
 }
+
+#[test]
+fn the_discord_public_key_is_64_hex_digits() {
+    let key = "e4b1fc4a3dd2e0b9b6c2f0a9a2b4c6d8e0f1a3b5c7d9e1f3a5b7c9d1e3f5a7b9";
+    let config = load(&[("DISCORD_PUBLIC_KEY", key)]).expect("a key");
+    assert_eq!(
+        config.ingest.webhooks.discord_public_key.as_deref(),
+        Some(key)
+    );
+    let err = load(&[("DISCORD_PUBLIC_KEY", "not-a-key")]).expect_err("refused");
+    assert!(err.problems[0].contains("DISCORD_PUBLIC_KEY"), "{err}");
+}

@@ -143,6 +143,7 @@ impl WakeEvent {
             | Platform::Sms
             | Platform::Messenger
             | Platform::Teams
+            | Platform::Discord
             | Platform::Rest => WakeEvent::ChatMessagePosted,
             Platform::Api | Platform::Forge => WakeEvent::AgentAssigned,
         }

@@ -130,6 +130,12 @@ settings! {
             secret: true,
             help: "signing secret of the Slack app (`X-Slack-Signature` v0); enables `POST /webhooks/slack`",
         },
+        DISCORD_PUBLIC_KEY: String {
+            kind: kinds::TEXT,
+            unset: Means("(none: route off)"),
+            secret: false,
+            help: "the Discord application's public key, 64 hex digits (`X-Signature-Ed25519`); enables `POST /webhooks/discord`",
+        },
         HERMES_INBOUND_PER_MINUTE: u32 {
             kind: kinds::U32_POSITIVE,
             unset: Value("20"),

@@ -55,6 +55,8 @@ fn platforms(op: &Operator, only: Option<Platform>) -> Vec<Value> {
             Platform::Teams,
             d.teams.is_some().then_some("bot connector"),
         ),
+        // Discord's answers (interaction follow-ups) have no sender yet.
+        (Platform::Discord, None),
     ]
     .into_iter()
     .filter(|(p, _)| only.is_none_or(|o| o == *p))

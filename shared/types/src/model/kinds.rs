@@ -58,6 +58,8 @@ pub enum Platform {
     /// Microsoft Teams, through the Bot Framework: the chat is a conversation on a regional
     /// Connector service.
     Teams,
+    /// Discord, through interactions over HTTP: the chat is a channel (or a DM channel).
+    Discord,
     /// A Forge's signed wake (`POST /agents/forge`): an internal agent runs the agent loop
     /// against the Forge's MCP surface and acts through its tools. No user, no credit, no
     /// session; the run's final text goes nowhere (docs/agents.md, "Hermes as a Forge agent").
@@ -65,7 +67,7 @@ pub enum Platform {
 }
 
 impl Platform {
-    pub const ALL: [Platform; 10] = [
+    pub const ALL: [Platform; 11] = [
         Platform::Api,
         Platform::Rest,
         Platform::Telegram,
@@ -75,6 +77,7 @@ impl Platform {
         Platform::Sms,
         Platform::Messenger,
         Platform::Teams,
+        Platform::Discord,
         Platform::Forge,
     ];
 
@@ -89,6 +92,7 @@ impl Platform {
             Platform::Sms => "sms",
             Platform::Messenger => "messenger",
             Platform::Teams => "teams",
+            Platform::Discord => "discord",
             Platform::Forge => "forge",
         }
     }
@@ -108,6 +112,7 @@ impl Platform {
                 | Platform::Sms
                 | Platform::Messenger
                 | Platform::Teams
+                | Platform::Discord
         )
     }
 }
