@@ -25,6 +25,7 @@ mod delivery;
 mod delivery_copies;
 mod dependencies;
 mod deploy;
+mod discord;
 mod docs;
 mod drafts;
 mod dreaming;
