@@ -7,6 +7,7 @@
 use serde::Deserialize;
 
 use crate::decode::{ParseError, decode};
+use crate::limits::short_field;
 
 /// An interaction's type (`type`), of the ones read here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,6 +136,14 @@ pub fn parse(body: &[u8]) -> Result<Interaction, ParseError> {
     if command.token.is_empty() {
         return Err(shape("a token"));
     }
+    let ids = [&command.id, &command.application_id, &user.id, &channel_id];
+    if !ids
+        .into_iter()
+        .chain(command.guild_id.as_ref())
+        .all(|id| snowflake(id))
+    {
+        return Err(ParseError::Shape("an id that is not a snowflake".into()));
+    }
     let mut values = Vec::new();
     strings(&data.options, &mut values);
     let text = if values.is_empty() {
@@ -147,12 +156,22 @@ pub fn parse(body: &[u8]) -> Result<Interaction, ParseError> {
         application_id: command.application_id,
         token: command.token,
         user_id: user.id,
-        user_name: user.username,
+        user_name: short_field(user.username),
         channel_id,
         guild_id: command.guild_id,
         name: data.name,
         text,
     })))
+}
+
+/// Whether `id` is a Discord id, a snowflake: a 64-bit unsigned integer in decimal
+/// (<https://discord.com/developers/docs/reference#snowflakes>). Anything else is refused
+/// whole rather than cut, so that an id can never alias another.
+fn snowflake(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 20
+        && id.bytes().all(|b| b.is_ascii_digit())
+        && id.parse::<u64>().is_ok()
 }
 
 /// The string options' values, depth first through subcommands.

@@ -83,3 +83,12 @@ fn a_command_without_user_or_token_is_malformed() {
     assert!(read(json!([1])).is_err());
     assert!(parse(b"{").is_err());
 }
+
+#[test]
+fn ids_that_are_not_snowflakes_are_malformed() {
+    for bad in ["", "12a", "99999999999999999999", "-1"] {
+        let c = json!({"id": "1", "application_id": "2", "type": 2, "token": "t",
+                       "channel_id": "9", "user": {"id": bad}, "data": {"name": "ask"}});
+        assert!(matches!(read(c), Err(ParseError::Shape(_))), "{bad:?}");
+    }
+}
