@@ -6,14 +6,15 @@ CHAT_KEY (a key without it), OTHER_KEY (another key with the a2a scope), ANSWER 
 on the first mismatch. Prints one JSON line: the context id of each version's conversation.
 
 The cancel half sends a message the fake model answers with a tool call the test holds,
-cancels the task while it runs, and expects it canceled: the test releases the tool call
-once the run's stop is recorded.
+waits for the test to write `running` on stdin (the call is held), cancels the task while it
+runs, and expects it canceled: the test releases the tool call once the run's stop is
+recorded.
 """
 
 import asyncio
 import json
 import os
-import time
+import sys
 import uuid
 
 import httpx
@@ -144,14 +145,11 @@ async def cancel(http, card, version):
         task.status.state in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING),
         f"{version}: accepted at once {task}",
     )
-    # Wait until it runs (the router wrote its row): a stop needs the row.
-    deadline = time.monotonic() + 30
-    while True:
-        got = await c.get_task(GetTaskRequest(id=task.id))
-        if got.status.state == TaskState.TASK_STATE_WORKING:
-            break
-        check(time.monotonic() < deadline, f"{version}: the task never ran {got}")
-        await asyncio.sleep(0.1)
+    # The test says when the run's tool call is held: it runs then, and a stop finds its row.
+    said = await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    check(said.strip() == "running", f"{version}: the test's signal {said!r}")
+    got = await c.get_task(GetTaskRequest(id=task.id))
+    check(got.status.state == TaskState.TASK_STATE_WORKING, f"{version}: working {got}")
     canceled = await c.cancel_task(CancelTaskRequest(id=task.id))
     check(canceled.status.state == TaskState.TASK_STATE_CANCELED, f"{version}: canceled {canceled}")
     got = await c.get_task(GetTaskRequest(id=task.id))

@@ -19,6 +19,7 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 use crate::operator_mcp::key_with;
 use crate::run_events::{gate, in_gate, slow_fetch_env};
 use crate::runs::{provider_calls, sse_text, sse_tool_call};
+use tokio::io::AsyncWriteExt;
 
 /// What the fake model answers every message but the slow ones.
 const ANSWER: &str = "Hello from Hermes.";
@@ -105,23 +106,27 @@ async fn the_official_sdk_talks_to_a_workspace_in_a2a_0_3_and_1_0() {
     ));
 
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/a2a/client.py");
-    let client = tokio::process::Command::new(python)
+    let mut client = tokio::process::Command::new(python)
         .arg(script)
         .env("A2A_URL", &url)
         .env("A2A_KEY", &a2a_key)
         .env("CHAT_KEY", &chat_key)
         .env("OTHER_KEY", &other_key)
         .env("ANSWER", ANSWER)
+        .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .expect("python runs");
+    let mut running = client.stdin.take().expect("the script's stdin");
     // The two canceled tasks (1.0, then 0.3): each one's tool call is held until its stop is
-    // recorded, so the task is running when it is canceled.
+    // recorded, so the task is running when it is canceled; the script is told when it is.
     let db = env.db();
     for canceled in 1..=2i64 {
         in_gate(&mut arrived).await;
+        running.write_all(b"running\n").await.unwrap();
+        running.flush().await.unwrap();
         eventually(Duration::from_secs(60), "the stop recorded", || async {
             let c = db.get().await.ok()?;
             let row = c
