@@ -8,21 +8,20 @@ use hermes_types::model::ReplyTo;
 
 use super::{Client, DbError, Transaction};
 
-/// Record that run `run` goes upstream and its answer to `reply_to`. Idempotent: a
-/// redelivered message keeps its row.
-pub async fn record(client: &Client, run: RunId, reply_to: &ReplyTo) -> Result<(), DbError> {
+/// Record that run `run` goes upstream and its answer to `reply_to`, in the transaction that
+/// writes the run. Idempotent: a redelivered message keeps its row.
+pub async fn record(tx: &Transaction<'_>, run: RunId, reply_to: &ReplyTo) -> Result<(), DbError> {
     let reply_to = serde_json::to_value(reply_to).map_err(|e| DbError::Invalid(e.to_string()))?;
-    client
-        .execute(
-            &crate::stmt(
-                client,
-                "INSERT INTO proxied_messages (run_id, reply_to) VALUES ($1, $2)
-                 ON CONFLICT (run_id) DO NOTHING",
-            )
-            .await?,
-            &[&run.as_uuid(), &reply_to],
+    tx.execute(
+        &crate::stmt(
+            tx,
+            "INSERT INTO proxied_messages (run_id, reply_to) VALUES ($1, $2)
+             ON CONFLICT (run_id) DO NOTHING",
         )
-        .await?;
+        .await?,
+        &[&run.as_uuid(), &reply_to],
+    )
+    .await?;
     Ok(())
 }
 

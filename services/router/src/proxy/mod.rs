@@ -92,8 +92,8 @@ impl Forwarder {
         // The edge knows no user or tier: the upstream decides who answers and how.
         runs::create(&tx, &new_run(env, inbound, Tier::Free, text)).await?;
         open_windows(inbound, &tx).await?;
+        proxied::record(&tx, env.run_id, &inbound.reply_to()).await?;
         tx.commit().await.map_err(hermes_db::DbError::from)?;
-        proxied::record(&client, env.run_id, &inbound.reply_to()).await?;
         Ok(())
     }
 
