@@ -75,7 +75,8 @@ fn csrf_of(page: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_logs_in_reads_a_run_inert_and_forms_need_their_token() {
     let mut env = TestEnv::new().await;
-    env.set("HERMES_CONSOLE", "true");
+    env.set("HERMES_CONSOLE", "true")
+        .set("HERMES_KEY_MISSES_PER_MINUTE", "3");
     let chat_key = {
         let client = env.db().get().await.unwrap();
         let created = api_keys::create(&client, "chat only", None, None)
@@ -105,6 +106,17 @@ async fn an_operator_logs_in_reads_a_run_inert_and_forms_need_their_token() {
     assert!(!policy.contains("unsafe-inline") && policy.contains("frame-ancestors 'none'"));
     assert_eq!(log_in(&fleet, "hk_nothing_at_all").await.status(), 401);
     assert_eq!(log_in(&fleet, &chat_key).await.status(), 403);
+    // Guessing keys through the form is held to the client's unknown keys, as on the API.
+    let mut refused = Vec::new();
+    for i in 0..5 {
+        refused.push(
+            log_in(&fleet, &format!("hk_guess_{i}"))
+                .await
+                .status()
+                .as_u16(),
+        );
+    }
+    assert!(refused.contains(&429), "{refused:?}");
 
     // The operator key logs in.
     let resp = log_in(&fleet, KEY).await;

@@ -4,6 +4,7 @@
 //! `/console`. Every state-changing form carries the login's CSRF token, and a POST that
 //! comes from another site is refused before anything else.
 
+use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -15,6 +16,7 @@ use subtle::ConstantTimeEq;
 
 use super::html::{esc, page, see_other};
 use crate::AppState;
+use crate::front_door::Client;
 use crate::rest::Caller;
 
 /// The cookie that holds a login's token.
@@ -92,15 +94,23 @@ pub async fn login_form() -> Response {
     login_page(StatusCode::OK, None)
 }
 
-/// `POST /console/login`: a key with the right to operate becomes a login.
-pub async fn login(State(app): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+/// `POST /console/login`: a key with the right to operate becomes a login. Keys that name
+/// nothing count against the client's unknown keys (`HERMES_KEY_MISSES_PER_MINUTE`) as on
+/// the API, so the form cannot be used to guess keys faster.
+pub async fn login(
+    State(app): State<AppState>,
+    client: Option<Extension<Client>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     if cross_site(&headers) || body.len() > MAX_FORM_BYTES {
         return forbidden(None);
     }
     let Some(key) = field(&body, "key").filter(|k| !k.is_empty()) else {
         return login_page(StatusCode::BAD_REQUEST, Some("Type the key."));
     };
-    let caller = match crate::rest::resolve(&app, &key, None).await {
+    let address = client.and_then(|Extension(c)| c.0);
+    let caller = match crate::rest::resolve(&app, &key, address).await {
         Ok(Some(caller)) => caller,
         Ok(None) => return login_page(StatusCode::UNAUTHORIZED, Some("No such key.")),
         Err(e) => return login_page(e.status, Some(&e.message)),
