@@ -21,6 +21,7 @@ mod bus;
 mod channels;
 mod console;
 mod conversations;
+mod delegation;
 mod delivery;
 mod delivery_copies;
 mod dependencies;

@@ -103,6 +103,7 @@ pub(crate) async fn waiting_calls(env: &TestEnv, chat: &str, calls: usize) -> Ve
         request: LlmRequest::new(to, Tier::Free, Vec::new(), Vec::new()),
         calls: calls.clone(),
         decisions: Vec::new(),
+        results: Vec::new(),
     };
     let tx = c.transaction().await.unwrap();
     let refs: Vec<&ToolCall> = calls.iter().collect();

@@ -291,6 +291,7 @@ async fn a_request_redelivered_after_the_sweep_calls_no_model_and_sends_no_secon
             signature: None,
         }],
         decisions: Vec::new(),
+        results: Vec::new(),
     };
     bus.publish(&Envelope::new(run, None, &round))
         .await

@@ -151,7 +151,12 @@ async fn a_fresh_fleet_offers_its_tools_to_the_first_message_and_forgets_removed
         .unwrap_or_default();
     assert!(offered.contains(&"current_time"), "{offered:?}");
     assert!(!offered.contains(&"mcp_gone_wipe_disk"), "{offered:?}");
-    assert_eq!(registry(&env).await, ["current_time", "http_fetch"]);
+    // Published with the built-ins, offered only to orchestrator workspaces' runs.
+    assert!(!offered.contains(&"delegate_task_async"), "{offered:?}");
+    assert_eq!(
+        registry(&env).await,
+        ["current_time", "delegate_task_async", "http_fetch"]
+    );
     bus.close().await;
     fleet.stop().await.unwrap();
     let _ = std::fs::remove_file(config);

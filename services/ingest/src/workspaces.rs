@@ -45,6 +45,9 @@ struct NewWorkspace {
     runtime: Option<String>,
     #[serde(default)]
     model: Option<String>,
+    /// Whether its runs may delegate to other workspaces (docs/a2a.md).
+    #[serde(default)]
+    orchestrator: bool,
 }
 
 /// A `PUT …/secrets` body: one secret.
@@ -121,6 +124,7 @@ fn checked(new: NewWorkspace) -> Result<(String, Profile), ApiError> {
             runtime: Some(runtime),
             model,
             role,
+            orchestrator: new.orchestrator,
         },
     ))
 }
@@ -213,6 +217,7 @@ async fn view(app: &AppState, client: &impl GenericClient, id: WorkspaceId) -> A
         "key": w.key,
         "role": profile.role,
         "runtime": profile.runtime,
+        "orchestrator": profile.orchestrator,
         "model": profile.model,
         "status": status,
         "waiting_for": waiting,
@@ -322,6 +327,7 @@ mod tests {
             role: None,
             runtime: runtime.map(Into::into),
             model: model.map(Into::into),
+            orchestrator: false,
         }
     }
 

@@ -300,6 +300,7 @@ impl LlmStage {
                         request,
                         calls: completion.tool_calls,
                         decisions: Vec::new(),
+                        results: Vec::new(),
                     });
                     return Ok(vec![next]);
                 }

@@ -13,6 +13,7 @@
 //! of it on an edge install, forwarding every message to the upstream Hermes.
 
 pub mod bursts;
+pub mod delegation;
 pub mod dispatch;
 pub mod dreaming;
 pub mod external;

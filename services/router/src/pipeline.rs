@@ -50,6 +50,7 @@ pub struct Router {
     presence: dispatch::Presence,
     media: MediaStep,
     grants: api::KeyGrants,
+    orchestrators: crate::delegation::Orchestrators,
 }
 
 /// The decision of a chat message held for its burst.
@@ -98,6 +99,7 @@ impl Router {
             presence: dispatch::Presence::default(),
             media: MediaStep::new(&ctx.config, ctx.metrics.router.media_fetches.clone())?,
             grants: api::KeyGrants::default(),
+            orchestrators: crate::delegation::Orchestrators::default(),
             ctx,
         })
     }
@@ -273,8 +275,8 @@ impl Handler for Router {
         // 6. The current message as a turn (with image blocks).
         let user_turn = messages::user_turn(event, &text);
 
-        // 7. Gate the tools by intent.
-        let catalog = self.tools.tools(&client).await?;
+        // 7. Gate the tools by intent. A chat's run never delegates (docs/a2a.md).
+        let catalog = crate::delegation::without(self.tools.tools(&client).await?);
         drop(client);
         let (recall_block, recall_used) = self.recall_rank(recall_facts, &text).await;
         let router = &self.ctx.config.router;

@@ -91,6 +91,8 @@ pub fn waiting<'a>(rules: &ApprovalRules, req: &'a ToolRequest) -> Vec<&'a ToolC
                 .is_some_and(|spec| rules.requires(&spec.name, &spec.toolset))
         })
         .filter(|call| decision(req, &call.id).is_none())
+        // A call with a result made (a held round resuming) is done.
+        .filter(|call| req.result_of(&call.id).is_none())
         .collect()
 }
 
@@ -226,6 +228,7 @@ mod tests {
             request,
             calls: vec![call("a", "http_fetch"), call("b", "current_time")],
             decisions: Vec::new(),
+            results: Vec::new(),
         };
         let ids = |w: Vec<&ToolCall>| w.iter().map(|c| c.id.clone()).collect::<Vec<_>>();
         assert_eq!(ids(waiting(&rules, &req)), ["a"]);

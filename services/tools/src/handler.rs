@@ -39,7 +39,7 @@ use hermes_types::envelope::{Envelope, MessageKind};
 use hermes_types::ids::RunId;
 use hermes_types::model::{
     ChatMessage, ForgeAnswer, ForgePreflight, LlmRequest, Platform, Reply, ToolCall, ToolRequest,
-    parked,
+    ToolResult, parked,
 };
 use hermes_types::sync;
 
@@ -139,6 +139,13 @@ impl ToolStage {
             presence,
             answers,
         })
+    }
+
+    fn count_delegations(&self, counted: &[(&'static str, usize)]) {
+        let m = &self.ctx.metrics.tools.delegations;
+        for &(outcome, n) in counted.iter().filter(|(_, n)| *n > 0) {
+            m.with_label_values(&[outcome]).inc_by(n as u64);
+        }
     }
 
     async fn run_call(
@@ -280,6 +287,8 @@ pub enum Round {
     Ran {
         req: ToolRequest,
         answered: Vec<Approval>,
+        /// Delegation calls refused, and whether this was a held round resumed.
+        delegations: Vec<(&'static str, usize)>,
     },
     /// A stop was asked for: no call ran and the run ends `cancelled`.
     Stopped(ToolRequest),
@@ -291,6 +300,14 @@ pub enum Round {
     Awaiting {
         req: ToolRequest,
         calls: Vec<String>,
+    },
+    /// Calls delegated to other workspaces start these runs; the round, with the results
+    /// of its other calls, waits for them (crate::delegate).
+    Delegating {
+        req: ToolRequest,
+        children: Vec<crate::delegate::Child>,
+        /// Delegation calls refused (for the metrics).
+        refused: usize,
     },
 }
 
@@ -306,8 +323,10 @@ pub enum Counted {
     Nothing,
     /// These calls now wait.
     Requested(usize),
-    /// These calls waited and were answered.
-    Answered(Vec<Approval>),
+    /// These calls waited and were answered; delegation calls by outcome.
+    Answered(Vec<Approval>, Vec<(&'static str, usize)>),
+    /// Delegation calls by outcome (`started`, `refused`, `resumed`), for the metrics.
+    Delegations(Vec<(&'static str, usize)>),
 }
 
 impl Handler for ToolStage {
@@ -365,6 +384,15 @@ impl Handler for ToolStage {
             let client = self.ctx.db.get().await?;
             approvals::of_round(&client, env.run_id, req.request.tool_round).await?
         };
+        // Delegation calls start runs elsewhere (crate::delegate); those that cannot get
+        // their refusal as their result now.
+        let permit = Permit::of(&req.request);
+        let plan = crate::delegate::plan(&self.ctx, env.run_id, &req, permit).await?;
+        // Results on arrival come only from a held round: this one resumes.
+        let resumed = usize::from(!req.results.is_empty());
+        let refused = plan.refused.len();
+        req.results.extend(plan.refused);
+        let delegating: Vec<String> = plan.children.iter().map(|c| c.call_id.clone()).collect();
         // The person keeps seeing the typing action while the tools run (docs/channels.md,
         // "Presence").
         let working = self.presence.working(&req.request.reply_to, None);
@@ -380,20 +408,53 @@ impl Handler for ToolStage {
                 .get(&c.name)
                 .and_then(|t| t.mcp_server().map(str::to_string));
             let span = spans::tool(c, server.as_deref(), &answered);
-            async {
-                match approval::decision(&req, &c.id) {
+            let (req, delegating) = (&req, &delegating);
+            async move {
+                if let Some(text) = req.result_of(&c.id) {
+                    return Some(text.to_owned());
+                }
+                if delegating.contains(&c.id) {
+                    return None;
+                }
+                Some(match approval::decision(req, &c.id) {
                     Some(d) if !d.verdict.runs() => {
                         let text = approval::denial_text(&c.name, d);
                         spans::finish(d.verdict.as_str(), true, &text);
                         text
                     }
                     _ => self.run_call(permit, c, announce).await,
-                }
+                })
             }
             .instrument(span)
         }))
         .await;
         drop(working);
+        if !plan.children.is_empty() {
+            // Held until the delegated runs end: what the other calls returned is kept with
+            // the round, so they never run again (docs/a2a.md).
+            let made: Vec<ToolResult> = req
+                .calls
+                .iter()
+                .zip(results)
+                .filter_map(|(call, text)| Some((call, text?)))
+                .filter(|(call, _)| req.result_of(&call.id).is_none())
+                .map(|(call, text)| ToolResult {
+                    call_id: call.id.clone(),
+                    text,
+                })
+                .collect();
+            req.results.extend(made);
+            tracing::info!(
+                runs = plan.children.len(),
+                "tool round held for the runs it delegated"
+            );
+            return Ok(Round::Delegating {
+                req,
+                children: plan.children,
+                refused,
+            });
+        }
+        let results: Vec<String> = results.into_iter().map(Option::unwrap_or_default).collect();
         if let Some(x) = req.request.exchange.as_mut() {
             x.provenance.tool_exec_ms += started.elapsed().as_millis() as u64;
             x.provenance
@@ -407,7 +468,13 @@ impl Handler for ToolStage {
         }
         req.request.tool_round += 1;
         req.decisions.clear();
-        Ok(Round::Ran { req, answered })
+        req.results.clear();
+        let delegations = vec![("refused", refused), ("resumed", resumed)];
+        Ok(Round::Ran {
+            req,
+            answered,
+            delegations,
+        })
     }
 
     async fn commit(
@@ -417,7 +484,14 @@ impl Handler for ToolStage {
         tx: &Transaction<'_>,
     ) -> Result<(Vec<Envelope>, Counted), StageError> {
         let (next, counted) = match round {
-            Round::Ran { req, answered } => (env.follow(&req.request), Counted::Answered(answered)),
+            Round::Ran {
+                req,
+                answered,
+                delegations,
+            } => (
+                env.follow(&req.request),
+                Counted::Answered(answered, delegations),
+            ),
             Round::Stopped(req) => (
                 env.follow(&Reply::cancelled(&req.request)),
                 Counted::Nothing,
@@ -447,6 +521,16 @@ impl Handler for ToolStage {
                 let requested = rows.iter().filter(|a| a.decided_at.is_none()).count();
                 return Ok((Vec::new(), Counted::Requested(requested)));
             }
+            Round::Delegating {
+                req,
+                children,
+                refused,
+            } => {
+                let n = children.len();
+                let started = crate::delegate::commit(tx, env, &req, children).await?;
+                let counted = vec![("started", n), ("refused", refused)];
+                return Ok((started, Counted::Delegations(counted)));
+            }
         };
         Ok((vec![next], counted))
     }
@@ -455,11 +539,13 @@ impl Handler for ToolStage {
         let m = &self.ctx.metrics.operator;
         match counted {
             Counted::Nothing => {}
+            Counted::Delegations(counted) => self.count_delegations(&counted),
             Counted::Requested(n) => m
                 .approvals
                 .with_label_values(&["requested"])
                 .inc_by(n as u64),
-            Counted::Answered(answered) => {
+            Counted::Answered(answered, delegations) => {
+                self.count_delegations(&delegations);
                 for a in answered {
                     let (approvals::Status::Decided(verdict), Some(waited)) =
                         (a.status, a.waited_secs())
@@ -483,77 +569,4 @@ impl Handler for ToolStage {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    use hermes_types::agent::EngagementMode;
-    use hermes_types::model::{ToolPolicy, ToolSpec};
-    use serde_json::json;
-
-    use super::*;
-    use crate::registry::{Tool, ToolFuture};
-
-    /// A tool that counts its calls, so a test sees whether it ran.
-    struct Counting(Arc<AtomicUsize>);
-
-    impl Tool for Counting {
-        fn spec(&self) -> ToolSpec {
-            ToolSpec {
-                name: "fetch_secrets".into(),
-                description: "d".into(),
-                parameters: json!({"type": "object"}),
-                toolset: "web".into(),
-            }
-        }
-
-        fn call<'a>(&'a self, _arguments: &'a serde_json::Value) -> ToolFuture<'a> {
-            self.0.fetch_add(1, Ordering::SeqCst);
-            Box::pin(async { Ok("ran".to_owned()) })
-        }
-    }
-
-    #[tokio::test]
-    async fn a_registered_tool_the_run_was_not_offered_never_runs() {
-        let runs = Arc::new(AtomicUsize::new(0));
-        let registry = Registry::default().with(Counting(runs.clone()));
-        let policy = ToolPolicy {
-            engagement_mode: EngagementMode::Execute,
-            tool_allowlist: None,
-        };
-        let call = ToolCall {
-            id: "call_1".into(),
-            name: "fetch_secrets".into(),
-            arguments: json!({}),
-            signature: None,
-        };
-        let nothing = Permit {
-            offered: &[],
-            policy: &policy,
-        };
-        let refused = execute(&registry, nothing, &call).await;
-        assert_eq!(refused.outcome, Outcome::Refused(RefusalReason::NotOffered));
-        let body: serde_json::Value = serde_json::from_str(&refused.text).unwrap();
-        assert_eq!(body["refused"], true);
-        assert_eq!(body["reason"], "not_offered");
-        assert_eq!(runs.load(Ordering::SeqCst), 0);
-
-        let offered = registry.specs();
-        let permit = Permit {
-            offered: &offered,
-            policy: &policy,
-        };
-        assert_eq!(execute(&registry, permit, &call).await.outcome, Outcome::Ok);
-        assert_eq!(runs.load(Ordering::SeqCst), 1);
-
-        // Unknown names stay unknown_tool only when they were offered (a registry that
-        // changed under the run); a name never offered is a refusal.
-        let ghost = ToolCall {
-            name: "no_such_tool".into(),
-            ..call
-        };
-        assert_eq!(
-            execute(&registry, permit, &ghost).await.outcome,
-            Outcome::Refused(RefusalReason::NotOffered)
-        );
-    }
-}
+mod tests;

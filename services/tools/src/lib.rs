@@ -8,6 +8,7 @@
 pub mod approval;
 mod approval_watch;
 pub mod builtin;
+mod delegate;
 mod forge;
 mod forge_answer;
 mod forge_presence;
@@ -45,6 +46,7 @@ use mcp::{Complete, GatewaySampling, McpHub, ToolsetChanged};
 pub fn default_registry(settings: &ToolsSettings) -> Registry {
     Registry::default()
         .with(builtin::CurrentTime)
+        .with(builtin::DelegateTask)
         .with(builtin::HttpFetch::new(&settings.http_fetch))
 }
 

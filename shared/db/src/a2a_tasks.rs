@@ -5,7 +5,7 @@
 
 use hermes_types::ids::{ApiKeyId, RunId, SessionId, WorkspaceId};
 
-use super::{Client, DbError};
+use super::{Client, DbError, GenericClient};
 
 /// A task as ingest records it, before its run is handed to the broker.
 pub struct NewTask<'a> {
@@ -19,7 +19,7 @@ pub struct NewTask<'a> {
 }
 
 /// Record a task.
-pub async fn insert(client: &Client, t: &NewTask<'_>) -> Result<(), DbError> {
+pub async fn insert(client: &impl GenericClient, t: &NewTask<'_>) -> Result<(), DbError> {
     client
         .execute(
             &crate::stmt(

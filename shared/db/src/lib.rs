@@ -10,6 +10,7 @@ pub mod budgets;
 pub mod bursts;
 pub mod console_sessions;
 pub mod credits;
+pub mod delegations;
 pub mod delivery_sends;
 pub mod drafts;
 pub mod dreams;

@@ -200,6 +200,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0037_console_sessions",
         sql: include_str!("../../../migrations/0037_console_sessions.sql"),
     },
+    Migration {
+        version: 38,
+        name: "0038_delegations",
+        sql: include_str!("../../../migrations/0038_delegations.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

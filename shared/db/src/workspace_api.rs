@@ -16,6 +16,8 @@ pub struct Profile {
     /// As the caller wrote it (`provider:model`), checked where it entered.
     pub model: Option<String>,
     pub role: Option<String>,
+    /// Whether its runs may delegate (docs/a2a.md, "Delegating to other workspaces").
+    pub orchestrator: bool,
 }
 
 /// The slug of a workspace named `name`: its letters and digits in lower case, runs of
@@ -59,6 +61,7 @@ pub async fn create(
             signing_secret_sealed: None,
             daily_tokens: None,
             daily_micro_usd: None,
+            orchestrator: profile.orchestrator,
         },
     )
     .await?;
@@ -86,14 +89,15 @@ pub async fn by_id(
         return Ok(None);
     };
     let slug: String = row.get(0);
-    let profile = Profile {
-        runtime: row.get(1),
-        model: row.get(2),
-        role: row.get(3),
-    };
-    Ok(workspaces::by_slug(client, &slug)
-        .await?
-        .map(|w| (w, profile)))
+    Ok(workspaces::by_slug(client, &slug).await?.map(|w| {
+        let profile = Profile {
+            runtime: row.get(1),
+            model: row.get(2),
+            role: row.get(3),
+            orchestrator: w.orchestrator,
+        };
+        (w, profile)
+    }))
 }
 
 /// Set (or, with an empty value, remove) a global provider secret, sealed with `keys`.

@@ -63,12 +63,15 @@ pub struct Workspace {
     pub daily_tokens: Option<i64>,
     /// Micro-dollars its Forge runs may spend per UTC day (None: the install's; 0: no limit).
     pub daily_micro_usd: Option<i64>,
+    /// Whether its runs may delegate to other workspaces' agents with
+    /// `delegate_task_async` (docs/a2a.md, "Delegating to other workspaces").
+    pub orchestrator: bool,
     /// Its agents.
     pub agents: i64,
     pub created_at: chrono::DateTime<chrono::Utc>,
 }
 
-const WORKSPACE_COLUMNS: &str = "w.id, w.slug, w.name, w.key, w.webhook_secret_enc IS NOT NULL,     w.daily_tokens, w.daily_micro_usd,     (SELECT count(*) FROM agents a WHERE a.workspace_id = w.id), w.created_at";
+const WORKSPACE_COLUMNS: &str = "w.id, w.slug, w.name, w.key, w.webhook_secret_enc IS NOT NULL,     w.daily_tokens, w.daily_micro_usd,     (SELECT count(*) FROM agents a WHERE a.workspace_id = w.id), w.created_at, w.orchestrator";
 
 fn workspace_from(r: &tokio_postgres::Row) -> Workspace {
     let slug: String = r.get(1);
@@ -84,6 +87,7 @@ fn workspace_from(r: &tokio_postgres::Row) -> Workspace {
         daily_micro_usd: r.get(6),
         agents: r.get(7),
         created_at: r.get(8),
+        orchestrator: r.get(9),
     }
 }
 
@@ -97,6 +101,8 @@ pub struct NewWorkspace<'a> {
     pub signing_secret_sealed: Option<&'a str>,
     pub daily_tokens: Option<i64>,
     pub daily_micro_usd: Option<i64>,
+    /// Whether its runs may delegate ([`Workspace::orchestrator`]).
+    pub orchestrator: bool,
 }
 
 /// Create a workspace; a slug or key already taken is refused.
@@ -124,8 +130,8 @@ pub async fn create(
     client
         .execute(
             "INSERT INTO workspaces (slug, name, key, webhook_secret_enc, daily_tokens,
-                                     daily_micro_usd)
-             VALUES ($1, $2, $3, $4, $5, $6)",
+                                     daily_micro_usd, orchestrator)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
             &[
                 &w.slug,
                 &w.name,
@@ -133,6 +139,7 @@ pub async fn create(
                 &w.signing_secret_sealed,
                 &w.daily_tokens,
                 &w.daily_micro_usd,
+                &w.orchestrator,
             ],
         )
         .await?;
@@ -176,6 +183,7 @@ pub struct WorkspaceUpdate<'a> {
     pub key: Option<Option<&'a str>>,
     pub daily_tokens: Option<Option<i64>>,
     pub daily_micro_usd: Option<Option<i64>>,
+    pub orchestrator: Option<bool>,
 }
 
 /// Apply `u` to the workspace; a key taken by another is refused.
@@ -203,7 +211,8 @@ pub async fn update(
             "UPDATE workspaces SET name = COALESCE($2, name),
                  key = CASE WHEN $3 THEN $4 ELSE key END,
                  daily_tokens = CASE WHEN $5 THEN $6 ELSE daily_tokens END,
-                 daily_micro_usd = CASE WHEN $7 THEN $8 ELSE daily_micro_usd END
+                 daily_micro_usd = CASE WHEN $7 THEN $8 ELSE daily_micro_usd END,
+                 orchestrator = COALESCE($9, orchestrator)
              WHERE id = $1",
             &[
                 &id,
@@ -214,6 +223,7 @@ pub async fn update(
                 &u.daily_tokens.flatten(),
                 &u.daily_micro_usd.is_some(),
                 &u.daily_micro_usd.flatten(),
+                &u.orchestrator,
             ],
         )
         .await?;
@@ -360,4 +370,18 @@ pub async fn provider_secrets(
         out.insert(name, value);
     }
     Ok(out)
+}
+
+/// Whether workspace `id` is an orchestrator (false when there is no such workspace).
+pub async fn is_orchestrator(
+    client: &impl GenericClient,
+    id: WorkspaceId,
+) -> Result<bool, DbError> {
+    Ok(client
+        .query_opt(
+            &crate::stmt(client, "SELECT orchestrator FROM workspaces WHERE id = $1").await?,
+            &[&id],
+        )
+        .await?
+        .is_some_and(|r| r.get(0)))
 }

@@ -26,6 +26,9 @@ pub struct ToolMetrics {
     /// Tokens sampling requests used, as the model reported them (not the cap asked for),
     /// by server and direction.
     pub sampling_tokens: IntCounterVec,
+    /// `delegate_task_async` calls by outcome: `started` (a run in another workspace),
+    /// `refused` (no run: a bad call), `resumed` (a round given back its runs' answers).
+    pub delegations: IntCounterVec,
 }
 
 impl ToolMetrics {
@@ -80,6 +83,12 @@ impl ToolMetrics {
                 "hermes_mcp_sampling_tokens_total",
                 "Tokens MCP servers' sampling requests used, as the model reported them, by server and direction (input, output).",
                 &["server", "direction"],
+            ),
+            delegations: counter_vec(
+                r,
+                "hermes_delegations_total",
+                "delegate_task_async calls by outcome: started (a run in another workspace), refused (a bad call: no run), resumed (a held round given back its runs' answers).",
+                &["outcome"],
             ),
         }
     }

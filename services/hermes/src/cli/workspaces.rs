@@ -85,6 +85,10 @@ pub struct WorkspaceFields {
     /// HERMES_FORGE_DAILY_USD).
     #[arg(long, value_name = "USD|default")]
     daily_usd: Option<String>,
+    /// Whether its runs may start runs in other workspaces with `delegate_task_async`
+    /// (docs/a2a.md, "Delegating to other workspaces"; default false).
+    #[arg(long, value_name = "true|false")]
+    orchestrator: Option<bool>,
 }
 
 /// A workspace's own limit as typed: `Some(None)` for `default` (the install's), else the
@@ -143,12 +147,13 @@ fn limit_label(own: Option<i64>, unit: impl Fn(i64) -> String) -> String {
 
 fn print_workspace(w: &workspaces::Workspace) {
     println!(
-        "{:<16} key {:<10}{} agents {:<3} signing secret {}  {}",
+        "{:<16} key {:<10}{} agents {:<3} signing secret {}{}  {}",
         w.slug,
         w.key,
         if w.key_set { "" } else { " (derived)" },
         w.agents,
         if w.signing_secret { "yes" } else { "no" },
+        if w.orchestrator { "  orchestrator" } else { "" },
         w.name
     );
     println!(
@@ -201,6 +206,7 @@ async fn manage(
                     signing_secret_sealed: secret.as_ref().map(|(sealed, _)| sealed.as_str()),
                     daily_tokens: fields.daily_tokens()?.flatten(),
                     daily_micro_usd: fields.daily_micro_usd()?.flatten(),
+                    orchestrator: fields.orchestrator.unwrap_or(false),
                 },
             )
             .await?;
@@ -246,6 +252,7 @@ async fn manage(
                 key: fields.key()?,
                 daily_tokens: fields.daily_tokens()?,
                 daily_micro_usd: fields.daily_micro_usd()?,
+                orchestrator: fields.orchestrator,
             };
             workspaces::update(client, id, &update).await?;
             println!("workspace {slug} updated");

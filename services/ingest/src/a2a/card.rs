@@ -83,6 +83,7 @@ mod tests {
 
     fn workspace() -> Workspace {
         Workspace {
+            orchestrator: false,
             id: hermes_types::ids::WorkspaceId::new(),
             slug: "axiom".into(),
             name: "Axiom".into(),

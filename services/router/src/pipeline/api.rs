@@ -92,6 +92,12 @@ impl Router {
         }
         let client = self.ctx.db.get().await?;
         let mut catalog = self.tools.tools(&client).await?;
+        // An orchestrator workspace's run may delegate, within the depth (docs/a2a.md).
+        let depth = inbound.delegation.map_or(0, |d| d.depth);
+        catalog = self
+            .orchestrators
+            .offered(&client, catalog, inbound.workspace, depth)
+            .await?;
         // A scheduled job may narrow its tools to some toolsets (docs/api.md, jobs).
         if let Some(toolsets) = inbound.job.as_ref().and_then(|j| j.toolsets.as_ref()) {
             catalog.retain(|t| toolsets.contains(&t.toolset));
@@ -139,6 +145,10 @@ impl Router {
             .await?
         {
             return Ok((Vec::new(), Decided::uncharged("duplicate")));
+        }
+        // A delegated run queued while its parent was being stopped is stopped now.
+        if inbound.delegation.is_some() {
+            hermes_db::delegations::inherit_stop(tx, env.run_id).await?;
         }
         if let Some(api_session) = inbound.api_session {
             let continued = match api_session {

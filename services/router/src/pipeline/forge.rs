@@ -64,6 +64,11 @@ impl Router {
                 ))
             })?;
         let catalog = self.tools.tools(&client).await?;
+        // The agent of an orchestrator workspace may delegate (docs/a2a.md).
+        let catalog = self
+            .orchestrators
+            .offered(&client, catalog, Some(agent.workspace_id), 0)
+            .await?;
         drop(client);
         // The agent's own mode and allowlist, narrowed by the wake's: a restricted side
         // keeps the run restricted, and only what both lists name stays allowed.

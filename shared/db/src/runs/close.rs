@@ -16,8 +16,10 @@ use hermes_types::model::parked::parked_outcome;
 use hermes_types::model::{FailureCode, Outcome, Platform, Reply};
 
 use super::RunStatus;
+use crate::delegations;
 use crate::events::{self, EventKind, NewEvent};
 use crate::{Db, DbError, Transaction, credits, delivery_sends, inbox};
+use hermes_types::model::delegation::Ended;
 
 /// What closing a run did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -38,7 +40,16 @@ pub async fn with_outcome(
     outcome: &Outcome,
     detail: Option<&str>,
 ) -> Result<Closed, DbError> {
-    let closed = finish(tx, id, outcome, detail).await?;
+    let (closed, delegated) = finish(tx, id, outcome, detail).await?;
+    // A delegated run's end resumes its parent's round once it is the last of it; a run
+    // that did not answer takes the runs it delegated down with it (docs/a2a.md,
+    // "Delegating to other workspaces").
+    if let Some(round) = delegated {
+        delegations::resume_if_done(tx, round).await?;
+    }
+    if closed && matches!(outcome, Outcome::Failed { .. }) {
+        delegations::stop_children(tx, &[id]).await?;
+    }
     match outcome {
         Outcome::Failed { .. } => refund_if(tx, id, closed).await,
         Outcome::Answered { .. } => Ok(Closed {
@@ -115,14 +126,16 @@ async fn refund_if(tx: &Transaction<'_>, id: RunId, closed: bool) -> Result<Clos
     })
 }
 
-/// Close the run with its outcome. Returns false when it was already closed.
+/// Close the run with its outcome, and, in the same statement, record that end on its
+/// delegation when it is a delegated run. Returns whether this call closed it (false: it
+/// was closed already) and the round the delegation belongs to.
 async fn finish(
     tx: &Transaction<'_>,
     id: RunId,
     outcome: &Outcome,
     detail: Option<&str>,
-) -> Result<bool, DbError> {
-    let n = match outcome {
+) -> Result<(bool, Option<delegations::Round>), DbError> {
+    let row = match outcome {
         Outcome::Answered {
             text,
             model,
@@ -136,13 +149,16 @@ async fn finish(
                 .then(|| serde_json::to_value(transcript))
                 .transpose()
                 .map_err(|e| DbError::Invalid(e.to_string()))?;
-            tx.execute(
+            tx.query_one(
                 &crate::stmt(
                     tx,
-                    "UPDATE agent_runs SET status = 'completed', output_text = $2, model = $3,
-                        tokens_in = $4, tokens_out = $5, tools_used = $6, cost_micro_usd = $7,
-                        transcript = $8, updated_at = now(), finished_at = now()
-                 WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled', 'expired')",
+                    &closing(
+                        "UPDATE agent_runs SET status = 'completed', output_text = $2, model = $3,
+                            tokens_in = $4, tokens_out = $5, tools_used = $6,
+                            cost_micro_usd = $7, transcript = $8, updated_at = now(),
+                            finished_at = now()",
+                        "'completed', $2, NULL",
+                    ),
                 )
                 .await?,
                 &[
@@ -166,12 +182,14 @@ async fn finish(
                 FailureCode::Expired => RunStatus::Expired,
                 _ => RunStatus::Failed,
             };
-            tx.execute(
+            tx.query_one(
                 &crate::stmt(
                     tx,
-                    "UPDATE agent_runs SET status = $5, error_code = $2, output_text = $3,
-                        error_detail = $4, updated_at = now(), finished_at = now()
-                 WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled', 'expired')",
+                    &closing(
+                        "UPDATE agent_runs SET status = $5, error_code = $2, output_text = $3,
+                            error_detail = $4, updated_at = now(), finished_at = now()",
+                        "$5, $3, $2",
+                    ),
                 )
                 .await?,
                 &[
@@ -185,7 +203,30 @@ async fn finish(
             .await?
         }
     };
-    Ok(n == 1)
+    let delegated = row
+        .get::<_, Option<uuid::Uuid>>(1)
+        .map(|parent| delegations::Round {
+            parent: parent.into(),
+            round: u8::try_from(row.get::<_, i16>(2)).unwrap_or(u8::MAX),
+        });
+    Ok((row.get(0), delegated))
+}
+
+/// The statement that closes a run: `update` (an `UPDATE agent_runs SET …` of run `$1`)
+/// applied to an open run, and the run's delegation, if it has one, ended with `ended` (its
+/// status, result and error code, as SQL). It answers (closed, parent, round).
+fn closing(update: &str, ended: &str) -> String {
+    format!(
+        "WITH closed AS ({update}
+             WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled', 'expired')
+             RETURNING id),
+         link AS (UPDATE delegations SET (status, result, error_code) = ({ended}),
+                      finished_at = now()
+                  WHERE child_run_id IN (SELECT id FROM closed) AND finished_at IS NULL
+                  RETURNING parent_run_id, round)
+         SELECT EXISTS (SELECT 1 FROM closed), (SELECT parent_run_id FROM link),
+                (SELECT round FROM link)"
+    )
 }
 
 /// Fail run `id`, answered already, because its answer did not reach the user after all (its
@@ -241,6 +282,17 @@ pub async fn stuck(
                        WHERE a.run_id = agent_runs.id
                          AND COALESCE(a.decided_at, a.deadline_at)
                              > now() - make_interval(secs => $1))
+                   -- Nor is a run whose round waits for the runs it delegated while one
+                   -- of them is open (each ends by its own limits), or this long after
+                   -- the last ended (docs/a2a.md, Delegating to other workspaces).
+                   AND NOT EXISTS (
+                       SELECT 1 FROM delegations d
+                       WHERE d.parent_run_id = agent_runs.id
+                         AND (d.finished_at > now() - make_interval(secs => $1)
+                              OR (d.finished_at IS NULL
+                                  AND (d.created_at > now() - make_interval(secs => $1)
+                                       OR EXISTS (SELECT 1 FROM agent_runs c
+                                                  WHERE c.id = d.child_run_id)))))
                  ORDER BY created_at
                  LIMIT $2
                  FOR UPDATE SKIP LOCKED)
@@ -251,12 +303,21 @@ pub async fn stuck(
     let mut swept = Vec::with_capacity(rows.len());
     for r in &rows {
         let id = RunId::from(r.get::<_, uuid::Uuid>(0));
+        if let Some(round) =
+            delegations::ended(tx, id, Ended::Failed, Some(message), Some("stuck")).await?
+        {
+            delegations::resume_if_done(tx, round).await?;
+        }
         swept.push(SweptRun {
             id,
             platform: Platform::parse(r.get(1)),
             chat_id: r.get(2),
             refunded: refund_if(tx, id, true).await?.refunded,
         });
+    }
+    if !swept.is_empty() {
+        let ids: Vec<RunId> = swept.iter().map(|s| s.id).collect();
+        delegations::stop_children(tx, &ids).await?;
     }
     Ok(swept)
 }

@@ -9,7 +9,8 @@ use crate::{Client, DbError};
 
 /// Ask an open run to stop at its next safe point (docs/api.md, runs): true when the run
 /// was open and is now asked to stop (asking twice is still true), false when it is closed
-/// or unknown.
+/// or unknown. The runs it delegated, and theirs, are asked too (docs/a2a.md, "Delegating to
+/// other workspaces"), after it, so locks are taken parent first as a close takes them.
 pub async fn request_stop(client: &Client, id: RunId) -> Result<bool, DbError> {
     let n = client
         .execute(
@@ -23,6 +24,9 @@ pub async fn request_stop(client: &Client, id: RunId) -> Result<bool, DbError> {
             &[&id.as_uuid()],
         )
         .await?;
+    if n == 1 {
+        crate::delegations::stop_children(client, &[id]).await?;
+    }
     Ok(n == 1)
 }
 

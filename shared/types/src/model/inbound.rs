@@ -3,6 +3,7 @@
 use crate::ids::{AgentId, ApiKeyId, SessionId, WorkspaceId};
 use serde::{Deserialize, Serialize};
 
+use super::delegation::Delegated;
 use super::*;
 use crate::envelope::{MessageKind, Payload};
 
@@ -201,6 +202,10 @@ pub struct Inbound {
     /// secrets the run's model calls use; `None`: the install's global ones.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<WorkspaceId>,
+    /// A run another run's `delegate_task_async` started (docs/a2a.md, "Delegating to
+    /// other workspaces"): its parent and depth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegation: Option<Delegated>,
 }
 
 /// The session of an OpenAI-compatible API message (docs/api.md, "Responses"): a chain of
@@ -261,6 +266,7 @@ impl Inbound {
             burst: None,
             api_session: None,
             workspace: None,
+            delegation: None,
         }
     }
 

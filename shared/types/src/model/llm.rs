@@ -274,6 +274,29 @@ pub struct ToolRequest {
     /// (docs/operator-mcp.md, approvals): present when the round resumes after them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub decisions: Vec<ApprovalDecision>,
+    /// Results of calls of this round made already, by call id: a round held for the runs
+    /// its `delegate_task_async` calls started resumes with their answers and with what
+    /// its other calls returned before it was held, so nothing of it runs twice
+    /// (docs/a2a.md, "Delegating to other workspaces").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub results: Vec<ToolResult>,
+}
+
+/// One call's result made before its round resumed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolResult {
+    pub call_id: String,
+    pub text: String,
+}
+
+impl ToolRequest {
+    /// The result of call `call_id` made already, if any.
+    pub fn result_of(&self, call_id: &str) -> Option<&str> {
+        self.results
+            .iter()
+            .find(|r| r.call_id == call_id)
+            .map(|r| r.text.as_str())
+    }
 }
 
 impl Payload for ToolRequest {

@@ -5,6 +5,7 @@
 
 mod approval;
 mod chat;
+pub mod delegation;
 mod forge;
 mod inbound;
 mod jobs;

@@ -99,6 +99,7 @@ mod tests {
             request: llm_request(),
             calls: Vec::new(),
             decisions: Vec::new(),
+            results: Vec::new(),
         };
         let parked = Envelope::new(RunId::new(), None, &tools);
         let body: Reply = failure_reply(&parked).unwrap().unwrap().payload().unwrap();
