@@ -13,7 +13,7 @@ use serde_json::json;
 const MARKUP: &str = "<script>alert(1)</script><img src=x onerror=alert(2)>";
 
 /// A browser-like client that follows nothing: each redirect is asserted.
-fn client() -> reqwest::Client {
+pub(crate) fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -30,7 +30,7 @@ async fn log_in(fleet: &Fleet, key: &str) -> reqwest::Response {
         .unwrap()
 }
 
-async fn get(fleet: &Fleet, path: &str, cookie: &str) -> reqwest::Response {
+pub(crate) async fn get(fleet: &Fleet, path: &str, cookie: &str) -> reqwest::Response {
     client()
         .get(fleet.url(path))
         .header(COOKIE, cookie)
@@ -54,7 +54,7 @@ async fn markup_run(fleet: &Fleet) -> String {
 }
 
 /// The cookie of the operator key's login.
-async fn logged_in(fleet: &Fleet) -> String {
+pub(crate) async fn logged_in(fleet: &Fleet) -> String {
     let resp = log_in(fleet, KEY).await;
     assert_eq!(resp.status(), 303);
     resp.headers()[SET_COOKIE]
@@ -67,7 +67,7 @@ async fn logged_in(fleet: &Fleet) -> String {
 }
 
 /// The value of the hidden `csrf` field of `page`.
-fn csrf_of(page: &str) -> String {
+pub(crate) fn csrf_of(page: &str) -> String {
     let at = page.find("name=\"csrf\" value=\"").expect("a CSRF field") + 19;
     page[at..at + 64].to_string()
 }

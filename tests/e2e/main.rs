@@ -20,6 +20,7 @@ mod bursts;
 mod bus;
 mod channels;
 mod console;
+mod console_admin;
 mod conversations;
 mod delegation;
 mod delivery;

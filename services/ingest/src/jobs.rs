@@ -55,6 +55,18 @@ impl FromRequestParts<AppState> for JobCall {
     }
 }
 
+impl JobCall {
+    /// A call on job `id` by `caller` from elsewhere than `/api/jobs` (the console's
+    /// buttons), answered exactly as the API answers it.
+    pub(crate) fn new(app: AppState, caller: Caller, id: JobId) -> Self {
+        Self {
+            app,
+            caller,
+            id: Ok(id),
+        }
+    }
+}
+
 fn unavailable<E>(_: E) -> ApiError {
     ApiError::unavailable("cannot reach the job store right now")
 }

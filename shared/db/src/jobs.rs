@@ -199,6 +199,24 @@ pub async fn list(client: &Client, owner: Option<ApiKeyId>) -> Result<Vec<Job>, 
         .collect()
 }
 
+/// Every job, `limit` at a time in the order they were made, after job `after` (the last of
+/// the page before; job ids are UUID v7, so the primary key pages them).
+pub async fn page(client: &Client, after: Option<JobId>, limit: i64) -> Result<Vec<Job>, DbError> {
+    let after = after.map(|a| a.as_uuid());
+    client
+        .query(
+            &format!(
+                "SELECT {COLUMNS} FROM jobs WHERE $1::uuid IS NULL OR id > $1
+                 ORDER BY id LIMIT $2"
+            ),
+            &[&after, &limit.clamp(1, 1000)],
+        )
+        .await?
+        .iter()
+        .map(job_of)
+        .collect()
+}
+
 /// The job `id` if `owner` may see it; `lock` holds its row until the transaction ends.
 pub async fn get(
     client: &impl GenericClient,

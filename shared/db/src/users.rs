@@ -310,6 +310,47 @@ pub async fn update(
     Ok(n == 1)
 }
 
+/// Users newest first, `limit` at a time, before user `before` (the last of the page
+/// before; user ids are UUID v7, so the primary key pages them).
+pub async fn page(
+    client: &Client,
+    before: Option<UserId>,
+    limit: i64,
+) -> Result<Vec<User>, DbError> {
+    client
+        .query(
+            &format!(
+                "SELECT {USER_COLUMNS} FROM users u WHERE $1::uuid IS NULL OR u.id < $1
+                 ORDER BY u.id DESC LIMIT $2"
+            ),
+            &[&before, &limit.clamp(1, 1000)],
+        )
+        .await?
+        .iter()
+        .map(user_from)
+        .collect()
+}
+
+/// The user a chat platform's sender is linked to (the REST channel's senders, which belong
+/// to keys, are found by their user's id instead).
+pub async fn of_chat_sender(
+    client: &Client,
+    platform: Platform,
+    sender_id: &str,
+) -> Result<Option<UserId>, DbError> {
+    Ok(client
+        .query_opt(
+            "SELECT user_id FROM user_channels
+             WHERE platform = $1
+               AND COALESCE(api_key_id, '00000000-0000-0000-0000-000000000000'::uuid)
+                   = '00000000-0000-0000-0000-000000000000'::uuid
+               AND sender_id = $2",
+            &[&platform.as_str(), &sender_id],
+        )
+        .await?
+        .map(|r| r.get(0)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,7 @@ use hermes_operator::Caller;
 use hermes_types::ids::ApprovalId;
 use hermes_types::model::Verdict;
 
-use super::html::{esc, page, refusal, see_other};
+use super::html::{esc, page, refusal, see_other, unavailable};
 use super::session::{csrf_ok, field, forbidden};
 use crate::AppState;
 
@@ -40,12 +40,7 @@ pub async fn list(State(app): State<AppState>, Extension(login): Extension<Login
     }
     .await;
     let Ok(open) = open else {
-        return page(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "Unavailable",
-            Some(&login),
-            "<p class=\"error\">Cannot read the approvals right now; reload shortly.</p>",
-        );
+        return unavailable(Some(&login), "approvals");
     };
     let mut body = String::from(
         "<p class=\"muted\">Tool calls waiting for an operator, oldest first. A call not answered by its deadline is denied.</p>",

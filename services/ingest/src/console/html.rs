@@ -33,6 +33,8 @@ pub fn page(status: StatusCode, title: &str, login: Option<&Login>, body: &str) 
         Some(l) => format!(
             "<header><nav aria-label=\"Console\"><a href=\"/console/runs\">Runs</a> \
              <a href=\"/console/approvals\">Approvals</a> \
+             <a href=\"/console/jobs\">Jobs</a> \
+             <a href=\"/console/users\">Users</a> \
              <a href=\"/console/killswitch\">Killswitch</a></nav>\
              <form method=\"post\" action=\"/console/logout\">\
              <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
@@ -65,6 +67,32 @@ pub fn refusal(status: StatusCode, title: &str, login: &Login, why: &str, back: 
             esc(back)
         ),
     )
+}
+
+/// The page of a read that PostgreSQL did not answer: `what` could not be read.
+pub fn unavailable(login: Option<&Login>, what: &str) -> Response {
+    page(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Unavailable",
+        login,
+        &format!(
+            "<p class=\"error\">Cannot read the {} right now; reload shortly.</p>",
+            esc(what)
+        ),
+    )
+}
+
+/// Write a console action to the activity log with who did it (`data` names them); a log
+/// that cannot be written is only warned about, since the action itself is done.
+pub async fn log_action(app: &crate::AppState, kind: &str, data: serde_json::Value) {
+    let logged = async {
+        let client = app.ctx.db.get().await?;
+        hermes_db::console_sessions::record_action(&client, kind, &data).await
+    }
+    .await;
+    if let Err(e) = logged {
+        tracing::warn!(kind, error = %e, "a console action is not in the activity log");
+    }
 }
 
 /// The console's headers on `resp`.

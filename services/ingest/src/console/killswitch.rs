@@ -13,7 +13,7 @@ use hermes_alerts::AlertKind;
 use hermes_db::console_sessions::Login;
 use hermes_gateway::budget::Budgets;
 
-use super::html::{esc, page, refusal, see_other};
+use super::html::{esc, log_action, page, refusal, see_other};
 use super::session::{csrf_ok, field, forbidden};
 use crate::AppState;
 
@@ -146,18 +146,11 @@ pub async fn toggle(
         _ => return refused(StatusCode::BAD_REQUEST, "Choose on or off."),
     };
     tracing::warn!(%by, kind, "killswitch changed from the console");
-    let logged = async {
-        let client = app.ctx.db.get().await?;
-        hermes_db::console_sessions::record_action(
-            &client,
-            kind,
-            &serde_json::json!({ "by": by, "reason": reason, "from": "console" }),
-        )
-        .await
-    }
+    log_action(
+        &app,
+        kind,
+        serde_json::json!({ "by": by, "reason": reason, "from": "console" }),
+    )
     .await;
-    if let Err(e) = logged {
-        tracing::warn!(error = %e, "the killswitch change is not in the activity log");
-    }
     see_other("/console/killswitch")
 }

@@ -6,13 +6,17 @@
 //! - `html`: escaping, the page frame and the headers that keep a page inert;
 //! - `runs`: the runs list and a run's history;
 //! - `approvals`: the tool calls waiting for an operator, allowed or denied;
+//! - `jobs`: the scheduled jobs, paused, resumed or run now;
+//! - `users`: the users, their credits, budgets and channels, and erasing a person;
 //! - `killswitch`: every model call stopped or let through again, with a confirmation.
 
 mod approvals;
 mod html;
+mod jobs;
 mod killswitch;
 mod runs;
 mod session;
+mod users;
 
 use axum::Router;
 use axum::middleware;
@@ -32,6 +36,11 @@ pub fn routes(state: &AppState) -> Router<AppState> {
         .route("/console/runs/{id}", get(runs::show))
         .route("/console/approvals", get(approvals::list))
         .route("/console/approvals/{id}", post(approvals::answer))
+        .route("/console/jobs", get(jobs::list))
+        .route("/console/jobs/{id}", post(jobs::act))
+        .route("/console/users", get(users::list))
+        .route("/console/users/{id}", get(users::show))
+        .route("/console/users/{id}/erase", post(users::erase))
         .route(
             "/console/killswitch",
             get(killswitch::show).post(killswitch::toggle),

@@ -16,7 +16,7 @@ use hermes_types::model::Platform;
 use serde::Deserialize;
 use tokio_postgres::Row;
 
-use super::html::{esc, page, see_other};
+use super::html::{esc, page, see_other, unavailable};
 use crate::AppState;
 
 /// Runs on one page.
@@ -31,15 +31,6 @@ pub struct Filters {
     status: Option<String>,
     platform: Option<String>,
     before: Option<String>,
-}
-
-fn unavailable(login: &Login) -> Response {
-    page(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "Unavailable",
-        Some(login),
-        "<p class=\"error\">Cannot read the runs right now; reload shortly.</p>",
-    )
 }
 
 /// A page position: the last row's id. Run ids are UUID v7, so they sort by creation time
@@ -88,7 +79,7 @@ pub async fn list(
     let platform = filter(&f.platform).and_then(Platform::parse);
     let before = filter(&f.before).and_then(decode_cursor);
     let Ok(client) = app.ctx.db.get().await else {
-        return unavailable(&login);
+        return unavailable(Some(&login), "runs");
     };
     let rows = client
         .query(
@@ -111,7 +102,7 @@ pub async fn list(
         )
         .await;
     let Ok(rows) = rows else {
-        return unavailable(&login);
+        return unavailable(Some(&login), "runs");
     };
     let more = rows.len() as i64 > PAGE;
     let shown = &rows[..rows.len().min(PAGE as usize)];
@@ -199,7 +190,7 @@ pub async fn show(
         return not_found(&login, &id);
     };
     let Ok(client) = app.ctx.db.get().await else {
-        return unavailable(&login);
+        return unavailable(Some(&login), "runs");
     };
     let run = client
         .query_opt(
@@ -213,7 +204,7 @@ pub async fn show(
     let run = match run {
         Ok(Some(run)) => run,
         Ok(None) => return not_found(&login, &id.to_string()),
-        Err(_) => return unavailable(&login),
+        Err(_) => return unavailable(Some(&login), "runs"),
     };
     let started: DateTime<Utc> = run.get(13);
     let until = run
@@ -233,7 +224,7 @@ pub async fn show(
         )
         .await;
     let Ok(history) = history else {
-        return unavailable(&login);
+        return unavailable(Some(&login), "runs");
     };
     let text = |i: usize| esc(&run.get::<_, Option<String>>(i).unwrap_or_default());
     let trace = run

@@ -14,7 +14,7 @@ use hermes_db::api_keys::KeyScope;
 use hermes_db::console_sessions::{self, Login};
 use subtle::ConstantTimeEq;
 
-use super::html::{esc, page, see_other};
+use super::html::{esc, page, see_other, unavailable};
 use crate::AppState;
 use crate::front_door::Client;
 use crate::rest::Caller;
@@ -197,12 +197,7 @@ pub async fn require_login(State(app): State<AppState>, mut req: Request, next: 
             next.run(req).await
         }
         Ok(None) => see_other("/console/login"),
-        Err(_) => page(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "Unavailable",
-            None,
-            "<p class=\"error\">Cannot read the login right now; reload shortly.</p>",
-        ),
+        Err(_) => unavailable(None, "login"),
     }
 }
 
