@@ -34,6 +34,15 @@ async fn workspace(db: &Db, slug: &str) -> WorkspaceId {
 
 /// An open API run.
 async fn run(db: &Db) -> RunId {
+    open_run(db, None).await
+}
+
+/// An open run as the router makes a delegated one: its message says it is delegated.
+async fn delegated_run(db: &Db) -> RunId {
+    open_run(db, Some(&json!({"delegation": {"parent_run": "p"}}))).await
+}
+
+async fn open_run(db: &Db, metadata: Option<&Value>) -> RunId {
     let id = RunId::new();
     let mut c = db.get().await.unwrap();
     let tx = c.transaction().await.unwrap();
@@ -46,7 +55,7 @@ async fn run(db: &Db) -> RunId {
         external_message_id: None,
         tier: Tier::Free,
         input_text: Some("task"),
-        metadata: None,
+        metadata,
         api_key_id: None,
         traceparent: None,
     };
@@ -86,7 +95,7 @@ async fn held_round(db: &Db, parent: RunId, ws: WorkspaceId) -> (RunId, RunId) {
             text: "noon".into(),
         }],
     };
-    let (a, b) = (run(db).await, run(db).await);
+    let (a, b) = (delegated_run(db).await, delegated_run(db).await);
     let mut c = db.get().await.unwrap();
     let tx = c.transaction().await.unwrap();
     assert!(hold(&tx, parent, &request).await.unwrap());
@@ -210,7 +219,7 @@ async fn a_stop_reaches_every_run_delegated_below_and_a_late_one_inherits_it() {
 
         // A child queued before the stop reached nobody, routed after it: stopped at once.
         let other = run(&db).await;
-        let late = run(&db).await;
+        let late = delegated_run(&db).await;
         let mut c = db.get().await.unwrap();
         let tx = c.transaction().await.unwrap();
         let d = NewDelegation {
