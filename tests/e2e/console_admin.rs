@@ -208,3 +208,84 @@ async fn an_operator_finds_a_user_and_erases_them_only_once_their_id_is_typed() 
     assert_eq!(logged(&env).await, ["user_erased"]);
     fleet.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_page_shows_presence_capacity_and_how_recent_runs_went() {
+    use hermes_db::agents::{self, NewAgent};
+    use hermes_types::agent::{AgentKind, EngagementMode, Tone};
+
+    let mut env = TestEnv::new().await;
+    env.set("HERMES_CONSOLE", "true");
+    let c = env.db().get().await.unwrap();
+    let agent = agents::create(
+        &c,
+        &NewAgent {
+            workspace: "default",
+            profile_key: "victor",
+            kind: AgentKind::External,
+            display_name: MARKUP,
+            tone: Tone::Friendly,
+            role: None,
+            role_instructions: None,
+            tier: None,
+            toolsets: &[],
+            capabilities: &[],
+            webhook_url: Some("https://agent.example/wake"),
+            webhook_secret_sealed: None,
+            max_concurrent: 3,
+            engagement_mode: EngagementMode::Execute,
+        },
+    )
+    .await
+    .unwrap();
+    // Made a day ago and never heard from since.
+    c.execute(
+        "UPDATE agents SET created_at = now() - interval '1 day' WHERE id = $1",
+        &[&agent.id],
+    )
+    .await
+    .unwrap();
+    // Three runs of the last day: one acknowledged after 2 s and answered after 4 s, one
+    // answered after 6 s with one re-wake, one open that expired after three wakes; and
+    // one open run now.
+    c.execute(
+        "INSERT INTO agent_runs (id, platform, sender_id, chat_id, status, tier, agent_id,
+                                 created_at, acked_at, answered_at, wakes)
+         VALUES
+           (gen_random_uuid(), 'api', 's', 'c', 'completed', 'free', $1, now() - interval '10 s',
+            now() - interval '8 s', now() - interval '6 s', 1),
+           (gen_random_uuid(), 'api', 's', 'c', 'completed', 'free', $1, now() - interval '10 s',
+            NULL, now() - interval '4 s', 2),
+           (gen_random_uuid(), 'api', 's', 'c', 'expired', 'free', $1, now() - interval '10 s',
+            NULL, NULL, 3),
+           (gen_random_uuid(), 'api', 's', 'c', 'routed', 'free', $1, now(), NULL, NULL, 1)",
+        &[&agent.id],
+    )
+    .await
+    .unwrap();
+    let fleet = env.start(&[Service::Ingest]).await;
+    let cookie = logged_in(&fleet).await;
+    let page = get(&fleet, "/console/agents", &cookie).await;
+    assert_eq!(page.status(), 200);
+    let page = page.text().await.unwrap();
+    assert!(
+        page.contains("<strong>victor</strong> &lt;script&gt;"),
+        "{page}"
+    );
+    assert!(!page.contains(MARKUP));
+    // Silent past the presence window: offline, as dispatch counts it.
+    assert!(page.contains("<td>OFFLINE, never heard</td>"), "{page}");
+    assert!(
+        page.contains("<td>1 of 3</td><td>4</td><td>2.0 s</td><td>5.0 s</td><td>3</td><td>1</td>"),
+        "open of capacity, runs, medians to ack and answer, re-wakes, expired: {page}"
+    );
+    let other = get(&fleet, "/console/agents?workspace=nowhere", &cookie).await;
+    assert!(
+        other
+            .text()
+            .await
+            .unwrap()
+            .contains("No agent in this workspace")
+    );
+    fleet.stop().await.unwrap();
+}

@@ -511,3 +511,47 @@ pub async fn external_keys(client: &impl super::GenericClient) -> Result<Vec<Str
         .map(|r| r.get(0))
         .collect())
 }
+
+/// How one agent's runs of a recent window went (the console's agents page).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RecentRuns {
+    pub runs: i64,
+    /// Median seconds from a run's creation to the agent's acknowledgement (external).
+    pub ack_p50_secs: Option<f64>,
+    /// Median seconds from a run's creation to its answer.
+    pub answer_p50_secs: Option<f64>,
+    /// Wakes sent beyond each run's first.
+    pub rewakes: i64,
+    /// Runs that ended `expired`: the agent never answered by the deadline.
+    pub expired: i64,
+}
+
+/// How agent `id`'s runs created in the last `window` went.
+pub async fn recent_runs(
+    client: &Client,
+    id: AgentId,
+    window: std::time::Duration,
+) -> Result<RecentRuns, DbError> {
+    let r = client
+        .query_one(
+            "SELECT count(*),
+                    percentile_cont(0.5) WITHIN GROUP (
+                        ORDER BY extract(epoch FROM acked_at - created_at)),
+                    percentile_cont(0.5) WITHIN GROUP (
+                        ORDER BY extract(epoch FROM COALESCE(answered_at, finished_at) - created_at))
+                        FILTER (WHERE status = 'completed'),
+                    COALESCE(sum(GREATEST(wakes - 1, 0)), 0)::bigint,
+                    count(*) FILTER (WHERE status = 'expired')
+             FROM agent_runs
+             WHERE agent_id = $1 AND created_at > now() - make_interval(secs => $2)",
+            &[&id, &window.as_secs_f64()],
+        )
+        .await?;
+    Ok(RecentRuns {
+        runs: r.get(0),
+        ack_p50_secs: r.get(1),
+        answer_p50_secs: r.get(2),
+        rewakes: r.get(3),
+        expired: r.get(4),
+    })
+}

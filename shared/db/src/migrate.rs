@@ -205,6 +205,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0038_delegations",
         sql: include_str!("../../../migrations/0038_delegations.sql"),
     },
+    Migration {
+        version: 39,
+        name: "0039_agent_runs_by_agent",
+        sql: include_str!("../../../migrations/0039_agent_runs_by_agent.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

@@ -5,11 +5,13 @@
 //! - `session`: logging in with an operator key, the cookie, CSRF, refusing other sites;
 //! - `html`: escaping, the page frame and the headers that keep a page inert;
 //! - `runs`: the runs list and a run's history;
+//! - `agents`: a workspace's agents, their presence, capacity and recent runs;
 //! - `approvals`: the tool calls waiting for an operator, allowed or denied;
 //! - `jobs`: the scheduled jobs, paused, resumed or run now;
 //! - `users`: the users, their credits, budgets and channels, and erasing a person;
 //! - `killswitch`: every model call stopped or let through again, with a confirmation.
 
+mod agents;
 mod approvals;
 mod html;
 mod jobs;
@@ -36,6 +38,7 @@ pub fn routes(state: &AppState) -> Router<AppState> {
         .route("/console/runs/{id}", get(runs::show))
         .route("/console/approvals", get(approvals::list))
         .route("/console/approvals/{id}", post(approvals::answer))
+        .route("/console/agents", get(agents::list))
         .route("/console/jobs", get(jobs::list))
         .route("/console/jobs/{id}", post(jobs::act))
         .route("/console/users", get(users::list))
