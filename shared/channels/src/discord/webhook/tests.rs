@@ -72,6 +72,10 @@ fn a_guild_command_is_deferred_and_routed_from_its_member() {
     assert_eq!(m.event.text.as_deref(), Some("hi there"));
     assert_eq!(m.event.external_message_id.as_deref(), Some("1001"));
     assert_eq!(m.chat_kind, ChatKind::Group);
+    let interaction = m.interaction.as_ref().expect("the interaction travels");
+    assert_eq!(interaction.application_id, "2");
+    assert_eq!(interaction.token.expose(), "t");
+    assert_eq!(m.reply_to().interaction.as_ref(), Some(interaction));
 }
 
 #[test]
