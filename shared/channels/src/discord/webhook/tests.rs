@@ -23,10 +23,8 @@ fn signed(body: &[u8]) -> HeaderMap {
         .expect("after 1970")
         .as_secs()
         .to_string();
-    let mut message = timestamp.as_bytes().to_vec();
-    message.extend_from_slice(body);
+    let (_, signature) = verify::sign(&[3; 32], &timestamp, body).expect("a seed");
     let mut h = HeaderMap::new();
-    let signature = hex::encode(pair().sign(&message).as_ref());
     h.insert(
         verify::SIGNATURE,
         HeaderValue::from_str(&signature).expect("hex"),
