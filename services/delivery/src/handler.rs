@@ -99,9 +99,11 @@ impl DeliveryStage {
             }
         }
         let configured = settings.configured();
-        if configured.is_empty() {
+        // Discord's interaction answers need no credential, so its sender is always there.
+        if configured.len() <= 1 {
             tracing::warn!(
-                "no channel sender configured: Telegram, WhatsApp, Instagram and Slack replies will be parked"
+                senders = ?configured,
+                "no channel sender configured but Discord's: other platforms' replies will be parked"
             );
         } else {
             tracing::info!(senders = ?configured, "channel senders configured");

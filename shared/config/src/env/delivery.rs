@@ -93,9 +93,9 @@ settings! {
         },
         DISCORD_BOT_TOKEN: SecretString {
             kind: kinds::SECRET,
-            unset: Means("(none: an answer past its interaction's 15 minutes is parked)"),
+            unset: Means("(none: a Discord reply without a live interaction is parked)"),
             secret: true,
-            help: "bot token of the Discord application (`Authorization: Bot …`); answers in the channel when an interaction's token has expired",
+            help: "bot token of the Discord application (`Authorization: Bot …`); answers in the channel a reply whose interaction token has expired (15 minutes) or that has none",
         },
         DISCORD_API_URL: Url {
             kind: kinds::HTTP_URL,
