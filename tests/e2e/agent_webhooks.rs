@@ -364,6 +364,7 @@ async fn hermes_dlq_lists_shows_replays_once_and_purges() {
                 chat_id: "42".into(),
                 callback_url: None,
                 quote: None,
+                interaction: None,
             },
             outcome: hermes_types::model::Outcome::Answered {
                 text: "no sender for this".into(),

@@ -19,7 +19,7 @@ async fn a_short_fixed_rate_run_keeps_its_ledger() {
             "--rounds",
             "1",
             "--kind",
-            "chat,chat-stream,responses,runs,telegram,slack,sms,messenger,teams",
+            "chat,chat-stream,responses,runs,telegram,slack,sms,messenger,teams,discord",
             "--with-floor",
             "--serial",
             "5",
@@ -38,6 +38,7 @@ async fn a_short_fixed_rate_run_keeps_its_ledger() {
         "sms ",
         "messenger ",
         "teams ",
+        "discord ",
         "floor ",
     ] {
         assert!(

@@ -31,6 +31,7 @@ pub(crate) fn reply(
         chat_id: chat_id.into(),
         callback_url,
         quote: None,
+        interaction: None,
     };
     let reply = Reply {
         reply_to: to,

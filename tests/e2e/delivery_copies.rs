@@ -39,6 +39,7 @@ async fn two_copies_of_a_reply_processed_together_send_it_once() {
             chat_id: "4242".into(),
             callback_url: None,
             quote: None,
+            interaction: None,
         },
         outcome: Outcome::Answered {
             text: "once, please".into(),
@@ -129,6 +130,7 @@ async fn a_replica_killed_half_way_through_a_reply_while_redis_forgets_sends_onl
             chat_id: "4343".into(),
             callback_url: None,
             quote: None,
+            interaction: None,
         },
         outcome: Outcome::Answered {
             text: paragraphs.join("\n\n"),

@@ -101,6 +101,7 @@ fn to(platform: Platform) -> ReplyTo {
         chat_id: CHAT.into(),
         callback_url: None,
         quote: None,
+        interaction: None,
     }
 }
 

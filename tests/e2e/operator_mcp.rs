@@ -90,6 +90,7 @@ pub(crate) async fn waiting_calls(env: &TestEnv, chat: &str, calls: usize) -> Ve
         chat_id: chat.into(),
         callback_url: None,
         quote: None,
+        interaction: None,
     };
     let calls: Vec<ToolCall> = (0..calls)
         .map(|i| ToolCall {

@@ -37,6 +37,7 @@ fn answer(chat: &str, text: &str) -> Reply {
             chat_id: chat.into(),
             callback_url: None,
             quote: None,
+            interaction: None,
         },
         outcome: Outcome::Answered {
             text: text.into(),

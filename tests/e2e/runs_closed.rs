@@ -178,6 +178,7 @@ async fn a_reply_that_cannot_be_delivered_closes_its_run_failed_and_refunded() {
             chat_id: CHAT.into(),
             callback_url: None,
             quote: None,
+            interaction: None,
         },
         outcome: Outcome::Answered {
             text: "an answer nobody can carry".into(),

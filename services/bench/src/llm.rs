@@ -67,6 +67,7 @@ fn request(i: u64) -> LlmRequest {
             chat_id: "bench".into(),
             callback_url: None,
             quote: None,
+            interaction: None,
         },
         Tier::Free,
         vec!["bench".into()],

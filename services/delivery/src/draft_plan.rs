@@ -194,6 +194,7 @@ mod tests {
                 chat_id: "1".into(),
                 callback_url: None,
                 quote: None,
+                interaction: None,
             },
             text: text.into(),
             chunks,

@@ -99,9 +99,11 @@ impl DeliveryStage {
             }
         }
         let configured = settings.configured();
-        if configured.is_empty() {
+        // Discord's interaction answers need no credential, so its sender is always there.
+        if configured.len() <= 1 {
             tracing::warn!(
-                "no channel sender configured: Telegram, WhatsApp, Instagram and Slack replies will be parked"
+                senders = ?configured,
+                "no channel sender configured but Discord's: other platforms' replies will be parked"
             );
         } else {
             tracing::info!(senders = ?configured, "channel senders configured");
@@ -288,9 +290,7 @@ impl DeliveryStage {
                 })?;
             // Only the first message quotes the question.
             let quote = to.quote.as_deref().filter(|_| index == 0);
-            let sent = self
-                .send_one(sender, &to.chat_id, message, quote, platform)
-                .await;
+            let sent = self.send_one(sender, to, index, message, quote).await;
             let platform_id = match sent {
                 Ok(id) => id,
                 Err(f) => {
@@ -326,19 +326,20 @@ impl DeliveryStage {
         Ok(())
     }
 
-    /// Send one message of a reply, or edit a shown draft's message into it.
+    /// Send message `index` of a reply, or edit a shown draft's message into it.
     async fn send_one(
         &self,
         sender: &Sender,
-        chat_id: &str,
+        to: &ReplyTo,
+        index: usize,
         message: &Outbound,
         quote: Option<&str>,
-        platform: Platform,
     ) -> Result<Option<String>, SendFailure> {
+        let (platform, chat_id) = (to.platform, to.chat_id.as_str());
         match message {
             Outbound::Send(part) => {
                 sender
-                    .send(&self.policy, chat_id, part, quote, |r| {
+                    .send_reply(&self.policy, to, index, part, quote, |r| {
                         self.count_attempt(platform, r)
                     })
                     .await

@@ -165,6 +165,7 @@ fn request(
             chat_id: String::new(),
             callback_url: None,
             quote: None,
+            interaction: None,
         },
         job.tier,
         ctx.config.tiers.get(&job.tier).cloned().unwrap_or_default(),

@@ -429,6 +429,7 @@ mod tests {
             chat_id: "c".into(),
             callback_url: None,
             quote: None,
+            interaction: None,
         };
         LlmRequest {
             tool_round,

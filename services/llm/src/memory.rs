@@ -266,6 +266,7 @@ pub async fn extract_facts(
             chat_id: String::new(),
             callback_url: None,
             quote: None,
+            interaction: None,
         },
         job.tier,
         config.tiers.get(&job.tier).cloned().unwrap_or_default(),

@@ -27,13 +27,20 @@ const BATCH: i64 = 100;
 /// every ten minutes with bursts on, every twenty hours with them off).
 const PRUNE_EVERY: u32 = 2400;
 
-/// Whether `inbound` waits in its conversation's quiet window: bursts are on, it is a chat
-/// message, and not a burst already routed as one turn (nor a scheduled job's run).
+/// Whether `inbound` waits in its conversation's quiet window: bursts are on and it is a
+/// message that may be held ([`holdable`]).
 pub fn holds(ctx: &Ctx, inbound: &Inbound) -> bool {
-    ctx.config.router.bursts.on()
-        && inbound.event.platform.is_chat()
+    ctx.config.router.bursts.on() && holdable(inbound)
+}
+
+/// Whether `inbound` may be held: a chat message, not a burst already routed as one turn, nor
+/// a scheduled job's run, nor a Discord slash command, which is a request of its own
+/// awaiting its own answer on its interaction (merged, the others would never be answered).
+fn holdable(inbound: &Inbound) -> bool {
+    inbound.event.platform.is_chat()
         && inbound.burst.is_none()
         && inbound.job.is_none()
+        && inbound.interaction.is_none()
 }
 
 /// The conversation a message belongs to: one sender in one chat (a group member's burst is
@@ -207,6 +214,19 @@ mod tests {
         assert_eq!(turn.event.external_message_id.as_deref(), Some("a"));
         assert_eq!(turn.burst, Some(3));
         assert!(combine(Vec::new()).is_none());
+    }
+
+    #[test]
+    fn a_discord_command_is_never_held() {
+        use hermes_types::model::{Interaction, InteractionToken};
+        let mut m = message(Some("hi"), "a");
+        assert!(holdable(&m));
+        m.interaction = Some(Interaction::received(
+            "1",
+            InteractionToken::new("t"),
+            chrono::Utc::now(),
+        ));
+        assert!(!holdable(&m));
     }
 
     #[test]

@@ -68,6 +68,7 @@ pub async fn sweep(ctx: &Ctx, bound: Duration) -> anyhow::Result<usize> {
                 chat_id: chat_id.clone(),
                 callback_url: None,
                 quote: None,
+                interaction: None,
             },
             FailureCode::Invalid,
             SWEPT_TEXT,

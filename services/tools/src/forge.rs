@@ -266,6 +266,7 @@ mod tests {
             chat_id: "c".into(),
             callback_url: None,
             quote: None,
+            interaction: None,
         };
         let messages = vec![
             ChatMessage::text(Role::System, "s"),

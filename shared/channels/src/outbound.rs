@@ -13,8 +13,9 @@ use std::future::Future;
 
 use hermes_config::{ChannelsSettings, DeliverySettings, MessageTag};
 use hermes_net::failure::FailureReason;
-use hermes_types::model::Platform;
+use hermes_types::model::{Platform, ReplyTo};
 
+use crate::discord::Discord;
 use crate::drafts::Drafts;
 use crate::instagram::Instagram;
 use crate::messenger::Messenger;
@@ -130,6 +131,8 @@ pub enum Sender {
     Messenger(Messenger),
     /// Microsoft Teams, through the Bot Framework Connector.
     Teams(Teams),
+    /// Discord: interaction follow-ups, and channel messages with the bot token.
+    Discord(Discord),
 }
 
 impl Sender {
@@ -144,7 +147,31 @@ impl Sender {
             Sender::Telegram(t) => Some(Drafts::Telegram(t)),
             Sender::Slack(s) => Some(Drafts::Slack(s)),
             Sender::Whatsapp(_) | Sender::Instagram(_) => None,
-            Sender::Sms(_) | Sender::Messenger(_) | Sender::Teams(_) => None,
+            Sender::Sms(_) | Sender::Messenger(_) | Sender::Teams(_) | Sender::Discord(_) => None,
+        }
+    }
+
+    /// Send part `index` of a reply to `to`, with in-call retries: a Discord slash command's
+    /// answer on its interaction (the first part edits the deferred response); every other
+    /// reply as [`Outbound::send`] sends it.
+    pub async fn send_reply(
+        &self,
+        policy: &RetryPolicy,
+        to: &ReplyTo,
+        index: usize,
+        part: &Part,
+        quote: Option<&str>,
+        on_failure: impl FnMut(FailureReason) + Send,
+    ) -> Result<Option<String>, SendFailure> {
+        match (self, &to.interaction) {
+            (Sender::Discord(d), Some(i)) => {
+                d.answer(policy, i, &to.chat_id, index, part, on_failure)
+                    .await
+            }
+            _ => {
+                self.send(policy, &to.chat_id, part, quote, on_failure)
+                    .await
+            }
         }
     }
 
@@ -165,7 +192,8 @@ impl Sender {
             | Sender::Slack(_)
             | Sender::Sms(_)
             | Sender::Messenger(_)
-            | Sender::Teams(_) => Err(SendFailure {
+            | Sender::Teams(_)
+            | Sender::Discord(_) => Err(SendFailure {
                 reason: FailureReason::InvalidRecipient,
                 status: None,
                 body: None,
@@ -217,6 +245,7 @@ impl Outbound for Sender {
             Sender::Sms(s) => s.platform(),
             Sender::Messenger(s) => s.platform(),
             Sender::Teams(s) => s.platform(),
+            Sender::Discord(s) => s.platform(),
         }
     }
 
@@ -229,6 +258,7 @@ impl Outbound for Sender {
             Sender::Sms(s) => s.limits(),
             Sender::Messenger(s) => s.limits(),
             Sender::Teams(s) => s.limits(),
+            Sender::Discord(s) => s.limits(),
         }
     }
 
@@ -248,6 +278,7 @@ impl Outbound for Sender {
             Sender::Sms(s) => s.send(policy, chat_id, part, quote, on_failure).await,
             Sender::Messenger(s) => s.send(policy, chat_id, part, quote, on_failure).await,
             Sender::Teams(s) => s.send(policy, chat_id, part, quote, on_failure).await,
+            Sender::Discord(s) => s.send(policy, chat_id, part, quote, on_failure).await,
         }
     }
 }
@@ -274,6 +305,8 @@ impl Senders {
                 .map(|s| Sender::Sms(Sms::new(s, channels.sms.max_segments, http()))),
             (settings.messenger.as_ref()).map(|s| Sender::Messenger(Messenger::new(s, http()))),
             (settings.teams.as_ref()).map(|s| Sender::Teams(Teams::new(s, http()))),
+            // Always: an interaction's answer needs only the token it came with.
+            Some(Sender::Discord(Discord::new(&settings.discord, http()))),
         ];
         Self(configured.into_iter().flatten().collect())
     }
@@ -309,7 +342,7 @@ pub fn how_to_enable(platform: Platform) -> &'static str {
         Platform::Messenger => "set MESSENGER_PAGE_ACCESS_TOKEN",
         Platform::Teams => "set TEAMS_APP_ID and TEAMS_APP_PASSWORD",
         Platform::Discord => {
-            "nothing yet: Discord's answers (interaction follow-ups) are not sent by this version"
+            "set DISCORD_BOT_TOKEN (an answer on its interaction's token needs none; one without a live interaction goes to the channel)"
         }
         Platform::Api | Platform::Rest => "nothing: API replies need no sender",
         Platform::Forge => "nothing: a Forge run's reply is not sent",

@@ -4,14 +4,16 @@
 //! back classified, for the queued retry schedule (`StageError::Retry`) to take over.
 //! Every sender uses it: the channel senders here, and the REST callback and agent-webhook
 //! senders of the delivery stage. The wait of a 429 comes from its `Retry-After` header, or
-//! Telegram's `parameters.retry_after` in the body.
+//! from the body: Telegram's `parameters.retry_after`, Discord's `retry_after` (seconds, with
+//! a fraction). [`RetryPolicy::send_observed`] shows every answer's status and headers to
+//! the caller, for a platform that paces itself by them (Discord's rate-limit buckets).
 
 use std::time::Duration;
 
 use hermes_net::failure::{FailureReason, scrub};
 use hermes_types::trace::TARGET;
 use rand::Rng;
-use reqwest::header::RETRY_AFTER;
+use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::{RequestBuilder, Response, StatusCode};
 use tracing::field::Empty;
 use tracing::{Instrument, Span};
@@ -76,8 +78,19 @@ impl RetryPolicy {
     /// the pauses run out. `on_failure` sees every failed try (for metrics).
     pub async fn send(
         &self,
+        build: impl FnMut() -> RequestBuilder,
+        on_failure: impl FnMut(FailureReason),
+    ) -> Result<Response, SendFailure> {
+        self.send_observed(build, on_failure, |_, _| {}).await
+    }
+
+    /// [`RetryPolicy::send`], showing `observe` the status and headers of every answer, a
+    /// failed try's too, before the next try is paused for.
+    pub async fn send_observed(
+        &self,
         mut build: impl FnMut() -> RequestBuilder,
         mut on_failure: impl FnMut(FailureReason),
+        mut observe: impl FnMut(StatusCode, &HeaderMap),
     ) -> Result<Response, SendFailure> {
         let mut tries = 0u32;
         loop {
@@ -89,6 +102,7 @@ impl RetryPolicy {
                 Err(e) => Err(e),
             };
             if let Ok(resp) = &sent {
+                observe(resp.status(), resp.headers());
                 span.record(
                     "http.response.status_code",
                     i64::from(resp.status().as_u16()),
@@ -210,13 +224,17 @@ fn retry_after(resp: &Response) -> Option<Duration> {
         .map(Duration::from_secs)
 }
 
-/// Telegram puts its wait in the body too: `{"parameters": {"retry_after": 5}}`.
+/// The wait a 429's body names: Telegram's `{"parameters": {"retry_after": 5}}`, Discord's
+/// `{"retry_after": 1.337}` (<https://discord.com/developers/docs/topics/rate-limits#exceeding-a-rate-limit>).
 fn body_retry_after(body: &str) -> Option<Duration> {
     let v: serde_json::Value = serde_json::from_str(body).ok()?;
-    v.get("parameters")?
-        .get("retry_after")?
-        .as_u64()
-        .map(Duration::from_secs)
+    let secs = (v.get("parameters").and_then(|p| p.get("retry_after")))
+        .or_else(|| v.get("retry_after"))?
+        .as_f64()?;
+    // A negative, infinite or absurd value is no wait to honour.
+    (0.0..=86_400.0)
+        .contains(&secs)
+        .then(|| Duration::from_secs_f64(secs))
 }
 
 fn cut(body: &str) -> String {
@@ -322,6 +340,19 @@ mod tests {
         let (r, _) = run(&server, &RetryPolicy::fast()).await;
         assert_eq!(r.unwrap(), 200);
         assert!(started.elapsed() >= Duration::from_secs(1));
+    }
+
+    #[test]
+    fn discords_fractional_retry_after_in_the_body_is_read() {
+        let d = body_retry_after(
+            r#"{"message":"You are being rate limited.","retry_after":0.25,"global":false}"#,
+        );
+        assert_eq!(d, Some(Duration::from_millis(250)));
+        assert_eq!(body_retry_after(r#"{"retry_after":-1}"#), None);
+        assert_eq!(
+            body_retry_after(r#"{"parameters":{"retry_after":2}}"#),
+            Some(Duration::from_secs(2))
+        );
     }
 
     #[tokio::test]

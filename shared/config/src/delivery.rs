@@ -50,6 +50,14 @@ pub struct SlackSender {
     pub files_base_url: Url,
 }
 
+/// Discord's REST API: interaction follow-ups need no credential; the bot token, when set,
+/// answers in the channel once an interaction's token has expired.
+#[derive(Clone, Debug)]
+pub struct DiscordSender {
+    pub bot_token: Option<SecretString>,
+    pub api_url: Url,
+}
+
 /// The per-platform circuit breaker (docs/channels.md: 10 failures in 5 minutes open it for 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BreakerSettings {
@@ -86,6 +94,8 @@ pub struct DeliverySettings {
     pub messenger: Option<crate::MessengerSender>,
     /// Microsoft Teams, through the Bot Framework Connector.
     pub teams: Option<crate::TeamsSender>,
+    /// Discord, always on: an interaction's answer needs only its token.
+    pub discord: DiscordSender,
     /// Pauses between the in-call tries of one send (seed: 1 s, 3 s, 9 s).
     pub send_pauses: Vec<Duration>,
     /// The longest `Retry-After` waited within a call.
@@ -197,6 +207,8 @@ pub(crate) fn read_delivery(r: &mut Reader<'_>) -> Option<DeliverySettings> {
     let sms = crate::sms::read_sms_sender(r);
     let messenger = crate::sms::read_messenger_sender(r);
     let teams = crate::teams::read_teams_sender(r);
+    let discord_bot_token = r.get(&DISCORD_BOT_TOKEN);
+    let discord_api_url = r.get(&DISCORD_API_URL);
     let send_pauses = r.get(&HERMES_SEND_PAUSES_MS);
     let max_retry_after = r.get(&HERMES_MAX_RETRY_AFTER_SECS);
     let threshold = r.get(&HERMES_BREAKER_THRESHOLD);
@@ -218,6 +230,10 @@ pub(crate) fn read_delivery(r: &mut Reader<'_>) -> Option<DeliverySettings> {
         sms,
         messenger,
         teams,
+        discord: DiscordSender {
+            bot_token: discord_bot_token,
+            api_url: discord_api_url?,
+        },
         send_pauses: send_pauses?,
         max_retry_after: max_retry_after?,
         breaker: BreakerSettings {
@@ -313,6 +329,10 @@ impl DeliverySettings {
         if self.teams.is_some() {
             out.push("teams");
         }
+        out.push(match self.discord.bot_token {
+            Some(_) => "discord (interactions and channels)",
+            None => "discord (interactions)",
+        });
         out
     }
 }

@@ -48,8 +48,8 @@ pub use channels::{
 };
 pub use channels::{MAX_SEGMENTS, MessageTag, MessengerSettings, SmsSettings};
 pub use delivery::{
-    AlertSettings, BreakerSettings, DeliverySettings, InstagramSender, RateGateSettings,
-    SlackSender, TelegramSender, WhatsappSender,
+    AlertSettings, BreakerSettings, DeliverySettings, DiscordSender, InstagramSender,
+    RateGateSettings, SlackSender, TelegramSender, WhatsappSender,
 };
 pub use dispatcher::{
     DispatcherSettings, JwtAlg, JwtKey, MAX_JWT_LEEWAY, McpJwtSettings, PausedAssignments,

@@ -169,9 +169,32 @@ fn provider_resolution_refuses_to_guess() {
 }
 
 #[test]
+fn discord_answers_interactions_without_a_token_and_channels_with_one() {
+    let c = load(&[]).unwrap();
+    assert_eq!(
+        c.delivery.discord.api_url.as_str(),
+        "https://discord.com/api/v10"
+    );
+    assert!(c.delivery.discord.bot_token.is_none());
+    let c = load(&[
+        ("DISCORD_BOT_TOKEN", "bot"),
+        ("DISCORD_API_URL", "http://127.0.0.1:9/api/v10"),
+    ])
+    .unwrap();
+    assert!(c.delivery.discord.bot_token.is_some());
+    assert_eq!(
+        c.delivery.discord.api_url.as_str(),
+        "http://127.0.0.1:9/api/v10"
+    );
+    assert!((c.delivery.configured()).contains(&"discord (interactions and channels)"));
+    assert!(load(&[("DISCORD_API_URL", "ftp://x")]).is_err());
+}
+
+#[test]
 fn whatsapp_is_sent_through_the_configured_api() {
     let c = load(&[]).unwrap();
-    assert!(c.delivery.configured().is_empty());
+    // Discord's interaction answers need no credential: its sender is always there.
+    assert_eq!(c.delivery.configured(), ["discord (interactions)"]);
     let c = load(&[("D360_API_KEY", "k")]).unwrap();
     assert!(matches!(
         c.delivery.whatsapp,
@@ -204,7 +227,10 @@ fn whatsapp_is_sent_through_the_configured_api() {
         ("INSTAGRAM_ACCESS_TOKEN", "x"),
     ])
     .unwrap();
-    assert_eq!(c.delivery.configured(), ["telegram", "instagram"]);
+    assert_eq!(
+        c.delivery.configured(),
+        ["telegram", "instagram", "discord (interactions)"]
+    );
     let text = format!("{:?}", c.describe());
     assert!(!text.contains("123:abc"));
 }

@@ -98,6 +98,7 @@ impl ExternalRun {
             chat_id: self.chat_id.clone(),
             callback_url: self.callback_url.clone(),
             quote: None,
+            interaction: None,
         }
     }
 

@@ -28,6 +28,7 @@
 pub use hermes_net::chaos;
 pub mod browser;
 mod db;
+mod discord;
 mod env;
 pub mod fakes;
 mod fleet;
@@ -43,6 +44,10 @@ pub mod tls;
 mod twilio;
 
 pub use db::{count, queued_llm_requests, routed_run};
+pub use discord::{
+    DiscordCall, DiscordOk, discord_api_url, discord_calls, discord_fake, discord_ok,
+    discord_rate_limited, discord_route, discord_unknown_webhook,
+};
 pub use env::OPENAI_KEY;
 pub use env::{Server, TestEnv};
 pub use fakes::{

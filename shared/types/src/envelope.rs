@@ -163,6 +163,7 @@ mod tests {
             chat_id: "c".into(),
             callback_url: None,
             quote: None,
+            interaction: None,
         };
         Envelope::new(
             RunId::new(),

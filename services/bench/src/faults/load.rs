@@ -176,6 +176,11 @@ pub fn teams_member(n: i64) -> String {
     format!("29:B{n}")
 }
 
+/// The Discord user id (a snowflake) a seeded user with Telegram sender number `n` also has.
+pub fn discord_member(n: i64) -> String {
+    format!("{}", 1_600_000_000_000_000_000i64 + n)
+}
+
 /// The capped sender of message `i`.
 pub fn capped_sender(i: usize) -> i64 {
     800_000 + (i % CAPPED_USERS) as i64

@@ -396,7 +396,8 @@ async fn run(
     Ok(())
 }
 
-/// Give `users` Telegram senders (each also a Slack member, an SMS number and a Messenger id)
+/// Give `users` Telegram senders (each also a Slack member, an SMS number, a Messenger id, a
+/// Teams id and a Discord id)
 /// a user with ample credits each, and the capped senders a
 /// free-tier user whose token budget for today is already spent.
 pub(crate) async fn seed_users(
@@ -433,18 +434,20 @@ pub(crate) async fn seed_users(
             budgets::add_tokens(&tx, user.id, today, daily).await?;
         }
         tx.commit().await?;
-        // Each user is a Telegram chat, a Slack member, an SMS number, a Messenger id and a
-        // Teams id (the fleet bench's chat kinds).
+        // Each user is a Telegram chat, a Slack member, an SMS number, a Messenger id, a
+        // Teams id and a Discord id (the fleet bench's chat kinds).
         let n: i64 = sender.parse()?;
         let (slack, sms) = (load::slack_member(&sender), load::sms_number(n));
         let psid = load::messenger_psid(n).to_string();
         let teams = load::teams_member(n);
+        let discord = load::discord_member(n);
         for (platform, id) in [
             (Platform::Telegram, &sender),
             (Platform::Slack, &slack),
             (Platform::Sms, &sms),
             (Platform::Messenger, &psid),
             (Platform::Teams, &teams),
+            (Platform::Discord, &discord),
         ] {
             users::link_channel(&client, user.id, platform.into(), id, true, None).await?;
         }

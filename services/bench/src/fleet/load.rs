@@ -41,6 +41,9 @@ pub enum Kind {
     /// A Teams personal message (a Bot Framework activity with its JWT) from a linked member,
     /// answered by the fleet's activity to the Connector.
     Teams,
+    /// A Discord slash command (an interaction signed with Ed25519) from a linked user,
+    /// answered by the fleet's edit of its deferred response.
+    Discord,
 }
 
 impl Kind {
@@ -55,6 +58,7 @@ impl Kind {
             Kind::Sms => "sms",
             Kind::Messenger => "messenger",
             Kind::Teams => "teams",
+            Kind::Discord => "discord",
         }
     }
 }
@@ -178,6 +182,7 @@ async fn one(target: &Target, kind: Kind, token: &str) -> Ending {
         Kind::Sms => super::sms::one(client, base, &target.chats, token).await,
         Kind::Messenger => super::messenger::one(client, base, &target.chats, token).await,
         Kind::Teams => super::teams::one(client, base, &target.chats, &target.teams, token).await,
+        Kind::Discord => super::discord::one(client, base, &target.chats, token).await,
         Kind::Chat => {
             let body = json!({"messages": [{"role": "user", "content": token}]});
             let Some(resp) = post(client, base, "/v1/chat/completions", &body).await else {

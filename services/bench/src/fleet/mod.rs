@@ -12,6 +12,7 @@
 //! turn for every kind, and the report gives each traced fleet's figures as ratios to the
 //! untraced one's (`tracing.rs`).
 
+mod discord;
 pub(crate) mod infra;
 pub(crate) mod load;
 mod report;
@@ -142,6 +143,8 @@ async fn run(
     let teams_keys = logs.join("teams-keys.json");
     let teams = Arc::new(teams::serve(channel.clone(), &teams_keys).await?);
     let teams_keys = teams_keys.display().to_string();
+    let discord_url = discord::serve(channel.clone()).await?;
+    let discord_key = discord::public_key();
     crate::faults::seed_users(&scratch.db, telegram::USERS, config).await?;
     let http = free_port()?;
     // One fleet's environment: each fleet of `--tracing` has its own database, namespace
@@ -179,6 +182,8 @@ async fn run(
             ("TEAMS_OPENID_KEYS", teams_keys.as_str()),
             ("TEAMS_TOKEN_URL", teams.token_url.as_str()),
             ("TEAMS_SERVICE_HOSTS", "127.0.0.1"),
+            ("DISCORD_PUBLIC_KEY", discord_key.as_str()),
+            ("DISCORD_API_URL", discord_url.as_str()),
             // The fake Bot API has no flood limit, and each linked user sends about once a
             // second at the frontier: what is measured is the fleet, not the pacing.
             ("HERMES_DELIVERY_BOT_PER_SEC", "100000"),

@@ -49,6 +49,7 @@ impl Complete for GatewaySampling {
                     chat_id: String::new(),
                     callback_url: None,
                     quote: None,
+                    interaction: None,
                 },
                 Tier::Free,
                 vec![model.to_owned()],

@@ -7,13 +7,22 @@
 //! [`crate::inbound::Webhook`] and answers each in the response body (a `PONG`, or a deferred
 //! response while the command runs).
 //!
-//! Out: the answer as a follow-up on the interaction's token, and channel messages through
-//! the REST API, are not in this version: a Discord reply is parked with that reason
-//! ([`crate::outbound::how_to_enable`]). Docs: docs/channels.md, "Discord".
+//! Out: [`send`] answers a command on its interaction's token (the deferred response edited,
+//! follow-ups for the rest), or in the channel with the bot token once the token has expired;
+//! [`buckets`] paces every request by Discord's rate-limit headers; [`errors`] reads
+//! Discord's error codes; [`limits`] is its message size. Nothing is needed to show presence:
+//! the deferred response shows the bot thinking until the answer replaces it. Docs:
+//! docs/channels.md, "Discord".
 
+pub mod buckets;
+pub mod errors;
+pub mod limits;
 pub mod parse;
+pub mod send;
 pub mod verify;
 mod webhook;
 
+pub use limits::LIMITS;
 pub use parse::{Command, Interaction, parse};
+pub use send::Discord;
 pub use webhook::{ACK_WITHIN, Response, Webhook};

@@ -133,8 +133,8 @@ pub fn parse(body: &[u8]) -> Result<Interaction, ParseError> {
         .or(command.channel_id)
         .ok_or_else(|| shape("a channel"))?;
     let data = command.data.ok_or_else(|| shape("data"))?;
-    if command.token.is_empty() {
-        return Err(shape("a token"));
+    if !token_shaped(&command.token) {
+        return Err(shape("a token of URL-safe characters"));
     }
     let ids = [&command.id, &command.application_id, &user.id, &channel_id];
     if !ids
@@ -167,11 +167,22 @@ pub fn parse(body: &[u8]) -> Result<Interaction, ParseError> {
 /// Whether `id` is a Discord id, a snowflake: a 64-bit unsigned integer in decimal
 /// (<https://discord.com/developers/docs/reference#snowflakes>). Anything else is refused
 /// whole rather than cut, so that an id can never alias another.
-fn snowflake(id: &str) -> bool {
+pub(crate) fn snowflake(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= 20
         && id.bytes().all(|b| b.is_ascii_digit())
         && id.parse::<u64>().is_ok()
+}
+
+/// The longest interaction token kept: Discord's are a few hundred characters.
+const MAX_TOKEN_CHARS: usize = 1024;
+
+/// Whether `token` can be an interaction token: it goes into the follow-up URL's path, so
+/// only base64url's characters and `.` are taken, and a bounded length.
+fn token_shaped(token: &str) -> bool {
+    !token.is_empty()
+        && token.len() <= MAX_TOKEN_CHARS
+        && (token.bytes()).all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// The string options' values, depth first through subcommands.

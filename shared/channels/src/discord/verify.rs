@@ -8,7 +8,7 @@
 //! is refused too, so a captured request cannot be replayed later.
 
 use http::HeaderMap;
-use ring::signature::{ED25519, UnparsedPublicKey};
+use ring::signature::{ED25519, Ed25519KeyPair, KeyPair, UnparsedPublicKey};
 
 use crate::inbound::Refusal;
 use crate::token::Signed;
@@ -41,6 +41,18 @@ impl std::fmt::Debug for PublicKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "PublicKey({})", hex::encode(self.0))
     }
+}
+
+/// The public key (hex) of the key pair with the 32-byte `seed`, and its signature (hex) of
+/// `body` at `timestamp`, as Discord signs a request: what the fleet bench sends with.
+pub fn sign(seed: &[u8; KEY_BYTES], timestamp: &str, body: &[u8]) -> Option<(String, String)> {
+    let pair = Ed25519KeyPair::from_seed_unchecked(seed).ok()?;
+    let mut message = timestamp.as_bytes().to_vec();
+    message.extend_from_slice(body);
+    Some((
+        hex::encode(pair.public_key().as_ref()),
+        hex::encode(pair.sign(&message).as_ref()),
+    ))
 }
 
 /// Discord's signed headers.

@@ -10,7 +10,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chrono::Utc;
 use hermes_config::Config;
-use hermes_types::model::{ChatKind, Inbound, MessageEvent, Platform};
+use hermes_types::model::{
+    ChatKind, Inbound, Interaction as ReplyContext, InteractionToken, MessageEvent, Platform,
+};
 use http::HeaderMap;
 
 use super::verify::{self, PublicKey};
@@ -71,8 +73,15 @@ impl Webhook {
     }
 }
 
-/// The message a command is routed as: from the user who ran it, in its channel.
+/// The message a command is routed as: from the user who ran it, in its channel, carrying
+/// the interaction its answer is sent on.
 fn message(c: Command) -> Inbound {
+    let received_at = Utc::now();
+    let interaction = ReplyContext::received(
+        c.application_id,
+        InteractionToken::new(c.token),
+        received_at,
+    );
     let mut inbound = Inbound::of(MessageEvent {
         platform: Platform::Discord,
         sender_id: c.user_id,
@@ -82,9 +91,10 @@ fn message(c: Command) -> Inbound {
         sender_name: c.user_name,
         // The interaction id is unique per interaction: a redelivery is answered once.
         external_message_id: Some(c.id),
-        received_at: Utc::now(),
+        received_at,
         metadata: None,
     });
+    inbound.interaction = Some(interaction);
     if c.guild_id.is_some() {
         // Everyone in a guild channel reads the answer.
         inbound.chat_kind = ChatKind::Group;

@@ -91,6 +91,18 @@ settings! {
             secret: false,
             help: "where Slack's `url_private` files are; only URLs under it are fetched with the bot token",
         },
+        DISCORD_BOT_TOKEN: SecretString {
+            kind: kinds::SECRET,
+            unset: Means("(none: a Discord reply without a live interaction is parked)"),
+            secret: true,
+            help: "bot token of the Discord application (`Authorization: Bot …`); answers in the channel a reply whose interaction token has expired (15 minutes) or that has none",
+        },
+        DISCORD_API_URL: Url {
+            kind: kinds::HTTP_URL,
+            unset: Value("https://discord.com/api/v10"),
+            secret: false,
+            help: "base URL of Discord's REST API (`/webhooks/…` and `/channels/…/messages` are appended)",
+        },
         HERMES_SEND_PAUSES_MS: Vec<Duration> {
             kind: kinds::MILLIS_LIST,
             unset: Value("1000,3000,9000"),

@@ -414,6 +414,7 @@ mod tests {
             chat_id: "7".into(),
             callback_url: None,
             quote: None,
+            interaction: None,
         };
         Envelope::new(run, None, &Reply::failed(to, FailureCode::Invalid, "no"))
     }

@@ -42,6 +42,7 @@ pub fn request(tier: Tier, chain: &[&str], text: &str) -> LlmRequest {
             chat_id: "c".into(),
             callback_url: None,
             quote: None,
+            interaction: None,
         },
         tier,
         chain.iter().map(|s| s.to_string()).collect(),

@@ -106,6 +106,10 @@ pub struct ReplyTo {
     /// so a reply written by an older build still reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quote: Option<String>,
+    /// A Discord slash command's interaction, whose webhook the answer is sent on; absent:
+    /// the answer goes to the channel (docs/channels.md, "Discord").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interaction: Option<Interaction>,
 }
 
 impl ReplyTo {
@@ -116,6 +120,7 @@ impl ReplyTo {
             chat_id: chat_id.into(),
             callback_url: None,
             quote: None,
+            interaction: None,
         }
     }
 }
@@ -189,6 +194,10 @@ pub struct Inbound {
     /// it travels to delivery as [`ReplyTo::quote`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quote: Option<String>,
+    /// A Discord slash command: the interaction its answer is sent on; it travels to
+    /// delivery as [`ReplyTo::interaction`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interaction: Option<Interaction>,
     /// A burst (docs/channels.md, bursts): this message is the held messages of one
     /// conversation routed as one turn, this many of them; the router routes it at once
     /// instead of holding it again.
@@ -263,6 +272,7 @@ impl Inbound {
             forge: None,
             chat_kind: ChatKind::Direct,
             quote: None,
+            interaction: None,
             burst: None,
             api_session: None,
             workspace: None,
@@ -277,6 +287,7 @@ impl Inbound {
             chat_id: self.event.chat_id.clone(),
             callback_url: self.callback_url.clone(),
             quote: self.quote.clone(),
+            interaction: self.interaction.clone(),
         }
     }
 

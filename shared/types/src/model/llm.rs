@@ -314,6 +314,7 @@ mod round_tests {
             chat_id: "c".into(),
             callback_url: None,
             quote: None,
+            interaction: None,
         };
         let request = LlmRequest::new(to, Tier::Free, Vec::new(), Vec::new());
         let mut wire = serde_json::to_value(&request).unwrap();

@@ -80,6 +80,12 @@ fn a_command_without_user_or_token_is_malformed() {
     let no_token = json!({"id": "1", "application_id": "2", "type": 2, "channel_id": "9",
                           "user": {"id": "7"}, "data": {"name": "ask"}});
     assert!(matches!(read(no_token), Err(ParseError::Shape(_))));
+    let long = "a".repeat(1025);
+    for bad in ["a/b", "a?b", "a b", long.as_str()] {
+        let c = json!({"id": "1", "application_id": "2", "type": 2, "token": bad,
+                       "channel_id": "9", "user": {"id": "7"}, "data": {"name": "ask"}});
+        assert!(matches!(read(c), Err(ParseError::Shape(_))), "{bad:?}");
+    }
     assert!(read(json!([1])).is_err());
     assert!(parse(b"{").is_err());
 }

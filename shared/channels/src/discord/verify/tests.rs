@@ -18,9 +18,8 @@ fn key() -> PublicKey {
 }
 
 fn headers(timestamp: &str, body: &[u8]) -> HeaderMap {
-    let mut message = timestamp.as_bytes().to_vec();
-    message.extend_from_slice(body);
-    let signature = hex::encode(pair().sign(&message).as_ref());
+    let (public, signature) = sign(&[7; 32], timestamp, body).expect("a seed");
+    assert_eq!(PublicKey::from_hex(&public), Some(key()));
     let mut h = HeaderMap::new();
     h.insert(SIGNATURE, HeaderValue::from_str(&signature).expect("hex"));
     h.insert(TIMESTAMP, HeaderValue::from_str(timestamp).expect("digits"));

@@ -23,10 +23,8 @@ fn signed(body: &[u8]) -> HeaderMap {
         .expect("after 1970")
         .as_secs()
         .to_string();
-    let mut message = timestamp.as_bytes().to_vec();
-    message.extend_from_slice(body);
+    let (_, signature) = verify::sign(&[3; 32], &timestamp, body).expect("a seed");
     let mut h = HeaderMap::new();
-    let signature = hex::encode(pair().sign(&message).as_ref());
     h.insert(
         verify::SIGNATURE,
         HeaderValue::from_str(&signature).expect("hex"),
@@ -72,6 +70,10 @@ fn a_guild_command_is_deferred_and_routed_from_its_member() {
     assert_eq!(m.event.text.as_deref(), Some("hi there"));
     assert_eq!(m.event.external_message_id.as_deref(), Some("1001"));
     assert_eq!(m.chat_kind, ChatKind::Group);
+    let interaction = m.interaction.as_ref().expect("the interaction travels");
+    assert_eq!(interaction.application_id, "2");
+    assert_eq!(interaction.token.expose(), "t");
+    assert_eq!(m.reply_to().interaction.as_ref(), Some(interaction));
 }
 
 #[test]
