@@ -359,13 +359,7 @@ async fn hermes_dlq_lists_shows_replays_once_and_purges() {
         RunId::new(),
         None,
         &hermes_types::model::Reply {
-            reply_to: hermes_types::model::ReplyTo {
-                platform: Platform::Telegram,
-                chat_id: "42".into(),
-                callback_url: None,
-                quote: None,
-                interaction: None,
-            },
+            reply_to: hermes_types::model::ReplyTo::chat(Platform::Telegram, "42"),
             outcome: hermes_types::model::Outcome::Answered {
                 text: "no sender for this".into(),
                 model: "mock".into(),
