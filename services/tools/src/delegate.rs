@@ -291,12 +291,7 @@ mod tests {
 
     #[test]
     fn a_delegated_run_keeps_the_parents_key_and_policy_under_its_workspaces_role() {
-        let to = ReplyTo {
-            platform: Platform::Api,
-            chat_id: "c".into(),
-            callback_url: None,
-            quote: None,
-        };
+        let to = ReplyTo::chat(Platform::Api, "c");
         let key = ApiKeyId::new();
         let policy = ToolPolicy {
             engagement_mode: EngagementMode::Review,

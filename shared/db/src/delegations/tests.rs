@@ -76,12 +76,7 @@ fn call(id: &str, name: &str) -> ToolCall {
 /// A round of `parent` with two delegation calls and one other call, held, its two runs
 /// linked (and created, as the router would).
 async fn held_round(db: &Db, parent: RunId, ws: WorkspaceId) -> (RunId, RunId) {
-    let to = ReplyTo {
-        platform: Platform::Api,
-        chat_id: parent.to_string(),
-        callback_url: None,
-        quote: None,
-    };
+    let to = ReplyTo::chat(Platform::Api, parent.to_string());
     let request = ToolRequest {
         request: LlmRequest::new(to, Tier::Free, Vec::new(), Vec::new()),
         calls: vec![
