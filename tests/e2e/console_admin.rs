@@ -289,3 +289,63 @@ async fn the_agents_page_shows_presence_capacity_and_how_recent_runs_went() {
     );
     fleet.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_reads_as_the_operator_tools_read_it_with_names_inert() {
+    use crate::agent_mcp::{env_with, peer};
+    use crate::operator_mcp::conversations;
+
+    let peer = peer().await;
+    let mut env = env_with(&peer).await;
+    env.set("HERMES_CONSOLE", "true");
+    let fleet = env.start(&Service::ALL).await;
+    conversations(&env, &fleet, &[(4242, MARKUP), (5151, "Grace")]).await;
+    let cookie = logged_in(&fleet).await;
+
+    let list = get(&fleet, "/console/conversations", &cookie).await;
+    assert_eq!(list.status(), 200);
+    let list = list.text().await.unwrap();
+    assert!(
+        list.contains("telegram:4242") && list.contains("telegram:5151"),
+        "{list}"
+    );
+    assert!(
+        list.contains("&lt;script&gt;") && !list.contains(MARKUP),
+        "{list}"
+    );
+    let filtered = get(&fleet, "/console/conversations?search=Grace", &cookie).await;
+    let filtered = filtered.text().await.unwrap();
+    assert!(filtered.contains("telegram:5151") && !filtered.contains("telegram:4242"));
+    let bad = get(&fleet, "/console/conversations?platform=fax", &cookie).await;
+    assert_eq!(
+        bad.status(),
+        400,
+        "an unknown platform is the caller's mistake"
+    );
+
+    let at = list
+        .find("/console/conversations/")
+        .expect("a conversation's link");
+    let link = &list[at..at + "/console/conversations/".len() + 36];
+    let page = get(&fleet, link, &cookie).await;
+    assert_eq!(page.status(), 200);
+    let page = page.text().await.unwrap();
+    assert!(
+        page.contains("<strong>User</strong>") && page.contains("<strong>Hermes</strong>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("/console/runs/"),
+        "each message links its run: {page}"
+    );
+    assert!(page.contains("/console/users/"), "{page}");
+    assert!(!page.contains(MARKUP));
+    let none = get(
+        &fleet,
+        &format!("/console/conversations/{}", uuid::Uuid::now_v7()),
+        &cookie,
+    )
+    .await;
+    assert_eq!(none.status(), 404);
+    fleet.stop().await.unwrap();
+}

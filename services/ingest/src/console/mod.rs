@@ -7,12 +7,14 @@
 //! - `runs`: the runs list and a run's history;
 //! - `agents`: a workspace's agents, their presence, capacity and recent runs;
 //! - `approvals`: the tool calls waiting for an operator, allowed or denied;
+//! - `conversations`: a user's or chat's history, each message linked to its run;
 //! - `jobs`: the scheduled jobs, paused, resumed or run now;
 //! - `users`: the users, their credits, budgets and channels, and erasing a person;
 //! - `killswitch`: every model call stopped or let through again, with a confirmation.
 
 mod agents;
 mod approvals;
+mod conversations;
 mod html;
 mod jobs;
 mod killswitch;
@@ -39,6 +41,8 @@ pub fn routes(state: &AppState) -> Router<AppState> {
         .route("/console/approvals", get(approvals::list))
         .route("/console/approvals/{id}", post(approvals::answer))
         .route("/console/agents", get(agents::list))
+        .route("/console/conversations", get(conversations::list))
+        .route("/console/conversations/{id}", get(conversations::show))
         .route("/console/jobs", get(jobs::list))
         .route("/console/jobs/{id}", post(jobs::act))
         .route("/console/users", get(users::list))
