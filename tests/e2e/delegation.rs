@@ -114,7 +114,8 @@ async fn an_orchestrator_fans_out_to_two_workspaces_and_answers_with_both_result
     let provider = MockServer::start().await;
     let mut env = TestEnv::new().await;
     env.openai_mock(&format!("{}/v1", provider.uri()))
-        .set("HERMES_MODEL", "gpt-test");
+        .set("HERMES_MODEL", "gpt-test")
+        .set("HERMES_CONSOLE", "true");
     let fleet = env.start(&Service::ALL).await;
     let orchestrator = workspace(&fleet, "Orchestrator", ORCHESTRATOR, true).await;
     let writers = workspace(&fleet, "Writers", WRITER, false).await;
@@ -241,6 +242,29 @@ async fn an_orchestrator_fans_out_to_two_workspaces_and_answers_with_both_result
                 "writers".into()
             ),
         ]
+    );
+    // The console links both ways: the parent lists its delegated runs, each names its parent.
+    let cookie = crate::console::logged_in(&fleet).await;
+    let page = crate::console::get(&fleet, &format!("/console/runs/{parent}"), &cookie).await;
+    let page = page.text().await.unwrap();
+    assert!(page.contains("<h2>Delegated runs</h2>"), "{page}");
+    assert!(
+        page.contains("in writers, completed") && page.contains("in support-desk, completed"),
+        "{page}"
+    );
+    let child: String = c
+        .query_one(
+            "SELECT child_run_id::text FROM delegations WHERE parent_run_id = $1::text::uuid LIMIT 1",
+            &[&parent],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let page = crate::console::get(&fleet, &format!("/console/runs/{child}"), &cookie).await;
+    let page = page.text().await.unwrap();
+    assert!(
+        page.contains(&format!("Delegated by <a href=\"/console/runs/{parent}\">")),
+        "{page}"
     );
     let metrics = fleet.metrics().await;
     for (outcome, n) in [("started", 2.0), ("refused", 1.0), ("resumed", 1.0)] {

@@ -219,5 +219,52 @@ pub async fn inherit_stop(tx: &Transaction<'_>, child: RunId) -> Result<bool, Db
     Ok(n == 1)
 }
 
+/// One link of a run's delegations, as the console shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Link {
+    /// The other run: the parent of a delegated run, or a run it delegated.
+    pub run: RunId,
+    /// The workspace the delegated run went to.
+    pub workspace: String,
+    pub task: String,
+    /// `running`, or how the delegated run ended.
+    pub status: String,
+}
+
+/// The run that delegated `run`, if any, and the runs `run` delegated, oldest first (at
+/// most 100; a round starts at most [`delegation::MAX_PER_ROUND`]).
+pub async fn links(
+    client: &impl GenericClient,
+    run: RunId,
+) -> Result<(Option<Link>, Vec<Link>), DbError> {
+    let rows = client
+        .query(
+            "(SELECT d.parent_run_id, w.slug, d.task, d.status, true FROM delegations d
+              JOIN workspaces w ON w.id = d.workspace_id WHERE d.child_run_id = $1)
+             UNION ALL
+             (SELECT d.child_run_id, w.slug, d.task, d.status, false FROM delegations d
+              JOIN workspaces w ON w.id = d.workspace_id WHERE d.parent_run_id = $1
+              ORDER BY d.created_at LIMIT 100)",
+            &[&run],
+        )
+        .await?;
+    let mut parent = None;
+    let mut children = Vec::new();
+    for r in &rows {
+        let link = Link {
+            run: r.get(0),
+            workspace: r.get(1),
+            task: r.get(2),
+            status: r.get(3),
+        };
+        if r.get::<_, bool>(4) {
+            parent = Some(link);
+        } else {
+            children.push(link);
+        }
+    }
+    Ok((parent, children))
+}
+
 #[cfg(test)]
 mod tests;

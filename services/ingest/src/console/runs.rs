@@ -226,6 +226,9 @@ pub async fn show(
     let Ok(history) = history else {
         return unavailable(Some(&login), "runs");
     };
+    let Ok((parent, delegated)) = hermes_db::delegations::links(&client, id.into()).await else {
+        return unavailable(Some(&login), "runs");
+    };
     let text = |i: usize| esc(&run.get::<_, Option<String>>(i).unwrap_or_default());
     let trace = run
         .get::<_, Option<String>>(15)
@@ -268,6 +271,29 @@ pub async fn show(
             text(11),
             text(12)
         ));
+    }
+    // Fan-out (docs/a2a.md, "Delegating to other workspaces"): where this run came from,
+    // and the runs it started.
+    if let Some(p) = &parent {
+        body.push_str(&format!(
+            "<p>Delegated by <a href=\"/console/runs/{run}\">{run}</a> to {ws}: <q>{task}</q></p>",
+            run = p.run,
+            ws = esc(&p.workspace),
+            task = esc(&p.task),
+        ));
+    }
+    if !delegated.is_empty() {
+        body.push_str("<h2>Delegated runs</h2><ul>");
+        for d in &delegated {
+            body.push_str(&format!(
+                "<li><a href=\"/console/runs/{run}\">{run}</a> in {ws}, {status}: <q>{task}</q></li>",
+                run = d.run,
+                ws = esc(&d.workspace),
+                status = esc(&d.status),
+                task = esc(&d.task),
+            ));
+        }
+        body.push_str("</ul>");
     }
     body.push_str("<h2>History</h2><table><thead><tr><th>When</th><th>What</th><th>Details</th></tr></thead><tbody>");
     for h in &history {

@@ -164,6 +164,17 @@ async fn a_round_resumes_once_when_its_last_run_ends_with_every_result() {
         let parent = run(&db).await;
         let (a, b) = held_round(&db, parent, ws).await;
         assert_eq!(depth_of(&db.get().await.unwrap(), a).await.unwrap(), 1);
+        let (up, down) = links(&db.get().await.unwrap(), parent).await.unwrap();
+        assert!(up.is_none());
+        let runs: Vec<RunId> = down.iter().map(|l| l.run).collect();
+        assert_eq!(runs, [a, b]);
+        assert_eq!(
+            (down[0].workspace.as_str(), down[0].status.as_str()),
+            ("writers", "running")
+        );
+        let (up, down) = links(&db.get().await.unwrap(), a).await.unwrap();
+        assert_eq!(up.map(|l| l.run), Some(parent));
+        assert!(down.is_empty());
         assert_eq!(depth_of(&db.get().await.unwrap(), parent).await.unwrap(), 0);
 
         assert!(close_with(&db, a, &answered("release notes")).await);
