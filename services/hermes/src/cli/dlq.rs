@@ -311,6 +311,9 @@ async fn settle(
                 Some(e) => serde_json::to_value(e)?,
                 None => json!(String::from_utf8_lossy(&p.raw)),
             };
+            // A Discord answer carries its interaction's live token: shown masked (a replay
+            // sends the message as it was).
+            hermes_types::model::redact_tokens(&mut v["envelope"]);
             if filter.json {
                 println!("{v}");
             } else {

@@ -67,9 +67,45 @@ impl Interaction {
     }
 }
 
+/// `v` (a queued message as JSON, say) with every interaction's token masked, wherever it
+/// sits (an `Inbound`'s `interaction`, a `ReplyTo`'s, a tool round's request's): for showing a
+/// parked message to an operator, whose terminal is no place for a live credential.
+pub fn redact_tokens(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (key, value) in map.iter_mut() {
+                if key == "interaction"
+                    && let Some(token) = value.get_mut("token")
+                    && token.is_string()
+                {
+                    *token = "***".into();
+                }
+                redact_tokens(value);
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(redact_tokens),
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tokens_are_masked_wherever_a_message_carries_them() {
+        let mut v = serde_json::json!({"payload": {
+            "interaction": {"application_id": "1", "token": "secret-a"},
+            "request": {"reply_to": {"interaction": {"token": "secret-b"}}},
+            "parts": [{"reply_to": {"interaction": {"token": "secret-c"}}}],
+            "text": "token",
+        }});
+        redact_tokens(&mut v);
+        let shown = v.to_string();
+        assert!(!shown.contains("secret-"), "{shown}");
+        assert_eq!(v["payload"]["interaction"]["application_id"], "1");
+        assert_eq!(v["payload"]["text"], "token");
+    }
 
     #[test]
     fn the_token_is_never_printed_and_expires_after_fifteen_minutes() {
