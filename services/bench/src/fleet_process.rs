@@ -68,11 +68,10 @@ fn find_hermes(var: Option<OsString>, exe: &Path) -> anyhow::Result<PathBuf> {
     )
 }
 
-/// A free loopback port (bound and released at once).
+/// A free loopback port for a server the harness starts (docs/faults.md): below the
+/// ephemeral range, so no outgoing connection takes it before the server binds it.
 pub fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    Ok(hermes_net::ports::free_port()?)
 }
 
 impl Fleet {

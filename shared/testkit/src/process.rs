@@ -16,13 +16,10 @@ pub fn hermes_bin() -> PathBuf {
     bin
 }
 
-/// A port nobody listens on right now.
+/// A port nobody listens on right now, outside the range outgoing connections take theirs
+/// from ([`hermes_net::ports::free_port`]).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    hermes_net::ports::free_port().unwrap()
 }
 
 /// The MCP reference server's script (`@modelcontextprotocol/server-everything`, installed

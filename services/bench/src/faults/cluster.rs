@@ -22,7 +22,8 @@ use anyhow::{Context, bail};
 use hermes_net::chaos::ChaosProxy;
 
 use super::programs::{
-    as_user, initdb, kill9, output, own, postgres_bin, rabbitmq_bin, run, wait_until,
+    as_user, initdb, kill9, output, own, postgres_bin, rabbitmq_bin, run, start_postgres,
+    wait_until,
 };
 use crate::fleet_process::free_port;
 
@@ -334,20 +335,8 @@ impl Nodes {
         std::fs::create_dir_all(&sockets)?;
         own(&sockets, "postgres")?;
         let opts = format!("-p {} -k {}", node.port, sockets.display());
-        run(self.pg_ctl(
-            n,
-            &[
-                "-l",
-                &log.to_string_lossy(),
-                "-o",
-                &opts,
-                "-w",
-                "-t",
-                "60",
-                "start",
-            ],
-        ))
-        .with_context(|| format!("starting PostgreSQL server {n}"))
+        start_postgres(&self.pg_bin, &node.data, &log, &opts)
+            .with_context(|| format!("starting PostgreSQL server {n}"))
     }
 
     /// Make server `n` a fresh standby of server `primary` (`pg_basebackup -R`), start it,

@@ -98,6 +98,42 @@ pub(super) fn own(dir: &Path, user: &str) -> anyhow::Result<()> {
     run(cmd)
 }
 
+/// Start the PostgreSQL server of `data` with `opts` (`pg_ctl start -w`), its log in `log`.
+/// When it does not come up, the error carries the log's last lines: `pg_ctl` itself says
+/// only "Examine the log output", and the run's directory is gone by the time anyone looks.
+pub(super) fn start_postgres(
+    pg_bin: &Path,
+    data: &Path,
+    log: &Path,
+    opts: &str,
+) -> anyhow::Result<()> {
+    let started = run(as_user(
+        "postgres",
+        pg_bin.join("pg_ctl"),
+        &[
+            "-D",
+            &data.to_string_lossy(),
+            "-l",
+            &log.to_string_lossy(),
+            "-o",
+            opts,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        ],
+    ));
+    started.map_err(|e| {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n");
+        e.context(format!("its log ({}) ends:\n{tail}", log.display()))
+    })
+}
+
+/// How many of a server's last log lines an error about its start carries.
+const LOG_TAIL_LINES: usize = 20;
+
 /// Run `cmd` to its end; an error holds its output when it fails.
 pub(super) fn run(cmd: Command) -> anyhow::Result<()> {
     let (program, out) = finish(cmd, COMMAND_BOUND)?;

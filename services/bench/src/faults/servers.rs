@@ -24,7 +24,8 @@ use hermes_net::chaos::ChaosProxy;
 
 use super::cluster::Cluster;
 use super::programs::{
-    as_user, initdb, output, own, postgres_bin, rabbitmq_bin, run, wait_until, which,
+    as_user, initdb, output, own, postgres_bin, rabbitmq_bin, run, start_postgres, wait_until,
+    which,
 };
 use crate::fleet_process::free_port;
 
@@ -354,23 +355,8 @@ impl Private {
                     self.pg_port,
                     data.display()
                 );
-                run(as_user(
-                    "postgres",
-                    self.pg_bin.join("pg_ctl"),
-                    &[
-                        "-D",
-                        &data.to_string_lossy(),
-                        "-l",
-                        &log.to_string_lossy(),
-                        "-o",
-                        &opts,
-                        "-w",
-                        "-t",
-                        "60",
-                        "start",
-                    ],
-                ))
-                .context("starting the private PostgreSQL")
+                start_postgres(&self.pg_bin, &data, &log, &opts)
+                    .context("starting the private PostgreSQL")
             }
             Server::Redis => {
                 let d = |p: &str| self.dir.join(p).to_string_lossy().into_owned();

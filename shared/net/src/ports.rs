@@ -1,0 +1,72 @@
+//! Loopback ports for servers a test or the fault harness starts itself.
+//!
+//! Asking the kernel for port 0 hands out a port from the ephemeral range, the same range
+//! every outgoing connection on the machine draws its local port from. Between the moment a
+//! port is released here and the moment a server binds it, a broker node connecting to its
+//! peers or a client connecting anywhere can take it, and the server then fails to start
+//! ("could not bind IPv4 address ... Address already in use"). Ports below the ephemeral
+//! range are never handed to outgoing connections, so only another server picking the same
+//! one could collide, and each is checked free before it is returned.
+
+use std::hash::{BuildHasher, Hasher};
+use std::net::TcpListener;
+
+/// The lowest port handed out: above the ports well-known servers use.
+const LOWEST: u16 = 20_000;
+
+/// Where the ephemeral range starts when the kernel does not say (Linux's default).
+const EPHEMERAL_DEFAULT: u16 = 32_768;
+
+/// How many random ports are tried before falling back to the kernel's choice.
+const ATTEMPTS: usize = 64;
+
+/// A loopback port nobody listens on right now, below the machine's ephemeral range when
+/// one is free there, else one the kernel picks.
+pub fn free_port() -> std::io::Result<u16> {
+    let highest = ephemeral_start().max(LOWEST + 1);
+    let span = u64::from(highest - LOWEST);
+    let seed = std::collections::hash_map::RandomState::new();
+    for attempt in 0..ATTEMPTS {
+        let mut h = seed.build_hasher();
+        h.write_usize(attempt);
+        h.write_u32(std::process::id());
+        let port = LOWEST + (h.finish() % span) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// The first port of the kernel's ephemeral range (`ip_local_port_range`).
+fn ephemeral_start() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(EPHEMERAL_DEFAULT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_free_port_is_below_the_ephemeral_range_and_can_be_bound() {
+        let port = free_port().unwrap();
+        assert!(port >= LOWEST && port < ephemeral_start().max(LOWEST + 1));
+        TcpListener::bind(("127.0.0.1", port)).unwrap();
+    }
+
+    #[test]
+    fn a_port_in_use_is_not_handed_out() {
+        let mut held = Vec::new();
+        for _ in 0..32 {
+            let port = free_port().unwrap();
+            assert!(
+                !held.iter().any(|(p, _)| *p == port),
+                "{port} handed out twice"
+            );
+            held.push((port, TcpListener::bind(("127.0.0.1", port)).unwrap()));
+        }
+    }
+}
