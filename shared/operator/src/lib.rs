@@ -6,13 +6,14 @@
 //! fleet's handles and who calls), its catalog ([`catalog`]), the tools ([`tools`], one file
 //! per group) and the stdio transport ([`stdio`], `hermes mcp serve`). Ingest serves the
 //! same tool set over streamable HTTP at `POST /mcp`. Nothing is kept between calls, so any
-//! replica answers any call. [`erase`] is the one operator action the CLI and the console
-//! share beyond it.
+//! replica answers any call. [`erase`] and [`parked`] are the operator actions the CLI
+//! and the console share beyond it.
 
 pub mod args;
 pub mod catalog;
 pub mod erase;
 pub mod error;
+pub mod parked;
 pub mod stdio;
 pub mod tools;
 
