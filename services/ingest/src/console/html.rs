@@ -33,6 +33,7 @@ pub fn page(status: StatusCode, title: &str, login: Option<&Login>, body: &str) 
         Some(l) => format!(
             "<header><nav aria-label=\"Console\"><a href=\"/console/runs\">Runs</a> \
              <a href=\"/console/approvals\">Approvals</a> \
+             <a href=\"/console/parked\">Parked</a> \
              <a href=\"/console/conversations\">Conversations</a> \
              <a href=\"/console/agents\">Agents</a> \
              <a href=\"/console/jobs\">Jobs</a> \

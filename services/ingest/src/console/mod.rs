@@ -10,6 +10,7 @@
 //! - `conversations`: a user's or chat's history, each message linked to its run;
 //! - `jobs`: the scheduled jobs, paused, resumed or run now;
 //! - `users`: the users, their credits, budgets and channels, and erasing a person;
+//! - `parked`: the parking queues, a message's failure, replayed or purged when ticked;
 //! - `killswitch`: every model call stopped or let through again, with a confirmation.
 
 mod agents;
@@ -18,6 +19,7 @@ mod conversations;
 mod html;
 mod jobs;
 mod killswitch;
+mod parked;
 mod runs;
 mod session;
 mod users;
@@ -43,6 +45,8 @@ pub fn routes(state: &AppState) -> Router<AppState> {
         .route("/console/agents", get(agents::list))
         .route("/console/conversations", get(conversations::list))
         .route("/console/conversations/{id}", get(conversations::show))
+        .route("/console/parked", get(parked::list).post(parked::act))
+        .route("/console/parked/{stage}/{id}", get(parked::show))
         .route("/console/jobs", get(jobs::list))
         .route("/console/jobs/{id}", post(jobs::act))
         .route("/console/users", get(users::list))

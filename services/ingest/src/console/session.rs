@@ -44,6 +44,14 @@ pub fn field(body: &[u8], name: &str) -> Option<String> {
         .map(|(_, v)| v.into_owned())
 }
 
+/// Every value of the form field `name`, in order (ticked boxes sharing a name).
+pub fn fields(body: &[u8], name: &str) -> Vec<String> {
+    url::form_urlencoded::parse(body)
+        .filter(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
+        .collect()
+}
+
 /// Whether a POST came from another site (`Sec-Fetch-Site`, else `Origin` against `Host`):
 /// such a request is refused whatever it carries.
 fn cross_site(headers: &HeaderMap) -> bool {
