@@ -8,11 +8,12 @@ use hermes::Service;
 use hermes_bus::{Bus, Stage};
 use hermes_runtime::stage::{FAILURE_DETAIL_HEADER, FAILURE_REASON_HEADER};
 use hermes_testkit::{
-    TestEnv, eventually, metric, telegram_ok, telegram_send_message, telegram_sent, telegram_text,
+    TestEnv, answered, eventually, metric, telegram_ok, telegram_send_message, telegram_sent,
+    telegram_text,
 };
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
-use hermes_types::model::{Outcome, Platform, Reply, ReplyTo, Usage};
+use hermes_types::model::{Platform, ReplyTo};
 use lapin::options::{BasicAckOptions, BasicGetOptions};
 use lapin::types::AMQPValue;
 use serde_json::{Value, json};
@@ -33,21 +34,7 @@ pub(crate) fn reply(
         quote: None,
         interaction: None,
     };
-    let reply = Reply {
-        reply_to: to,
-        outcome: Outcome::Answered {
-            text: text.into(),
-            model: "mock".into(),
-            usage: Usage::default(),
-            finish_reason: "stop".into(),
-            tools_used: Vec::new(),
-            transcript: Vec::new(),
-        },
-        exchange: None,
-        detail: None,
-        draft_id: None,
-        operator: None,
-    };
+    let reply = answered(to, text);
     Envelope::new(RunId::new(), None, &reply)
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use hermes::Service;
 use hermes_bus::Outgoing;
-use hermes_testkit::{TestEnv, count, eventually, telegram_ok, telegram_send_message};
+use hermes_testkit::{TestEnv, answered, count, eventually, telegram_ok, telegram_send_message};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 use hermes_types::model::{Outcome, Platform, Reply, ReplyTo, Usage};
@@ -33,27 +33,7 @@ async fn two_copies_of_a_reply_processed_together_send_it_once() {
         .set("HERMES_PREFETCH", "8");
     let fleet = env.start(&[Service::Delivery]).await;
     let bus = env.bus().await;
-    let reply = Reply {
-        reply_to: ReplyTo {
-            platform: Platform::Telegram,
-            chat_id: "4242".into(),
-            callback_url: None,
-            quote: None,
-            interaction: None,
-        },
-        outcome: Outcome::Answered {
-            text: "once, please".into(),
-            model: "mock".into(),
-            usage: Usage::default(),
-            finish_reason: "stop".into(),
-            tools_used: Vec::new(),
-            transcript: Vec::new(),
-        },
-        exchange: None,
-        detail: None,
-        draft_id: None,
-        operator: None,
-    };
+    let reply = answered(ReplyTo::chat(Platform::Telegram, "4242"), "once, please");
     let env_msg = Envelope::new(RunId::new(), None, &reply);
     // The same envelope twice, back to back: both are in flight together (prefetch 8).
     let copy = Outgoing::from_envelope(&env_msg);
@@ -125,13 +105,7 @@ async fn a_replica_killed_half_way_through_a_reply_while_redis_forgets_sends_onl
     let first = env.start_killable(&[Service::Delivery]).await;
     let bus = env.bus().await;
     let reply = Reply {
-        reply_to: ReplyTo {
-            platform: Platform::Telegram,
-            chat_id: "4343".into(),
-            callback_url: None,
-            quote: None,
-            interaction: None,
-        },
+        reply_to: ReplyTo::chat(Platform::Telegram, "4343"),
         outcome: Outcome::Answered {
             text: paragraphs.join("\n\n"),
             model: "mock".into(),

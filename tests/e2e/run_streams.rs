@@ -10,7 +10,7 @@ use hermes_cache::Cache;
 use hermes_cache::run_events::{Appended, RunEvent, RunEvents};
 
 use hermes_telemetry::Metrics;
-use hermes_testkit::{KEY, TestEnv, eventually, metric};
+use hermes_testkit::{KEY, TestEnv, answered, eventually, metric};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 use hermes_types::model::{Outcome, Platform, Reply, ReplyTo, Usage};
@@ -31,27 +31,7 @@ async fn telegram_run(env: &TestEnv, chat: &str) -> RunId {
 
 /// The answer `text` to Telegram chat `chat`, as the llm stage hands it to delivery.
 fn answer(chat: &str, text: &str) -> Reply {
-    Reply {
-        reply_to: ReplyTo {
-            platform: Platform::Telegram,
-            chat_id: chat.into(),
-            callback_url: None,
-            quote: None,
-            interaction: None,
-        },
-        outcome: Outcome::Answered {
-            text: text.into(),
-            model: "mock".into(),
-            usage: Usage::default(),
-            finish_reason: "stop".into(),
-            tools_used: Vec::new(),
-            transcript: Vec::new(),
-        },
-        exchange: None,
-        detail: None,
-        draft_id: None,
-        operator: None,
-    }
+    answered(ReplyTo::chat(Platform::Telegram, chat), text)
 }
 
 async fn redis(env: &TestEnv) -> redis::aio::MultiplexedConnection {

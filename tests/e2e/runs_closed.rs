@@ -13,12 +13,10 @@ use hermes_db::{Db, Transaction, credits};
 use hermes_runtime::Ctx;
 use hermes_runtime::stage::{self, Handler, ParkCause, StageError};
 use hermes_telemetry::Metrics;
-use hermes_testkit::{TestEnv, count, eventually, metric};
+use hermes_testkit::{TestEnv, answered, count, eventually, metric};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
-use hermes_types::model::{
-    LlmRequest, Outcome, Platform, Reply, ReplyTo, ToolCall, ToolRequest, Usage, parked,
-};
+use hermes_types::model::{LlmRequest, Platform, ReplyTo, ToolCall, ToolRequest, parked};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use wiremock::MockServer;
@@ -172,27 +170,10 @@ async fn a_reply_that_cannot_be_delivered_closes_its_run_failed_and_refunded() {
     let run = charged_run(&env, CHAT, Duration::ZERO).await;
     let fleet = env.start(&[Service::Delivery]).await;
     let bus = env.bus().await;
-    let reply = Reply {
-        reply_to: ReplyTo {
-            platform: Platform::Telegram,
-            chat_id: CHAT.into(),
-            callback_url: None,
-            quote: None,
-            interaction: None,
-        },
-        outcome: Outcome::Answered {
-            text: "an answer nobody can carry".into(),
-            model: "mock".into(),
-            usage: Usage::default(),
-            finish_reason: "stop".into(),
-            tools_used: Vec::new(),
-            transcript: Vec::new(),
-        },
-        exchange: None,
-        detail: None,
-        draft_id: None,
-        operator: None,
-    };
+    let reply = answered(
+        ReplyTo::chat(Platform::Telegram, CHAT),
+        "an answer nobody can carry",
+    );
     bus.publish(&Envelope::new(run, None, &reply))
         .await
         .unwrap();

@@ -37,6 +37,7 @@ mod killable;
 mod messenger;
 pub mod otlp;
 mod process;
+mod replies;
 mod requests;
 mod slack;
 mod teams;
@@ -68,6 +69,7 @@ pub use otlp::{OtlpReceiver, ReceivedSpan};
 pub use process::{
     RealProcess, everything_server_js, everything_server_toml, free_port, hermes_bin,
 };
+pub use replies::answered;
 pub use requests::{App, meta_signature, status_and_json};
 pub use slack::{
     SLACK_BOT_USER, SlackOk, slack_api_base, slack_dm, slack_event, slack_fake, slack_headers,
