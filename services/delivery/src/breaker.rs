@@ -69,12 +69,7 @@ impl Breakers {
     }
 
     fn keys(&self, platform: Platform) -> [String; 2] {
-        [
-            self.cache
-                .key(format!("breaker:{}:failures", platform.as_str())),
-            self.cache
-                .key(format!("breaker:{}:open", platform.as_str())),
-        ]
+        self.cache.breaker_keys(platform)
     }
 
     fn gauge(&self, platform: Platform, open: bool) {
@@ -87,15 +82,12 @@ impl Breakers {
 
     /// When the platform's open breaker resets; `None` when closed (or Redis cannot say).
     pub async fn open_until(&self, platform: Platform) -> Option<DateTime<Utc>> {
-        let [_, open] = self.keys(platform);
-        let mut c = self.cache.conn();
-        let value: Option<i64> = match redis::cmd("GET").arg(&open).query_async(&mut c).await {
-            Ok(v) => v,
-            Err(e) => {
-                let _ = self.cache.failed("breaker_read", e);
-                None
-            }
-        };
+        // A failed read is counted by the cache and reads as closed.
+        let value = self
+            .cache
+            .breaker_open_until_ms(platform)
+            .await
+            .unwrap_or(None);
         let until = value.and_then(DateTime::from_timestamp_millis);
         self.gauge(platform, until.is_some());
         until

@@ -1,6 +1,7 @@
 //! Redis, for what may be lost (docs/architecture.md#5-what-redis-may-lose): one lazily connected, auto-reconnecting
 //! multiplexed connection with short timeouts, and keys under the namespace.
 
+mod breaker;
 pub mod dedupe;
 pub mod history;
 pub mod rate_limit;
