@@ -210,6 +210,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0039_agent_runs_by_agent",
         sql: include_str!("../../../migrations/0039_agent_runs_by_agent.sql"),
     },
+    Migration {
+        version: 40,
+        name: "0040_agent_runs_by_time",
+        sql: include_str!("../../../migrations/0040_agent_runs_by_time.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

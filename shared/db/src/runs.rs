@@ -7,6 +7,7 @@ use std::fmt;
 
 use super::{Client, DbError, Transaction};
 
+pub mod activity;
 pub mod close;
 mod stop;
 use hermes_types::agent::{CONTRACT_VERSION, Dispatch, EngagementMode};
