@@ -121,7 +121,7 @@ async fn an_operator_logs_in_reads_a_run_inert_and_forms_need_their_token() {
     // The operator key logs in.
     let resp = log_in(&fleet, KEY).await;
     assert_eq!(resp.status(), 303);
-    assert_eq!(resp.headers()[LOCATION], "/console/runs");
+    assert_eq!(resp.headers()[LOCATION], "/console/overview");
     let set = resp.headers()[SET_COOKIE].to_str().unwrap().to_string();
     for flag in [
         "HttpOnly",
@@ -250,6 +250,11 @@ async fn in_a_real_browser_the_console_logs_in_shows_a_run_inert_and_logs_out() 
     shoot("login").await;
     browser.fill("#key", KEY).await;
     browser.click("button[type=submit]").await;
+    browser.wait_for_url("/console/overview").await;
+    let overview = browser.source().await;
+    assert!(overview.contains("<svg class=\"chart\""), "{overview}");
+    shoot("overview").await;
+    browser.click("nav a[href=\"/console/runs\"]").await;
     browser.wait_for_url("/console/runs").await;
     shoot("runs").await;
     browser

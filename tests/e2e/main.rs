@@ -21,6 +21,7 @@ mod bus;
 mod channels;
 mod console;
 mod console_admin;
+mod console_overview;
 mod console_parked;
 mod conversations;
 mod delegation;

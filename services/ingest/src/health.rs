@@ -72,6 +72,42 @@ fn resources(app: &AppState, redis_up: bool) -> Value {
 }
 
 /// The handler; only the operator (`API_SERVER_KEY`) may read the fleet's state.
+/// One stage's work queue and parking queue, as `/health/detailed` and the console's
+/// overview show them.
+pub(crate) struct StageQueues {
+    pub stage: Stage,
+    /// Messages ready in the work queue.
+    pub messages: u32,
+    /// Consumers attached to the work queue.
+    pub consumers: u32,
+    /// Messages in the parking queue.
+    pub parked: u32,
+}
+
+/// Every stage's [`StageQueues`], by passive declarations asked all at once.
+pub(crate) async fn stage_queues(
+    bus: &hermes_bus::Bus,
+) -> Result<Vec<StageQueues>, hermes_bus::BusError> {
+    let names = bus.names();
+    let asks = Stage::ALL.iter().flat_map(|s| {
+        [names.queue(*s), names.parking(*s)].map(|q| async move { bus.queue_stats(&q).await })
+    });
+    let stats = join_all(asks)
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Stage::ALL
+        .iter()
+        .zip(stats.chunks(2))
+        .map(|(stage, pair)| StageQueues {
+            stage: *stage,
+            messages: pair[0].0,
+            consumers: pair[0].1,
+            parked: pair[1].0,
+        })
+        .collect())
+}
+
 pub async fn detailed(
     State(app): State<AppState>,
     axum::Extension(caller): axum::Extension<Caller>,
@@ -92,28 +128,17 @@ pub async fn detailed(
         Ok::<_, hermes_db::DbError>((runs, sessions))
     });
     let redis = probe(app.ctx.cache.ping());
-    let bus = &app.ctx.bus;
-    let queues = probe(async {
-        let names = bus.names();
-        let asks = Stage::ALL.iter().flat_map(|s| {
-            [names.queue(*s), names.parking(*s)].map(|q| async move { bus.queue_stats(&q).await })
-        });
-        join_all(asks)
-            .await
-            .into_iter()
-            .collect::<Result<Vec<_>, _>>()
-    });
+    let queues = probe(stage_queues(&app.ctx.bus));
     let ((pg, pg_ms), (rd, rd_ms), (mq, mq_ms)) = tokio::join!(postgres, redis, queues);
     let mut depths = Map::new();
     if let Ok(stats) = &mq {
-        // Two answers per stage, in the order asked: its work queue, then its parking queue.
-        for (stage, pair) in Stage::ALL.iter().zip(stats.chunks(2)) {
+        for q in stats {
             depths.insert(
-                stage.as_str().into(),
+                q.stage.as_str().into(),
                 json!({
-                    "messages": pair[0].0,
-                    "consumers": pair[0].1,
-                    "parked": pair[1].0,
+                    "messages": q.messages,
+                    "consumers": q.consumers,
+                    "parked": q.parked,
                 }),
             );
         }

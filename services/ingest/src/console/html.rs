@@ -31,7 +31,8 @@ pub fn esc(s: &str) -> String {
 pub fn page(status: StatusCode, title: &str, login: Option<&Login>, body: &str) -> Response {
     let nav = match login {
         Some(l) => format!(
-            "<header><nav aria-label=\"Console\"><a href=\"/console/runs\">Runs</a> \
+            "<header><nav aria-label=\"Console\"><a href=\"/console/overview\">Overview</a> \
+             <a href=\"/console/runs\">Runs</a> \
              <a href=\"/console/approvals\">Approvals</a> \
              <a href=\"/console/parked\">Parked</a> \
              <a href=\"/console/conversations\">Conversations</a> \

@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use hermes_alerts::AlertKind;
 use hermes_db::console_sessions::Login;
-use hermes_gateway::budget::Budgets;
+use hermes_gateway::budget::{Budgets, SpendStatus};
 
 use super::html::{esc, log_action, page, refusal, see_other};
 use super::session::{csrf_ok, field, forbidden};
@@ -20,7 +20,7 @@ use crate::AppState;
 /// The longest reason kept.
 const MAX_REASON: usize = 200;
 
-fn budgets(app: &AppState) -> Budgets {
+pub(super) fn budgets(app: &AppState) -> Budgets {
     let ctx = &app.ctx;
     Budgets::new(
         ctx.cache.clone(),
@@ -40,6 +40,13 @@ pub async fn show(State(app): State<AppState>, Extension(login): Extension<Login
             "<p class=\"error\">Neither Redis nor PostgreSQL answered; reload shortly.</p>",
         );
     };
+    let body = panel(&status, &login);
+    page(StatusCode::OK, "Killswitch", Some(&login), &body)
+}
+
+/// The killswitch's state, today's spend against the cap, and the confirmed form that turns
+/// it on or off: this page's body, and a section of the overview.
+pub(super) fn panel(status: &SpendStatus, login: &Login) -> String {
     let state = match &status.killswitch {
         Some(k) => format!(
             "<p class=\"error\"><strong>On</strong> since {} ({}): every model call is blocked.</p>",
@@ -79,7 +86,7 @@ pub async fn show(State(app): State<AppState>, Extension(login): Extension<Login
     } else {
         String::new()
     };
-    let body = format!(
+    format!(
         "{state}{spend}<form method=\"post\" action=\"/console/killswitch\">\
          <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
          <input type=\"hidden\" name=\"action\" value=\"{action}\">{reason}\
@@ -87,8 +94,7 @@ pub async fn show(State(app): State<AppState>, Extension(login): Extension<Login
          <label for=\"confirm\" class=\"inline\">{warning}</label></p>\
          <button type=\"submit\">{label}</button></form>",
         esc(&login.csrf),
-    );
-    page(StatusCode::OK, "Killswitch", Some(&login), &body)
+    )
 }
 
 /// `POST /console/killswitch`: on or off, with the login's CSRF token and the confirmation.

@@ -4,6 +4,7 @@
 //!
 //! - `session`: logging in with an operator key, the cookie, CSRF, refusing other sites;
 //! - `html`: escaping, the page frame and the headers that keep a page inert;
+//! - `overview`: the fleet at a glance (`charts` draws its SVG);
 //! - `runs`: the runs list and a run's history;
 //! - `agents`: a workspace's agents, their presence, capacity and recent runs;
 //! - `approvals`: the tool calls waiting for an operator, allowed or denied;
@@ -15,10 +16,12 @@
 
 mod agents;
 mod approvals;
+mod charts;
 mod conversations;
 mod html;
 mod jobs;
 mod killswitch;
+mod overview;
 mod parked;
 mod runs;
 mod session;
@@ -36,8 +39,9 @@ pub fn routes(state: &AppState) -> Router<AppState> {
     let pages = Router::new()
         .route(
             "/console",
-            get(|| async { html::see_other("/console/runs") }),
+            get(|| async { html::see_other("/console/overview") }),
         )
+        .route("/console/overview", get(overview::show))
         .route("/console/runs", get(runs::list))
         .route("/console/runs/{id}", get(runs::show))
         .route("/console/approvals", get(approvals::list))

@@ -152,7 +152,7 @@ pub async fn login(
         started.token,
         lasts.as_secs()
     );
-    let mut resp = see_other("/console/runs");
+    let mut resp = see_other("/console/overview");
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         resp.headers_mut().insert(header::SET_COOKIE, v);
     }
