@@ -23,6 +23,7 @@ mod console;
 mod console_admin;
 mod console_overview;
 mod console_parked;
+mod console_search;
 mod conversations;
 mod delegation;
 mod delivery;

@@ -1,5 +1,6 @@
-//! The console's runs (docs/console.md): the newest first, filtered by status, platform or a
-//! sender or chat, paged with a cursor; a run id goes straight to its page. A run's page
+//! The console's runs (docs/console.md): the newest first, filtered by status, platform, a
+//! sender or chat, a user, an agent and a time range, paged with a cursor; a run id goes
+//! straight to its page. A run's page
 //! reads as its history, oldest first, as Temporal's does a workflow's: what came in, how it
 //! was routed, what the model and the tools did, what was sent, how it ended.
 
@@ -12,11 +13,14 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use hermes_db::console_sessions::Login;
 use hermes_db::runs::RunStatus;
+use hermes_db::users;
+use hermes_types::ids::AgentId;
 use hermes_types::model::Platform;
 use serde::Deserialize;
 use tokio_postgres::Row;
 
 use super::html::{esc, page, see_other, unavailable};
+use super::users::Wanted;
 use crate::AppState;
 
 /// Runs on one page.
@@ -30,7 +34,36 @@ pub struct Filters {
     q: Option<String>,
     status: Option<String>,
     platform: Option<String>,
+    /// A user id, or `platform:sender` of a chat platform.
+    user: Option<String>,
+    /// An agent id.
+    agent: Option<String>,
+    /// Runs that started at or after this time (UTC; `2026-11-29T08:00` or RFC 3339).
+    since: Option<String>,
+    /// Runs that started before this time.
+    until: Option<String>,
     before: Option<String>,
+}
+
+/// A time the form sends: a `datetime-local` value (read as UTC) or RFC 3339.
+fn time(v: Option<&str>) -> Option<DateTime<Utc>> {
+    let v = v?;
+    if let Ok(t) = DateTime::parse_from_rfc3339(v) {
+        return Some(t.with_timezone(&Utc));
+    }
+    ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"]
+        .iter()
+        .find_map(|f| chrono::NaiveDateTime::parse_from_str(v, f).ok())
+        .map(|t| t.and_utc())
+}
+
+/// A field of the form: its label, its input, and what it holds now.
+fn input(name: &str, label: &str, kind: &str, value: Option<&str>, hint: &str) -> String {
+    format!(
+        "<div><label for=\"{name}\">{label}</label><input id=\"{name}\" name=\"{name}\" \
+         type=\"{kind}\" value=\"{}\" maxlength=\"{MAX_FILTER}\" placeholder=\"{hint}\"></div>",
+        esc(value.unwrap_or_default())
+    )
 }
 
 /// A page position: the last row's id. Run ids are UUID v7, so they sort by creation time
@@ -78,29 +111,58 @@ pub async fn list(
         .map(RunStatus::as_str);
     let platform = filter(&f.platform).and_then(Platform::parse);
     let before = filter(&f.before).and_then(decode_cursor);
+    let (agent, since, until) = (
+        filter(&f.agent).and_then(|a| a.parse::<AgentId>().ok()),
+        time(filter(&f.since)),
+        time(filter(&f.until)),
+    );
     let Ok(client) = app.ctx.db.get().await else {
         return unavailable(Some(&login), "runs");
     };
-    let rows = client
-        .query(
-            "SELECT id, created_at, platform, status, model, tokens_in + tokens_out,
-                    cost_micro_usd, sender_id, chat_id
-             FROM agent_runs
-             WHERE ($1::text IS NULL OR status = $1)
-               AND ($2::text IS NULL OR platform = $2)
-               AND ($3::text IS NULL OR sender_id = $3 OR chat_id = $3)
-               AND ($4::uuid IS NULL OR id < $4)
-             ORDER BY id DESC
-             LIMIT $5",
-            &[
-                &status,
-                &platform.map(Platform::as_str),
-                &q,
-                &before,
-                &(PAGE + 1),
-            ],
-        )
-        .await;
+    // A user named by a chat sender is looked up through their linked channel.
+    let user = match filter(&f.user).and_then(super::users::wanted) {
+        Some(Wanted::User(id)) => Some(id),
+        Some(Wanted::Sender(platform, sender)) => {
+            match users::of_chat_sender(&client, platform, &sender).await {
+                Ok(found) => found,
+                Err(_) => return unavailable(Some(&login), "runs"),
+            }
+        }
+        None => None,
+    };
+    let unknown_user = filter(&f.user).is_some() && user.is_none();
+    let rows = if unknown_user {
+        Ok(Vec::new())
+    } else {
+        client
+            .query(
+                "SELECT id, created_at, platform, status, model, tokens_in + tokens_out,
+                        cost_micro_usd, sender_id, chat_id
+                 FROM agent_runs
+                 WHERE ($1::text IS NULL OR status = $1)
+                   AND ($2::text IS NULL OR platform = $2)
+                   AND ($3::text IS NULL OR sender_id = $3 OR chat_id = $3)
+                   AND ($4::uuid IS NULL OR id < $4)
+                   AND ($5::uuid IS NULL OR user_id = $5)
+                   AND ($6::uuid IS NULL OR agent_id = $6)
+                   AND ($7::timestamptz IS NULL OR created_at >= $7)
+                   AND ($8::timestamptz IS NULL OR created_at < $8)
+                 ORDER BY id DESC
+                 LIMIT $9",
+                &[
+                    &status,
+                    &platform.map(Platform::as_str),
+                    &q,
+                    &before,
+                    &user,
+                    &agent,
+                    &since,
+                    &until,
+                    &(PAGE + 1),
+                ],
+            )
+            .await
+    };
     let Ok(rows) = rows else {
         return unavailable(Some(&login), "runs");
     };
@@ -110,7 +172,7 @@ pub async fn list(
     let mut body = format!(
         "<form class=\"filters\" method=\"get\" action=\"/console/runs\" role=\"search\">\
          <div><label for=\"q\">Run id, sender or chat</label>\
-         <input id=\"q\" name=\"q\" value=\"{}\" maxlength=\"{MAX_FILTER}\"></div>{}{}\
+         <input id=\"q\" name=\"q\" value=\"{}\" maxlength=\"{MAX_FILTER}\"></div>{}{}{}{}{}{}\
          <button type=\"submit\">Search</button></form>",
         esc(q.unwrap_or_default()),
         select(
@@ -125,7 +187,28 @@ pub async fn list(
             &platforms,
             platform.map(Platform::as_str)
         ),
+        input("user", "User", "text", filter(&f.user), "id or telegram:42"),
+        input("agent", "Agent id", "text", filter(&f.agent), ""),
+        input(
+            "since",
+            "From (UTC)",
+            "datetime-local",
+            filter(&f.since),
+            ""
+        ),
+        input(
+            "until",
+            "Until (UTC)",
+            "datetime-local",
+            filter(&f.until),
+            ""
+        ),
     );
+    if unknown_user {
+        body.push_str(
+            "<p class=\"error\" role=\"alert\">No user is named so: give a user id, or a chat platform and sender as telegram:42.</p>",
+        );
+    }
     body.push_str(
         "<table><caption class=\"muted\">Newest first</caption><thead><tr><th>Started</th><th>Run</th>\
          <th class=\"wide\">Platform</th><th>Status</th><th class=\"wide\">Model</th><th class=\"wide\">Tokens</th>\
@@ -144,6 +227,10 @@ pub async fn list(
             ("q", q),
             ("status", status),
             ("platform", platform.map(Platform::as_str)),
+            ("user", filter(&f.user)),
+            ("agent", filter(&f.agent)),
+            ("since", filter(&f.since)),
+            ("until", filter(&f.until)),
         ] {
             if let Some(v) = v {
                 next.append_pair(k, v);

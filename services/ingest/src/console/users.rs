@@ -32,12 +32,12 @@ pub struct Search {
 }
 
 /// What a search names: a user id, or `platform:sender` of a chat platform.
-enum Wanted {
+pub(super) enum Wanted {
     User(UserId),
     Sender(Platform, String),
 }
 
-fn wanted(q: &str) -> Option<Wanted> {
+pub(super) fn wanted(q: &str) -> Option<Wanted> {
     let q = q.trim();
     if let Ok(id) = q.parse::<UserId>() {
         return Some(Wanted::User(id));
@@ -169,7 +169,10 @@ pub async fn show(
         day = of(used.day, budget.map(|b| b.daily_tokens)),
         month = of(used.month, budget.map(|b| b.monthly_tokens)),
     );
-    body.push_str("<h2>Linked channels</h2>");
+    body.push_str(&format!(
+        "<p><a href=\"/console/runs?user={}\">Their runs</a></p><h2>Linked channels</h2>",
+        user.id
+    ));
     if channels.is_empty() {
         body.push_str("<p>None.</p>");
     } else {
