@@ -268,6 +268,9 @@ async fn in_a_real_browser_the_console_logs_in_shows_a_run_inert_and_logs_out() 
     );
     assert_eq!(browser.alert().await, None, "the markup raised an alert");
     shoot("run").await;
+    browser.click("nav a[href=\"/console/parked\"]").await;
+    browser.wait_for_url("/console/parked").await;
+    shoot("parked").await;
     browser.click("header form button[type=submit]").await;
     browser.wait_for_url("/console/login").await;
     browser.goto(&fleet.url("/console/runs")).await;

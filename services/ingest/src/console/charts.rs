@@ -1,4 +1,4 @@
-//! The overview's small charts, drawn here as inline SVG (docs/console.md, "Overview"): no
+//! The overview's small charts, drawn here as inline SVG (docs/console.md, "Pages"): no
 //! chart library and no script. They draw in `currentColor`, so they keep the page's text
 //! contrast, and tell two series apart by a dash rather than a colour. Each has a text
 //! alternative (`role="img"` with a `<title>`), and the numbers are in the page beside it.

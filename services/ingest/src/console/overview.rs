@@ -1,4 +1,4 @@
-//! The console's overview (docs/console.md, "Overview"): the fleet at a glance, from the same
+//! The console's overview (docs/console.md, "Pages"): the fleet at a glance, from the same
 //! reads as `/health/detailed` and the fleet's truth in PostgreSQL, never a second store.
 //!
 //! 1. runs per minute over the last hour, by platform (PostgreSQL, `runs::activity`);
@@ -109,7 +109,8 @@ fn runs_section(a: &Activity) -> String {
     let hour: f64 = all.iter().sum();
     let mut out = format!(
         "<section aria-labelledby=\"runs\"><h2 id=\"runs\">Runs per minute</h2>\
-         <p>{hour} runs in the last {MINUTES} minutes, {:.1} a minute; {} in the last minute.</p>{}",
+         <p>{} in the last {MINUTES} minutes, {:.1} a minute; {} in the last minute.</p>{}",
+        runs(hour as i64),
         hour / f64::from(MINUTES),
         all.last().copied().unwrap_or(0.0),
         charts::bars(&all, "runs per minute, every platform, the last hour"),
@@ -145,8 +146,8 @@ fn latency_section(a: &Activity) -> String {
     }
     let summary = match a.latency.iter().find(|l| l.buckets_ago.is_none()) {
         Some(h) if h.answered > 0 => format!(
-            "<p>{} runs answered in the last {MINUTES} minutes: p50 {}, p99 {} from the message to the answer.</p>",
-            h.answered,
+            "<p>{} answered in the last {MINUTES} minutes: p50 {}, p99 {} from the message to the answer.</p>",
+            runs(h.answered),
             ms(h.p50_ms),
             ms(h.p99_ms)
         ),
@@ -157,6 +158,15 @@ fn latency_section(a: &Activity) -> String {
          <p class=\"muted\">Per {LATENCY_BUCKET_MINUTES} minutes: p50 solid, p99 dashed.</p></section>",
         charts::lines(&[&p50, &p99], "time to answer, p50 and p99, the last hour"),
     )
+}
+
+/// `1 run`, `3 runs`.
+fn runs(n: i64) -> String {
+    if n == 1 {
+        "1 run".into()
+    } else {
+        format!("{n} runs")
+    }
 }
 
 /// `850 ms`, `2.4 s`.

@@ -1,4 +1,4 @@
-//! The last hour of runs as the console's overview draws it (docs/console.md, "Overview"):
+//! The last hour of runs as the console's overview draws it (docs/console.md, "Pages"):
 //! runs per minute by platform, and the time to answer per five minutes. Read through the
 //! index of runs by time (migration 0040), so the page costs the hour's rows, never the
 //! table.
