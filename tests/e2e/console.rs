@@ -53,6 +53,19 @@ async fn markup_run(fleet: &Fleet) -> String {
         .to_string()
 }
 
+/// A browser, or `None` where Chromium is missing (never on CI: scripts/test installs it).
+pub(crate) async fn browser() -> Option<hermes_testkit::browser::Browser> {
+    let browser = hermes_testkit::browser::Browser::start(1440).await;
+    if browser.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "Chromium is missing: scripts/test installs chromium and chromium-driver"
+        );
+        eprintln!("chromium not installed: skipped (scripts/test installs it)");
+    }
+    browser
+}
+
 /// The cookie of the operator key's login.
 pub(crate) async fn logged_in(fleet: &Fleet) -> String {
     let resp = log_in(fleet, KEY).await;
@@ -214,12 +227,7 @@ async fn the_console_is_off_unless_asked_for() {
 /// docs/console.md shows).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_a_real_browser_the_console_logs_in_shows_a_run_inert_and_logs_out() {
-    let Some(browser) = hermes_testkit::browser::Browser::start(1440).await else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "Chromium is missing: scripts/test installs chromium and chromium-driver"
-        );
-        eprintln!("chromium not installed: skipped (scripts/test installs it)");
+    let Some(browser) = browser().await else {
         return;
     };
     let mut env = TestEnv::new().await;

@@ -21,6 +21,7 @@ mod bus;
 mod channels;
 mod console;
 mod console_admin;
+mod console_live;
 mod console_overview;
 mod console_parked;
 mod console_search;

@@ -6,9 +6,11 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hermes_db::console_sessions::Login;
 
-/// What every console page may load: its own stylesheet, nothing inline, no frames.
-pub const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; \
-    form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+/// What every console page may load: its own stylesheet and its one script (`live.js`),
+/// the event streams of its own origin, nothing inline, no frames.
+pub const CSP: &str = "default-src 'none'; style-src 'self'; script-src 'self'; \
+    connect-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; \
+    base-uri 'none'";
 
 /// `s` safe inside HTML text and double-quoted attributes.
 pub fn esc(s: &str) -> String {
@@ -121,6 +123,17 @@ pub fn see_other(to: &str) -> Response {
     with_headers(resp, "text/html; charset=utf-8")
 }
 
+/// The one script (`/console/static/live.js`), vendored in the binary like the stylesheet.
+pub fn script() -> Response {
+    let js = include_str!("../../console/live.js");
+    let mut resp = with_headers(js.into_response(), "text/javascript; charset=utf-8");
+    resp.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("max-age=3600"),
+    );
+    resp
+}
+
 /// The stylesheet, vendored with the binary.
 pub fn stylesheet() -> Response {
     let css = include_str!("../../console/console.css");
@@ -147,7 +160,8 @@ mod tests {
 
     #[test]
     fn the_policy_allows_no_inline_script_or_framing() {
-        assert!(!CSP.contains("unsafe-inline") && !CSP.contains("script-src"));
+        assert!(!CSP.contains("unsafe-inline") && !CSP.contains("unsafe-eval"));
+        assert!(CSP.contains("script-src 'self';"));
         assert!(CSP.contains("frame-ancestors 'none'"));
     }
 }

@@ -1,6 +1,7 @@
 //! The operator console (docs/console.md), served by ingest at `/console` when
 //! `HERMES_CONSOLE=true`: server-rendered HTML over the same PostgreSQL rows the CLI and the
-//! operator MCP server read, with no second source of truth and no script.
+//! operator MCP server read, with no second source of truth; one small script follows a run in
+//! flight, and every page reads without it.
 //!
 //! - `session`: logging in with an operator key, the cookie, CSRF, refusing other sites;
 //! - `html`: escaping, the page frame and the headers that keep a page inert;
@@ -44,6 +45,7 @@ pub fn routes(state: &AppState) -> Router<AppState> {
         .route("/console/overview", get(overview::show))
         .route("/console/runs", get(runs::list))
         .route("/console/runs/{id}", get(runs::show))
+        .route("/console/runs/{id}/events", get(runs::events))
         .route("/console/approvals", get(approvals::list))
         .route("/console/approvals/{id}", post(approvals::answer))
         .route("/console/agents", get(agents::list))
@@ -74,5 +76,6 @@ pub fn routes(state: &AppState) -> Router<AppState> {
             "/console/static/console.css",
             get(|| async { html::stylesheet() }),
         )
+        .route("/console/static/live.js", get(|| async { html::script() }))
         .merge(pages)
 }

@@ -392,7 +392,38 @@ pub async fn show(
         ));
     }
     body.push_str("</tbody></table>");
+    if !RunStatus::parse(&run.get::<_, String>(3)).is_some_and(RunStatus::is_final) {
+        body.push_str(&live(id));
+    }
     page(StatusCode::OK, &format!("Run {id}"), Some(&login), &body)
+}
+
+/// What a run in flight adds to its page: the list `live.js` fills from the run's event
+/// stream, and the script itself (the page reads the same without it).
+fn live(id: uuid::Uuid) -> String {
+    format!(
+        "<section aria-labelledby=\"live\"><h2 id=\"live\">Live</h2>\
+         <p class=\"muted\">This run is in flight: what it does shows here as it happens, and the page reloads when it ends.</p>\
+         <pre data-live-answer aria-live=\"polite\"></pre>\
+         <ol data-live-events=\"/console/runs/{id}/events\" aria-live=\"polite\"></ol></section>\
+         <script src=\"/console/static/live.js\" defer></script>"
+    )
+}
+
+/// `GET /console/runs/{id}/events`: the run's event stream for `live.js`, as
+/// `GET /v1/runs/{id}/events` serves it to the operator.
+pub async fn events(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    crate::runs::events(
+        State(app),
+        Extension(crate::rest::Caller::Operator),
+        Path(id),
+        headers,
+    )
+    .await
 }
 
 fn not_found(login: &Login, id: &str) -> Response {
