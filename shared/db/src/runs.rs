@@ -9,6 +9,7 @@ use super::{Client, DbError, Transaction};
 
 pub mod activity;
 pub mod close;
+pub mod search;
 mod stop;
 use hermes_types::agent::{CONTRACT_VERSION, Dispatch, EngagementMode};
 use hermes_types::model::{ChatMessage, Platform, Provenance, Tier, Usage};

@@ -13,11 +13,11 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use hermes_db::console_sessions::Login;
 use hermes_db::runs::RunStatus;
-use hermes_db::users;
+use hermes_db::runs::search::{Listed, RunSearch};
+use hermes_db::{runs, users};
 use hermes_types::ids::AgentId;
 use hermes_types::model::Platform;
 use serde::Deserialize;
-use tokio_postgres::Row;
 
 use super::html::{esc, page, see_other, unavailable};
 use super::users::Wanted;
@@ -131,37 +131,21 @@ pub async fn list(
         None => None,
     };
     let unknown_user = filter(&f.user).is_some() && user.is_none();
+    let search = RunSearch {
+        status,
+        platform,
+        sender_or_chat: q,
+        user,
+        agent,
+        since,
+        until,
+        before,
+        limit: PAGE + 1,
+    };
     let rows = if unknown_user {
         Ok(Vec::new())
     } else {
-        client
-            .query(
-                "SELECT id, created_at, platform, status, model, tokens_in + tokens_out,
-                        cost_micro_usd, sender_id, chat_id
-                 FROM agent_runs
-                 WHERE ($1::text IS NULL OR status = $1)
-                   AND ($2::text IS NULL OR platform = $2)
-                   AND ($3::text IS NULL OR sender_id = $3 OR chat_id = $3)
-                   AND ($4::uuid IS NULL OR id < $4)
-                   AND ($5::uuid IS NULL OR user_id = $5)
-                   AND ($6::uuid IS NULL OR agent_id = $6)
-                   AND ($7::timestamptz IS NULL OR created_at >= $7)
-                   AND ($8::timestamptz IS NULL OR created_at < $8)
-                 ORDER BY id DESC
-                 LIMIT $9",
-                &[
-                    &status,
-                    &platform.map(Platform::as_str),
-                    &q,
-                    &before,
-                    &user,
-                    &agent,
-                    &since,
-                    &until,
-                    &(PAGE + 1),
-                ],
-            )
-            .await
+        runs::search::search(&client, &search).await
     };
     let Ok(rows) = rows else {
         return unavailable(Some(&login), "runs");
@@ -236,7 +220,7 @@ pub async fn list(
                 next.append_pair(k, v);
             }
         }
-        next.append_pair("before", &encode_cursor(last.get(0)));
+        next.append_pair("before", &encode_cursor(last.id));
         body.push_str(&format!(
             "<p><a href=\"/console/runs?{}\">Older runs</a></p>",
             esc(&next.finish())
@@ -250,20 +234,17 @@ fn dollars(micro: i64) -> String {
     format!("{}.{:06}", micro / 1_000_000, (micro % 1_000_000).abs())
 }
 
-fn row_html(r: &Row) -> String {
-    let id: uuid::Uuid = r.get(0);
-    let at: DateTime<Utc> = r.get(1);
-    let status: String = r.get(3);
+fn row_html(r: &Listed) -> String {
     format!(
         "<tr><td>{}</td><td><a href=\"/console/runs/{id}\">{id}</a></td><td class=\"wide\">{}</td>\
-         <td class=\"{}\">{}</td><td class=\"wide\">{}</td><td class=\"wide\">{}</td><td class=\"wide\">{}</td></tr>",
-        at.format("%Y-%m-%d %H:%M:%S"),
-        esc(&r.get::<_, Option<String>>(2).unwrap_or_default()),
-        esc(&status),
-        esc(&status),
-        esc(&r.get::<_, Option<String>>(4).unwrap_or_default()),
-        r.get::<_, i64>(5),
-        dollars(r.get(6)),
+         <td class=\"{s}\">{s}</td><td class=\"wide\">{}</td><td class=\"wide\">{}</td><td class=\"wide\">{}</td></tr>",
+        r.created_at.format("%Y-%m-%d %H:%M:%S"),
+        esc(r.platform.as_deref().unwrap_or_default()),
+        esc(r.model.as_deref().unwrap_or_default()),
+        r.tokens,
+        dollars(r.cost_micro_usd),
+        id = r.id,
+        s = esc(&r.status),
     )
 }
 

@@ -85,8 +85,9 @@ pub async fn last_hour(client: &Client, now: DateTime<Utc>) -> Result<Activity, 
         .map(|r| Latency {
             buckets_ago: r.get(0),
             answered: r.get(1),
-            p50_ms: r.get(2),
-            p99_ms: r.get(3),
+            // The hour's row exists with no run in it, its percentiles NULL.
+            p50_ms: r.get::<_, Option<f64>>(2).unwrap_or(0.0),
+            p99_ms: r.get::<_, Option<f64>>(3).unwrap_or(0.0),
         })
         .collect();
     Ok(Activity {
@@ -123,6 +124,18 @@ mod tests {
         )
         .await
         .unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_hour_without_runs_reads_as_nothing_answered() {
+        ScratchDb::with(|db| async move {
+            let c = db.get().await.unwrap();
+            let a = last_hour(&c, Utc::now()).await.unwrap();
+            assert!(a.per_minute.is_empty());
+            let hour = a.latency.iter().find(|l| l.buckets_ago.is_none()).unwrap();
+            assert_eq!((hour.answered, hour.p50_ms), (0, 0.0));
+        })
+        .await;
     }
 
     #[tokio::test]
