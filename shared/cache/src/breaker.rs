@@ -1,6 +1,6 @@
 //! Where each platform's delivery breaker is kept (docs/channels.md, "Circuit breakers"):
-//! the two keys delivery's breakers write, and the read of whether one is open, which the
-//! delivery stage and the console's overview both make.
+//! the two keys delivery's breakers write, and the reads of whether they are open: one
+//! platform's for the delivery stage, every platform's at once for the console's overview.
 
 use hermes_types::model::Platform;
 
@@ -14,6 +14,23 @@ impl Cache {
             self.key(format!("breaker:{}:failures", platform.as_str())),
             self.key(format!("breaker:{}:open", platform.as_str())),
         ]
+    }
+
+    /// When each of `platforms`' open breakers resets (unix ms; `None` while closed), in one
+    /// round trip.
+    pub async fn breakers_open_until_ms(
+        &self,
+        platforms: &[Platform],
+    ) -> Result<Vec<Option<i64>>, CacheError> {
+        let keys: Vec<String> = platforms
+            .iter()
+            .map(|p| self.breaker_keys(*p)[1].clone())
+            .collect();
+        redis::cmd("MGET")
+            .arg(&keys)
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|e| self.failed("breaker_read", e))
     }
 
     /// When `platform`'s open breaker resets (unix ms); `None` while it is closed.

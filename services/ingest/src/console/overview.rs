@@ -37,7 +37,7 @@ pub async fn show(State(app): State<AppState>, Extension(login): Extension<Login
     let (activity, queues, breakers, spend) = tokio::join!(
         activity,
         stage_queues(&app.ctx.bus),
-        open_breakers(&app),
+        open_breakers(&app.ctx.cache),
         budgets.status(),
     );
     let mut body = String::new();
@@ -201,16 +201,17 @@ fn queues_section(queues: &[StageQueues]) -> String {
     out
 }
 
-/// Every platform whose delivery breaker is open, with when it resets; `None` when Redis did
-/// not answer.
-async fn open_breakers(app: &AppState) -> Option<Vec<(Platform, DateTime<Utc>)>> {
-    let mut open = Vec::new();
-    for p in Platform::ALL {
-        if let Some(until) = app.ctx.cache.breaker_open_until_ms(p).await.ok()? {
-            open.push((p, DateTime::from_timestamp_millis(until)?));
-        }
-    }
-    Some(open)
+/// Every platform whose delivery breaker is open, with when it resets (one Redis round
+/// trip); `None` when Redis did not answer.
+async fn open_breakers(cache: &hermes_cache::Cache) -> Option<Vec<(Platform, DateTime<Utc>)>> {
+    let until = cache.breakers_open_until_ms(&Platform::ALL).await.ok()?;
+    Some(
+        Platform::ALL
+            .into_iter()
+            .zip(until)
+            .filter_map(|(p, until)| Some((p, DateTime::from_timestamp_millis(until?)?)))
+            .collect(),
+    )
 }
 
 fn breakers_section(open: &[(Platform, DateTime<Utc>)]) -> String {
