@@ -13,6 +13,7 @@ mod api_edges;
 mod api_server_off;
 mod approvals;
 mod bench_abuse;
+mod bench_console;
 mod bench_events;
 mod bench_fleet;
 mod bench_floors;

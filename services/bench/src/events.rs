@@ -9,7 +9,6 @@
 //! queues and exchanges are deleted at the end (Redis keys of the namespace expire: dedupe
 //! ids in 24 h, rate buckets within a minute).
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -17,11 +16,12 @@ use hermes_config::Config;
 use hermes_db::event_hub::EventHub;
 use hermes_db::events::{self, Cursor, EventKind, Filter};
 use hermes_db::scratch::ScratchDb;
-use secrecy::ExposeSecret;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use hermes::{Listeners, Service};
+use hermes::Service;
+
+use crate::in_process::{InProcess, scratch_config};
+use crate::stats::Latencies;
 
 const TG_SECRET: &str = "bench-events-secret-0123456789";
 const SENDER: i64 = 777_001;
@@ -34,19 +34,6 @@ pub struct EventsBench {
     /// Rounds the two measurements alternate in.
     #[arg(long, default_value_t = 3)]
     rounds: usize,
-}
-
-/// Latencies in microseconds.
-#[derive(Default)]
-struct Sample(Vec<u64>);
-
-impl Sample {
-    fn pct(&self, p: f64) -> f64 {
-        let mut v = self.0.clone();
-        v.sort_unstable();
-        let i = ((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1;
-        v[i] as f64 / 1000.0
-    }
 }
 
 pub async fn events(config: Config, args: EventsBench) -> anyhow::Result<()> {
@@ -71,70 +58,27 @@ pub async fn events(config: Config, args: EventsBench) -> anyhow::Result<()> {
 /// The run's configuration: the machine's, on the scratch database and namespace, with the
 /// Telegram webhook on and no inbound limit.
 fn bench_config(config: &Config, ns: &str, scratch: &ScratchDb) -> anyhow::Result<Config> {
-    let vars: HashMap<&str, String> = [
-        ("DATABASE_URL", scratch.url.expose_secret().to_string()),
-        ("REDIS_URL", config.redis_url.expose_secret().to_string()),
-        ("AMQP_URL", config.amqp_url.expose_secret().to_string()),
-        ("HERMES_NAMESPACE", ns.to_string()),
-        // The listeners are this process's own (loopback, free ports).
-        ("HERMES_HTTP_ADDR", "127.0.0.1:0".to_string()),
-        ("HERMES_ADMIN_ADDR", "127.0.0.1:0".to_string()),
-        ("TELEGRAM_WEBHOOK_SECRET", TG_SECRET.to_string()),
-        ("HERMES_INBOUND_PER_MINUTE", "10000000".to_string()),
-        ("HERMES_INBOUND_BURST", "10000000".to_string()),
-        // The model is never called: no llm stage runs, its queue is deleted at the end.
-        ("HERMES_PROVIDER", "openai".to_string()),
-        ("OPENAI_API_KEY", "unused".to_string()),
-        ("OPENAI_BASE_URL", "http://127.0.0.1:9".to_string()),
-        ("HERMES_LOG_FORMAT", "json".to_string()),
-        // Should the deletion at the end fail, the namespace's queues go by themselves.
-        ("HERMES_QUEUE_EXPIRES_SECS", "900".to_string()),
-    ]
-    .into_iter()
-    .collect();
-    Config::from_lookup(&move |k| vars.get(k).cloned(), None)
-        .map_err(|e| anyhow::anyhow!("bench configuration: {e}"))
+    scratch_config(
+        config,
+        ns,
+        scratch,
+        &[
+            ("TELEGRAM_WEBHOOK_SECRET", TG_SECRET),
+            ("HERMES_INBOUND_PER_MINUTE", "10000000"),
+            ("HERMES_INBOUND_BURST", "10000000"),
+            // The model is never called: no llm stage runs, its queue is deleted at the end.
+            ("HERMES_PROVIDER", "openai"),
+            ("OPENAI_API_KEY", "unused"),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:9"),
+        ],
+    )
 }
 
 async fn run(fleet_config: Config, args: &EventsBench, scratch: &ScratchDb) -> anyhow::Result<()> {
     seed(&scratch.db).await?;
-    let http = TcpListener::bind("127.0.0.1:0").await?;
-    let admin = TcpListener::bind("127.0.0.1:0").await?;
-    let base = format!("http://{}", http.local_addr()?);
-    let ready = format!("http://{}/readyz", admin.local_addr()?);
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let fleet = tokio::spawn(async move {
-        hermes::run(
-            fleet_config,
-            &[Service::Ingest, Service::Router],
-            Listeners {
-                http: Some(http),
-                admin: Some(admin),
-            },
-            async {
-                let _ = stop_rx.await;
-            },
-        )
-        .await
-    });
+    let fleet = InProcess::start(fleet_config, &[Service::Ingest, Service::Router]).await?;
+    let base = fleet.base.clone();
     let client = reqwest::Client::new();
-    let started = Instant::now();
-    while !client
-        .get(&ready)
-        .send()
-        .await
-        .is_ok_and(|r| r.status().is_success())
-    {
-        if fleet.is_finished() {
-            fleet.await??;
-            anyhow::bail!("the fleet stopped while starting");
-        }
-        anyhow::ensure!(
-            started.elapsed() < Duration::from_secs(30),
-            "not ready in 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
     let stop = CancellationToken::new();
     let (hub, listener) = EventHub::start(&scratch.db, stop.clone());
     anyhow::ensure!(hub.ready(Duration::from_secs(10)).await, "no LISTEN");
@@ -143,7 +87,7 @@ async fn run(fleet_config: Config, args: &EventsBench, scratch: &ScratchDb) -> a
         client,
         url: format!("{base}/webhooks/telegram"),
     };
-    let (mut path, mut baseline) = (Sample::default(), Sample::default());
+    let (mut path, mut baseline) = (Latencies::default(), Latencies::default());
     let per_round = args.messages / args.rounds;
     let mut n = 0i64;
     for round in 0..args.rounds {
@@ -164,8 +108,7 @@ async fn run(fleet_config: Config, args: &EventsBench, scratch: &ScratchDb) -> a
     }
     stop.cancel();
     listener.await?;
-    let _ = stop_tx.send(());
-    fleet.await??;
+    fleet.stop().await?;
     println!(
         "events: {} messages a measurement, {} rounds alternated",
         path.0.len(),

@@ -10,11 +10,13 @@
 //! (the fleet as child processes) and `interrupted`.
 
 pub mod abuse;
+pub mod console;
 pub mod events;
 pub mod faults;
 pub mod fleet;
 mod fleet_process;
 pub mod floor;
+mod in_process;
 pub mod ingest;
 pub mod jobs;
 pub mod llm;
@@ -37,6 +39,34 @@ pub(crate) async fn interrupted() -> &'static str {
         _ = int.recv() => "SIGINT",
         _ = term.recv() => "SIGTERM",
     }
+}
+
+/// Wait until an in-process fleet answers `ready` (its `/readyz`), at most 30 s; a fleet that
+/// stops while starting is awaited for its error.
+pub(crate) async fn wait_ready(
+    client: &reqwest::Client,
+    ready: &str,
+    fleet: &mut tokio::task::JoinHandle<anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    while !client
+        .get(ready)
+        .send()
+        .await
+        .is_ok_and(|r| r.status().is_success())
+    {
+        if fleet.is_finished() {
+            fleet.await??;
+            anyhow::bail!("the fleet stopped while starting");
+        }
+        anyhow::ensure!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "not ready in 30 s"
+        );
+        // A bench's own start, not a test: a short poll of a local port.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    Ok(())
 }
 
 /// Delete namespace `ns`'s queues and exchanges at the end of a run, declared with

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use hermes_bench::{abuse, events, faults, fleet, floor, ingest, jobs, llm, router};
+use hermes_bench::{abuse, console, events, faults, fleet, floor, ingest, jobs, llm, router};
 use hermes_config::Config;
 
 #[derive(Parser)]
@@ -53,6 +53,9 @@ enum Bench {
     /// Operator events: from a Telegram webhook to `events_wait` returning its message, p50/p99,
     /// against the webhook's own answer, ingest and the router in this process.
     Events(events::EventsBench),
+    /// Each console page's server time against the same database statements alone, over a
+    /// seeded database of 100,000 runs and 10,000 users (docs/performance.md, "The console").
+    Console(console::ConsoleBench),
     /// Not a bench: started by a bench to stop what the run left when the bench ends
     /// however it ends (see `reaper.rs`).
     #[command(hide = true)]
@@ -167,6 +170,12 @@ async fn run(cli: Cli) -> ExitCode {
         Bench::Events(args) => {
             with_config("events", path, |c| async move {
                 Box::pin(events::events(c, args)).await
+            })
+            .await
+        }
+        Bench::Console(args) => {
+            with_config("console", path, |c| async move {
+                Box::pin(console::console(c, args)).await
             })
             .await
         }

@@ -17,6 +17,23 @@ pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
+/// Latencies in microseconds, read as percentiles in milliseconds.
+#[derive(Default)]
+pub(crate) struct Latencies(pub(crate) Vec<u64>);
+
+impl Latencies {
+    /// The `p` quantile (0..=1) in milliseconds, nearest rank (0 when empty).
+    pub(crate) fn pct(&self, p: f64) -> f64 {
+        if self.0.is_empty() {
+            return 0.0;
+        }
+        let mut v = self.0.clone();
+        v.sort_unstable();
+        let i = ((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1;
+        v[i] as f64 / 1000.0
+    }
+}
+
 /// A frontier search: the highest rate whose step held its bound. The rate doubles from the
 /// start while the bound holds (up to `max`), then bisects between the best rate that held
 /// and the lowest that broke, `bisections` times. The caller runs a step at [`Self::rate`]
