@@ -302,7 +302,34 @@ pub async fn last_run(client: &Client, id: JobId) -> Result<Option<LastRun>, DbE
             &[&id.as_uuid()],
         )
         .await?;
-    Ok(row.map(|r| LastRun {
+    Ok(row.as_ref().map(last_run_of))
+}
+
+/// [`last_run`] of each of `ids` that has run, in one statement (a page of jobs).
+pub async fn last_runs(
+    client: &Client,
+    ids: &[JobId],
+) -> Result<std::collections::HashMap<JobId, LastRun>, DbError> {
+    let ids: Vec<uuid::Uuid> = ids.iter().map(JobId::as_uuid).collect();
+    let rows = client
+        .query(
+            "SELECT DISTINCT ON (jr.job_id)
+                    jr.run_id, jr.trigger, jr.due_at, jr.created_at, r.status, r.finished_at,
+                    r.output_text, r.error_code, jr.job_id
+             FROM job_runs jr LEFT JOIN agent_runs r ON r.id = jr.run_id
+             WHERE jr.job_id = ANY($1)
+             ORDER BY jr.job_id, jr.created_at DESC, jr.run_id DESC",
+            &[&ids],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| (JobId(r.get(8)), last_run_of(r)))
+        .collect())
+}
+
+fn last_run_of(r: &Row) -> LastRun {
+    LastRun {
         run_id: RunId(r.get(0)),
         trigger: JobTrigger::parse(r.get(1)).unwrap_or(JobTrigger::Schedule),
         due_at: r.get(2),
@@ -311,7 +338,7 @@ pub async fn last_run(client: &Client, id: JobId) -> Result<Option<LastRun>, DbE
         finished_at: r.get(5),
         output: r.get(6),
         error_code: r.get(7),
-    }))
+    }
 }
 
 /// Whether job `id` still exists, holding its row (`FOR KEY SHARE`) until the transaction

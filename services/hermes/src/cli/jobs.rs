@@ -66,9 +66,11 @@ pub async fn run(config: &Config, cmd: JobsCommand) -> anyhow::Result<()> {
     let db = super::database(config, 1).await?;
     let client = db.get().await?;
     let all = jobs::list(&client, None).await?;
+    let ids: Vec<_> = all.iter().map(|j| j.id).collect();
+    let mut latest = jobs::last_runs(&client, &ids).await?;
     let mut rows = Vec::with_capacity(all.len());
     for job in &all {
-        let last = jobs::last_run(&client, job.id).await?;
+        let last = latest.remove(&job.id);
         let schedule = serde_json::to_value(&job.spec.schedule)?;
         rows.push(json!({
             "id": job.id,

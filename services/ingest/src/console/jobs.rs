@@ -67,12 +67,17 @@ pub async fn list(
     let after = c.after.as_deref().and_then(|a| a.parse::<JobId>().ok());
     let read = async {
         let client = app.ctx.db.get().await?;
-        let jobs = jobs::page(&client, after, PAGE + 1).await?;
-        let mut shown = Vec::with_capacity(jobs.len());
-        for job in jobs.into_iter().take(PAGE as usize) {
-            let last = jobs::last_run(&client, job.id).await?;
-            shown.push((job, last));
-        }
+        let mut page = jobs::page(&client, after, PAGE).await?;
+        // The page's latest runs in one statement, not one per job.
+        let ids: Vec<JobId> = page.iter().map(|j| j.id).collect();
+        let mut last = jobs::last_runs(&client, &ids).await?;
+        let shown: Vec<_> = page
+            .drain(..)
+            .map(|job| {
+                let run = last.remove(&job.id);
+                (job, run)
+            })
+            .collect();
         Ok::<_, hermes_db::DbError>(shown)
     }
     .await;
