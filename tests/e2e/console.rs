@@ -66,6 +66,29 @@ pub(crate) async fn browser() -> Option<hermes_testkit::browser::Browser> {
     browser
 }
 
+/// An hour of a small install's runs for the screenshots, all on the list's first page: four
+/// platforms, a few failures, answers taking from half a second to several seconds.
+async fn seed_demo(env: &TestEnv) {
+    env.db()
+        .get()
+        .await
+        .unwrap()
+        .batch_execute(
+            "INSERT INTO agent_runs (id, platform, sender_id, chat_id, status, tier, model,
+                                     tokens_in, tokens_out, cost_micro_usd, created_at, finished_at)
+             SELECT gen_random_uuid(), (ARRAY['telegram','whatsapp','slack','api'])[1 + g % 4],
+                    's' || g % 7, 'c' || g % 7,
+                    CASE WHEN g % 11 = 0 THEN 'failed' ELSE 'completed' END, 'free', 'gpt-4o-mini',
+                    200 + g % 300, 80 + g % 120, 150 + g % 90,
+                    now() - make_interval(mins => 59 - g % 60, secs => g % 50),
+                    now() - make_interval(mins => 59 - g % 60, secs => g % 50)
+                          + make_interval(secs => 0.4 + (g % 9) * (g % 5) / 4.0)
+             FROM generate_series(1, 45) g",
+        )
+        .await
+        .unwrap();
+}
+
 /// The cookie of the operator key's login.
 pub(crate) async fn logged_in(fleet: &Fleet) -> String {
     let resp = log_in(fleet, KEY).await;
@@ -233,6 +256,7 @@ async fn in_a_real_browser_the_console_logs_in_shows_a_run_inert_and_logs_out() 
     let mut env = TestEnv::new().await;
     env.set("HERMES_CONSOLE", "true");
     let fleet = env.start(&Service::ALL).await;
+    seed_demo(&env).await;
     let run = markup_run(&fleet).await;
     // HERMES_UPDATE_DOCS=1 writes them where docs/console.md shows them.
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
