@@ -7,6 +7,7 @@
 use hermes::Service;
 use hermes_db::api_keys::{self, KeyScope};
 use hermes_testkit::{Fleet, KEY, TestEnv};
+use hermes_types::model::Platform;
 use reqwest::header::{CONTENT_SECURITY_POLICY, COOKIE, LOCATION, SET_COOKIE};
 use serde_json::json;
 
@@ -68,22 +69,26 @@ pub(crate) async fn browser() -> Option<hermes_testkit::browser::Browser> {
 
 /// An hour of a small install's runs for the screenshots, all on the list's first page: four
 /// platforms, a few failures, answers taking from half a second to several seconds.
-async fn seed_demo(env: &TestEnv) {
+/// A third of them are `user`'s.
+async fn seed_demo(env: &TestEnv, user: hermes_types::ids::UserId) {
     env.db()
         .get()
         .await
         .unwrap()
-        .batch_execute(
+        .execute(
             "INSERT INTO agent_runs (id, platform, sender_id, chat_id, status, tier, model,
-                                     tokens_in, tokens_out, cost_micro_usd, created_at, finished_at)
+                                     tokens_in, tokens_out, cost_micro_usd, created_at, finished_at,
+                                     user_id)
              SELECT gen_random_uuid(), (ARRAY['telegram','whatsapp','slack','api'])[1 + g % 4],
                     's' || g % 7, 'c' || g % 7,
                     CASE WHEN g % 11 = 0 THEN 'failed' ELSE 'completed' END, 'free', 'gpt-4o-mini',
                     200 + g % 300, 80 + g % 120, 150 + g % 90,
                     now() - make_interval(mins => 59 - g % 60, secs => g % 50),
                     now() - make_interval(mins => 59 - g % 60, secs => g % 50)
-                          + make_interval(secs => 0.4 + (g % 9) * (g % 5) / 4.0)
+                          + make_interval(secs => 0.4 + (g % 9) * (g % 5) / 4.0),
+                    CASE WHEN g % 3 = 0 THEN $1::uuid END
              FROM generate_series(1, 45) g",
+            &[&user],
         )
         .await
         .unwrap();
@@ -256,7 +261,8 @@ async fn in_a_real_browser_the_console_logs_in_shows_a_run_inert_and_logs_out() 
     let mut env = TestEnv::new().await;
     env.set("HERMES_CONSOLE", "true");
     let fleet = env.start(&Service::ALL).await;
-    seed_demo(&env).await;
+    let kai = env.user(Platform::Telegram, "4242", 10).await;
+    seed_demo(&env, kai.id).await;
     let run = markup_run(&fleet).await;
     // HERMES_UPDATE_DOCS=1 writes them where docs/console.md shows them.
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -300,9 +306,39 @@ async fn in_a_real_browser_the_console_logs_in_shows_a_run_inert_and_logs_out() 
     );
     assert_eq!(browser.alert().await, None, "the markup raised an alert");
     shoot("run").await;
-    browser.click("nav a[href=\"/console/parked\"]").await;
-    browser.wait_for_url("/console/parked").await;
-    shoot("parked").await;
+    // A user's runs, found by their Telegram sender through the search form.
+    browser.goto(&fleet.url("/console/runs")).await;
+    browser.fill("#user", "telegram:4242").await;
+    browser.click("form[role=search] button[type=submit]").await;
+    // The form sends every field; `until` is its last.
+    browser.wait_for_url("&until=").await;
+    let found = browser.source().await;
+    assert!(found.contains("value=\"telegram:4242\""), "{found}");
+    assert!(
+        !found.contains(&format!("/console/runs/{run}\"")),
+        "{found}"
+    );
+    assert_eq!(
+        found.matches("<td class=\"completed\">").count()
+            + found.matches("<td class=\"failed\">").count(),
+        15,
+        "{found}"
+    );
+    for page in [
+        "parked",
+        "approvals",
+        "conversations",
+        "agents",
+        "jobs",
+        "users",
+        "killswitch",
+    ] {
+        browser
+            .click(&format!("nav a[href=\"/console/{page}\"]"))
+            .await;
+        browser.wait_for_url(&format!("/console/{page}")).await;
+        shoot(page).await;
+    }
     browser.click("header form button[type=submit]").await;
     browser.wait_for_url("/console/login").await;
     browser.goto(&fleet.url("/console/runs")).await;

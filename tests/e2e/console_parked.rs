@@ -10,7 +10,7 @@ use std::time::Duration;
 use hermes::Service;
 use hermes_bus::{Bus, Stage};
 use hermes_testkit::{
-    TestEnv, answered, eventually, telegram_ok, telegram_send_message, telegram_sent,
+    KEY, TestEnv, answered, eventually, telegram_ok, telegram_send_message, telegram_sent,
 };
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
@@ -18,7 +18,7 @@ use hermes_types::model::{Platform, ReplyTo};
 use reqwest::header::{COOKIE, LOCATION};
 use wiremock::{MockServer, ResponseTemplate};
 
-use crate::console::{client, csrf_of, get, logged_in};
+use crate::console::{browser, client, csrf_of, get, logged_in};
 
 const TOKEN: &str = "123:abc";
 const MARKUP: &str = "<img src=x onerror=alert(1)>";
@@ -187,6 +187,70 @@ async fn an_operator_replays_and_purges_parked_replies_from_the_console() {
         logged,
         vec![("parked_replayed".into(), 1), ("parked_purged".into(), 1)]
     );
+    bus.close().await;
+    fleet.stop().await.unwrap();
+}
+
+/// The same replay in a real headless Chromium: the message ticked, the confirmation ticked,
+/// Replay pressed; the page says it was replayed and Telegram receives it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_real_browser_a_parked_reply_is_ticked_replayed_and_sent() {
+    let Some(browser) = browser().await else {
+        return;
+    };
+    let telegram = MockServer::start().await;
+    telegram_send_message(TOKEN)
+        .respond_with(ResponseTemplate::new(400).set_body_json(serde_json::json!({
+            "ok": false, "error_code": 400, "description": "Bad Request: chat not found"
+        })))
+        .mount(&telegram)
+        .await;
+    let mut env = TestEnv::new().await;
+    env.set("HERMES_CONSOLE", "true")
+        .set("TELEGRAM_BOT_TOKEN", TOKEN)
+        .set("TELEGRAM_API_BASE_URL", &telegram.uri())
+        .set("HERMES_SEND_PAUSES_MS", "10");
+    let fleet = env.start(&[Service::Ingest, Service::Delivery]).await;
+    let bus = env.bus().await;
+    let kept = reply("5151", "sent at last");
+    bus.publish(&kept).await.unwrap();
+    eventually(Duration::from_secs(30), "the reply parked", || async {
+        (parked(&bus).await == 1).then_some(())
+    })
+    .await;
+    telegram.reset().await;
+    telegram_send_message(TOKEN)
+        .respond_with(telegram_ok())
+        .mount(&telegram)
+        .await;
+
+    browser
+        .goto(&fleet.url("/console/parked?stage=delivery"))
+        .await;
+    browser.wait_for_url("/console/login").await;
+    browser.fill("#key", KEY).await;
+    browser.click("button[type=submit]").await;
+    browser.wait_for_url("/console/overview").await;
+    browser
+        .goto(&fleet.url("/console/parked?stage=delivery"))
+        .await;
+    browser.click(&format!("#m-{}", kept.id)).await;
+    browser.click("#confirm").await;
+    browser.click("button[value=replay]").await;
+    browser.wait_for_url("done=replayed&n=1").await;
+    assert!(browser.source().await.contains("Replayed 1 message(s)."));
+    let sent = eventually(
+        Duration::from_secs(30),
+        "the replayed reply sent",
+        || async {
+            let sent = telegram_sent(&telegram).await;
+            (!sent.is_empty()).then_some(sent)
+        },
+    )
+    .await;
+    assert_eq!(sent[0]["chat_id"], "5151");
+    assert_eq!(parked(&bus).await, 0);
+    browser.quit().await;
     bus.close().await;
     fleet.stop().await.unwrap();
 }
