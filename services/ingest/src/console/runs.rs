@@ -297,6 +297,9 @@ pub async fn show(
     let Ok((parent, delegated)) = hermes_db::delegations::links(&client, id.into()).await else {
         return unavailable(Some(&login), "runs");
     };
+    let Ok(sends) = hermes_db::platform_sends::of_run(&client, id.into()).await else {
+        return unavailable(Some(&login), "runs");
+    };
     let text = |i: usize| esc(&run.get::<_, Option<String>>(i).unwrap_or_default());
     let trace = run
         .get::<_, Option<String>>(15)
@@ -322,7 +325,7 @@ pub async fn show(
         dollars(run.get(8)),
         run.get::<_, DateTime<Utc>>(13).to_rfc3339(),
         esc(&finished),
-        esc(&trace),
+        trace_html(&trace, app.ctx.config.traces.link.as_deref()),
         run.get::<_, Option<uuid::Uuid>>(16)
             .map(|s| s.to_string())
             .unwrap_or_default(),
@@ -333,6 +336,7 @@ pub async fn show(
         text(9),
         text(10)
     ));
+    body.push_str(&sends_html(&sends));
     if run.get::<_, Option<String>>(11).is_some() {
         body.push_str(&format!(
             "<h2>Failure</h2><p class=\"error\">{}</p><pre>{}</pre>",
@@ -379,6 +383,50 @@ pub async fn show(
     page(StatusCode::OK, &format!("Run {id}"), Some(&login), &body)
 }
 
+/// The trace id, linked through `HERMES_TRACE_LINK` (a URL with `{trace_id}`) when set.
+fn trace_html(trace: &str, link: Option<&str>) -> String {
+    match link {
+        Some(link) if !trace.is_empty() => format!(
+            "<a href=\"{}\">{}</a>",
+            esc(&link.replace("{trace_id}", trace)),
+            esc(trace)
+        ),
+        _ => esc(trace),
+    }
+}
+
+/// The messages the answer went out as, each with what the platform last reported of it
+/// (docs/channels.md, "Statuses").
+fn sends_html(sends: &[hermes_db::platform_sends::SendView]) -> String {
+    if sends.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "<table><caption>Sent</caption><thead><tr><th scope=\"col\">Sent</th><th scope=\"col\">Part</th>\
+         <th scope=\"col\">Platform message</th><th scope=\"col\">Status</th><th scope=\"col\">Error</th></tr></thead><tbody>",
+    );
+    for s in sends {
+        let status = match s.status_at {
+            Some(at) => format!("{} at {}", esc(&s.status), at.format("%H:%M:%S")),
+            None => esc(&s.status),
+        };
+        let error = match (s.error_code, &s.error_title) {
+            (Some(code), title) => format!("{code} {}", esc(title.as_deref().unwrap_or(""))),
+            (None, Some(title)) => esc(title),
+            (None, None) => String::new(),
+        };
+        out.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{} <code>{}</code></td><td>{status}</td><td>{error}</td></tr>",
+            s.sent_at.format("%H:%M:%S"),
+            s.part,
+            esc(&s.platform),
+            esc(&s.platform_message_id),
+        ));
+    }
+    out.push_str("</tbody></table>");
+    out
+}
+
 /// What a run in flight adds to its page: the list `live.js` fills from the run's event
 /// stream, and the script itself (the page reads the same without it).
 fn live(id: uuid::Uuid) -> String {
@@ -422,6 +470,43 @@ fn not_found(login: &Login, id: &str) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trace_is_linked_only_when_a_link_is_configured() {
+        let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+        assert_eq!(trace_html(trace, None), trace);
+        assert_eq!(
+            trace_html(
+                trace,
+                Some("https://grafana.example/explore?t={trace_id}&x=1")
+            ),
+            format!("<a href=\"https://grafana.example/explore?t={trace}&amp;x=1\">{trace}</a>")
+        );
+        assert_eq!(trace_html("", Some("https://x/{trace_id}")), "");
+    }
+
+    #[test]
+    fn a_send_shows_its_status_and_error_inert() {
+        let at = Utc::now();
+        let row = hermes_db::platform_sends::SendView {
+            message_id: uuid::Uuid::now_v7(),
+            part: 1,
+            platform: "whatsapp".into(),
+            platform_message_id: "wamid.<b>".into(),
+            sent_at: at,
+            status: "failed".into(),
+            status_at: Some(at),
+            error_code: Some(131047),
+            error_title: Some("<script>x</script>".into()),
+        };
+        let html = sends_html(&[row]);
+        assert!(
+            html.contains("wamid.&lt;b&gt;") && html.contains("131047 &lt;script&gt;"),
+            "{html}"
+        );
+        assert!(html.contains("failed at "), "{html}");
+        assert_eq!(sends_html(&[]), "");
+    }
 
     #[test]
     fn a_cursor_round_trips_and_garbage_reads_as_none() {
