@@ -12,9 +12,9 @@ use prometheus::{
 };
 
 use crate::{
-    AgentMetrics, BudgetMetrics, BusMetrics, DeliveryMetrics, DiscordGatewayMetrics, FrontDoorMetrics, HttpMetrics,
-    LimitMetrics, LlmMetrics, OperatorMetrics, ProcessMetrics, RouterMetrics, RunMetrics,
-    StageMetrics, ToolMetrics,
+    AgentMetrics, BudgetMetrics, BusMetrics, DeliveryMetrics, DiscordGatewayMetrics,
+    FrontDoorMetrics, HttpMetrics, LimitMetrics, LlmMetrics, OperatorMetrics, ProcessMetrics,
+    RouterMetrics, RunMetrics, StageMetrics, ToolMetrics,
 };
 
 /// Every metric a Hermes process exports. Cheap to clone (shared).

@@ -5,7 +5,9 @@
 //! interactions endpoint, on the raw bytes before they are parsed; [`parse`] reads one
 //! interaction: a `PING`, or a slash command to route; [`Webhook`] puts them behind
 //! [`crate::inbound::Webhook`] and answers each in the response body (a `PONG`, or a deferred
-//! response while the command runs).
+//! response while the command runs). [`message`] reads a `MESSAGE_CREATE` the Gateway
+//! connector (`hermes discord-gateway`) receives: a direct message, or a guild message that
+//! addresses the bot.
 //!
 //! Out: [`send`] answers a command on its interaction's token (the deferred response edited,
 //! follow-ups for the rest), or in the channel with the bot token once the token has expired;
@@ -17,12 +19,14 @@
 pub mod buckets;
 pub mod errors;
 pub mod limits;
+pub mod message;
 pub mod parse;
 pub mod send;
 pub mod verify;
 mod webhook;
 
 pub use limits::LIMITS;
+pub use message::{BotId, Message, Skipped, parse_message};
 pub use parse::{Command, Interaction, parse};
 pub use send::Discord;
 pub use webhook::{ACK_WITHIN, Response, Webhook};
