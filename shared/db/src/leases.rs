@@ -32,3 +32,10 @@ pub async fn release(c: &impl GenericClient, name: &str, holder: &str) -> Result
     let sql = "DELETE FROM leases WHERE name = $1 AND holder = $2";
     Ok(c.execute(&stmt(c, sql).await?, &[&name, &holder]).await? > 0)
 }
+
+/// Who holds the lease `name`, expired or not (`None`: nobody, or released).
+pub async fn holder(c: &impl GenericClient, name: &str) -> Result<Option<String>, DbError> {
+    let sql = "SELECT holder FROM leases WHERE name = $1";
+    let row = c.query_opt(&stmt(c, sql).await?, &[&name]).await?;
+    Ok(row.map(|r| r.get(0)))
+}
