@@ -121,19 +121,17 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             ctx.stop.clone(),
         ));
     }
-    let mut refused = Vec::new();
     while let Some(ended) = shards.join_next().await {
         if let Ok(Some(code)) = ended {
-            refused.push(code);
+            tracing::error!(
+                code,
+                reason = protocol::fatal_reason(code),
+                "a shard is stopped; the connector stays up so that its metrics and alert tell"
+            );
         }
     }
-    if !ctx.stop.is_cancelled() && !refused.is_empty() {
-        // Every shard was refused for good: nothing is left for this process to do.
-        anyhow::bail!(
-            "Discord refused every shard: {} (close code {})",
-            protocol::fatal_reason(refused[0]),
-            refused[0]
-        );
-    }
+    // Every shard ended (refused for good). A service that returns is a failed one to the
+    // process, and the process is still worth keeping for what its metrics report.
+    ctx.stop.cancelled().await;
     Ok(())
 }
