@@ -49,7 +49,7 @@ pub async fn hold(
                 m.lease_takeovers.with_label_values(&[&label]).inc();
                 tracing::info!(%shard, "took over the shard of a replica whose lease expired");
             }
-            m.shards_held.with_label_values(&[&label]).set(1);
+            m.shards_held.inc();
             let lost = stop.child_token();
             let keeper = tokio::spawn({
                 let (leases, lost) = (leases.clone(), lost.clone());
@@ -58,7 +58,7 @@ pub async fn hold(
             let outcome = sessions(&shared, shard, &lost).await;
             lost.cancel();
             let _ = keeper.await;
-            m.shards_held.with_label_values(&[&label]).set(0);
+            m.shards_held.dec();
             m.sessions.with_label_values(&[&label]).set(0);
             if stop.is_cancelled() || matches!(outcome, Outcome::Fatal(_)) {
                 leases.release(shard).await;

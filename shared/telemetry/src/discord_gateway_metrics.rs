@@ -12,8 +12,9 @@ use crate::metrics::{counter_vec, gauge, gauge_vec};
 pub struct DiscordGatewayMetrics {
     /// How many shards the bot is split into (0 before the connector knows).
     pub shard_count: IntGauge,
-    /// 1 for each shard this replica holds the lease on.
-    pub shards_held: IntGaugeVec,
+    /// How many shards this replica holds the lease on (the alert compares their sum over
+    /// the replicas with the count).
+    pub shards_held: IntGauge,
     /// 1 for each shard whose session is connected and identified or resumed.
     pub sessions: IntGaugeVec,
     /// Sessions resumed (op 6 answered `RESUMED`), by shard.
@@ -41,11 +42,10 @@ impl DiscordGatewayMetrics {
                 "hermes_discord_gateway_shard_count",
                 "How many shards the Discord bot is split into (DISCORD_SHARD_COUNT or Discord's recommendation); 0 before the connector knows.",
             ),
-            shards_held: gauge_vec(
+            shards_held: gauge(
                 r,
                 "hermes_discord_gateway_shards_held",
-                "1 for each Discord shard this replica holds the lease on.",
-                &["shard"],
+                "How many Discord shards this replica holds the lease on.",
             ),
             sessions: gauge_vec(
                 r,
