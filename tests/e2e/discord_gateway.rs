@@ -158,7 +158,7 @@ async fn a_dm_and_a_mention_are_answered_in_their_channel_and_an_unaddressed_mes
         "hermes_discord_gateway_shard_count 1",
         "hermes_discord_gateway_identifies_total{shard=\"0\"} 1",
     ] {
-        assert!(metrics.contains(line), "{line} in\n{metrics}");
+        has(&metrics, line);
     }
     assert!(!metrics.contains(TOKEN), "the token is never shown");
     let sql = "SELECT count(*) FROM agent_runs";
@@ -246,7 +246,7 @@ async fn a_dropped_connection_resumes_and_the_replayed_message_is_answered_once(
         "hermes_discord_gateway_heartbeat_ack_misses_total{shard=\"0\"} 1",
         "hermes_discord_gateway_identifies_total{shard=\"0\"} 1",
     ] {
-        assert!(metrics.contains(line), "{line} in\n{metrics}");
+        has(&metrics, line);
     }
     let sql = "SELECT count(*) FROM agent_runs";
     assert_eq!(count(&env.db(), sql, &[]).await, 2, "one run per message");
@@ -355,4 +355,9 @@ async fn two_connectors_hold_the_shard_once_and_a_killed_ones_is_taken_over() {
     assert_eq!(conn.closed().await, Some(1000));
     let leases = "SELECT count(*) FROM leases WHERE name = 'discord-shard-0/1'";
     assert_eq!(count(&db, leases, &[]).await, 0);
+}
+
+/// `metrics` holds the sample `line`.
+fn has(metrics: &str, line: &str) {
+    assert!(metrics.contains(line), "{line} in\n{metrics}");
 }

@@ -9,7 +9,7 @@
 //! token (`POST /channels/{id}/messages`, [`super::send`]).
 
 use chrono::{DateTime, Utc};
-use hermes_types::model::{ChatKind, Inbound, Media, MediaKind, MessageEvent, Platform};
+use hermes_types::model::{ChatKind, Inbound, Media, MessageEvent, Platform};
 use serde::Deserialize;
 
 use super::parse::snowflake;
@@ -199,15 +199,9 @@ fn attachments(raw: Vec<serde_json::Value>) -> Vec<Media> {
         .filter_map(|a| {
             let url = a.url.filter(|u| u.starts_with("https://"))?;
             let mime = short_field(a.content_type);
-            let kind = match mime.as_deref().and_then(|m| m.split('/').next()) {
-                Some("image") => MediaKind::Image,
-                // Discord's voice messages are `audio/ogg` attachments.
-                Some("audio") => MediaKind::Voice,
-                Some("video") => MediaKind::Video,
-                _ => MediaKind::Document,
-            };
+            // Discord's voice messages are `audio/ogg` attachments.
             Some(Media {
-                kind,
+                kind: crate::media::kind_of_mime(mime.as_deref()),
                 platform_id: short_field(a.id),
                 url: Some(truncate_utf8(&url, MAX_FIELD_BYTES).to_owned()),
                 mime_type: mime,
