@@ -12,8 +12,9 @@
 //! Out: [`send`] answers a command on its interaction's token (the deferred response edited,
 //! follow-ups for the rest), or in the channel with the bot token once the token has expired;
 //! [`buckets`] paces every request by Discord's rate-limit headers; [`errors`] reads
-//! Discord's error codes; [`limits`] is its message size. Nothing is needed to show presence:
-//! the deferred response shows the bot thinking until the answer replaces it. Docs:
+//! Discord's error codes; [`limits`] is its message size. [`presence`] shows the bot typing
+//! for a message the Gateway connector received; a slash command needs nothing, its
+//! deferred response shows the bot thinking until the answer replaces it. Docs:
 //! docs/channels.md, "Discord".
 
 pub mod buckets;
@@ -21,6 +22,7 @@ pub mod errors;
 pub mod limits;
 pub mod message;
 pub mod parse;
+pub mod presence;
 pub mod send;
 pub mod verify;
 mod webhook;
