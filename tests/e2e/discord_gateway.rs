@@ -155,7 +155,7 @@ async fn a_dm_and_a_mention_are_answered_in_their_channel_and_an_unaddressed_mes
         "hermes_discord_gateway_events_total{outcome=\"not_addressed\"} 1",
         "hermes_discord_gateway_sessions{shard=\"0\"} 1",
         "hermes_discord_gateway_shards_held 1",
-        "hermes_discord_gateway_shard_count 1",
+        "hermes_discord_gateway_shards 1",
         "hermes_discord_gateway_identifies_total{shard=\"0\"} 1",
     ] {
         has(&metrics, line);

@@ -39,7 +39,7 @@ impl DiscordGatewayMetrics {
         Self {
             shard_count: gauge(
                 r,
-                "hermes_discord_gateway_shard_count",
+                "hermes_discord_gateway_shards",
                 "How many shards the Discord bot is split into (DISCORD_SHARD_COUNT or Discord's recommendation); 0 before the connector knows.",
             ),
             shards_held: gauge(
