@@ -59,6 +59,14 @@ pub async fn run(
     stop: &CancellationToken,
     established: &mut bool,
 ) -> Ended {
+    // A new session waits for the process's turn before connecting, not once connected:
+    // Discord expects heartbeats from Hello on, and the wait may be long with many shards.
+    if session.opening() == Opening::Identify {
+        tokio::select! {
+            _ = stop.cancelled() => return Ended::Stopped,
+            () = shared.identify.wait() => {}
+        }
+    }
     let url = session.connect_url(&shared.gateway);
     let config = WebSocketConfig::default()
         .max_message_size(Some(MAX_MESSAGE_BYTES))
@@ -86,10 +94,6 @@ pub async fn run(
     };
     let opening = match session.opening() {
         Opening::Identify => {
-            tokio::select! {
-                _ = stop.cancelled() => return close(&mut ws, 1000, Ended::Stopped).await,
-                () = shared.identify.wait() => {}
-            }
             shared.count(&shared.metrics.identifies, session);
             protocol::identify(&shared.token, session.shard())
         }

@@ -104,9 +104,14 @@ impl Session {
     }
 
     /// Where to connect: the session's `resume_gateway_url` when resuming, else `gateway`;
-    /// either with the version and encoding asked for.
+    /// either with the version and encoding asked for. A resume URL is taken only over TLS,
+    /// or in the gateway's own scheme, so the token is never sent in clear to a host READY
+    /// named when the gateway itself is reached over TLS.
     pub fn connect_url(&self, gateway: &Url) -> Url {
-        let mut url = (self.resumable.as_ref()).map_or_else(|| gateway.clone(), |r| r.url.clone());
+        let resume = (self.resumable.as_ref())
+            .map(|r| &r.url)
+            .filter(|u| u.scheme() == "wss" || u.scheme() == gateway.scheme());
+        let mut url = resume.unwrap_or(gateway).clone();
         url.set_query(Some(protocol::QUERY));
         url
     }

@@ -141,3 +141,17 @@ fn a_bad_ready_and_a_nameless_dispatch_are_malformed() {
     assert!(matches!(nameless, Step::Malformed(_)));
     assert_eq!(s.on_payload(&payload(json!({"op": 3}))), Step::Ignored);
 }
+
+#[test]
+fn a_resume_url_in_clear_is_not_taken_when_the_gateway_is_reached_over_tls() {
+    let mut s = session();
+    s.on_payload(&payload(json!({
+        "op": 0, "t": "READY", "s": 1,
+        "d": {"session_id": "sess-1", "resume_gateway_url": "ws://plain.example",
+              "user": {"id": "9900"}}
+    })));
+    let tls = Url::parse("wss://gateway.discord.gg").unwrap();
+    assert_eq!(s.connect_url(&tls).host_str(), Some("gateway.discord.gg"));
+    let plain = Url::parse("ws://127.0.0.1:9").unwrap();
+    assert_eq!(s.connect_url(&plain).host_str(), Some("plain.example"));
+}
