@@ -83,13 +83,9 @@ pub async fn run(
     session.connected();
     let interval = tokio::select! {
         _ = stop.cancelled() => return close(&mut ws, 1000, Ended::Stopped).await,
-        hello = timeout(HELLO_WITHIN, ws.next()) => match hello {
-            Ok(Some(Ok(Frame::Text(t)))) => match Payload::parse(t.as_str()).map(|p| session.on_payload(&p)) {
-                Ok(Step::Hello(interval)) => interval,
-                _ => return close(&mut ws, CLOSE_TO_RESUME, Ended::Reconnect("the first payload was not a Hello".into())).await,
-            },
-            Ok(Some(Ok(Frame::Close(frame)))) => return closed(session, frame.as_ref()),
-            _ => return Ended::Reconnect("no Hello".into()),
+        hello = hello(&mut ws, session) => match hello {
+            Ok(interval) => interval,
+            Err(ended) => return ended,
         },
     };
     let opening = match session.opening() {
@@ -117,8 +113,12 @@ pub async fn run(
                     }
                     Err(Zombie) => {
                         shared.count(&shared.metrics.heartbeat_ack_misses, session);
-                        tracing::warn!(shard = %session.shard(), "Discord did not acknowledge the last heartbeat: reconnecting to resume");
-                        return close(&mut ws, CLOSE_TO_RESUME, Ended::Reconnect("heartbeat not acknowledged".into())).await;
+                        tracing::warn!(
+                            shard = %session.shard(),
+                            "Discord did not acknowledge the last heartbeat: reconnecting to resume"
+                        );
+                        let ended = Ended::Reconnect("heartbeat not acknowledged".into());
+                        return close(&mut ws, CLOSE_TO_RESUME, ended).await;
                     }
                 }
             }
@@ -133,7 +133,11 @@ pub async fn run(
                 let payload = match Payload::parse(text.as_str()) {
                     Ok(p) => p,
                     Err(e) => {
-                        tracing::warn!(shard = %session.shard(), error = %e, "a Gateway payload that is not one: skipped");
+                        tracing::warn!(
+                            shard = %session.shard(),
+                            error = %e,
+                            "a Gateway payload that is not one: skipped"
+                        );
                         continue;
                     }
                 };
@@ -147,6 +151,22 @@ pub async fn run(
                     Next::End(code, ended) => return close(&mut ws, code, ended).await,
                 }
             }
+        }
+    }
+}
+
+/// Wait for Hello, the first payload: the heartbeat interval, or how the connection ended.
+async fn hello(ws: &mut Socket, session: &mut Session) -> Result<Duration, Ended> {
+    let text = match timeout(HELLO_WITHIN, ws.next()).await {
+        Ok(Some(Ok(Frame::Text(t)))) => t,
+        Ok(Some(Ok(Frame::Close(frame)))) => return Err(closed(session, frame.as_ref())),
+        _ => return Err(Ended::Reconnect("no Hello".into())),
+    };
+    match Payload::parse(text.as_str()).map(|p| session.on_payload(&p)) {
+        Ok(Step::Hello(interval)) => Ok(interval),
+        _ => {
+            let ended = Ended::Reconnect("the first payload was not a Hello".into());
+            Err(close(ws, CLOSE_TO_RESUME, ended).await)
         }
     }
 }
