@@ -19,7 +19,9 @@ const MAX_SHARDS: u32 = 2500;
 /// The Gateway to connect to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Gateway {
+    /// Where new sessions connect.
     pub url: Url,
+    /// How many shards the bot's guilds are split into.
     pub shards: u32,
 }
 

@@ -50,6 +50,7 @@ pub struct Shared {
     pub gateway: Url,
     /// The Identifies of this process, one per [`IDENTIFY_GAP`].
     pub identify: IdentifyGate,
+    /// The connector's metrics.
     pub metrics: DiscordGatewayMetrics,
 }
 

@@ -78,10 +78,10 @@ impl Opcode {
 /// One shard of the bot's guilds: `[id, count]` at Identify.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Shard {
-    /// This shard's number, below `count`.
-    pub id: u32,
+    /// This shard's number, below `count` (private: [`Shard::new`] keeps it so).
+    id: u32,
     /// How many shards there are.
-    pub count: u32,
+    count: u32,
 }
 
 impl Shard {

@@ -18,7 +18,9 @@ use crate::protocol::{
 /// A session that can be resumed: its id and where to reconnect for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Resumable {
+    /// READY's `session_id`.
     pub id: SessionId,
+    /// READY's `resume_gateway_url`.
     pub url: Url,
 }
 

@@ -35,8 +35,11 @@ use crate::http::ApiError;
 /// views of Redis. Cheap to clone.
 #[derive(Clone)]
 pub struct Intake {
+    /// The process's handles: the bus it publishes on, its config and metrics.
     pub ctx: Ctx,
+    /// Platform message ids already accepted (24 hours).
     pub dedupe: Dedupe,
+    /// Senders' inbound rates (and ingest's per-key limits).
     pub limiter: RateLimiter,
 }
 
