@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use hermes::Service;
 use hermes_testkit::{
-    DiscordCall, FakeGateway, GatewayConn, TestEnv, count, discord_api_url, discord_calls,
+    DiscordCall, FakeGateway, GatewayConn, Server, TestEnv, count, discord_api_url, discord_calls,
     discord_fake, discord_gateway_bot, eventually, openai_answer,
 };
 use hermes_types::model::Platform;
@@ -250,6 +250,59 @@ async fn a_dropped_connection_resumes_and_the_replayed_message_is_answered_once(
     }
     let sql = "SELECT count(*) FROM agent_runs";
     assert_eq!(count(&env.db(), sql, &[]).await, 2, "one run per message");
+    fleet.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_the_broker_did_not_confirm_is_resumed_and_answered_once() {
+    let gateway = FakeGateway::start().await;
+    let (mut env, _model, api) = setup(&gateway).await;
+    env.set("HERMES_PUBLISH_TIMEOUT_SECS", "1");
+    let broker = env.behind_proxy(Server::Broker).await;
+    let fleet = env.start(&fleet_services()).await;
+    let mut conn = gateway.connection().await;
+    identified(&mut conn, &gateway, "sess-1").await;
+
+    // The broker goes away as a message arrives: not confirmed, so not handled. The
+    // connector closes the connection to have it again.
+    broker.set_down(true);
+    let asked = message("3001", "4400", None, "Still there?", false);
+    let seq = conn.dispatch("MESSAGE_CREATE", asked.clone());
+    conn.closed().await;
+    broker.set_down(false);
+
+    // Each Resume starts before the message (the READY's number), until the broker is back
+    // and the replayed message is confirmed and answered.
+    let mut resumes = 0;
+    let calls = loop {
+        let mut conn = gateway.connection().await;
+        conn.hello(45_000);
+        let resume = conn.expect(6).await;
+        assert_eq!(
+            resume["d"]["seq"],
+            seq - 1,
+            "the unconfirmed message is asked for again"
+        );
+        resumes += 1;
+        conn.continue_from(seq - 1);
+        conn.dispatch_at(seq, "MESSAGE_CREATE", asked.clone());
+        conn.resumed();
+        tokio::select! {
+            calls = sent_in(&api, "4400", 1) => break calls,
+            // Not back yet: refused again, and resumed again after a backoff.
+            _ = conn.closed() => {}
+        }
+    };
+    assert_eq!(calls.len(), 1);
+    let metrics = fleet.metrics().await;
+    has(
+        &metrics,
+        "hermes_discord_gateway_events_total{outcome=\"accepted\"} 1",
+    );
+    assert!(metrics.contains("hermes_discord_gateway_events_total{outcome=\"unconfirmed\"}"));
+    let sql = "SELECT count(*) FROM agent_runs";
+    assert_eq!(count(&env.db(), sql, &[]).await, 1, "one run");
+    println!("answered after {resumes} resume(s) once the broker was back");
     fleet.stop().await.unwrap();
 }
 

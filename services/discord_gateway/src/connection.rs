@@ -45,6 +45,9 @@ pub enum Ended {
     Reconnect(String),
     /// Reconnect after this wait with a new session (Invalid Session, not resumable).
     IdentifyAfter(Duration),
+    /// The broker did not confirm a message: reconnect and resume from the event before it,
+    /// after a backoff (the broker may stay away a while).
+    Unconfirmed,
     /// Discord closed with a code after which a client must not reconnect.
     Fatal(u16),
     /// The shard's lease was lost or the process stops: the connection was closed.
@@ -210,10 +213,7 @@ async fn step(
                 let handled = events::message(shared, session.bot(), payload.data()).await;
                 if let Err(Unconfirmed) = handled {
                     // Not handled: the Resume asks for it again once the broker is back.
-                    return Next::End(
-                        CLOSE_TO_RESUME,
-                        Ended::Reconnect("the broker did not confirm a message".into()),
-                    );
+                    return Next::End(CLOSE_TO_RESUME, Ended::Unconfirmed);
                 }
             }
             session.handled(seq);

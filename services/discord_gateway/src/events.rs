@@ -42,7 +42,10 @@ pub async fn message(shared: &Shared, bot: Option<&BotId>, d: &str) -> Result<()
         Ok(Accepted::Delayed(_)) => "delayed",
         // Only API and REST callers are refused for their rate; a chat message never is.
         Ok(Accepted::RateLimited { .. }) => "rate_limited",
-        Err(_) => return Err(Unconfirmed),
+        Err(_) => {
+            events.with_label_values(&["unconfirmed"]).inc();
+            return Err(Unconfirmed);
+        }
     };
     events.with_label_values(&[outcome]).inc();
     Ok(())

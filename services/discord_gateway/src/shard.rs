@@ -91,16 +91,21 @@ async fn sessions(shared: &Shared, shard: Shard, lost: &CancellationToken) -> Ou
         let mut established = false;
         let ended = connection::run(shared, &mut session, lost, &mut established).await;
         shared.set_session(shard, false);
-        if established {
-            failures = 0;
-        } else {
-            failures += 1;
-        }
+        // A connection that reached READY or RESUMED starts the count again, unless the
+        // broker refused: resuming at once would only replay into the same refusal.
+        failures = match (&ended, established) {
+            (Ended::Unconfirmed, _) | (_, false) => failures.saturating_add(1),
+            (_, true) => 0,
+        };
         let wait = match ended {
             Ended::Stopped => return Outcome::Stopped,
             Ended::Fatal(code) => return Outcome::Fatal(code),
             Ended::Reconnect(why) => {
                 tracing::info!(%shard, why, "Discord Gateway connection ended: reconnecting");
+                backoff(failures)
+            }
+            Ended::Unconfirmed => {
+                tracing::warn!(%shard, "the broker did not confirm a message: resuming to have it again");
                 backoff(failures)
             }
             Ended::IdentifyAfter(wait) => wait.max(backoff(failures)),

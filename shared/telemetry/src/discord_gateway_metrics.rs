@@ -28,8 +28,9 @@ pub struct DiscordGatewayMetrics {
     pub lease_takeovers: IntCounterVec,
     /// Closes that stop a shard instead of reconnecting, by close code.
     pub fatal_closes: IntCounterVec,
-    /// `MESSAGE_CREATE` events by outcome: `accepted`, `duplicate`, `delayed`, or why it
-    /// was skipped (`not_addressed`, `own`, `bot`, `empty`, `invalid`).
+    /// `MESSAGE_CREATE` events by outcome: `accepted`, `duplicate`, `delayed`, `unconfirmed`
+    /// (the broker did not take it: resumed to have it again), or why it was skipped
+    /// (`not_addressed`, `own`, `bot`, `empty`, `invalid`).
     pub events: IntCounterVec,
 }
 
@@ -86,7 +87,7 @@ impl DiscordGatewayMetrics {
             events: counter_vec(
                 r,
                 "hermes_discord_gateway_events_total",
-                "Discord MESSAGE_CREATE events by outcome: accepted (published with a broker confirm), duplicate, delayed (slow lane), or why skipped (not_addressed, own, bot, empty, invalid).",
+                "Discord MESSAGE_CREATE events by outcome: accepted (published with a broker confirm), duplicate, delayed (slow lane), unconfirmed (the broker did not take it: the session is resumed to have it again), or why skipped (not_addressed, own, bot, empty, invalid).",
                 &["outcome"],
             ),
         }
