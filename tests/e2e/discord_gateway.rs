@@ -385,15 +385,16 @@ async fn two_connectors_hold_the_shard_once_and_a_killed_ones_is_taken_over() {
     let standby = second.metrics().await;
     assert!(!standby.contains("hermes_discord_gateway_shards_held 1"));
 
-    // The holder dies: the other replica takes the shard within a lease period (plus its
-    // look-up period) and identifies.
+    // The holder dies: the other replica takes the shard within one lease period (it looks
+    // again as the lease expires) and identifies.
     let killed = Instant::now();
     first.kill();
     drop(conn);
     let mut conn = gateway.connection().await;
     identified(&mut conn, &gateway, "sess-2").await;
     let took = killed.elapsed();
-    assert!(took < Duration::from_secs(4), "taken over after {took:?}");
+    // The lease period, and a second for the connection on a busy machine.
+    assert!(took < Duration::from_secs(3), "taken over after {took:?}");
     let metrics = eventually(Duration::from_secs(10), "the takeover counted", || async {
         let m = second.metrics().await;
         m.contains("hermes_discord_gateway_lease_takeovers_total{shard=\"0\"} 1")

@@ -13,11 +13,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::protocol::Shard;
 
-/// A lease this replica now holds.
+/// What asking for a lease gave.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Held {
-    /// Another replica held it and let it expire (it died, or lost PostgreSQL).
-    pub took_over: bool,
+pub enum Asked {
+    /// This replica holds it now; `took_over`: another replica held it and let it expire
+    /// (it died, or lost PostgreSQL).
+    Held { took_over: bool },
+    /// Another replica holds it for this long yet, by PostgreSQL's clock.
+    Taken { left: Duration },
 }
 
 /// This replica's view of the shard leases.
@@ -34,22 +37,24 @@ impl Leases {
         Self { ctx, holder, ttl }
     }
 
-    /// How often a held lease is renewed, and a free one looked for.
+    /// How often a held lease is renewed, and at most how long a standby waits before it
+    /// looks again (it looks as the holder's lease would expire, when that is sooner).
     pub fn every(&self) -> Duration {
         self.ttl / 3
     }
 
     /// Take `shard`'s lease if it is free or expired.
-    pub async fn acquire(&self, shard: Shard) -> anyhow::Result<Option<Held>> {
+    pub async fn acquire(&self, shard: Shard) -> anyhow::Result<Asked> {
         let client = self.ctx.db.get().await?;
         let name = shard.lease_name();
         let before = leases::holder(&client, &name).await?;
         if !leases::acquire(&client, &name, &self.holder, self.ttl).await? {
-            return Ok(None);
+            let left = before.map_or(Duration::ZERO, |(_, left)| left);
+            return Ok(Asked::Taken { left });
         }
-        Ok(Some(Held {
-            took_over: before.is_some_and(|h| h != self.holder),
-        }))
+        Ok(Asked::Held {
+            took_over: before.is_some_and(|(h, _)| h != self.holder),
+        })
     }
 
     /// Renew `shard`'s lease: whether this replica still holds it.

@@ -10,9 +10,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Shared;
 use crate::connection::{self, Ended};
-use crate::lease::Leases;
+use crate::lease::{Asked, Leases};
 use crate::protocol::{self, Shard};
 use crate::session::Session;
+
+/// How long after the holder's lease would expire a standby looks again: PostgreSQL's
+/// `now()` has moved on by then.
+const EXPIRY_MARGIN: Duration = Duration::from_millis(20);
 
 /// The longest wait between tries to connect.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -37,15 +41,22 @@ pub async fn hold(
     let m = &shared.metrics;
     let label = shard.label();
     loop {
-        let held = match leases.acquire(shard).await {
-            Ok(held) => held,
+        // Looked at again when the holder's lease would expire, so that a dead holder's
+        // shard is taken within one lease period of its last renewal.
+        let mut next_look = leases.every();
+        let took_over = match leases.acquire(shard).await {
+            Ok(Asked::Held { took_over }) => Some(took_over),
+            Ok(Asked::Taken { left }) => {
+                next_look = (left + EXPIRY_MARGIN).min(leases.every());
+                None
+            }
             Err(e) => {
                 tracing::warn!(%shard, error = %e, "cannot ask for the shard's lease");
                 None
             }
         };
-        if let Some(held) = held {
-            if held.took_over {
+        if let Some(took_over) = took_over {
+            if took_over {
                 m.lease_takeovers.with_label_values(&[&label]).inc();
                 tracing::info!(%shard, "took over the shard of a replica whose lease expired");
             }
@@ -76,7 +87,7 @@ pub async fn hold(
         }
         tokio::select! {
             _ = stop.cancelled() => return None,
-            () = tokio::time::sleep(leases.every()) => {}
+            () = tokio::time::sleep(next_look) => {}
         }
     }
 }
