@@ -1,4 +1,4 @@
-# Hermes: one image for every service (`hermes ingest|router|llm|tools|delivery|all`)
+# Hermes: one image for every service (`hermes ingest|router|llm|tools|delivery|discord-gateway|all`)
 # and the operator commands (`hermes migrate`, `hermes doctor`, `hermes health`, ...).
 # Migrations are embedded in the binary, so the image carries nothing else.
 #
@@ -37,6 +37,7 @@ COPY services/router/Cargo.toml services/router/
 COPY services/llm/Cargo.toml services/llm/
 COPY services/tools/Cargo.toml services/tools/
 COPY services/delivery/Cargo.toml services/delivery/
+COPY services/discord_gateway/Cargo.toml services/discord_gateway/
 COPY services/hermes/Cargo.toml services/hermes/
 COPY services/bench/Cargo.toml services/bench/
 COPY tests/Cargo.toml tests/
@@ -46,7 +47,7 @@ COPY tests/Cargo.toml tests/
 RUN for crate in shared/types shared/config shared/telemetry shared/net shared/db shared/bus shared/cache shared/alerts shared/runtime shared/gateway \
                  shared/media shared/mcp_server shared/operator shared/presence shared/channels shared/testkit_core shared/testkit \
                  services/ingest services/router services/llm services/tools \
-                 services/delivery services/hermes services/bench tests; do \
+                 services/delivery services/discord_gateway services/hermes services/bench tests; do \
         mkdir -p "$crate/src" && touch "$crate/src/lib.rs"; \
     done \
     && echo 'fn main() {}' > services/hermes/src/main.rs \

@@ -33,6 +33,7 @@ mod delivery_copies;
 mod dependencies;
 mod deploy;
 mod discord;
+mod discord_gateway;
 mod docs;
 mod drafts;
 mod dreaming;

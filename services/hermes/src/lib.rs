@@ -26,6 +26,9 @@ pub enum Service {
     Llm,
     Tools,
     Delivery,
+    /// The Discord Gateway connector (`hermes discord-gateway`); not part of [`Service::ALL`]:
+    /// it needs a bot token and holds Discord's connections.
+    DiscordGateway,
 }
 
 impl Service {
@@ -44,6 +47,7 @@ impl Service {
             Service::Llm => "llm",
             Service::Tools => "tools",
             Service::Delivery => "delivery",
+            Service::DiscordGateway => "discord-gateway",
         }
     }
 }
@@ -70,6 +74,7 @@ fn spawn_service(
             Service::Llm => hermes_llm::run(ctx).await,
             Service::Tools => hermes_tools::run(ctx).await,
             Service::Delivery => hermes_delivery::run(ctx).await,
+            Service::DiscordGateway => hermes_discord_gateway::run(ctx).await,
         }
     })
 }
@@ -81,6 +86,9 @@ pub fn preflight(config: &Config, services: &[Service]) -> anyhow::Result<()> {
     }
     if services.contains(&Service::Llm) {
         config.check_llm()?;
+    }
+    if services.contains(&Service::DiscordGateway) && config.delivery.discord.bot_token.is_none() {
+        anyhow::bail!("DISCORD_BOT_TOKEN is not set: `hermes discord-gateway` connects as the bot");
     }
     Ok(())
 }
@@ -135,7 +143,9 @@ async fn run_fleet(
         .bus
         .spawn_queue_sampler(Duration::from_secs(15), infra.clone());
     ctx.readiness.spawn_db_probe(ctx.db.clone(), infra.clone());
-    let has_stages = services.iter().any(|s| *s != Service::Ingest);
+    // Only the stages write to the outbox; ingest and the Discord connector publish directly.
+    let has_stages =
+        (services.iter()).any(|s| !matches!(s, Service::Ingest | Service::DiscordGateway));
     let relay = has_stages.then(|| {
         let relay = Relay::new(ctx.db.clone(), ctx.bus.clone(), ctx.metrics.clone());
         tokio::spawn(relay.run(infra.clone()))
@@ -149,13 +159,15 @@ async fn run_fleet(
         ctx.readiness.expect(hermes_tools::MCP_DISCOVERED);
     }
     let mut http = listeners.http;
-    let mut ingest = None;
+    let mut intakes = Vec::new();
     let mut stages = Vec::new();
     for &service in services {
-        if service == Service::Ingest {
-            ingest = Some((
+        // Both intakes stop taking messages first, before the stages drain.
+        if matches!(service, Service::Ingest | Service::DiscordGateway) {
+            let http = (service == Service::Ingest).then(|| http.take()).flatten();
+            intakes.push((
                 service,
-                spawn_service(service, ctx.with_stop(intake.clone()), http.take()),
+                spawn_service(service, ctx.with_stop(intake.clone()), http),
             ));
         } else {
             stages.push((
@@ -172,7 +184,7 @@ async fn run_fleet(
         let watch_services = async {
             loop {
                 tokio::time::sleep(Duration::from_millis(200)).await;
-                let ended = ingest
+                let ended = intakes
                     .iter()
                     .chain(stages.iter())
                     .find(|(_, h)| h.is_finished());
@@ -200,8 +212,8 @@ async fn run_fleet(
     let started = Instant::now();
     let deadline = started + grace;
     intake.cancel();
-    if let Some((s, h)) = ingest {
-        let drain = if stages.is_empty() { grace } else { grace / 3 };
+    let drain = if stages.is_empty() { grace } else { grace / 3 };
+    for (s, h) in intakes {
         collect(s, h, started + drain, &mut error).await;
     }
     workers.cancel();

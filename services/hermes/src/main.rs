@@ -45,6 +45,9 @@ enum Command {
     },
     /// Deliver answers and close runs.
     Delivery,
+    /// Hold the Discord Gateway sessions of the shards this replica leases and hand each
+    /// message that addresses the bot to the router (docs/channels.md, "Discord").
+    DiscordGateway,
     /// Run all five services in one process (development and small installs).
     All,
     /// Apply pending database migrations (creates the database when missing).
@@ -158,6 +161,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Command::Llm => vec![Service::Llm],
         Command::Tools { command: None } => vec![Service::Tools],
         Command::Delivery => vec![Service::Delivery],
+        Command::DiscordGateway => vec![Service::DiscordGateway],
         Command::All => Service::ALL.to_vec(),
         Command::Migrate => {
             let config = match load(path) {

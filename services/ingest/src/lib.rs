@@ -3,7 +3,6 @@
 //! holds each caller until its run's outcome arrives on the run event stream.
 
 mod a2a;
-mod accept;
 mod agent_mcp;
 mod auth;
 mod chat;
@@ -51,11 +50,10 @@ use axum::routing::get;
 use axum::{Json, Router};
 use front_door::signed::SignedRoute;
 use futures_util::StreamExt;
-use hermes_cache::dedupe::Dedupe;
-use hermes_cache::rate_limit::RateLimiter;
 use hermes_cache::run_events::{RunEvents, Waiters};
 use hermes_db::idempotency::Idempotency;
 use hermes_runtime::Ctx;
+use hermes_runtime::accept::Intake;
 use hermes_runtime::http::{ApiError, ApiErrorCode, bound_body, track};
 use routes::{Surface, Verb};
 use serde_json::json;
@@ -73,8 +71,8 @@ pub struct Shared {
     pub ctx: Ctx,
     pub events: RunEvents,
     pub waiters: Waiters,
-    pub dedupe: Dedupe,
-    pub limiter: RateLimiter,
+    /// Dedupe, rate limits and the confirmed publish of each message accepted.
+    pub intake: Intake,
     pub idempotency: Idempotency,
     keys: front_door::keys::Keys,
     /// The requests each key holds open (`HERMES_STREAMS_PER_KEY`).
@@ -94,8 +92,7 @@ impl AppState {
             jwt,
             events: RunEvents::new(ctx.cache.clone(), &ctx.config),
             waiters: Waiters::default(),
-            dedupe: Dedupe::new(ctx.cache.clone()),
-            limiter: RateLimiter::new(ctx.cache.clone()),
+            intake: Intake::new(ctx.clone()),
             idempotency: Idempotency::new(ctx.db.clone()),
             keys: front_door::keys::Keys::new(ctx.config.ingest.front_door.key_misses_per_minute),
             key_slots: limits::KeySlots::new(

@@ -25,10 +25,10 @@ use hermes_types::ids::RunId;
 use hermes_types::model::{Inbound, Platform};
 use serde_json::json;
 
-use crate::accept::{self, Accepted};
 use crate::front_door::Client;
 use crate::request_id;
 use crate::{AppState, api_body};
+use hermes_runtime::accept::{self, Accepted};
 
 /// Who is calling the REST channel.
 #[derive(Clone, Debug)]
@@ -187,7 +187,12 @@ pub(crate) async fn over_rate(app: &AppState, key: &ApiKey) -> Option<u64> {
         per_minute,
         burst: per_minute,
     };
-    match app.limiter.take(&format!("key:{}", key.id), limit).await {
+    match app
+        .intake
+        .limiter
+        .take(&format!("key:{}", key.id), limit)
+        .await
+    {
         Ok(Verdict::Limited { retry_after }) => {
             Some(retry_after.as_secs_f64().ceil().max(1.0) as u64)
         }
@@ -310,7 +315,7 @@ pub async fn post_message(
         api_key_id,
         ..Inbound::of(event)
     };
-    match accept::accept_as(&app, inbound, None, run).await {
+    match accept::accept_as(&app.intake, inbound, None, run).await {
         // A REST caller over its rate is answered 429 (below), never delayed.
         Ok(Accepted::Routed(run) | Accepted::Delayed(run)) => (
             StatusCode::ACCEPTED,

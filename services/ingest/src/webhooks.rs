@@ -33,9 +33,9 @@ use hermes_types::trace::TraceParent;
 use serde_json::json;
 use tokio::sync::Semaphore;
 
-use crate::accept::{self, Accepted};
 use crate::front_door::signed::{SignedRoute, Unverified, read_signed};
 use crate::{AppState, body_or_error, bound_in_flight};
+use hermes_runtime::accept::{self, Accepted};
 
 /// One platform's webhook route, as registered.
 pub(crate) type Hook = Arc<dyn Webhook>;
@@ -122,7 +122,7 @@ pub(crate) fn traceparent(headers: &HeaderMap) -> Option<TraceParent> {
 async fn accept_all(app: &AppState, messages: Vec<Inbound>, headers: &HeaderMap) -> Response {
     let (mut routed, mut delayed) = (0usize, 0usize);
     for inbound in messages {
-        match accept::accept(app, inbound, traceparent(headers)).await {
+        match accept::accept(&app.intake, inbound, traceparent(headers)).await {
             Ok(Accepted::Routed(_)) => routed += 1,
             Ok(Accepted::Delayed(_)) => delayed += 1,
             Ok(Accepted::Duplicate(_) | Accepted::RateLimited { .. }) => {}

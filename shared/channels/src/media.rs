@@ -13,7 +13,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use hermes_config::DeliverySettings;
-use hermes_types::model::{MediaRef, Platform};
+use hermes_types::model::{MediaKind, MediaRef, Platform};
 use reqwest::StatusCode;
 use reqwest::header::{HeaderName, HeaderValue};
 use url::Url;
@@ -168,5 +168,16 @@ impl Locator {
             },
             _ => Err(no_credentials()),
         }
+    }
+}
+
+/// A shared file's kind by its MIME type (`image/png`, …): images go to the vision model,
+/// audio (voice clips, voice messages) to transcription, the rest as what it is.
+pub(crate) fn kind_of_mime(mime: Option<&str>) -> MediaKind {
+    match mime.and_then(|m| m.split('/').next()) {
+        Some("image") => MediaKind::Image,
+        Some("audio") => MediaKind::Voice,
+        Some("video") => MediaKind::Video,
+        _ => MediaKind::Document,
     }
 }

@@ -9,7 +9,7 @@ use hermes_config::DeliverySettings;
 use hermes_types::model::{Platform, ReplyTo};
 use reqwest::RequestBuilder;
 
-use crate::{messenger, teams, telegram, whatsapp};
+use crate::{discord, messenger, teams, telegram, whatsapp};
 
 /// When a platform's presence call is made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,15 +32,18 @@ pub enum PresenceCall {
     Messenger(messenger::presence::SenderActions),
     /// Teams' renewed `typing` activity.
     Teams(teams::presence::Typing),
+    /// Discord's renewed typing indicator, for a message the Gateway connector received.
+    Discord(discord::presence::Typing),
 }
 
 impl PresenceCall {
     /// The platforms that show presence, so their metric series start at 0.
-    pub const PLATFORMS: [Platform; 4] = [
+    pub const PLATFORMS: [Platform; 5] = [
         Platform::Whatsapp,
         Platform::Telegram,
         Platform::Messenger,
         Platform::Teams,
+        Platform::Discord,
     ];
 
     /// The calls of the platforms `settings` has credentials for.
@@ -53,6 +56,7 @@ impl PresenceCall {
             (settings.messenger.as_ref())
                 .map(|s| PresenceCall::Messenger(messenger::presence::SenderActions::new(s))),
             (settings.teams.as_ref()).map(|s| PresenceCall::Teams(teams::presence::Typing::new(s))),
+            discord::presence::Typing::new(&settings.discord).map(PresenceCall::Discord),
         ];
         calls.into_iter().flatten().collect()
     }
@@ -64,6 +68,7 @@ impl PresenceCall {
             PresenceCall::Whatsapp(_) => Platform::Whatsapp,
             PresenceCall::Messenger(_) => Platform::Messenger,
             PresenceCall::Teams(_) => Platform::Teams,
+            PresenceCall::Discord(_) => Platform::Discord,
         }
     }
 
@@ -74,6 +79,7 @@ impl PresenceCall {
             PresenceCall::Whatsapp(_) => Cadence::Once,
             PresenceCall::Messenger(_) => Cadence::Every(messenger::presence::TYPING_EVERY),
             PresenceCall::Teams(_) => Cadence::Every(teams::presence::TYPING_EVERY),
+            PresenceCall::Discord(_) => Cadence::Every(discord::presence::TYPING_EVERY),
         }
     }
 
@@ -91,6 +97,7 @@ impl PresenceCall {
             PresenceCall::Whatsapp(w) => read.map(|wamid| w.request(http, wamid)),
             PresenceCall::Messenger(m) => Some(m.typing_on(http, &to.chat_id)),
             PresenceCall::Teams(t) => t.request(http, &to.chat_id),
+            PresenceCall::Discord(d) => d.request(http, to),
         }
     }
 
@@ -99,7 +106,10 @@ impl PresenceCall {
     pub fn first(&self, http: &reqwest::Client, to: &ReplyTo) -> Option<RequestBuilder> {
         match self {
             PresenceCall::Messenger(m) => Some(m.mark_seen(http, &to.chat_id)),
-            PresenceCall::Telegram(_) | PresenceCall::Whatsapp(_) | PresenceCall::Teams(_) => None,
+            PresenceCall::Telegram(_)
+            | PresenceCall::Whatsapp(_)
+            | PresenceCall::Teams(_)
+            | PresenceCall::Discord(_) => None,
         }
     }
 }

@@ -25,6 +25,7 @@ use url::Url;
 mod channels;
 mod delivery;
 mod describe;
+mod discord_gateway;
 mod dispatcher;
 pub mod env;
 mod file;
@@ -51,6 +52,7 @@ pub use delivery::{
     AlertSettings, BreakerSettings, DeliverySettings, DiscordSender, InstagramSender,
     RateGateSettings, SlackSender, TelegramSender, WhatsappSender,
 };
+pub use discord_gateway::DiscordGatewaySettings;
 pub use dispatcher::{
     DispatcherSettings, JwtAlg, JwtKey, MAX_JWT_LEEWAY, McpJwtSettings, PausedAssignments,
 };
@@ -298,6 +300,8 @@ pub struct Config {
     /// Everything the delivery stage reads: channel senders, send retries, breaker and
     /// rate gate.
     pub delivery: DeliverySettings,
+    /// The Discord Gateway connector (`DISCORD_GATEWAY_URL`, `DISCORD_SHARD_*`).
+    pub discord_gateway: DiscordGatewaySettings,
     /// Where ops alerts go.
     pub alerts: AlertSettings,
     /// What one tenant (a key, its agents) may hold.

@@ -96,6 +96,7 @@ impl Config {
         let retention = read_retention(&mut r);
         let delivery = crate::delivery::read_delivery(&mut r);
         let alerts = crate::delivery::read_alerts(&mut r);
+        let discord_gateway = crate::discord_gateway::read_discord_gateway(&mut r);
         let approval_timeout = r.get(&approvals::HERMES_APPROVAL_TIMEOUT);
         let approval_sweep = r.get(&approvals::HERMES_APPROVAL_SWEEP_SECS);
         let tools_ready_timeout = r.get(&tools::HERMES_TOOLS_READY_TIMEOUT);
@@ -214,6 +215,7 @@ impl Config {
                 },
                 media: media?,
                 delivery: delivery?,
+                discord_gateway: discord_gateway?,
                 traces: traces?,
                 proxy,
                 alerts: alerts?,

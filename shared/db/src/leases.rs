@@ -32,3 +32,18 @@ pub async fn release(c: &impl GenericClient, name: &str, holder: &str) -> Result
     let sql = "DELETE FROM leases WHERE name = $1 AND holder = $2";
     Ok(c.execute(&stmt(c, sql).await?, &[&name, &holder]).await? > 0)
 }
+
+/// Who holds the lease `name`, expired or not, and how long it has left by PostgreSQL's
+/// clock (zero once expired); `None`: nobody holds it, or it was released.
+pub async fn holder(
+    c: &impl GenericClient,
+    name: &str,
+) -> Result<Option<(String, Duration)>, DbError> {
+    let sql = "SELECT holder, GREATEST(extract(epoch FROM expires_at - now()), 0)::float8
+               FROM leases WHERE name = $1";
+    let row = c.query_opt(&stmt(c, sql).await?, &[&name]).await?;
+    Ok(row.map(|r| {
+        let left: f64 = r.get(1);
+        (r.get(0), Duration::from_secs_f64(left.max(0.0)))
+    }))
+}

@@ -1,8 +1,10 @@
 //! hermes-runtime: what a running service stands on — the context it is given (config and
 //! handles on PostgreSQL, RabbitMQ and Redis), the stage loop (prepare → commit → ack, with
 //! group commit), the outbox relay, the admin server (`/metrics`, `/healthz`, `/readyz`),
-//! the HTTP error type of the public surfaces, and shutdown.
+//! the HTTP error type of the public surfaces, accepting an inbound message (dedupe, rate
+//! limit, confirmed publish), and shutdown.
 
+pub mod accept;
 pub mod admin;
 mod api_error;
 pub mod context;

@@ -12,9 +12,9 @@ use prometheus::{
 };
 
 use crate::{
-    AgentMetrics, BudgetMetrics, BusMetrics, DeliveryMetrics, FrontDoorMetrics, HttpMetrics,
-    LimitMetrics, LlmMetrics, OperatorMetrics, ProcessMetrics, RouterMetrics, RunMetrics,
-    StageMetrics, ToolMetrics,
+    AgentMetrics, BudgetMetrics, BusMetrics, DeliveryMetrics, DiscordGatewayMetrics,
+    FrontDoorMetrics, HttpMetrics, LimitMetrics, LlmMetrics, OperatorMetrics, ProcessMetrics,
+    RouterMetrics, RunMetrics, StageMetrics, ToolMetrics,
 };
 
 /// Every metric a Hermes process exports. Cheap to clone (shared).
@@ -52,6 +52,8 @@ pub struct Inner {
     pub front_door: FrontDoorMetrics,
     /// Run event streams and late messages of closed runs.
     pub run_events: RunMetrics,
+    /// The Discord Gateway connector's shards, sessions and events.
+    pub discord_gateway: DiscordGatewayMetrics,
 }
 
 impl std::ops::Deref for Metrics {
@@ -143,6 +145,7 @@ impl Metrics {
             limits: LimitMetrics::register(&r),
             front_door: FrontDoorMetrics::register(&r),
             run_events: RunMetrics::register(&r),
+            discord_gateway: DiscordGatewayMetrics::register(&r),
             registry: r,
         }))
     }

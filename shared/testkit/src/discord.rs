@@ -1,7 +1,8 @@
 //! A fake of Discord's REST API for the tests (docs/channels.md, "Discord"): the interaction
 //! webhook's edit of the deferred response (`PATCH /webhooks/{app}/{token}/messages/@original`)
 //! and follow-ups (`POST /webhooks/{app}/{token}`), and channel messages
-//! (`POST /channels/{id}/messages`), each answered with a new message and rate-limit bucket
+//! (`POST /channels/{id}/messages`) and the typing indicator (`POST /channels/{id}/typing`),
+//! each answered with a new message and rate-limit bucket
 //! headers as Discord sends them; a `429` with `retry_after` and a `404 Unknown Webhook` (an
 //! expired token) for the tests that need them. Every call is recorded ([`discord_calls`]).
 
@@ -28,7 +29,7 @@ pub struct DiscordCall {
 }
 
 /// The calls on `route` of a Discord fake: `"original"` (the edit of the deferred
-/// response), `"followup"` or `"channel"`; add matchers, then `respond_with` and mount (at a
+/// response), `"followup"`, `"channel"` or `"typing"` (the typing indicator); add matchers, then `respond_with` and mount (at a
 /// priority below 10 to come before [`discord_fake`]'s own answers).
 pub fn discord_route(route: &str) -> MockBuilder {
     let (verb, path) = match route {
@@ -38,6 +39,7 @@ pub fn discord_route(route: &str) -> MockBuilder {
         ),
         "followup" => ("POST", r"^/api/v10/webhooks/\d+/[A-Za-z0-9._-]+$"),
         "channel" => ("POST", r"^/api/v10/channels/\d+/messages$"),
+        "typing" => ("POST", r"^/api/v10/channels/\d+/typing$"),
         other => panic!("no Discord route {other:?}"),
     };
     Mock::given(method(verb)).and(path_regex(path))
@@ -99,6 +101,12 @@ pub async fn discord_fake() -> MockServer {
             .mount(&server)
             .await;
     }
+    // The typing indicator: Discord answers 204 No Content.
+    discord_route("typing")
+        .respond_with(ResponseTemplate::new(204))
+        .with_priority(10)
+        .mount(&server)
+        .await;
     server
 }
 

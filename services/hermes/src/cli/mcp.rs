@@ -30,7 +30,7 @@ pub struct ServeArgs {
 /// Run an `mcp` command.
 pub async fn run(config: Config, cmd: McpCommand) -> anyhow::Result<()> {
     match cmd {
-        McpCommand::Serve(args) => serve(config, args).await,
+        McpCommand::Serve(args) => Box::pin(serve(config, args)).await,
     }
 }
 

@@ -129,7 +129,7 @@ async fn within_rate(app: &AppState, verified: &Verified) -> Result<(), ApiError
         per_minute: settings.wakes_per_minute,
         burst: settings.wakes_per_minute,
     };
-    match app.limiter.take(&bucket, limit).await {
+    match app.intake.limiter.take(&bucket, limit).await {
         Ok(Verdict::Limited { retry_after }) => Err(ApiError {
             retry_after: Some(retry_after.as_secs_f64().ceil().max(1.0) as u64),
             ..ApiError::new(

@@ -18,7 +18,7 @@
 //! read as one is skipped, never a panic.
 
 use hermes_config::SlackChannelReplies;
-use hermes_types::model::{ChatKind, Inbound, Media, MediaKind, MessageEvent, Platform};
+use hermes_types::model::{ChatKind, Inbound, Media, MessageEvent, Platform};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -219,15 +219,9 @@ fn files(raw: Vec<Value>) -> Vec<Media> {
             let url =
                 field(f.url_private_download.as_ref()).or_else(|| field(f.url_private.as_ref()))?;
             let mime = field(f.mimetype.as_ref());
-            let kind = match mime.as_deref().and_then(|m| m.split('/').next()) {
-                Some("image") => MediaKind::Image,
-                // Slack's voice clips are audio files (`audio/webm`, `audio/mp4`).
-                Some("audio") => MediaKind::Voice,
-                Some("video") => MediaKind::Video,
-                _ => MediaKind::Document,
-            };
+            // Slack's voice clips are audio files (`audio/webm`, `audio/mp4`).
             Some(Media {
-                kind,
+                kind: crate::media::kind_of_mime(mime.as_deref()),
                 platform_id: field(f.id.as_ref()),
                 url: Some(truncate_utf8(&url, MAX_FIELD_BYTES).to_owned()),
                 mime_type: mime,

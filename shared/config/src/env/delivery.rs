@@ -95,7 +95,7 @@ settings! {
             kind: kinds::SECRET,
             unset: Means("(none: a Discord reply without a live interaction is parked)"),
             secret: true,
-            help: "bot token of the Discord application (`Authorization: Bot …`); answers in the channel a reply whose interaction token has expired (15 minutes) or that has none",
+            help: "bot token of the Discord application (`Authorization: Bot …`); answers in the channel a reply whose interaction token has expired (15 minutes) or that has none, and is the bot `hermes discord-gateway` connects as",
         },
         DISCORD_API_URL: Url {
             kind: kinds::HTTP_URL,

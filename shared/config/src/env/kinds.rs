@@ -85,6 +85,15 @@ pub(crate) const HTTP_URL: Kind<Url> = Kind {
     show: display,
 };
 
+/// A WebSocket URL (`ws://` or `wss://`; the Discord Gateway's).
+pub(crate) const WS_URL: Kind<Url> = Kind {
+    parse: |name, value| match Url::parse(value) {
+        Ok(u) if matches!(u.scheme(), "ws" | "wss") => Ok(u),
+        _ => Err(vec![format!("{name} must be a ws(s) URL")]),
+    },
+    show: display,
+};
+
 /// An http(s) URL that is itself a credential (an incoming-webhook URL).
 pub(crate) const SECRET_HTTP_URL: Kind<SecretString> = Kind {
     parse: |name, value| match Url::parse(value) {

@@ -12,6 +12,7 @@ pub mod approvals;
 pub mod bus;
 pub mod console;
 pub mod delivery;
+pub mod discord_gateway;
 pub mod dispatcher;
 pub mod forge;
 pub mod front_door;
@@ -174,6 +175,7 @@ static SECTIONS: &[&[&Setting]] = &[
     sms::SETTINGS,
     messenger::SETTINGS,
     teams::SETTINGS,
+    discord_gateway::SETTINGS,
     delivery::ALERTS,
     approvals::SETTINGS,
     tools::SETTINGS,

@@ -1,4 +1,5 @@
-//! Accepting one normalized message, the same for every route: skip it if the platform
+//! Accepting one normalized message, the same for every way a message comes in (ingest's
+//! routes, the Discord Gateway connector): skip it if the platform
 //! already delivered it, hold back a sender over their rate, hand it to the router with a
 //! broker confirm, and only then remember its id. Redis trouble never refuses a message:
 //! dedupe and rate limits fail open (counted), the router's unique index still guarantees
@@ -17,8 +18,9 @@
 
 use std::time::Duration;
 
+use hermes_cache::dedupe::Dedupe;
+use hermes_cache::rate_limit::RateLimiter;
 use hermes_cache::rate_limit::Verdict;
-use hermes_runtime::http::ApiError;
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 use hermes_types::model::{FinishReason, Inbound, Platform, Reply};
@@ -26,7 +28,31 @@ use hermes_types::stage::{Outgoing, Stage};
 use hermes_types::trace::TraceParent;
 use redis::AsyncCommands;
 
-use crate::AppState;
+use crate::Ctx;
+use crate::http::ApiError;
+
+/// What accepting a message needs: the process's handles and the dedupe and rate-limit
+/// views of Redis. Cheap to clone.
+#[derive(Clone)]
+pub struct Intake {
+    /// The process's handles: the bus it publishes on, its config and metrics.
+    pub ctx: Ctx,
+    /// Platform message ids already accepted (24 hours).
+    pub dedupe: Dedupe,
+    /// Senders' inbound rates (and ingest's per-key limits).
+    pub limiter: RateLimiter,
+}
+
+impl Intake {
+    /// The intake of a process with `ctx`.
+    pub fn new(ctx: Ctx) -> Self {
+        Self {
+            dedupe: Dedupe::new(ctx.cache.clone()),
+            limiter: RateLimiter::new(ctx.cache.clone()),
+            ctx,
+        }
+    }
+}
 
 /// What the sender is told, once a minute at most, when over their inbound rate.
 pub const SLOW_DOWN: &str =
@@ -51,7 +77,7 @@ pub enum Accepted {
 
 /// Accept `inbound`; `Err` (503) only when the broker did not take it.
 pub async fn accept(
-    app: &AppState,
+    app: &Intake,
     inbound: Inbound,
     traceparent: Option<TraceParent>,
 ) -> Result<Accepted, ApiError> {
@@ -59,10 +85,10 @@ pub async fn accept(
 }
 
 /// [`accept`] as run `run` when it is routed: a run id derived from the caller's request id
-/// ([`crate::request_id`]) makes a retry of a try the broker may have taken the same run,
+/// (ingest's `request_id`) makes a retry of a try the broker may have taken the same run,
 /// which the router does not make twice.
 pub async fn accept_as(
-    app: &AppState,
+    app: &Intake,
     mut inbound: Inbound,
     traceparent: Option<TraceParent>,
     run: RunId,
@@ -218,7 +244,7 @@ fn key_scope(inbound: &Inbound) -> String {
 }
 
 /// Count and answer a duplicate.
-fn duplicate(app: &AppState, platform: Platform, run: Option<RunId>) -> Accepted {
+fn duplicate(app: &Intake, platform: Platform, run: Option<RunId>) -> Accepted {
     app.ctx
         .metrics
         .http
@@ -229,7 +255,7 @@ fn duplicate(app: &AppState, platform: Platform, run: Option<RunId>) -> Accepted
 }
 
 /// The run of a REST message id Redis remembers, else the one PostgreSQL holds.
-async fn existing_run(app: &AppState, inbound: &Inbound, id: &str) -> Option<RunId> {
+async fn existing_run(app: &Intake, inbound: &Inbound, id: &str) -> Option<RunId> {
     match app.dedupe.run_of(inbound.event.platform, id).await {
         Ok(Some(run)) => return Some(run),
         Ok(None) => {}
@@ -239,7 +265,7 @@ async fn existing_run(app: &AppState, inbound: &Inbound, id: &str) -> Option<Run
 }
 
 /// The run PostgreSQL holds for `inbound`'s message id and key.
-async fn stored_run(app: &AppState, inbound: &Inbound) -> Result<Option<RunId>, ApiError> {
+async fn stored_run(app: &Intake, inbound: &Inbound) -> Result<Option<RunId>, ApiError> {
     let Some(external) = inbound.event.external_message_id.as_deref() else {
         return Ok(None);
     };
@@ -263,7 +289,7 @@ async fn stored_run(app: &AppState, inbound: &Inbound) -> Result<Option<RunId>, 
 /// `Ok(false)` when Redis cannot be asked (PostgreSQL still answers for older runs);
 /// `Err(existing)` when another copy holds it (or a run in PostgreSQL does).
 async fn claim(
-    app: &AppState,
+    app: &Intake,
     inbound: &Inbound,
     id: &str,
     run: RunId,
@@ -290,7 +316,7 @@ async fn claim(
 
 /// Remember the platform's id of an accepted message as `run`, so its redelivery is a
 /// duplicate.
-async fn remember(app: &AppState, inbound: &Inbound, run: RunId) {
+async fn remember(app: &Intake, inbound: &Inbound, run: RunId) {
     if let Some(id) = dedupe_id(inbound)
         && let Err(e) = app.dedupe.remember(inbound.event.platform, &id, run).await
     {
@@ -300,7 +326,7 @@ async fn remember(app: &AppState, inbound: &Inbound, run: RunId) {
 
 /// Queue `inbound` in the router's slow lane (confirmed by the broker, or 503).
 async fn slow_lane(
-    app: &AppState,
+    app: &Intake,
     inbound: &Inbound,
     traceparent: Option<TraceParent>,
 ) -> Result<RunId, ApiError> {
@@ -332,7 +358,7 @@ async fn slow_lane(
 
 /// Tell a chat sender to slow down, once per minute per sender (the platform is still
 /// answered 2xx so it does not retry). The REST channel answers 429 instead.
-async fn slow_down_once(app: &AppState, inbound: &Inbound, traceparent: Option<TraceParent>) {
+async fn slow_down_once(app: &Intake, inbound: &Inbound, traceparent: Option<TraceParent>) {
     let platform = inbound.event.platform;
     if !is_chat(platform) {
         return;
