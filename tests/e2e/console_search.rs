@@ -1,6 +1,6 @@
 //! The console's runs search (docs/console.md) through the real ingest: runs found by their
-//! user (by id or by a linked chat sender), by their agent and by when they started, each
-//! filter kept on the next page's link; a sender nobody is linked to says so.
+//! user (by id or by a linked chat sender), by their chat, by their agent and by when they
+//! started, each filter kept on the next page's link; a sender nobody is linked to says so.
 
 use hermes::Service;
 use hermes_db::agents::{self, NewAgent};
@@ -64,6 +64,17 @@ async fn runs_are_found_by_user_agent_and_time() {
     )
     .await;
     let bo_run = run_of(&env, bo.id.as_uuid(), None, "10 minutes").await;
+    // Bo wrote in a group.
+    env.db()
+        .get()
+        .await
+        .unwrap()
+        .execute(
+            "UPDATE agent_runs SET chat_id = 'group-7' WHERE id = $1",
+            &[&bo_run],
+        )
+        .await
+        .unwrap();
     let fleet = env.start(&[Service::Ingest]).await;
     let cookie = logged_in(&fleet).await;
     let listed = |path: String| {
@@ -88,6 +99,8 @@ async fn runs_are_found_by_user_agent_and_time() {
         page.contains("value=\"telegram:1002\""),
         "the filter stays in the form"
     );
+    let (by_chat, _) = listed("/console/runs?q=group-7".into()).await;
+    assert_eq!(by_chat, [false, false, true]);
     let (by_agent, _) = listed(format!("/console/runs?agent={}", agent.id)).await;
     assert_eq!(by_agent, [false, true, false]);
     // The last hour, as the form's datetime-local field sends it (UTC).

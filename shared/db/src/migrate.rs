@@ -215,6 +215,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0040_agent_runs_by_time",
         sql: include_str!("../../../migrations/0040_agent_runs_by_time.sql"),
     },
+    Migration {
+        version: 41,
+        name: "0041_agent_runs_by_chat",
+        sql: include_str!("../../../migrations/0041_agent_runs_by_chat.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

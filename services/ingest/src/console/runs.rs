@@ -1,5 +1,5 @@
 //! The console's runs (docs/console.md): the newest first, filtered by status, platform, a
-//! sender or chat, a user, an agent and a time range, paged with a cursor; a run id goes
+//! chat, a user, an agent and a time range, paged with a cursor; a run id goes
 //! straight to its page. A run's page
 //! reads as its history, oldest first, as Temporal's does a workflow's: what came in, how it
 //! was routed, what the model and the tools did, what was sent, how it ended.
@@ -134,7 +134,7 @@ pub async fn list(
     let search = RunSearch {
         status,
         platform,
-        sender_or_chat: q,
+        chat: q,
         user,
         agent,
         since,
@@ -155,7 +155,7 @@ pub async fn list(
     let platforms: Vec<&str> = Platform::ALL.iter().map(|p| p.as_str()).collect();
     let mut body = format!(
         "<form class=\"filters\" method=\"get\" action=\"/console/runs\" role=\"search\">\
-         <div><label for=\"q\">Run id, sender or chat</label>\
+         <div><label for=\"q\">Run id or chat</label>\
          <input id=\"q\" name=\"q\" value=\"{}\" maxlength=\"{MAX_FILTER}\"></div>{}{}{}{}{}{}\
          <button type=\"submit\">Search</button></form>",
         esc(q.unwrap_or_default()),

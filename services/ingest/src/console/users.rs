@@ -178,7 +178,10 @@ pub async fn show(
     } else {
         body.push_str("<ul>");
         for c in &channels {
-            let runs = format!("/console/runs?q={}", url_encode(&c.sender_id));
+            let runs = format!(
+                "/console/runs?user={}",
+                url_encode(&format!("{}:{}", c.platform, c.sender_id))
+            );
             body.push_str(&format!(
                 "<li>{platform} <code>{sender}</code>{off} (<a href=\"{runs}\">runs</a>)</li>",
                 platform = esc(&c.platform),

@@ -1,7 +1,7 @@
 //! The runs the console lists (docs/console.md, "Pages"): newest first, filtered by status,
-//! platform, a sender or chat, a user, an agent and a time range, paged by the last id shown.
-//! A user's and an agent's runs are read through their indexes, a time range through the
-//! index of runs by time (migration 0040).
+//! platform, a chat, a user, an agent and a time range, paged by the last id shown. A chat's,
+//! a user's and an agent's runs are read through their indexes, a time range through the
+//! index of runs by time (migrations 0040 and 0041).
 
 use chrono::{DateTime, Utc};
 use hermes_types::ids::{AgentId, UserId};
@@ -14,8 +14,8 @@ use crate::{Client, DbError};
 pub struct RunSearch<'a> {
     pub status: Option<&'a str>,
     pub platform: Option<Platform>,
-    /// A sender or chat id, matched exactly.
-    pub sender_or_chat: Option<&'a str>,
+    /// A chat id, matched exactly.
+    pub chat: Option<&'a str>,
     pub user: Option<UserId>,
     pub agent: Option<AgentId>,
     /// Runs that started at or after this time.
@@ -49,7 +49,7 @@ pub async fn search(client: &Client, s: &RunSearch<'_>) -> Result<Vec<Listed>, D
                FROM agent_runs
                WHERE ($1::text IS NULL OR status = $1)
                  AND ($2::text IS NULL OR platform = $2)
-                 AND ($3::text IS NULL OR sender_id = $3 OR chat_id = $3)
+                 AND ($3::text IS NULL OR chat_id = $3)
                  AND ($4::uuid IS NULL OR id < $4)
                  AND ($5::uuid IS NULL OR user_id = $5)
                  AND ($6::uuid IS NULL OR agent_id = $6)
@@ -63,7 +63,7 @@ pub async fn search(client: &Client, s: &RunSearch<'_>) -> Result<Vec<Listed>, D
             &[
                 &s.status,
                 &s.platform.map(Platform::as_str),
-                &s.sender_or_chat,
+                &s.chat,
                 &s.before,
                 &s.user,
                 &s.agent,
