@@ -50,22 +50,48 @@ async fn post(fleet: &hermes_testkit::Fleet, cookie: &str, form: String) -> reqw
         .unwrap()
 }
 
+/// Ingest with the console and delivery, sending to a Telegram that refuses every message
+/// (chat not found), so that replies are parked.
+struct Refusing {
+    telegram: MockServer,
+    env: TestEnv,
+    fleet: hermes_testkit::Fleet,
+    bus: Bus,
+}
+
+impl Refusing {
+    async fn start() -> Self {
+        let telegram = MockServer::start().await;
+        telegram_send_message(TOKEN)
+            .respond_with(ResponseTemplate::new(400).set_body_json(serde_json::json!({
+                "ok": false, "error_code": 400, "description": "Bad Request: chat not found"
+            })))
+            .mount(&telegram)
+            .await;
+        let mut env = TestEnv::new().await;
+        env.set("HERMES_CONSOLE", "true")
+            .set("TELEGRAM_BOT_TOKEN", TOKEN)
+            .set("TELEGRAM_API_BASE_URL", &telegram.uri())
+            .set("HERMES_SEND_PAUSES_MS", "10");
+        let fleet = env.start(&[Service::Ingest, Service::Delivery]).await;
+        let bus = env.bus().await;
+        Self {
+            telegram,
+            env,
+            fleet,
+            bus,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_replays_and_purges_parked_replies_from_the_console() {
-    let telegram = MockServer::start().await;
-    telegram_send_message(TOKEN)
-        .respond_with(ResponseTemplate::new(400).set_body_json(serde_json::json!({
-            "ok": false, "error_code": 400, "description": "Bad Request: chat not found"
-        })))
-        .mount(&telegram)
-        .await;
-    let mut env = TestEnv::new().await;
-    env.set("HERMES_CONSOLE", "true")
-        .set("TELEGRAM_BOT_TOKEN", TOKEN)
-        .set("TELEGRAM_API_BASE_URL", &telegram.uri())
-        .set("HERMES_SEND_PAUSES_MS", "10");
-    let fleet = env.start(&[Service::Ingest, Service::Delivery]).await;
-    let bus = env.bus().await;
+    let Refusing {
+        telegram,
+        env,
+        fleet,
+        bus,
+    } = Refusing::start().await;
     let kept = reply("4242", &format!("to replay {MARKUP}"));
     let dropped = reply("4343", "to purge");
     bus.publish(&kept).await.unwrap();
@@ -198,20 +224,13 @@ async fn in_a_real_browser_a_parked_reply_is_ticked_replayed_and_sent() {
     let Some(browser) = browser().await else {
         return;
     };
-    let telegram = MockServer::start().await;
-    telegram_send_message(TOKEN)
-        .respond_with(ResponseTemplate::new(400).set_body_json(serde_json::json!({
-            "ok": false, "error_code": 400, "description": "Bad Request: chat not found"
-        })))
-        .mount(&telegram)
-        .await;
-    let mut env = TestEnv::new().await;
-    env.set("HERMES_CONSOLE", "true")
-        .set("TELEGRAM_BOT_TOKEN", TOKEN)
-        .set("TELEGRAM_API_BASE_URL", &telegram.uri())
-        .set("HERMES_SEND_PAUSES_MS", "10");
-    let fleet = env.start(&[Service::Ingest, Service::Delivery]).await;
-    let bus = env.bus().await;
+    let Refusing {
+        telegram,
+        // Kept to the end: its drop removes the test's database and queues.
+        env: _env,
+        fleet,
+        bus,
+    } = Refusing::start().await;
     let kept = reply("5151", "sent at last");
     bus.publish(&kept).await.unwrap();
     eventually(Duration::from_secs(30), "the reply parked", || async {
