@@ -209,21 +209,21 @@ async fn an_operator_finds_a_user_and_erases_them_only_once_their_id_is_typed() 
     fleet.stop().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_agents_page_shows_presence_capacity_and_how_recent_runs_went() {
+/// An external agent of the default workspace, `profile_key`, named `name`, 3 runs at once.
+pub(crate) async fn external_agent(
+    c: &hermes_db::Client,
+    profile_key: &str,
+    name: &str,
+) -> hermes_db::agents::Agent {
     use hermes_db::agents::{self, NewAgent};
     use hermes_types::agent::{AgentKind, EngagementMode, Tone};
-
-    let mut env = TestEnv::new().await;
-    env.set("HERMES_CONSOLE", "true");
-    let c = env.db().get().await.unwrap();
-    let agent = agents::create(
-        &c,
+    agents::create(
+        c,
         &NewAgent {
             workspace: "default",
-            profile_key: "victor",
+            profile_key,
             kind: AgentKind::External,
-            display_name: MARKUP,
+            display_name: name,
             tone: Tone::Friendly,
             role: None,
             role_instructions: None,
@@ -237,7 +237,15 @@ async fn the_agents_page_shows_presence_capacity_and_how_recent_runs_went() {
         },
     )
     .await
-    .unwrap();
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_page_shows_presence_capacity_and_how_recent_runs_went() {
+    let mut env = TestEnv::new().await;
+    env.set("HERMES_CONSOLE", "true");
+    let c = env.db().get().await.unwrap();
+    let agent = external_agent(&c, "victor", MARKUP).await;
     // Made a day ago and never heard from since.
     c.execute(
         "UPDATE agents SET created_at = now() - interval '1 day' WHERE id = $1",

@@ -50,6 +50,19 @@ async fn post(fleet: &hermes_testkit::Fleet, cookie: &str, form: String) -> reqw
         .unwrap()
 }
 
+/// What Telegram received, once it has received something (the replayed reply).
+async fn sent_once_replayed(telegram: &MockServer) -> Vec<serde_json::Value> {
+    eventually(
+        Duration::from_secs(30),
+        "the replayed reply sent",
+        || async {
+            let sent = telegram_sent(telegram).await;
+            (!sent.is_empty()).then_some(sent)
+        },
+    )
+    .await
+}
+
 /// Ingest with the console and delivery, sending to a Telegram that refuses every message
 /// (chat not found), so that replies are parked.
 struct Refusing {
@@ -161,15 +174,7 @@ async fn an_operator_replays_and_purges_parked_replies_from_the_console() {
         replayed.headers()[LOCATION],
         "/console/parked?stage=delivery&done=replayed&n=1"
     );
-    let sent = eventually(
-        Duration::from_secs(30),
-        "the replayed reply sent",
-        || async {
-            let sent = telegram_sent(&telegram).await;
-            (!sent.is_empty()).then_some(sent)
-        },
-    )
-    .await;
+    let sent = sent_once_replayed(&telegram).await;
     assert_eq!(sent.len(), 1, "{sent:?}");
     assert_eq!(sent[0]["chat_id"], "4242");
     assert_eq!(parked(&bus).await, 1, "the other reply stays parked");
@@ -258,15 +263,7 @@ async fn in_a_real_browser_a_parked_reply_is_ticked_replayed_and_sent() {
     browser.click("button[value=replay]").await;
     browser.wait_for_url("done=replayed&n=1").await;
     assert!(browser.source().await.contains("Replayed 1 message(s)."));
-    let sent = eventually(
-        Duration::from_secs(30),
-        "the replayed reply sent",
-        || async {
-            let sent = telegram_sent(&telegram).await;
-            (!sent.is_empty()).then_some(sent)
-        },
-    )
-    .await;
+    let sent = sent_once_replayed(&telegram).await;
     assert_eq!(sent[0]["chat_id"], "5151");
     assert_eq!(parked(&bus).await, 0);
     browser.quit().await;

@@ -3,13 +3,12 @@
 //! started, each filter kept on the next page's link; a sender nobody is linked to says so.
 
 use hermes::Service;
-use hermes_db::agents::{self, NewAgent};
 use hermes_testkit::TestEnv;
-use hermes_types::agent::{AgentKind, EngagementMode, Tone};
 use hermes_types::model::Platform;
 use uuid::Uuid;
 
 use crate::console::{get, logged_in};
+use crate::console_admin::external_agent;
 
 /// Insert a run of `user` (and `agent`) that started `ago` before now; its id.
 async fn run_of(env: &TestEnv, user: Uuid, agent: Option<Uuid>, ago: &str) -> Uuid {
@@ -34,27 +33,7 @@ async fn runs_are_found_by_user_agent_and_time() {
     let bo = env.user(Platform::Telegram, "1002", 10).await;
     let pool = env.db();
     let c = pool.get().await.unwrap();
-    let agent = agents::create(
-        &c,
-        &NewAgent {
-            workspace: "default",
-            profile_key: "scout",
-            kind: AgentKind::External,
-            display_name: "Scout",
-            tone: Tone::Friendly,
-            role: None,
-            role_instructions: None,
-            tier: None,
-            toolsets: &[],
-            capabilities: &[],
-            webhook_url: Some("https://agent.example/wake"),
-            webhook_secret_sealed: None,
-            max_concurrent: 3,
-            engagement_mode: EngagementMode::Execute,
-        },
-    )
-    .await
-    .unwrap();
+    let agent = external_agent(&c, "scout", "Scout").await;
     let ana_old = run_of(&env, ana.id.as_uuid(), None, "3 hours").await;
     let ana_new = run_of(
         &env,

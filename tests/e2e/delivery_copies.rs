@@ -12,7 +12,7 @@ use hermes_bus::Outgoing;
 use hermes_testkit::{TestEnv, answered, count, eventually, telegram_ok, telegram_send_message};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
-use hermes_types::model::{Outcome, Platform, Reply, ReplyTo, Usage};
+use hermes_types::model::{Platform, ReplyTo};
 use serde_json::json;
 use wiremock::MockServer;
 use wiremock::matchers::body_partial_json;
@@ -104,21 +104,10 @@ async fn a_replica_killed_half_way_through_a_reply_while_redis_forgets_sends_onl
         .set("HERMES_DELIVERY_CHAT_BURST", "5");
     let first = env.start_killable(&[Service::Delivery]).await;
     let bus = env.bus().await;
-    let reply = Reply {
-        reply_to: ReplyTo::chat(Platform::Telegram, "4343"),
-        outcome: Outcome::Answered {
-            text: paragraphs.join("\n\n"),
-            model: "mock".into(),
-            usage: Usage::default(),
-            finish_reason: "stop".into(),
-            tools_used: Vec::new(),
-            transcript: Vec::new(),
-        },
-        exchange: None,
-        detail: None,
-        draft_id: None,
-        operator: None,
-    };
+    let reply = answered(
+        ReplyTo::chat(Platform::Telegram, "4343"),
+        &paragraphs.join("\n\n"),
+    );
     bus.publish(&Envelope::new(RunId::new(), None, &reply))
         .await
         .unwrap();
