@@ -26,7 +26,7 @@ use hermes_telemetry::Metrics;
 use hermes_types::ids::UserId;
 use hermes_types::model::Platform;
 
-use crate::in_process::{InProcess, scratch_config};
+use crate::in_process::{InProcess, Scratch, scratch_config};
 use crate::stats::Latencies;
 
 #[derive(Args, Debug)]
@@ -80,15 +80,11 @@ pub async fn console(config: Config, args: ConsoleBench) -> anyhow::Result<()> {
         args.rounds > 0 && args.requests > 0 && args.users > 0,
         "--rounds, --requests and --users must be above 0"
     );
-    let id = &uuid::Uuid::now_v7().simple().to_string()[20..];
-    let ns = format!("cbench{id}");
-    let scratch = ScratchDb::create(&config.database_url, "hermes_cbench").await?;
-    eprintln!("console: database {}, namespace {ns}", scratch.name());
-    let fleet_config = bench_config(&config, &ns, &scratch)?;
+    let scratch = Scratch::create("console", "cbench", &config).await?;
+    let fleet_config = bench_config(&config, &scratch.ns, &scratch.db)?;
     let settings = fleet_config.bus.clone();
-    let result = Box::pin(run(fleet_config, &args, &scratch.db)).await;
-    crate::delete_namespace("console", &config.amqp_url, &ns, settings).await?;
-    scratch.drop_now().await?;
+    let result = Box::pin(run(fleet_config, &args, &scratch.db.db)).await;
+    scratch.remove("console", &config, settings).await?;
     result
 }
 

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use hermes::Service;
 
-use crate::in_process::{InProcess, scratch_config};
+use crate::in_process::{InProcess, Scratch, scratch_config};
 use crate::stats::Latencies;
 
 const TG_SECRET: &str = "bench-events-secret-0123456789";
@@ -41,17 +41,11 @@ pub async fn events(config: Config, args: EventsBench) -> anyhow::Result<()> {
         args.rounds > 0 && args.messages >= args.rounds,
         "at least one message a round"
     );
-    let id = &uuid::Uuid::now_v7().simple().to_string()[20..];
-    let ns = format!("evbench{id}");
-    let scratch = ScratchDb::create(&config.database_url, "hermes_evbench").await?;
-    eprintln!("events: database {}, namespace {ns}", scratch.name());
-    let fleet_config = bench_config(&config, &ns, &scratch)?;
-    // The fleet's bus settings exactly: the broker refuses a queue declared otherwise.
+    let scratch = Scratch::create("events", "evbench", &config).await?;
+    let fleet_config = bench_config(&config, &scratch.ns, &scratch.db)?;
     let settings = fleet_config.bus.clone();
-    let result = run(fleet_config, &args, &scratch).await;
-    // The database goes whatever the broker says.
-    crate::delete_namespace("events", &config.amqp_url, &ns, settings).await?;
-    scratch.drop_now().await?;
+    let result = run(fleet_config, &args, &scratch.db).await;
+    scratch.remove("events", &config, settings).await?;
     result
 }
 

@@ -10,6 +10,38 @@ use hermes_db::scratch::ScratchDb;
 use secrecy::ExposeSecret;
 use tokio::net::TcpListener;
 
+/// A bench's own database and namespace, made at its start and removed at its end.
+pub(crate) struct Scratch {
+    pub(crate) db: ScratchDb,
+    pub(crate) ns: String,
+}
+
+impl Scratch {
+    /// A scratch database named after `prefix` and a namespace `<prefix><id>`, said on stderr
+    /// under the bench's `name`.
+    pub(crate) async fn create(name: &str, prefix: &str, config: &Config) -> anyhow::Result<Self> {
+        let id = &uuid::Uuid::now_v7().simple().to_string()[20..];
+        let ns = format!("{prefix}{id}");
+        let db = ScratchDb::create(&config.database_url, &format!("hermes_{prefix}")).await?;
+        eprintln!("{name}: database {}, namespace {ns}", db.name());
+        Ok(Self { db, ns })
+    }
+
+    /// Delete the namespace's queues and exchanges (declared with `settings`, the fleet's
+    /// bus settings exactly: the broker refuses a queue declared otherwise), then the
+    /// database, whatever the broker says.
+    pub(crate) async fn remove(
+        self,
+        name: &str,
+        config: &Config,
+        settings: hermes_config::BusSettings,
+    ) -> anyhow::Result<()> {
+        let deleted = crate::delete_namespace(name, &config.amqp_url, &self.ns, settings).await;
+        self.db.drop_now().await?;
+        deleted
+    }
+}
+
 /// The machine's servers (from `config`), `scratch`'s database and namespace `ns`, JSON logs,
 /// queues that expire should their deletion at the end fail; then `extra` on top.
 pub(crate) fn scratch_config(
