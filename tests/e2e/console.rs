@@ -94,6 +94,20 @@ async fn seed_demo(env: &TestEnv, user: hermes_types::ids::UserId) {
         .unwrap();
 }
 
+/// Log `browser` in with the operator key, starting from a page behind the login, `path`,
+/// which the login sends to: the browser ends on the overview, where every login lands.
+pub(crate) async fn browser_logged_in(
+    browser: &hermes_testkit::browser::Browser,
+    fleet: &Fleet,
+    path: &str,
+) {
+    browser.goto(&fleet.url(path)).await;
+    browser.wait_for_url("/console/login").await;
+    browser.fill("#key", KEY).await;
+    browser.click("button[type=submit]").await;
+    browser.wait_for_url("/console/overview").await;
+}
+
 /// The cookie of the operator key's login.
 pub(crate) async fn logged_in(fleet: &Fleet) -> String {
     let resp = log_in(fleet, KEY).await;

@@ -3,12 +3,12 @@
 //! reloads itself on the run's end, with no navigation by the test; and the killswitch turned
 //! on and off through its form, the confirmation ticked by a click (docs/console.md).
 
-use hermes_testkit::{KEY, eventually};
+use hermes_testkit::eventually;
 use reqwest::header::COOKIE;
 use std::time::Duration;
 
 use crate::approvals::{Gated, completed, waiting_call};
-use crate::console::{browser, client, csrf_of, get, logged_in};
+use crate::console::{browser, browser_logged_in, client, csrf_of, get, logged_in};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_a_real_browser_a_run_in_flight_updates_live_until_it_ends() {
@@ -19,11 +19,7 @@ async fn in_a_real_browser_a_run_in_flight_updates_live_until_it_ends() {
     let call = waiting_call(&gated.db, gated.run).await;
     let run_page = format!("/console/runs/{}", gated.run);
 
-    browser.goto(&gated.fleet.url(&run_page)).await;
-    browser.wait_for_url("/console/login").await;
-    browser.fill("#key", KEY).await;
-    browser.click("button[type=submit]").await;
-    browser.wait_for_url("/console/overview").await;
+    browser_logged_in(&browser, &gated.fleet, &run_page).await;
     browser.goto(&gated.fleet.url(&run_page)).await;
     browser.wait_for_url(&run_page).await;
     let page = browser.source().await;

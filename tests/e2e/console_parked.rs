@@ -10,7 +10,7 @@ use std::time::Duration;
 use hermes::Service;
 use hermes_bus::{Bus, Stage};
 use hermes_testkit::{
-    KEY, TestEnv, answered, eventually, telegram_ok, telegram_send_message, telegram_sent,
+    TestEnv, answered, eventually, telegram_ok, telegram_send_message, telegram_sent,
 };
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
@@ -18,7 +18,7 @@ use hermes_types::model::{Platform, ReplyTo};
 use reqwest::header::{COOKIE, LOCATION};
 use wiremock::{MockServer, ResponseTemplate};
 
-use crate::console::{browser, client, csrf_of, get, logged_in};
+use crate::console::{browser, browser_logged_in, client, csrf_of, get, logged_in};
 
 const TOKEN: &str = "123:abc";
 const MARKUP: &str = "<img src=x onerror=alert(1)>";
@@ -248,13 +248,7 @@ async fn in_a_real_browser_a_parked_reply_is_ticked_replayed_and_sent() {
         .mount(&telegram)
         .await;
 
-    browser
-        .goto(&fleet.url("/console/parked?stage=delivery"))
-        .await;
-    browser.wait_for_url("/console/login").await;
-    browser.fill("#key", KEY).await;
-    browser.click("button[type=submit]").await;
-    browser.wait_for_url("/console/overview").await;
+    browser_logged_in(&browser, &fleet, "/console/parked").await;
     browser
         .goto(&fleet.url("/console/parked?stage=delivery"))
         .await;
