@@ -372,6 +372,7 @@ async fn hermes_dlq_lists_shows_replays_once_and_purges() {
             detail: None,
             draft_id: None,
             operator: None,
+            calls: Vec::new(),
         },
     );
     bus.publish(&orphan).await.unwrap();

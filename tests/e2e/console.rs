@@ -319,6 +319,7 @@ async fn in_a_real_browser_the_console_logs_in_shows_a_run_inert_and_logs_out() 
         "{page}"
     );
     assert_eq!(browser.alert().await, None, "the markup raised an alert");
+    assert!(page.contains("model call, round 0"), "{page}");
     shoot("run").await;
     // A user's runs, found by their Telegram sender through the search form.
     browser.goto(&fleet.url("/console/runs")).await;
@@ -399,6 +400,30 @@ async fn an_approval_is_allowed_from_the_console_and_the_run_finishes() {
     assert_eq!(resp.status(), 303);
     crate::approvals::completed(&gated.db, gated.run).await;
     assert_eq!(gated.tool_ran().await, Some(1.0));
+    // The run's page shows each model call with its own usage, in the run's history, and
+    // the run's totals as their sum (the fake model: 30 and 9 tokens, then 40 and 3).
+    let run = get(
+        &gated.fleet,
+        &format!("/console/runs/{}", gated.run),
+        &cookie,
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
+    let first = run.find("model call, round 0").expect(&run);
+    let second = run.find("model call, round 1").expect(&run);
+    assert!(first < second, "{run}");
+    // The tier's model is priced at $0.80 and $4 a million tokens (in, out).
+    assert!(
+        run[first..second].contains("30 tokens in, 9 out, 0.000060 USD, tool_calls")
+            && run[second..].contains("40 tokens in, 3 out, 0.000044 USD, stop"),
+        "{run}"
+    );
+    assert!(
+        run.contains("<dd>70 in, 12 out</dd>") && run.contains("<dd>0.000104</dd>"),
+        "{run}"
+    );
     let decided = hermes_db::approvals::get(&gated.db.get().await.unwrap(), call.id)
         .await
         .unwrap()

@@ -181,6 +181,7 @@ async fn a_new_session_never_sees_the_old_sessions_turns_nor_its_late_reply() {
         detail: None,
         draft_id: None,
         operator: None,
+        calls: Vec::new(),
     };
     bus.publish(&Envelope::new(late_run, None, &late))
         .await

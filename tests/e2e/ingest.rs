@@ -232,7 +232,7 @@ async fn answered_from_the_row(stream: bool) -> (u16, String) {
         transcript: Vec::new(),
     };
     assert!(
-        runs::close::with_outcome(&tx, accepted.run_id, &outcome, None)
+        runs::close::with_outcome(&tx, accepted.run_id, &outcome, None, &[])
             .await
             .unwrap()
             .closed

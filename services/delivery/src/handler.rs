@@ -467,8 +467,14 @@ impl Handler for DeliveryStage {
                 delivery_sends::finish(tx, draft_lease(draft)).await?;
             }
         }
-        let closed =
-            close::with_outcome(tx, env.run_id, &reply.outcome, reply.detail.as_deref()).await?;
+        let closed = close::with_outcome(
+            tx,
+            env.run_id,
+            &reply.outcome,
+            reply.detail.as_deref(),
+            &reply.calls,
+        )
+        .await?;
         let mut next = Vec::new();
         if closed.closed {
             next = self.books.record(tx, env, &reply, closed).await?;

@@ -182,6 +182,7 @@ async fn take(
         detail: None,
         draft_id: None,
         operator: None,
+        calls: Vec::new(),
     };
     let traceparent =
         hermes_db::runs::traceparent(&app.ctx.db.get().await.map_err(unavailable)?, run)

@@ -17,7 +17,8 @@ use hermes_runtime::Ctx;
 use hermes_runtime::stage::{Handler, ParkCause, StageError};
 use hermes_types::envelope::{Envelope, MessageKind};
 use hermes_types::model::{
-    ChatMessage, LlmRequest, Outcome, Platform, Reply, Role, ToolRequest, parked,
+    ChatMessage, LlmRequest, ModelCall, Outcome, Platform, Reply, Role, ToolRequest, parked,
+    record_call,
 };
 
 use crate::dreaming::{Dreamed, Dreamer, Dreamt};
@@ -133,6 +134,10 @@ impl LlmStage {
 pub struct Called {
     request: LlmRequest,
     result: Result<Served, GatewayError>,
+    /// When the call began and how long it took, failover included, for the run's record
+    /// of its calls.
+    at: chrono::DateTime<chrono::Utc>,
+    took: std::time::Duration,
 }
 
 /// What `prepare` did with a model request.
@@ -203,7 +208,9 @@ impl Handler for LlmStage {
             .as_deref()
             .filter(|_| request.tool_round == 0);
         let working = self.presence.working(&request.reply_to, read);
+        let (at, started) = (chrono::Utc::now(), std::time::Instant::now());
         let result = self.complete(env, &request).await;
+        let took = started.elapsed();
         drop(working);
         // PostgreSQL away while the workspace's secrets were read: hold the message like any
         // other outage (docs/architecture.md#4-poison-is-parked-never-looped); the global keys are never the fallback.
@@ -216,6 +223,8 @@ impl Handler for LlmStage {
         Ok(Prepared::Call(Box::new(Call::Made(Called {
             request,
             result,
+            at,
+            took,
         }))))
     }
 
@@ -268,8 +277,12 @@ impl LlmStage {
         let Called {
             mut request,
             result,
+            at,
+            took,
         } = c;
         let reply_to = request.reply_to.clone();
+        let call = call_of(&request, &result, at, took);
+        record_call(&mut request.calls, call);
         let reply = match result {
             Ok(Served {
                 completion,
@@ -316,6 +329,7 @@ impl LlmStage {
                     detail: None,
                     draft_id: None,
                     operator: None,
+                    calls: std::mem::take(&mut request.calls),
                     outcome: Outcome::Answered {
                         text,
                         model: request.requested_model.clone().unwrap_or(backend),
@@ -334,6 +348,7 @@ impl LlmStage {
                     detail: None,
                     draft_id: None,
                     operator: None,
+                    calls: request.calls.clone(),
                     outcome: Outcome::Answered {
                         text: tool_output_fallback(&request),
                         model: request
@@ -355,11 +370,51 @@ impl LlmStage {
                     exchange: request.exchange.clone(),
                     detail: Some(detail),
                     draft_id: None,
+                    calls: request.calls.clone(),
                     ..Reply::failed(reply_to, code, e.user_message())
                 }
             }
         };
         Ok(vec![env.follow(&reply)])
+    }
+}
+
+/// What the run's record keeps of this call: the hop that answered and its own usage, or,
+/// of a failed call, the first model it would have tried and why it failed.
+fn call_of(
+    request: &LlmRequest,
+    result: &Result<Served, GatewayError>,
+    at: chrono::DateTime<chrono::Utc>,
+    took: std::time::Duration,
+) -> ModelCall {
+    let ms = took.as_millis().try_into().unwrap_or(u64::MAX);
+    match result {
+        Ok(served) => ModelCall {
+            round: request.tool_round,
+            at,
+            model: served.backend.clone(),
+            usage: served.completion.usage,
+            cache_hit: served.cache_hit,
+            finish_reason: Some(served.completion.finish_reason.clone()),
+            error: None,
+            ms,
+        },
+        Err(e) => ModelCall {
+            round: request.tool_round,
+            at,
+            model: request
+                .backend
+                .as_ref()
+                .map(|b| b.model.clone())
+                .or_else(|| request.requested_model.clone())
+                .or_else(|| request.chain.first().cloned())
+                .unwrap_or_default(),
+            usage: Default::default(),
+            cache_hit: false,
+            finish_reason: None,
+            error: Some(e.code()),
+            ms,
+        },
     }
 }
 

@@ -220,6 +220,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0041_agent_runs_by_chat",
         sql: include_str!("../../../migrations/0041_agent_runs_by_chat.sql"),
     },
+    Migration {
+        version: 42,
+        name: "0042_agent_runs_model_calls",
+        sql: include_str!("../../../migrations/0042_agent_runs_model_calls.sql"),
+    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

@@ -229,6 +229,7 @@ pub async fn queue(client: &mut Client, send: &Send<'_>) -> Result<Queued, DbErr
             session_id: session.id,
             by: send.by.to_owned(),
         }),
+        calls: Vec::new(),
     };
     inbox::enqueue(&tx, &[Envelope::new(run, None, &reply)]).await?;
     tx.commit().await?;

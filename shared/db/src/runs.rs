@@ -398,6 +398,25 @@ pub async fn traceparent(client: &Client, id: RunId) -> Result<Option<TraceParen
         .and_then(|t| TraceParent::parse(&t)))
 }
 
+/// Run `id`'s model calls, each with its own model, usage and time
+/// (docs/console.md, "A run's page"): none for a run still open, one no model answered, or
+/// one closed before they were kept (migration 0042).
+pub async fn model_calls(
+    client: &Client,
+    id: RunId,
+) -> Result<Vec<hermes_types::model::ModelCall>, DbError> {
+    let row = client
+        .query_opt(
+            "SELECT model_calls FROM agent_runs WHERE id = $1",
+            &[&id.as_uuid()],
+        )
+        .await?;
+    match row.and_then(|r| r.get::<_, Option<serde_json::Value>>(0)) {
+        None => Ok(Vec::new()),
+        Some(v) => serde_json::from_value(v).map_err(|e| DbError::Invalid(e.to_string())),
+    }
+}
+
 pub async fn get(client: &Client, id: RunId) -> Result<Option<RunRow>, DbError> {
     let row = client
         .query_opt(

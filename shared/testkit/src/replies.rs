@@ -18,5 +18,6 @@ pub fn answered(to: ReplyTo, text: &str) -> Reply {
         detail: None,
         draft_id: None,
         operator: None,
+        calls: Vec::new(),
     }
 }

@@ -332,7 +332,7 @@ impl Hop {
             transcript: Vec::new(),
         };
         let tx = client.transaction().await?;
-        runs::close::with_outcome(&tx, message.run, &outcome, None).await?;
+        runs::close::with_outcome(&tx, message.run, &outcome, None, &[]).await?;
         outbox::record_processed(&tx, "delivery", message.id, &[], eager::hold(&self.db)).await?;
         tx.commit().await?;
         self.events

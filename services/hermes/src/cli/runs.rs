@@ -1,16 +1,19 @@
-//! `hermes runs show <run-id>`: one run read from PostgreSQL, with every message its answer
-//! became on its platform and what the user's phone reported about each (docs/channels.md,
-//! statuses; docs/operations.md, runs), and the trace it was answered in (docs/tracing.md).
+//! `hermes runs show <run-id>`: one run read from PostgreSQL, with its model calls, every
+//! message its answer became on its platform and what the user's phone reported about each
+//! (docs/channels.md, statuses; docs/operations.md, runs), and the trace it was answered in
+//! (docs/tracing.md).
 
 use hermes_config::Config;
 use hermes_db::platform_sends::{self, SendView};
 use hermes_db::runs;
 use hermes_types::ids::RunId;
+use hermes_types::model::ModelCall;
 use serde_json::json;
 
 #[derive(clap::Subcommand)]
 pub enum RunsCommand {
-    /// A run's status, answer or error, and its sends with their last reported status.
+    /// A run's status, answer or error, its model calls, and its sends with their last
+    /// reported status.
     Show {
         /// The run's id.
         run_id: String,
@@ -31,6 +34,7 @@ pub async fn run(config: &Config, cmd: RunsCommand) -> anyhow::Result<()> {
         anyhow::bail!("no run {id}");
     };
     let sends = platform_sends::of_run(&client, id).await?;
+    let calls = runs::model_calls(&client, id).await?;
     let trace_id = runs::traceparent(&client, id)
         .await?
         .map(|t| t.trace_id().to_string());
@@ -46,6 +50,7 @@ pub async fn run(config: &Config, cmd: RunsCommand) -> anyhow::Result<()> {
             "finished_at": row.finished_at,
             "trace_id": trace_id,
             "trace_link": trace_link,
+            "model_calls": calls,
             "sends": sends,
         });
         println!("{shown}");
@@ -71,6 +76,9 @@ pub async fn run(config: &Config, cmd: RunsCommand) -> anyhow::Result<()> {
             row.error_detail.as_deref().unwrap_or("")
         );
     }
+    for c in &calls {
+        println!("  {}", call_line(c));
+    }
     if sends.is_empty() {
         println!("  no sends recorded");
     }
@@ -78,6 +86,24 @@ pub async fn run(config: &Config, cmd: RunsCommand) -> anyhow::Result<()> {
         println!("  {}", send_line(s));
     }
     Ok(())
+}
+
+/// One model call as a line: round, model, tokens and cost or the failure, time.
+fn call_line(c: &ModelCall) -> String {
+    let what = match c.error {
+        Some(code) => format!("failed {}", code.as_str()),
+        None => format!(
+            "{} in {} out {} micro-USD",
+            c.usage.input_tokens, c.usage.output_tokens, c.usage.cost_micro_usd
+        ),
+    };
+    format!(
+        "model call {} {} {}  {what}  {} ms",
+        c.round,
+        c.model,
+        c.at.to_rfc3339(),
+        c.ms
+    )
 }
 
 /// One send as a line: part, platform id, status and when, the error of a failure.

@@ -19,6 +19,7 @@ use hermes_types::ids::AgentId;
 use hermes_types::model::Platform;
 use serde::Deserialize;
 
+use super::history;
 use super::html::{esc, page, see_other, unavailable};
 use super::users::Wanted;
 use crate::AppState;
@@ -230,7 +231,7 @@ pub async fn list(
 }
 
 /// Micro-dollars as dollars, to the micro-dollar.
-fn dollars(micro: i64) -> String {
+pub(super) fn dollars(micro: i64) -> String {
     format!("{}.{:06}", micro / 1_000_000, (micro % 1_000_000).abs())
 }
 
@@ -300,6 +301,9 @@ pub async fn show(
     let Ok(sends) = hermes_db::platform_sends::of_run(&client, id.into()).await else {
         return unavailable(Some(&login), "runs");
     };
+    let Ok(calls) = runs::model_calls(&client, id.into()).await else {
+        return unavailable(Some(&login), "runs");
+    };
     let text = |i: usize| esc(&run.get::<_, Option<String>>(i).unwrap_or_default());
     let trace = run
         .get::<_, Option<String>>(15)
@@ -367,16 +371,15 @@ pub async fn show(
         }
         body.push_str("</ul>");
     }
-    body.push_str("<h2>History</h2><table><thead><tr><th>When</th><th>What</th><th>Details</th></tr></thead><tbody>");
-    for h in &history {
-        body.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td><pre>{}</pre></td></tr>",
-            h.get::<_, DateTime<Utc>>(0).format("%H:%M:%S%.3f"),
-            esc(h.get::<_, &str>(1)),
-            esc(h.get::<_, &str>(2)),
-        ));
-    }
-    body.push_str("</tbody></table>");
+    let logged = history
+        .iter()
+        .map(|h| history::Entry {
+            at: h.get(0),
+            what: h.get(1),
+            details: h.get(2),
+        })
+        .collect();
+    body.push_str(&history::html(&history::merged(logged, &calls)));
     if !RunStatus::parse(&run.get::<_, String>(3)).is_some_and(RunStatus::is_final) {
         body.push_str(&live(id));
     }

@@ -124,7 +124,9 @@ fn answered(text: &str) -> Outcome {
 async fn close_with(db: &Db, id: RunId, outcome: &Outcome) -> bool {
     let mut c = db.get().await.unwrap();
     let tx = c.transaction().await.unwrap();
-    let closed = close::with_outcome(&tx, id, outcome, None).await.unwrap();
+    let closed = close::with_outcome(&tx, id, outcome, None, &[])
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     closed.closed
 }

@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
 use hermes_types::model::parked::parked_outcome;
-use hermes_types::model::{FailureCode, Outcome, Platform, Reply};
+use hermes_types::model::{FailureCode, ModelCall, Outcome, Platform, Reply};
 
 use super::RunStatus;
 use crate::delegations;
@@ -33,14 +33,16 @@ pub struct Closed {
 
 /// Close run `id` with `outcome` in the caller's transaction; a failed (or cancelled, or
 /// expired) run is refunded once. `detail` (of a failure) is what went wrong, already
-/// scrubbed: kept for operators in `error_detail`, never shown to the run's caller.
+/// scrubbed: kept for operators in `error_detail`, never shown to the run's caller. `calls`
+/// are the run's model calls, kept in the same statement (docs/console.md, "A run's page").
 pub async fn with_outcome(
     tx: &Transaction<'_>,
     id: RunId,
     outcome: &Outcome,
     detail: Option<&str>,
+    calls: &[ModelCall],
 ) -> Result<Closed, DbError> {
-    let (closed, delegated) = finish(tx, id, outcome, detail).await?;
+    let (closed, delegated) = finish(tx, id, outcome, detail, calls).await?;
     // A delegated run's end resumes its parent's round once it is the last of it; a run
     // that did not answer takes the runs it delegated down with it (docs/a2a.md,
     // "Delegating to other workspaces").
@@ -67,9 +69,11 @@ pub async fn with_outcome(
 /// "Events").
 pub async fn undelivered(db: &Db, parked: &Envelope, reason: &str) -> Result<Closed, DbError> {
     let run = parked.run_id;
+    let reply = parked.payload::<Reply>().ok();
+    let calls = reply.as_ref().map_or(&[][..], |r| &r.calls[..]);
     let mut client = db.get().await?;
     let tx = client.transaction().await?;
-    let mut closed = with_outcome(&tx, run, &parked_outcome(), None).await?;
+    let mut closed = with_outcome(&tx, run, &parked_outcome(), None, calls).await?;
     if !closed.closed
         && let Some((why, detail)) = delivery_sends::park_reason(&tx, parked.id).await?
     {
@@ -77,7 +81,7 @@ pub async fn undelivered(db: &Db, parked: &Envelope, reason: &str) -> Result<Clo
         closed = refund_if(&tx, run, failed).await?;
     }
     if closed.closed
-        && let Ok(reply) = parked.payload::<Reply>()
+        && let Some(reply) = &reply
     {
         let to = &reply.reply_to;
         let event = NewEvent {
@@ -113,7 +117,7 @@ pub async fn unwoken(db: &Db, parked: &Envelope) -> Result<Unwoken, DbError> {
         return Ok(Unwoken::AwaitsDeadline(deadline));
     }
     let tx = client.transaction().await?;
-    let closed = with_outcome(&tx, parked.run_id, &parked_outcome(), None).await?;
+    let closed = with_outcome(&tx, parked.run_id, &parked_outcome(), None, &[]).await?;
     tx.commit().await?;
     Ok(Unwoken::Closed(closed))
 }
@@ -134,7 +138,9 @@ async fn finish(
     id: RunId,
     outcome: &Outcome,
     detail: Option<&str>,
+    calls: &[ModelCall],
 ) -> Result<(bool, Option<delegations::Round>), DbError> {
+    let calls = json_list(calls)?;
     let row = match outcome {
         Outcome::Answered {
             text,
@@ -145,18 +151,15 @@ async fn finish(
             ..
         } => {
             // The tool round, kept with the run so any replica can show and continue it.
-            let transcript = (!transcript.is_empty())
-                .then(|| serde_json::to_value(transcript))
-                .transpose()
-                .map_err(|e| DbError::Invalid(e.to_string()))?;
+            let transcript = json_list(transcript)?;
             tx.query_opt(
                 &crate::stmt(
                     tx,
                     &closing(
                         "UPDATE agent_runs SET status = 'completed', output_text = $2, model = $3,
                             tokens_in = $4, tokens_out = $5, tools_used = $6,
-                            cost_micro_usd = $7, transcript = $8, updated_at = now(),
-                            finished_at = now()",
+                            cost_micro_usd = $7, transcript = $8, model_calls = $9,
+                            updated_at = now(), finished_at = now()",
                     ),
                 )
                 .await?,
@@ -169,6 +172,7 @@ async fn finish(
                     tools_used,
                     &(usage.cost_micro_usd as i64),
                     &transcript,
+                    &calls,
                 ],
             )
             .await?
@@ -186,7 +190,8 @@ async fn finish(
                     tx,
                     &closing(
                         "UPDATE agent_runs SET status = $5, error_code = $2, output_text = $3,
-                            error_detail = $4, updated_at = now(), finished_at = now()",
+                            error_detail = $4, model_calls = $6, updated_at = now(),
+                            finished_at = now()",
                     ),
                 )
                 .await?,
@@ -196,6 +201,7 @@ async fn finish(
                     message,
                     &detail,
                     &status.as_str(),
+                    &calls,
                 ],
             )
             .await?
@@ -222,6 +228,14 @@ async fn finish(
     };
     let round = delegations::ended(tx, id, how, Some(text), code).await?;
     Ok((true, round))
+}
+
+/// `items` as a JSON array, or NULL when there are none.
+fn json_list<T: serde::Serialize>(items: &[T]) -> Result<Option<serde_json::Value>, DbError> {
+    (!items.is_empty())
+        .then(|| serde_json::to_value(items))
+        .transpose()
+        .map_err(|e| DbError::Invalid(e.to_string()))
 }
 
 /// The statement that closes a run: `update` (an `UPDATE agent_runs SET …` of run `$1`)
@@ -329,219 +343,4 @@ pub async fn stuck(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::runs::{self, NewRun};
-    use crate::scratch::{ScratchDb, insert_user};
-    use hermes_types::model::{FinishReason, ReplyTo, Tier};
-
-    /// Closed now and refunded.
-    const REFUNDED: Closed = Closed {
-        closed: true,
-        refunded: true,
-    };
-    /// Closed now, its credit kept (answered).
-    const KEPT: Closed = Closed {
-        closed: true,
-        refunded: false,
-    };
-
-    /// A routed Telegram run charged 1 credit of its user's 5.
-    async fn charged_run(db: &Db) -> RunId {
-        let user = insert_user(db).await.unwrap();
-        let mut c = db.get().await.unwrap();
-        c.execute("UPDATE users SET credits = 5 WHERE id = $1", &[&user])
-            .await
-            .unwrap();
-        let tx = c.transaction().await.unwrap();
-        let id = RunId::new();
-        let run = NewRun {
-            id,
-            platform: Platform::Telegram,
-            sender_id: "7",
-            chat_id: "7",
-            external_message_id: None,
-            tier: Tier::Free,
-            input_text: Some("hello"),
-            metadata: None,
-            api_key_id: None,
-            traceparent: None,
-        };
-        assert!(runs::create(&tx, &run).await.unwrap());
-        credits::charge(&tx, user, id, 1).await.unwrap();
-        tx.commit().await.unwrap();
-        id
-    }
-
-    async fn close_with(db: &Db, id: RunId, outcome: &Outcome) -> Closed {
-        let mut c = db.get().await.unwrap();
-        let tx = c.transaction().await.unwrap();
-        let closed = with_outcome(&tx, id, outcome, Some("why")).await.unwrap();
-        tx.commit().await.unwrap();
-        closed
-    }
-
-    /// The run's status and how many refunds and `delivery_failed` events it has.
-    async fn state(db: &Db, id: RunId) -> (String, i64, i64) {
-        let c = db.get().await.unwrap();
-        let row = c
-            .query_one(
-                "SELECT status,
-                    (SELECT count(*) FROM credit_ledger WHERE run_id = $1 AND reason = 'refund'),
-                    (SELECT count(*) FROM events WHERE run_id = $1 AND kind = 'delivery_failed')
-                 FROM agent_runs WHERE id = $1",
-                &[&id],
-            )
-            .await
-            .unwrap();
-        (row.get(0), row.get(1), row.get(2))
-    }
-
-    fn answer() -> Outcome {
-        Outcome::Answered {
-            text: "hi".into(),
-            model: "mock".into(),
-            usage: Default::default(),
-            finish_reason: FinishReason::Stop,
-            tools_used: Vec::new(),
-            transcript: Vec::new(),
-        }
-    }
-
-    fn reply_of(run: RunId) -> Envelope {
-        let to = ReplyTo {
-            platform: Platform::Telegram,
-            chat_id: "7".into(),
-            callback_url: None,
-            quote: None,
-            interaction: None,
-        };
-        Envelope::new(run, None, &Reply::failed(to, FailureCode::Invalid, "no"))
-    }
-
-    #[tokio::test]
-    async fn a_failed_run_closes_and_is_refunded_once_and_an_answered_one_is_not_refunded() {
-        ScratchDb::with(|db| async move {
-            let failed = charged_run(&db).await;
-            let closed = close_with(&db, failed, &parked_outcome()).await;
-            assert_eq!(closed, REFUNDED);
-            // A second close (a redelivered reply, the sweeper) changes nothing.
-            assert_eq!(close_with(&db, failed, &answer()).await, Closed::default());
-            assert_eq!(
-                close_with(&db, failed, &parked_outcome()).await,
-                Closed::default()
-            );
-            assert_eq!(state(&db, failed).await, ("failed".into(), 1, 0));
-
-            let answered = charged_run(&db).await;
-            let closed = close_with(&db, answered, &answer()).await;
-            assert_eq!(closed, KEPT);
-            assert_eq!(state(&db, answered).await, ("completed".into(), 0, 0));
-        })
-        .await;
-    }
-
-    #[tokio::test]
-    async fn an_undelivered_reply_fails_its_run_once_with_its_event_even_after_an_answer() {
-        ScratchDb::with(|db| async move {
-            let open = charged_run(&db).await;
-            let parked = reply_of(open);
-            let closed = undelivered(&db, &parked, "no_sender").await.unwrap();
-            assert_eq!(closed, REFUNDED);
-            assert_eq!(
-                undelivered(&db, &parked, "no_sender").await.unwrap(),
-                Closed::default()
-            );
-            assert_eq!(state(&db, open).await, ("failed".into(), 1, 1));
-
-            // Answered, then a part reported failed: the reply queued to be parked fails it.
-            let answered = charged_run(&db).await;
-            close_with(&db, answered, &answer()).await;
-            let parked = reply_of(answered);
-            assert_eq!(
-                undelivered(&db, &parked, "invalid_recipient")
-                    .await
-                    .unwrap(),
-                Closed::default(),
-                "an answered run stays answered without a park reason"
-            );
-            db.get()
-                .await
-                .unwrap()
-                .execute(
-                    "INSERT INTO delivery_sends (message_id, park_reason, park_detail)
-                     VALUES ($1, 'invalid_recipient', 'part 2 refused')",
-                    &[&parked.id],
-                )
-                .await
-                .unwrap();
-            let closed = undelivered(&db, &parked, "invalid_recipient")
-                .await
-                .unwrap();
-            assert_eq!(closed, REFUNDED);
-            assert_eq!(
-                undelivered(&db, &parked, "invalid_recipient")
-                    .await
-                    .unwrap(),
-                Closed::default()
-            );
-            assert_eq!(state(&db, answered).await, ("failed".into(), 1, 1));
-        })
-        .await;
-    }
-
-    #[tokio::test]
-    async fn an_unwoken_run_waits_for_its_deadline_and_one_without_is_closed() {
-        ScratchDb::with(|db| async move {
-            let waiting = charged_run(&db).await;
-            db.get()
-                .await
-                .unwrap()
-                .execute(
-                    "UPDATE agent_runs SET deadline_at = now() + interval '1 hour' WHERE id = $1",
-                    &[&waiting],
-                )
-                .await
-                .unwrap();
-            // Only the parked message's run matters here.
-            let wake = reply_of(waiting);
-            assert!(matches!(
-                unwoken(&db, &wake).await.unwrap(),
-                Unwoken::AwaitsDeadline(_)
-            ));
-            assert_eq!(state(&db, waiting).await, ("routed".into(), 0, 0));
-
-            let old = charged_run(&db).await;
-            let closed = unwoken(&db, &reply_of(old)).await.unwrap();
-            assert_eq!(closed, Unwoken::Closed(REFUNDED));
-            assert_eq!(state(&db, old).await, ("failed".into(), 1, 0));
-        })
-        .await;
-    }
-
-    #[tokio::test]
-    async fn the_stuck_sweep_closes_and_refunds_each_run_once() {
-        ScratchDb::with(|db| async move {
-            let stuck_run = charged_run(&db).await;
-            let mut c = db.get().await.unwrap();
-            let tx = c.transaction().await.unwrap();
-            let swept = stuck(&tx, std::time::Duration::ZERO, 100, "late")
-                .await
-                .unwrap();
-            assert_eq!(
-                swept.iter().map(|r| (r.id, r.refunded)).collect::<Vec<_>>(),
-                vec![(stuck_run, true)]
-            );
-            assert_eq!(swept[0].chat_id.as_deref(), Some("7"));
-            assert!(
-                stuck(&tx, std::time::Duration::ZERO, 100, "late")
-                    .await
-                    .unwrap()
-                    .is_empty()
-            );
-            tx.commit().await.unwrap();
-            assert_eq!(state(&db, stuck_run).await, ("failed".into(), 1, 0));
-        })
-        .await;
-    }
-}
+mod tests;

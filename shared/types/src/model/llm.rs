@@ -63,6 +63,10 @@ pub struct LlmRequest {
     /// absent for a job's run and the API channels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inbound_message_id: Option<String>,
+    /// The model calls the run has made so far, each with its own usage, for the run's
+    /// record (docs/console.md, "A run's page").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<ModelCall>,
 }
 
 /// The host-tool policy of a run (docs/agents.md, "Engagement modes": the `runtime_policy`): in REVIEW, RESEARCH and
@@ -163,6 +167,7 @@ impl LlmRequest {
             api_key: None,
             policy: ToolPolicy::default(),
             inbound_message_id: None,
+            calls: Vec::new(),
         }
     }
 }

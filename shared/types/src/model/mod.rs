@@ -4,6 +4,7 @@
 //! llm stage never sees HTTP, delivery never sees providers.
 
 mod approval;
+mod calls;
 mod chat;
 pub mod delegation;
 mod forge;
@@ -18,6 +19,7 @@ mod schedule_text;
 mod scheduled;
 
 pub use approval::*;
+pub use calls::*;
 pub use chat::*;
 pub use forge::*;
 pub use inbound::*;

@@ -219,6 +219,10 @@ pub struct Reply {
     /// in the conversation's history when it is sent, with no turn it answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operator: Option<OperatorMessage>,
+    /// The run's model calls, each with its own usage, written with the run's close
+    /// (docs/console.md, "A run's page"); empty for replies no model made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<ModelCall>,
 }
 
 /// Where an operator's message is logged once sent, and who sent it.
@@ -243,6 +247,7 @@ impl Reply {
             detail: None,
             draft_id: None,
             operator: None,
+            calls: Vec::new(),
         }
     }
 
@@ -251,6 +256,7 @@ impl Reply {
     pub fn cancelled(request: &LlmRequest) -> Self {
         Self {
             exchange: request.exchange.clone(),
+            calls: request.calls.clone(),
             ..Self::failed(
                 request.reply_to.clone(),
                 FailureCode::Cancelled,
@@ -275,6 +281,7 @@ impl Reply {
             detail: None,
             draft_id: None,
             operator: None,
+            calls: Vec::new(),
         }
     }
 }

@@ -35,6 +35,7 @@ fn answered(call: &Call<'_>, run: &ExternalRun, text: String, draft: Option<Draf
         detail: None,
         draft_id: draft,
         operator: None,
+        calls: Vec::new(),
     }
 }
 
