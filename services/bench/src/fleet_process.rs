@@ -276,6 +276,20 @@ impl Fleet {
         self.procs.iter().map(|p| p.admin).collect()
     }
 
+    /// Start again every process that is stopped (after [`Fleet::stop_all`]), on the same
+    /// admin ports and with the same environment, and wait until each is ready.
+    pub async fn start_again(&mut self) -> anyhow::Result<()> {
+        for i in 0..self.procs.len() {
+            if self.procs[i].child.is_none() {
+                self.spawn(i)?;
+            }
+        }
+        for i in 0..self.procs.len() {
+            self.ready(i).await?;
+        }
+        Ok(())
+    }
+
     /// Stop every process (SIGTERM, then `kill -9` after 15 s).
     pub async fn stop_all(&mut self) {
         for p in &mut self.procs {

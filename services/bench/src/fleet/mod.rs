@@ -255,6 +255,7 @@ async fn run(
         },
         false => None,
     };
+    let fleet = tokio::sync::Mutex::new(fleet);
     let mut subjects = vec![Subject {
         setting: main_setting,
         target: target.clone(),
@@ -272,7 +273,8 @@ async fn run(
     let fleet_pids = || {
         subjects
             .iter()
-            .flat_map(|s| s.fleet.pids().into_iter().map(|(_, p)| p))
+            .filter_map(|s| s.fleet.try_lock().ok())
+            .flat_map(|f| f.pids().into_iter().map(|(_, p)| p))
             .collect::<Vec<_>>()
     };
     let machine = infra::Machine::now(&fleet_pids());
@@ -284,17 +286,29 @@ async fn run(
     let mut void = Vec::new();
     let no_doubles = || 0;
     let doubles = || channel.take_doubled();
+    // Compared fleets take turns alone: three fleets' pools outgrow PostgreSQL's default 100
+    // connections, and a refused process holds its messages (docs/performance.md, "Tracing's cost").
+    let alone = subjects.len() > 1;
+    if alone {
+        for subject in &subjects {
+            subject.fleet.lock().await.stop_all().await;
+        }
+    }
     let outcome: anyhow::Result<()> = async {
         for round in 0..args.search.rounds.max(1) {
             for &kind in &args.kinds {
                 // A kind's settings run back to back, so they share the round's drift.
                 for subject in &subjects {
+                    let mut fleet = subject.fleet.lock().await;
+                    if alone {
+                        fleet.start_again().await?;
+                    }
                     let requests: Arc<dyn Requests> = Arc::new(load::FleetRequests {
                         target: subject.target.clone(),
                         kind,
                     });
                     let meter = Meter::Fleet {
-                        fleet: subject.fleet,
+                        fleet: &fleet,
                         db: subject.db,
                         client: &client,
                         sink: subject.sink,
@@ -305,8 +319,11 @@ async fn run(
                         .map_or_else(|| kind.name().to_string(), |s| s.label(kind.name()));
                     let tag = format!("r{round}-{name}");
                     let line =
-                        measure(&requests, &meter, &args.search, &tag, &mut void, &doubles).await?;
-                    results.entry(name).or_default().push(line);
+                        measure(&requests, &meter, &args.search, &tag, &mut void, &doubles).await;
+                    if alone {
+                        fleet.stop_all().await;
+                    }
+                    results.entry(name).or_default().push(line?);
                 }
             }
             if let Some(floor) = &floor {
@@ -341,7 +358,7 @@ async fn run(
         .filter_map(|s| Some((s.setting?, s.sink?.spans())))
         .collect();
     drop(subjects);
-    fleet.stop_all().await;
+    fleet.into_inner().stop_all().await;
     tracing::finish(config, others).await;
     if let Some(floor) = floor {
         floor.finish().await;
@@ -368,7 +385,7 @@ struct Subject<'a> {
     /// Its tracing setting, when `--tracing` is given.
     setting: Option<tracing::Setting>,
     target: load::Target,
-    fleet: &'a Fleet,
+    fleet: &'a tokio::sync::Mutex<Fleet>,
     db: &'a hermes_db::Db,
     sink: Option<&'a tracing::Sink>,
 }

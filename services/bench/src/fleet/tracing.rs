@@ -272,7 +272,8 @@ pub struct Other {
     pub setting: Setting,
     pub ns: String,
     pub base: String,
-    pub fleet: Fleet,
+    /// Locked by the rounds for its turn: started, measured, stopped.
+    pub fleet: tokio::sync::Mutex<Fleet>,
     pub scratch: ScratchDb,
     pub sink: Option<Sink>,
 }
@@ -360,7 +361,7 @@ async fn start_one(
             setting,
             ns: ns.to_string(),
             base: format!("http://127.0.0.1:{http}"),
-            fleet,
+            fleet: tokio::sync::Mutex::new(fleet),
             scratch,
             sink,
         }),
@@ -374,7 +375,7 @@ async fn start_one(
 /// Stop the other fleets, drop their databases and delete their queues.
 pub async fn finish(config: &Config, others: Vec<Other>) {
     for mut other in others {
-        other.fleet.stop_all().await;
+        other.fleet.get_mut().stop_all().await;
         if let Err(e) = other.scratch.drop_now().await {
             eprintln!("bench fleet: could not drop the scratch database: {e}");
         }
