@@ -1,10 +1,11 @@
 //! The Discord Gateway connector end to end (docs/channels.md, "Discord"): `hermes
 //! discord-gateway` against the fake Gateway and the fake REST API of the test kit, through
 //! the whole fleet. A direct message and a mention in a guild are answered in their channel
-//! with the bot token, a guild message without a mention is not; a dropped connection is
-//! resumed from the last message handled and the replayed message answered once; op 7 and a
-//! zombied connection resume too; an invalid session identifies anew; a fatal close stops
-//! the shard; two connectors hold the shard once, and a killed one's is taken over.
+//! with the bot token, a guild message without a mention is not; an attached image reaches
+//! the model; a dropped connection is resumed from the last message handled and the
+//! replayed message answered once; op 7 and a zombied connection resume too; an invalid
+//! session identifies anew; a fatal close stops the shard; two connectors hold the shard
+//! once, and a killed one's is taken over.
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +16,7 @@ use hermes_testkit::{
 };
 use hermes_types::model::Platform;
 use serde_json::{Value, json};
-use wiremock::matchers::method;
+use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 /// The bot's user id, as READY names it.
@@ -168,6 +169,42 @@ async fn a_dm_and_a_mention_are_answered_in_their_channel_and_an_unaddressed_mes
     // A graceful stop hands the lease back.
     let leases = "SELECT count(*) FROM leases WHERE name LIKE 'discord-shard-%'";
     assert_eq!(count(&env.db(), leases, &[]).await, 0);
+}
+
+/// A photo sent to the bot: its attachment is fetched from its CDN URL (no credential: the
+/// URL is signed) through the SSRF guard, and reaches the model inline beside the text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attached_image_is_fetched_and_reaches_the_model() {
+    let gateway = FakeGateway::start().await;
+    let (mut env, model, api) = setup(&gateway).await;
+    let mut photo = vec![0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a];
+    photo.resize(300, 7);
+    Mock::given(method("GET"))
+        .and(path("/attachments/4400/77/river.png"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(photo, "image/png"))
+        .mount(&api)
+        .await;
+    env.set("HERMES_MEDIA_FETCH_ALLOW", "127.0.0.1");
+    let fleet = env.start(&fleet_services()).await;
+    let mut conn = gateway.connection().await;
+    identified(&mut conn, &gateway, "sess-img").await;
+    let mut m = message("1101", "4400", None, "What is in this picture?", false);
+    m["attachments"] = json!([{
+        "id": "77", "filename": "river.png", "content_type": "image/png", "size": 300,
+        "url": format!("{}/attachments/4400/77/river.png?ex=1&is=2&hm=3", api.uri())
+    }]);
+    conn.dispatch("MESSAGE_CREATE", m);
+    let calls = sent_in(&api, "4400", 1).await;
+    assert_eq!(calls[0].body["content"], "A river is water.");
+    let asked: Value = model.received_requests().await.unwrap()[0]
+        .body_json()
+        .unwrap();
+    let asked = asked.to_string();
+    assert!(
+        asked.contains("data:image/png;base64,") && asked.contains("What is in this picture?"),
+        "the photo is inlined for the model beside the text: {asked}"
+    );
+    fleet.stop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

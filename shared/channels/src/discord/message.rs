@@ -191,13 +191,17 @@ fn without_mention(text: &str, bot: &BotId) -> String {
 }
 
 /// A message's attachments as media: their CDN URLs (signed by Discord, fetched without a
-/// credential through the SSRF guard) and content types.
+/// credential) and content types. Only web URLs are kept; which hosts a fetch may reach is
+/// the SSRF guard's to decide at fetch time, as for every platform (docs/channels.md,
+/// "Media").
 fn attachments(raw: Vec<serde_json::Value>) -> Vec<Media> {
     raw.into_iter()
         .take(MAX_ATTACHMENTS)
         .filter_map(|a| serde_json::from_value::<Attachment>(a).ok())
         .filter_map(|a| {
-            let url = a.url.filter(|u| u.starts_with("https://"))?;
+            let url = a
+                .url
+                .filter(|u| u.starts_with("https://") || u.starts_with("http://"))?;
             let mime = short_field(a.content_type);
             // Discord's voice messages are `audio/ogg` attachments.
             Some(Media {

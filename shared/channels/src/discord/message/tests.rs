@@ -105,13 +105,14 @@ fn system_messages_and_empty_ones_are_skipped() {
 }
 
 #[test]
-fn attachments_are_media_by_content_type_and_only_https_urls_are_kept() {
+fn attachments_are_media_by_content_type_and_only_web_urls_are_kept() {
     let mut v = dm("");
     v["attachments"] = json!([
         {"id": "1", "url": "https://cdn.discordapp.com/a/1/cat.png", "content_type": "image/png"},
         {"id": "2", "url": "https://cdn.discordapp.com/a/2/voice.ogg", "content_type": "audio/ogg"},
         {"id": "3", "url": "https://cdn.discordapp.com/a/3/notes.pdf"},
-        {"id": "4", "url": "http://169.254.169.254/latest", "content_type": "image/png"},
+        {"id": "4", "url": "file:///etc/passwd", "content_type": "image/png"},
+        {"id": "5", "url": "ftp://cdn.discordapp.com/a/5/cat.png", "content_type": "image/png"},
         "not an attachment"
     ]);
     let m = routed(&v);
