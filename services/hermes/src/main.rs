@@ -49,7 +49,12 @@ enum Command {
     /// message that addresses the bot to the router (docs/channels.md, "Discord").
     DiscordGateway,
     /// Run all five services in one process (development and small installs).
-    All,
+    All {
+        /// Also hold the Discord Gateway sessions in this process, as `hermes discord-gateway`
+        /// does (needs DISCORD_BOT_TOKEN; a small install's only replica holds every shard).
+        #[arg(long)]
+        discord_gateway: bool,
+    },
     /// Apply pending database migrations (creates the database when missing).
     Migrate,
     /// Show the effective configuration and check PostgreSQL, RabbitMQ, Redis and the schema.
@@ -153,6 +158,15 @@ fn main() -> ExitCode {
     runtime.block_on(dispatch(cli))
 }
 
+/// What `hermes all` runs: the five stages, and the Discord connector when asked.
+fn all_services(discord_gateway: bool) -> Vec<Service> {
+    let mut services = Service::ALL.to_vec();
+    if discord_gateway {
+        services.push(Service::DiscordGateway);
+    }
+    services
+}
+
 async fn dispatch(cli: Cli) -> ExitCode {
     let path = cli.config.as_deref();
     let services: Vec<Service> = match cli.command {
@@ -162,7 +176,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Command::Tools { command: None } => vec![Service::Tools],
         Command::Delivery => vec![Service::Delivery],
         Command::DiscordGateway => vec![Service::DiscordGateway],
-        Command::All => Service::ALL.to_vec(),
+        Command::All { discord_gateway } => all_services(discord_gateway),
         Command::Migrate => {
             let config = match load(path) {
                 Ok(c) => c,
@@ -392,5 +406,26 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn all_holds_the_discord_gateway_only_when_asked() {
+        use clap::Parser;
+        for (args, wanted) in [
+            (&["hermes", "all"][..], false),
+            (&["hermes", "all", "--discord-gateway"][..], true),
+        ] {
+            let cli = Cli::try_parse_from(args).unwrap();
+            let super::Command::All { discord_gateway } = cli.command else {
+                panic!("{args:?} is not `all`");
+            };
+            let services = super::all_services(discord_gateway);
+            assert_eq!(services.len(), 5 + usize::from(wanted), "{args:?}");
+            assert_eq!(
+                services.contains(&hermes::Service::DiscordGateway),
+                wanted,
+                "{args:?}"
+            );
+        }
     }
 }
