@@ -424,6 +424,12 @@ async fn an_approval_is_allowed_from_the_console_and_the_run_finishes() {
         run.contains("<dd>70 in, 12 out</dd>") && run.contains("<dd>0.000104</dd>"),
         "{run}"
     );
+    // Its tool call, with the arguments the model gave and what the tool returned.
+    let tools = &run[run.find("<caption>Tool calls</caption>").expect(&run)..];
+    assert!(
+        tools.contains("<td>current_time</td>") && tools.contains("Asia/Tokyo"),
+        "{run}"
+    );
     let decided = hermes_db::approvals::get(&gated.db.get().await.unwrap(), call.id)
         .await
         .unwrap()

@@ -379,7 +379,7 @@ pub struct RunRow {
 }
 
 /// A stored transcript; one that no longer parses reads as none (it only adds context).
-pub(crate) fn transcript_of(v: Option<serde_json::Value>) -> Vec<ChatMessage> {
+pub fn transcript_of(v: Option<serde_json::Value>) -> Vec<ChatMessage> {
     v.and_then(|v| serde_json::from_value(v).ok())
         .unwrap_or_default()
 }

@@ -6,7 +6,8 @@
 //! - `session`: logging in with an operator key, the cookie, CSRF, refusing other sites;
 //! - `html`: escaping, the page frame and the headers that keep a page inert;
 //! - `overview`: the fleet at a glance (`charts` draws its SVG);
-//! - `runs`: the runs list and a run's page (`history` orders its events and model calls);
+//! - `runs`: the runs list and a run's page (`history` orders its events and model calls,
+//!   `tool_calls` lists its tool rounds);
 //! - `agents`: a workspace's agents, their presence, capacity and recent runs;
 //! - `approvals`: the tool calls waiting for an operator, allowed or denied;
 //! - `conversations`: a user's or chat's history, each message linked to its run;
@@ -27,6 +28,7 @@ mod overview;
 mod parked;
 mod runs;
 mod session;
+mod tool_calls;
 mod users;
 
 use axum::Router;

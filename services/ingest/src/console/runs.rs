@@ -19,9 +19,9 @@ use hermes_types::ids::AgentId;
 use hermes_types::model::Platform;
 use serde::Deserialize;
 
-use super::history;
 use super::html::{esc, page, see_other, unavailable};
 use super::users::Wanted;
+use super::{history, tool_calls};
 use crate::AppState;
 
 /// Runs on one page.
@@ -265,7 +265,7 @@ pub async fn show(
         .query_opt(
             "SELECT platform, sender_id, chat_id, status, tier, model, tokens_in, tokens_out,
                     cost_micro_usd, input_text, output_text, error_code, error_detail,
-                    created_at, finished_at, traceparent, session_id
+                    created_at, finished_at, traceparent, session_id, transcript
              FROM agent_runs WHERE id = $1",
             &[&id],
         )
@@ -331,7 +331,7 @@ pub async fn show(
         esc(&finished),
         trace_html(&trace, app.ctx.config.traces.link.as_deref()),
         run.get::<_, Option<uuid::Uuid>>(16)
-            .map(|s| s.to_string())
+            .map(|s| format!("<a href=\"/console/conversations/{s}\">{s}</a>"))
             .unwrap_or_default(),
         s = text(3),
     );
@@ -340,6 +340,7 @@ pub async fn show(
         text(9),
         text(10)
     ));
+    body.push_str(&tool_calls::html(&runs::transcript_of(run.get(17))));
     body.push_str(&sends_html(&sends));
     if run.get::<_, Option<String>>(11).is_some() {
         body.push_str(&format!(
