@@ -1,7 +1,7 @@
 //! `hermes bench fleet` cannot rot: a short run at a fixed rate through the fleet as separate
 //! processes must keep its ledger (every request answered as itself, once), whatever the
-//! figures (docs/performance.md), and so must the floor it is compared with (`--with-floor`).
-//! The figures themselves are never asserted.
+//! figures (docs/performance.md), and so must the floor it is compared with (`--with-floor`),
+//! and it leaves no key in Redis. The figures themselves are never asserted.
 
 use hermes_testkit::TestEnv;
 
@@ -68,6 +68,23 @@ async fn a_short_fixed_rate_run_keeps_its_ledger() {
         }
         assert!(before(" transactions") >= 1.0, "{infra}");
     }
+    // The run leaves nothing in the shared Redis: its namespace's keys went with its queues.
+    let ns = stderr
+        .split("namespace ")
+        .nth(1)
+        .and_then(|rest| rest.split([',', ' ', '\n']).next())
+        .unwrap_or_else(|| panic!("no namespace named:\n{stderr}"));
+    let mut redis = redis::Client::open(hermes_testkit::redis_url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let left: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{ns}:*"))
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "{} keys of {ns} left", left.len());
 }
 
 /// `--soak` reports the idle memory, each step's latency and memory, the growth and the

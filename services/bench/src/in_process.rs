@@ -36,7 +36,7 @@ impl Scratch {
         config: &Config,
         settings: hermes_config::BusSettings,
     ) -> anyhow::Result<()> {
-        let deleted = crate::delete_namespace(name, &config.amqp_url, &self.ns, settings).await;
+        let deleted = crate::delete_namespace(name, config, &self.ns, settings).await;
         self.db.drop_now().await?;
         deleted
     }

@@ -69,26 +69,55 @@ pub(crate) async fn wait_ready(
     Ok(())
 }
 
-/// Delete namespace `ns`'s queues and exchanges at the end of a run, declared with
-/// `settings` (the broker refuses a queue declared otherwise). Best effort: what cannot be
-/// deleted expires by itself; `bench` names the bench in what is printed.
+/// Delete namespace `ns` at the end of a run: its queues and exchanges, declared with
+/// `settings` (the broker refuses a queue declared otherwise), and its Redis keys (dedupe
+/// marks, caches, run streams). Those would expire, but until then they weigh on the shared
+/// Redis: every erase scans past them, and a suite run right after a bench ran slower for them.
+/// Best effort: what cannot be deleted expires by itself; `bench` names the bench in what is
+/// printed.
 pub(crate) async fn delete_namespace(
     bench: &str,
-    amqp_url: &secrecy::SecretString,
+    config: &hermes_config::Config,
     ns: &str,
     settings: hermes_config::BusSettings,
 ) -> anyhow::Result<()> {
     let names =
         hermes_bus::Names::new(hermes_config::Namespace::parse(ns).map_err(anyhow::Error::msg)?);
     let metrics = hermes_telemetry::Metrics::new();
-    match hermes_bus::Bus::connect(amqp_url.clone(), names, settings, metrics).await {
+    match hermes_bus::Bus::connect(config.amqp_url.clone(), names, settings, metrics).await {
         Ok(bus) => {
             if let Err(e) = bus.delete_topology().await {
-                eprintln!("{bench}: cannot delete the namespace's queues (they expire): {e}");
+                eprintln!("{bench}: cannot delete the queues of {ns} (they expire): {e}");
             }
             bus.close().await;
         }
-        Err(e) => eprintln!("{bench}: cannot reach the broker to delete the queues: {e}"),
+        Err(e) => eprintln!("{bench}: cannot reach the broker to delete the queues of {ns}: {e}"),
+    }
+    if let Err(e) = delete_keys(&config.redis_url, ns).await {
+        eprintln!("{bench}: cannot delete the Redis keys of {ns} (they expire): {e}");
     }
     Ok(())
+}
+
+/// Unlink every Redis key of namespace `ns` (`{ns}:…`, never another namespace's that only
+/// starts the same), 500 a command; returns how many went.
+async fn delete_keys(redis_url: &secrecy::SecretString, ns: &str) -> anyhow::Result<usize> {
+    use secrecy::ExposeSecret;
+    let client = redis::Client::open(redis_url.expose_secret())?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    let mut keys: Vec<String> = Vec::new();
+    {
+        let mut iter =
+            redis::AsyncCommands::scan_match::<_, String>(&mut conn, format!("{ns}:*")).await?;
+        while let Some(key) = futures_util::StreamExt::next(&mut iter).await {
+            keys.push(key?);
+        }
+    }
+    for batch in keys.chunks(500) {
+        redis::cmd("UNLINK")
+            .arg(batch)
+            .query_async::<usize>(&mut conn)
+            .await?;
+    }
+    Ok(keys.len())
 }

@@ -79,7 +79,7 @@ pub async fn abuse(config: Config, args: AbuseBench) -> anyhow::Result<()> {
     // The fleet's own bus settings: the broker refuses a queue declared otherwise.
     let fleet_config = Config::from_lookup(&|k| vars.get(k).cloned(), None)
         .map_err(|e| anyhow::anyhow!("the fleet's configuration: {e}"))?;
-    crate::delete_namespace("abuse", &config.amqp_url, &ns, fleet_config.bus).await?;
+    crate::delete_namespace("abuse", &config, &ns, fleet_config.bus).await?;
     scratch.drop_now().await?;
     result
 }

@@ -32,10 +32,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use hermes_bus::{Bus, Names};
-use hermes_config::{Config, Namespace};
+use hermes_config::Config;
 use hermes_db::scratch::ScratchDb;
-use hermes_telemetry::Metrics;
 use secrecy::ExposeSecret;
 
 use crate::faults::model;
@@ -102,28 +100,11 @@ pub async fn fleet(config: Config, args: FleetBench) -> anyhow::Result<()> {
     result
 }
 
-/// Delete the queues of namespace `ns` (they expire on their own if the broker cannot be
-/// reached).
+/// Delete namespace `ns`'s queues (declared to expire, should that fail) and Redis keys.
 pub(crate) async fn delete_queues(config: &Config, ns: &str) {
-    let names = match Namespace::parse(ns) {
-        Ok(ns) => Names::new(ns),
-        Err(e) => return eprintln!("bench fleet: namespace {ns}: {e}"),
-    };
     let mut settings = config.bus.clone();
     settings.queue_expires = Some(Duration::from_secs(QUEUE_EXPIRES_SECS));
-    match Bus::connect(config.amqp_url.clone(), names, settings, Metrics::new()).await {
-        Ok(bus) => {
-            if let Err(e) = bus.delete_topology().await {
-                eprintln!(
-                    "bench fleet: cannot delete the queues of {ns} (they expire in {QUEUE_EXPIRES_SECS} s): {e}"
-                );
-            }
-            bus.close().await;
-        }
-        Err(e) => {
-            eprintln!("bench fleet: cannot reach the broker to delete the queues of {ns}: {e}")
-        }
-    }
+    let _ = crate::delete_namespace("bench fleet", config, ns, settings).await;
 }
 
 async fn run(
