@@ -68,7 +68,7 @@ async fn a_short_fixed_rate_run_keeps_its_ledger() {
         }
         assert!(before(" transactions") >= 1.0, "{infra}");
     }
-    // The run leaves nothing in the shared Redis: its namespace's keys went with its queues.
+    // The run leaves nothing in the shared Redis: its namespaces' keys went with their queues.
     let ns = stderr
         .split("namespace ")
         .nth(1)
@@ -79,12 +79,15 @@ async fn a_short_fixed_rate_run_keeps_its_ledger() {
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    let left: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{ns}:*"))
-        .query_async(&mut redis)
-        .await
-        .unwrap();
-    assert!(left.is_empty(), "{} keys of {ns} left", left.len());
+    // The floor's namespace is the fleet's with an `f`.
+    for ns in [ns.to_string(), format!("{ns}f")] {
+        let left: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{ns}:*"))
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        assert!(left.is_empty(), "{} keys of {ns} left", left.len());
+    }
 }
 
 /// `--soak` reports the idle memory, each step's latency and memory, the growth and the

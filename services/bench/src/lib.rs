@@ -101,7 +101,10 @@ pub(crate) async fn delete_namespace(
 
 /// Unlink every Redis key of namespace `ns` (`{ns}:…`, never another namespace's that only
 /// starts the same), 500 a command; returns how many went.
-async fn delete_keys(redis_url: &secrecy::SecretString, ns: &str) -> anyhow::Result<usize> {
+pub(crate) async fn delete_keys(
+    redis_url: &secrecy::SecretString,
+    ns: &str,
+) -> anyhow::Result<usize> {
     use secrecy::ExposeSecret;
     let client = redis::Client::open(redis_url.expose_secret())?;
     let mut conn = client.get_multiplexed_async_connection().await?;

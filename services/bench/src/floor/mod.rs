@@ -31,12 +31,16 @@ pub struct FloorBench {
 pub struct Standalone {
     pub floor: Arc<Floor>,
     pub scratch: ScratchDb,
+    /// Where its namespace's Redis keys (the runs' events) are deleted at the end.
+    redis_url: secrecy::SecretString,
+    ns: String,
 }
 
 impl Standalone {
     /// A scratch database and the floor on it, its queues under namespace `ns`.
     pub async fn start(config: &Config, ns: &str) -> anyhow::Result<Self> {
         let scratch = ScratchDb::create(&config.database_url, "hermes_floor").await?;
+        let (redis_url, name) = (config.redis_url.clone(), ns.to_string());
         let ns = Namespace::parse(ns).map_err(anyhow::Error::msg)?;
         let mut config = config.clone();
         // The floor's queues expire if this process dies before deleting them.
@@ -44,7 +48,12 @@ impl Standalone {
         // A pool as large as one stage's (the scratch database's own is small).
         let db = hermes_db::Db::new(&scratch.url, config.db_pool_size)?;
         match Floor::start(&config, db, ns).await {
-            Ok(floor) => Ok(Self { floor, scratch }),
+            Ok(floor) => Ok(Self {
+                floor,
+                scratch,
+                redis_url,
+                ns: name,
+            }),
             Err(e) => {
                 let _ = scratch.drop_now().await;
                 Err(e)
@@ -52,9 +61,15 @@ impl Standalone {
         }
     }
 
-    /// Stop the floor, delete its queues and drop its database.
+    /// Stop the floor, delete its queues and Redis keys, and drop its database.
     pub async fn finish(self) {
         self.floor.stop().await;
+        if let Err(e) = crate::delete_keys(&self.redis_url, &self.ns).await {
+            eprintln!(
+                "bench floor: cannot delete the Redis keys of {} (they expire): {e}",
+                self.ns
+            );
+        }
         if let Err(e) = self.scratch.drop_now().await {
             eprintln!("bench floor: could not drop the scratch database: {e}");
         }
