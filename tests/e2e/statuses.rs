@@ -194,10 +194,18 @@ async fn a_sends_wamid_is_kept_and_the_phones_statuses_show_on_the_run_once() {
     assert_eq!(shown["status"], "completed", "{shown}");
     assert_eq!(shown["sends"][0]["platform_message_id"], "wamid.OUT-1");
     assert_eq!(shown["sends"][0]["status"], "read");
+    // Its one model call, with the call's own usage.
+    let calls = shown["model_calls"].as_array().expect("model_calls");
+    assert_eq!(calls.len(), 1, "{shown}");
+    assert_eq!(calls[0]["round"], 0);
+    assert!(
+        calls[0]["usage"]["input_tokens"].as_u64() > Some(0),
+        "{shown}"
+    );
     let (code, lines, err) = env.hermes(&["runs", "show", &id]).await;
     assert_eq!(code, 0, "{err}");
     assert!(
-        lines.contains("part 0 whatsapp wamid.OUT-1  read"),
+        lines.contains("part 0 whatsapp wamid.OUT-1  read") && lines.contains("model call 0 "),
         "{lines}"
     );
     let (code, _, err) = env.hermes(&["runs", "show", "not-a-run"]).await;
