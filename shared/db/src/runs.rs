@@ -380,6 +380,13 @@ pub struct RunRow {
 
 /// A stored transcript; one that no longer parses reads as none (it only adds context).
 pub fn transcript_of(v: Option<serde_json::Value>) -> Vec<ChatMessage> {
+    stored_list(v)
+}
+
+/// A JSON list kept beside a run (its transcript, its model calls) that only adds context:
+/// one written by another build that no longer parses reads as none, so the run itself still
+/// shows.
+fn stored_list<T: serde::de::DeserializeOwned>(v: Option<serde_json::Value>) -> Vec<T> {
     v.and_then(|v| serde_json::from_value(v).ok())
         .unwrap_or_default()
 }
@@ -399,8 +406,8 @@ pub async fn traceparent(client: &Client, id: RunId) -> Result<Option<TraceParen
 }
 
 /// Run `id`'s model calls, each with its own model, usage and time
-/// (docs/console.md, "A run's page"): none for a run still open, one no model answered, or
-/// one closed before they were kept (migration 0042).
+/// (docs/console.md, "A run's page"): none for a run still open, one no model answered, one
+/// closed before they were kept (migration 0042), or a list that no longer parses.
 pub async fn model_calls(
     client: &Client,
     id: RunId,
@@ -411,10 +418,9 @@ pub async fn model_calls(
             &[&id.as_uuid()],
         )
         .await?;
-    match row.and_then(|r| r.get::<_, Option<serde_json::Value>>(0)) {
-        None => Ok(Vec::new()),
-        Some(v) => serde_json::from_value(v).map_err(|e| DbError::Invalid(e.to_string())),
-    }
+    Ok(stored_list(
+        row.and_then(|r| r.get::<_, Option<serde_json::Value>>(0)),
+    ))
 }
 
 pub async fn get(client: &Client, id: RunId) -> Result<Option<RunRow>, DbError> {
@@ -477,4 +483,23 @@ pub async fn count_open(client: &Client) -> Result<OpenRuns, DbError> {
         runs: row.get(0),
         agents: row.get(1),
     })
+}
+
+#[cfg(test)]
+mod stored_tests {
+    use hermes_types::model::ModelCall;
+    use serde_json::json;
+
+    use super::stored_list;
+
+    #[test]
+    fn a_kept_list_that_no_longer_parses_reads_as_none_and_a_good_one_as_written() {
+        let call = json!([{"round": 0, "at": "2026-11-29T08:00:00Z", "model": "fast",
+                           "usage": {"input_tokens": 3, "output_tokens": 4}, "ms": 5}]);
+        let read: Vec<ModelCall> = stored_list(Some(call));
+        assert_eq!((read.len(), read[0].usage.output_tokens), (1, 4));
+        let other_shape: Vec<ModelCall> = stored_list(Some(json!({"calls": 1})));
+        assert!(other_shape.is_empty());
+        assert!(stored_list::<ModelCall>(None).is_empty());
+    }
 }
