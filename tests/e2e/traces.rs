@@ -1,6 +1,7 @@
 //! Traces over OTLP (docs/tracing.md): the five services as separate processes export one
 //! trace per Telegram message, received by the test kit's OTLP/HTTP collector and decoded
-//! with the `opentelemetry-proto` crate; and a collector that is unreachable costs no message.
+//! with the `opentelemetry-proto` crate; a caller's unsampled trace stays unsampled in every
+//! process; and a collector that is unreachable costs no message.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -34,13 +35,23 @@ async fn telegram_env(api: &str, provider: &str) -> TestEnv {
 
 /// POST one Telegram update to `ingest`.
 async fn telegram_update(ingest: &RealProcess, update: &serde_json::Value) {
-    let resp = reqwest::Client::new()
+    traced_update(ingest, update, None).await;
+}
+
+/// POST one Telegram update to `ingest`, continuing the caller's `traceparent` when given.
+async fn traced_update(
+    ingest: &RealProcess,
+    update: &serde_json::Value,
+    traceparent: Option<&str>,
+) {
+    let mut req = reqwest::Client::new()
         .post(ingest.url("/webhooks/telegram"))
         .header("x-telegram-bot-api-secret-token", SECRET)
-        .json(update)
-        .send()
-        .await
-        .unwrap();
+        .json(update);
+    if let Some(tp) = traceparent {
+        req = req.header("traceparent", tp);
+    }
+    let resp = req.send().await.unwrap();
     assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
 }
 
@@ -273,6 +284,61 @@ async fn one_telegram_message_with_a_tool_is_one_trace_across_five_processes() {
         out.contains(&format!("trace {trace}  http://jaeger.test/trace/{trace}")),
         "{out}"
     );
+    for process in &fleet {
+        process.terminate();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callers_unsampled_trace_is_followed_by_every_process() {
+    const DROPPED: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const KEPT: &str = "0af7651916cd43dd8448eb211c80319c";
+    let collector = OtlpReceiver::start().await;
+    let provider =
+        openai_tool_then_answer("current_time", &json!({"timezone": "Asia/Tokyo"}), "noon").await;
+    let api = telegram_fake(TOKEN).await;
+    let mut env = telegram_env(&api.uri(), &provider.uri()).await;
+    // The second message comes from another chat, whose history holds no tool round yet
+    // (the fake model calls the tool until it sees one).
+    const OTHER: i64 = 4343;
+    env.user(Platform::Telegram, &OTHER.to_string(), 50).await;
+    // Every trace is kept unless its caller says otherwise: only the flag decides below.
+    env.set("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.endpoint())
+        .set("OTEL_TRACES_SAMPLER", "parentbased_always_on");
+    let mut fleet = Vec::new();
+    for service in ["router", "llm", "tools", "delivery", "ingest"] {
+        fleet.push(env.spawn_ready(service).await);
+    }
+    let ingest = fleet.last().unwrap();
+    let dropped = format!("00-{DROPPED}-b7ad6b7169203331-00");
+    traced_update(ingest, &telegram_text(CHAT, 1, ASK), Some(&dropped)).await;
+    eventually(Duration::from_secs(60), "the first answer", || async {
+        (!telegram_sent(&api).await.is_empty()).then_some(())
+    })
+    .await;
+
+    // The second message starts after the first was answered: each process ends the first's
+    // spans before it makes the second's, and exports them in that order, so once the
+    // second's trace is whole, any span of the first would have arrived.
+    let kept = format!("00-{KEPT}-00f067aa0ba902b7-01");
+    traced_update(ingest, &telegram_text(OTHER, 2, ASK), Some(&kept)).await;
+    eventually(Duration::from_secs(60), "the kept trace", || async {
+        let spans: Vec<_> = collector
+            .spans()
+            .into_iter()
+            .filter(|s| s.trace_id == KEPT)
+            .collect();
+        complete(&spans).then_some(())
+    })
+    .await;
+    let leaked: Vec<_> = collector
+        .spans()
+        .into_iter()
+        .filter(|s| s.trace_id != KEPT)
+        .map(|s| format!("{} of {} in {}", s.name, s.service, s.trace_id))
+        .collect();
+    assert!(leaked.is_empty(), "spans outside the kept trace: {leaked:?}");
+    assert_eq!(telegram_sent(&api).await.len(), 2, "both answered");
     for process in &fleet {
         process.terminate();
     }

@@ -7,12 +7,23 @@
 use tracing::Span;
 use tracing::field::Empty;
 
-use hermes_telemetry::trace::{TARGET, adopt, traceparent_of};
+use hermes_telemetry::trace::{TARGET, adopt, follows_unsampled, traceparent_of};
 use hermes_types::stage::Outgoing;
 use hermes_types::trace::TraceParent;
 
 /// The span of publishing `msg` to `exchange` with `routing_key` (`label` names its queue).
 pub(crate) fn span(exchange: &str, routing_key: &str, label: &str, msg: &Outgoing) -> Span {
+    let outside = traceparent_of(&Span::current()).is_none();
+    let parent = if outside {
+        msg.traceparent.as_deref().and_then(TraceParent::parse)
+    } else {
+        None
+    };
+    // A relay's publish of a message whose trace is not sampled would be dropped whatever it
+    // held (docs/tracing.md, "Sampling"); inside a stage, the trace layer's filter decides.
+    if follows_unsampled(parent.as_ref()) {
+        return Span::none();
+    }
     let span = tracing::info_span!(
         target: TARGET,
         "send",
@@ -28,8 +39,7 @@ pub(crate) fn span(exchange: &str, routing_key: &str, label: &str, msg: &Outgoin
         messaging.message.body.size = msg.body.len() as i64,
         error.type = Empty,
     );
-    if traceparent_of(&Span::current()).is_none() {
-        let parent = msg.traceparent.as_deref().and_then(TraceParent::parse);
+    if outside {
         adopt(&span, parent.as_ref());
     }
     span

@@ -4,14 +4,15 @@
 //! `traceparent`, with the queue wait as an attribute and the commit as a child. The
 //! messages the stage sends carry the consumer span as their parent, so each stage's span
 //! hangs under the one before it; a redelivered or retried copy continues the same trace,
-//! never a new root.
+//! never a new root. A message whose trace is not sampled gets a bare consumer span, and
+//! nothing under it is traced (docs/tracing.md, "Sampling").
 
 use chrono::Utc;
 use tracing::Span;
 use tracing::field::Empty;
 
 use hermes_bus::Stage;
-use hermes_telemetry::trace::{TARGET, adopt};
+use hermes_telemetry::trace::{TARGET, adopt, follows_unsampled};
 use hermes_types::envelope::Envelope;
 
 /// The log span and the consumer span of `env`, which from now on carries the consumer
@@ -31,9 +32,28 @@ pub(super) fn spans(
         trace_id = Empty,
         span_id = Empty,
     );
+    let consumer = if follows_unsampled(env.traceparent.as_ref()) {
+        // Dropped whatever it holds: made bare, for the ids it gives the log and the next
+        // stage (docs/tracing.md, "Sampling").
+        tracing::info_span!(target: TARGET, "process")
+    } else {
+        consumer_span(stage, queue, env, deliveries)
+    };
+    if let Some(own) = adopt(&consumer, env.traceparent.as_ref()) {
+        log.record("span_id", own.parent_id());
+        env.traceparent = Some(own);
+    }
+    if let Some(tp) = &env.traceparent {
+        log.record("trace_id", tp.trace_id());
+    }
+    (log, consumer)
+}
+
+/// The consumer span of `env`, with its messaging attributes.
+fn consumer_span(stage: &str, queue: &str, env: &Envelope, deliveries: u32) -> Span {
     // Enqueue to start: the envelope is made when its stage commits or ingest accepts it.
     let wait_ms = (Utc::now() - env.created_at).num_milliseconds().max(0);
-    let consumer = tracing::info_span!(
+    tracing::info_span!(
         target: TARGET,
         "process",
         otel.name = %format!("process {queue}"),
@@ -53,15 +73,7 @@ pub(super) fn spans(
         hermes.deliveries = i64::from(deliveries),
         hermes.attempt = i64::from(env.attempt),
         hermes.outcome = Empty,
-    );
-    if let Some(own) = adopt(&consumer, env.traceparent.as_ref()) {
-        log.record("span_id", own.parent_id());
-        env.traceparent = Some(own);
-    }
-    if let Some(tp) = &env.traceparent {
-        log.record("trace_id", tp.trace_id());
-    }
-    (log, consumer)
+    )
 }
 
 /// What became of the message, on its consumer span; a parked message is an error.

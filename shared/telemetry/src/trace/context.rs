@@ -40,13 +40,18 @@ pub fn traceparent_of(span: &Span) -> Option<TraceParent> {
 }
 
 /// Make `span` a child of `parent` (when there is one) and return the `traceparent` that
-/// names `span` itself; `None` when tracing is off. Call it before `span` is entered.
+/// names `span` itself; `None` when tracing is off. Call it before `span` is entered: when
+/// the sampler drops `span`, nothing made under it is traced (docs/tracing.md, "Sampling").
 pub fn adopt(span: &Span, parent: Option<&TraceParent>) -> Option<TraceParent> {
     if let Some(parent) = parent {
         // Fails only when tracing is off or the span is filtered out: nothing to adopt then.
         let _ = span.set_parent(parent_context(parent));
     }
-    traceparent_of(span)
+    let own = traceparent_of(span);
+    if own.as_ref().is_some_and(|tp| !tp.sampled()) {
+        super::sampled::mark_unsampled(span);
+    }
+    own
 }
 
 /// The `traceparent` of the innermost traced span around the caller (ingest's HTTP server

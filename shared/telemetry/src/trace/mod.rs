@@ -9,9 +9,11 @@
 
 mod context;
 mod export;
+mod sampled;
 
 pub use context::{adopt, current_or, parent_context, set_strings, traceparent_of};
 pub use export::DropReason;
+pub use sampled::follows_unsampled;
 
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,7 +25,7 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{Sampler as SdkSampler, SdkTracerProvider};
 use prometheus::{IntCounterVec, Opts};
 use tracing::Metadata;
-use tracing_subscriber::filter::{EnvFilter, FilterExt, LevelFilter, Targets, filter_fn};
+use tracing_subscriber::filter::{EnvFilter, FilterExt, filter_fn};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Layer, Registry};
@@ -98,6 +100,7 @@ pub fn init(
     service: &str,
 ) -> Result<Tracing, String> {
     CONTENT.store(settings.content, Ordering::Relaxed);
+    sampled::set_sampler(settings.export.as_ref().map(|e| e.sampler));
     let provider = match &settings.export {
         Some(export) => Some(provider(export, service)?),
         None => None,
@@ -131,7 +134,7 @@ pub fn init(
             // reads the clock twice to export busy and idle times nobody asked for.
             .with_context_activation(false)
             .with_tracked_inactivity(false)
-            .with_filter(traced())
+            .with_filter(sampled::Traced)
             .boxed()
     });
     let installed = Registry::default()
@@ -149,16 +152,6 @@ pub fn init(
         }
         (false, None) => Ok(Tracing { provider: None }),
     }
-}
-
-/// What the OpenTelemetry layer sees: Hermes's trace spans and nothing else. A target filter,
-/// not a closure: a closure's interest is "sometimes" for every callsite of every crate and
-/// gives no level hint, so each `trace!` in hyper, h2, lapin and tokio-postgres would be asked
-/// at run time, on every hit, whether some layer wants it. That cost a traced fleet a quarter
-/// more CPU per answer at 10 % sampling (docs/performance.md, "Tracing's cost"); a target
-/// filter answers once per callsite.
-fn traced() -> Targets {
-    Targets::new().with_target(TARGET, LevelFilter::TRACE)
 }
 
 /// The tracer provider of `export`.
@@ -195,25 +188,5 @@ fn sampler(sampler: Sampler, ratio: f64) -> SdkSampler {
         Sampler::ParentBasedAlwaysOn => parent_based(SdkSampler::AlwaysOn),
         Sampler::ParentBasedAlwaysOff => parent_based(SdkSampler::AlwaysOff),
         Sampler::ParentBasedTraceIdRatio => parent_based(SdkSampler::TraceIdRatioBased(ratio)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_trace_layer_wants_hermes_spans_and_no_other_crates_events() {
-        let f = traced();
-        assert!(f.would_enable(TARGET, &tracing::Level::INFO));
-        assert!(f.would_enable(TARGET, &tracing::Level::TRACE));
-        for other in [
-            "h2::codec",
-            "hyper::proto",
-            "lapin::io_loop",
-            "hermes_router",
-        ] {
-            assert!(!f.would_enable(other, &tracing::Level::ERROR), "{other}");
-        }
     }
 }
