@@ -11,7 +11,7 @@ use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use hermes_cache::run_events::WaiterGuard;
+use hermes_cache::run_events::{WaiterGuard, Wake};
 use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::envelope::Envelope;
 use hermes_types::ids::RunId;
@@ -247,7 +247,13 @@ pub(crate) async fn hand_over(
     inbound: &Inbound,
 ) -> Option<WaiterGuard> {
     let envelope = Envelope::new(run, Some(traceparent.clone()), inbound);
-    let guard = app.waiters.register(run);
+    // A caller that waits for the answer whole is woken by the run's last event only.
+    let wake = if inbound.stream {
+        Wake::Every
+    } else {
+        Wake::Last
+    };
+    let guard = app.waiters.register(run, wake);
     if let Err(e) = app.ctx.bus.publish(&envelope).await {
         tracing::error!(%run, error = %e, "inbound message not accepted by the broker");
         return None;

@@ -1,12 +1,13 @@
 //! Waiting for a run's outcome on behalf of an HTTP caller: read the run's event stream
-//! when woken (or on a backstop tick). The run row in PostgreSQL, which delivery closes with
+//! when woken (by the run's last event alone, for a caller that registered for it) or on a
+//! backstop tick. The run row in PostgreSQL, which delivery closes with
 //! the same outcome, is the truth behind the stream (docs/architecture.md#5-what-redis-may-lose): it is read
 //! when Redis is unavailable, every few backstop ticks that bring no final event (a lost
 //! append, a Redis restart), and once more before the caller is told the run timed out.
 
 use std::time::{Duration, Instant};
 
-use hermes_cache::run_events::{RunEvent, RunEvents, WaiterGuard};
+use hermes_cache::run_events::{RunEvent, RunEvents, WaiterGuard, Wake};
 use hermes_db::runs::{self, RunStatus};
 use hermes_runtime::Ctx;
 use hermes_types::ids::RunId;
@@ -29,8 +30,18 @@ pub async fn outcome(
     let deadline = Instant::now() + timeout;
     let mut last = "0".to_string();
     let mut quiet = QuietTicks::default();
+    // A waiter for the last event was registered before its run's message was published:
+    // the stream is empty until a wake-up (or a backstop tick) says otherwise, so it is read
+    // once, when the run ends.
+    let mut read = guard.wake == Wake::Every;
     loop {
-        match events.read_after(run, &last).await {
+        let batch = if read {
+            events.read_after(run, &last).await
+        } else {
+            Ok(Vec::new())
+        };
+        read = true;
+        match batch {
             Ok(batch) => {
                 for (id, event) in batch {
                     last = id;

@@ -19,7 +19,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use hermes_cache::run_events::{Attempts, FOLLOW_RENEW, RunEvent, RunEvents, Waiters};
+use hermes_cache::run_events::{Attempts, FOLLOW_RENEW, RunEvent, RunEvents, Waiters, Wake};
 use hermes_db::forge_answers::Owed;
 use hermes_runtime::Ctx;
 use hermes_types::ids::RunId;
@@ -112,7 +112,7 @@ impl Relays {
 
     /// Follow the stream until its final event, relaying the deltas as chunks.
     async fn relay(&self, waiters: &Waiters, draft: Draft, run: RunId) {
-        let guard = waiters.register(run);
+        let guard = waiters.register(run, Wake::Every);
         let count = counter(&self.ctx);
         let (mut last, mut attempts) = ("0".to_string(), Attempts::default());
         let mut unsent = String::new();

@@ -14,23 +14,22 @@
 //! travel in its last entry (`bytes`), so the bound costs no key of its own; one script
 //! checks, appends, sets the expiry and wakes, in one round trip.
 
+mod waiters;
+
+pub use waiters::{WaiterGuard, Waiters, Wake};
+
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use redis::AsyncCommands;
 use redis::streams::StreamRangeReply;
 use serde::{Deserialize, Serialize};
-use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 
 use super::{Cache, CacheError};
 use hermes_config::Config;
 use hermes_types::ids::{ApiKeyId, RunId};
 use hermes_types::model::{Outcome, Platform};
-use hermes_types::sync;
 
 /// Upper bound of events kept per run.
 const STREAM_MAX_LEN: usize = 2000;
@@ -45,7 +44,8 @@ pub const FOLLOW_RENEW: Duration = Duration::from_secs(20);
 /// KEYS: the stream, the run's follower marker. ARGV: the event, the TTL, the byte bound,
 /// whether the event is final, the wake-up channel, the run id, whether only a follower
 /// reads the stream, the entry bound, the final event by reference. Returns the outcome,
-/// the entry id (or '') and the bytes written.
+/// the entry id (or '') and the bytes written. The wake-up names the run, followed by
+/// ` more` when the event is not its last ([`Wake`]).
 const APPEND: &str = r#"
 if ARGV[7] == '1' and redis.call('EXISTS', KEYS[2]) == 0 then return {'unread', '', 0} end
 local used = 0
@@ -66,7 +66,7 @@ end
 used = used + #data
 local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[8], '*', 'event', data, 'bytes', used)
 redis.call('EXPIRE', KEYS[1], ARGV[2])
-redis.call('PUBLISH', ARGV[5], ARGV[6])
+redis.call('PUBLISH', ARGV[5], ARGV[4] == '1' and ARGV[6] or (ARGV[6] .. ' more'))
 return {outcome, id, #data}
 "#;
 
@@ -363,6 +363,7 @@ impl RunEvents {
         run: RunId,
         after: &str,
     ) -> Result<Vec<(String, RunEvent)>, CacheError> {
+        self.cache.metrics.run_events.reads.inc();
         let mut c = self.cache.conn();
         let start = if after == "0" {
             "-".to_string()
@@ -386,121 +387,6 @@ impl RunEvents {
             }
         }
         Ok(out)
-    }
-}
-
-/// One registered waiter: its token (to remove exactly it) and its wake-up.
-type Waiter = (u64, Arc<Notify>);
-
-/// The per-process registry of callers waiting on runs, fed by one pub/sub subscription.
-/// A run may have several waiters in one process (two dashboards following its events, a
-/// caller that reconnected before its old connection was dropped); each is woken.
-#[derive(Clone, Default)]
-pub struct Waiters {
-    map: Arc<Mutex<HashMap<RunId, Vec<Waiter>>>>,
-    next: Arc<AtomicU64>,
-}
-
-/// Removes the waiter's entry when the caller goes away (answered, timed out or dropped).
-pub struct WaiterGuard {
-    waiters: Waiters,
-    run: RunId,
-    token: u64,
-    pub notify: Arc<Notify>,
-}
-
-impl Drop for WaiterGuard {
-    fn drop(&mut self) {
-        let mut map = sync::lock(&self.waiters.map);
-        if let Some(list) = map.get_mut(&self.run) {
-            list.retain(|(token, _)| *token != self.token);
-            if list.is_empty() {
-                map.remove(&self.run);
-            }
-        }
-    }
-}
-
-impl Waiters {
-    /// Register interest in `run` before anything can be published for it.
-    pub fn register(&self, run: RunId) -> WaiterGuard {
-        let notify = Arc::new(Notify::new());
-        let token = self.next.fetch_add(1, Ordering::Relaxed);
-        sync::lock(&self.map)
-            .entry(run)
-            .or_default()
-            .push((token, notify.clone()));
-        WaiterGuard {
-            waiters: self.clone(),
-            run,
-            token,
-            notify,
-        }
-    }
-
-    fn wake(&self, run: RunId) {
-        if let Some(list) = sync::lock(&self.map).get(&run) {
-            for (_, n) in list {
-                n.notify_one();
-            }
-        }
-    }
-
-    /// Subscribe to the wake-up channel until `stop`, reconnecting when Redis drops.
-    pub fn spawn_subscriber(
-        &self,
-        cache: Cache,
-        stop: CancellationToken,
-    ) -> tokio::task::JoinHandle<()> {
-        let waiters = self.clone();
-        let channel = cache.key("run-events");
-        tokio::spawn(async move {
-            while !stop.is_cancelled() {
-                let subscribed = async {
-                    let mut pubsub = cache.client().get_async_pubsub().await?;
-                    pubsub.subscribe(&channel).await?;
-                    Ok::<_, redis::RedisError>(pubsub)
-                };
-                match tokio::time::timeout(Duration::from_secs(2), subscribed).await {
-                    Ok(Ok(mut pubsub)) => {
-                        // Wake everyone once: events may have arrived while we were away.
-                        for (_, n) in sync::lock(&waiters.map).values().flatten() {
-                            n.notify_one();
-                        }
-                        let mut messages = pubsub.on_message();
-                        loop {
-                            tokio::select! {
-                                _ = stop.cancelled() => return,
-                                m = messages.next() => match m {
-                                    Some(msg) => {
-                                        if let Ok(Ok(run)) = msg.get_payload::<String>().map(|s| s.parse::<RunId>()) {
-                                            waiters.wake(run)
-                                        }
-                                    }
-                                    None => break,
-                                }
-                            }
-                        }
-                        tracing::warn!("run-events subscription lost; resubscribing");
-                    }
-                    Ok(Err(e)) => {
-                        cache.failed("run_events_subscribe", e);
-                    }
-                    Err(_) => {
-                        cache
-                            .metrics
-                            .process
-                            .redis_errors
-                            .with_label_values(&["run_events_subscribe"])
-                            .inc();
-                    }
-                }
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                }
-            }
-        })
     }
 }
 
@@ -530,23 +416,5 @@ mod tests {
         assert_eq!(text, r#"{"type":"closed"}"#);
         assert!(RunEvent::Closed.is_last());
         assert!(!RunEvent::StopRequested.is_last());
-    }
-
-    #[tokio::test]
-    async fn every_waiter_of_a_run_is_woken_and_each_leaves_alone() {
-        let waiters = Waiters::default();
-        let run = RunId::new();
-        let first = waiters.register(run);
-        let second = waiters.register(run);
-        waiters.wake(run);
-        // A wake-up stored as a permit: both return at once.
-        first.notify.notified().await;
-        second.notify.notified().await;
-        drop(first);
-        assert_eq!(sync::lock(&waiters.map)[&run].len(), 1);
-        waiters.wake(run);
-        second.notify.notified().await;
-        drop(second);
-        assert!(sync::lock(&waiters.map).is_empty());
     }
 }

@@ -1,10 +1,10 @@
 //! The metrics of runs' event streams in Redis (docs/architecture.md#10-redis): what was written
 //! to them and what was not (no reader, the stream's byte bound), the bytes written per
-//! platform, and the late messages of closed runs that the stages skipped.
+//! platform, the reads of them, and the late messages of closed runs that the stages skipped.
 
-use prometheus::{IntCounterVec, Registry};
+use prometheus::{IntCounter, IntCounterVec, Registry};
 
-use crate::metrics::counter_vec as counter;
+use crate::metrics::{counter as plain_counter, counter_vec as counter};
 
 /// The run event streams' and late messages' metric handles.
 #[derive(Clone)]
@@ -16,6 +16,8 @@ pub struct RunMetrics {
     pub events: IntCounterVec,
     /// Bytes written to run event streams, by the run's platform.
     pub bytes: IntCounterVec,
+    /// Reads of run event streams by the callers waiting on runs and their followers.
+    pub reads: IntCounter,
     /// Messages of a run already closed (answered, or swept and refunded) that a stage
     /// acked without effect, by stage: no model call, no tool call, no second reply.
     pub late_messages: IntCounterVec,
@@ -39,6 +41,11 @@ impl RunMetrics {
             "Bytes written to run event streams in Redis, by the run's platform.",
             &["platform"],
         );
+        let reads = plain_counter(
+            r,
+            "hermes_run_event_reads_total",
+            "Reads of run event streams in Redis by callers waiting on runs and by followers of their events.",
+        );
         let late_messages = counter(
             r,
             "hermes_stage_late_messages_total",
@@ -51,6 +58,7 @@ impl RunMetrics {
         Self {
             events,
             bytes,
+            reads,
             late_messages,
         }
     }

@@ -2,7 +2,8 @@
 //! fleet"): the CPU time of the PostgreSQL, RabbitMQ and Redis servers on this machine (from
 //! `/proc`), PostgreSQL's transactions, rows written and WAL bytes (`pg_stat_database`,
 //! `pg_stat_wal`), its statements when `pg_stat_statements` is loaded, and the broker
-//! publishes the fleet made (its own `hermes_bus_published_total`). Read before and after a
+//! publishes and run stream reads the fleet made (its own `hermes_bus_published_total` and
+//! `hermes_run_event_reads_total`). Read before and after a
 //! measured step, divided by the answers of the step.
 //!
 //! The servers are shared: their CPU and WAL include whatever else ran on them during the
@@ -180,6 +181,7 @@ pub struct Snapshot {
     ticks: BTreeMap<Server, u64>,
     pg: PgCounters,
     published: f64,
+    stream_reads: f64,
 }
 
 impl Snapshot {
@@ -195,6 +197,7 @@ impl Snapshot {
             ticks: server_ticks(),
             pg: pg_counters(db).await?,
             published: published(client, admin_ports).await + local,
+            stream_reads: metric_sum(client, admin_ports, "hermes_run_event_reads_total").await,
         })
     }
 }
@@ -209,6 +212,8 @@ pub struct PerAnswer {
     pub wal_bytes: f64,
     pub statements: Option<f64>,
     pub publishes: f64,
+    /// Reads of run event streams by ingest's waiting callers.
+    pub stream_reads: f64,
 }
 
 impl PerAnswer {
@@ -232,6 +237,7 @@ impl PerAnswer {
                 _ => None,
             },
             publishes: per(after.published, before.published),
+            stream_reads: per(after.stream_reads, before.stream_reads),
         }
     }
 }
@@ -345,6 +351,7 @@ mod tests {
                 statements,
             },
             published,
+            stream_reads: published / 2.0,
         };
         let per = PerAnswer::between(
             &snap(100, 1_000, 5_000.0, Some(10), 40.0),
@@ -364,6 +371,7 @@ mod tests {
         assert_eq!(per.wal_bytes, 400.0);
         assert_eq!(per.statements, Some(12.0));
         assert_eq!(per.publishes, 3.0);
+        assert_eq!(per.stream_reads, 1.5);
         let without = PerAnswer::between(
             &snap(0, 0, 0.0, None, 0.0),
             &snap(0, 0, 0.0, Some(5), 0.0),

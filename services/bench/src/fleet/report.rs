@@ -83,12 +83,13 @@ fn report_infra(results: &BTreeMap<String, Vec<Round>>) {
         };
         println!(
             "  {kind:<12} CPU {}; PostgreSQL {:.1} transactions, {statements} statements, \
-             {:.1} rows written, {:.0} WAL bytes; {:.1} broker publishes",
+             {:.1} rows written, {:.0} WAL bytes; {:.1} broker publishes, {:.1} run stream reads",
             cpu.join(", "),
             m(&|p| p.transactions),
             m(&|p| p.rows_written),
             m(&|p| p.wal_bytes),
             m(&|p| p.publishes),
+            m(&|p| p.stream_reads),
         );
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use axum::http::HeaderMap;
 use axum::response::Response;
-use hermes_cache::run_events::WaiterGuard;
+use hermes_cache::run_events::{WaiterGuard, Wake};
 use hermes_db::a2a_tasks::{self, NewTask};
 use hermes_db::runs;
 use hermes_db::workspace_api::Profile;
@@ -108,7 +108,7 @@ pub async fn cancel(cx: &Context<'_>, params: &Value) -> Result<Value, RpcError>
         ));
     }
     // Registered before the stop, so its end cannot slip past the wait.
-    let guard = cx.app.waiters.register(task.id);
+    let guard = cx.app.waiters.register(task.id, Wake::Every);
     if let Err(e) = crate::runs::ask_to_stop(cx.app, cx.caller, &q.id).await {
         return Err(match e.code {
             ApiErrorCode::NotFound => not_found(&q.id),

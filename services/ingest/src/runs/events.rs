@@ -26,7 +26,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
-use hermes_cache::run_events::{FOLLOW_RENEW, Readers, RunEvent, RunEvents, WaiterGuard};
+use hermes_cache::run_events::{FOLLOW_RENEW, Readers, RunEvent, RunEvents, WaiterGuard, Wake};
 use hermes_runtime::Ctx;
 use hermes_runtime::http::{ApiError, ApiErrorCode};
 use hermes_types::ids::RunId;
@@ -82,7 +82,7 @@ pub async fn events(
         return StatusCode::NO_CONTENT.into_response();
     }
     // Registered before the first read: nothing appended after it can go unnoticed.
-    let guard = app.waiters.register(run);
+    let guard = app.waiters.register(run, Wake::Every);
     // A chat or Forge run's events are written only while someone follows it.
     let followed = match &found {
         Found::Row(row)
