@@ -212,8 +212,14 @@ async fn run(
     env.extend(tracing_env);
     eprintln!("bench fleet: starting {services:?}");
     let mut fleet = Fleet::start(&services, env, logs).await?;
+    // Ingest hangs up a connection that brings no request within HERMES_HTTP_HEADER_TIMEOUT_SECS
+    // (10 s by default, idle keep-alive included). A pooled connection taken just as ingest
+    // closes it fails before its request is read, which the ledger would count as a loss
+    // (it once did, at a step needing more connections than the two before it). Idle ones
+    // are dropped well before, as HTTP clients commonly do (httpx after 5 s, undici 4 s).
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(1024)
+        .pool_idle_timeout(Duration::from_secs(5))
         .build()?;
     let target_of = |base: String| load::Target {
         client: client.clone(),
