@@ -337,7 +337,10 @@ async fn a_callers_unsampled_trace_is_followed_by_every_process() {
         .filter(|s| s.trace_id != KEPT)
         .map(|s| format!("{} of {} in {}", s.name, s.service, s.trace_id))
         .collect();
-    assert!(leaked.is_empty(), "spans outside the kept trace: {leaked:?}");
+    assert!(
+        leaked.is_empty(),
+        "spans outside the kept trace: {leaked:?}"
+    );
     assert_eq!(telegram_sent(&api).await.len(), 2, "both answered");
     for process in &fleet {
         process.terminate();
