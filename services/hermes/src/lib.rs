@@ -147,7 +147,8 @@ async fn run_fleet(
     let has_stages =
         (services.iter()).any(|s| !matches!(s, Service::Ingest | Service::DiscordGateway));
     let relay = has_stages.then(|| {
-        let relay = Relay::new(ctx.db.clone(), ctx.bus.clone(), ctx.metrics.clone());
+        let relay = Relay::new(ctx.db.clone(), ctx.bus.clone(), ctx.metrics.clone())
+            .gather(ctx.config.bus.mark_gather);
         tokio::spawn(relay.run(infra.clone()))
     });
 

@@ -314,6 +314,7 @@ mod tests {
         let settings = BusSettings {
             prefetch: 1,
             commit_group: 1,
+            mark_gather: Duration::from_millis(50),
             delivery_limit: 5,
             publish_window: 1,
             frame_max: 16_384,

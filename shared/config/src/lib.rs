@@ -126,6 +126,8 @@ pub struct BusSettings {
     pub prefetch: u16,
     /// Most messages a grouped stage commits in one transaction (1: each alone).
     pub commit_group: usize,
+    /// How long the outbox marker gathers published rows before one statement marks them.
+    pub mark_gather: Duration,
     pub delivery_limit: u32,
     pub publish_window: usize,
     /// Largest AMQP frame asked of the broker, unless the URL sets one.

@@ -318,6 +318,7 @@ fn read_retention(r: &mut Reader<'_>) -> Option<Retention> {
 fn read_bus(r: &mut Reader<'_>) -> Option<BusSettings> {
     let prefetch = r.get(&bus::HERMES_PREFETCH);
     let commit_group = r.get(&bus::HERMES_COMMIT_GROUP);
+    let mark_gather = r.get(&bus::HERMES_OUTBOX_MARK_GATHER_MS);
     let delivery_limit = r.get(&bus::HERMES_DELIVERY_LIMIT);
     let publish_window = r.get(&bus::HERMES_PUBLISH_WINDOW);
     let frame_max = r.get(&bus::HERMES_AMQP_FRAME_MAX);
@@ -330,6 +331,7 @@ fn read_bus(r: &mut Reader<'_>) -> Option<BusSettings> {
     Some(BusSettings {
         prefetch: prefetch?,
         commit_group: commit_group?,
+        mark_gather: mark_gather?,
         delivery_limit: delivery_limit?,
         publish_window: publish_window?,
         frame_max: frame_max?,

@@ -34,6 +34,8 @@ pub struct Relay {
     bus: Bus,
     metrics: Metrics,
     wake: std::sync::Arc<Notify>,
+    /// How long the marker gathers published rows before one statement marks them.
+    gather: Duration,
 }
 
 impl Relay {
@@ -43,7 +45,15 @@ impl Relay {
             bus,
             metrics,
             wake: std::sync::Arc::new(Notify::new()),
+            gather: eager::GATHER,
         }
+    }
+
+    /// Let the marker gather published rows for `gather` before marking them
+    /// (`HERMES_OUTBOX_MARK_GATHER_MS`; 10 ms unless set).
+    pub fn gather(mut self, gather: Duration) -> Self {
+        self.gather = gather;
+        self
     }
 
     /// Claim, publish and mark one batch. Returns how many rows were published and how
@@ -209,6 +219,7 @@ impl Relay {
         let marker = tokio::spawn(eager::mark_until(
             self.db.clone(),
             self.metrics.clone(),
+            self.gather,
             stop.clone(),
         ));
         self.db.local_relay().set_running(true);

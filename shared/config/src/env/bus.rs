@@ -1,5 +1,6 @@
-//! The bus: consumer concurrency, group commit, the delivery limit that parks poison,
-//! publisher confirms, frame size, reconnects, queue expiry and the queued retries.
+//! The bus: consumer concurrency, group commit, the outbox marker's window, the delivery
+//! limit that parks poison, publisher confirms, frame size, reconnects, queue expiry and the
+//! queued retries.
 
 use std::time::Duration;
 
@@ -20,6 +21,12 @@ settings! {
             unset: Value("16"),
             secret: false,
             help: "most messages the router commits in one PostgreSQL transaction (group commit); `1` commits each alone",
+        },
+        HERMES_OUTBOX_MARK_GATHER_MS: Duration {
+            kind: kinds::MILLIS,
+            unset: Value("50"),
+            secret: false,
+            help: "how long the outbox marker lets the rows a process's stages published gather before marking them in one statement. Nobody waits for a mark, so a longer window costs nothing but memory and saves statements under load; a process killed meanwhile leaves its rows to the relay, which publishes them again after their hold (consumers skip the copies)",
         },
         HERMES_DELIVERY_LIMIT: u32 {
             kind: kinds::U32_POSITIVE,

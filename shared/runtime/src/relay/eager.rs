@@ -68,15 +68,22 @@ pub async fn publish(db: &Db, bus: &Bus, metrics: &Metrics, rows: Vec<(i64, Outg
     }
 }
 
-/// How long the marker lets ids gather after the first arrives. Nobody waits for a mark (the
-/// messages are out, their inputs acked), so a few milliseconds cost nothing and let many
-/// messages share one statement under load.
-const GATHER: Duration = Duration::from_millis(10);
+/// How long the marker lets ids gather after the first arrives, unless
+/// `HERMES_OUTBOX_MARK_GATHER_MS` says otherwise. Nobody waits for a mark (the messages are
+/// out, their inputs acked), so tens of milliseconds cost nothing and let many messages share
+/// one statement under load; 50 ms was the best of 0, 10, 50 and 200 in the fleet bench
+/// (docs/performance.md, "The outbox marker's window").
+pub(super) const GATHER: Duration = Duration::from_millis(50);
 
 /// Mark what this process's stages published, one statement per round, until `stop`;
 /// while a round gathers or its statement runs the next round's ids gather, so under load
 /// many stages' rows share one statement.
-pub(super) async fn mark_until(db: Db, metrics: Metrics, stop: CancellationToken) {
+pub(super) async fn mark_until(
+    db: Db,
+    metrics: Metrics,
+    gather: Duration,
+    stop: CancellationToken,
+) {
     loop {
         tokio::select! {
             _ = stop.cancelled() => break,
@@ -84,7 +91,7 @@ pub(super) async fn mark_until(db: Db, metrics: Metrics, stop: CancellationToken
         }
         tokio::select! {
             _ = stop.cancelled() => break,
-            _ = tokio::time::sleep(GATHER) => {}
+            _ = tokio::time::sleep(gather) => {}
         }
         mark_waiting(&db, &metrics).await;
     }
