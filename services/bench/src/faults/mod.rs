@@ -206,6 +206,13 @@ pub async fn faults(config: Config, args: FaultsBench) -> anyhow::Result<()> {
         Ok(Err(e)) => eprintln!("faults: could not drop the scratch database: {e}"),
         Err(_) => eprintln!("faults: the scratch database was not dropped within 30 s"),
     }
+    // On the machine's servers, a run that failed or gave up before its own deletion leaves
+    // its queues and Redis keys: deleted here (a second deletion after a whole run is a no-op).
+    if args.servers == ServerMode::Proxy
+        && let Err(e) = crate::delete_namespace("faults", &config, &ns, bus_settings(&config)).await
+    {
+        eprintln!("faults: cannot delete the namespace {ns} (its queues expire): {e}");
+    }
     // Private servers stop here, also after a failed run.
     drop(servers);
     drop(reaper);
@@ -343,13 +350,7 @@ async fn run(
     ));
     let settled = recovery::settle(args, &seen, &scratch.db, &mut fleet, &mut revived).await;
     let names = Names::new(Namespace::parse(ns).map_err(anyhow::Error::msg)?);
-    // The fleet's bus settings exactly: the broker refuses a queue declared otherwise.
-    let mut settings = config.bus.clone();
-    settings.queue_expires = Some(Duration::from_secs(QUEUE_EXPIRES_SECS));
-    settings.retry_delays = RETRY_DELAYS
-        .iter()
-        .map(|s| Duration::from_secs(*s))
-        .collect();
+    let settings = bus_settings(config);
     let amqp = SecretString::from(servers.urls.amqp.clone());
     steps::step("reading the ledger");
     // Connected only now: a connection made before a broker restart would be gone.
@@ -394,6 +395,18 @@ async fn run(
     }
     println!("faults: the ledger adds up");
     Ok(())
+}
+
+/// The fleet's bus settings exactly (the broker refuses a queue declared otherwise): the
+/// machine's, with the run's queue expiry and short retry delays.
+fn bus_settings(config: &Config) -> hermes_config::BusSettings {
+    let mut settings = config.bus.clone();
+    settings.queue_expires = Some(Duration::from_secs(QUEUE_EXPIRES_SECS));
+    settings.retry_delays = RETRY_DELAYS
+        .iter()
+        .map(|s| Duration::from_secs(*s))
+        .collect();
+    settings
 }
 
 /// Give `users` Telegram senders (each also a Slack member, an SMS number, a Messenger id, a
