@@ -12,7 +12,7 @@ use futures_util::StreamExt;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::super::Cache;
+use crate::Cache;
 use hermes_types::ids::RunId;
 use hermes_types::sync;
 
