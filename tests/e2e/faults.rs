@@ -473,6 +473,37 @@ pub(crate) async fn harness(env: &TestEnv, args: &[&str]) -> (String, String) {
     (stdout, stderr)
 }
 
+/// Whether the harness's ledger says every chat platform carried messages and had each
+/// answered (`chat answered by channel: telegram 30/30, whatsapp 24/24, …`).
+pub(crate) fn every_channel_answered(stdout: &str) -> bool {
+    let Some(line) = stdout.split("chat answered by channel: ").nth(1) else {
+        return false;
+    };
+    let line = line.lines().next().unwrap_or("");
+    let tallies: Vec<&str> = line.split(" | ").next().unwrap_or("").split(", ").collect();
+    let all = [
+        "telegram",
+        "whatsapp",
+        "instagram",
+        "messenger",
+        "slack",
+        "discord",
+        "teams",
+        "sms",
+    ];
+    all.iter().all(|name| {
+        tallies.iter().any(|t| {
+            let Some((answered, sent)) = t
+                .strip_prefix(&format!("{name} "))
+                .and_then(|n| n.split_once('/'))
+            else {
+                return false;
+            };
+            answered == sent.trim() && answered.parse::<u32>().is_ok_and(|n| n > 0)
+        })
+    })
+}
+
 /// The standalone harness (`hermes bench faults`, separate processes) runs a short ledgered
 /// load through a `kill -9`, a SIGTERM and a Redis restart, and finds that its ledger adds up,
 /// budgets enforced and the killswitch held.
@@ -505,6 +536,8 @@ async fn the_standalone_harness_runs_a_short_ledgered_load() {
     // callers and so not lost; every other message is answered.
     assert!(stdout.contains("messages 120 | answered "), "{stdout}");
     assert!(stdout.contains(" | lost 0 | "), "{stdout}");
+    // Over all eight chat platforms in turn, each of them answering every message.
+    assert!(every_channel_answered(&stdout), "{stdout}");
     // Six of the 120 came from users whose budget was spent, and a killswitch turned on
     // before Redis came back empty still held.
     assert!(
@@ -544,6 +577,7 @@ async fn the_standalone_harness_stops_and_restarts_servers_of_its_own() {
         ],
     )
     .await;
+    assert!(every_channel_answered(&stdout), "{stdout}");
     for server in ["Postgres", "Redis", "Rabbitmq"] {
         assert!(
             stdout.contains(&format!("{server} stopped and restarted")),
@@ -563,4 +597,28 @@ async fn the_standalone_harness_stops_and_restarts_servers_of_its_own() {
         !std::path::Path::new(&dir).join("servers").exists(),
         "{dir}/servers is left behind"
     );
+}
+
+/// The ledger's line is read strictly: a platform missing, with nothing sent, or with one
+/// message unanswered fails it.
+#[test]
+fn every_channel_answered_reads_each_platforms_tally() {
+    let line = |tallies: &str| {
+        format!("messages 9 | chat answered by channel: {tallies} | killswitch held")
+    };
+    let all = "telegram 3/3, whatsapp 2/2, instagram 2/2, messenger 2/2, slack 3/3, discord 2/2, teams 2/2, sms 2/2";
+    assert!(every_channel_answered(&line(all)));
+    assert!(!every_channel_answered(&line(
+        &all.replace("sms 2/2", "sms 1/2")
+    )));
+    assert!(!every_channel_answered(&line(
+        &all.replace("teams 2/2", "teams 0/0")
+    )));
+    assert!(!every_channel_answered(&line(
+        &all.replace(", discord 2/2", "")
+    )));
+    assert!(every_channel_answered(&format!(
+        "messages 9 | chat answered by channel: {all}\n  Redis away"
+    )));
+    assert!(!every_channel_answered("messages 9 | lost 0"));
 }

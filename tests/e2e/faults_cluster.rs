@@ -5,7 +5,7 @@
 
 use hermes_testkit::TestEnv;
 
-use crate::faults::harness;
+use crate::faults::{every_channel_answered, harness};
 
 /// The harness on clustered servers of its own (a 3-node broker, a PostgreSQL primary with a
 /// synchronous standby, two processes of every service): the node leading the stages' queues
@@ -47,6 +47,7 @@ async fn the_standalone_harness_survives_a_leader_kill_and_a_failover_on_cluster
     )
     .await;
     assert!(stdout.contains(" | lost 0 | "), "{stdout}");
+    assert!(every_channel_answered(&stdout), "{stdout}");
     // While the promoted primary waits for a standby, no process says it is ready.
     let stall = stdout
         .split("/readyz while commits wait: ")

@@ -20,6 +20,7 @@ mod in_process;
 pub mod ingest;
 pub mod jobs;
 pub mod llm;
+mod platforms;
 mod procstat;
 pub mod reaper;
 pub mod router;

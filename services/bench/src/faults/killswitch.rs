@@ -15,9 +15,10 @@ use hermes_gateway::budget::Budgets;
 use hermes_telemetry::Metrics;
 use secrecy::SecretString;
 
-use super::load::{self, Seen};
+use super::load::Seen;
 use super::model::Calls;
 use super::servers::{Server, Servers};
+use crate::platforms::{TELEGRAM_SECRET, telegram_update};
 
 /// The start of what a user reads while spending is paused.
 const PAUSED: &str = "I'm paused";
@@ -74,8 +75,7 @@ impl Probe<'_> {
     /// Send the probe and wait (bounded) for what its chat receives.
     async fn send_and_read(&self) -> anyhow::Result<bool> {
         let before = self.seen.sent().len();
-        let mut body = load::update(9_999_999, self.from);
-        body["message"]["text"] = format!("hello {TOKEN}").into();
+        let body = telegram_update(9_999_999, self.from, &format!("hello {TOKEN}"));
         let client = reqwest::Client::new();
         let mut poll = tokio::time::interval(Duration::from_millis(100));
         tokio::time::timeout(Duration::from_secs(120), async {
@@ -83,7 +83,7 @@ impl Probe<'_> {
                 poll.tick().await;
                 let taken = client
                     .post(&self.webhook)
-                    .header("x-telegram-bot-api-secret-token", load::TG_SECRET)
+                    .header("x-telegram-bot-api-secret-token", TELEGRAM_SECRET)
                     .json(&body)
                     .send()
                     .await

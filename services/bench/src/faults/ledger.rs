@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use hermes_bus::{Bus, Stage};
 use hermes_db::Db;
+use hermes_types::model::Platform;
 
 use super::load::{Mix, Path, Seen, is_capped, token};
 use super::model::Calls;
@@ -19,6 +20,8 @@ const BUDGET_REFUSAL: &str = "You've reached today's usage limit";
 #[derive(Debug, Default)]
 pub struct Ledger {
     pub messages: usize,
+    /// Chat messages by platform: sent, and answered with their echo.
+    pub by_platform: Vec<(Platform, usize, usize)>,
     /// Messages answered as they should be: chat messages and API calls with their echo,
     /// capped users' messages with the budget's refusal.
     pub answered: usize,
@@ -106,20 +109,34 @@ impl Chats {
 impl Ledger {
     pub async fn read(
         messages: usize,
-        mix: Mix,
+        mix: &Mix,
         seen: &Seen,
         calls: &Calls,
         db: &Db,
         bus: &Bus,
     ) -> anyhow::Result<Self> {
         let chats = Chats::read(seen);
+        let answered = |i: &usize| chats.answers_per_token.contains_key(&token(*i));
+        let platform_of = |i: usize| match mix.path(i) {
+            Path::Chat(p, _) => Some(p),
+            _ => None,
+        };
         let chat_messages: Vec<usize> = (0..messages)
-            .filter(|i| matches!(mix.path(*i), Path::Chat(_)))
+            .filter(|i| platform_of(*i).is_some())
             .collect();
-        let chat_answered = chat_messages
+        let chat_answered = chat_messages.iter().filter(|i| answered(i)).count();
+        let by_platform = mix
+            .platforms
             .iter()
-            .filter(|i| chats.answers_per_token.contains_key(&token(**i)))
-            .count();
+            .map(|p| {
+                let of_p = || {
+                    chat_messages
+                        .iter()
+                        .filter(|i| platform_of(**i) == Some(*p))
+                };
+                (*p, of_p().count(), of_p().filter(|i| answered(i)).count())
+            })
+            .collect();
         let capped = mix.count(messages, |p| matches!(p, Path::Capped(_)));
         let api = &seen.api;
         let load = |n: &AtomicUsize| n.load(Ordering::SeqCst);
@@ -137,6 +154,7 @@ impl Ledger {
         let capped_refused = chats.capped_refused.min(capped);
         Ok(Self {
             messages,
+            by_platform,
             failure_replies: failure_texts.iter().map(|(_, n)| n).sum(),
             failure_texts,
             answered: chat_answered + capped_refused + api_answered,
@@ -311,6 +329,12 @@ impl fmt::Display for Ledger {
             self.api_cut,
             self.api_wrong
         )?;
+        if !self.by_platform.is_empty() {
+            let each: Vec<String> = (self.by_platform.iter())
+                .map(|(p, sent, answered)| format!("{} {answered}/{sent}", p.as_str()))
+                .collect();
+            write!(f, " | chat answered by channel: {}", each.join(", "))?;
+        }
         match self.killswitch_held {
             Some(true) => write!(f, " | killswitch held across a Redis restart"),
             Some(false) => write!(f, " | killswitch LOST across a Redis restart"),

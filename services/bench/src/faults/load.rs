@@ -1,6 +1,7 @@
-//! The ledgered load and the fake platform: Telegram updates from linked users, each sent
-//! again until ingest answers 2xx (as Telegram does), and a fake Bot API on loopback that
-//! records every `sendMessage` with the time it came and its chat. Some messages come from
+//! The ledgered load: messages from linked users over the chat platforms in turn (Telegram,
+//! WhatsApp, Instagram, Messenger, Slack, Discord, Teams, SMS), each sent again until ingest
+//! answers 2xx (as the platforms retry), and the platforms' fake APIs on loopback
+//! (`crate::platforms`), which record every send with its chat. Some messages come from
 //! users whose daily token budget is already spent (their answer must be the budget's
 //! refusal, whatever the servers do), and some go through the API ([`Mix`]).
 
@@ -8,15 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::State;
-use axum::routing::post;
-use serde_json::{Value, json};
-use tokio::net::TcpListener;
+use hermes_types::model::Platform;
 
-/// The webhook secret and bot token of the fleet under test.
-pub const TG_SECRET: &str = "faults-webhook-secret-0123";
-pub const TG_TOKEN: &str = "424242:faults-bot-token";
+use crate::platforms::{Fakes, Message, Sink};
 
 /// What the load and the fake platform saw.
 #[derive(Default)]
@@ -57,42 +52,15 @@ impl Seen {
     }
 }
 
-async fn send_message(State(seen): State<Arc<Seen>>, body: axum::body::Bytes) -> axum::Json<Value> {
-    let body = serde_json::from_slice::<Value>(&body).unwrap_or_default();
-    let sent = Sent {
-        chat: body["chat_id"]
-            .as_i64()
-            .or_else(|| body["chat_id"].as_str().and_then(|c| c.parse().ok()))
-            .unwrap_or_default(),
-        text: body["text"].as_str().unwrap_or_default().to_string(),
-    };
-    if let Ok(mut sends) = seen.sends.lock() {
-        sends.push(sent);
+impl Sink for Seen {
+    fn sent(&self, chat: i64, text: &str) {
+        if let Ok(mut sends) = self.sends.lock() {
+            sends.push(Sent {
+                chat,
+                text: text.to_string(),
+            });
+        }
     }
-    axum::Json(json!({"ok": true, "result": {"message_id": 1}}))
-}
-
-/// Serve the fake Bot API; returns its base URL.
-pub async fn fake_telegram(seen: Arc<Seen>) -> anyhow::Result<String> {
-    serve_bot_api(TG_TOKEN, post(send_message), seen).await
-}
-
-/// Serve a fake Bot API on loopback whose `sendMessage` for `token` is `send_message`;
-/// returns its base URL. Shared with `hermes bench fleet`'s Telegram kind.
-pub async fn serve_bot_api<S: Clone + Send + Sync + 'static>(
-    token: &str,
-    send_message: axum::routing::MethodRouter<S>,
-    state: S,
-) -> anyhow::Result<String> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let app = Router::new()
-        .route(&format!("/bot{token}/sendMessage"), send_message)
-        .with_state(state);
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    Ok(format!("http://{addr}"))
 }
 
 /// The token that ties message `i` to its answer (`echo: hello <token>`).
@@ -104,10 +72,12 @@ pub fn token(i: usize) -> String {
 pub const CAPPED_USERS: usize = 3;
 
 /// Which way each message of the load goes, and from whom.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Mix {
     /// Linked users with ample credits and budget.
     pub users: usize,
+    /// The chat platforms the users' messages come over, in turn.
+    pub platforms: Vec<Platform>,
     /// Every this many messages, one through the OpenAI-compatible API (0: none).
     pub api_every: usize,
     /// Every this many messages, one from a user whose daily budget is spent (0: none).
@@ -119,8 +89,8 @@ pub struct Mix {
 pub enum Path {
     /// A streamed completion through the API.
     Api,
-    /// A Telegram update from this sender, to be answered by the model.
-    Chat(i64),
+    /// A message over this platform from this member, to be answered by the model.
+    Chat(Platform, i64),
     /// A Telegram update from this sender, whose budget is spent: to be refused.
     Capped(i64),
 }
@@ -133,7 +103,8 @@ impl Mix {
         } else if every(self.capped_every, self.capped_every / 2) {
             Path::Capped(capped_sender(i))
         } else {
-            Path::Chat(sender(i, self.users))
+            let platform = self.platforms[i % self.platforms.len().max(1)];
+            Path::Chat(platform, sender(i, self.users))
         }
     }
 
@@ -148,39 +119,6 @@ pub fn sender(i: usize, users: usize) -> i64 {
     900_000 + (i % users) as i64
 }
 
-/// The Slack member id a seeded user with Telegram sender `sender` also has.
-pub fn slack_member(sender: &str) -> String {
-    format!("UB{sender}")
-}
-
-/// The SMS number a seeded user with Telegram sender number `n` also has.
-pub fn sms_number(n: i64) -> String {
-    format!("+1555{n:07}")
-}
-
-/// The Telegram sender number of a seeded user's SMS number.
-pub fn sms_sender(number: &str) -> Option<i64> {
-    number.strip_prefix("+1555")?.parse().ok()
-}
-
-/// Where the seeded users' Messenger page-scoped ids start.
-pub const MESSENGER_FROM: i64 = 30_000_000;
-
-/// The Messenger page-scoped id a seeded user with Telegram sender number `n` also has.
-pub fn messenger_psid(n: i64) -> i64 {
-    MESSENGER_FROM + n
-}
-
-/// The Teams id a seeded user with Telegram sender number `n` also has.
-pub fn teams_member(n: i64) -> String {
-    format!("29:B{n}")
-}
-
-/// The Discord user id (a snowflake) a seeded user with Telegram sender number `n` also has.
-pub fn discord_member(n: i64) -> String {
-    format!("{}", 1_600_000_000_000_000_000i64 + n)
-}
-
 /// The capped sender of message `i`.
 pub fn capped_sender(i: usize) -> i64 {
     800_000 + (i % CAPPED_USERS) as i64
@@ -191,25 +129,17 @@ pub fn is_capped(chat: i64) -> bool {
     (800_000..800_000 + CAPPED_USERS as i64).contains(&chat)
 }
 
-/// The update of message `i` from `from`.
-pub fn update(i: usize, from: i64) -> Value {
-    json!({
-        "update_id": 1_000_000 + i,
-        "message": {
-            "message_id": 1_000_000 + i,
-            "from": {"id": from, "is_bot": false, "first_name": "Ledger"},
-            "chat": {"id": from, "type": "private"},
-            "date": 1_760_000_000,
-            "text": format!("hello {}", token(i))
-        }
-    })
-}
-
 /// Send `messages` at `rate` a second (open loop: each on its schedule, whatever the others
 /// are doing), each the way `mix` says: through the API as a streamed completion (sent once,
-/// see [`super::api_load`]), or as a Telegram update, sent again every 200 ms until ingest
-/// answers 2xx.
-pub async fn run(base: String, messages: usize, mix: Mix, rate: f64, seen: Arc<Seen>) {
+/// see [`super::api_load`]), or as its platform's webhook (a capped user's over Telegram),
+/// sent again every 200 ms until ingest answers 2xx.
+pub async fn run(
+    base: String,
+    messages: usize,
+    mix: Mix,
+    rate: f64,
+    (seen, fakes): (Arc<Seen>, Arc<Fakes>),
+) {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
         .build()
@@ -218,8 +148,9 @@ pub async fn run(base: String, messages: usize, mix: Mix, rate: f64, seen: Arc<S
     let mut sending = tokio::task::JoinSet::new();
     for i in 0..messages {
         tick.tick().await;
-        let (client, base, seen) = (client.clone(), base.clone(), seen.clone());
-        let from = match mix.path(i) {
+        let (client, base, seen, fakes) =
+            (client.clone(), base.clone(), seen.clone(), fakes.clone());
+        let (platform, from) = match mix.path(i) {
             Path::Api => {
                 sending.spawn(async move {
                     let text = format!("hello {}", token(i));
@@ -227,18 +158,21 @@ pub async fn run(base: String, messages: usize, mix: Mix, rate: f64, seen: Arc<S
                 });
                 continue;
             }
-            Path::Chat(from) | Path::Capped(from) => from,
+            Path::Chat(platform, from) => (platform, from),
+            Path::Capped(from) => (Platform::Telegram, from),
         };
         sending.spawn(async move {
-            let url = format!("{base}/webhooks/telegram");
-            let body = update(i, from);
+            let text = format!("hello {}", token(i));
+            let message = Message {
+                i,
+                n: from,
+                text: &text,
+            };
             let mut again = tokio::time::interval(Duration::from_millis(200));
             loop {
                 again.tick().await;
-                let ok = client
-                    .post(&url)
-                    .header("x-telegram-bot-api-secret-token", TG_SECRET)
-                    .json(&body)
+                let ok = fakes
+                    .webhook(platform, &client, &base, message)
                     .send()
                     .await
                     .is_ok_and(|r| r.status().is_success());

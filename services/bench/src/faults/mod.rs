@@ -33,6 +33,7 @@ use hermes_types::model::{Platform, Tier};
 use secrecy::{ExposeSecret, SecretString};
 
 use crate::fleet_process::{Fleet, free_port};
+use crate::platforms::Fakes;
 use ledger::Ledger;
 use load::Seen;
 use servers::{Server, ServerMode, Servers, Urls};
@@ -101,8 +102,12 @@ pub struct FaultsBench {
     /// Linked users the messages come from.
     #[arg(long, default_value_t = 50)]
     users: usize,
+    /// The chat platforms the linked users' messages come over, in turn.
+    #[arg(long = "channels", value_delimiter = ',', value_parser = chat_platform,
+          default_value = "telegram,whatsapp,instagram,messenger,slack,discord,teams,sms")]
+    channels: Vec<Platform>,
     /// Every this many messages, one goes through the OpenAI-compatible API as a streamed
-    /// completion instead of a Telegram update (0: none).
+    /// completion instead of a chat platform's webhook (0: none).
     #[arg(long, default_value_t = 10)]
     api_every: usize,
     /// Every this many messages, one comes from a user whose daily token budget is already
@@ -231,6 +236,7 @@ async fn run(
     seed_users(&scratch.db, args.users, config).await?;
     let mix = load::Mix {
         users: args.users,
+        platforms: args.channels.clone(),
         api_every: args.api_every,
         capped_every: args.capped_every,
     };
@@ -238,59 +244,15 @@ async fn run(
     let redis_url = servers.for_fleet(Server::Redis, &servers.urls.redis)?;
     let amqp_url = servers.for_fleet(Server::Rabbitmq, &servers.urls.amqp)?;
     let seen = Arc::new(Seen::default());
-    let telegram = load::fake_telegram(seen.clone()).await?;
+    let fakes = Arc::new(Fakes::serve(seen.clone(), logs).await?);
     let calls = Arc::new(model::Calls::default());
     let model_url = model::serve(calls.clone()).await?;
     let http = free_port()?;
-    let retry_delays = RETRY_DELAYS.map(|s| s.to_string()).join(",");
-    let env: Vec<(String, String)> = [
-        ("DATABASE_URL", pg_url.as_str()),
-        ("REDIS_URL", redis_url.as_str()),
-        ("AMQP_URL", amqp_url.as_str()),
-        ("HERMES_NAMESPACE", ns),
-        ("HERMES_PROVIDER", "openai"),
-        ("OPENAI_API_KEY", model::KEY),
-        ("OPENAI_BASE_URL", model_url.as_str()),
-        ("API_SERVER_KEY", api_load::API_KEY),
-        ("TELEGRAM_WEBHOOK_SECRET", load::TG_SECRET),
-        ("TELEGRAM_BOT_TOKEN", load::TG_TOKEN),
-        ("TELEGRAM_API_BASE_URL", telegram.as_str()),
-        ("HERMES_HTTP_ADDR", &format!("127.0.0.1:{http}")),
-        ("HERMES_INBOUND_PER_MINUTE", "100000"),
-        ("HERMES_INBOUND_BURST", "100000"),
-        ("HERMES_QUEUE_EXPIRES_SECS", &QUEUE_EXPIRES_SECS.to_string()),
-        ("HERMES_DELIVERY_RETRY_DELAYS", &retry_delays),
-        ("HERMES_SEND_PAUSES_MS", "10,10,10"),
-        // The fake Bot API has no flood limit: paced at Telegram's 30 a second, the sends of
-        // a 40-a-second load fall behind for ever, and a fault's backlog measures the pacing,
-        // not the fleet.
-        ("HERMES_DELIVERY_BOT_PER_SEC", "1000"),
-        // As the manifests give ingest (k8s/base/ingest.yaml): its callers' answers may wait
-        // on a backlog.
-        ("HERMES_SHUTDOWN_GRACE_SECS", "30"),
-        // Eight processes share one server's `max_connections` (100 by default).
-        ("HERMES_DB_POOL_SIZE", "8"),
-        // The API callers wait through every fault, a stall of commits included, for up to
-        // 180 s (api_load.rs): the runs must not time out first. Set here, so that a caller's
-        // own setting (the test suite's 30 s) does not reach the fleet.
-        ("HERMES_RUN_TIMEOUT_SECS", "180"),
-        ("HERMES_LOG_FORMAT", "json"),
-        // The bus's reconnects and re-subscriptions, to read a fault's recovery from the logs.
-        ("RUST_LOG", "warn,hermes_bus=info"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
     let services: &[&'static str] = if servers.cluster().is_some() {
         &CLUSTER_SERVICES
     } else {
         &SERVICES
     };
-    steps::step(&format!(
-        "starting {} processes (logs in {})",
-        services.len(),
-        logs.display()
-    ));
     // On clustered servers two ingest processes listen on addresses of their own behind one
     // proxy, as a Service spreads the platform's calls over two pods.
     let ingests: Vec<u16> = services
@@ -312,7 +274,51 @@ async fn run(
         (Some(_), Some(port)) => vec![("HERMES_HTTP_ADDR".into(), format!("127.0.0.1:{port}"))],
         _ => Vec::new(),
     };
-    let http = front.as_ref().map_or(http, |f| f.addr.port());
+    // Where the platforms post (Twilio signs that URL).
+    let public = front.as_ref().map_or(http, |f| f.addr.port());
+    let retry_delays = RETRY_DELAYS.map(|s| s.to_string()).join(",");
+    let env: Vec<(String, String)> = [
+        ("DATABASE_URL", pg_url.as_str()),
+        ("REDIS_URL", redis_url.as_str()),
+        ("AMQP_URL", amqp_url.as_str()),
+        ("HERMES_NAMESPACE", ns),
+        ("HERMES_PROVIDER", "openai"),
+        ("OPENAI_API_KEY", model::KEY),
+        ("OPENAI_BASE_URL", model_url.as_str()),
+        ("API_SERVER_KEY", api_load::API_KEY),
+        ("HERMES_HTTP_ADDR", &format!("127.0.0.1:{http}")),
+        ("HERMES_INBOUND_PER_MINUTE", "100000"),
+        ("HERMES_INBOUND_BURST", "100000"),
+        ("HERMES_QUEUE_EXPIRES_SECS", &QUEUE_EXPIRES_SECS.to_string()),
+        ("HERMES_DELIVERY_RETRY_DELAYS", &retry_delays),
+        ("HERMES_SEND_PAUSES_MS", "10,10,10"),
+        // As the manifests give ingest (k8s/base/ingest.yaml): its callers' answers may wait
+        // on a backlog.
+        ("HERMES_SHUTDOWN_GRACE_SECS", "30"),
+        // Eight processes share one server's `max_connections` (100 by default).
+        ("HERMES_DB_POOL_SIZE", "8"),
+        // The API callers wait through every fault, a stall of commits included, for up to
+        // 180 s (api_load.rs): the runs must not time out first. Set here, so that a caller's
+        // own setting (the test suite's 30 s) does not reach the fleet.
+        ("HERMES_RUN_TIMEOUT_SECS", "180"),
+        ("HERMES_LOG_FORMAT", "json"),
+        // The bus's reconnects and re-subscriptions, to read a fault's recovery from the logs.
+        ("RUST_LOG", "warn,hermes_bus=info"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .chain(
+        fakes
+            .env(&format!("http://127.0.0.1:{public}"))
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v)),
+    )
+    .collect();
+    steps::step(&format!(
+        "starting {} processes (logs in {})",
+        services.len(),
+        logs.display()
+    ));
     let mut fleet = Fleet::start_each(services, env, logs, own_http, Some(group)).await?;
     if let Some(cluster) = servers.cluster() {
         eprintln!(
@@ -321,11 +327,11 @@ async fn run(
         );
     }
     let load = tokio::spawn(load::run(
-        format!("http://127.0.0.1:{http}"),
+        format!("http://127.0.0.1:{public}"),
         args.messages,
-        mix,
+        mix.clone(),
         args.rate,
-        seen.clone(),
+        (seen.clone(), fakes),
     ));
     // On clustered servers, the load's progress every 2 s beside the faults' steps, to read a
     // recovery's shape (a stall, a backlog draining) against the servers' logs.
@@ -355,7 +361,7 @@ async fn run(
     steps::step("reading the ledger");
     // Connected only now: a connection made before a broker restart would be gone.
     let bus = Bus::connect(amqp, names, settings, Metrics::new()).await?;
-    let mut ledger = Ledger::read(args.messages, mix, &seen, &calls, &scratch.db, &bus).await?;
+    let mut ledger = Ledger::read(args.messages, &mix, &seen, &calls, &scratch.db, &bus).await?;
     if settled && args.faults.contains(&Fault::Redis) {
         let probe = killswitch::Probe {
             config,
@@ -364,7 +370,7 @@ async fn run(
             servers,
             seen: &seen,
             calls: &calls,
-            webhook: format!("http://127.0.0.1:{http}/webhooks/telegram"),
+            webhook: format!("http://127.0.0.1:{public}/webhooks/telegram"),
             from: load::sender(0, args.users),
         };
         ledger.killswitch_held = Some(probe.run().await?);
@@ -409,10 +415,9 @@ fn bus_settings(config: &Config) -> hermes_config::BusSettings {
     settings
 }
 
-/// Give `users` Telegram senders (each also a Slack member, an SMS number, a Messenger id, a
-/// Teams id and a Discord id)
-/// a user with ample credits each, and the capped senders a
-/// free-tier user whose token budget for today is already spent.
+/// Give `users` senders (each a member of every chat platform, `crate::platforms::member`) a
+/// user with ample credits each, and the capped senders a free-tier user whose token budget
+/// for today is already spent.
 pub(crate) async fn seed_users(
     db: &hermes_db::Db,
     users: usize,
@@ -447,25 +452,27 @@ pub(crate) async fn seed_users(
             budgets::add_tokens(&tx, user.id, today, daily).await?;
         }
         tx.commit().await?;
-        // Each user is a Telegram chat, a Slack member, an SMS number, a Messenger id, a
-        // Teams id and a Discord id (the fleet bench's chat kinds).
+        // Each user is a member of every chat platform (the benches' chat kinds).
         let n: i64 = sender.parse()?;
-        let (slack, sms) = (load::slack_member(&sender), load::sms_number(n));
-        let psid = load::messenger_psid(n).to_string();
-        let teams = load::teams_member(n);
-        let discord = load::discord_member(n);
-        for (platform, id) in [
-            (Platform::Telegram, &sender),
-            (Platform::Slack, &slack),
-            (Platform::Sms, &sms),
-            (Platform::Messenger, &psid),
-            (Platform::Teams, &teams),
-            (Platform::Discord, &discord),
-        ] {
-            users::link_channel(&client, user.id, platform.into(), id, true, None).await?;
+        for platform in crate::platforms::CHAT {
+            if let Some(id) = crate::platforms::member(platform, n) {
+                users::link_channel(&client, user.id, platform.into(), &id, true, None).await?;
+            }
         }
     }
     Ok(())
+}
+
+/// A `--channels` value: one of the chat platforms.
+fn chat_platform(name: &str) -> Result<Platform, String> {
+    Platform::parse(name)
+        .filter(|p| p.is_chat())
+        .ok_or_else(|| {
+            format!(
+                "not a chat platform (one of {:?})",
+                crate::platforms::CHAT.map(|p| p.as_str())
+            )
+        })
 }
 
 /// Inject the faults, spread over the load by messages accepted; returns one line per fault

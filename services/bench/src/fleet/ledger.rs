@@ -1,35 +1,16 @@
-//! The ledger of the chat kinds of `hermes bench fleet` (Telegram, Slack): each message's
+//! The ledger of the chat kinds of `hermes bench fleet` (one per chat platform): each message's
 //! token waits in its chat until the fleet's send to the fake platform API echoes it. A second
 //! send of one token is a doubled answer, which the ledger counts and which voids the run; a
 //! text to the chat that is no echo (a failure notice) answers that chat's oldest waiting
 //! message as failed-with-an-answer.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 
-use axum::Router;
-use axum::routing::MethodRouter;
-use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 use super::load::Ending;
-
-/// Serve a fake platform API on loopback: `route` at `path`, writing to `chats`; its
-/// `http://host:port`.
-pub async fn serve_fake(
-    path: &str,
-    route: MethodRouter<Arc<Chats>>,
-    chats: Arc<Chats>,
-) -> anyhow::Result<String> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let app = Router::new().route(path, route).with_state(chats);
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    Ok(format!("http://{addr}"))
-}
 
 /// The fake platform APIs' side of the ledger: who waits for which answer, and what came
 /// twice. One ledger serves every chat kind; each kind's chats are numbers of its own range.
@@ -120,10 +101,12 @@ impl Chats {
     pub fn take_doubled(&self) -> usize {
         self.doubled.swap(0, Ordering::SeqCst)
     }
+}
 
+impl crate::platforms::Sink for Chats {
     /// The fleet sent `text` to `chat`: the answer of the token it echoes, else a failure
     /// notice answering the chat's oldest waiting message.
-    pub fn sent(&self, chat: i64, text: &str) {
+    fn sent(&self, chat: i64, text: &str) {
         let Some(token) = text.strip_prefix("echo: ") else {
             if let Some(tx) = self.waiting.lock().ok().and_then(|mut w| w.oldest_of(chat)) {
                 let _ = tx.send(Ending::FailedWithAnswer);
@@ -152,6 +135,7 @@ impl Chats {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::platforms::Sink;
 
     #[test]
     fn a_second_send_of_an_answered_token_is_counted_as_doubled() {

@@ -11,7 +11,10 @@ use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
+use hermes_types::model::Platform;
+
 use crate::fleet_process::read_sse;
+use crate::platforms::{self, Fakes};
 
 /// The key the fleet under test is given.
 pub const API_KEY: &str = "bench-fleet-api-key-0123456789";
@@ -29,6 +32,12 @@ pub enum Kind {
     Runs,
     /// A Telegram webhook update from a linked user, answered by the fleet's `sendMessage`.
     Telegram,
+    /// A WhatsApp message (a signed Cloud API webhook) from a linked number, answered by the
+    /// fleet's Cloud API send.
+    Whatsapp,
+    /// An Instagram direct message (a signed Meta webhook) from a linked Instagram-scoped id,
+    /// answered by the fleet's Send API call.
+    Instagram,
     /// A Slack direct message (a signed Events API callback) from a linked member, answered
     /// by the fleet's `chat.postMessage`.
     Slack,
@@ -54,6 +63,8 @@ impl Kind {
             Kind::Responses => "responses",
             Kind::Runs => "runs",
             Kind::Telegram => "telegram",
+            Kind::Whatsapp => "whatsapp",
+            Kind::Instagram => "instagram",
             Kind::Slack => "slack",
             Kind::Sms => "sms",
             Kind::Messenger => "messenger",
@@ -62,6 +73,10 @@ impl Kind {
         }
     }
 }
+
+/// Linked users the chat kinds' messages come from, round robin: enough that no chat's own
+/// pace (about one message a second, as Telegram allows) is what the bench measures.
+pub const USERS: usize = 500;
 
 /// How one request ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,15 +100,14 @@ pub struct Sample {
     pub latency: Duration,
 }
 
-/// Where the requests go: the fleet's ingest, and the ledger of the fake platform APIs
-/// (Telegram's, Slack's, Twilio's, Meta's) that see its answers to chat messages.
+/// Where the requests go: the fleet's ingest, the fake platform APIs that see its answers
+/// to chat messages, and their ledger.
 #[derive(Clone)]
 pub struct Target {
     pub client: reqwest::Client,
     pub base: String,
     pub chats: Arc<super::ledger::Chats>,
-    /// The fake Teams Connector, and the token Teams' requests carry.
-    pub teams: Arc<super::teams::Connector>,
+    pub fakes: Arc<Fakes>,
 }
 
 /// Something that answers requests: the fleet through one kind of request, or the floor
@@ -172,17 +186,33 @@ pub async fn serial(
     samples
 }
 
+/// Send one message carrying `token` from the next linked user on `platform`, and wait for
+/// its answer to reach the platform's fake API. The caller bounds the wait.
+async fn chat_message(target: &Target, platform: Platform, token: &str) -> Ending {
+    let i = target.chats.next();
+    let n = crate::faults::load::sender(i, USERS);
+    let rx = target.chats.expect(token, platforms::chat(platform, n));
+    let message = platforms::Message { i, n, text: token };
+    let resp = (target.fakes)
+        .webhook(platform, &target.client, &target.base, message)
+        .send()
+        .await;
+    target.chats.ended(token, resp, rx).await
+}
+
 /// Send one request and tell how it ended.
 async fn one(target: &Target, kind: Kind, token: &str) -> Ending {
     let (client, base) = (&target.client, target.base.as_str());
     let expected = format!("echo: {token}");
     match kind {
-        Kind::Telegram => super::telegram::one(client, base, &target.chats, token).await,
-        Kind::Slack => super::slack::one(client, base, &target.chats, token).await,
-        Kind::Sms => super::sms::one(client, base, &target.chats, token).await,
-        Kind::Messenger => super::messenger::one(client, base, &target.chats, token).await,
-        Kind::Teams => super::teams::one(client, base, &target.chats, &target.teams, token).await,
-        Kind::Discord => super::discord::one(client, base, &target.chats, token).await,
+        Kind::Telegram => chat_message(target, Platform::Telegram, token).await,
+        Kind::Whatsapp => chat_message(target, Platform::Whatsapp, token).await,
+        Kind::Instagram => chat_message(target, Platform::Instagram, token).await,
+        Kind::Slack => chat_message(target, Platform::Slack, token).await,
+        Kind::Sms => chat_message(target, Platform::Sms, token).await,
+        Kind::Messenger => chat_message(target, Platform::Messenger, token).await,
+        Kind::Teams => chat_message(target, Platform::Teams, token).await,
+        Kind::Discord => chat_message(target, Platform::Discord, token).await,
         Kind::Chat => {
             let body = json!({"messages": [{"role": "user", "content": token}]});
             let Some(resp) = post(client, base, "/v1/chat/completions", &body).await else {

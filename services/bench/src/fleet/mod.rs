@@ -12,19 +12,13 @@
 //! turn for every kind, and the report gives each traced fleet's figures as ratios to the
 //! untraced one's (`tracing.rs`).
 
-mod discord;
 pub(crate) mod infra;
 pub(crate) mod load;
 mod report;
 pub(crate) use report::report;
 mod ledger;
-mod messenger;
 pub(crate) mod search;
-mod slack;
-mod sms;
 mod soak;
-mod teams;
-mod telegram;
 mod tracing;
 
 use std::collections::BTreeMap;
@@ -38,6 +32,7 @@ use secrecy::ExposeSecret;
 
 use crate::faults::model;
 use crate::fleet_process::{Fleet, free_port};
+use crate::platforms::Fakes;
 use crate::procstat;
 use load::{Figures, Kind, Requests};
 use search::{REQUEST_TIMEOUT, SearchArgs, ms};
@@ -117,20 +112,13 @@ async fn run(
     let calls = Arc::new(model::Calls::default());
     let model_url = model::serve(calls).await?;
     let channel = Arc::new(ledger::Chats::default());
-    let telegram_url = telegram::serve(channel.clone()).await?;
-    let slack_url = slack::serve(channel.clone()).await?;
-    let sms_url = sms::serve(channel.clone()).await?;
-    let messenger_url = messenger::serve(channel.clone()).await?;
-    let teams_keys = logs.join("teams-keys.json");
-    let teams = Arc::new(teams::serve(channel.clone(), &teams_keys).await?);
-    let teams_keys = teams_keys.display().to_string();
-    let discord_url = discord::serve(channel.clone()).await?;
-    let discord_key = discord::public_key();
-    crate::faults::seed_users(&scratch.db, telegram::USERS, config).await?;
+    let fakes = Arc::new(Fakes::serve(channel.clone(), logs).await?);
+    crate::faults::seed_users(&scratch.db, load::USERS, config).await?;
     let http = free_port()?;
     // One fleet's environment: each fleet of `--tracing` has its own database, namespace
-    // and HTTP port, and shares the fake model and Bot API.
+    // and HTTP port, and shares the fake model and platform APIs.
     let env_of = |db_url: &str, ns: &str, http: u16| -> Vec<(String, String)> {
+        let ingest = format!("http://127.0.0.1:{http}");
         [
             ("DATABASE_URL", db_url),
             ("REDIS_URL", config.redis_url.expose_secret()),
@@ -140,35 +128,6 @@ async fn run(
             ("OPENAI_API_KEY", model::KEY),
             ("OPENAI_BASE_URL", model_url.as_str()),
             ("API_SERVER_KEY", load::API_KEY),
-            ("TELEGRAM_WEBHOOK_SECRET", telegram::SECRET),
-            ("TELEGRAM_BOT_TOKEN", telegram::TOKEN),
-            ("TELEGRAM_API_BASE_URL", telegram_url.as_str()),
-            ("SLACK_SIGNING_SECRET", slack::SIGNING_SECRET),
-            ("SLACK_BOT_TOKEN", slack::BOT_TOKEN),
-            ("SLACK_API_BASE_URL", slack_url.as_str()),
-            ("TWILIO_ACCOUNT_SID", sms::ACCOUNT_SID),
-            ("TWILIO_AUTH_TOKEN", sms::AUTH_TOKEN),
-            ("TWILIO_FROM_NUMBER", sms::FROM),
-            ("TWILIO_API_BASE_URL", sms_url.as_str()),
-            (
-                "TWILIO_WEBHOOK_URL",
-                &sms::webhook_url(&format!("http://127.0.0.1:{http}")),
-            ),
-            ("HERMES_SMS_PER_SEC", "100000"),
-            ("MESSENGER_APP_SECRET", messenger::APP_SECRET),
-            ("MESSENGER_PAGE_ACCESS_TOKEN", messenger::PAGE_TOKEN),
-            ("MESSENGER_API_BASE_URL", messenger_url.as_str()),
-            ("TEAMS_APP_ID", teams::APP_ID),
-            ("TEAMS_APP_PASSWORD", teams::APP_PASSWORD),
-            ("TEAMS_OPENID_KEYS", teams_keys.as_str()),
-            ("TEAMS_TOKEN_URL", teams.token_url.as_str()),
-            ("TEAMS_SERVICE_HOSTS", "127.0.0.1"),
-            ("DISCORD_PUBLIC_KEY", discord_key.as_str()),
-            ("DISCORD_API_URL", discord_url.as_str()),
-            // The fake Bot API has no flood limit, and each linked user sends about once a
-            // second at the frontier: what is measured is the fleet, not the pacing.
-            ("HERMES_DELIVERY_BOT_PER_SEC", "100000"),
-            ("HERMES_DELIVERY_CHAT_PER_SEC", "100000"),
             ("HERMES_INBOUND_PER_MINUTE", "100000"),
             ("HERMES_INBOUND_BURST", "100000"),
             ("HERMES_HTTP_ADDR", &format!("127.0.0.1:{http}")),
@@ -178,6 +137,12 @@ async fn run(
         ]
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
+        .chain(
+            fakes
+                .env(&ingest)
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v)),
+        )
         .collect()
     };
     let services = args
@@ -225,7 +190,7 @@ async fn run(
         client: client.clone(),
         base,
         chats: channel.clone(),
-        teams: teams.clone(),
+        fakes: fakes.clone(),
     };
     let target = target_of(format!("http://127.0.0.1:{http}"));
     if let Some(minutes) = args.soak {

@@ -338,7 +338,7 @@ async fn start_one(
 ) -> anyhow::Result<Other> {
     let scratch = ScratchDb::create(&config.database_url, "hermes_bench").await?;
     let started = async {
-        crate::faults::seed_users(&scratch.db, super::telegram::USERS, config).await?;
+        crate::faults::seed_users(&scratch.db, super::load::USERS, config).await?;
         let sink = match setting {
             Setting::Off => None,
             Setting::Percent(_) => Some(Sink::start().await?),
