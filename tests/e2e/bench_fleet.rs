@@ -70,6 +70,22 @@ async fn a_short_fixed_rate_run_keeps_its_ledger() {
         }
         assert!(before(" transactions") >= 1.0, "{infra}");
     }
+    // Each chat platform's ingest cost is set against Telegram's from the same run.
+    let against = stdout
+        .lines()
+        .find(|l| l.starts_with("Ingest CPU per webhook against Telegram's"))
+        .unwrap_or_else(|| panic!("no ingest comparison:\n{stdout}"));
+    for kind in [
+        "whatsapp",
+        "instagram",
+        "slack",
+        "sms",
+        "messenger",
+        "teams",
+        "discord",
+    ] {
+        assert!(against.contains(&format!("{kind} ")), "{against}");
+    }
     // The run leaves nothing in the shared Redis: its namespaces' keys went with their queues.
     let ns = stderr
         .split("namespace ")

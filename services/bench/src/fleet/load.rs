@@ -72,6 +72,14 @@ impl Kind {
             Kind::Discord => "discord",
         }
     }
+
+    /// Whether the kind named `name` comes in as a chat platform's webhook.
+    pub fn chat_kind(name: &str) -> bool {
+        let api = [Kind::Chat, Kind::ChatStream, Kind::Responses, Kind::Runs];
+        Kind::value_variants()
+            .iter()
+            .any(|k| k.name() == name && !api.contains(k))
+    }
 }
 
 /// Linked users the chat kinds' messages come from, round robin: enough that no chat's own

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use super::load::Kind;
 use super::search::ms;
 use super::{FLOOR, Round, infra};
 use crate::stats::{Ratio, Target, median};
@@ -52,7 +53,34 @@ pub(crate) fn report(results: &BTreeMap<String, Vec<Round>>) {
             .collect();
         println!("  {kind:<12} {}", cells.join(", "));
     }
+    against_telegram(results);
     report_infra(results);
+}
+
+/// The chat kinds' ingest CPU per webhook as a ratio to Telegram's in the same run (medians
+/// over the rounds): what each platform's verification and parsing cost beside the first.
+fn against_telegram(results: &BTreeMap<String, Vec<Round>>) {
+    let ingest = |rounds: &[Round]| {
+        let each: Vec<f64> = (rounds.iter())
+            .filter_map(|r| r.per_process.iter().find(|p| p.0 == "ingest"))
+            .map(|p| p.1)
+            .collect();
+        (!each.is_empty()).then(|| median(each))
+    };
+    let Some(telegram) = results.get("telegram").and_then(|r| ingest(r)) else {
+        return;
+    };
+    let cells: Vec<String> = (results.iter())
+        .filter(|(kind, _)| Kind::chat_kind(kind) && *kind != "telegram")
+        .filter_map(|(kind, rounds)| ingest(rounds).map(|v| (kind, v)))
+        .map(|(kind, v)| format!("{kind} {v:.2} ms (×{:.2})", v / telegram.max(f64::EPSILON)))
+        .collect();
+    if !cells.is_empty() {
+        println!(
+            "Ingest CPU per webhook against Telegram's {telegram:.2} ms: {}",
+            cells.join(", ")
+        );
+    }
 }
 
 /// Print what the infrastructure spent per answer, each figure the median over the rounds.
