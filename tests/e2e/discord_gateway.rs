@@ -4,7 +4,8 @@
 //! with the bot token, a guild message without a mention is not; an attached image reaches
 //! the model; a dropped connection is resumed from the last message handled and the
 //! replayed message answered once; op 7 and a zombied connection resume too; an invalid
-//! session identifies anew; a fatal close stops the shard; two connectors hold the shard
+//! session identifies anew; a fatal close stops the shard; payloads arrive deflated
+//! (`zlib-stream`) unless compression is off; two connectors hold the shard
 //! once, and a killed one's is taken over.
 
 use std::time::{Duration, Instant};
@@ -101,6 +102,8 @@ async fn a_dm_and_a_mention_are_answered_in_their_channel_and_an_unaddressed_mes
     let fleet = env.start(&fleet_services()).await;
 
     let mut conn = gateway.connection().await;
+    // Transport compression by default: every payload below arrives deflated, in two frames.
+    assert!(conn.compressed, "no zlib-stream asked for");
     let identify = identified(&mut conn, &gateway, "sess-1").await;
     assert_eq!(identify["token"], TOKEN);
     assert_eq!(
@@ -346,10 +349,13 @@ async fn a_message_the_broker_did_not_confirm_is_resumed_and_answered_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_session_identifies_anew_and_a_fatal_close_stops_the_shard() {
     let gateway = FakeGateway::start().await;
-    let (env, _model, api) = setup(&gateway).await;
+    let (mut env, _model, api) = setup(&gateway).await;
+    // Without transport compression, as a proxy that cannot inflate would need.
+    env.set("DISCORD_GATEWAY_COMPRESSION", "none");
     let fleet = env.start(&[Service::DiscordGateway]).await;
 
     let mut conn = gateway.connection().await;
+    assert!(!conn.compressed, "compression was asked for with none");
     identified(&mut conn, &gateway, "sess-1").await;
     // Resumable: the same session is resumed.
     conn.invalid_session(true);

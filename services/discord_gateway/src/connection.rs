@@ -2,15 +2,17 @@
 //! Identify (through the process's identify gate) or Resume, heartbeats on Discord's
 //! interval (the first after a random part of it, as the spec asks, so that shards
 //! reconnecting together do not beat together), and every payload read through the
-//! [`Session`]. A `MESSAGE_CREATE` is published before the next payload is read, so the
+//! [`Session`], inflated first when the connection is compressed ([`crate::compression`]).
+//! A `MESSAGE_CREATE` is published before the next payload is read, so the
 //! sequence number a Resume carries is always that of the last event the broker confirmed.
 
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
+use hermes_config::GatewayCompression;
 use rand::Rng;
 use tokio::net::TcpStream;
-use tokio::time::{Instant, sleep_until, timeout};
+use tokio::time::{Instant, sleep_until, timeout, timeout_at};
 use tokio_tungstenite::tungstenite::Message as Frame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
@@ -18,6 +20,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tokio_util::sync::CancellationToken;
 
 use crate::Shared;
+use crate::compression::ZlibStream;
 use crate::events::{self, Unconfirmed};
 use crate::protocol::{self, Payload};
 use crate::session::{Opening, Session, Step, Zombie};
@@ -70,7 +73,14 @@ pub async fn run(
             () = shared.identify.wait() => {}
         }
     }
-    let url = session.connect_url(&shared.gateway);
+    let mut url = session.connect_url(&shared.gateway);
+    let mut inflate = match shared.compression {
+        GatewayCompression::ZlibStream => {
+            url.query_pairs_mut().append_pair("compress", "zlib-stream");
+            Some(ZlibStream::new(MAX_MESSAGE_BYTES))
+        }
+        GatewayCompression::None => None,
+    };
     let config = WebSocketConfig::default()
         .max_message_size(Some(MAX_MESSAGE_BYTES))
         .max_frame_size(Some(MAX_MESSAGE_BYTES));
@@ -86,7 +96,7 @@ pub async fn run(
     session.connected();
     let interval = tokio::select! {
         _ = stop.cancelled() => return close(&mut ws, 1000, Ended::Stopped).await,
-        hello = hello(&mut ws, session) => match hello {
+        hello = hello(&mut ws, &mut inflate, session) => match hello {
             Ok(interval) => interval,
             Err(ended) => return ended,
         },
@@ -126,14 +136,13 @@ pub async fn run(
                 }
             }
             frame = ws.next() => {
-                let text = match frame {
-                    Some(Ok(Frame::Text(t))) => t,
-                    Some(Ok(Frame::Close(frame))) => return closed(session, frame.as_ref()),
-                    Some(Ok(_)) => continue,
-                    Some(Err(e)) => return Ended::Reconnect(format!("the connection failed: {e}")),
-                    None => return Ended::Reconnect("the connection ended".into()),
+                let text = match read(frame, &mut inflate) {
+                    Read::Payload(text) => text,
+                    Read::Partial => continue,
+                    Read::Closed(frame) => return closed(session, frame.as_ref()),
+                    Read::Failed(why) => return Ended::Reconnect(why),
                 };
-                let payload = match Payload::parse(text.as_str()) {
+                let payload = match Payload::parse(&text) {
                     Ok(p) => p,
                     Err(e) => {
                         tracing::warn!(
@@ -158,14 +167,56 @@ pub async fn run(
     }
 }
 
+/// What one frame from the Gateway gave.
+enum Read {
+    /// A whole payload's JSON.
+    Payload(String),
+    /// Part of a compressed payload, or a frame that carries none (ping, pong).
+    Partial,
+    /// Discord closed the connection, with this frame.
+    Closed(Option<CloseFrame>),
+    /// The connection failed or ended, or a payload did not inflate: why.
+    Failed(String),
+}
+
+/// Read `frame`, inflating it through the connection's zlib stream when it has one.
+fn read(
+    frame: Option<Result<Frame, tokio_tungstenite::tungstenite::Error>>,
+    inflate: &mut Option<ZlibStream>,
+) -> Read {
+    match (frame, inflate) {
+        (Some(Ok(Frame::Text(t))), _) => Read::Payload(t.as_str().to_owned()),
+        (Some(Ok(Frame::Binary(b))), Some(z)) => match z.push(&b) {
+            Ok(Some(text)) => Read::Payload(text),
+            Ok(None) => Read::Partial,
+            Err(e) => Read::Failed(e.to_string()),
+        },
+        (Some(Ok(Frame::Close(frame))), _) => Read::Closed(frame),
+        (Some(Ok(_)), _) => Read::Partial,
+        (Some(Err(e)), _) => Read::Failed(format!("the connection failed: {e}")),
+        (None, _) => Read::Failed("the connection ended".into()),
+    }
+}
+
 /// Wait for Hello, the first payload: the heartbeat interval, or how the connection ended.
-async fn hello(ws: &mut Socket, session: &mut Session) -> Result<Duration, Ended> {
-    let text = match timeout(HELLO_WITHIN, ws.next()).await {
-        Ok(Some(Ok(Frame::Text(t)))) => t,
-        Ok(Some(Ok(Frame::Close(frame)))) => return Err(closed(session, frame.as_ref())),
-        _ => return Err(Ended::Reconnect("no Hello".into())),
+async fn hello(
+    ws: &mut Socket,
+    inflate: &mut Option<ZlibStream>,
+    session: &mut Session,
+) -> Result<Duration, Ended> {
+    let within = Instant::now() + HELLO_WITHIN;
+    let text = loop {
+        match timeout_at(within, ws.next())
+            .await
+            .map(|f| read(f, inflate))
+        {
+            Ok(Read::Payload(text)) => break text,
+            Ok(Read::Partial) => continue,
+            Ok(Read::Closed(frame)) => return Err(closed(session, frame.as_ref())),
+            Ok(Read::Failed(_)) | Err(_) => return Err(Ended::Reconnect("no Hello".into())),
+        }
     };
-    match Payload::parse(text.as_str()).map(|p| session.on_payload(&p)) {
+    match Payload::parse(&text).map(|p| session.on_payload(&p)) {
         Ok(Step::Hello(interval)) => Ok(interval),
         _ => {
             let ended = Ended::Reconnect("the first payload was not a Hello".into());

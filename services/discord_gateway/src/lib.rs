@@ -11,6 +11,7 @@
 //! with a broker confirm. Every later stage is unchanged: the answer goes to the channel
 //! through delivery's Discord sender, with the bot token.
 
+pub mod compression;
 pub mod connection;
 pub mod discover;
 pub mod events;
@@ -23,6 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use hermes_config::GatewayCompression;
 use hermes_runtime::Ctx;
 use hermes_runtime::accept::Intake;
 use hermes_telemetry::DiscordGatewayMetrics;
@@ -48,6 +50,8 @@ pub struct Shared {
     pub token: SecretString,
     /// Where new sessions connect.
     pub gateway: Url,
+    /// `DISCORD_GATEWAY_COMPRESSION`.
+    pub compression: GatewayCompression,
     /// The Identifies of this process, one per [`IDENTIFY_GAP`].
     pub identify: IdentifyGate,
     /// The connector's metrics.
@@ -109,6 +113,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         intake: Intake::new(ctx.clone()),
         token,
         gateway: gateway.url,
+        compression: ctx.config.discord_gateway.compression,
         identify: IdentifyGate::default(),
         metrics,
     });

@@ -7,8 +7,26 @@ use url::Url;
 
 use crate::env::Reader;
 use crate::env::discord_gateway::{
-    DISCORD_GATEWAY_URL, DISCORD_SHARD_COUNT, DISCORD_SHARD_LEASE_SECS,
+    DISCORD_GATEWAY_COMPRESSION, DISCORD_GATEWAY_URL, DISCORD_SHARD_COUNT, DISCORD_SHARD_LEASE_SECS,
 };
+
+/// How the Gateway's payloads travel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GatewayCompression {
+    /// `compress=zlib-stream`: one zlib context per connection.
+    ZlibStream,
+    /// Plain JSON text frames.
+    None,
+}
+
+impl GatewayCompression {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GatewayCompression::ZlibStream => "zlib-stream",
+            GatewayCompression::None => "none",
+        }
+    }
+}
 
 /// Where the Gateway is and how its shards are held.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,15 +37,19 @@ pub struct DiscordGatewaySettings {
     pub shard_count: Option<u32>,
     /// `DISCORD_SHARD_LEASE_SECS`: a shard lease's time to live.
     pub lease_ttl: Duration,
+    /// `DISCORD_GATEWAY_COMPRESSION`.
+    pub compression: GatewayCompression,
 }
 
 pub(crate) fn read_discord_gateway(r: &mut Reader<'_>) -> Option<DiscordGatewaySettings> {
     let url = r.get(&DISCORD_GATEWAY_URL);
     let shard_count = r.get(&DISCORD_SHARD_COUNT);
     let lease_ttl = r.get(&DISCORD_SHARD_LEASE_SECS);
+    let compression = r.get(&DISCORD_GATEWAY_COMPRESSION);
     Some(DiscordGatewaySettings {
         url,
         shard_count,
         lease_ttl: lease_ttl?,
+        compression: compression?,
     })
 }

@@ -52,7 +52,7 @@ pub use delivery::{
     AlertSettings, BreakerSettings, DeliverySettings, DiscordSender, InstagramSender,
     RateGateSettings, SlackSender, TelegramSender, WhatsappSender,
 };
-pub use discord_gateway::DiscordGatewaySettings;
+pub use discord_gateway::{DiscordGatewaySettings, GatewayCompression};
 pub use dispatcher::{
     DispatcherSettings, JwtAlg, JwtKey, MAX_JWT_LEEWAY, McpJwtSettings, PausedAssignments,
 };

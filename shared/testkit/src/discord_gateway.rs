@@ -5,17 +5,21 @@
 //! close codes, or the connection dropped without a close. What the client sends (Identify,
 //! Resume) is read back ([`GatewayConn::expect`]); its heartbeats are acknowledged (op 11)
 //! unless the test stops that, to make the connection look zombied.
-//! [`discord_gateway_bot`] answers `GET /gateway/bot` on the REST fake.
+//! A client that asks for `compress=zlib-stream` gets every payload deflated as Discord
+//! deflates it ([`GatewayConn::compressed`]). [`discord_gateway_bot`] answers
+//! `GET /gateway/bot` on the REST fake.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use flate2::{Compress, Compression, FlushCompress};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{Mutex, mpsc};
 use tokio_tungstenite::tungstenite::Message as Frame;
+use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use wiremock::matchers::{method, path};
@@ -48,11 +52,24 @@ impl FakeGateway {
         let count = accepted.clone();
         let task = tokio::spawn(async move {
             while let Ok((tcp, _)) = listener.accept().await {
-                let Ok(ws) = tokio_tungstenite::accept_async(tcp).await else {
+                // The client asks for transport compression in the URL's query. The callback's
+                // error type is tungstenite's (an HTTP response), large as it is.
+                let mut compressed = false;
+                #[allow(clippy::result_large_err)]
+                let asked = |req: &Request, resp: Response| {
+                    compressed = req
+                        .uri()
+                        .query()
+                        .unwrap_or("")
+                        .split('&')
+                        .any(|p| p == "compress=zlib-stream");
+                    Ok(resp)
+                };
+                let Ok(ws) = tokio_tungstenite::accept_hdr_async(tcp, asked).await else {
                     continue;
                 };
                 count.fetch_add(1, Ordering::SeqCst);
-                if tx.send(GatewayConn::serve(ws)).is_err() {
+                if tx.send(GatewayConn::serve(ws, compressed)).is_err() {
                     return;
                 }
             }
@@ -99,6 +116,10 @@ enum Command {
 
 /// One connection of the connector to the fake, scripted by the test.
 pub struct GatewayConn {
+    /// Whether the client asked for `compress=zlib-stream`: every payload is then deflated
+    /// through one zlib context and sent as two binary frames, so that the client must join
+    /// them.
+    pub compressed: bool,
     commands: mpsc::UnboundedSender<Command>,
     received: mpsc::UnboundedReceiver<Received>,
     heartbeats: Arc<AtomicUsize>,
@@ -115,7 +136,10 @@ enum Received {
 }
 
 impl GatewayConn {
-    fn serve(ws: tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>) -> GatewayConn {
+    fn serve(
+        ws: tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
+        compressed: bool,
+    ) -> GatewayConn {
         let (commands, mut todo) = mpsc::unbounded_channel::<Command>();
         let (tell, received) = mpsc::unbounded_channel();
         let heartbeats = Arc::new(AtomicUsize::new(0));
@@ -123,11 +147,12 @@ impl GatewayConn {
         let (beats, ack) = (heartbeats.clone(), acks.clone());
         tokio::spawn(async move {
             let mut ws = ws;
+            let mut zlib = compressed.then(|| Compress::new(Compression::default(), true));
             loop {
                 tokio::select! {
                     command = todo.recv() => match command {
                         Some(Command::Send(text)) => {
-                            if ws.send(Frame::text(text)).await.is_err() {
+                            if send_payload(&mut ws, zlib.as_mut(), &text).await.is_err() {
                                 let _ = tell.send(Received::Closed(None));
                                 return;
                             }
@@ -144,8 +169,9 @@ impl GatewayConn {
                             let v: Value = serde_json::from_str(t.as_str()).unwrap_or(Value::Null);
                             if v["op"] == 1 {
                                 beats.fetch_add(1, Ordering::SeqCst);
+                                let ack_text = json!({"op": 11}).to_string();
                                 if ack.load(Ordering::SeqCst)
-                                    && ws.send(Frame::text(json!({"op": 11}).to_string())).await.is_err()
+                                    && send_payload(&mut ws, zlib.as_mut(), &ack_text).await.is_err()
                                 {
                                     let _ = tell.send(Received::Closed(None));
                                     return;
@@ -169,6 +195,7 @@ impl GatewayConn {
             }
         });
         GatewayConn {
+            compressed,
             commands,
             received,
             heartbeats,
@@ -290,6 +317,38 @@ impl GatewayConn {
             }
         }
     }
+}
+
+/// Send one payload: a text frame, or with `zlib` deflated on the connection's context,
+/// flushed as Discord flushes (`Z_SYNC_FLUSH`) and split over two binary frames.
+async fn send_payload(
+    ws: &mut tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
+    zlib: Option<&mut Compress>,
+    text: &str,
+) -> Result<(), tokio_tungstenite::tungstenite::Error> {
+    let Some(zlib) = zlib else {
+        return ws.send(Frame::text(text)).await;
+    };
+    let mut out = Vec::with_capacity(text.len() + 64);
+    let start = zlib.total_in();
+    loop {
+        let at = usize::try_from(zlib.total_in() - start).unwrap_or(usize::MAX);
+        let rest = text.as_bytes().get(at..).unwrap_or_default();
+        if zlib
+            .compress_vec(rest, &mut out, FlushCompress::Sync)
+            .is_err()
+        {
+            return Err(tokio_tungstenite::tungstenite::Error::ConnectionClosed);
+        }
+        let taken = usize::try_from(zlib.total_in() - start).unwrap_or(usize::MAX);
+        if taken >= text.len() && out.len() < out.capacity() {
+            break;
+        }
+        out.reserve(out.capacity());
+    }
+    let (head, tail) = out.split_at(out.len() / 2);
+    ws.send(Frame::binary(head.to_vec())).await?;
+    ws.send(Frame::binary(tail.to_vec())).await
 }
 
 /// Answer `GET /gateway/bot` on the Discord REST fake `api` with `gateway` and `shards`.

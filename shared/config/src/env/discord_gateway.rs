@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use url::Url;
 
+use crate::discord_gateway::GatewayCompression;
+
 use super::Unset::{Means, Value};
 use super::{kinds, settings};
 
@@ -24,6 +26,12 @@ settings! {
             unset: Means("(Discord's recommendation, from `GET /gateway/bot`)"),
             secret: false,
             help: "how many shards the bot's guilds are split into; every replica of the connector must agree",
+        },
+        DISCORD_GATEWAY_COMPRESSION: GatewayCompression {
+            kind: kinds::GATEWAY_COMPRESSION,
+            unset: Value("zlib-stream"),
+            secret: false,
+            help: "the Gateway's transport compression: `zlib-stream` (one zlib context per connection; a busy shard's traffic shrinks several times) or `none`",
         },
         DISCORD_SHARD_LEASE_SECS: Duration {
             kind: kinds::SECS_ABOVE_ZERO,

@@ -12,6 +12,7 @@ use secrecy::{ExposeSecret, SecretString};
 use url::Url;
 
 use super::Kind;
+use crate::discord_gateway::GatewayCompression;
 use crate::{AllowRule, BackendKind, LogFormat, Namespace, Price, mask_url};
 
 /// How a set secret is shown.
@@ -249,6 +250,18 @@ pub(crate) const LOG_FORMAT: Kind<LogFormat> = Kind {
         other => Err(vec![format!("{name}={other:?} must be json or text")]),
     },
     show: |f| format!("{f:?}").to_lowercase(),
+};
+
+/// `zlib-stream` or `none`.
+pub(crate) const GATEWAY_COMPRESSION: Kind<GatewayCompression> = Kind {
+    parse: |name, value| match value {
+        "zlib-stream" => Ok(GatewayCompression::ZlibStream),
+        "none" => Ok(GatewayCompression::None),
+        other => Err(vec![format!(
+            "{name}={other:?} must be zlib-stream or none"
+        )]),
+    },
+    show: |c| c.as_str().to_string(),
 };
 
 /// A model backend by name.
