@@ -21,14 +21,20 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 /// The bot's user id, as READY names it.
-const BOT: &str = "9900";
+pub(crate) const BOT: &str = "9900";
 /// Ada, the linked Discord user who writes.
-const ADA: &str = "5500";
+pub(crate) const ADA: &str = "5500";
 const TOKEN: &str = "bot-token-for-tests";
 
 /// A `MESSAGE_CREATE` from Ada: in a guild when `guild` is set, mentioning the bot when
 /// `mention` is.
-fn message(id: &str, channel: &str, guild: Option<&str>, content: &str, mention: bool) -> Value {
+pub(crate) fn message(
+    id: &str,
+    channel: &str,
+    guild: Option<&str>,
+    content: &str,
+    mention: bool,
+) -> Value {
     let mut m = json!({
         "id": id, "channel_id": channel, "type": 0, "content": content,
         "timestamp": "2026-11-29T04:00:00.000000+00:00", "tts": false,
@@ -44,7 +50,7 @@ fn message(id: &str, channel: &str, guild: Option<&str>, content: &str, mention:
 }
 
 /// A model that answers every question "A river is water."; the fakes; the environment.
-async fn setup(gateway: &FakeGateway) -> (TestEnv, MockServer, MockServer) {
+pub(crate) async fn setup(gateway: &FakeGateway) -> (TestEnv, MockServer, MockServer) {
     let model = MockServer::start().await;
     Mock::given(method("POST"))
         .respond_with(ResponseTemplate::new(200).set_body_json(openai_answer(
@@ -66,14 +72,14 @@ async fn setup(gateway: &FakeGateway) -> (TestEnv, MockServer, MockServer) {
 }
 
 /// The five stages and the connector.
-fn fleet_services() -> Vec<Service> {
+pub(crate) fn fleet_services() -> Vec<Service> {
     let mut services = Service::ALL.to_vec();
     services.push(Service::DiscordGateway);
     services
 }
 
 /// The channel messages the fake API received in `channel`, once there are `n`.
-async fn sent_in(api: &MockServer, channel: &str, n: usize) -> Vec<DiscordCall> {
+pub(crate) async fn sent_in(api: &MockServer, channel: &str, n: usize) -> Vec<DiscordCall> {
     let path = format!("/channels/{channel}/messages");
     eventually(
         Duration::from_secs(30),
@@ -89,7 +95,11 @@ async fn sent_in(api: &MockServer, channel: &str, n: usize) -> Vec<DiscordCall> 
 }
 
 /// Identify on `conn` and answer READY as session `session`; Identify's `d`.
-async fn identified(conn: &mut GatewayConn, gateway: &FakeGateway, session: &str) -> Value {
+pub(crate) async fn identified(
+    conn: &mut GatewayConn,
+    gateway: &FakeGateway,
+    session: &str,
+) -> Value {
     let identify = conn.hello_and_identify().await;
     conn.ready(session, gateway.url(), BOT);
     identify
@@ -157,10 +167,10 @@ async fn a_dm_and_a_mention_are_answered_in_their_channel_and_an_unaddressed_mes
     for line in [
         "hermes_discord_gateway_events_total{outcome=\"accepted\"} 2",
         "hermes_discord_gateway_events_total{outcome=\"not_addressed\"} 1",
-        "hermes_discord_gateway_sessions{shard=\"0\"} 1",
+        "hermes_discord_gateway_sessions{shard=\"0/1\"} 1",
         "hermes_discord_gateway_shards_held 1",
         "hermes_discord_gateway_shards 1",
-        "hermes_discord_gateway_identifies_total{shard=\"0\"} 1",
+        "hermes_discord_gateway_identifies_total{shard=\"0/1\"} 1",
     ] {
         has(&metrics, line);
     }
@@ -277,14 +287,14 @@ async fn a_dropped_connection_resumes_and_the_replayed_message_is_answered_once(
 
     let metrics = eventually(Duration::from_secs(10), "the resumes counted", || async {
         let m = fleet.metrics().await;
-        m.contains("hermes_discord_gateway_resumes_total{shard=\"0\"} 3")
+        m.contains("hermes_discord_gateway_resumes_total{shard=\"0/1\"} 3")
             .then_some(m)
     })
     .await;
     for line in [
         "hermes_discord_gateway_events_total{outcome=\"duplicate\"} 1",
-        "hermes_discord_gateway_heartbeat_ack_misses_total{shard=\"0\"} 1",
-        "hermes_discord_gateway_identifies_total{shard=\"0\"} 1",
+        "hermes_discord_gateway_heartbeat_ack_misses_total{shard=\"0/1\"} 1",
+        "hermes_discord_gateway_identifies_total{shard=\"0/1\"} 1",
     ] {
         has(&metrics, line);
     }
@@ -384,7 +394,7 @@ async fn an_invalid_session_identifies_anew_and_a_fatal_close_stops_the_shard() 
         },
     )
     .await;
-    assert!(metrics.contains("hermes_discord_gateway_identifies_total{shard=\"0\"} 2"));
+    assert!(metrics.contains("hermes_discord_gateway_identifies_total{shard=\"0/1\"} 2"));
     let leases = "SELECT count(*) FROM leases WHERE name = 'discord-shard-0/1'";
     eventually(Duration::from_secs(10), "the lease handed back", || async {
         (count(&env.db(), leases, &[]).await == 0).then_some(())
@@ -428,6 +438,17 @@ async fn two_connectors_hold_the_shard_once_and_a_killed_ones_is_taken_over() {
     let standby = second.metrics().await;
     assert!(!standby.contains("hermes_discord_gateway_shards_held 1"));
 
+    // The first Identify's turn (5 s, shared by every replica) has passed: the measure below
+    // is the takeover's, not Discord's Identify window.
+    let turn =
+        "SELECT (expires_at < now())::int::bigint FROM leases WHERE name = 'discord-identify-0'";
+    eventually(
+        Duration::from_secs(10),
+        "the Identify turn over",
+        || async { (count(&db, turn, &[]).await == 1).then_some(()) },
+    )
+    .await;
+
     // The holder dies: the other replica takes the shard within one lease period (it looks
     // again as the lease expires) and identifies.
     let killed = Instant::now();
@@ -440,7 +461,7 @@ async fn two_connectors_hold_the_shard_once_and_a_killed_ones_is_taken_over() {
     assert!(took < Duration::from_secs(3), "taken over after {took:?}");
     let metrics = eventually(Duration::from_secs(10), "the takeover counted", || async {
         let m = second.metrics().await;
-        m.contains("hermes_discord_gateway_lease_takeovers_total{shard=\"0\"} 1")
+        m.contains("hermes_discord_gateway_lease_takeovers_total{shard=\"0/1\"} 1")
             .then_some(m)
     })
     .await;

@@ -34,6 +34,7 @@ mod dependencies;
 mod deploy;
 mod discord;
 mod discord_gateway;
+mod discord_reshard;
 mod docs;
 mod drafts;
 mod dreaming;

@@ -70,7 +70,7 @@ pub async fn run(
     if session.opening() == Opening::Identify {
         tokio::select! {
             _ = stop.cancelled() => return Ended::Stopped,
-            () = shared.identify.wait() => {}
+            () = shared.identify.wait(session.shard()) => {}
         }
     }
     let mut url = session.connect_url(&shared.gateway);

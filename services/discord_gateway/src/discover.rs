@@ -1,6 +1,7 @@
 //! Where the Gateway is and how many shards the bot needs: `GET /gateway/bot` with the bot
 //! token (<https://discord.com/developers/docs/events/gateway#get-gateway-bot>), unless
-//! `DISCORD_GATEWAY_URL` and `DISCORD_SHARD_COUNT` both say.
+//! `DISCORD_GATEWAY_URL` and `DISCORD_SHARD_COUNT` both say; and with it how many Identifies
+//! Discord takes at once (`max_concurrency`) and how many session starts are left.
 
 use std::time::Duration;
 
@@ -23,13 +24,37 @@ pub struct Gateway {
     pub url: Url,
     /// How many shards the bot's guilds are split into.
     pub shards: u32,
+    /// How many Identifies Discord takes per 5 seconds, one per bucket (1 when not asked).
+    pub max_concurrency: u32,
+    /// Session starts left, and when the window resets (`None`: not asked).
+    pub starts: Option<Starts>,
+}
+
+/// `session_start_limit`: how many sessions the bot may still start, and when that resets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Starts {
+    pub total: u32,
+    pub remaining: u32,
+    pub reset_after: Duration,
 }
 
 #[derive(Deserialize)]
 struct GatewayBot {
     url: String,
     shards: u32,
+    session_start_limit: Option<StartLimit>,
 }
+
+#[derive(Deserialize)]
+struct StartLimit {
+    total: u32,
+    remaining: u32,
+    reset_after: u64,
+    max_concurrency: u32,
+}
+
+/// The most Identifies per 5 s taken from Discord (its largest bots have 16).
+const MAX_CONCURRENCY: u32 = 64;
 
 /// The Gateway as configured, asking Discord for what is not.
 pub async fn gateway(config: &Config, token: &SecretString) -> anyhow::Result<Gateway> {
@@ -38,6 +63,8 @@ pub async fn gateway(config: &Config, token: &SecretString) -> anyhow::Result<Ga
         return Ok(Gateway {
             url: url.clone(),
             shards,
+            max_concurrency: 1,
+            starts: None,
         });
     }
     let api = config
@@ -79,5 +106,17 @@ pub async fn gateway(config: &Config, token: &SecretString) -> anyhow::Result<Ga
         None if (1..=MAX_SHARDS).contains(&bot.shards) => bot.shards,
         None => bail!("GET /gateway/bot recommended {} shards", bot.shards),
     };
-    Ok(Gateway { url, shards })
+    let limit = bot.session_start_limit;
+    Ok(Gateway {
+        url,
+        shards,
+        max_concurrency: limit
+            .as_ref()
+            .map_or(1, |l| l.max_concurrency.clamp(1, MAX_CONCURRENCY)),
+        starts: limit.map(|l| Starts {
+            total: l.total,
+            remaining: l.remaining,
+            reset_after: Duration::from_millis(l.reset_after),
+        }),
+    })
 }

@@ -3,6 +3,9 @@
 //! and closes the session at once when a renewal says another holder has it, or when it
 //! could not renew before the lease would have expired. So two replicas never run one
 //! shard, and a dead replica's shards are taken within one lease period.
+//!
+//! Beside each lease, a connected session holds a mark (`discord-ready-<id>/<count>`) for as
+//! long: a re-shard closes the old shards only once every new shard's mark is held.
 
 use std::time::Duration;
 
@@ -78,9 +81,40 @@ impl Leases {
         }
     }
 
-    /// Renew `shard`'s lease until `lost` is cancelled; cancel it when the lease is lost or
-    /// cannot be renewed before it would expire.
-    pub async fn keep(&self, shard: Shard, lost: CancellationToken) {
+    /// Mark `shard`'s session connected (`up`) for as long as the lease lasts, renewed with
+    /// it, or take the mark away.
+    pub async fn mark_ready(&self, shard: Shard, up: bool) {
+        let marked = async {
+            let client = self.ctx.db.get().await?;
+            let name = shard.ready_name();
+            match up {
+                true => leases::acquire(&client, &name, &self.holder, self.ttl).await?,
+                false => leases::release(&client, &name, &self.holder).await?,
+            };
+            anyhow::Ok(())
+        };
+        match timeout(self.every(), marked).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(%shard, error = %e, "the session's mark not written"),
+            Err(_) => tracing::warn!(%shard, "the session's mark not written in time"),
+        }
+    }
+
+    /// Whether every shard of a count of `count` has its session connected somewhere (its
+    /// mark held and not expired).
+    pub async fn all_ready(&self, count: u32) -> anyhow::Result<bool> {
+        let names: Vec<String> = (0..count)
+            .filter_map(|id| Shard::new(id, count))
+            .map(Shard::ready_name)
+            .collect();
+        let client = self.ctx.db.get().await?;
+        Ok(leases::live(&client, &names).await? == names.len())
+    }
+
+    /// Renew `shard`'s lease until `lost` is cancelled, and its session's mark while `up`
+    /// says it is connected; cancel `lost` when the lease is lost or cannot be renewed
+    /// before it would expire.
+    pub async fn keep(&self, shard: Shard, lost: CancellationToken, up: impl Fn() -> bool) {
         let every = self.every();
         // When the last renewal was *asked*: PostgreSQL's expiry counts from a moment after.
         let mut renewed = Instant::now();
@@ -91,7 +125,12 @@ impl Leases {
             }
             let asked = Instant::now();
             match timeout(every, self.renew(shard)).await {
-                Ok(Ok(true)) => renewed = asked,
+                Ok(Ok(true)) => {
+                    renewed = asked;
+                    if up() {
+                        self.mark_ready(shard, true).await;
+                    }
+                }
                 Ok(Ok(false)) => {
                     tracing::warn!(%shard, "another replica holds this shard's lease: closing its session");
                     lost.cancel();

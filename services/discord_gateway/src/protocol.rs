@@ -97,9 +97,27 @@ impl Shard {
         format!("discord-shard-{}/{}", self.id, self.count)
     }
 
-    /// The metric label.
+    /// The name of the lease that says the shard's session is connected (identified or
+    /// resumed): `discord-ready-<id>/<count>`. A re-shard closes the old shards once every
+    /// new one's is held.
+    pub fn ready_name(self) -> String {
+        format!("discord-ready-{}/{}", self.id, self.count)
+    }
+
+    /// How many shards there are.
+    pub fn count(self) -> u32 {
+        self.count
+    }
+
+    /// The shard's Identify bucket when Discord allows `max_concurrency` Identifies per 5 s:
+    /// `id % max_concurrency` (<https://discord.com/developers/docs/events/gateway#sharding-max-concurrency>).
+    pub fn bucket(self, max_concurrency: u32) -> u32 {
+        self.id % max_concurrency.max(1)
+    }
+
+    /// The metric label, `<id>/<count>`: a re-shard runs two counts side by side a while.
     pub fn label(self) -> String {
-        self.id.to_string()
+        self.to_string()
     }
 }
 
@@ -248,6 +266,16 @@ pub fn resumable(d: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shard_identifies_in_the_bucket_of_its_id_modulo_the_concurrency() {
+        let shard = |id, count| Shard::new(id, count).unwrap();
+        assert_eq!(shard(5, 8).bucket(4), 1);
+        assert_eq!(shard(5, 8).bucket(16), 5);
+        assert_eq!(shard(5, 8).bucket(0), 0, "no concurrency is one bucket");
+        assert_eq!(shard(1, 2).label(), "1/2");
+        assert_eq!(shard(1, 2).ready_name(), "discord-ready-1/2");
+    }
 
     #[test]
     fn opcodes_round_trip_and_unknown_ones_are_kept() {

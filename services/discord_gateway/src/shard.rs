@@ -63,14 +63,14 @@ pub async fn hold(
             m.shards_held.inc();
             let lost = stop.child_token();
             let keeper = tokio::spawn({
-                let (leases, lost) = (leases.clone(), lost.clone());
-                async move { leases.keep(shard, lost).await }
+                let (leases, lost, shared) = (leases.clone(), lost.clone(), shared.clone());
+                async move { leases.keep(shard, lost, || shared.is_up(shard)).await }
             });
             let outcome = sessions(&shared, shard, &lost).await;
             lost.cancel();
             let _ = keeper.await;
             m.shards_held.dec();
-            m.sessions.with_label_values(&[&label]).set(0);
+            shared.set_session(shard, false);
             if stop.is_cancelled() || matches!(outcome, Outcome::Fatal(_)) {
                 leases.release(shard).await;
             }

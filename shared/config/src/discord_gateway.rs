@@ -7,7 +7,8 @@ use url::Url;
 
 use crate::env::Reader;
 use crate::env::discord_gateway::{
-    DISCORD_GATEWAY_COMPRESSION, DISCORD_GATEWAY_URL, DISCORD_SHARD_COUNT, DISCORD_SHARD_LEASE_SECS,
+    DISCORD_GATEWAY_COMPRESSION, DISCORD_GATEWAY_URL, DISCORD_RESHARD_CHECK_SECS,
+    DISCORD_SHARD_COUNT, DISCORD_SHARD_LEASE_SECS,
 };
 
 /// How the Gateway's payloads travel.
@@ -39,6 +40,8 @@ pub struct DiscordGatewaySettings {
     pub lease_ttl: Duration,
     /// `DISCORD_GATEWAY_COMPRESSION`.
     pub compression: GatewayCompression,
+    /// `DISCORD_RESHARD_CHECK_SECS`: how often Discord's recommended shard count is asked.
+    pub reshard_every: Duration,
 }
 
 pub(crate) fn read_discord_gateway(r: &mut Reader<'_>) -> Option<DiscordGatewaySettings> {
@@ -46,10 +49,12 @@ pub(crate) fn read_discord_gateway(r: &mut Reader<'_>) -> Option<DiscordGatewayS
     let shard_count = r.get(&DISCORD_SHARD_COUNT);
     let lease_ttl = r.get(&DISCORD_SHARD_LEASE_SECS);
     let compression = r.get(&DISCORD_GATEWAY_COMPRESSION);
+    let reshard_every = r.get(&DISCORD_RESHARD_CHECK_SECS);
     Some(DiscordGatewaySettings {
         url,
         shard_count,
         lease_ttl: lease_ttl?,
         compression: compression?,
+        reshard_every: reshard_every?,
     })
 }

@@ -47,3 +47,10 @@ pub async fn holder(
         (r.get(0), Duration::from_secs_f64(left.max(0.0)))
     }))
 }
+
+/// How many of the leases `names` are held and not expired, by PostgreSQL's clock.
+pub async fn live(c: &impl GenericClient, names: &[String]) -> Result<usize, DbError> {
+    let sql = "SELECT count(*) FROM leases WHERE name = ANY($1) AND expires_at > now()";
+    let n: i64 = c.query_one(&stmt(c, sql).await?, &[&names]).await?.get(0);
+    Ok(usize::try_from(n).unwrap_or(0))
+}

@@ -1,11 +1,12 @@
 //! The metrics of the Discord Gateway connector, `hermes discord-gateway` (docs/operations.md,
 //! "Discord Gateway"): which shards this replica holds and whose sessions are connected,
 //! how sessions came back (resumed or identified anew), heartbeats Discord did not
-//! acknowledge, leases taken over, closes that stop a shard, and what became of each event.
+//! acknowledge, leases taken over, closes that stop a shard, session starts left, re-shards,
+//! and what became of each event.
 
-use prometheus::{IntCounterVec, IntGauge, IntGaugeVec, Registry};
+use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Registry};
 
-use crate::metrics::{counter_vec, gauge, gauge_vec};
+use crate::metrics::{counter, counter_vec, gauge, gauge_vec};
 
 /// The Gateway connector's metric handles.
 #[derive(Clone)]
@@ -28,6 +29,11 @@ pub struct DiscordGatewayMetrics {
     pub lease_takeovers: IntCounterVec,
     /// Closes that stop a shard instead of reconnecting, by close code.
     pub fatal_closes: IntCounterVec,
+    /// Session starts Discord still allows in its current window
+    /// (`session_start_limit.remaining`, counted down by this replica's Identifies).
+    pub session_starts_remaining: IntGauge,
+    /// Re-shards this replica completed (the old shards closed once every new one was up).
+    pub reshards: IntCounter,
     /// `MESSAGE_CREATE` events by outcome: `accepted`, `duplicate`, `delayed`, `unconfirmed`
     /// (the broker did not take it: resumed to have it again), or why it was skipped
     /// (`not_addressed`, `own`, `bot`, `empty`, `invalid`).
@@ -83,6 +89,16 @@ impl DiscordGatewayMetrics {
                 "hermes_discord_gateway_fatal_closes_total",
                 "Discord Gateway closes that stop a shard instead of reconnecting (4004 authentication failed, 4010-4014), by close code.",
                 &["code"],
+            ),
+            session_starts_remaining: gauge(
+                r,
+                "hermes_discord_gateway_session_starts_remaining",
+                "Discord Gateway session starts (Identifies) left in Discord's current window, as GET /gateway/bot said and this replica's Identifies counted down; at 0 new sessions wait for the window's reset.",
+            ),
+            reshards: counter(
+                r,
+                "hermes_discord_gateway_reshards_total",
+                "Re-shards this connector replica completed after Discord recommended another shard count.",
             ),
             events: counter_vec(
                 r,

@@ -353,13 +353,36 @@ async fn send_payload(
 
 /// Answer `GET /gateway/bot` on the Discord REST fake `api` with `gateway` and `shards`.
 pub async fn discord_gateway_bot(api: &MockServer, gateway: &str, shards: u32) {
+    gateway_bot(api, gateway, shards, 1, 5).await;
+}
+
+/// From now on, answer `GET /gateway/bot` with `shards` and `max_concurrency`, as Discord does
+/// once a bot has grown: it recommends more shards.
+pub async fn discord_recommends(
+    api: &MockServer,
+    gateway: &str,
+    shards: u32,
+    max_concurrency: u32,
+) {
+    gateway_bot(api, gateway, shards, max_concurrency, 1).await;
+}
+
+/// Mount the answer to `GET /gateway/bot` at wiremock's `priority` (1 goes before 5).
+async fn gateway_bot(
+    api: &MockServer,
+    gateway: &str,
+    shards: u32,
+    max_concurrency: u32,
+    priority: u8,
+) {
     Mock::given(method("GET"))
         .and(path("/api/v10/gateway/bot"))
         .respond_with(ResponseTemplate::new(200).set_body_json(json!({
             "url": gateway, "shards": shards,
             "session_start_limit": {"total": 1000, "remaining": 999,
-                                    "reset_after": 14_400_000, "max_concurrency": 1}
+                                    "reset_after": 14_400_000, "max_concurrency": max_concurrency}
         })))
+        .with_priority(priority)
         .mount(api)
         .await;
 }

@@ -50,7 +50,7 @@ pub use discord::{
     DiscordCall, DiscordOk, discord_api_url, discord_calls, discord_fake, discord_ok,
     discord_rate_limited, discord_route, discord_unknown_webhook,
 };
-pub use discord_gateway::{FakeGateway, GatewayConn, discord_gateway_bot};
+pub use discord_gateway::{FakeGateway, GatewayConn, discord_gateway_bot, discord_recommends};
 pub use env::OPENAI_KEY;
 pub use env::{Server, TestEnv};
 pub use fakes::{

@@ -33,6 +33,12 @@ settings! {
             secret: false,
             help: "the Gateway's transport compression: `zlib-stream` (one zlib context per connection; a busy shard's traffic shrinks several times) or `none`",
         },
+        DISCORD_RESHARD_CHECK_SECS: Duration {
+            kind: kinds::SECS_ABOVE_ZERO,
+            unset: Value("3600"),
+            secret: false,
+            help: "how often the connector asks `GET /gateway/bot` whether Discord recommends another shard count, and re-shards when it does (not when DISCORD_SHARD_COUNT is set)",
+        },
         DISCORD_SHARD_LEASE_SECS: Duration {
             kind: kinds::SECS_ABOVE_ZERO,
             unset: Value("30"),
