@@ -2,7 +2,8 @@
 //! signed by the app answered through the fleet as a `RESPONSE`, with `mark_seen` and
 //! `typing_on` while it is worked on; a bad signature refused with nothing queued; a
 //! redelivery answered once; outside the 24-hour window a reply goes under the configured tag,
-//! or is parked; a 429 waited and retried, and a permanent error parked with its reason.
+//! or is parked; a 429 waited and retried, and a permanent error parked with its reason; a
+//! photo reaches the vision model.
 
 use std::time::Duration;
 
@@ -195,4 +196,58 @@ async fn outside_the_window_a_configured_tag_goes_with_the_reply() {
     assert_eq!(sent["messaging_type"], "MESSAGE_TAG");
     assert_eq!(sent["tag"], "ACCOUNT_UPDATE");
     assert_eq!(sent["message"]["text"], "your order shipped");
+}
+
+/// A photo sent to the Page reaches the vision model inline, fetched from the attachment's
+/// URL (Meta's CDN, pre-signed) through the SSRF guard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_photo_sent_to_the_page_reaches_the_vision_model() {
+    use base64::Engine as _;
+    use wiremock::matchers::{method, path};
+
+    let api = messenger_fake().await;
+    let photo = {
+        let mut b = vec![0xff, 0xd8, 0xff, 0xe0];
+        b.resize(300, 7);
+        b
+    };
+    let cdn = wiremock::MockServer::start().await;
+    wiremock::Mock::given(method("GET"))
+        .and(path("/v/photo.jpg"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("content-type", "image/jpeg")
+                .set_body_bytes(photo.clone()),
+        )
+        .mount(&cdn)
+        .await;
+    let model = openai_fake("A sunset").await;
+    let mut env = TestEnv::new().await;
+    messenger_env(&mut env, &api);
+    env.openai_mock(&model.uri())
+        .set("HERMES_MEDIA_FETCH_ALLOW", "127.0.0.1");
+    env.user(Platform::Messenger, PSID, 10).await;
+    let fleet = env.start(&Service::ALL).await;
+
+    let mut body = messenger_text(PSID, "m_photo_1", "what is this?");
+    body["entry"][0]["messaging"][0]["message"]["attachments"] = json!([
+        {"type": "image", "payload": {"url": format!("{}/v/photo.jpg", cdn.uri())}}
+    ]);
+    assert_eq!(post(&fleet, &body, APP_SECRET).await, 200);
+    let sent = eventually(Duration::from_secs(30), "the answer", || async {
+        messages(&api).await.into_iter().next()
+    })
+    .await;
+    assert_eq!(sent["message"]["text"], "A sunset");
+    let data = format!(
+        "data:image/jpeg;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(&photo)
+    );
+    let calls = model.received_requests().await.unwrap();
+    assert!(
+        calls
+            .iter()
+            .any(|c| crate::images::image_parts(&c.body_json().unwrap()) == [data.clone()]),
+        "the photo reached the model"
+    );
 }
