@@ -129,6 +129,7 @@ impl Fakes {
             ("HERMES_DELIVERY_BOT_PER_SEC", "100000".to_string()),
             ("HERMES_DELIVERY_CHAT_PER_SEC", "100000".to_string()),
             ("HERMES_SMS_PER_SEC", "100000".to_string()),
+            ("HERMES_WHATSAPP_PER_SEC", "100000".to_string()),
         ];
         env.extend(telegram::env(&self.telegram));
         env.extend(whatsapp::env(&self.whatsapp));
