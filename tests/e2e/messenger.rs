@@ -206,11 +206,7 @@ async fn a_photo_sent_to_the_page_reaches_the_vision_model() {
     use wiremock::matchers::{method, path};
 
     let api = messenger_fake().await;
-    let photo = {
-        let mut b = vec![0xff, 0xd8, 0xff, 0xe0];
-        b.resize(300, 7);
-        b
-    };
+    let photo = crate::sms::jpeg();
     let cdn = wiremock::MockServer::start().await;
     wiremock::Mock::given(method("GET"))
         .and(path("/v/photo.jpg"))

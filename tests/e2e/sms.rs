@@ -230,7 +230,7 @@ async fn an_sms_is_answered_through_the_fleet_its_status_tied_to_the_send_and_st
 }
 
 /// A JPEG's signature and some bytes: enough for the type checks.
-fn jpeg() -> Vec<u8> {
+pub(crate) fn jpeg() -> Vec<u8> {
     let mut b = vec![0xff, 0xd8, 0xff, 0xe0];
     b.resize(300, 7);
     b
