@@ -33,8 +33,8 @@ async fn one_identify_per_bucket_goes_at_a_time_across_replicas() {
     assert_eq!(second.turn(1).await.unwrap(), Turn::Go);
 }
 
-/// Discord recommends two shards where there was one: both new shards identify beside the
-/// old session, which closes (and hands its lease back) once both are up; messages on the
+/// Discord recommends two shards where there was one, and two Identifies at a time: both new
+/// shards identify (in buckets of their own) beside the old session, which closes (and hands its lease back) once both are up; messages on the
 /// new shards are answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_recommended_shard_count_starts_beside_the_old_and_replaces_it() {
@@ -58,10 +58,13 @@ async fn a_new_recommended_shard_count_starts_beside_the_old_and_replaces_it() {
     }
     shards.sort_by_key(|s| s[0].as_u64());
     assert_eq!(shards, vec![json!([0, 2]), json!([1, 2])]);
+    // Discord's new `max_concurrency` of 2 was taken: shard 1 identified in a bucket of its own.
+    let db = env.db();
+    let bucket_1 = "SELECT count(*) FROM leases WHERE name = 'discord-identify-1'";
+    assert_eq!(count(&db, bucket_1, &[]).await, 1);
 
     // Both up: the old session closes as a session that ends (1000), its lease handed back.
     assert_eq!(old.closed().await, Some(1000));
-    let db = env.db();
     let old_lease = "SELECT count(*) FROM leases WHERE name = 'discord-shard-0/1'";
     eventually(
         Duration::from_secs(10),

@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use hermes_db::leases;
@@ -30,7 +31,8 @@ const MARGIN: Duration = Duration::from_millis(50);
 /// The Identifies of this process.
 pub struct IdentifyGate {
     ctx: Ctx,
-    max_concurrency: u32,
+    /// Discord's `max_concurrency`, as last asked (a re-shard asks again).
+    max_concurrency: AtomicU32,
     /// One lock per bucket, made when first used.
     buckets: std::sync::Mutex<HashMap<u32, Arc<Mutex<()>>>>,
     /// Session starts left, when the window resets, and how many a window has.
@@ -60,7 +62,7 @@ impl IdentifyGate {
         }
         Self {
             ctx,
-            max_concurrency: max_concurrency.max(1),
+            max_concurrency: AtomicU32::new(max_concurrency.max(1)),
             buckets: std::sync::Mutex::default(),
             starts: Mutex::new(
                 starts.map(|s| (s.remaining, Instant::now() + s.reset_after, s.total)),
@@ -69,10 +71,15 @@ impl IdentifyGate {
         }
     }
 
+    /// Take Discord's `max_concurrency` as asked again (`GET /gateway/bot`).
+    pub fn set_max_concurrency(&self, max_concurrency: u32) {
+        (self.max_concurrency).store(max_concurrency.max(1), Ordering::Relaxed);
+    }
+
     /// Wait for `shard`'s turn to Identify.
     pub async fn wait(&self, shard: Shard) {
         self.wait_for_starts(shard).await;
-        let bucket = shard.bucket(self.max_concurrency);
+        let bucket = shard.bucket(self.max_concurrency.load(Ordering::Relaxed));
         let lock = match self.buckets.lock() {
             Ok(mut b) => b.entry(bucket).or_default().clone(),
             Err(_) => Arc::default(),

@@ -128,8 +128,9 @@ pub async fn run(ctx: Ctx, shared: Arc<Shared>, count: u32) {
     }
 }
 
-/// Ask Discord for its recommended count; start that count beside the running one when it
-/// differs (and is not already starting).
+/// Ask Discord for its recommended count (and its `max_concurrency`, which the Identify
+/// turns take at once); start that count beside the running one when it differs (and is not
+/// already starting).
 async fn consider(
     ctx: &Ctx,
     shared: &Arc<Shared>,
@@ -137,7 +138,10 @@ async fn consider(
     next: &mut Option<Generation>,
 ) {
     let recommended = match discover::gateway(&ctx.config, &shared.token).await {
-        Ok(g) => g.shards,
+        Ok(g) => {
+            shared.identify.set_max_concurrency(g.max_concurrency);
+            g.shards
+        }
         Err(e) => {
             tracing::warn!(error = %e, "cannot ask Discord for its recommended shard count");
             return;
