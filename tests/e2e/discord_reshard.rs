@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
+use hermes_discord_gateway::discover::Starts;
 use hermes_discord_gateway::identify::{IdentifyGate, Turn};
+use hermes_discord_gateway::protocol::Shard;
 use hermes_runtime::Ctx;
 use hermes_telemetry::Metrics;
 use hermes_testkit::{FakeGateway, count, discord_recommends, eventually};
@@ -31,6 +33,31 @@ async fn one_identify_per_bucket_goes_at_a_time_across_replicas() {
         Turn::Go => panic!("two Identifies in one bucket within 5 s"),
     }
     assert_eq!(second.turn(1).await.unwrap(), Turn::Go);
+}
+
+/// Discord's count of session starts is counted down by each Identify; once spent, the next
+/// waits for the window's reset and counts from the window's total again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_starts_are_counted_down_and_a_spent_count_waits_for_its_reset() {
+    let env = hermes_testkit::TestEnv::new().await;
+    let ctx = Ctx::without_broker(env.config(), Metrics::new())
+        .await
+        .expect("PostgreSQL is reachable");
+    let metrics = ctx.metrics.discord_gateway.clone();
+    // One start left, and a window that has already reset.
+    let starts = Starts {
+        total: 10,
+        remaining: 1,
+        reset_after: Duration::ZERO,
+    };
+    let gate = IdentifyGate::new(ctx, 2, Some(starts), metrics.clone());
+    assert_eq!(metrics.session_starts_remaining.get(), 1);
+    // Two shards in buckets of their own, so neither waits for the other's turn.
+    let shard = |id| Shard::new(id, 2).unwrap();
+    gate.wait(shard(0)).await;
+    assert_eq!(metrics.session_starts_remaining.get(), 0);
+    gate.wait(shard(1)).await;
+    assert_eq!(metrics.session_starts_remaining.get(), 9);
 }
 
 /// Discord recommends two shards where there was one, and two Identifies at a time: both new

@@ -76,6 +76,17 @@ pub(crate) fn image_parts(sent: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Whether any request `model` received carried the JPEG `bytes` inline as its user turn's
+/// one image: how a chat platform's photo is seen to reach the vision model.
+pub(crate) async fn model_saw_jpeg(model: &MockServer, bytes: &[u8]) -> bool {
+    let data = format!("data:image/jpeg;base64,{}", b64(bytes));
+    let calls = model.received_requests().await.unwrap_or_default();
+    calls
+        .iter()
+        .filter_map(|c| c.body_json::<Value>().ok())
+        .any(|c| image_parts(&c) == [data.clone()])
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_and_data_images_reach_the_model_inline() {
     let (model, images) = servers().await;

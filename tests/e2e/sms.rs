@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use base64::Engine;
 use hermes::Service;
 use hermes_bus::{Bus, Stage};
 use hermes_testkit::{
@@ -20,7 +19,6 @@ use wiremock::matchers::{basic_auth, body_string_contains, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use crate::delivery::{parked_for, parked_one, reply, waits_out_a_429};
-use crate::images::image_parts;
 
 /// The public URL Twilio is configured to post to (behind a proxy: not ingest's own address).
 const PUBLIC_URL: &str = "https://hermes.example/webhooks/twilio";
@@ -277,19 +275,8 @@ async fn an_mms_photo_reaches_the_vision_model_through_twilios_authenticated_med
         twilio_sent(&api).await.into_iter().next()
     })
     .await;
-    let calls: Vec<serde_json::Value> = model
-        .received_requests()
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.body_json().unwrap())
-        .collect();
-    let data = format!(
-        "data:image/jpeg;base64,{}",
-        base64::engine::general_purpose::STANDARD.encode(jpeg())
-    );
     assert!(
-        calls.iter().any(|c| image_parts(c) == [data.clone()]),
+        crate::images::model_saw_jpeg(&model, &jpeg()).await,
         "the photo reached the model"
     );
     let cdn = api.received_requests().await.unwrap();

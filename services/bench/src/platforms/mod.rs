@@ -142,7 +142,8 @@ impl Fakes {
         env
     }
 
-    /// `message` as `platform` posts it to ingest at `base`, signed.
+    /// `message` as `platform` posts it to ingest at `base`, signed. `platform` is one of
+    /// [`CHAT`]; the others, which have no webhook of a chat platform, post as Telegram.
     pub fn webhook(
         &self,
         platform: Platform,
