@@ -214,7 +214,7 @@ mod tests {
     /// rather than a failure (requeued, spending a delivery).
     #[tokio::test]
     async fn a_second_copy_charging_at_once_is_told_apart_as_a_concurrent_copy() {
-        let scratch = ScratchDb::create(&server_from_env(), "hermes_scratch")
+        let scratch = ScratchDb::claim(&server_from_env(), "hermes_scratch")
             .await
             .unwrap();
         let db = Db::new(&scratch.url, 3).unwrap();

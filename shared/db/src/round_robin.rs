@@ -140,7 +140,7 @@ mod tests {
 
     #[tokio::test]
     async fn messages_dispatched_at_once_all_reach_agents_in_turn_within_capacity() {
-        let scratch = ScratchDb::create(&server_from_env(), "hermes_scratch")
+        let scratch = ScratchDb::claim(&server_from_env(), "hermes_scratch")
             .await
             .unwrap();
         let db = Db::new(&scratch.url, AT_ONCE).unwrap();
@@ -208,7 +208,7 @@ mod tests {
     /// that holds user rows (a 60 s broker outage's backlog, routed with no agents, found both).
     #[tokio::test]
     async fn a_workspace_without_eligible_agents_takes_no_lock() {
-        let scratch = ScratchDb::create(&server_from_env(), "hermes_scratch")
+        let scratch = ScratchDb::claim(&server_from_env(), "hermes_scratch")
             .await
             .unwrap();
         let db = Db::new(&scratch.url, 2).unwrap();
@@ -250,7 +250,7 @@ mod tests {
     /// still says ONLINE (the presence sweep has not run), and chosen again once heard from.
     #[tokio::test]
     async fn a_silent_external_agent_is_passed_over_before_the_sweep() {
-        let scratch = ScratchDb::create(&server_from_env(), "hermes_scratch")
+        let scratch = ScratchDb::claim(&server_from_env(), "hermes_scratch")
             .await
             .unwrap();
         let db = Db::new(&scratch.url, 2).unwrap();

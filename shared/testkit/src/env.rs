@@ -2,7 +2,6 @@
 //! and the fleets started on it ([`TestEnv::start`]).
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use hermes::{Listeners, Service};
 use hermes_bus::{Bus, Names};
@@ -13,7 +12,9 @@ use secrecy::SecretString;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-use crate::db::{admin_exec, template, url_with_db};
+use hermes_db::scratch::pool::{self, Pristine, Released};
+
+use crate::db::url_with_db;
 use crate::tls::{Protocol, TestCa, TlsTerminator};
 use crate::{App, Fleet, KEY, chaos};
 
@@ -61,6 +62,14 @@ pub struct TestEnv {
     /// The broker itself, also when the test reaches it through a proxy: cleanup must not
     /// depend on the proxy.
     broker: String,
+    /// What the database held when it was handed out, to wipe it back to for the next test.
+    pristine: Option<Pristine>,
+}
+
+/// The server test databases are made on (`DATABASE_URL`'s, else the local default).
+fn db_server() -> pool::Server {
+    pool::Server::new(&SecretString::from(hermes_testkit_core::pg_base()))
+        .expect("DATABASE_URL is valid")
 }
 
 impl TestEnv {
@@ -70,23 +79,10 @@ impl TestEnv {
         let id = &uuid::Uuid::now_v7().simple().to_string()[20..];
         let ns = format!("t{id}");
         let db_name = format!("hermes_t{id}");
-        let tpl = template().await;
-        let mut last = None;
-        for _ in 0..50 {
-            match admin_exec(&format!("CREATE DATABASE {db_name} TEMPLATE {tpl}")).await {
-                Ok(()) => {
-                    last = None;
-                    break;
-                }
-                Err(e) => {
-                    last = Some(e);
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-        }
-        if let Some(e) = last {
-            panic!("cannot create test database: {e}");
-        }
+        let pristine = db_server()
+            .claim(&db_name)
+            .await
+            .unwrap_or_else(|e| panic!("cannot create test database: {e}"));
         let mut vars = HashMap::new();
         vars.insert("DATABASE_URL".into(), url_with_db(&db_name));
         let broker = hermes_testkit_core::amqp_url();
@@ -108,6 +104,7 @@ impl TestEnv {
             db_name,
             vars,
             broker,
+            pristine: Some(pristine),
         }
     }
 
@@ -363,6 +360,7 @@ impl TestEnv {
 struct Leftovers {
     ns: String,
     db_name: String,
+    pristine: Option<Pristine>,
     broker: String,
     /// The namespace's wait queues (retry queues and the router's slow lane).
     wait_queues: Vec<String>,
@@ -399,11 +397,16 @@ impl Leftovers {
             }
             let _ = conn.close(200, "test done".into()).await;
         }
-        let _ = admin_exec(&format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.db_name
-        ))
-        .await;
+        // Handed back to the pool of test databases, or dropped.
+        if let Some(pristine) = self.pristine {
+            match db_server().release(&self.db_name, &pristine).await {
+                Ok(Released::WipeFailed(why)) => {
+                    eprintln!("test database {} dropped, not kept: {why}", self.db_name);
+                }
+                Ok(_) => {}
+                Err(e) => eprintln!("test database {} not removed: {e}", self.db_name),
+            }
+        }
     }
 }
 
@@ -432,6 +435,7 @@ impl Drop for TestEnv {
         let leftovers = Leftovers {
             ns: self.ns.clone(),
             db_name: self.db_name.clone(),
+            pristine: self.pristine.take(),
             broker: self.broker.clone(),
             wait_queues,
         };

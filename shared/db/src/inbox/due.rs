@@ -252,7 +252,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_clock_owes_expiries_re_wakes_on_schedule_and_spares_them_from_the_stuck_sweeper() {
-        let scratch = ScratchDb::create(&server_from_env(), "hermes_scratch")
+        let scratch = ScratchDb::claim(&server_from_env(), "hermes_scratch")
             .await
             .unwrap();
         let db = Db::new(&scratch.url, 2).unwrap();

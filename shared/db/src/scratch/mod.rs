@@ -1,15 +1,20 @@
-//! Throw-away databases for tests and benchmarks: created on the server of a given URL,
-//! migrated, and dropped (`WITH (FORCE)`) afterwards, also when the code using them panics.
-//! Their names (`hermes_scratch_<12 hex>`, `hermes_bench_<12 hex>`) are what `scripts/test`
-//! sweeps when a run was interrupted before it could drop them.
+//! Throw-away databases for tests and benchmarks, on the server of a given URL: a
+//! benchmark's is created and migrated, and dropped (`WITH (FORCE)`) afterwards; a test's
+//! comes from the pool of wiped clones of the migrated template ([`pool`]) and goes back to
+//! it, also when the code using it panics. Their names (`hermes_scratch_<12 hex>`,
+//! `hermes_bench_<12 hex>`) are what `scripts/test` sweeps when a run was interrupted before
+//! it could drop them.
+
+pub mod pool;
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 
 use futures_util::FutureExt;
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 
 use super::{Db, DbError, migrate};
+use pool::{Pristine, Server};
 
 /// The server tests use: `DATABASE_URL`, else the local default (the test kit's one).
 pub fn server_from_env() -> SecretString {
@@ -21,29 +26,54 @@ pub struct ScratchDb {
     pub db: Db,
     pub url: SecretString,
     name: String,
+    /// A test's database, from the pool: handed back to it, not dropped.
+    pooled: Option<(Server, Pristine)>,
 }
 
 impl ScratchDb {
-    /// Create and migrate `{prefix}_{12 hex}` on the server of `server`.
+    /// Create and migrate `{prefix}_{12 hex}` on the server of `server`: a database no test
+    /// or run has touched, as a benchmark wants.
     pub async fn create(server: &SecretString, prefix: &str) -> Result<Self, DbError> {
-        let id = &uuid::Uuid::now_v7().simple().to_string()[20..];
-        let name = format!("{prefix}_{id}");
-        let mut url = url::Url::parse(server.expose_secret())
-            .map_err(|e| DbError::Refused(format!("DATABASE_URL: {e}")))?;
-        url.set_path(&format!("/{name}"));
-        let url = SecretString::from(url.to_string());
+        let name = format!("{prefix}_{}", unique());
+        let url = Server::new(server)?.url_of(&name);
         let db = Db::new(&url, 4)?;
         migrate::ensure_database(&db).await?;
         migrate::run(&db).await?;
-        Ok(Self { db, url, name })
+        Ok(Self {
+            db,
+            url,
+            name,
+            pooled: None,
+        })
+    }
+
+    /// A test's database `{prefix}_{12 hex}` on the server of `server`, from the pool of
+    /// clean clones of the migrated template ([`pool`]).
+    pub async fn claim(server: &SecretString, prefix: &str) -> Result<Self, DbError> {
+        let name = format!("{prefix}_{}", unique());
+        let server = Server::new(server)?;
+        let pristine = server.claim(&name).await?;
+        let url = server.url_of(&name);
+        Ok(Self {
+            db: Db::new(&url, 4)?,
+            url,
+            name,
+            pooled: Some((server, pristine)),
+        })
     }
 
     pub fn name(&self) -> &str {
         &self.name
     }
 
-    /// Drop the database, whoever is still connected.
+    /// Hand a test's database back to the pool, or drop a benchmark's; whoever is still
+    /// connected is cut off.
     pub async fn drop_now(self) -> Result<(), DbError> {
+        if let Some((server, pristine)) = &self.pooled {
+            drop(self.db);
+            server.release(&self.name, pristine).await?;
+            return Ok(());
+        }
         let mut admin = self.db.pg_config().clone();
         admin.dbname("postgres");
         let tls = self.db.tls();
@@ -68,7 +98,7 @@ impl ScratchDb {
         F: FnOnce(Db) -> Fut,
         Fut: Future<Output = ()>,
     {
-        let scratch = Self::create(&server_from_env(), "hermes_scratch")
+        let scratch = Self::claim(&server_from_env(), "hermes_scratch")
             .await
             .expect("PostgreSQL reachable for tests");
         let outcome = AssertUnwindSafe(body(scratch.db.clone()))
@@ -79,6 +109,11 @@ impl ScratchDb {
             std::panic::resume_unwind(panic);
         }
     }
+}
+
+/// 12 random hex digits, the tail of a scratch database's name.
+fn unique() -> String {
+    uuid::Uuid::now_v7().simple().to_string()[20..].to_string()
 }
 
 /// A bare user in the default workspace (for tests that need a row to hang memory or
