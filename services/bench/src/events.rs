@@ -188,24 +188,7 @@ impl Poster {
 
 /// The bench's user, linked to its Telegram sender, with credits for every message.
 async fn seed(db: &hermes_db::Db) -> anyhow::Result<()> {
-    use hermes_db::users;
-    let mut client = db.get().await?;
-    let tx = client.transaction().await?;
-    let user = users::create(
-        &tx,
-        &users::NewUser {
-            workspace: "default",
-            display_name: Some("bench"),
-            tier: hermes_types::model::Tier::Free,
-            credits: 1_000_000,
-        },
-    )
-    .await?;
-    tx.commit().await?;
-    let scope = users::ChannelScope {
-        platform: hermes_types::model::Platform::Telegram,
-        api_key: None,
-    };
-    users::link_channel(&client, user.id, scope, &SENDER.to_string(), true, None).await?;
+    let telegram = (hermes_types::model::Platform::Telegram, SENDER.to_string());
+    crate::seed::user(db, "bench", hermes_types::model::Tier::Free, &[telegram]).await?;
     Ok(())
 }

@@ -24,6 +24,7 @@ mod platforms;
 mod procstat;
 pub mod reaper;
 pub mod router;
+mod seed;
 mod stats;
 
 /// The first of SIGINT and SIGTERM, by name. A bench races its run against it, so a run

@@ -211,7 +211,7 @@ fn report(attack: Attack, quiet: &[Sample], attacked: &[Sample], answered: &[Str
 /// The normal caller's and the attacker's keys (chat scope, no request-rate limit to speak
 /// of), and the linked senders of the Redis measurement.
 async fn seed(db: &hermes_db::Db) -> anyhow::Result<(String, String)> {
-    use hermes_db::{api_keys, users};
+    use hermes_db::api_keys;
     let client = db.get().await?;
     let mut keys = Vec::new();
     for name in ["abuse-normal", "abuse-attacker"] {
@@ -229,24 +229,7 @@ async fn seed(db: &hermes_db::Db) -> anyhow::Result<(String, String)> {
         (Platform::Telegram, redis_bytes::TELEGRAM_SENDER.to_string()),
         (Platform::Whatsapp, redis_bytes::WHATSAPP_SENDER.to_string()),
     ] {
-        let mut client = db.get().await?;
-        let tx = client.transaction().await?;
-        let user = users::create(
-            &tx,
-            &users::NewUser {
-                workspace: "default",
-                display_name: Some("abuse"),
-                tier: Tier::Free,
-                credits: 1_000_000,
-            },
-        )
-        .await?;
-        tx.commit().await?;
-        let scope = users::ChannelScope {
-            platform,
-            api_key: None,
-        };
-        users::link_channel(&client, user.id, scope, &sender, true, None).await?;
+        crate::seed::user(db, "abuse", Tier::Free, &[(platform, sender)]).await?;
     }
     let normal = keys.remove(0);
     Ok((normal, keys.remove(0)))

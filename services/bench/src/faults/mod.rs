@@ -29,7 +29,7 @@ use hermes_bus::{Bus, Names};
 use hermes_config::{Config, Namespace};
 use hermes_db::scratch::ScratchDb;
 use hermes_telemetry::Metrics;
-use hermes_types::model::{Platform, Tier};
+use hermes_types::model::Platform;
 use secrecy::{ExposeSecret, SecretString};
 
 use crate::fleet_process::{Fleet, free_port};
@@ -233,7 +233,7 @@ async fn run(
     logs: &std::path::Path,
     group: u32,
 ) -> anyhow::Result<()> {
-    seed_users(&scratch.db, args.users, config).await?;
+    crate::seed::users(&scratch.db, args.users, config).await?;
     let mix = load::Mix {
         users: args.users,
         platforms: args.channels.clone(),
@@ -413,54 +413,6 @@ fn bus_settings(config: &Config) -> hermes_config::BusSettings {
         .map(|s| Duration::from_secs(*s))
         .collect();
     settings
-}
-
-/// Give `users` senders (each a member of every chat platform, `crate::platforms::member`) a
-/// user with ample credits each, and the capped senders a free-tier user whose token budget
-/// for today is already spent.
-pub(crate) async fn seed_users(
-    db: &hermes_db::Db,
-    users: usize,
-    config: &Config,
-) -> anyhow::Result<()> {
-    use hermes_db::{budgets, users};
-    let daily = config
-        .llm
-        .budgets
-        .get(&Tier::Free)
-        .map(|b| b.daily_tokens)
-        .context("the free tier has no token budget")?;
-    let today = chrono::Utc::now().date_naive();
-    let senders = (0..users)
-        .map(|u| (load::sender(u, users), Tier::Pro))
-        .chain((0..load::CAPPED_USERS).map(|u| (load::capped_sender(u), Tier::Free)));
-    let mut client = db.get().await?;
-    for (sender, tier) in senders {
-        let sender = sender.to_string();
-        let tx = client.transaction().await?;
-        let user = users::create(
-            &tx,
-            &users::NewUser {
-                workspace: "default",
-                display_name: Some(&sender),
-                tier,
-                credits: 1_000_000,
-            },
-        )
-        .await?;
-        if tier == Tier::Free {
-            budgets::add_tokens(&tx, user.id, today, daily).await?;
-        }
-        tx.commit().await?;
-        // Each user is a member of every chat platform (the benches' chat kinds).
-        let n: i64 = sender.parse()?;
-        for platform in crate::platforms::CHAT {
-            if let Some(id) = crate::platforms::member(platform, n) {
-                users::link_channel(&client, user.id, platform.into(), &id, true, None).await?;
-            }
-        }
-    }
-    Ok(())
 }
 
 /// A `--channels` value: one of the chat platforms.

@@ -56,6 +56,11 @@ pub struct FleetBench {
     /// cost"). Without it the one fleet runs as configured.
     #[arg(long, value_delimiter = ',')]
     tracing: Vec<tracing::Setting>,
+    /// Milliseconds between two span exports of a traced fleet (`OTEL_BSP_SCHEDULE_DELAY`;
+    /// 5000, the fleet's own default). Every reading waits a little longer than this for the
+    /// exports of the step just ended, so a shorter one makes a brief run briefer.
+    #[arg(long, default_value_t = 5000, value_name = "MS")]
+    export_delay_ms: u64,
     /// Instead of the frontier table: a soak of this many minutes (fractions accepted) at
     /// `--rate`, or half the frontier, the `--kind`s taking turns step by step; it reports each
     /// process's idle memory and its growth (docs/performance.md, "Memory: the soak").
@@ -113,7 +118,7 @@ async fn run(
     let model_url = model::serve(calls).await?;
     let channel = Arc::new(ledger::Chats::default());
     let fakes = Arc::new(Fakes::serve(channel.clone(), logs).await?);
-    crate::faults::seed_users(&scratch.db, load::USERS, config).await?;
+    crate::seed::users(&scratch.db, load::USERS, config).await?;
     let http = free_port()?;
     // One fleet's environment: each fleet of `--tracing` has its own database, namespace
     // and HTTP port, and shares the fake model and platform APIs.
@@ -168,9 +173,10 @@ async fn run(
         }
     }
     // The main fleet takes the first tracing setting; the others get fleets of their own.
+    let export_delay = Duration::from_millis(args.export_delay_ms);
     let main_setting = args.tracing.first().copied();
     let (sink, tracing_env) = match main_setting {
-        Some(setting) => tracing::main_fleet(setting).await?,
+        Some(setting) => tracing::main_fleet(setting, export_delay).await?,
         None => (None, Vec::new()),
     };
     let mut env = env_of(scratch.url.expose_secret(), ns, http);
@@ -196,7 +202,16 @@ async fn run(
     if let Some(minutes) = args.soak {
         return soak::run(&target, &mut fleet, args, minutes).await;
     }
-    let others = tracing::start_others(config, &args.tracing, ns, &services, &env_of, logs).await?;
+    let others = tracing::start_others(
+        config,
+        &args.tracing,
+        ns,
+        &services,
+        &env_of,
+        logs,
+        export_delay,
+    )
+    .await?;
     let floor = match args.with_floor {
         true => match crate::floor::Standalone::start(config, &format!("{ns}f")).await {
             Ok(floor) => Some(floor),
@@ -264,7 +279,7 @@ async fn run(
                         db: subject.db,
                         client: &client,
                         sink: subject.sink,
-                        settle: subject.setting.is_some(),
+                        settle: subject.setting.map(|_| tracing::quiet(export_delay)),
                     };
                     let name = subject
                         .setting
@@ -357,7 +372,7 @@ pub(crate) enum Meter<'a> {
         /// In a tracing comparison: an untraced fleet is read after the same quiet time a
         /// traced one waits for its exports, so both readings span the same idle time and
         /// its background work (timers, sweeps, probes) weighs the same on each answer.
-        settle: bool,
+        settle: Option<Duration>,
     },
     Floor {
         floor: &'a crate::floor::Floor,
@@ -381,8 +396,8 @@ impl Meter<'_> {
                 let exported = match sink {
                     Some(sink) => Some(sink.reading(client, &fleet.admin_ports()).await),
                     None => {
-                        if *settle {
-                            tokio::time::sleep(tracing::QUIET).await;
+                        if let Some(quiet) = settle {
+                            tokio::time::sleep(*quiet).await;
                         }
                         None
                     }

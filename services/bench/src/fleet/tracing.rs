@@ -88,6 +88,10 @@ impl Setting {
                 "OTEL_TRACES_SAMPLER_ARG",
                 format!("{}", f64::from(p) / 100.0),
             ),
+            (
+                "OTEL_BSP_SCHEDULE_DELAY",
+                sink.delay.as_millis().to_string(),
+            ),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
@@ -124,21 +128,28 @@ struct Counts {
 /// An OTLP/HTTP endpoint on loopback that answers every export and counts it.
 pub struct Sink {
     addr: SocketAddr,
+    /// The traced fleet's time between two exports (`OTEL_BSP_SCHEDULE_DELAY`).
+    delay: Duration,
     counts: Arc<Counts>,
     task: tokio::task::JoinHandle<()>,
 }
 
 /// How long the sink must have received nothing, counted from the later of its last export
 /// and the reading's start (the end of a step), before a reading: a little more than the
-/// batch processor's schedule delay (`OTEL_BSP_SCHEDULE_DELAY`, 5000 ms), so the spans of
-/// the step just ended have been exported, and its exporter's work is in the CPU read next.
-pub(crate) const QUIET: Duration = Duration::from_millis(5_500);
-/// The longest wait for that quiet (a fleet that keeps exporting when idle is read anyway).
-const QUIET_AT_MOST: Duration = Duration::from_secs(20);
+/// fleet's time between two exports (`--export-delay-ms`, `OTEL_BSP_SCHEDULE_DELAY`), so the
+/// spans of the step just ended have been exported, and its exporter's work is in the CPU
+/// read next. An untraced fleet is read after the same wait, so both are read alike.
+pub(crate) fn quiet(delay: Duration) -> Duration {
+    delay + Duration::from_millis(500)
+}
+
+/// The longest wait for that quiet, in quiet times (a fleet that keeps exporting when idle
+/// is read anyway).
+const QUIET_AT_MOST: u32 = 4;
 
 impl Sink {
-    /// Serve `POST /v1/traces` on a free loopback port.
-    pub async fn start() -> anyhow::Result<Self> {
+    /// Serve `POST /v1/traces` on a free loopback port, for a fleet exporting every `delay`.
+    pub async fn start(delay: Duration) -> anyhow::Result<Self> {
         let counts = Arc::new(Counts::default());
         let app = Router::new()
             .route("/v1/traces", post(export))
@@ -148,7 +159,12 @@ impl Sink {
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        Ok(Self { addr, counts, task })
+        Ok(Self {
+            addr,
+            delay,
+            counts,
+            task,
+        })
     }
 
     /// What `OTEL_EXPORTER_OTLP_ENDPOINT` is set to (the exporter appends `/v1/traces`).
@@ -156,7 +172,7 @@ impl Sink {
         format!("http://{}", self.addr)
     }
 
-    /// Wait until nothing was received for [`QUIET`] (at most [`QUIET_AT_MOST`]), then read
+    /// Wait until nothing was received for [`quiet`] (at most [`QUIET_AT_MOST`] times it), then read
     /// the counts, and the spans the fleet dropped (`hermes_trace_spans_dropped_total`).
     pub async fn reading(&self, client: &reqwest::Client, admin_ports: &[u16]) -> Exported {
         let started = Instant::now();
@@ -167,8 +183,8 @@ impl Sink {
             // Spans that ended just before the reading may not have left yet: the quiet
             // counts from the reading's start at the earliest.
             let since = last.map_or(started, |t| t.max(started));
-            let quiet = since.elapsed() >= QUIET;
-            if quiet || started.elapsed() >= QUIET_AT_MOST {
+            let wait = quiet(self.delay);
+            if since.elapsed() >= wait || started.elapsed() >= wait * QUIET_AT_MOST {
                 break;
             }
         }
@@ -284,10 +300,13 @@ pub fn namespace(main: &str, i: usize) -> String {
 }
 
 /// The sink of the main fleet's setting (if traced) and the environment it adds.
-pub async fn main_fleet(setting: Setting) -> anyhow::Result<(Option<Sink>, Vec<(String, String)>)> {
+pub async fn main_fleet(
+    setting: Setting,
+    delay: Duration,
+) -> anyhow::Result<(Option<Sink>, Vec<(String, String)>)> {
     let sink = match setting {
         Setting::Off => None,
-        Setting::Percent(_) => Some(Sink::start().await?),
+        Setting::Percent(_) => Some(Sink::start(delay).await?),
     };
     let env = setting.env(sink.as_ref());
     Ok((sink, env))
@@ -305,6 +324,7 @@ pub async fn start_others(
     services: &[&'static str],
     env_of: &EnvOf<'_>,
     logs: &Path,
+    delay: Duration,
 ) -> anyhow::Result<Vec<Other>> {
     let mut others = Vec::new();
     for (i, &setting) in settings.iter().enumerate().skip(1) {
@@ -315,6 +335,7 @@ pub async fn start_others(
             services,
             env_of,
             logs,
+            delay,
         )
         .await
         {
@@ -335,13 +356,14 @@ async fn start_one(
     services: &[&'static str],
     env_of: &EnvOf<'_>,
     logs: &Path,
+    delay: Duration,
 ) -> anyhow::Result<Other> {
     let scratch = ScratchDb::create(&config.database_url, "hermes_bench").await?;
     let started = async {
-        crate::faults::seed_users(&scratch.db, super::load::USERS, config).await?;
+        crate::seed::users(&scratch.db, super::load::USERS, config).await?;
         let sink = match setting {
             Setting::Off => None,
-            Setting::Percent(_) => Some(Sink::start().await?),
+            Setting::Percent(_) => Some(Sink::start(delay).await?),
         };
         let http = free_port()?;
         let mut env = env_of(scratch.url.expose_secret(), ns, http);

@@ -118,6 +118,18 @@ impl Server {
         rename(admin, &building, name).await
     }
 
+    /// Make database `name` as a clone of the migrated template, when there is one (the
+    /// tests make it); `false`: there is none, and nothing was made.
+    pub async fn clone_if_templated(&self, name: &str) -> Result<bool, DbError> {
+        let template = template_name();
+        let admin = self.admin().await?;
+        if !exists(&admin, &template).await? {
+            return Ok(false);
+        }
+        clone_template(&admin, &template, name).await?;
+        Ok(true)
+    }
+
     /// Make database `name` for a test: a clean one from the pool, renamed, or else a new
     /// clone of the template. Returns what it held when handed out, to wipe it back to.
     pub async fn claim(&self, name: &str) -> Result<Pristine, DbError> {
