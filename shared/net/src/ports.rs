@@ -10,13 +10,13 @@
 //! out one port twice: the fault harness picks some thirty ports before its servers bind
 //! them, and two of those drawn alike once failed a run ("Address already in use").
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::hash::{BuildHasher, Hasher};
 use std::net::TcpListener;
 use std::sync::{Mutex, PoisonError};
 
 /// The ports this process has handed out.
-static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
 
 /// The lowest port handed out: above the ports well-known servers use.
 const LOWEST: u16 = 20_000;
@@ -34,7 +34,6 @@ pub fn free_port() -> std::io::Result<u16> {
     let span = u64::from(highest - LOWEST);
     let seed = std::collections::hash_map::RandomState::new();
     let mut handed = HANDED_OUT.lock().unwrap_or_else(PoisonError::into_inner);
-    let handed = handed.get_or_insert_with(HashSet::new);
     for attempt in 0..ATTEMPTS {
         let mut h = seed.build_hasher();
         h.write_usize(attempt);
@@ -77,7 +76,7 @@ mod tests {
     #[test]
     fn a_port_is_never_handed_out_twice_even_before_it_is_bound() {
         let ports: Vec<u16> = (0..300).map(|_| free_port().unwrap()).collect();
-        let distinct: HashSet<u16> = ports.iter().copied().collect();
+        let distinct: BTreeSet<u16> = ports.iter().copied().collect();
         assert_eq!(distinct.len(), ports.len());
     }
 

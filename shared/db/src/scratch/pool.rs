@@ -106,7 +106,7 @@ impl Server {
             .query(
                 "SELECT datname FROM pg_database WHERE datname LIKE 'hermes\\_pool\\_%'
                    AND datname NOT LIKE $1",
-                &[&format!("{}\\_%", pool_prefix(name).replace('_', "\\_"))],
+                &[&pool_pattern(name)],
             )
             .await?;
         for row in stale {
@@ -138,10 +138,7 @@ impl Server {
         let free = admin
             .query(
                 "SELECT datname FROM pg_database WHERE datname LIKE $1 ORDER BY datname",
-                &[&format!(
-                    "{}\\_%",
-                    pool_prefix(&template).replace('_', "\\_")
-                )],
+                &[&pool_pattern(&template)],
             )
             .await?;
         let mut claimed = false;
@@ -181,10 +178,7 @@ impl Server {
             let full: i64 = admin
                 .query_one(
                     "SELECT count(*) FROM pg_database WHERE datname LIKE $1",
-                    &[&format!(
-                        "{}\\_%",
-                        pool_prefix(&template).replace('_', "\\_")
-                    )],
+                    &[&pool_pattern(&template)],
                 )
                 .await?
                 .get(0);
@@ -379,6 +373,11 @@ fn pool_prefix(template: &str) -> String {
     format!("hermes_pool_{}", template_hash(template))
 }
 
+/// A `LIKE` pattern matching `template`'s clean databases (and nothing else: `_` escaped).
+fn pool_pattern(template: &str) -> String {
+    format!("{}\\_%", pool_prefix(template).replace('_', "\\_"))
+}
+
 /// The unique tail of a test database's name (`hermes_t<12 hex>`, `hermes_scratch_<12 hex>`:
 /// the 12 hex digits), which the database keeps through the pool's names.
 fn suffix(name: &str) -> &str {
@@ -474,6 +473,8 @@ mod tests {
             server.release(&name, &pristine).await.unwrap(),
             Released::Pooled
         );
+        // Handed on under the pool's name: whatever still knows the test's name cannot reach it.
+        assert!(server.connect(&name).await.is_err());
     }
 
     /// A test that changed the schema does not hand its database on.
