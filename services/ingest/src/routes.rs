@@ -83,18 +83,10 @@ pub const FEATURES: &[(&str, Verb, &str)] = &[
 ];
 
 /// A router that remembers the routes it mounts.
+#[derive(Default)]
 pub struct Surface {
     router: Router<AppState>,
     mounted: Vec<Mounted>,
-}
-
-impl Default for Surface {
-    fn default() -> Self {
-        Self {
-            router: Router::new(),
-            mounted: Vec::new(),
-        }
-    }
 }
 
 impl Surface {
