@@ -168,7 +168,7 @@ async fn the_forge_route_is_not_mounted_without_a_secret_and_takes_no_slot() {
         .set("HERMES_HTTP_BODY_TIMEOUT_SECS", "600");
     let fleet = env.start(&[Service::Ingest]).await;
     // The only slot: a Telegram update whose body never ends.
-    let _holder = hold(
+    let holder = hold(
         &fleet,
         slow_post(
             "/webhooks/telegram",
@@ -200,6 +200,8 @@ async fn the_forge_route_is_not_mounted_without_a_secret_and_takes_no_slot() {
     );
     let error: serde_json::Value = resp.json().await.unwrap();
     assert_eq!(error["error"]["code"], "not_found");
+    // Hung up first: a stop waits out its grace for a request still being read.
+    drop(holder);
     fleet.stop().await.unwrap();
 }
 

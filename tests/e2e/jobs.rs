@@ -355,7 +355,9 @@ async fn deleting_a_job_asks_its_run_in_flight_to_stop() {
         .mount(&provider)
         .await;
     let mut env = TestEnv::new().await;
-    env.openai_mock(&provider.uri());
+    // The model call is still in flight when the test ends: the stop waits out its grace.
+    env.openai_mock(&provider.uri())
+        .set("HERMES_SHUTDOWN_GRACE_SECS", "1");
     let fleet = env.start(&Service::ALL).await;
     let slow =
         json!({"name": "slow", "prompt": "take your time", "schedule": {"every_seconds": 86400}});

@@ -58,10 +58,10 @@ async fn two_fleets_run_a_job_due_every_second_once_per_due_time() {
     let id = create_job(&one, KEY, job).await;
     let route = format!("/api/jobs/{id}");
 
-    // Thirty due times pass (however long the fleets take to claim them), then the job is
-    // paused from the other fleet.
-    eventually(Duration::from_secs(90), "thirty due times", || async {
-        (runs_and_due_times(&db, &id).await.0 >= 30).then_some(())
+    // Twelve due times pass (however long the fleets take to claim them), then the job is
+    // paused from the other fleet. Each is a race between the two schedulers.
+    eventually(Duration::from_secs(90), "twelve due times", || async {
+        (runs_and_due_times(&db, &id).await.0 >= 12).then_some(())
     })
     .await;
     let (status, _) = call(&two, "POST", &format!("{route}/pause"), KEY, None).await;
@@ -83,7 +83,7 @@ async fn two_fleets_run_a_job_due_every_second_once_per_due_time() {
         runs, due_times,
         "{runs} runs for {due_times} due times from {first} to {last}"
     );
-    assert!(runs >= 30);
+    assert!(runs >= 12);
     // Every run went through the pipeline once, and was answered.
     let done = eventually(Duration::from_secs(60), "every run answered", || async {
         let c = db.get().await.ok()?;

@@ -187,15 +187,20 @@ async fn a_cursor_resumed_on_another_replica_yields_each_event_once() {
     const N: usize = 20;
     let (peer, model) = (peer().await, openai_fake("noted").await);
     let env = fleet_env(&peer, &model).await;
-    env.user(Platform::Telegram, "5252", 100).await;
+    // One chat each: answers to one chat go at most once a second
+    // (`HERMES_DELIVERY_CHAT_PER_SEC`), and this test is about the events, not the pacing.
+    for i in 0..N as i64 {
+        env.user(Platform::Telegram, &(5252 + i).to_string(), 100)
+            .await;
+    }
     let fleet = env.start(&Service::ALL).await;
     let one = Op::new(&env).await;
     let two = Op::new(&env).await;
-    for i in 0..N {
+    for i in 0..N as i64 {
         fleet
             .telegram_update(
                 TG_SECRET,
-                &telegram_text(5252, 100 + i as i64, &format!("message {i}")),
+                &telegram_text(5252 + i, 100 + i, &format!("message {i}")),
             )
             .await;
     }
