@@ -264,8 +264,11 @@ async fn run(
     let outcome: anyhow::Result<()> = async {
         for round in 0..args.search.rounds.max(1) {
             for &kind in &args.kinds {
-                // A kind's settings run back to back, so they share the round's drift.
-                for subject in &subjects {
+                // A kind's settings run back to back, so they share the round's drift; each
+                // round starts with the next one, so that none always follows the same
+                // setting (the machine's state after a heavy step carries into the next).
+                for turn in 0..subjects.len() {
+                    let subject = &subjects[(turn + round) % subjects.len()];
                     let mut fleet = subject.fleet.lock().await;
                     if alone {
                         fleet.start_again().await?;
