@@ -268,7 +268,7 @@ async fn run(
                 // round starts with the next one, so that none always follows the same
                 // setting (the machine's state after a heavy step carries into the next).
                 for turn in 0..subjects.len() {
-                    let subject = &subjects[(turn + round) % subjects.len()];
+                    let subject = &subjects[in_turn(round, turn, subjects.len())];
                     let mut fleet = subject.fleet.lock().await;
                     if alone {
                         fleet.start_again().await?;
@@ -533,6 +533,12 @@ impl Round {
     }
 }
 
+/// Which of `n` compared fleets takes turn `turn` of round `round`: each round starts one
+/// further on, so over `n` rounds each takes every place once.
+fn in_turn(round: usize, turn: usize, n: usize) -> usize {
+    (turn + round) % n
+}
+
 /// CPU milliseconds per answer between two readings, and memory at the second, per process.
 fn per_answer(
     before: &[(&'static str, procstat::Reading)],
@@ -565,5 +571,22 @@ mod tests {
         let after = vec![("ingest", r(1500, 20)), ("router", r(700, 30))];
         let per = per_answer(&before, &after, 100);
         assert_eq!(per, vec![("ingest", 5.0, 20), ("router", 2.0, 30)]);
+    }
+
+    #[test]
+    fn each_setting_takes_every_place_once_over_as_many_rounds() {
+        let order = |round| {
+            (0..3)
+                .map(|turn| in_turn(round, turn, 3))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(order(0), [0, 1, 2], "the first round keeps the given order");
+        assert_eq!(order(1), [1, 2, 0]);
+        for place in 0..3 {
+            let mut at: Vec<usize> = (0..3).map(|r| order(r)[place]).collect();
+            at.sort();
+            assert_eq!(at, [0, 1, 2], "place {place}");
+        }
+        assert_eq!(in_turn(7, 0, 1), 0, "one fleet alone always goes");
     }
 }
