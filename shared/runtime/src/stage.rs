@@ -32,6 +32,7 @@ use crate::relay::eager;
 use hermes_bus::{Outgoing, Stage, delay_label, delivery_count};
 use hermes_db::{Transaction, outbox};
 use hermes_net::failure::FailureReason;
+use hermes_telemetry::trace::untraced;
 use hermes_types::envelope::Envelope;
 
 mod group_commit;
@@ -252,12 +253,13 @@ async fn process<H: Handler>(
         }
         Ok(mut env) => {
             let deliveries = delivery_count(&delivery);
-            let (log, span) = traced::spans(H::STAGE, queue, &mut env, deliveries);
-            consumer = Some(span.clone());
+            let spans = traced::spans(H::STAGE, queue, &mut env, deliveries);
+            consumer = Some(spans.consumer.clone());
             let run_id = env.run_id;
-            let d = handle_held(ctx, handler, commit, &env, deliveries)
-                .instrument(span)
-                .instrument(log)
+            let handled = handle_held(ctx, handler, commit, &env, deliveries);
+            let d = untraced(spans.dropped, handled)
+                .instrument(spans.consumer)
+                .instrument(spans.log)
                 .await;
             (d, Some(run_id))
         }

@@ -4,8 +4,8 @@
 //! `traceparent`, with the queue wait as an attribute and the commit as a child. The
 //! messages the stage sends carry the consumer span as their parent, so each stage's span
 //! hangs under the one before it; a redelivered or retried copy continues the same trace,
-//! never a new root. A message whose trace is not sampled gets a bare consumer span, and
-//! nothing under it is traced (docs/tracing.md, "Sampling").
+//! never a new root. A message whose trace is not sampled gets no consumer span, and
+//! nothing made while the stage handles it is traced (docs/tracing.md, "Sampling").
 
 use chrono::Utc;
 use tracing::Span;
@@ -14,15 +14,22 @@ use tracing::field::Empty;
 use hermes_bus::Stage;
 use hermes_telemetry::trace::{TARGET, adopt, follows_unsampled};
 use hermes_types::envelope::Envelope;
+use hermes_types::trace::TraceParent;
+
+/// The spans of one message in a stage.
+pub(super) struct Spans {
+    /// The span every log line of the message carries.
+    pub log: Span,
+    /// The consumer span; none when tracing is off or the message's trace is dropped.
+    pub consumer: Span,
+    /// Whether every span of the message would be dropped: the stage handles it inside
+    /// [`hermes_telemetry::trace::untraced`].
+    pub dropped: bool,
+}
 
 /// The log span and the consumer span of `env`, which from now on carries the consumer
 /// span as its `traceparent` (when tracing is on) so the stage's next messages follow it.
-pub(super) fn spans(
-    stage: Stage,
-    queue: &str,
-    env: &mut Envelope,
-    deliveries: u32,
-) -> (Span, Span) {
+pub(super) fn spans(stage: Stage, queue: &str, env: &mut Envelope, deliveries: u32) -> Spans {
     let stage = stage.as_str();
     let log = tracing::info_span!(
         "message",
@@ -32,21 +39,32 @@ pub(super) fn spans(
         trace_id = Empty,
         span_id = Empty,
     );
-    let consumer = if follows_unsampled(env.traceparent.as_ref()) {
-        // Dropped whatever it holds: made bare, for the ids it gives the log and the next
-        // stage (docs/tracing.md, "Sampling").
-        tracing::info_span!(target: TARGET, "process")
+    let dropped = follows_unsampled(env.traceparent.as_ref());
+    let consumer = if dropped {
+        // Dropped whatever it would hold: no span, only the ids a span of this stage would
+        // have, for the log and the next stage (docs/tracing.md, "Sampling").
+        let own = env.traceparent.as_ref().map(TraceParent::child);
+        if let Some(own) = &own {
+            log.record("span_id", own.parent_id());
+        }
+        env.traceparent = own;
+        Span::none()
     } else {
-        consumer_span(stage, queue, env, deliveries)
+        let consumer = consumer_span(stage, queue, env, deliveries);
+        if let Some(own) = adopt(&consumer, env.traceparent.as_ref()) {
+            log.record("span_id", own.parent_id());
+            env.traceparent = Some(own);
+        }
+        consumer
     };
-    if let Some(own) = adopt(&consumer, env.traceparent.as_ref()) {
-        log.record("span_id", own.parent_id());
-        env.traceparent = Some(own);
-    }
     if let Some(tp) = &env.traceparent {
         log.record("trace_id", tp.trace_id());
     }
-    (log, consumer)
+    Spans {
+        log,
+        consumer,
+        dropped,
+    }
 }
 
 /// The consumer span of `env`, with its messaging attributes.

@@ -13,7 +13,7 @@ mod sampled;
 
 pub use context::{adopt, current_or, parent_context, set_strings, traceparent_of};
 pub use export::DropReason;
-pub use sampled::follows_unsampled;
+pub use sampled::{follows_unsampled, untraced};
 
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicBool, Ordering};
