@@ -211,6 +211,14 @@ async fn tracing_settings_are_compared_and_the_traced_fleets_export_spans() {
         .await;
     assert_eq!(code, 0, "bench fleet --tracing failed:\n{stdout}\n{stderr}");
     assert!(stdout.contains("the ledger adds up"), "{stdout}");
+    // Every fleet's search began with a step that warmed it and was not counted.
+    for setting in ["off", "10%", "100%"] {
+        let warmed = format!("bench: r0-chat/{setting} warm-up at 10/s (not counted)");
+        assert!(
+            stderr.contains(&warmed),
+            "no warm-up for {setting}:\n{stderr}"
+        );
+    }
     assert!(
         stdout.contains("Tracing's cost"),
         "no comparison:\n{stdout}"
