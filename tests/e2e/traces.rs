@@ -317,6 +317,26 @@ async fn a_callers_unsampled_trace_is_followed_by_every_process() {
     })
     .await;
 
+    // No stage made a span for the dropped message, yet each named one: every message a
+    // stage sent continues the caller's trace, unsampled, under a span id of its own.
+    let c = env.db().get().await.unwrap();
+    let sent: Vec<String> = c
+        .query(
+            "SELECT traceparent FROM outbox WHERE traceparent LIKE $1 ORDER BY id",
+            &[&format!("00-{DROPPED}-%")],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    // router → llm, llm → tools, tools → llm, llm → delivery.
+    assert!(sent.len() >= 4, "{sent:?}");
+    assert!(sent.iter().all(|tp| tp.ends_with("-00")), "{sent:?}");
+    let ids: std::collections::HashSet<&str> = sent.iter().map(|tp| &tp[36..52]).collect();
+    assert!(ids.len() >= 4, "a span id per stage's handling: {sent:?}");
+    assert!(!ids.contains("b7ad6b7169203331"), "{sent:?}");
+
     // The second message starts after the first was answered: each process ends the first's
     // spans before it makes the second's, and exports them in that order, so once the
     // second's trace is whole, any span of the first would have arrived.
