@@ -1,15 +1,17 @@
 //! Presence towards the Forge (docs/agents.md, "Presence towards the Forge", contract item
 //! 11), against the fake Forge written from the contract's text: `agents.me` once, then
 //! `agents.heartbeat` on the interval (ONLINE, BUSY while the agent's Forge runs fill its
-//! `maxConcurrent`, OFFLINE on a graceful stop), sent by one replica at a time.
+//! `maxConcurrent`, OFFLINE on a graceful stop), sent by one replica at a time; a change of
+//! status is sent at once, not at the next interval.
 
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use hermes::Service;
 use hermes_testkit::{TestEnv, count, eventually, metric};
 use serde_json::json;
 use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 use crate::fake_forge::{Call, FakeForge};
 use crate::forge_agent::{
@@ -45,6 +47,42 @@ async fn slow_model(delay: Duration) -> MockServer {
                 .set_body_json(hermes_testkit::openai_answer("done", 10, 2))
                 .set_delay(delay),
         )
+        .mount(&provider)
+        .await;
+    provider
+}
+
+/// A gate the test opens: until then the model does not answer, so a run stays open for as
+/// long as the test needs it open, however slow the machine.
+#[derive(Clone, Default)]
+struct Gate(Arc<(Mutex<bool>, Condvar)>);
+
+impl Gate {
+    fn open(&self) {
+        *self.0.0.lock().unwrap() = true;
+        self.0.1.notify_all();
+    }
+
+    /// Wait until opened (at most a minute, so a failed test does not hang its server).
+    fn wait(&self) {
+        let (open, opened) = &*self.0;
+        let guard = open.lock().unwrap();
+        let _ = opened
+            .wait_timeout_while(guard, Duration::from_secs(60), |open| !*open)
+            .unwrap();
+    }
+}
+
+/// A model that answers "done" once `gate` opens. The mock server runs on a thread of its
+/// own, so its blocked responder holds only the model's answer.
+async fn gated_model(gate: Gate) -> MockServer {
+    let provider = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(move |_: &Request| {
+            gate.wait();
+            ResponseTemplate::new(200).set_body_json(hermes_testkit::openai_answer("done", 10, 2))
+        })
         .mount(&provider)
         .await;
     provider
@@ -111,6 +149,43 @@ async fn item_11_agents_me_then_heartbeats_online_busy_at_capacity_and_offline_o
     assert_eq!(statuses(&calls).last().map(String::as_str), Some("OFFLINE"));
     assert_eq!(calls.iter().filter(|c| c.tool == "agents.me").count(), 1);
     assert!(!lease_held(&env).await, "the lease is released on stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item_11_a_change_of_status_is_sent_at_once_not_at_the_next_interval() {
+    let forge = FakeForge::new().max_concurrent(1);
+    forge.assign("run_1", "iss_1");
+    let forge_server = forge.serve().await;
+    let gate = Gate::default();
+    let provider = gated_model(gate.clone()).await;
+    let mut env = forge_agent_env(&forge_server, &provider.uri()).await;
+    // An interval no test outlives: every heartbeat after the first is a change.
+    env.set("HERMES_FORGE_HEARTBEAT_SECS", "3600");
+    let fleet = env.start(&Service::ALL).await;
+    forge_tools_published(&env, 9).await;
+    let calls = presence_calls(&forge, 2, "agents.me and the first heartbeat").await;
+    assert_eq!(statuses(&calls), ["ONLINE"]);
+
+    // The woken run fills the agent's one slot: BUSY, without waiting for the interval.
+    let taken = wake(&fleet, &contract_wake("AGENT_ASSIGNED", "iss_1"), "dlv_c1").await;
+    eventually(Duration::from_secs(30), "BUSY sent at once", || async {
+        (statuses(&forge.presence()) == ["ONLINE", "BUSY"]).then_some(())
+    })
+    .await;
+    // The run closes: ONLINE at once, so the Forge's held runs need not wait an hour.
+    gate.open();
+    let (status, ..) = closed(&env, taken).await;
+    assert_eq!(status, "completed");
+    eventually(Duration::from_secs(30), "ONLINE sent at once", || async {
+        (statuses(&forge.presence()) == ["ONLINE", "BUSY", "ONLINE"]).then_some(())
+    })
+    .await;
+    fleet.stop().await.unwrap();
+    assert_eq!(
+        statuses(&forge.presence()),
+        ["ONLINE", "BUSY", "ONLINE", "OFFLINE"],
+        "a status that stays is not sent again between intervals"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

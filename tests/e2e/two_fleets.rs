@@ -244,6 +244,24 @@ async fn fleet_b_answers_fleet_a_as_its_external_agent_and_streams_a_draft() {
     )
     .await;
     assert_eq!(b_runs, 1);
+    // B's model answered with `chat.appendMessage` itself, so its whole answer finds the run
+    // answered (RUN_ENDED): settled at once, not retried until parked.
+    let b_db = b.db();
+    eventually(
+        Duration::from_secs(30),
+        "B's whole answer settled",
+        || async {
+            let open = count(
+                &b_db,
+                "SELECT count(*) FROM forge_answers WHERE posted_at IS NULL",
+                &[],
+            )
+            .await;
+            let all = count(&b_db, "SELECT count(*) FROM forge_answers", &[]).await;
+            (all == 1 && open == 0).then_some(())
+        },
+    )
+    .await;
 
     // An API caller of A (the REST channel, reading the run's events) sees B's draft stream.
     let http = reqwest::Client::new();

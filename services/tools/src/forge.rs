@@ -147,19 +147,36 @@ pub(crate) async fn call(
     arguments: Value,
     count: &impl Fn(&str, Outcome),
 ) -> Result<String, Refused> {
+    attempt(tool, arguments, count)
+        .await
+        .map_err(|e| refused(name, &e))
+}
+
+/// [`call`], with the tool's error as it came: whether the Forge refused the call (its
+/// answer, [`ToolError::Refused`]) or did not answer.
+pub(crate) async fn attempt(
+    tool: &Arc<dyn Tool>,
+    arguments: Value,
+    count: &impl Fn(&str, Outcome),
+) -> Result<String, ToolError> {
     let deadline = tool.deadline();
     let result = tokio::time::timeout(deadline, tool.call(&arguments)).await;
     let (outcome, answer) = match result {
         Ok(Ok(text)) => (Outcome::Ok, Ok(text)),
-        Ok(Err(e @ ToolError::Timeout(_))) => (Outcome::Timeout, Err(e.to_string())),
-        Ok(Err(e)) => (Outcome::Error, Err(e.to_string())),
+        Ok(Err(e @ ToolError::Timeout(_))) => (Outcome::Timeout, Err(e)),
+        Ok(Err(e)) => (Outcome::Error, Err(e)),
         Err(_) => (
             Outcome::Timeout,
-            Err(format!("no answer within {deadline:?}")),
+            Err(ToolError::Timeout(format!("no answer within {deadline:?}"))),
         ),
     };
     count(&tool.spec().name, outcome);
-    answer.map_err(|e| Refused(format!("{name} failed: {}", excerpt(&e))))
+    answer
+}
+
+/// The failure of the contract's `name` as a run's reason.
+pub(crate) fn refused(name: &str, e: &ToolError) -> Refused {
+    Refused(format!("{name} failed: {}", excerpt(&e.to_string())))
 }
 
 /// What counts a Forge call as a tool call (`hermes_tool_calls_total`), under its

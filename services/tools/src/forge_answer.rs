@@ -26,15 +26,18 @@ use hermes_types::ids::RunId;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::forge::{Refused, call, counter, forge_tool};
+use crate::forge::{self, Refused, call, counter, forge_tool};
 use crate::handler::Outcome;
-use crate::registry::{Registry, Tool};
+use crate::registry::{Registry, Tool, ToolError};
 
 /// The contract's chat tools.
 const START: &str = "chat.startDraft";
 const CHUNK: &str = "chat.appendDraftChunk";
 const FINALIZE: &str = "chat.finalizeDraft";
 const APPEND: &str = "chat.appendMessage";
+
+/// The code of a Forge's refusal of a run that has its reply already.
+const RUN_ENDED: &str = "RUN_ENDED";
 
 /// The least time between two draft chunks of one answer; what streams meanwhile waits
 /// and goes in the next chunk.
@@ -166,8 +169,14 @@ impl Relays {
     }
 
     /// Post the whole answer `body` where `owed` says: the draft's final body, or one
-    /// message. Tried [`FINAL_TRIES`] times; the last refusal is the error.
-    pub async fn post(&self, registry: &Registry, owed: &Owed, body: &str) -> Result<(), Refused> {
+    /// message. Tried [`FINAL_TRIES`] times; the last failure is the error. A Forge that
+    /// refuses it because the run has its reply already ([`RUN_ENDED`]) ends the tries.
+    pub async fn post(
+        &self,
+        registry: &Registry,
+        owed: &Owed,
+        body: &str,
+    ) -> Result<Posted, Refused> {
         let count = counter(&self.ctx);
         let (name, args) = match &owed.draft_id {
             Some(draft_id) => (
@@ -180,9 +189,16 @@ impl Relays {
             .ok_or_else(|| Refused(format!("the Forge offers no {name} tool (yet)")))?;
         let mut refused = Refused(String::new());
         for attempt in 1..=FINAL_TRIES {
-            match call(&tool, name, args.clone(), &count).await {
-                Ok(_) => return Ok(()),
-                Err(r) => {
+            match forge::attempt(&tool, args.clone(), &count).await {
+                Ok(_) => return Ok(Posted::Posted),
+                Err(ToolError::Refused(text)) if has_its_reply(&text) => {
+                    return Ok(Posted::RunEnded(forge::refused(
+                        name,
+                        &ToolError::Refused(text),
+                    )));
+                }
+                Err(e) => {
+                    let r = forge::refused(name, &e);
                     tracing::warn!(
                         reason = r.0,
                         attempt,
@@ -194,6 +210,24 @@ impl Relays {
         }
         Err(refused)
     }
+}
+
+/// How a whole answer's post ended.
+#[derive(Debug)]
+pub enum Posted {
+    /// The Forge took it.
+    Posted,
+    /// The Forge's run has its reply already (the agent answered it with a tool of the
+    /// contract, or it ended on the Forge's side): this answer has nowhere to go, and trying
+    /// again cannot change that. The reason is the Forge's refusal.
+    RunEnded(Refused),
+}
+
+/// Whether a Forge's refusal says its run has its reply already: its code, first in the
+/// refusal's text (`RUN_ENDED: …`), as the agent MCP surface writes it (docs/agents.md,
+/// "Errors and refusals").
+fn has_its_reply(refusal: &str) -> bool {
+    refusal.trim_start().starts_with(RUN_ENDED)
 }
 
 /// Open a draft in `thread` where the Forge has the three draft tools; `None`: the answer
@@ -252,5 +286,17 @@ mod tests {
         assert_eq!(draft_id(r#"{"id":"drf_2"}"#).as_deref(), Some("drf_2"));
         assert_eq!(draft_id(r#"{"ok":true}"#), None);
         assert_eq!(draft_id("text"), None);
+    }
+
+    #[test]
+    fn only_a_run_ended_refusal_says_the_run_has_its_reply() {
+        assert!(has_its_reply(
+            "RUN_ENDED: the run has ended: its reply was already given"
+        ));
+        assert!(!has_its_reply(
+            "UNAVAILABLE: PostgreSQL could not be reached; retry"
+        ));
+        assert!(!has_its_reply("NOT_FOUND: no such draft"));
+        assert!(!has_its_reply("the run RUN_ENDED somewhere in the text"));
     }
 }

@@ -6,10 +6,15 @@
 //!
 //! Read top to bottom: every interval, take or renew the lease; the holder learns who it is
 //! (`agents.me`, once), counts the agent's open Forge runs against its `maxConcurrent`, and
-//! sends ONLINE or BUSY. On a graceful stop the holder sends OFFLINE and gives the lease up.
+//! sends ONLINE or BUSY. Between intervals the holder counts again every [`CHANGE_CHECK`] and
+//! sends at once when the status changed, so a run that closes frees the Forge's dispatcher
+//! within a second, not at the next minute's heartbeat. On a graceful stop the holder sends
+//! OFFLINE and gives the lease up.
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use hermes_db::{forge_presence, leases};
 use hermes_runtime::Ctx;
@@ -32,6 +37,11 @@ const LEASE_INTERVALS: u32 = 3;
 /// How soon to look again while the Forge's presence tools are not registered yet (its
 /// session is still connecting), so the first heartbeat does not wait a whole interval.
 const NOT_CONNECTED_RETRY: Duration = Duration::from_secs(1);
+
+/// How often the holder counts its open Forge runs between heartbeats, to send a change of
+/// status (BUSY to ONLINE, ONLINE to BUSY) without waiting for the interval. A count is one
+/// indexed query; nothing is sent while the status stays.
+const CHANGE_CHECK: Duration = Duration::from_secs(1);
 
 /// The Forge agent this install's Forge key speaks for, as `agents.me` answered.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,6 +98,8 @@ struct Presence {
     every: Duration,
     me: Option<Me>,
     held: bool,
+    /// The status the Forge last took from this replica.
+    sent: Option<AgentStatus>,
 }
 
 /// Send presence to the Forge until `ctx.stop`, then OFFLINE if this replica was sending.
@@ -105,16 +117,25 @@ pub async fn run(ctx: Ctx, registry: Arc<RwLock<Registry>>) {
         every,
         me: None,
         held: false,
+        sent: None,
     };
-    loop {
+    'interval: loop {
         let wait = if presence.tick().await {
             every
         } else {
             NOT_CONNECTED_RETRY.min(every)
         };
-        tokio::select! {
-            () = presence.ctx.stop.cancelled() => break,
-            () = tokio::time::sleep(wait) => {}
+        let next = Instant::now() + wait;
+        loop {
+            let check = (Instant::now() + CHANGE_CHECK).min(next);
+            tokio::select! {
+                () = presence.ctx.stop.cancelled() => break 'interval,
+                () = tokio::time::sleep_until(check) => {}
+            }
+            if Instant::now() >= next {
+                break;
+            }
+            presence.send_if_changed().await;
         }
     }
     presence.stop().await;
@@ -159,6 +180,23 @@ impl Presence {
         true
     }
 
+    /// Between intervals: the holder that knows who it is sends its status at once when it
+    /// differs from the last one the Forge took.
+    async fn send_if_changed(&mut self) {
+        let Some(me) = self.me.clone().filter(|_| self.held) else {
+            return;
+        };
+        let status = match self.open_runs(&me).await {
+            Ok(open) => me.status(open),
+            // The interval's heartbeat says what it can.
+            Err(_) => return,
+        };
+        if self.sent != Some(status) {
+            let registry = sync::read(&self.registry).clone();
+            self.heartbeat(&registry, status).await;
+        }
+    }
+
     /// Take or renew the lease for [`LEASE_INTERVALS`] intervals.
     async fn take_lease(&self) -> anyhow::Result<bool> {
         let client = self.ctx.db.get().await?;
@@ -189,8 +227,8 @@ impl Presence {
         Ok(forge_presence::open_runs(&client, &me.profile_key).await?)
     }
 
-    /// Send `status`; counted by status and outcome.
-    async fn heartbeat(&self, registry: &Registry, status: AgentStatus) {
+    /// Send `status`; counted by status and outcome, and remembered once the Forge took it.
+    async fn heartbeat(&mut self, registry: &Registry, status: AgentStatus) {
         let outcome = match forge_tool(registry, HEARTBEAT) {
             Some(tool) => {
                 let args = json!({"status": status.as_str()});
@@ -201,7 +239,10 @@ impl Presence {
             None => Err(Refused(format!("the Forge offers no {HEARTBEAT} tool"))),
         };
         let label = match &outcome {
-            Ok(()) => "sent",
+            Ok(()) => {
+                self.sent = Some(status);
+                "sent"
+            }
             Err(Refused(reason)) => {
                 tracing::warn!(reason, status = status.as_str(), "Forge heartbeat failed");
                 "failed"
@@ -217,7 +258,7 @@ impl Presence {
 
     /// A graceful stop: the holder says OFFLINE and gives the lease up, so another replica
     /// takes it at its next interval instead of after the lease expires.
-    async fn stop(&self) {
+    async fn stop(&mut self) {
         if !self.held {
             return;
         }

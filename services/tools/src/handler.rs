@@ -45,6 +45,7 @@ use hermes_types::sync;
 
 use crate::approval;
 use crate::forge::Refused;
+use crate::forge_answer::Posted;
 use crate::policy::{self, Permit, RefusalReason};
 use crate::registry::{Registry, ToolError};
 use crate::spans;
@@ -121,10 +122,18 @@ impl ToolStage {
             return Err(StageError::Duplicate("the Forge answer is posted already"));
         };
         let registry = sync::read(&self.registry).clone();
-        self.answers
+        let posted = self
+            .answers
             .post(&registry, &owed, &answer.body)
             .await
             .map_err(|Refused(reason)| StageError::Transient(anyhow::anyhow!(reason)))?;
+        if let Posted::RunEnded(Refused(reason)) = posted {
+            // Settled like a posted one: a copy of the message finds nothing owed.
+            tracing::info!(
+                reason,
+                "the Forge run has its reply already; this answer is not posted"
+            );
+        }
         Ok(Round::Posted)
     }
 

@@ -19,6 +19,10 @@ pub enum ToolError {
     InvalidArguments(String),
     #[error("{0}")]
     Failed(String),
+    /// The tool answered, and its answer is an error (an MCP result with `isError`): the
+    /// server took the call and refused it, so the same call is refused again.
+    #[error("{0}")]
+    Refused(String),
     /// The tool's own deadline passed.
     #[error("{0}")]
     Timeout(String),

@@ -255,7 +255,7 @@ impl McpServer {
         sync::lock(&self.breaker).record(ok, Instant::now());
         match result {
             Ok(Ok(Ok(text))) => Ok(text),
-            Ok(Ok(Err(tool_error))) => Err(ToolError::Failed(redact(&tool_error, &self.secrets))),
+            Ok(Ok(Err(tool_error))) => Err(ToolError::Refused(redact(&tool_error, &self.secrets))),
             Ok(Err(e)) => Err(ToolError::Failed(redact(
                 &format!("MCP server {}: {e}", self.name),
                 &self.secrets,
