@@ -39,6 +39,7 @@ pub(crate) async fn key_with(env: &TestEnv, scopes: &[KeyScope]) -> (ApiKeyId, S
 /// fleet and answered by the mock model: waits until every conversation holds both.
 pub(crate) async fn conversations(env: &TestEnv, fleet: &Fleet, chats: &[(i64, &str)]) {
     let c = env.db().get().await.unwrap();
+    let db = env.db();
     for (i, (chat, name)) in chats.iter().enumerate() {
         let user = env.user(Platform::Telegram, &chat.to_string(), 5).await;
         c.execute(
@@ -53,22 +54,18 @@ pub(crate) async fn conversations(env: &TestEnv, fleet: &Fleet, chats: &[(i64, &
                 &telegram_text(*chat, i as i64 + 1, &format!("hello from {name}")),
             )
             .await;
-    }
-    let db = env.db();
-    eventually(
-        Duration::from_secs(30),
-        "every message answered",
-        || async {
+        // Each answered before the next is sent, so the chats' activity is in their order.
+        eventually(Duration::from_secs(30), "the message answered", || async {
             let n = count(
                 &db,
                 "SELECT count(*) FROM interactions WHERE direction = 'outbound'",
                 &[],
             )
             .await;
-            (n == chats.len() as i64).then_some(())
-        },
-    )
-    .await;
+            (n == i as i64 + 1).then_some(())
+        })
+        .await;
+    }
 }
 
 /// A run of chat `chat` waiting for an operator on `calls` tool calls of one round (the
