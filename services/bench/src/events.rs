@@ -4,7 +4,7 @@
 //! is posted to `/webhooks/telegram` while a wait on the event hub (what `events_wait`
 //! calls) is pending from the log's head, and the time from the post to the wait's return
 //! is recorded. The baseline, measured in the same run, is the webhook's own answer (its
-//! `200`): what the event path adds is the router taking the message and the hub's poll.
+//! `200`): what the event path adds is the router taking the message and the notification.
 //! Rounds alternate the two, so drift touches both alike. The database, the namespace's
 //! queues and exchanges are deleted at the end (Redis keys of the namespace expire: dedupe
 //! ids in 24 h, rate buckets within a minute).
@@ -75,10 +75,7 @@ async fn run(fleet_config: Config, args: &EventsBench, scratch: &ScratchDb) -> a
     let client = reqwest::Client::new();
     let stop = CancellationToken::new();
     let (hub, listener) = EventHub::start(&scratch.db, stop.clone());
-    anyhow::ensure!(
-        hub.ready(Duration::from_secs(10)).await,
-        "the event log unreadable"
-    );
+    anyhow::ensure!(hub.ready(Duration::from_secs(10)).await, "no LISTEN");
 
     let post = Poster {
         client,

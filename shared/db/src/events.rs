@@ -22,6 +22,9 @@ use serde_json::Value;
 
 use super::{DbError, GenericClient};
 
+/// The `LISTEN` channel an insert into `events` notifies at commit.
+pub const CHANNEL: &str = "hermes_events";
+
 /// What an event records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum EventKind {
@@ -156,7 +159,7 @@ impl NewEvent<'_> {
     }
 }
 
-/// Write `event` in the caller's transaction (waiters see it once it settles).
+/// Write `event` in the caller's transaction (its `NOTIFY` goes out at commit).
 pub async fn record(client: &impl GenericClient, event: &NewEvent<'_>) -> Result<(), DbError> {
     client
         .execute(
@@ -210,7 +213,8 @@ pub struct Page {
     /// reader does not scan the same rows again.
     pub next: Cursor,
     /// Committed events exist beyond what could be shown, held back by an older transaction
-    /// still running: the log's head moves when it ends, and a waiting reader looks again.
+    /// still running: a waiting reader looks again shortly instead of waiting for a
+    /// notification that their release does not send.
     pub held_back: bool,
 }
 

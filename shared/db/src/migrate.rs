@@ -225,11 +225,6 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0042_agent_runs_model_calls",
         sql: include_str!("../../../migrations/0042_agent_runs_model_calls.sql"),
     },
-    Migration {
-        version: 43,
-        name: "0043_events_without_notify",
-        sql: include_str!("../../../migrations/0043_events_without_notify.sql"),
-    },
 ];
 
 /// Arbitrary constant naming Hermes' migration lock.

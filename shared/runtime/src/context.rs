@@ -46,9 +46,8 @@ pub struct Ctx {
     pub outages: Outages,
     /// Cancelled when this service must stop taking new work.
     pub stop: CancellationToken,
-    /// The process's poller of the operator event log, started by the first
-    /// [`Ctx::event_hub`] (only processes that serve operators' MCP clients poll, and only
-    /// while one waits).
+    /// The process's listener on the operator event log, started by the first
+    /// [`Ctx::event_hub`] (only processes that serve operators' MCP clients listen).
     events: Arc<OnceLock<EventHub>>,
 }
 
@@ -117,7 +116,7 @@ impl Ctx {
         })
     }
 
-    /// The event hub of this process (docs/operator-mcp.md, events): one poller of the
+    /// The event hub of this process (docs/operator-mcp.md, events): one `LISTEN` on the
     /// event log for every waiting `events_wait` and `messages_send`, started on first use
     /// and stopped with this context's stop signal.
     pub fn event_hub(&self) -> &EventHub {
