@@ -164,12 +164,35 @@ mod tests {
     use crate::scratch::ScratchDb;
     use hermes_types::ids::RunId;
 
+    /// A hub listening on `db`, with its stop and task.
+    async fn listening(db: &Db) -> (CancellationToken, EventHub, JoinHandle<()>) {
+        let stop = CancellationToken::new();
+        let (hub, task) = EventHub::start(db, stop.clone());
+        assert!(hub.ready(Duration::from_secs(10)).await);
+        (stop, hub, task)
+    }
+
+    /// A waiter for whatever comes after `start`, for up to 30 s.
+    fn waiter(hub: &EventHub, start: Cursor) -> JoinHandle<Result<Page, DbError>> {
+        let hub = hub.clone();
+        tokio::spawn(async move {
+            hub.wait(start, &Filter::default(), 10, Duration::from_secs(30))
+                .await
+        })
+    }
+
+    /// Write a `message` event of a new run; returns the run.
+    async fn write(client: &impl crate::GenericClient) -> RunId {
+        let run = RunId::new();
+        let event = NewEvent::of_run(EventKind::Message, run, serde_json::Value::Null);
+        record(client, &event).await.unwrap();
+        run
+    }
+
     #[tokio::test]
     async fn a_waiter_is_woken_by_a_commit_and_times_out_on_silence() {
         ScratchDb::with(|db| async move {
-            let stop = CancellationToken::new();
-            let (hub, task) = EventHub::start(&db, stop.clone());
-            assert!(hub.ready(Duration::from_secs(10)).await);
+            let (stop, hub, task) = listening(&db).await;
             let client = db.get().await.unwrap();
             let start = events::head(&client).await.unwrap();
 
@@ -183,21 +206,39 @@ mod tests {
 
             // A waiter started before the write returns it (the write comes after the
             // waiter's cursor, so whenever it commits the waiter sees it).
-            let waiter = tokio::spawn({
-                let hub = hub.clone();
-                async move {
-                    hub.wait(start, &Filter::default(), 10, Duration::from_secs(30))
-                        .await
-                }
-            });
-            let run = RunId::new();
-            record(
-                &client,
-                &NewEvent::of_run(EventKind::Message, run, serde_json::Value::Null),
-            )
-            .await
-            .unwrap();
-            let page = waiter.await.unwrap().unwrap();
+            let waiting = waiter(&hub, start);
+            let run = write(&client).await;
+            let page = waiting.await.unwrap().unwrap();
+            assert_eq!(page.events.len(), 1);
+            assert_eq!(page.events[0].run_id, Some(run));
+            stop.cancel();
+            task.await.unwrap();
+        })
+        .await
+    }
+
+    #[tokio::test]
+    async fn a_waiter_sees_an_event_once_the_older_transaction_holding_it_back_ends() {
+        ScratchDb::with(|db| async move {
+            let (stop, hub, task) = listening(&db).await;
+            let client = db.get().await.unwrap();
+            let start = events::head(&client).await.unwrap();
+            // An older transaction, with an id, still running: the event committed after it
+            // began is held back until it ends, and its end notifies nobody.
+            let mut older = db.get().await.unwrap();
+            let older = older.transaction().await.unwrap();
+            older
+                .query_one("SELECT pg_current_xact_id()", &[])
+                .await
+                .unwrap();
+            let run = write(&client).await;
+            let held = events::after(&client, start, &Filter::default(), 10)
+                .await
+                .unwrap();
+            assert!(held.events.is_empty() && held.held_back, "{held:?}");
+            let waiting = waiter(&hub, start);
+            older.commit().await.unwrap();
+            let page = waiting.await.unwrap().unwrap();
             assert_eq!(page.events.len(), 1);
             assert_eq!(page.events[0].run_id, Some(run));
             stop.cancel();
