@@ -181,6 +181,13 @@ mod tests {
         })
     }
 
+    /// The waiter returns the event of `run`, and nothing else.
+    async fn returns_only(waiting: JoinHandle<Result<Page, DbError>>, run: RunId) {
+        let page = waiting.await.unwrap().unwrap();
+        assert_eq!(page.events.len(), 1);
+        assert_eq!(page.events[0].run_id, Some(run));
+    }
+
     /// Write a `message` event of a new run; returns the run.
     async fn write(client: &impl crate::GenericClient) -> RunId {
         let run = RunId::new();
@@ -208,9 +215,7 @@ mod tests {
             // waiter's cursor, so whenever it commits the waiter sees it).
             let waiting = waiter(&hub, start);
             let run = write(&client).await;
-            let page = waiting.await.unwrap().unwrap();
-            assert_eq!(page.events.len(), 1);
-            assert_eq!(page.events[0].run_id, Some(run));
+            returns_only(waiting, run).await;
             stop.cancel();
             task.await.unwrap();
         })
@@ -238,9 +243,7 @@ mod tests {
             assert!(held.events.is_empty() && held.held_back, "{held:?}");
             let waiting = waiter(&hub, start);
             older.commit().await.unwrap();
-            let page = waiting.await.unwrap().unwrap();
-            assert_eq!(page.events.len(), 1);
-            assert_eq!(page.events[0].run_id, Some(run));
+            returns_only(waiting, run).await;
             stop.cancel();
             task.await.unwrap();
         })
