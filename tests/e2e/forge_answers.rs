@@ -175,6 +175,16 @@ async fn item_12_a_chat_answer_streams_as_a_draft_and_finalizes_with_the_whole_b
     );
     assert_eq!(tools.last(), Some(&"chat.finalizeDraft"));
     assert!(args_of(&calls, "chat.appendMessage").is_empty());
+    eventually(
+        Duration::from_secs(30),
+        "the answer counted posted",
+        || async {
+            let metrics = fleet.metrics().await;
+            let posted = r#"hermes_forge_answers_total{outcome="posted"}"#;
+            (hermes_testkit::metric(&metrics, posted) == Some(1.0)).then_some(())
+        },
+    )
+    .await;
     fleet.stop().await.unwrap();
 }
 

@@ -262,6 +262,19 @@ async fn fleet_b_answers_fleet_a_as_its_external_agent_and_streams_a_draft() {
         },
     )
     .await;
+    let metrics = fleet_b.metrics().await;
+    let answers = |outcome: &str| {
+        hermes_testkit::metric(
+            &metrics,
+            &format!("hermes_forge_answers_total{{outcome=\"{outcome}\"}}"),
+        )
+        .unwrap_or(0.0)
+    };
+    assert_eq!(
+        (answers("run_ended"), answers("failed")),
+        (1.0, 0.0),
+        "{metrics}"
+    );
 
     // An API caller of A (the REST channel, reading the run's events) sees B's draft stream.
     let http = reqwest::Client::new();

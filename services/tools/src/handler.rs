@@ -122,17 +122,26 @@ impl ToolStage {
             return Err(StageError::Duplicate("the Forge answer is posted already"));
         };
         let registry = sync::read(&self.registry).clone();
-        let posted = self
-            .answers
-            .post(&registry, &owed, &answer.body)
-            .await
-            .map_err(|Refused(reason)| StageError::Transient(anyhow::anyhow!(reason)))?;
-        if let Posted::RunEnded(Refused(reason)) = posted {
+        let posted = self.answers.post(&registry, &owed, &answer.body).await;
+        let outcome = match &posted {
+            Ok(Posted::Posted) => "posted",
+            Ok(Posted::RunEnded(_)) => "run_ended",
+            Err(_) => "failed",
+        };
+        self.ctx
+            .metrics
+            .tools
+            .forge_answers
+            .with_label_values(&[outcome])
+            .inc();
+        match posted {
+            Ok(Posted::Posted) => {}
             // Settled like a posted one: a copy of the message finds nothing owed.
-            tracing::info!(
+            Ok(Posted::RunEnded(Refused(reason))) => tracing::info!(
                 reason,
                 "the Forge run has its reply already; this answer is not posted"
-            );
+            ),
+            Err(Refused(reason)) => return Err(StageError::Transient(anyhow::anyhow!(reason))),
         }
         Ok(Round::Posted)
     }

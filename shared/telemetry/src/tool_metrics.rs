@@ -1,6 +1,6 @@
 //! The metrics of the tools stage (docs/tools-and-mcp.md): tool calls by outcome and their
 //! time, calls refused before they ran, configuration reloads, MCP servers' sessions, and
-//! the heartbeats sent to a Forge, and MCP servers' sampling.
+//! the heartbeats and whole answers sent to a Forge, and MCP servers' sampling.
 
 use prometheus::{HistogramVec, IntCounterVec, IntGaugeVec, Registry};
 
@@ -21,6 +21,8 @@ pub struct ToolMetrics {
     pub mcp_server_up: IntGaugeVec,
     /// `agents.heartbeat` calls to a Forge by the status sent and outcome (sent, failed).
     pub forge_heartbeats: IntCounterVec,
+    /// Forge chat runs' whole answers by how their post ended.
+    pub forge_answers: IntCounterVec,
     /// MCP servers' sampling requests by server and outcome.
     pub sampling_requests: IntCounterVec,
     /// Tokens sampling requests used, as the model reported them (not the cap asked for),
@@ -71,6 +73,12 @@ impl ToolMetrics {
                 "hermes_forge_heartbeats_total",
                 "`agents.heartbeat` calls this replica made to a Forge, by the status sent (ONLINE, BUSY, OFFLINE) and outcome (sent, failed).",
                 &["status", "outcome"],
+            ),
+            forge_answers: counter_vec(
+                r,
+                "hermes_forge_answers_total",
+                "Whole answers of Forge chat runs posted to their thread, by outcome: posted, run_ended (the Forge's run had its reply already; settled, not retried), failed (one delivery's tries failed; requeued).",
+                &["outcome"],
             ),
             sampling_requests: counter_vec(
                 r,
